@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test command of the README and of CI: installs what is missing, then checks formatting, vet,
+# the whole test suite (GPU paths on lavapipe when there is no GPU), a brief run of every fuzz target,
+# and renders the DOT output with graphviz.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== gofmt"
+bad=$(gofmt -l $(git ls-files '*.go') || true)
+if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test"
+go test -count=1 -timeout 70m ./...
+
+echo "== fuzz (briefly, each target)"
+for f in $(git ls-files '*_test.go'); do
+  for name in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$f" | awk '{print $2}'); do
+    echo "fuzz $name in ./$(dirname "$f")"
+    go test -run='^$' -fuzz="^${name}\$" -fuzztime="${FUZZTIME:-8s}" "./$(dirname "$f")" >/tmp/vkc-fuzz.log 2>&1 || { cat /tmp/vkc-fuzz.log; exit 1; }
+  done
+done
+
+if [ -x scripts/dot-check.sh ]; then
+  echo "== dot"
+  bash scripts/dot-check.sh
+fi
+echo "== all checks passed"
