@@ -1,0 +1,97 @@
+// Command vkc compiles neural-network models written as op graphs (model.yaml) into Vulkan
+// execution plans, runs them, and shows what the compiler chose.
+//
+// Each subcommand lives in its own file and registers itself in init with register; main only
+// dispatches. Exit status: 0 on success, 1 on failure, 2 on a usage error.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// command is one vkc subcommand.
+type command struct {
+	name  string
+	usage string // one line: arguments after the command name
+	short string // one line: what it does
+	// run parses args with fs (already carrying the command's flags) and does the work.
+	// A returned usageError prints the usage and exits 2; any other error exits 1.
+	flags func(fs *flag.FlagSet) func(args []string) error
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("vkc: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// usageError marks an error in how the command was called (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func mainUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: vkc <command> [flags] [arguments]")
+	fmt.Fprintln(w, "\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].short)
+	}
+	fmt.Fprintln(w, "\nRun 'vkc <command> -h' for the flags of a command.")
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		mainUsage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "vkc: unknown command %q\n\n", args[0])
+		mainUsage(stderr)
+		return 2
+	}
+	fs := flag.NewFlagSet("vkc "+c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: vkc %s %s\n\n%s\n\nflags:\n", c.name, c.usage, c.short)
+		fs.PrintDefaults()
+	}
+	do := c.flags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := do(fs.Args()); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "vkc %s: %s\n", c.name, ue.msg)
+			fs.Usage()
+			return 2
+		}
+		fmt.Fprintf(stderr, "vkc %s: %v\n", c.name, err)
+		return 1
+	}
+	return 0
+}
