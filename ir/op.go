@@ -1,0 +1,200 @@
+package ir
+
+import "fmt"
+
+// Op identifies an operation. The table opTable gives each its name, arity, attributes and
+// shape/dtype inference; adding an op means adding a constant and a table row (and a reference
+// implementation in ir/interp, whose tests fail for an op without one).
+type Op uint16
+
+const (
+	InvalidOp Op = iota
+
+	// Sources. Their Node carries Name (and Value for Const) and the type in Outs[0].
+	Input // a function input
+	Param // a model parameter (weight)
+	State // persistent state (a KV cache) as it was when the run started
+	Const // a constant tensor
+
+	// Elementwise unary.
+	Neg
+	Abs
+	Exp
+	Log
+	Sqrt
+	Rsqrt
+	Recip
+	Sin
+	Cos
+	Tanh
+	Sigmoid
+	Silu
+	Relu
+	Gelu     // erf form: x·Φ(x)
+	GeluTanh // tanh approximation
+	Cast     // attribute to: the target dtype
+
+	// Elementwise binary with NumPy broadcasting.
+	Add
+	Sub
+	Mul
+	Div
+	Maximum
+	Minimum
+	Pow
+	Eq // comparisons give Bool
+	Ne
+	Lt
+	Le
+	Gt
+	Ge
+	Where // where(cond, a, b)
+
+	// Reductions over one axis.
+	Sum
+	Mean
+	Max
+	Min
+	Argmax // gives I32
+
+	Softmax
+	RMSNorm   // rmsnorm(x, w): x / sqrt(mean(x²) + eps) · w over the last axis
+	LayerNorm // layernorm(x, w, b): (x - mean) / sqrt(var + eps) · w + b over the last axis
+
+	Matmul // matmul(a, b), batched with broadcast batch dims; ta/tb transpose the last two axes
+	Linear // linear(x, W[, b]) = x·Wᵀ + b with W [out, in]
+
+	Reshape
+	Transpose // attribute perm
+	Slice     // one axis: start, end, step
+	Concat
+	Expand // broadcast to attribute shape
+
+	Embedding // embedding(table [n, d], ids int[...]) -> [..., d]
+
+	// Rope rotates pairs of the last axis by angle (pos + s)·theta^(-2i/d) where s is the index
+	// along seq_axis and pos a run-time i32 scalar; mode "half" (rotate-half, Llama/HF) or
+	// "interleaved" (pairs 2i, 2i+1).
+	Rope
+	// CacheWrite(state, x, pos) is state with rows pos..pos+len(x) along axis 0 replaced by x.
+	// It is functional in the IR; the compiler performs it in place.
+	CacheWrite
+	// Attention(q, k, v[, kv_len]) with q [sq, hq, d], k [skv, hkv, d], v [skv, hkv, dv]
+	// (layout "shd"; "hsd" puts heads first) and hq a multiple of hkv (grouped-query heads).
+	// Query i sits at absolute position kv_len - sq + i; causal masks keys after it, window > 0
+	// keeps only the last window keys up to it, and keys at or past kv_len are ignored.
+	// kv_len is a run-time i32 scalar; without it all skv keys are valid.
+	Attention
+	Conv1d // conv1d(x [cin, L] or [n, cin, L], w [cout, cin/groups, k][, b [cout]])
+
+	numBaseOps
+)
+
+// Kind groups ops for kernel templates and rules.
+type Kind uint8
+
+const (
+	KindSource Kind = iota + 1
+	KindUnary
+	KindBinary
+	KindCompare
+	KindSelect
+	KindReduce
+	KindNorm
+	KindMatmul
+	KindLayout
+	KindOther
+)
+
+// OpInfo describes an op.
+type OpInfo struct {
+	Name    string
+	Kind    Kind
+	MinArgs int
+	MaxArgs int
+	Attrs   []AttrSpec
+	// Composite ops also exist as compositions of primitives (see Decompose).
+	Composite bool
+	// infer computes the output types from the (checked) attributes and argument types.
+	infer func(a Attrs, args []Type) ([]Type, error)
+}
+
+var opTable = map[Op]*OpInfo{}
+var opByName = map[string]Op{}
+
+func def(op Op, info OpInfo) {
+	if _, dup := opTable[op]; dup {
+		panic("ir: op defined twice: " + info.Name)
+	}
+	if _, dup := opByName[info.Name]; dup {
+		panic("ir: op name defined twice: " + info.Name)
+	}
+	opTable[op] = &info
+	opByName[info.Name] = op
+}
+
+// Info returns the op's description; it panics for an undefined op (a bug, not an input error).
+func (op Op) Info() *OpInfo {
+	if i, ok := opTable[op]; ok {
+		return i
+	}
+	panic(fmt.Sprintf("ir: undefined op %d", op))
+}
+
+func (op Op) String() string {
+	if i, ok := opTable[op]; ok {
+		return i.Name
+	}
+	return fmt.Sprintf("op(%d)", op)
+}
+
+// LookupOp finds an op by its model.yaml name.
+func LookupOp(name string) (Op, bool) {
+	op, ok := opByName[name]
+	return op, ok
+}
+
+// Ops lists every defined op in numeric order.
+func Ops() []Op {
+	var ops []Op
+	for op := Op(1); op < Op(len(opTable)+64); op++ {
+		if _, ok := opTable[op]; ok {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
+
+// IsElementwise reports whether op maps broadcast inputs to outputs element by element.
+func (op Op) IsElementwise() bool {
+	switch op.Info().Kind {
+	case KindUnary, KindBinary, KindCompare, KindSelect:
+		return true
+	}
+	return false
+}
+
+// Infer checks attributes and argument types and returns the output types. Errors describe the
+// problem without naming the op's position; callers add that.
+func Infer(op Op, a Attrs, args []Type) (Attrs, []Type, error) {
+	info, ok := opTable[op]
+	if !ok {
+		return nil, nil, fmt.Errorf("undefined op %d", op)
+	}
+	if len(args) < info.MinArgs || len(args) > info.MaxArgs {
+		want := fmt.Sprint(info.MinArgs)
+		if info.MaxArgs != info.MinArgs {
+			want = fmt.Sprintf("%d to %d", info.MinArgs, info.MaxArgs)
+		}
+		return nil, nil, fmt.Errorf("%s takes %s arguments, got %d", info.Name, want, len(args))
+	}
+	a, err := checkAttrs(op, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	outs, err := info.infer(a, args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", info.Name, err)
+	}
+	return a, outs, nil
+}

@@ -1,0 +1,58 @@
+package safetensors
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"vkc/ir"
+)
+
+func TestRoundTripAndOracle(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.safetensors")
+	in := map[string]*ir.Tensor{
+		"x": ir.TensorFromFloat64s(ir.T(ir.F32, 2, 3), []float64{1, 2, 3, 4, 5, 6}),
+		"h": ir.TensorFromFloat64s(ir.T(ir.F16, 2), []float64{0.5, -2}),
+		"i": ir.TensorFromFloat64s(ir.T(ir.I32), []float64{-7}),
+	}
+	if err := Write(p, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReadAll(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range in {
+		w := out[k]
+		if w == nil || !w.Type.Equal(v.Type) || string(w.Data) != string(v.Data) {
+			t.Errorf("%s: got %v want %v", k, w, v)
+		}
+	}
+	// The Hugging Face oracle file, written by another implementation.
+	o, err := ReadAll("../../testdata/hf/tinyllama/golden.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o["input_ids"].Type.String(); got != "i32[16]" {
+		t.Errorf("input_ids is %s", got)
+	}
+}
+
+func TestRejectsGarbage(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"short":   "abc",
+		"hugelen": "\xff\xff\xff\xff\xff\xff\x00\x00{}",
+		"notjson": "\x04\x00\x00\x00\x00\x00\x00\x00{{{{",
+		"past":    "\x40\x00\x00\x00\x00\x00\x00\x00" + `{"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}        `,
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(data), 0o644)
+		_, err := Open(p)
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: want an error naming the file, got %v", name, err)
+		}
+	}
+}

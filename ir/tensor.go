@@ -1,0 +1,97 @@
+package ir
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Tensor is a host tensor: a type and its elements, little-endian in the dtype's encoding.
+type Tensor struct {
+	Type Type
+	Data []byte
+}
+
+// NewTensor returns a zero tensor of type t.
+func NewTensor(t Type) *Tensor { return &Tensor{Type: t, Data: make([]byte, t.Bytes())} }
+
+// TensorFromFloat64s encodes vals (len = number of elements) as a tensor of type t.
+// Integer dtypes truncate toward zero; Bool stores 1 for non-zero.
+func TensorFromFloat64s(t Type, vals []float64) *Tensor {
+	x := NewTensor(t)
+	if len(vals) != t.Shape.NumElements() {
+		panic(fmt.Sprintf("ir: %d values for a tensor of type %s", len(vals), t))
+	}
+	for i, v := range vals {
+		x.SetFloat64(i, v)
+	}
+	return x
+}
+
+// NumElements is the number of elements.
+func (x *Tensor) NumElements() int { return x.Type.Shape.NumElements() }
+
+// Float64 returns element i (row-major) as float64.
+func (x *Tensor) Float64(i int) float64 {
+	d := x.Data
+	switch x.Type.DType {
+	case F32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:])))
+	case F16:
+		return float64(F16ToF32(binary.LittleEndian.Uint16(d[2*i:])))
+	case BF16:
+		return float64(BF16ToF32(binary.LittleEndian.Uint16(d[2*i:])))
+	case I32:
+		return float64(int32(binary.LittleEndian.Uint32(d[4*i:])))
+	case U32:
+		return float64(binary.LittleEndian.Uint32(d[4*i:]))
+	case Bool:
+		if d[i] != 0 {
+			return 1
+		}
+		return 0
+	}
+	panic("ir: Float64 of " + x.Type.DType.String())
+}
+
+// SetFloat64 stores v into element i, rounding to the dtype.
+func (x *Tensor) SetFloat64(i int, v float64) {
+	d := x.Data
+	switch x.Type.DType {
+	case F32:
+		binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(float32(v)))
+	case F16:
+		binary.LittleEndian.PutUint16(d[2*i:], F16Bits(float32(v)))
+	case BF16:
+		binary.LittleEndian.PutUint16(d[2*i:], BF16Bits(float32(v)))
+	case I32:
+		binary.LittleEndian.PutUint32(d[4*i:], uint32(int32(v)))
+	case U32:
+		binary.LittleEndian.PutUint32(d[4*i:], uint32(v))
+	case Bool:
+		if v != 0 {
+			d[i] = 1
+		} else {
+			d[i] = 0
+		}
+	default:
+		panic("ir: SetFloat64 of " + x.Type.DType.String())
+	}
+}
+
+// Float64s returns all elements as float64.
+func (x *Tensor) Float64s() []float64 {
+	out := make([]float64, x.NumElements())
+	for i := range out {
+		out[i] = x.Float64(i)
+	}
+	return out
+}
+
+// Convert returns x converted to dtype d (same shape).
+func (x *Tensor) Convert(d DType) *Tensor {
+	if d == x.Type.DType {
+		return &Tensor{Type: x.Type, Data: append([]byte(nil), x.Data...)}
+	}
+	return TensorFromFloat64s(Type{d, x.Type.Shape.Clone()}, x.Float64s())
+}
