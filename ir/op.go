@@ -27,6 +27,7 @@ const (
 	Sin
 	Cos
 	Tanh
+	Erf // the error function; gelu's composition needs it (no primitive composition exists)
 	Sigmoid
 	Silu
 	Relu

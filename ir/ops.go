@@ -35,7 +35,7 @@ func init() {
 		comp bool
 	}{
 		{Exp, "exp", false}, {Log, "log", false}, {Sqrt, "sqrt", false}, {Rsqrt, "rsqrt", false},
-		{Recip, "recip", false}, {Sin, "sin", false}, {Cos, "cos", false}, {Tanh, "tanh", false},
+		{Recip, "recip", false}, {Sin, "sin", false}, {Cos, "cos", false}, {Tanh, "tanh", false}, {Erf, "erf", false},
 		{Sigmoid, "sigmoid", false}, {Silu, "silu", true}, {Gelu, "gelu", true}, {GeluTanh, "gelu_tanh", true},
 	} {
 		def(u.op, OpInfo{Name: u.name, Kind: KindUnary, MinArgs: 1, MaxArgs: 1, Composite: u.comp, infer: unaryFloat})
