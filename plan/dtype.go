@@ -1,0 +1,101 @@
+package plan
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// DType is the element type of a tensor in a plan. It is the plan's own enum, not ir's, so that the
+// file format does not change when ir renumbers its types; lower maps one to the other.
+//
+// The numeric values are part of the file format: never renumber, only add.
+type DType uint8
+
+const (
+	InvalidDType DType = 0
+	F32          DType = 1
+	F16          DType = 2
+	BF16         DType = 3
+	I32          DType = 4
+	U32          DType = 5
+
+	// Block-quantized weight formats (the ggml layouts). Values 16.. are reserved for them; no kernel
+	// reads them yet, but plans may already describe weights stored this way.
+	Q8_0 DType = 16 // blocks of 32 elements: f16 scale + 32 × i8 = 34 bytes
+	Q4_K DType = 17 // super-blocks of 256 elements: 144 bytes
+)
+
+var dtypeInfo = map[DType]struct {
+	name       string
+	blockElems int64 // elements per block (1 for plain types)
+	blockBytes int64 // bytes per block
+}{
+	F32:  {"f32", 1, 4},
+	F16:  {"f16", 1, 2},
+	BF16: {"bf16", 1, 2},
+	I32:  {"i32", 1, 4},
+	U32:  {"u32", 1, 4},
+	Q8_0: {"q8_0", 32, 34},
+	Q4_K: {"q4_k", 256, 144},
+}
+
+// Valid reports whether t is a known dtype.
+func (t DType) Valid() bool { _, ok := dtypeInfo[t]; return ok }
+
+// String returns the dtype's name as model.yaml spells it ("f32", "q8_0"), or "dtype(N)" if unknown.
+func (t DType) String() string {
+	if i, ok := dtypeInfo[t]; ok {
+		return i.name
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(t))
+}
+
+// ParseDType is the inverse of String for known dtypes.
+func ParseDType(s string) (DType, bool) {
+	for t, i := range dtypeInfo {
+		if i.name == s {
+			return t, true
+		}
+	}
+	return InvalidDType, false
+}
+
+// Quantized reports whether t is a block-quantized format.
+func (t DType) Quantized() bool { return dtypeInfo[t].blockElems > 1 }
+
+// Elements returns the number of elements of shape (1 for a scalar, shape []), or an error if a
+// dimension is negative or the product overflows int64.
+func Elements(shape []int64) (int64, error) {
+	n := int64(1)
+	for i, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("dimension %d is negative (%d)", i, d)
+		}
+		hi, lo := bits.Mul64(uint64(n), uint64(d))
+		if hi != 0 || lo > 1<<60 {
+			return 0, fmt.Errorf("shape %v has too many elements", shape)
+		}
+		n = int64(lo)
+	}
+	return n, nil
+}
+
+// Bytes returns the storage size of a tensor of dtype t and the given shape. For block-quantized
+// formats the element count must be a multiple of the block size.
+//
+//	F16.Bytes([]int64{2, 3}) // 12
+func (t DType) Bytes(shape []int64) (int64, error) {
+	i, ok := dtypeInfo[t]
+	if !ok {
+		return 0, fmt.Errorf("unknown dtype %d", uint8(t))
+	}
+	n, err := Elements(shape)
+	if err != nil {
+		return 0, err
+	}
+	if n%i.blockElems != 0 {
+		return 0, fmt.Errorf("%s needs a multiple of %d elements, shape %v has %d", i.name, i.blockElems, shape, n)
+	}
+	// n <= 2^60 and blockBytes/blockElems <= 4, so this cannot overflow.
+	return n / i.blockElems * i.blockBytes, nil
+}

@@ -1,0 +1,304 @@
+package plan
+
+// The plan file format, version 1. All integers are little-endian.
+//
+//	offset  size  field
+//	0       8     magic "\x89vkc\r\n\x1a\n"
+//	8       4     format version (u32)
+//	12      4     header length H (u32): the bytes that follow, up to and including the header CRC
+//	16      H-4   header body:
+//	                compiler version (str), model (str),
+//	                device fingerprint: vendor id (u32), device id (u32), driver version (u32),
+//	                  pipeline-cache UUID (16 bytes), device name (str),
+//	                section count (u32), then per section: id (u32), length (u64), CRC-32C (u32)
+//	12+H    4     header CRC-32C over bytes [0, 12+H)
+//	16+H    ...   the sections' payloads, back to back in table order; then end of file.
+//
+// str is a u32 byte length and the bytes; a list is a u32 count and its elements; a shape is a list
+// of i64; a map (a tuning configuration) is a list of (str, i64) sorted by key with no duplicates;
+// a bool is one byte, 0 or 1; a duration is an i64 of nanoseconds.
+//
+// Sections, each present exactly once and in this order:
+//
+//	1 modules     the SPIR-V modules with their interfaces
+//	2 memory      weight tensors and source, state tensors, arena
+//	3 functions   inputs, outputs, dispatches
+//	4 record      rules applied, candidates, notes
+//	5 weightdata  the inline weight region's bytes (empty when the weights are external)
+//
+// The bulky weight data comes last so that a reader that needs only the description can stop early.
+//
+// The magic follows PNG's: a byte with the high bit set catches 7-bit transports, and CR LF, ^Z, LF
+// catch line-ending conversion and stop a `type` on Windows. The version follows the magic so a
+// future layout can change everything after it. Any change to the layout bumps the version: the
+// decoder accepts exactly the versions it knows and says which it found otherwise.
+//
+// Checksums are CRC-32C (Castagnoli), one for the header and one per section. The point is to catch
+// accidental damage (a truncated copy, a flipped bit on disk): CRC-32C detects every single-bit and
+// every burst error up to 32 bits, and Go computes it with the CPU's CRC32 instruction at many GB/s,
+// which matters for gigabytes of inline weights. A cryptographic hash would not add protection
+// against deliberate tampering, since whoever edits the file can recompute any checksum stored in
+// it; a plan is trusted like an executable. SHA-256 is used where the question is identity, not
+// damage: naming an external weight file's content.
+//
+// Every decoded length is checked against the bytes actually remaining before anything is
+// allocated, and a payload is read only as far as the input really extends, so a small hostile file
+// cannot make the decoder allocate much more than its own size.
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"sort"
+	"time"
+)
+
+// Magic is the first 8 bytes of every plan file.
+const Magic = "\x89vkc\r\n\x1a\n"
+
+// FormatVersion is the version of the file format this package writes and reads.
+const FormatVersion = 1
+
+const (
+	secModules    = 1
+	secMemory     = 2
+	secFunctions  = 3
+	secRecord     = 4
+	secWeightData = 5
+	numSections   = 5
+)
+
+var sectionNames = [...]string{"", "modules", "memory", "functions", "record", "weightdata"}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// prefixSize is magic + version + header length.
+const prefixSize = 16
+
+// maxHeader bounds the header length field; a real header is a few hundred bytes.
+const maxHeader = 1 << 20
+
+// enc appends little-endian values to a byte slice.
+type enc struct{ b []byte }
+
+func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *enc) i64(v int64)  { e.u64(uint64(v)) }
+func (e *enc) dur(d time.Duration) {
+	e.i64(int64(d))
+}
+func (e *enc) bool(v bool) {
+	if v {
+		e.u8(1)
+	} else {
+		e.u8(0)
+	}
+}
+func (e *enc) count(n int) {
+	if n > math.MaxUint32 {
+		// Validate rejects such plans before encoding starts.
+		panic("plan: list too long to encode")
+	}
+	e.u32(uint32(n))
+}
+func (e *enc) str(s string) { e.count(len(s)); e.b = append(e.b, s...) }
+func (e *enc) bytes(b []byte) {
+	e.count(len(b))
+	e.b = append(e.b, b...)
+}
+func (e *enc) shape(s []int64) {
+	e.count(len(s))
+	for _, d := range s {
+		e.i64(d)
+	}
+}
+func (e *enc) strs(ss []string) {
+	e.count(len(ss))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+func (e *enc) config(m map[string]int64) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	e.count(len(keys))
+	for _, k := range keys {
+		e.str(k)
+		e.i64(m[k])
+	}
+}
+
+func encodeModules(p *Plan) []byte {
+	var e enc
+	e.count(len(p.Modules))
+	for i := range p.Modules {
+		m := &p.Modules[i]
+		e.str(m.Key)
+		e.config(m.Config)
+		e.str(m.Entry)
+		e.count(len(m.SPIRV))
+		for _, w := range m.SPIRV {
+			e.u32(w)
+		}
+		e.count(len(m.Bindings))
+		for _, b := range m.Bindings {
+			e.u32(b.Binding)
+			e.u8(uint8(b.Access))
+		}
+		e.u32(m.PushConstantSize)
+		e.count(len(m.SpecConstants))
+		for _, s := range m.SpecConstants {
+			e.u32(s.ID)
+			e.u32(s.Value)
+		}
+		for _, w := range m.Workgroup {
+			e.u32(w)
+		}
+	}
+	return e.b
+}
+
+func encodeMemory(p *Plan) []byte {
+	var e enc
+	w := &p.Weights
+	e.u64(w.Size)
+	e.bool(w.Source != nil)
+	if w.Source != nil {
+		e.str(w.Source.Path)
+		e.u64(w.Source.Size)
+		e.b = append(e.b, w.Source.SHA256[:]...)
+	}
+	e.count(len(w.Tensors))
+	for _, t := range w.Tensors {
+		e.str(t.Name)
+		e.u8(uint8(t.DType))
+		e.shape(t.Shape)
+		e.str(t.Layout)
+		e.u64(t.Offset)
+		e.u64(t.Size)
+		e.u64(t.SourceOffset)
+	}
+	e.u64(p.StateSize)
+	e.count(len(p.State))
+	for _, t := range p.State {
+		e.str(t.Name)
+		e.u8(uint8(t.DType))
+		e.shape(t.Shape)
+		e.u64(t.Offset)
+	}
+	e.u64(p.Arena.Size)
+	e.u64(p.Arena.Align)
+	return e.b
+}
+
+func (e *enc) values(vs []Value) {
+	e.count(len(vs))
+	for _, v := range vs {
+		e.str(v.Name)
+		e.u8(uint8(v.DType))
+		e.shape(v.Shape)
+		e.u8(uint8(v.Place))
+		e.u64(v.Offset)
+	}
+}
+
+func encodeFunctions(p *Plan) []byte {
+	var e enc
+	e.count(len(p.Functions))
+	for i := range p.Functions {
+		f := &p.Functions[i]
+		e.str(f.Name)
+		e.values(f.Inputs)
+		e.values(f.Outputs)
+		e.count(len(f.Dispatches))
+		for j := range f.Dispatches {
+			d := &f.Dispatches[j]
+			e.u32(d.Module)
+			e.count(len(d.Bindings))
+			for _, b := range d.Bindings {
+				e.u32(b.Binding)
+				e.u8(uint8(b.Buffer.Region.Kind))
+				e.u32(b.Buffer.Region.Index)
+				e.u64(b.Buffer.Offset)
+				e.u64(b.Buffer.Range)
+			}
+			e.bytes(d.Push)
+			e.count(len(d.Scalars))
+			for _, s := range d.Scalars {
+				e.u32(s.Offset)
+				e.u32(s.Input)
+				e.u32(uint32(s.Add))
+			}
+			for _, g := range d.Grid {
+				e.u32(g)
+			}
+			e.bool(d.BarrierBefore)
+			e.strs(d.Ops)
+			e.str(d.Label)
+			e.dur(d.Estimated)
+			e.dur(d.Measured)
+		}
+	}
+	return e.b
+}
+
+func encodeRecord(p *Plan) []byte {
+	var e enc
+	r := &p.Record
+	e.count(len(r.Rules))
+	for _, rc := range r.Rules {
+		e.str(rc.Name)
+		e.u64(rc.Count)
+	}
+	e.count(len(r.Candidates))
+	for _, c := range r.Candidates {
+		e.str(c.Subject)
+		e.str(c.Kernel)
+		e.config(c.Config)
+		e.dur(c.Estimated)
+		e.dur(c.Measured)
+		e.bool(c.Chosen)
+		e.str(c.Note)
+	}
+	e.strs(r.Notes)
+	return e.b
+}
+
+// sections returns the payloads in file order; index 0 is section id 1.
+func (p *Plan) sections() [numSections][]byte {
+	var data []byte
+	if p.Weights.Source == nil {
+		data = p.Weights.Data // not copied: may be gigabytes
+	}
+	return [numSections][]byte{encodeModules(p), encodeMemory(p), encodeFunctions(p), encodeRecord(p), data}
+}
+
+// header returns the prefix, header body and header CRC for the given section payloads.
+func (p *Plan) header(secs [numSections][]byte) []byte {
+	var body enc
+	body.str(p.CompilerVersion)
+	body.str(p.Model)
+	fp := &p.Device
+	body.u32(fp.VendorID)
+	body.u32(fp.DeviceID)
+	body.u32(fp.DriverVersion)
+	body.b = append(body.b, fp.PipelineCacheUUID[:]...)
+	body.str(fp.DeviceName)
+	body.u32(numSections)
+	for i, s := range secs {
+		body.u32(uint32(i + 1))
+		body.u64(uint64(len(s)))
+		body.u32(crc32.Checksum(s, castagnoli))
+	}
+	var h enc
+	h.b = append(h.b, Magic...)
+	h.u32(FormatVersion)
+	h.u32(uint32(len(body.b) + 4))
+	h.b = append(h.b, body.b...)
+	h.u32(crc32.Checksum(h.b, castagnoli))
+	return h.b
+}

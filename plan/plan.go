@@ -1,0 +1,360 @@
+// Package plan is the compiled-plan data model and its binary file format.
+//
+// A Plan is what the compiler (lower) produces and what the runtime executes: SPIR-V modules, the
+// memory layout (weights, persistent state, one arena for intermediates), and for each function its
+// inputs, outputs and a fixed list of dispatches. It also records what the compiler decided (rules
+// applied, kernels and configurations, candidates and their times) for `vkc inspect` and `vkc dot`.
+// The package knows nothing of Vulkan and imports nothing from the project.
+//
+// # Memory model
+//
+// Every buffer a kernel binds is a byte range of one Region:
+//
+//	weights    read-only, uploaded once at load (inline in the plan, or from an external file)
+//	state      persistent across runs (KV caches); zero-filled at load and on reset
+//	arena      intermediates; contents are undefined between runs
+//	input i    the staging slot of input i of the running function (only if it is placed in Staging)
+//	output i   the staging slot of output i of the running function (only if it is placed in Staging)
+//
+// An input or output lives either in a staging slot of its own (written by the host before the run,
+// or read by the host after it) or in a range of the arena (the runtime copies it in before the first
+// dispatch, or out after the last).
+//
+// # Run-time scalars and fixed grids
+//
+// Shapes are static; what varies between runs (a decode position, a KV length) is a scalar input.
+// Grids are fixed in the plan and never depend on run-time values: a dispatch is sized for the
+// largest case (e.g. the full KV capacity) and the kernel reads the scalar and returns early for the
+// idle part. This keeps every function recordable once into a reusable command buffer, at the cost
+// of launching some idle workgroups. A kernel reads a run-time scalar either from a buffer (bind the
+// input's staging slot, and the command buffer stays unchanged between runs) or from push constants
+// through a ScalarSlot, whose bytes the runtime must write per run (by re-recording the small
+// push-constant command, or patching a secondary command buffer); which one a kernel uses is the
+// compiler's choice and the plan says which.
+//
+// # Barriers
+//
+// Dispatches run in list order. A dispatch with BarrierBefore set waits for all earlier dispatches
+// (a compute-to-compute memory barrier); dispatches between two barriers form an interval and may
+// run concurrently. Validate rejects an interval in which one dispatch writes bytes that another
+// reads or writes, so a missing barrier is caught before a device sees it. The runtime adds the
+// host-to-device and device-to-host barriers at the start and end of a run itself.
+//
+// # File format
+//
+// See format.go. All integers are little-endian; the bytes are a function of the Plan alone (maps
+// are sorted, nothing records a time or a host), so the same Plan always encodes to the same file.
+package plan
+
+import "time"
+
+// Plan is a compiled model: everything the runtime needs to execute its functions on one device.
+type Plan struct {
+	// CompilerVersion names the vkc that wrote the plan (e.g. "vkc 0.3.0 (abc1234)"). Informational;
+	// the format version is what decides whether a plan can be read.
+	CompilerVersion string
+	// Model is the model's name from model.yaml, for messages.
+	Model string
+	// Device is the device the plan was compiled and tuned for; see CheckDevice.
+	Device Fingerprint
+
+	Modules []Module
+
+	Weights Weights
+	// State holds the persistent tensors (e.g. KV caches) in the state region of StateSize bytes.
+	State     []StateTensor
+	StateSize uint64
+	Arena     Arena
+
+	Functions []Function
+
+	// Record is what the compiler decided and why; the runtime ignores it.
+	Record Record
+}
+
+// Fingerprint identifies a Vulkan device and driver.
+type Fingerprint struct {
+	VendorID          uint32 // VkPhysicalDeviceProperties.vendorID
+	DeviceID          uint32 // VkPhysicalDeviceProperties.deviceID
+	DriverVersion     uint32 // VkPhysicalDeviceProperties.driverVersion (vendor-specific encoding)
+	PipelineCacheUUID [16]byte
+	DeviceName        string // for messages only; not compared
+}
+
+// Module is one SPIR-V compute shader with its interface.
+type Module struct {
+	// Key identifies the kernel template and its static parameters (op, shapes, dtypes, fused
+	// prologue/epilogue); Config is the tuning configuration that produced this module. Both are
+	// for the tuning database and `vkc inspect`; the runtime does not read them.
+	Key    string
+	Config map[string]int64
+
+	SPIRV []uint32 // the module's words, starting with the SPIR-V magic number 0x07230203
+	Entry string   // entry point name
+
+	// Bindings are the storage buffers of descriptor set 0 the shader declares, by binding number.
+	Bindings         []BindingDecl
+	PushConstantSize uint32 // bytes, a multiple of 4; 0 if the shader has no push constants
+	SpecConstants    []SpecConstant
+	// Workgroup is the local size the module runs with (after specialization), for occupancy
+	// figures and messages.
+	Workgroup [3]uint32
+}
+
+// Access says how a shader uses a binding; it decides where barriers are needed.
+type Access uint8
+
+const (
+	Read      Access = 1
+	Write     Access = 2
+	ReadWrite Access = 3
+)
+
+func (a Access) String() string {
+	switch a {
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	case ReadWrite:
+		return "readwrite"
+	}
+	return "access(?)"
+}
+
+func (a Access) reads() bool  { return a&Read != 0 }
+func (a Access) writes() bool { return a&Write != 0 }
+
+// BindingDecl is one storage-buffer binding a module declares.
+type BindingDecl struct {
+	Binding uint32
+	Access  Access
+}
+
+// SpecConstant is a specialization constant: its constant_id and its value as 32 raw bits (an i32,
+// u32, f32 or bool is stored by its bit pattern, as VkSpecializationInfo takes it).
+type SpecConstant struct {
+	ID    uint32
+	Value uint32
+}
+
+// Weights is the weight region: the model's parameters, read-only after load.
+type Weights struct {
+	Size    uint64 // bytes of the weight region
+	Tensors []WeightTensor
+	// Data is the region's bytes when the weights are inline (len(Data) == Size). It is nil when
+	// Source is set.
+	Data []byte
+	// Source, when non-nil, says that the weights are not in the plan: the runtime reads each
+	// tensor's bytes verbatim from this file (at SourceOffset) into the region (at Offset).
+	Source *Source
+}
+
+// Source is an external weight file (e.g. the model's safetensors file).
+type Source struct {
+	// Path as the compiler was given it; a relative path is resolved against the directory of the
+	// plan file (see ResolveSource).
+	Path   string
+	Size   uint64   // file size in bytes
+	SHA256 [32]byte // of the whole file; SHA-256 because it names the file's content across machines
+}
+
+// WeightTensor is one parameter in the weight region.
+type WeightTensor struct {
+	Name  string
+	DType DType
+	Shape []int64
+	// Layout names a stored layout other than row-major (e.g. "transposed", "tiled16x16"), chosen
+	// by the compiler; "" is row-major. External weights are copied verbatim and must be "".
+	Layout string
+	Offset uint64 // byte offset in the weight region
+	Size   uint64 // stored bytes; at least the logical size (padding for a tiled layout is allowed)
+	// SourceOffset is the tensor's byte offset in Source (external weights only; 0 when inline).
+	SourceOffset uint64
+}
+
+// StateTensor is a persistent tensor in the state region. It keeps its contents between runs and
+// is zeroed at load and by a reset.
+type StateTensor struct {
+	Name   string
+	DType  DType
+	Shape  []int64
+	Offset uint64 // byte offset in the state region
+}
+
+// Arena is the region for intermediates, shared by all functions (one function runs at a time).
+type Arena struct {
+	Size  uint64
+	Align uint64 // alignment of the arena's base the plan's offsets assume; a power of two, or 0 (1)
+}
+
+// Function is one entry point of the model (e.g. "prefill", "decode").
+type Function struct {
+	Name       string
+	Inputs     []Value
+	Outputs    []Value
+	Dispatches []Dispatch
+}
+
+// Placement says where a function's input or output lives.
+type Placement uint8
+
+const (
+	// Staging: a buffer of its own, the Input i / Output i region, sized exactly for the tensor.
+	Staging Placement = 1
+	// InArena: a byte range of the arena starting at Value.Offset.
+	InArena Placement = 2
+)
+
+func (p Placement) String() string {
+	switch p {
+	case Staging:
+		return "staging"
+	case InArena:
+		return "arena"
+	}
+	return "placement(?)"
+}
+
+// Value is an input or output of a function.
+type Value struct {
+	Name  string
+	DType DType
+	Shape []int64 // [] for a scalar
+	Place Placement
+	// Offset is the byte offset in the arena when Place is InArena; 0 otherwise.
+	Offset uint64
+}
+
+// RegionKind is the kind of memory a buffer reference points into.
+type RegionKind uint8
+
+const (
+	RegionWeights RegionKind = 1
+	RegionState   RegionKind = 2
+	RegionArena   RegionKind = 3
+	RegionInput   RegionKind = 4 // staging slot of input Region.Index
+	RegionOutput  RegionKind = 5 // staging slot of output Region.Index
+)
+
+// Region names one region; Index is the input or output index for RegionInput and RegionOutput and
+// 0 otherwise.
+type Region struct {
+	Kind  RegionKind
+	Index uint32
+}
+
+func (r Region) String() string {
+	switch r.Kind {
+	case RegionWeights:
+		return "weights"
+	case RegionState:
+		return "state"
+	case RegionArena:
+		return "arena"
+	case RegionInput:
+		return "input" + itoa(uint64(r.Index))
+	case RegionOutput:
+		return "output" + itoa(uint64(r.Index))
+	}
+	return "region(?)"
+}
+
+// BufferRef is a byte range of a region, as a descriptor binds it.
+type BufferRef struct {
+	Region Region
+	Offset uint64
+	Range  uint64 // bytes, > 0
+}
+
+// Binding binds a buffer range to one of the module's declared bindings.
+type Binding struct {
+	Binding uint32
+	Buffer  BufferRef
+}
+
+// ScalarSlot says that 4 bytes of a dispatch's push constants come from a scalar input at run
+// time: bytes [Offset, Offset+4) hold input Input (an i32 or u32 scalar) plus Add, wrapping as
+// 32-bit two's-complement arithmetic. For example, a decode step's KV length is {Offset: 4, Input:
+// pos, Add: 1}.
+type ScalarSlot struct {
+	Offset uint32
+	Input  uint32 // index into the function's Inputs
+	Add    int32
+}
+
+// Dispatch is one vkCmdDispatch of a module.
+type Dispatch struct {
+	Module   uint32 // index into Plan.Modules
+	Bindings []Binding
+	// Push is the static push-constant bytes, exactly Module.PushConstantSize long; Scalars
+	// overwrite parts of it at run time.
+	Push    []byte
+	Scalars []ScalarSlot
+	Grid    [3]uint32 // workgroup counts; fixed, see the package comment
+	// BarrierBefore makes this dispatch wait for every earlier one (see the package comment).
+	BarrierBefore bool
+
+	// Ops lists the graph operations this dispatch implements (e.g. "add", "rmsnorm"), and Label
+	// names the graph node(s), for `vkc inspect` and `vkc dot`. The runtime ignores them.
+	Ops   []string
+	Label string
+	// Estimated is the cost model's time for this dispatch and Measured the tuner's median, 0 if
+	// unknown.
+	Estimated time.Duration
+	Measured  time.Duration
+}
+
+// Record is what the compiler decided, for people and tools; it does not affect execution.
+type Record struct {
+	Rules      []RuleCount // rewrite rules that fired, with how often
+	Candidates []Candidate // alternatives considered, the chosen ones marked
+	Notes      []string    // free-form remarks (negative results, limits hit)
+}
+
+// RuleCount says how often a rewrite rule was applied.
+type RuleCount struct {
+	Name  string
+	Count uint64
+}
+
+// Candidate is one alternative the compiler considered: a kernel configuration for a graph node,
+// or a whole-program candidate.
+type Candidate struct {
+	Subject   string // what was being decided, e.g. "decode/layer0.attn" or "program"
+	Kernel    string // kernel key, if a kernel
+	Config    map[string]int64
+	Estimated time.Duration // 0 if unknown
+	Measured  time.Duration // 0 if not measured
+	Chosen    bool
+	Note      string // e.g. "rejected: output mismatch 3e-2"
+}
+
+// Function returns the function named name, or nil.
+func (p *Plan) Function(name string) *Function {
+	for i := range p.Functions {
+		if p.Functions[i].Name == name {
+			return &p.Functions[i]
+		}
+	}
+	return nil
+}
+
+// Bytes returns the tensor's size in bytes (see DType.Bytes).
+func (v *Value) Bytes() (uint64, error) {
+	n, err := v.DType.Bytes(v.Shape)
+	return uint64(n), err
+}
+
+func itoa(u uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+		if u == 0 {
+			return string(b[i:])
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Summary writes a human-readable description of the plan, as `vkc inspect` prints it: the device,
+// memory (weight, state and arena bytes), each function's signature and dispatch list (barriers
+// marked with "|"), the kernels with their configurations and use counts, the rules applied, and
+// the compiler's candidates and notes. The output is deterministic.
+func (p *Plan) Summary(w io.Writer) error {
+	ew := &errWriter{w: w}
+	pr := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
+
+	pr("plan for model %q, compiled by %q (format version %d)\n", p.Model, p.CompilerVersion, FormatVersion)
+	pr("device: %v\n", p.Device)
+
+	pr("\nmemory:\n")
+	wt := &p.Weights
+	where := "inline"
+	if s := wt.Source; s != nil {
+		where = fmt.Sprintf("external: %s, %s, sha256 %x", s.Path, sizeStr(s.Size), s.SHA256)
+	}
+	pr("  weights  %10s  %d tensors (%s)\n", sizeStr(wt.Size), len(wt.Tensors), where)
+	pr("  state    %10s  %d tensors\n", sizeStr(p.StateSize), len(p.State))
+	for _, t := range p.State {
+		pr("           %-24s %s%v at %d\n", t.Name, t.DType, t.Shape, t.Offset)
+	}
+	pr("  arena    %10s  aligned to %d\n", sizeStr(p.Arena.Size), max(p.Arena.Align, 1))
+
+	uses := make([]int, len(p.Modules))
+	for _, f := range p.Functions {
+		var est, meas time.Duration
+		barriers := 0
+		for _, d := range f.Dispatches {
+			est += d.Estimated
+			meas += d.Measured
+			if d.BarrierBefore {
+				barriers++
+			}
+			if int(d.Module) < len(uses) {
+				uses[d.Module]++
+			}
+		}
+		pr("\nfunction %s: %d dispatches, %d barriers, estimated %v, measured %v\n",
+			f.Name, len(f.Dispatches), barriers, durStr(est), durStr(meas))
+		pr("  inputs:  %s\n", valuesStr(f.Inputs))
+		pr("  outputs: %s\n", valuesStr(f.Outputs))
+		if len(f.Dispatches) == 0 {
+			continue
+		}
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  #\t\tkernel\tgrid\tops\test\tmeas\n")
+		for i, d := range f.Dispatches {
+			bar := ""
+			if d.BarrierBefore {
+				bar = "|"
+			}
+			key := fmt.Sprintf("module %d", d.Module)
+			if int(d.Module) < len(p.Modules) {
+				key = p.Modules[d.Module].Key
+			}
+			ops := strings.Join(d.Ops, "+")
+			if d.Label != "" {
+				ops += " (" + d.Label + ")"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%dx%dx%d\t%s\t%s\t%s\n", i, bar, key, d.Grid[0], d.Grid[1], d.Grid[2],
+				ops, durStr(d.Estimated), durStr(d.Measured))
+		}
+		tw.Flush()
+	}
+
+	pr("\nkernels: %d modules\n", len(p.Modules))
+	for i, m := range p.Modules {
+		pr("  %d %s: entry %s, workgroup %dx%dx%d, %d SPIR-V words, %d bindings, %d push-constant bytes, used %d times\n",
+			i, m.Key, m.Entry, m.Workgroup[0], m.Workgroup[1], m.Workgroup[2], len(m.SPIRV), len(m.Bindings), m.PushConstantSize, uses[i])
+		if len(m.Config) > 0 {
+			pr("      config %s\n", configStr(m.Config))
+		}
+	}
+
+	r := &p.Record
+	var total uint64
+	for _, rc := range r.Rules {
+		total += rc.Count
+	}
+	pr("\nrules applied: %d rules, %d applications\n", len(r.Rules), total)
+	rules := append([]RuleCount(nil), r.Rules...)
+	sort.SliceStable(rules, func(a, b int) bool { return rules[a].Count > rules[b].Count })
+	for _, rc := range rules {
+		pr("  %6d  %s\n", rc.Count, rc.Name)
+	}
+	if len(r.Candidates) > 0 {
+		chosen := 0
+		for _, c := range r.Candidates {
+			if c.Chosen {
+				chosen++
+			}
+		}
+		pr("\ncandidates: %d considered, %d chosen\n", len(r.Candidates), chosen)
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		for _, c := range r.Candidates {
+			mark := " "
+			if c.Chosen {
+				mark = "*"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\test %s\tmeas %s\t%s\n", mark, c.Subject, c.Kernel, configStr(c.Config),
+				durStr(c.Estimated), durStr(c.Measured), c.Note)
+		}
+		tw.Flush()
+	}
+	if len(r.Notes) > 0 {
+		pr("\nnotes:\n")
+		for _, n := range r.Notes {
+			pr("  %s\n", n)
+		}
+	}
+	return ew.err
+}
+
+// errWriter keeps the first write error so Summary can report it once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return len(b), nil
+	}
+	_, e.err = e.w.Write(b)
+	return len(b), nil
+}
+
+func valuesStr(vs []Value) string {
+	if len(vs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		place := v.Place.String()
+		if v.Place == InArena {
+			place = fmt.Sprintf("arena@%d", v.Offset)
+		}
+		parts[i] = fmt.Sprintf("%s %s%v (%s)", v.Name, v.DType, v.Shape, place)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func configStr(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func durStr(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.String()
+}
+
+func sizeStr(n uint64) string {
+	const k = 1024
+	switch {
+	case n >= k*k*k:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(k*k*k))
+	case n >= k*k:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(k*k))
+	case n >= k:
+		return fmt.Sprintf("%.1f KiB", float64(n)/k)
+	}
+	return fmt.Sprintf("%d B", n)
+}
