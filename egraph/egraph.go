@@ -189,13 +189,16 @@ func binaryPut(buf []byte, v uint32) []byte {
 //	x, err := g.Add(egraph.Node{Op: opVar, Attr: g.InternAttrs("x")})
 //	y, err := g.Add(egraph.Node{Op: opNeg, Children: []egraph.Id{x}})
 func (g *EGraph) Add(n Node) (Id, error) {
-	if id, ok := g.Lookup(n); ok {
-		return id, nil
-	}
 	for _, c := range n.Children {
 		if int(c) >= g.uf.size() {
 			return 0, fmt.Errorf("egraph: add %s: child e-class %d does not exist", g.NodeString(n), c)
 		}
+	}
+	if int(n.Attr) >= len(g.attrs) {
+		return 0, fmt.Errorf("egraph: add %s: attribute handle %d was not interned", g.OpString(n.Op), n.Attr)
+	}
+	if id, ok := g.Lookup(n); ok {
+		return id, nil
 	}
 	n = g.canonical(n)
 	var data any
