@@ -1,0 +1,243 @@
+// Package interp is vkc's CPU reference interpreter: the oracle of every test in the project
+// (kernels, rewrite rules, compiled plans).
+//
+// It is deliberately plain: straightforward loops, float64 arithmetic and accumulation, no code
+// shared with the GPU path. Every node's result is rounded to the node's dtype (f32, f16, bf16,
+// i32, u32, bool) as it is produced, so an f16 graph is modelled faithfully: a value that crosses
+// a node boundary carries the rounding error of its dtype, and nothing more precise leaks
+// through. Inside one node everything is computed in float64 (integer ops in 64-bit integers,
+// wrapped to 32 bits at the end), so a fused op such as attention is more accurate than its
+// composition; tests comparing the two need a tolerance of the order of the dtype's epsilon.
+//
+// Run-time scalars that are out of range (a cache_write past the end of the cache, a kv_len
+// larger than the keys, an embedding id outside the table, an integer division by zero) are
+// errors naming the node, never panics.
+package interp
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"vkc/ir"
+)
+
+// Env holds every source of a function: inputs by input name, parameters and state by their
+// model names.
+type Env struct {
+	Inputs, Params, State map[string]*ir.Tensor
+}
+
+// Eval evaluates every node of f in order and returns the outputs of each node (one tensor per
+// output; every op of the base set has one). Each source must be present in env with exactly the
+// node's type; a missing or mistyped source is an error naming it. Eval does not look at f's
+// Outputs or Updates, so it also serves functions under construction (rule checks, kernel tests
+// that build a Function with ir.Builder and evaluate one node of it).
+//
+// Example:
+//
+//	b := ir.NewBuilder("t")
+//	x, _ := b.Input("x", ir.T(ir.F32, 2, 3))
+//	y := b.MustOp(ir.Softmax, nil, x)
+//	vals, err := interp.Eval(b.Function(), interp.Env{Inputs: map[string]*ir.Tensor{"x": xt}})
+//	// vals[y.Node][0] is the softmax of xt
+func Eval(f *ir.Function, env Env) (map[*ir.Node][]*ir.Tensor, error) {
+	vals, err := eval(f, env)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[*ir.Node][]*ir.Tensor, len(vals))
+	for n, v := range vals {
+		out[n] = []*ir.Tensor{v.tensor()}
+	}
+	return out, nil
+}
+
+// EvalValues evaluates f and returns the tensors of the given values, in order.
+func EvalValues(f *ir.Function, env Env, vs ...ir.Value) ([]*ir.Tensor, error) {
+	vals, err := eval(f, env)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ir.Tensor, len(vs))
+	for i, v := range vs {
+		x, ok := vals[v.Node]
+		if !ok || v.Out != 0 {
+			return nil, fmt.Errorf("interp: function %s: value %%%d.%d is not in the function", f.Name, v.Node.ID, v.Out)
+		}
+		out[i] = x.tensor()
+	}
+	return out, nil
+}
+
+func eval(f *ir.Function, env Env) (map[*ir.Node]*val, error) {
+	vals := make(map[*ir.Node]*val, len(f.Nodes))
+	c := &ctx{env: env, fn: f}
+	for _, n := range f.Nodes {
+		impl, ok := impls[n.Op]
+		if !ok {
+			return nil, fmt.Errorf("interp: function %s: node %s: op %s has no reference implementation", f.Name, n, n.Op)
+		}
+		args := make([]*val, len(n.Args))
+		for i, a := range n.Args {
+			v, ok := vals[a.Node]
+			if !ok || a.Out != 0 {
+				return nil, fmt.Errorf("interp: function %s: node %s: argument %d (%%%d) is not evaluated before use", f.Name, n, i, a.Node.ID)
+			}
+			args[i] = v
+		}
+		v, err := impl(c, n, args)
+		if err != nil {
+			return nil, fmt.Errorf("interp: function %s: %s%s: %w", f.Name, posPrefix(n), n, err)
+		}
+		if !v.t.Equal(n.Type()) {
+			// A bug in an implementation or a node whose type disagrees with inference.
+			return nil, fmt.Errorf("interp: function %s: node %s: evaluated to %s, want %s", f.Name, n, v.t, n.Type())
+		}
+		vals[n] = v
+	}
+	return vals, nil
+}
+
+func posPrefix(n *ir.Node) string {
+	if p := n.Pos.String(); p != "" {
+		return p + ": "
+	}
+	return ""
+}
+
+type ctx struct {
+	env Env
+	fn  *ir.Function
+}
+
+// Run evaluates function fn of m once. Parameters come from m.Weights. inputs must hold exactly
+// the function's inputs with their declared types. state maps state names to their current
+// values; a state tensor absent from the map starts as zeros. newState holds every state tensor of
+// the model after the run: the function's update where it has one, else the value it came in with.
+// The input maps are not modified.
+func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]*ir.Tensor) (outputs map[string]*ir.Tensor, newState map[string]*ir.Tensor, err error) {
+	f := m.Function(fn)
+	if f == nil {
+		names := make([]string, len(m.Functions))
+		for i, g := range m.Functions {
+			names[i] = g.Name
+		}
+		return nil, nil, fmt.Errorf("interp: model %s has no function %q (it has %s)", m.Name, fn, strings.Join(names, ", "))
+	}
+	if err := checkInputs(f, inputs); err != nil {
+		return nil, nil, err
+	}
+	params := map[string]*ir.Tensor{}
+	for _, d := range m.Params {
+		w, ok := m.Weights[d.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("interp: model %s: parameter %q has no weight loaded", m.Name, d.Name)
+		}
+		if !w.Type.Equal(d.Type) {
+			return nil, nil, fmt.Errorf("interp: model %s: parameter %q is declared %s but its weight is %s", m.Name, d.Name, d.Type, w.Type)
+		}
+		params[d.Name] = w
+	}
+	st := map[string]*ir.Tensor{}
+	for name, t := range state {
+		d := m.StateDecl(name)
+		if d == nil {
+			return nil, nil, fmt.Errorf("interp: model %s has no state %q", m.Name, name)
+		}
+		if !t.Type.Equal(d.Type) {
+			return nil, nil, fmt.Errorf("interp: model %s: state %q is declared %s, got %s", m.Name, name, d.Type, t.Type)
+		}
+		st[name] = t
+	}
+	for _, d := range m.State {
+		if _, ok := st[d.Name]; !ok {
+			st[d.Name] = ir.NewTensor(d.Type)
+		}
+	}
+	vals, err := eval(f, Env{Inputs: inputs, Params: params, State: st})
+	if err != nil {
+		return nil, nil, err
+	}
+	outputs = map[string]*ir.Tensor{}
+	for _, o := range f.Outputs {
+		outputs[o.Name] = vals[o.Value.Node].tensor()
+	}
+	newState = map[string]*ir.Tensor{}
+	for k, v := range st {
+		newState[k] = v
+	}
+	for _, u := range f.Updates {
+		newState[u.Name] = vals[u.Value.Node].tensor()
+	}
+	return outputs, newState, nil
+}
+
+func checkInputs(f *ir.Function, inputs map[string]*ir.Tensor) error {
+	declared := map[string]*ir.Node{}
+	for _, in := range f.Inputs {
+		declared[in.Name] = in
+		t, ok := inputs[in.Name]
+		if !ok || t == nil {
+			return fmt.Errorf("interp: function %s: input %q (%s) is missing", f.Name, in.Name, in.Type())
+		}
+		if !t.Type.Equal(in.Type()) {
+			return fmt.Errorf("interp: function %s: input %q is %s, want %s", f.Name, in.Name, t.Type, in.Type())
+		}
+		if len(t.Data) != t.Type.Bytes() {
+			return fmt.Errorf("interp: function %s: input %q has %d bytes of data for %s", f.Name, in.Name, len(t.Data), t.Type)
+		}
+	}
+	var unknown []string
+	for name := range inputs {
+		if declared[name] == nil {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		var want []string
+		for _, in := range f.Inputs {
+			want = append(want, in.Name+" "+in.Type().String())
+		}
+		return fmt.Errorf("interp: function %s has no input %q (its inputs: %s)", f.Name, unknown[0], strings.Join(want, ", "))
+	}
+	return nil
+}
+
+// Session runs a model's functions one after another, carrying the state (KV caches) from each
+// run to the next. The state starts as zeros, as declared in m.State.
+type Session struct {
+	m     *ir.Model
+	state map[string]*ir.Tensor
+}
+
+// NewSession starts a session with zeroed state.
+func NewSession(m *ir.Model) *Session {
+	s := &Session{m: m}
+	s.Reset()
+	return s
+}
+
+// Run evaluates function fn and, if it succeeds, keeps the state it leaves. On error the state
+// is unchanged.
+func (s *Session) Run(fn string, inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	out, st, err := Run(s.m, fn, inputs, s.state)
+	if err != nil {
+		return nil, err
+	}
+	s.state = st
+	return out, nil
+}
+
+// State returns the current value of the named state tensor (nil if the model has none such).
+// The tensor must not be modified.
+func (s *Session) State(name string) *ir.Tensor { return s.state[name] }
+
+// Reset sets every state tensor back to zeros.
+func (s *Session) Reset() {
+	s.state = map[string]*ir.Tensor{}
+	for _, d := range s.m.State {
+		s.state[d.Name] = ir.NewTensor(d.Type)
+	}
+}
