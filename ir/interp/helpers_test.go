@@ -13,10 +13,14 @@ import (
 func tn(t ir.Type, vals ...float64) *ir.Tensor { return ir.TensorFromFloat64s(t, vals) }
 
 // f32 builds an f32 tensor of the given shape.
-func f32(shape []int, vals ...float64) *ir.Tensor { return tn(ir.Type{DType: ir.F32, Shape: shape}, vals...) }
+func f32(shape []int, vals ...float64) *ir.Tensor {
+	return tn(ir.Type{DType: ir.F32, Shape: shape}, vals...)
+}
 
 // i32 builds an i32 tensor of the given shape.
-func i32(shape []int, vals ...float64) *ir.Tensor { return tn(ir.Type{DType: ir.I32, Shape: shape}, vals...) }
+func i32(shape []int, vals ...float64) *ir.Tensor {
+	return tn(ir.Type{DType: ir.I32, Shape: shape}, vals...)
+}
 
 func sh(d ...int) []int { return d }
 

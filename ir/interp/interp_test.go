@@ -117,7 +117,9 @@ func TestRunErrors(t *testing.T) {
 			[]string{"function step", `input "x" is f32[2], want f32[1,2]`}},
 		{"missing weight", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) { m.Weights = nil },
 			[]string{`parameter "w" has no weight`}},
-		{"mis-shaped weight", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) { m.Weights = map[string]*ir.Tensor{"w": f32(sh(3), 1, 2, 3)} },
+		{"mis-shaped weight", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) {
+			m.Weights = map[string]*ir.Tensor{"w": f32(sh(3), 1, 2, 3)}
+		},
 			[]string{`parameter "w" is declared f32[2] but its weight is f32[3]`}},
 		{"unknown state", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) { st["kv"] = f32(sh(1), 0) },
 			[]string{`no state "kv"`}},
