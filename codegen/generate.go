@@ -1,0 +1,3 @@
+package codegen
+
+//go:generate go run ./internal/grammargen -o spirv_tables.go
