@@ -1,6 +1,7 @@
 package egraph
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -295,13 +296,19 @@ func (e *extractor) extract(own [][]float64) (*Extraction, error) {
 	return e.result(e.choice, e.own), nil
 }
 
-// ExtractDiverse returns up to k distinct extractions, cheapest first by true DAG cost, for
-// measurement on the device. The first attempt is Extract; each later attempt re-extracts with the
-// nodes chosen so far made more expensive (cost doubled per earlier use, plus a small amount so
-// free nodes count too), which steers it to alternatives where they exist. Two selections are the
-// same when they choose the same nodes in the same reachable classes; duplicates are dropped. It
-// stops after k distinct selections or 4k attempts, so fewer than k are returned when the graph
-// has few alternatives. Deterministic: the same graph and costs give the same list.
+// ExtractDiverse returns up to k distinct extractions for measurement on the device, cheapest
+// first by DAG cost. The first is Extract's. Each other one forces one deviation from it: for
+// every class of the best selection that has an implementable alternative, the cheapest
+// single-node switch there is priced (a full DAG evaluation); in order of that price (ties by
+// class id), the best selection's node in that class is excluded and the whole graph re-extracted,
+// so the rest of the selection may adapt to the forced change (unfusing one op may make another
+// fusion worthwhile). Selections equal to an earlier one (same node in every reachable class) are
+// dropped.
+//
+// This is bounded enumeration, not a k-best search: every candidate differs from the best in a
+// different place, and candidates that need two independent deviations from the best are not
+// produced. Fewer than k are returned when there are fewer alternatives. Deterministic: the same
+// graph and costs give the same list. Cost: one improvement pass plus k-1 extractions.
 //
 // Example:
 //
@@ -312,66 +319,60 @@ func ExtractDiverse(g *EGraph, roots []Id, cost CostFunc, k int) ([]*Extraction,
 	if err != nil {
 		return nil, err
 	}
-	// eps: a small positive amount so that penalties also move zero-cost nodes.
-	sum, cnt := 0.0, 0
-	for _, row := range e.own {
-		for _, v := range row {
-			if v > 0 && !math.IsInf(v, 1) {
-				sum, cnt = sum+v, cnt+1
-			}
-		}
+	best, err := e.extract(e.own)
+	if err != nil || k <= 1 {
+		return []*Extraction{best}, err
 	}
-	eps := 1e-3
-	if cnt > 0 {
-		eps = 1e-3 * sum / float64(cnt)
+	out := []*Extraction{best}
+	seen := map[string]bool{best.signature(): true}
+	base := slices.Clone(e.choice)
+	type pivot struct {
+		c     Id
+		price float64
 	}
-	uses := make([][]int, len(e.own))
-	for c, row := range e.own {
-		uses[c] = make([]int, len(row))
-	}
-	penalised := make([][]float64, len(e.own))
-	var out []*Extraction
-	seen := map[string]bool{}
-	for attempt := 0; attempt < 4*k && len(out) < k; attempt++ {
-		for c, row := range e.own {
-			if penalised[c] == nil {
-				penalised[c] = make([]float64, len(row))
-			}
-			for j, v := range row {
-				if uses[c][j] == 0 || math.IsInf(v, 1) {
-					penalised[c][j] = v
-				} else {
-					penalised[c][j] = (v+eps)*math.Exp2(float64(uses[c][j])) - eps
-				}
-			}
-		}
-		x, err := e.extract(penalised)
-		if err != nil {
-			if attempt == 0 {
-				return nil, err
-			}
-			break
-		}
-		key := x.signature()
-		for i, c := range x.Order {
-			uses[c][e.choice[c]]++
-			_ = i
-		}
-		if seen[key] {
+	var pivots []pivot
+	for _, c := range best.Order {
+		nodes := g.classes[c].nodes
+		if len(nodes) < 2 {
 			continue
 		}
-		seen[key] = true
-		out = append(out, x)
-	}
-	slices.SortStableFunc(out, func(a, b *Extraction) int {
-		switch {
-		case a.Cost < b.Cost:
-			return -1
-		case a.Cost > b.Cost:
-			return 1
+		price := math.Inf(1)
+		for j := range nodes {
+			if j == base[c] || math.IsInf(e.own[c][j], 1) || !e.childrenFinite(nodes[j]) {
+				continue
+			}
+			chosen := base[c]
+			base[c] = j
+			price = min(price, e.dagCost(base, e.own))
+			base[c] = chosen
 		}
-		return 0
+		if !math.IsInf(price, 1) {
+			pivots = append(pivots, pivot{c, price})
+		}
+	}
+	slices.SortStableFunc(pivots, func(a, b pivot) int {
+		if c := cmp.Compare(a.price, b.price); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.c, b.c)
 	})
+	for _, p := range pivots {
+		if len(out) >= k {
+			break
+		}
+		own := slices.Clone(e.own)
+		own[p.c] = slices.Clone(own[p.c])
+		own[p.c][base[p.c]] = math.Inf(1)
+		x, err := e.extract(own)
+		if err != nil {
+			continue // the excluded node was the only way to implement a root
+		}
+		if sig := x.signature(); !seen[sig] {
+			seen[sig] = true
+			out = append(out, x)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *Extraction) int { return cmp.Compare(a.Cost, b.Cost) })
 	return out, nil
 }
 
