@@ -232,7 +232,9 @@ func (b *Builder) Xor(x, y Value) Value {
 }
 
 // Shl is x << y.
-func (b *Builder) Shl(x, y Value) Value { return b.shift("Shl", opShiftLeftLogical, opShiftLeftLogical, x, y) }
+func (b *Builder) Shl(x, y Value) Value {
+	return b.shift("Shl", opShiftLeftLogical, opShiftLeftLogical, x, y)
+}
 
 // Shr is x >> y: arithmetic for i32, logical for u32.
 func (b *Builder) Shr(x, y Value) Value {

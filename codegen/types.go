@@ -181,7 +181,7 @@ var featureCaps = map[Feature][]uint32{
 	FeatureSubgroupShuffle:    {capGroupNonUniform, capGroupNonUniformShuffle},
 	// FeatureCooperativeMatrix: CooperativeMatrixKHR is newer than Debian 12's grammar; add it here
 	// (and regenerate the tables from newer headers) when the operations land.
-	FeatureIntegerDot:         {capDotProduct, capDotProductInput4x8BitPacked},
+	FeatureIntegerDot: {capDotProduct, capDotProductInput4x8BitPacked},
 }
 
 // Has reports whether f includes every feature of g.
