@@ -599,6 +599,10 @@ func (b *Builder) MemoryBarrier(mem Scope, sem Semantics) {
 	if !b.ok("MemoryBarrier") {
 		return
 	}
+	if sem == 0 {
+		b.errorf("MemoryBarrier", "no memory named: a memory barrier needs SemWorkgroup and/or SemStorageBuffer")
+		return
+	}
 	b.add(node{kind: kMemBarrier, ops: ids(b.U32(uint32(mem)), b.U32(semantics(sem)))}, true)
 }
 
