@@ -277,6 +277,12 @@ func (v *validator) function(p *Plan, f *Function) {
 	}
 	regionSize := func(r Region) (uint64, string) {
 		switch r.Kind {
+		case RegionWeights, RegionState, RegionArena:
+			if r.Index != 0 {
+				return 0, fmt.Sprintf("%s region with index %d, want 0", r, r.Index)
+			}
+		}
+		switch r.Kind {
 		case RegionWeights:
 			return p.Weights.Size, ""
 		case RegionState:
