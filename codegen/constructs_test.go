@@ -27,7 +27,7 @@ var constructKernels = []struct {
 			})
 		}, func() {
 			b.IfElse(b.Eq(i, b.U32(3)), b.Return, b.Return) // both branches leave: the merge is unreachable
-			b.Store(y, i, b.U32(9))                          // unreachable, still valid
+			b.Store(y, i, b.U32(9))                         // unreachable, still valid
 		})
 		b.Store(y, b.Add(i, b.U32(1)), b.Load(y, i))
 	}},
