@@ -212,7 +212,7 @@ func sniff(b []byte) string {
 		what = "a DOT graph"
 	}
 	if what != "" {
-		return "the input is " + what + ", not a plan"
+		return "the input is " + what
 	}
 	n := min(len(b), len(Magic))
 	return fmt.Sprintf("bad magic %q (want %q)", b[:n], Magic)

@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -571,5 +573,32 @@ func TestSummary(t *testing.T) {
 	smallPlan().Summary(&again)
 	if again.String() != s {
 		t.Error("summary is not deterministic")
+	}
+}
+
+// TestDecodeBoundsAllocation gives the decoder a file whose header claims a terabyte of weight data
+// but which ends right after the header: it must fail as truncated without allocating the claim.
+func TestDecodeBoundsAllocation(t *testing.T) {
+	b := encode(t, &Plan{})
+	hlen := binary.LittleEndian.Uint32(b[12:])
+	end := prefixSize + int(hlen) - 4
+	// The weight data section is the last table entry: id, length, crc before the header CRC.
+	binary.LittleEndian.PutUint64(b[end-12:], 1<<40)
+	binary.LittleEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
+	for _, sized := range []bool{true, false} {
+		var r io.Reader = bytes.NewReader(b)
+		if !sized {
+			r = streamOnly{r}
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := Decode(r)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "section weightdata needs bytes") {
+			t.Errorf("sized=%v: got %v, want ErrTruncated for section weightdata", sized, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+			t.Errorf("sized=%v: decoding a %d-byte input allocated %d bytes", sized, len(b), n)
+		}
 	}
 }
