@@ -61,8 +61,12 @@ type DeviceMismatchError struct {
 }
 
 func (e *DeviceMismatchError) Error() string {
-	return fmt.Sprintf("plan was compiled for %v but this device is %v (%s differ%s); recompile the plan on this device",
-		e.Plan, e.Device, strings.Join(e.Differs, ", "), map[bool]string{true: "s", false: ""}[len(e.Differs) == 1])
+	verb := "differ"
+	if len(e.Differs) == 1 {
+		verb = "differs"
+	}
+	return fmt.Sprintf("plan was compiled for %v but this device is %v (%s %s); recompile the plan on this device",
+		e.Plan, e.Device, strings.Join(e.Differs, ", "), verb)
 }
 
 // DriverOnly reports whether only the driver (version or pipeline-cache UUID) differs, not the

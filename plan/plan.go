@@ -42,11 +42,14 @@
 //
 // # File format
 //
-// See format.go. All integers are little-endian; the bytes are a function of the Plan alone (maps
+// The layout is described in format.go. All integers are little-endian; the bytes are a function of the Plan alone (maps
 // are sorted, nothing records a time or a host), so the same Plan always encodes to the same file.
 package plan
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Plan is a compiled model: everything the runtime needs to execute its functions on one device.
 type Plan struct {
@@ -253,9 +256,9 @@ func (r Region) String() string {
 	case RegionArena:
 		return "arena"
 	case RegionInput:
-		return "input" + itoa(uint64(r.Index))
+		return "input" + strconv.FormatUint(uint64(r.Index), 10)
 	case RegionOutput:
-		return "output" + itoa(uint64(r.Index))
+		return "output" + strconv.FormatUint(uint64(r.Index), 10)
 	}
 	return "region(?)"
 }
@@ -344,17 +347,4 @@ func (p *Plan) Function(name string) *Function {
 func (v *Value) Bytes() (uint64, error) {
 	n, err := v.DType.Bytes(v.Shape)
 	return uint64(n), err
-}
-
-func itoa(u uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + u%10)
-		u /= 10
-		if u == 0 {
-			return string(b[i:])
-		}
-	}
 }

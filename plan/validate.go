@@ -244,6 +244,7 @@ func (v *validator) values(p *Plan, fwhere, kind string, vs []Value) []uint64 {
 		return nil
 	}
 	seen := map[string]bool{}
+	var ranges []arenaRange
 	for i, x := range vs {
 		where := fmt.Sprintf("%s: %s %d (%s)", fwhere, kind, i, x.Name)
 		v.name(where, x.Name, seen)
@@ -264,8 +265,30 @@ func (v *validator) values(p *Plan, fwhere, kind string, vs []Value) []uint64 {
 			v.addf("%s: unknown placement %d", where, x.Place)
 		}
 		sizes[i] = n
+		if x.Place == InArena && n > 0 {
+			ranges = append(ranges, arenaRange{x.Offset, x.Offset + n, i})
+		}
+	}
+	// The runtime copies arena-placed inputs in (or outputs out) together, so two of them must not
+	// share bytes. Sorted by start, an overlap shows up between a range and the furthest-reaching
+	// one before it.
+	sort.Slice(ranges, func(a, b int) bool { return ranges[a].off < ranges[b].off })
+	for k := 1; k < len(ranges); k++ {
+		prev := ranges[k-1]
+		if ranges[k].off < prev.end {
+			v.addf("%s: %ss %d (%s) and %d (%s) overlap in the arena", fwhere, kind,
+				prev.index, vs[prev.index].Name, ranges[k].index, vs[ranges[k].index].Name)
+		}
+		if prev.end > ranges[k].end {
+			ranges[k].end, ranges[k].index = prev.end, prev.index
+		}
 	}
 	return sizes
+}
+
+type arenaRange struct {
+	off, end uint64
+	index    int
 }
 
 func (v *validator) function(p *Plan, f *Function) {

@@ -68,6 +68,11 @@ func TestValidateRejects(t *testing.T) {
 		{"placement", func(p *Plan) { p.Functions[0].Outputs[0].Place = 0 }, "unknown placement 0"},
 		{"arena output outside", func(p *Plan) { p.Functions[0].Outputs[0].Offset = 56 },
 			"output 0 (y): arena bytes 56..56+16 lie outside the 64-byte arena"},
+		{"arena inputs overlap", func(p *Plan) {
+			p.Functions[0].Inputs[0] = Value{Name: "x", DType: F32, Shape: []int64{4}, Place: InArena, Offset: 0}
+			p.Functions[0].Inputs = append(p.Functions[0].Inputs, Value{Name: "z", DType: F32, Shape: []int64{2}, Place: InArena, Offset: 8})
+			p.Functions[0].Dispatches[0].Bindings[1].Buffer = BufferRef{Region{RegionArena, 0}, 0, 16}
+		}, `function "decode": inputs 0 (x) and 2 (z) overlap in the arena`},
 		{"staging with offset", func(p *Plan) { p.Functions[0].Inputs[0].Offset = 8 }, "offset 8 but it is in a staging slot"},
 		{"weight outside", func(p *Plan) { p.Weights.Tensors[1].Offset = 80 },
 			"weight 1 (b): bytes 80..80+32 lie outside the 96-byte weight region"},
