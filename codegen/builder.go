@@ -109,8 +109,9 @@ type BufferOption uint8
 
 const (
 	// Aliased declares that the buffer may share memory with another binding of the same kernel (the
-	// Aliased decoration). Without it the driver may assume the bindings do not overlap where it can
-	// prove nothing else; vkc's memory plan gives every binding that may overlap another this option.
+	// Aliased decoration). SPIR-V lets a compiler assume that memory object declarations without it
+	// do not overlap, so a binding that may view the same memory as another one written by the same
+	// dispatch must be declared Aliased (ANGLE decorates every non-restrict SSBO for this reason).
 	Aliased BufferOption = 1 << iota
 	// Restrict promises that no other binding overlaps this one (the Restrict decoration).
 	Restrict
