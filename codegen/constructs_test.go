@@ -1,6 +1,7 @@
 package codegen
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -312,4 +313,58 @@ func TestDump(t *testing.T) {
 			t.Errorf("dump lacks %q:\n%s", want, d)
 		}
 	}
+}
+
+func TestSpecialization(t *testing.T) {
+	k, err := Matmul(16, 8, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := k.SharedBytes(nil); err != nil || got != 4*(16*4+4*8) {
+		t.Errorf("default shared bytes %d (%v), want %d", got, err, 4*(16*4+4*8))
+	}
+	spec, err := k.SpecValues(map[string]int64{"tile_m": 32, "tile_k": 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint32{32, 8, 16}; !slices.Equal(spec, want) {
+		t.Errorf("spec data %v, want %v", spec, want)
+	}
+	if got := k.WorkgroupSizeFor(spec); got != [3]uint32{8, 32, 1} {
+		t.Errorf("workgroup size %v, want [8 32 1]", got)
+	}
+	if got, _ := k.SharedBytes(spec); got != 4*(32*16+16*8) {
+		t.Errorf("shared bytes %d, want %d", got, 4*(32*16+16*8))
+	}
+	if _, err := k.SpecValues(map[string]int64{"tile_q": 1}); err == nil || !strings.Contains(err.Error(), "tile_q") {
+		t.Errorf("unknown name: %v", err)
+	}
+
+	// Constant expressions of every kind evaluate like Go.
+	b := NewBuilder("consts")
+	a, c := b.Spec("a", I32, -7), b.Spec("c", U32, 5)
+	f := b.Spec("f", Bool, 0)
+	exprs := []struct {
+		v    Value
+		want int32
+	}{
+		{b.Div(a, b.I32(2)), -3}, {b.Rem(a, b.I32(2)), -1}, {b.Shr(a, b.U32(1)), -4}, {b.Neg(a), 7},
+		{b.Sub(c, b.U32(6)), -1}, {b.Shl(c, b.U32(2)), 20}, {b.Xor(b.And(c, b.U32(4)), b.Or(c, b.U32(8))), 9},
+		{b.Select(b.Or(f, b.Lt(a, b.I32(0))), b.I32(1), b.I32(2)), 1},
+		{b.Select(b.And(b.Not(f), b.Ge(c, b.U32(6))), b.I32(1), b.I32(2)), 2},
+	}
+	for i, e := range exprs {
+		b.Shared(fmt.Sprintf("s%d", i), I32, b.Add(e.v, b.Const(e.v.Type(), 100)))
+	}
+	k, err = b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range exprs {
+		n, err := k.eval(k.Shared[i].len, nil)
+		if err != nil || int32(n) != e.want+100 {
+			t.Errorf("expression %d = %d (%v), want %d", i, int32(n), err, e.want+100)
+		}
+	}
+	spirvVal(t, k, "vulkan1.1")
 }

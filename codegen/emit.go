@@ -26,13 +26,16 @@ type Kernel struct {
 	Specs []SpecConstant
 	// Workgroup is the workgroup size; a dimension may be a specialization constant.
 	Workgroup [3]Dim
+	// Shared lists the workgroup-shared arrays (see SharedBytes).
+	Shared []SharedArray
 	// Needs lists the device features the module declares capabilities for.
 	Needs Feature
 	// Capabilities and Extensions are what the module declares, by SPIR-V name.
 	Capabilities []string
 	Extensions   []string
 
-	dump string
+	dump  string
+	nodes []node // the IR, for evaluating constant expressions
 }
 
 // Binding is one storage buffer of a kernel.
@@ -85,6 +88,12 @@ func (b *Builder) Finish() (*Kernel, error) {
 			}
 		}
 	}
+	for _, m := range b.mems {
+		if m.kind == memShared {
+			k.Shared = append(k.Shared, SharedArray{Name: m.name, Elem: m.elem, len: m.length.id})
+		}
+	}
+	k.nodes = b.nodes
 	e := newEmitter(b)
 	k.Words = e.module()
 	k.Needs = e.feats
