@@ -1,0 +1,207 @@
+package runtime
+
+/*
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	vk "github.com/goki/vulkan"
+)
+
+// Kernel describes a compute shader: SPIR-V, its interface and the specialization constants to
+// bake in. It matches what a compiled plan stores per module.
+type Kernel struct {
+	Name  string // for errors and profiles
+	SPIRV []byte // a SPIR-V module (little-endian words)
+	Entry string // entry point; "" means "main"
+	// Bindings is the number of storage buffers, at descriptor set 0, bindings 0..Bindings-1.
+	Bindings int
+	// PushConstantSize is the size in bytes of the push-constant block (a multiple of 4).
+	PushConstantSize int
+	// Spec are the specialization constants. Each value is 4 bytes (bool, int, uint or
+	// math.Float32bits of a float).
+	Spec []SpecConstant
+}
+
+// SpecConstant sets specialization constant ID to the 32-bit Value.
+type SpecConstant struct {
+	ID    uint32
+	Value uint32
+}
+
+// Pipeline is a compute pipeline with its layouts. Close it, or let Device.Close do it.
+type Pipeline struct {
+	d        *Device
+	Kernel   Kernel
+	pipeline vk.Pipeline
+	layout   vk.PipelineLayout
+	setl     vk.DescriptorSetLayout
+	closed   bool
+}
+
+// NewPipeline creates a compute pipeline from k through the device's pipeline cache.
+func (d *Device) NewPipeline(k Kernel) (*Pipeline, error) {
+	if err := d.alive(); err != nil {
+		return nil, err
+	}
+	name := k.Name
+	if name == "" {
+		name = "kernel"
+	}
+	if len(k.SPIRV) < 20 || len(k.SPIRV)%4 != 0 || binary.LittleEndian.Uint32(k.SPIRV) != 0x07230203 {
+		return nil, fmt.Errorf("pipeline %s: not a SPIR-V module (%d bytes)", name, len(k.SPIRV))
+	}
+	if k.PushConstantSize%4 != 0 || k.PushConstantSize < 0 {
+		return nil, fmt.Errorf("pipeline %s: push-constant size %d is not a multiple of 4", name, k.PushConstantSize)
+	}
+	if uint32(k.PushConstantSize) > d.Info.Caps.MaxPushConstantsSize {
+		return nil, fmt.Errorf("pipeline %s: %w", name, limitError("push constants", "maxPushConstantsSize", uint64(k.PushConstantSize), uint64(d.Info.Caps.MaxPushConstantsSize)))
+	}
+	if k.Bindings > 32 || uint32(k.Bindings) > d.Info.Caps.MaxPerStageStorageBuffer {
+		return nil, fmt.Errorf("pipeline %s: %d storage buffers: %w (maxPerStageDescriptorStorageBuffers = %d, and at most 32 here)", name, k.Bindings, ErrLimit, d.Info.Caps.MaxPerStageStorageBuffer)
+	}
+	if d.push && uint32(k.Bindings) > d.Info.Caps.MaxPushDescriptors {
+		return nil, fmt.Errorf("pipeline %s: %d storage buffers: %w (maxPushDescriptors = %d)", name, k.Bindings, ErrLimit, d.Info.Caps.MaxPushDescriptors)
+	}
+	p := &Pipeline{d: d, Kernel: k}
+	p.Kernel.Name = name
+	if err := p.create(); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("pipeline %s: %w", name, d.note(err))
+	}
+	d.track(p)
+	return p, nil
+}
+
+func (p *Pipeline) create() error {
+	d, k := p.d, p.Kernel
+	bindings := make([]vk.DescriptorSetLayoutBinding, k.Bindings)
+	for i := range bindings {
+		bindings[i] = vk.DescriptorSetLayoutBinding{
+			Binding:         uint32(i),
+			DescriptorType:  vk.DescriptorTypeStorageBuffer,
+			DescriptorCount: 1,
+			StageFlags:      vk.ShaderStageFlags(vk.ShaderStageComputeBit),
+		}
+	}
+	sci := &vk.DescriptorSetLayoutCreateInfo{
+		SType:        vk.StructureTypeDescriptorSetLayoutCreateInfo,
+		BindingCount: uint32(len(bindings)),
+		PBindings:    bindings,
+	}
+	if d.push {
+		sci.Flags = vk.DescriptorSetLayoutCreateFlags(vk.DescriptorSetLayoutCreatePushDescriptorBit)
+	}
+	var setl vk.DescriptorSetLayout
+	r := vk.CreateDescriptorSetLayout(d.dev, sci, nil, &setl)
+	p.setl = setl
+	sci.Free()
+	if err := check("vkCreateDescriptorSetLayout", r); err != nil {
+		return err
+	}
+	lci := &vk.PipelineLayoutCreateInfo{
+		SType:          vk.StructureTypePipelineLayoutCreateInfo,
+		SetLayoutCount: 1,
+		PSetLayouts:    []vk.DescriptorSetLayout{p.setl},
+	}
+	if k.PushConstantSize > 0 {
+		lci.PushConstantRangeCount = 1
+		lci.PPushConstantRanges = []vk.PushConstantRange{{
+			StageFlags: vk.ShaderStageFlags(vk.ShaderStageComputeBit),
+			Size:       uint32(k.PushConstantSize),
+		}}
+	}
+	var layout vk.PipelineLayout
+	r = vk.CreatePipelineLayout(d.dev, lci, nil, &layout)
+	p.layout = layout
+	lci.Free()
+	if err := check("vkCreatePipelineLayout", r); err != nil {
+		return err
+	}
+
+	// SPIR-V and specialization data go to C memory: the create-info structures that point at
+	// them are C memory too, and cgo forbids Go pointers stored there.
+	code := C.CBytes(k.SPIRV)
+	defer C.free(code)
+	var mod vk.ShaderModule
+	mci := &vk.ShaderModuleCreateInfo{
+		SType:    vk.StructureTypeShaderModuleCreateInfo,
+		CodeSize: uint64(len(k.SPIRV)),
+		PCode:    unsafe.Slice((*uint32)(code), len(k.SPIRV)/4),
+	}
+	r = vk.CreateShaderModule(d.dev, mci, nil, &mod)
+	mci.Free()
+	if err := check("vkCreateShaderModule", r); err != nil {
+		return err
+	}
+	defer vk.DestroyShaderModule(d.dev, mod, nil)
+
+	var spec []vk.SpecializationInfo
+	if len(k.Spec) > 0 {
+		data := C.malloc(C.size_t(4 * len(k.Spec)))
+		defer C.free(data)
+		vals := unsafe.Slice((*uint32)(data), len(k.Spec))
+		entries := make([]vk.SpecializationMapEntry, len(k.Spec))
+		for i, s := range k.Spec {
+			vals[i] = s.Value
+			entries[i] = vk.SpecializationMapEntry{ConstantID: s.ID, Offset: uint32(4 * i), Size: 4}
+		}
+		spec = []vk.SpecializationInfo{{
+			MapEntryCount: uint32(len(entries)),
+			PMapEntries:   entries,
+			DataSize:      uint64(4 * len(k.Spec)),
+			PData:         data,
+		}}
+	}
+	entry := k.Entry
+	if entry == "" {
+		entry = "main"
+	}
+	cis := []vk.ComputePipelineCreateInfo{{
+		SType: vk.StructureTypeComputePipelineCreateInfo,
+		Stage: vk.PipelineShaderStageCreateInfo{
+			SType:               vk.StructureTypePipelineShaderStageCreateInfo,
+			Stage:               vk.ShaderStageComputeBit,
+			Module:              mod,
+			PName:               entry + "\x00",
+			PSpecializationInfo: spec,
+		},
+		Layout: p.layout,
+	}}
+	out := make([]vk.Pipeline, 1)
+	r = vk.CreateComputePipelines(d.dev, d.pcache, 1, cis, nil, out)
+	cis[0].Free()
+	if err := check("vkCreateComputePipelines", r); err != nil {
+		return err
+	}
+	p.pipeline = out[0]
+	return nil
+}
+
+// Close destroys the pipeline. Programs using it must be closed first.
+func (p *Pipeline) Close() {
+	if p == nil || p.closed || p.d.closed.Load() {
+		return
+	}
+	p.closed = true
+	p.d.untrack(p)
+	p.destroy()
+}
+
+func (p *Pipeline) destroy() {
+	d := p.d
+	if p.pipeline != nil {
+		vk.DestroyPipeline(d.dev, p.pipeline, nil)
+	}
+	if p.layout != nil {
+		vk.DestroyPipelineLayout(d.dev, p.layout, nil)
+	}
+	if p.setl != nil {
+		vk.DestroyDescriptorSetLayout(d.dev, p.setl, nil)
+	}
+}
