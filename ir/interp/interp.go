@@ -47,8 +47,12 @@ func Eval(f *ir.Function, env Env) (map[*ir.Node][]*ir.Tensor, error) {
 		return nil, err
 	}
 	out := make(map[*ir.Node][]*ir.Tensor, len(vals))
-	for n, v := range vals {
-		out[n] = []*ir.Tensor{v.tensor()}
+	for n, vs := range vals {
+		ts := make([]*ir.Tensor, len(vs))
+		for i, v := range vs {
+			ts[i] = v.tensor()
+		}
+		out[n] = ts
 	}
 	return out, nil
 }
@@ -62,39 +66,50 @@ func EvalValues(f *ir.Function, env Env, vs ...ir.Value) ([]*ir.Tensor, error) {
 	out := make([]*ir.Tensor, len(vs))
 	for i, v := range vs {
 		x, ok := vals[v.Node]
-		if !ok || v.Out != 0 {
+		if !ok || v.Out < 0 || v.Out >= len(x) {
 			return nil, fmt.Errorf("interp: function %s: value %%%d.%d is not in the function", f.Name, v.Node.ID, v.Out)
 		}
-		out[i] = x.tensor()
+		out[i] = x[v.Out].tensor()
 	}
 	return out, nil
 }
 
-func eval(f *ir.Function, env Env) (map[*ir.Node]*val, error) {
-	vals := make(map[*ir.Node]*val, len(f.Nodes))
+func eval(f *ir.Function, env Env) (map[*ir.Node][]*val, error) {
+	vals := make(map[*ir.Node][]*val, len(f.Nodes))
 	c := &ctx{env: env, fn: f}
 	for _, n := range f.Nodes {
-		impl, ok := impls[n.Op]
-		if !ok {
-			return nil, fmt.Errorf("interp: function %s: node %s: op %s has no reference implementation", f.Name, n, n.Op)
-		}
 		args := make([]*val, len(n.Args))
 		for i, a := range n.Args {
 			v, ok := vals[a.Node]
-			if !ok || a.Out != 0 {
-				return nil, fmt.Errorf("interp: function %s: node %s: argument %d (%%%d) is not evaluated before use", f.Name, n, i, a.Node.ID)
+			if !ok || a.Out < 0 || a.Out >= len(v) {
+				return nil, fmt.Errorf("interp: function %s: node %s: argument %d (%%%d.%d) is not evaluated before use", f.Name, n, i, a.Node.ID, a.Out)
 			}
-			args[i] = v
+			args[i] = v[a.Out]
 		}
-		v, err := impl(c, n, args)
+		var outs []*val
+		var err error
+		if impl, ok := impls[n.Op]; ok && len(n.Outs) == 1 {
+			var v *val
+			v, err = impl(c, n, args)
+			outs = []*val{v}
+		} else if impl, ok := multiImpls[n.Op]; ok {
+			outs, err = impl(c, n, args)
+		} else {
+			return nil, fmt.Errorf("interp: function %s: node %s: op %s has no reference implementation with %d outputs", f.Name, n, n.Op, len(n.Outs))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("interp: function %s: %s%s: %w", f.Name, posPrefix(n), n, err)
 		}
-		if !v.t.Equal(n.Type()) {
-			// A bug in an implementation or a node whose type disagrees with inference.
-			return nil, fmt.Errorf("interp: function %s: node %s: evaluated to %s, want %s", f.Name, n, v.t, n.Type())
+		if len(outs) != len(n.Outs) {
+			return nil, fmt.Errorf("interp: function %s: node %s: evaluated to %d outputs, want %d", f.Name, n, len(outs), len(n.Outs))
 		}
-		vals[n] = v
+		for i, v := range outs {
+			if !v.t.Equal(n.Outs[i]) {
+				// A bug in an implementation or a node whose type disagrees with inference.
+				return nil, fmt.Errorf("interp: function %s: node %s: output %d evaluated to %s, want %s", f.Name, n, i, v.t, n.Outs[i])
+			}
+		}
+		vals[n] = outs
 	}
 	return vals, nil
 }
@@ -161,14 +176,14 @@ func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]
 	}
 	outputs = map[string]*ir.Tensor{}
 	for _, o := range f.Outputs {
-		outputs[o.Name] = vals[o.Value.Node].tensor()
+		outputs[o.Name] = vals[o.Value.Node][o.Value.Out].tensor()
 	}
 	newState = map[string]*ir.Tensor{}
 	for k, v := range st {
 		newState[k] = v
 	}
 	for _, u := range f.Updates {
-		newState[u.Name] = vals[u.Value.Node].tensor()
+		newState[u.Name] = vals[u.Value.Node][u.Value.Out].tensor()
 	}
 	return outputs, newState, nil
 }

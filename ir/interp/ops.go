@@ -3,6 +3,8 @@ package interp
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"vkc/ir"
 )
@@ -11,9 +13,14 @@ import (
 // impls may rely on argument ranks and dtypes; they check only what depends on run-time values.
 type impl func(c *ctx, n *ir.Node, a []*val) (*val, error)
 
-// impls holds the reference implementation of every op; TestEveryOpImplemented fails for an op
-// of the table that is missing here.
-var impls = map[ir.Op]impl{}
+// impls holds the reference implementation of every single-output op, multiImpls that of ops
+// with several outputs (fused ops that also yield an intermediate, such as a residual sum next
+// to its normalisation; the base set has none yet). TestEveryOpImplemented fails for an op of
+// the table that is in neither.
+var (
+	impls      = map[ir.Op]impl{}
+	multiImpls = map[ir.Op]func(c *ctx, n *ir.Node, a []*val) ([]*val, error){}
+)
 
 func init() {
 	impls[ir.Input] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) { return source(n, "input", c.env.Inputs) }
@@ -410,9 +417,10 @@ func matmulInto(out ir.Shape, x, y *val, ta, tb bool) []float64 {
 	xs, ys := x.t.Shape[rx-2]*x.t.Shape[rx-1], y.t.Shape[ry-2]*y.t.Shape[ry-1]
 	xr, yr := x.t.Shape[rx-1], y.t.Shape[ry-1] // row lengths as stored
 	d := make([]float64, out.NumElements())
-	for b := range bx {
-		xo, yo, oo := bx[b]*xs, by[b]*ys, b*m*nn
-		for i := 0; i < m; i++ {
+	parallelFor(len(bx)*m, len(bx)*m*nn*k, func(lo, hi int) {
+		for bi := lo; bi < hi; bi++ {
+			b, i := bi/m, bi%m
+			xo, yo, oo := bx[b]*xs, by[b]*ys, b*m*nn
 			for j := 0; j < nn; j++ {
 				s := 0.0
 				for l := 0; l < k; l++ {
@@ -432,8 +440,30 @@ func matmulInto(out ir.Shape, x, y *val, ta, tb bool) []float64 {
 				d[oo+i*nn+j] = s
 			}
 		}
-	}
+	})
 	return d
+}
+
+// parallelFor runs f over [0, n) split into contiguous chunks, one per CPU, when the work
+// (a rough count of multiply-adds) is large enough to be worth it. Each output element is still
+// computed by one goroutine in a fixed order, so results do not depend on the split.
+func parallelFor(n, work int, f func(lo, hi int)) {
+	p := runtime.GOMAXPROCS(0)
+	if p <= 1 || work < 1<<20 || n < 2 {
+		f(0, n)
+		return
+	}
+	p = min(p, n)
+	var wg sync.WaitGroup
+	for c := 0; c < p; c++ {
+		lo, hi := n*c/p, n*(c+1)/p
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
 }
 
 func evalMatmul(c *ctx, n *ir.Node, a []*val) (*val, error) {
@@ -448,18 +478,22 @@ func evalLinear(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	in, out := w.t.Shape[1], w.t.Shape[0]
 	rows := len(x.d) / in
 	d := make([]float64, rows*out)
-	for r := 0; r < rows; r++ {
-		for o := 0; o < out; o++ {
-			s := 0.0
-			for i := 0; i < in; i++ {
-				s += x.d[r*in+i] * w.d[o*in+i]
+	parallelFor(out, rows*out*in, func(lo, hi int) {
+		for r := 0; r < rows; r++ {
+			xr := x.d[r*in : (r+1)*in]
+			for o := lo; o < hi; o++ {
+				wr := w.d[o*in : (o+1)*in]
+				s := 0.0
+				for i, xv := range xr {
+					s += xv * wr[i]
+				}
+				if len(a) == 3 {
+					s += a[2].d[o]
+				}
+				d[r*out+o] = s
 			}
-			if len(a) == 3 {
-				s += a[2].d[o]
-			}
-			d[r*out+o] = s
 		}
-	}
+	})
 	return newVal(t, d), nil
 }
 
