@@ -269,3 +269,69 @@ func (d *decomposer) attention(a Attrs, args []Value) Value {
 	}
 	return out
 }
+
+// DecomposeAll returns a copy of f in which every composite node is replaced by its composition
+// (Decompose). Inputs keep their signature order; other nodes, outputs and updates are kept with
+// their names and source positions. f itself is not changed.
+func DecomposeAll(f *Function) (*Function, error) {
+	b := NewBuilder(f.Name)
+	b.f.Pos = f.Pos
+	vals := map[Value]Value{}
+	for _, in := range f.Inputs {
+		v, err := b.At(in.Pos).Input(in.Name, in.Type())
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.Name, err)
+		}
+		vals[in.V()] = v
+	}
+	for _, n := range f.Nodes {
+		b.At(n.Pos)
+		var v Value
+		switch n.Op {
+		case Input:
+			if _, ok := vals[n.V()]; !ok {
+				return nil, fmt.Errorf("function %s: input node %s is not in the signature", f.Name, n)
+			}
+			continue
+		case Param:
+			v = b.Param(n.Name, n.Type())
+		case State:
+			v = b.State(n.Name, n.Type())
+		case Const:
+			v = b.Const(n.Value)
+			v.Node.Name = n.Name
+		default:
+			if len(n.Outs) != 1 {
+				return nil, fmt.Errorf("function %s: node %s: multi-output nodes are not supported", f.Name, n)
+			}
+			args := make([]Value, len(n.Args))
+			for i, a := range n.Args {
+				args[i] = vals[a]
+			}
+			var err error
+			if n.Op.Info().Composite {
+				v, err = Decompose(b, n.Op, n.Attrs, args...)
+			} else {
+				v, err = b.Op(n.Op, n.Attrs, args...)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("function %s: node %s: %w", f.Name, n, err)
+			}
+			if n.Name != "" {
+				v.Node.Name = n.Name
+			}
+		}
+		vals[n.V()] = v
+	}
+	for _, o := range f.Outputs {
+		if err := b.Output(o.Name, vals[o.Value]); err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.Name, err)
+		}
+	}
+	for _, u := range f.Updates {
+		if err := b.Update(u.Name, vals[u.Value]); err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.Name, err)
+		}
+	}
+	return b.Function(), nil
+}

@@ -186,3 +186,62 @@ func TestDecomposeErrors(t *testing.T) {
 		}
 	}
 }
+
+// DecomposeAll keeps the signature order, names, outputs and updates and leaves no composite
+// op; the rewritten function computes the same outputs and state.
+func TestDecomposeAllKeepsTheFunction(t *testing.T) {
+	b := ir.NewBuilder("f")
+	pos, _ := b.Input("pos", ir.T(ir.I32))
+	x, _ := b.Input("x", ir.T(ir.F32, 3, 2, 4))
+	w := b.Param("w", ir.T(ir.F32, 4))
+	h := b.MustOp(ir.RMSNorm, nil, x, w)
+	b.Name(h, "h")
+	r := b.MustOp(ir.Rope, nil, h, pos)
+	c := b.MustOp(ir.CacheWrite, nil, b.State("cache", ir.T(ir.F32, 5, 2, 4)), r, pos)
+	if err := b.Update("cache", c); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Output("y", b.MustOp(ir.Silu, nil, r)); err != nil {
+		t.Fatal(err)
+	}
+	f := b.Function()
+	g, err := ir.DecomposeAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Inputs) != 2 || g.Inputs[0].Name != "pos" || g.Inputs[1].Name != "x" {
+		t.Errorf("inputs %v, want pos then x", g.Inputs)
+	}
+	named := false
+	for _, n := range g.Nodes {
+		if n.Op.Info().Composite {
+			t.Errorf("composite node left: %s", n)
+		}
+		named = named || n.Name == "h"
+	}
+	if !named {
+		t.Error("the name h was lost")
+	}
+	if len(g.Outputs) != 1 || g.Outputs[0].Name != "y" || len(g.Updates) != 1 || g.Updates[0].Name != "cache" {
+		t.Fatalf("outputs %v, updates %v", g.Outputs, g.Updates)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	env := interp.Env{
+		Inputs: map[string]*ir.Tensor{"pos": scalar(ir.I32, 2), "x": rnd(rng, ir.T(ir.F32, 3, 2, 4), 2)},
+		Params: map[string]*ir.Tensor{"w": rnd(rng, ir.T(ir.F32, 4), 2)},
+		State:  map[string]*ir.Tensor{"cache": rnd(rng, ir.T(ir.F32, 5, 2, 4), 2)},
+	}
+	want, err := interp.EvalValues(f, env, f.Outputs[0].Value, f.Updates[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := interp.EvalValues(g, env, g.Outputs[0].Value, g.Updates[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if e := relErr(got[i], want[i]); !(e < 1e-5) {
+			t.Errorf("result %d differs by %g", i, e)
+		}
+	}
+}

@@ -56,6 +56,7 @@ func handCases() []opCase {
 		// The tanh form at 1: 0.5·(1 + tanh(√(2/π)·1.044715)) = 0.8411919906082768.
 		{"gelu_tanh", ir.GeluTanh, nil, a(f32(sh(2), 0, 1)), f32(sh(2), 0, 0.8411919906082768), 1e-7},
 		{"cast f32→i32 truncates", ir.Cast, ir.Attrs{"to": "i32"}, a(f32(sh(5), 1.7, -1.7, 2.5, -0.5, 3e9)), i32(sh(5), 1, -1, 2, 0, 2147483647), 0},
+		{"cast NaN and infinities to i32", ir.Cast, ir.Attrs{"to": "i32"}, a(f32(sh(3), math.NaN(), math.Inf(-1), math.Inf(1))), i32(sh(3), 0, -2147483648, 2147483647), 0},
 		{"cast f32→u32 saturates", ir.Cast, ir.Attrs{"to": "u32"}, a(f32(sh(2), -3, 7.9)), tn(ir.T(ir.U32, 2), 0, 7), 0},
 		{"cast i32→f32", ir.Cast, ir.Attrs{"to": "f32"}, a(i32(sh(2), -3, 16777217)), f32(sh(2), -3, 16777216), 0},
 		// 1+2⁻¹¹ is halfway between f16 neighbours 1 and 1+2⁻¹⁰: ties to even gives 1;
@@ -66,6 +67,7 @@ func handCases() []opCase {
 
 		{"add broadcast", ir.Add, nil, a(f32(sh(2, 1), 10, 20), f32(sh(3), 1, 2, 3)), f32(sh(2, 3), 11, 12, 13, 21, 22, 23), 0},
 		{"add i32 wraps", ir.Add, nil, a(i32(sh(1), 2147483647), i32(sh(1), 1)), i32(sh(1), -2147483648), 0},
+		{"sub u32 wraps", ir.Sub, nil, a(tn(ir.T(ir.U32, 2), 0, 5), tn(ir.T(ir.U32), 1)), tn(ir.T(ir.U32, 2), 4294967295, 4), 0},
 		{"sub", ir.Sub, nil, a(f32(sh(2), 5, 1), f32(sh(), 2)), f32(sh(2), 3, -1), 0},
 		{"mul", ir.Mul, nil, a(f32(sh(3, 1), 1, 2, 3), f32(sh(1, 2), 1, -1)), f32(sh(3, 2), 1, -1, 2, -2, 3, -3), 0},
 		{"mul i32 wraps", ir.Mul, nil, a(i32(sh(1), 65536), i32(sh(1), 65537)), i32(sh(1), 65536), 0},

@@ -76,14 +76,30 @@ func tinyllamaFunction(t *testing.T, name string, seq int, decompose bool) *ir.F
 	return b.Function()
 }
 
-func tinyllamaModel(t *testing.T, decompose bool) *ir.Model {
+// tinyllamaModel builds the model with fused ops ("fused"), with each composite op replaced by
+// Decompose as it is built ("decompose"), or with the fused functions rewritten by DecomposeAll
+// ("decompose-all").
+func tinyllamaModel(t *testing.T, form string) *ir.Model {
 	t.Helper()
 	weights, err := safetensors.ReadAll("../../testdata/hf/tinyllama/weights.safetensors")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &ir.Model{Name: "tinyllama", Weights: weights}
-	for _, f := range []*ir.Function{tinyllamaFunction(t, "prefill", 16, decompose), tinyllamaFunction(t, "decode", 1, decompose)} {
+	fns := []*ir.Function{tinyllamaFunction(t, "prefill", 16, form == "decompose"), tinyllamaFunction(t, "decode", 1, form == "decompose")}
+	for i, f := range fns {
+		if form == "decompose-all" {
+			if fns[i], err = ir.DecomposeAll(f); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range fns[i].Nodes {
+				if n.Op.Info().Composite {
+					t.Fatalf("DecomposeAll left %s", n)
+				}
+			}
+		}
+	}
+	for _, f := range fns {
 		m.Functions = append(m.Functions, f)
 		for _, n := range f.Nodes {
 			switch {
@@ -131,9 +147,9 @@ func TestTinyllamaOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, decompose := range []bool{false, true} {
-		t.Run(fmt.Sprintf("decompose=%v", decompose), func(t *testing.T) {
-			s := NewSession(tinyllamaModel(t, decompose))
+	for _, form := range []string{"fused", "decompose", "decompose-all"} {
+		t.Run(form, func(t *testing.T) {
+			s := NewSession(tinyllamaModel(t, form))
 			out, err := s.Run("prefill", map[string]*ir.Tensor{"ids": golden["input_ids"], "pos": i32(sh(), 0)})
 			if err != nil {
 				t.Fatal(err)
