@@ -116,6 +116,8 @@ type OpInfo struct {
 	Attrs   []AttrSpec
 	// Composite ops also exist as compositions of primitives (see Decompose).
 	Composite bool
+	// Fused ops are introduced by rewrite rules, never written in models (see fused.go).
+	Fused bool
 	// infer computes the output types from the (checked) attributes and argument types.
 	infer func(a Attrs, args []Type) ([]Type, error)
 }
@@ -158,7 +160,7 @@ func LookupOp(name string) (Op, bool) {
 // Ops lists every defined op in numeric order.
 func Ops() []Op {
 	var ops []Op
-	for op := Op(1); op < Op(len(opTable)+64); op++ {
+	for op := Op(1); op < numOps; op++ {
 		if _, ok := opTable[op]; ok {
 			ops = append(ops, op)
 		}

@@ -1,0 +1,63 @@
+package ir
+
+import "fmt"
+
+// Fused ops: single ops that the rewrite rules introduce for patterns a kernel can do in one pass.
+// Each is defined by its composition (written next to it); the interpreter evaluates them that
+// way, and a rule that introduces one is checked by evaluating both sides. Elementwise chains are
+// not fused here: kernel templates splice them into their neighbours as prologues and epilogues.
+const (
+	// AddRMSNorm(a, b, w) has two outputs: s = a + b and rmsnorm(s, w) (the residual stream and
+	// the normalised input of the next block, in one pass over the row).
+	AddRMSNorm Op = numBaseOps + iota
+	// RMSNormLinear(x, g, W) = linear(rmsnorm(x, g), W): the matmul normalises its rows as it
+	// loads them.
+	RMSNormLinear
+	// RopeNorm(x, w, pos) = rope(rmsnorm(x, w), pos): Qwen3's per-head QK-norm followed by RoPE.
+	RopeNorm
+	// RopeCacheWrite(state, x, pos) = cache_write(state, rope(x, pos), pos): keys are rotated
+	// as they are written into the cache.
+	RopeCacheWrite
+
+	numOps
+)
+
+func init() {
+	eps := AttrSpec{Name: "eps", Kind: AttrFloat, Default: 1e-5}
+	ropeAttrs := []AttrSpec{{Name: "theta", Kind: AttrFloat, Default: 10000.0}, {Name: "mode", Kind: AttrString, Default: "half"},
+		{Name: "seq_axis", Kind: AttrInt, Default: 0}}
+	def(AddRMSNorm, OpInfo{Name: "add_rmsnorm", Kind: KindNorm, MinArgs: 3, MaxArgs: 3, Fused: true, Attrs: []AttrSpec{eps},
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			if !args[0].Equal(args[1]) {
+				return nil, fmt.Errorf("a %s and b %s must have one type", args[0], args[1])
+			}
+			out, err := normInfer([]Type{args[0], args[2]})
+			if err != nil {
+				return nil, err
+			}
+			return []Type{out[0], out[0]}, nil
+		}})
+	def(RMSNormLinear, OpInfo{Name: "rmsnorm_linear", Kind: KindMatmul, MinArgs: 3, MaxArgs: 3, Fused: true, Attrs: []AttrSpec{eps},
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			if _, err := normInfer(args[:2]); err != nil {
+				return nil, err
+			}
+			return linearInfer(a, []Type{args[0], args[2]})
+		}})
+	def(RopeNorm, OpInfo{Name: "rope_norm", Kind: KindOther, MinArgs: 3, MaxArgs: 3, Fused: true,
+		Attrs: append([]AttrSpec{eps}, ropeAttrs...),
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			if _, err := normInfer(args[:2]); err != nil {
+				return nil, err
+			}
+			return opTable[Rope].infer(a, []Type{args[0], args[2]})
+		}})
+	def(RopeCacheWrite, OpInfo{Name: "rope_cache_write", Kind: KindOther, MinArgs: 3, MaxArgs: 3, Fused: true,
+		Attrs: ropeAttrs[:2],
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			if _, err := opTable[Rope].infer(Attrs{"mode": a.String("mode", "half"), "seq_axis": 0}, []Type{args[1], args[2]}); err != nil {
+				return nil, err
+			}
+			return opTable[CacheWrite].infer(a, args)
+		}})
+}
