@@ -14,6 +14,7 @@ import (
 // The zero Value is invalid. A builder method that finds a type error records it and returns an
 // invalid Value of the type it would have produced, so one mistake gives one error, not a cascade.
 type Value struct {
+	b  *Builder
 	id int32
 	t  Type
 }
@@ -22,7 +23,7 @@ type Value struct {
 func (v Value) Type() Type { return v.t }
 
 // Valid reports whether v came from a successful builder call.
-func (v Value) Valid() bool { return v.id > 0 }
+func (v Value) Valid() bool { return v.b != nil && v.id > 0 }
 
 // kind is what a node does. Every switch over kinds is exhaustive: a new kind that an emitter, the
 // dump or the checker does not handle panics in tests rather than slipping through.
@@ -287,17 +288,17 @@ func (b *Builder) ok(construct string, vs ...Value) bool {
 		return false
 	}
 	for _, v := range vs {
-		if v.id <= 0 || int(v.id) >= len(b.nodes) {
+		if v.b != nil && v.b != b {
+			b.errorf(construct, "Value from another builder (kernel %q)", v.b.name)
+			return false
+		}
+		if v.b == nil || v.id <= 0 {
 			if len(b.errs) == 0 {
-				b.errorf(construct, "invalid Value (zero Value, or from another builder)")
+				b.errorf(construct, "invalid Value (the zero Value)")
 			}
 			return false
 		}
 		n := &b.nodes[v.id]
-		if n.t != v.t {
-			b.errorf(construct, "Value from another builder")
-			return false
-		}
 		if n.blk != nil && !b.encloses(n.blk) {
 			b.errorf(construct, "value %%%d (%s, defined at %s) is used outside the branch or loop that defines it; carry it out through a Var", v.id, v.t, n.where)
 			return false
@@ -331,7 +332,7 @@ func (b *Builder) add(n node, inBlock bool) Value {
 		b.cur.nodes = append(b.cur.nodes, id)
 	}
 	b.nodes = append(b.nodes, n)
-	return Value{id: id, t: n.t}
+	return Value{b: b, id: id, t: n.t}
 }
 
 // global reports whether v is a module-level value (a constant, specialization constant or
@@ -618,7 +619,7 @@ func (b *Builder) builtin(bi uint32, t Type, divergent bool) Value {
 		return Value{t: t}
 	}
 	if id, ok := b.builtins[bi]; ok {
-		return Value{id: id, t: t}
+		return Value{b: b, id: id, t: t}
 	}
 	v := b.add(node{kind: kBuiltin, t: t, lit: bi, divergent: divergent}, false)
 	b.builtins[bi] = v.id

@@ -125,6 +125,10 @@ func TestTypeChecker(t *testing.T) {
 			other := NewBuilder("other")
 			b.Add(other.Add(other.X(other.GlobalID()), other.U32(1)), b.U32(1))
 		}},
+		{"the zero Value", "Add", "invalid Value", func(b *Builder) {
+			var v Value
+			b.Add(v, b.F32(1))
+		}},
 		{"vector of too many components", "Vec", "want 2 to 4", func(b *Builder) {
 			one := b.F32(1)
 			b.Vec(one, one, one, one, one)

@@ -1,0 +1,37 @@
+package codegen
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestTablesUpToDate regenerates spirv_tables.go from the installed grammar and compares it with the
+// committed file, so an edit to the generator cannot drift from its output.
+func TestTablesUpToDate(t *testing.T) {
+	const grammar = "/usr/include/spirv/unified1/spirv.core.grammar.json"
+	if _, err := os.Stat(grammar); err != nil {
+		t.Skip("SPIR-V grammar not installed: install the spirv-headers package to check spirv_tables.go")
+	}
+	if testing.Short() {
+		t.Skip("builds and runs the generator; skipped in -short mode")
+	}
+	out := filepath.Join(t.TempDir(), "tables.go")
+	cmd := exec.Command("go", "run", "./internal/grammargen", "-o", out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("grammargen: %v\n%s", err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("spirv_tables.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("spirv_tables.go differs from the generator's output for the installed grammar: run go generate ./codegen/ (a newer spirv-headers changes the tables too)")
+	}
+}
