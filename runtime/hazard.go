@@ -88,17 +88,13 @@ type Schedule struct {
 // and V projections of a layer, shares an interval. Without reorder the program order is kept
 // and a barrier is placed only before a dispatch that depends on one since the last barrier.
 //
-// Cost: every use is compared with the earlier uses of the same memory object, so a program of n
-// dispatches touching one arena costs O(n²) overlap tests; a few thousand dispatches take
-// milliseconds, once, at record time.
+// Cost: each memory object keeps a sorted map from byte ranges to the latest interval that
+// wrote and read them, so a use costs a binary search plus the segments it overlaps; a program of
+// n dispatches over an arena of k distinct slots costs O(n·k) at worst, usually far less.
 func Analyze(uses [][]Use, reorder bool) Schedule {
 	n := len(uses)
 	s := Schedule{Interval: make([]int, n)}
-	type prior struct {
-		u        Use
-		dispatch int
-	}
-	byMem := map[uint64][]prior{}
+	maps := map[uint64]*segMap{}
 	causeOf := make([]Hazard, n)
 	last := 0 // interval of the previous dispatch (program order mode)
 	for j, us := range uses {
@@ -108,26 +104,43 @@ func Analyze(uses [][]Use, reorder bool) Schedule {
 		}
 		var cause Hazard
 		for _, u := range us {
-			for _, p := range byMem[u.Mem] {
-				k := hazardOf(p.u, u)
-				if k == 0 || !p.u.overlaps(u) {
-					continue
-				}
-				if l := s.Interval[p.dispatch] + 1; l > level || (l == level && cause.Kind == 0) {
-					lo := max(p.u.Offset, u.Offset)
-					hi := min(p.u.Offset+p.u.Size, u.Offset+u.Size)
-					cause = Hazard{Kind: k, From: p.dispatch, To: j, Mem: u.Mem, Offset: lo, Size: hi - lo}
-					level = l
-				}
+			m := maps[u.Mem]
+			if m == nil || u.Size == 0 {
+				continue
 			}
+			m.visit(u.Offset, u.Offset+u.Size, func(g *seg) {
+				// A read conflicts with earlier writes; a write with earlier reads and writes.
+				try := func(kind HazardKind, l, from int) {
+					if l < 0 {
+						return
+					}
+					if l+1 > level || (l+1 == level && cause.Kind == 0) {
+						lo, hi := max(g.lo, u.Offset), min(g.hi, u.Offset+u.Size)
+						cause = Hazard{Kind: kind, From: from, To: j, Mem: u.Mem, Offset: lo, Size: hi - lo}
+						level = l + 1
+					}
+				}
+				if u.Write {
+					try(WAW, g.w, g.wd)
+					try(WAR, g.r, g.rd)
+				} else {
+					try(RAW, g.w, g.wd)
+				}
+			})
 		}
 		s.Interval[j] = level
 		causeOf[j] = cause
 		last = level
 		for _, u := range us {
-			if u.Size > 0 {
-				byMem[u.Mem] = append(byMem[u.Mem], prior{u, j})
+			if u.Size == 0 {
+				continue
 			}
+			m := maps[u.Mem]
+			if m == nil {
+				m = &segMap{}
+				maps[u.Mem] = m
+			}
+			m.record(u.Offset, u.Offset+u.Size, u.Write, level, j)
 		}
 	}
 	levels := 0
@@ -155,6 +168,76 @@ func Analyze(uses [][]Use, reorder bool) Schedule {
 		s.Barriers = levels - 1
 	}
 	return s
+}
+
+// seg is a byte range [lo, hi) of one memory object with the highest interval that wrote it (w,
+// by dispatch wd) and read it (r, by rd); -1: never. Only the maximum matters: a later use must
+// follow the latest conflicting interval.
+type seg struct {
+	lo, hi uint64
+	w, r   int
+	wd, rd int
+}
+
+// segMap is a sorted list of disjoint segments.
+type segMap struct{ segs []seg }
+
+// visit calls f on each segment overlapping [lo, hi).
+func (m *segMap) visit(lo, hi uint64, f func(*seg)) {
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].hi > lo })
+	for ; i < len(m.segs) && m.segs[i].lo < hi; i++ {
+		f(&m.segs[i])
+	}
+}
+
+// record notes an access of [lo, hi) in interval level by dispatch d.
+func (m *segMap) record(lo, hi uint64, write bool, level, d int) {
+	a := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].hi > lo })
+	b := a
+	for b < len(m.segs) && m.segs[b].lo < hi {
+		b++
+	}
+	// Rebuild segments a..b-1 with [lo, hi) split out and its gaps filled.
+	var out []seg
+	pos := lo
+	for _, g := range m.segs[a:b] {
+		if g.lo < lo {
+			left := g
+			left.hi = lo
+			out = append(out, left)
+			g.lo = lo
+		}
+		if g.lo > pos {
+			out = append(out, seg{lo: pos, hi: g.lo, w: -1, r: -1})
+		}
+		var right *seg
+		if g.hi > hi {
+			rs := g
+			rs.lo = hi
+			right = &rs
+			g.hi = hi
+		}
+		out = append(out, g)
+		pos = g.hi
+		if right != nil {
+			out = append(out, *right)
+		}
+	}
+	if pos < hi {
+		out = append(out, seg{lo: pos, hi: hi, w: -1, r: -1})
+	}
+	for i := range out {
+		g := &out[i]
+		if g.lo >= lo && g.hi <= hi {
+			if write && level >= g.w {
+				g.w, g.wd = level, d
+			}
+			if !write && level >= g.r {
+				g.r, g.rd = level, d
+			}
+		}
+	}
+	m.segs = append(m.segs[:a], append(out, m.segs[b:]...)...)
 }
 
 // Hazards lists every pair of dispatches with a hazard (for diagnostics and tests; O(n²) pairs in
