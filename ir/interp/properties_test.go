@@ -285,3 +285,27 @@ func TestF16RoundsAtEachNode(t *testing.T) {
 		t.Errorf("f16 exp(11), exp(12) = %v, want 59872 and +Inf", y.Float64s())
 	}
 }
+
+// Products large enough to be split across goroutines give exactly the sequential sums.
+func TestParallelProductsAreExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	x := randT(rng, ir.T(ir.F32, 8, 300), 1)
+	w := randT(rng, ir.T(ir.F32, 513, 300), 1)
+	want := make([]float64, 0, 8*513)
+	for r := 0; r < 8; r++ {
+		for o := 0; o < 513; o++ {
+			s := 0.0
+			for i := 0; i < 300; i++ {
+				s += x.Float64(r*300+i) * w.Float64(o*300+i)
+			}
+			want = append(want, s)
+		}
+	}
+	wantT := ir.TensorFromFloat64s(ir.T(ir.F32, 8, 513), want)
+	if msg := closeTo(mustEval(t, ir.Linear, nil, x, w), wantT, 0); msg != "" {
+		t.Error("linear:", msg)
+	}
+	if msg := closeTo(mustEval(t, ir.Matmul, ir.Attrs{"tb": true}, x, w), wantT, 0); msg != "" {
+		t.Error("matmul:", msg)
+	}
+}
