@@ -1,0 +1,257 @@
+// Package kernels holds vkc's kernel templates: for each op (or fused op) a Go builder of codegen
+// kernels plus a declared tuning space. The lowering stage turns a graph into Problems, asks the
+// registry which templates accept each, and builds a Launch for a Config; the generic tuner
+// (package lower) searches a template's Space without knowing which op it serves.
+//
+// Contracts every template keeps:
+//   - Bindings: a Step names, for each storage buffer of its kernel in binding order, the operand
+//     it reads or writes (an argument, a result, or a scratch buffer of the Launch). Operands are
+//     dense, row-major tensors bound at an offset aligned to Caps.MinStorageOffsetAlign.
+//   - Run-time scalars (a decode position, a KV length) are ordinary i32 operands that kernels
+//     load from their buffer, so a plan's command buffer is recorded once and never patched.
+//   - Grids are fixed at build time; work that depends on a run-time scalar is sized for the
+//     largest case and the kernel returns early for the rest.
+//   - Arithmetic on f16 tensors is done in f32 (16-bit storage only), so a template needs
+//     Caps.Storage16 for f16 operands but never shaderFloat16.
+//   - bool tensors live in device memory as u32 (0 or 1).
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"vkc/codegen"
+	"vkc/ir"
+)
+
+// Caps are the device facts templates depend on. The lowering stage fills them from the runtime's
+// device description (kernels does not import runtime); tests use Lavapipe.
+type Caps struct {
+	SubgroupSize       int  // 0 when unknown
+	SubgroupArithmetic bool // subgroup add/min/max
+	SubgroupShuffle    bool // shuffle and shuffle-xor
+	Float16            bool // shaderFloat16 (f16 arithmetic)
+	Storage16          bool // 16-bit storage buffer access
+	MaxSharedBytes     int
+	MaxInvocations     int
+	MaxWorkgroupSize   [3]int
+	MaxGroups          [3]int // maxComputeWorkGroupCount
+	// MinStorageOffsetAlign is minStorageBufferOffsetAlignment: operands start at multiples of it.
+	MinStorageOffsetAlign int
+	// Later: IntegerDot, CooperativeMatrix shapes.
+}
+
+// Lavapipe is Mesa's CPU implementation as seen on Debian 12 (subgroup size 8, 32 KiB shared
+// memory); tests that build kernels without a device use it.
+var Lavapipe = Caps{
+	SubgroupSize: 8, SubgroupArithmetic: true, SubgroupShuffle: true, Float16: true, Storage16: true,
+	MaxSharedBytes: 32768, MaxInvocations: 1024, MaxWorkgroupSize: [3]int{1024, 1024, 1024},
+	MaxGroups: [3]int{65535, 65535, 65535}, MinStorageOffsetAlign: 16,
+}
+
+// Supports reports whether the device has the features kernel k declares.
+func (c Caps) Supports(k *codegen.Kernel) error {
+	var missing []string
+	need := func(f codegen.Feature, have bool, name string) {
+		if k.Needs.Has(f) && !have {
+			missing = append(missing, name)
+		}
+	}
+	need(codegen.FeatureFloat16, c.Float16, "shaderFloat16")
+	need(codegen.FeatureStorageBuffer16, c.Storage16, "storageBuffer16BitAccess")
+	need(codegen.FeatureSubgroupArithmetic, c.SubgroupArithmetic, "subgroup arithmetic")
+	need(codegen.FeatureSubgroupShuffle, c.SubgroupShuffle, "subgroup shuffle")
+	need(codegen.FeatureSubgroupBallot, c.SubgroupShuffle, "subgroup ballot/broadcast")
+	need(codegen.FeatureCooperativeMatrix, false, "cooperative matrices")
+	need(codegen.FeatureIntegerDot, false, "integer dot products")
+	if len(missing) > 0 {
+		return fmt.Errorf("kernel %s needs %s", k.Name, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// FusedElementwise is the Problem op of a group of elementwise ops computed in one kernel; its
+// computation is Problem.Expr. (It is not an ir op: no model or rule writes it.)
+const FusedElementwise ir.Op = 0xffff
+
+// Problem is one unit of work for a template: an op with its operand and result types.
+type Problem struct {
+	Op    ir.Op
+	Attrs ir.Attrs
+	Args  []ir.Type // the op's operands, then the epilogue's extra inputs (see Expr)
+	Outs  []ir.Type // the op's results; with an epilogue, Outs[0] is the epilogue's result
+	// Expr is the computation of a FusedElementwise problem (Args are its inputs, Outs its
+	// outputs), or for any other op an optional epilogue applied to result 0 element by element:
+	// the epilogue's input 0 is the op's value, its inputs 1.. are Args[NumOpArgs:], broadcast
+	// to Outs[0].Shape.
+	Expr *Fused
+	// NumOpArgs is the number of Args that belong to the op itself (the rest feed the epilogue).
+	NumOpArgs int
+}
+
+// OpName names the problem's op for messages and keys.
+func (p *Problem) OpName() string {
+	if p.Op == FusedElementwise {
+		return "elementwise"
+	}
+	return p.Op.String()
+}
+
+// Key identifies the problem for the tuning database: op, attributes, types and fused expression.
+// Equal keys mean the same kernel computes both.
+func (p *Problem) Key() string {
+	var b strings.Builder
+	b.WriteString(p.OpName())
+	if k := p.Attrs.Key(); k != "" {
+		b.WriteString("[" + k + "]")
+	}
+	b.WriteByte('(')
+	for i, t := range p.Args {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(t.String())
+	}
+	b.WriteString(")->(")
+	for i, t := range p.Outs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(t.String())
+	}
+	b.WriteByte(')')
+	if p.Expr != nil {
+		b.WriteString("{" + p.Expr.Key() + "}")
+	}
+	return b.String()
+}
+
+// OperandKind says what a kernel binding refers to.
+type OperandKind uint8
+
+const (
+	Arg     OperandKind = iota + 1 // Problem.Args[Index]
+	Out                            // Problem.Outs[Index]
+	Scratch                        // Launch.Scratch[Index]
+)
+
+// Operand is what one kernel binding is bound to.
+type Operand struct {
+	Kind  OperandKind
+	Index int
+}
+
+func (o Operand) String() string {
+	return [...]string{"?", "arg", "out", "scratch"}[o.Kind] + strconv.Itoa(o.Index)
+}
+
+// Step is one dispatch of a Launch.
+type Step struct {
+	Kernel   *codegen.Kernel
+	Spec     []uint32  // specialization constant values by SpecId (nil: the kernel's defaults)
+	Grid     [3]uint32 // workgroups
+	Bindings []Operand // one per kernel binding, in binding order
+	Push     []byte    // push-constant bytes (static: shapes, strides)
+}
+
+// Launch is a template's realisation of a Problem: one or more dispatches run in order (with a
+// barrier between dependent steps), plus scratch buffers they share.
+type Launch struct {
+	Steps   []Step
+	Scratch []int // byte sizes of scratch buffers
+	// InPlace lists results that must share their buffer with an argument (a cache write that
+	// writes only the new rows of the state it updates): Out index → Arg index.
+	InPlace map[int]int
+	// Flops and Bytes are the work done and the minimum bytes moved, for roofline estimates and
+	// the achieved-throughput columns of vkc bench.
+	Flops, Bytes float64
+}
+
+// Template is a kernel template: which problems it accepts, its tuning space, and its builder.
+type Template struct {
+	Name string
+	// Accepts returns nil when the template can implement p on the device (for some point of its
+	// space), else an error saying why not.
+	Accepts func(p *Problem, caps Caps) error
+	Space   Space
+	// Build realises p at configuration c. It may reject a configuration the space's predicates
+	// let through (an error naming the parameter); the tuner records it as invalid.
+	Build func(p *Problem, c Config, caps Caps) (*Launch, error)
+}
+
+var registry []*Template
+
+// Register adds a template; templates register themselves in init. Names are unique.
+func Register(t *Template) {
+	for _, u := range registry {
+		if u.Name == t.Name {
+			panic("kernels: template registered twice: " + t.Name)
+		}
+	}
+	if t.Accepts == nil || t.Build == nil {
+		panic("kernels: template " + t.Name + " lacks Accepts or Build")
+	}
+	registry = append(registry, t)
+}
+
+// Templates lists every registered template, sorted by name.
+func Templates() []*Template {
+	out := append([]*Template(nil), registry...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// For returns the templates that accept p, sorted by name, or an error listing why each
+// template that serves p's op refused.
+func For(p *Problem, caps Caps) ([]*Template, error) {
+	var ok []*Template
+	var why []string
+	for _, t := range Templates() {
+		if err := t.Accepts(p, caps); err != nil {
+			if !errors.Is(err, ErrOtherOp) {
+				why = append(why, t.Name+": "+err.Error())
+			}
+			continue
+		}
+		ok = append(ok, t)
+	}
+	if len(ok) == 0 {
+		if len(why) == 0 {
+			return nil, fmt.Errorf("no kernel template implements %s", p.Key())
+		}
+		return nil, fmt.Errorf("no kernel template implements %s: %s", p.Key(), strings.Join(why, "; "))
+	}
+	return ok, nil
+}
+
+// ErrOtherOp is what Accepts returns (wrapped or not) for a problem of an op the template does
+// not serve at all, so For does not list it among the reasons.
+var ErrOtherOp = errors.New("not this template's op")
+
+// Build realises p with template t at its default configuration (the first valid point).
+func Build(t *Template, p *Problem, caps Caps) (*Launch, Config, error) {
+	var firstErr error
+	for _, c := range t.Space.Points() {
+		if err := t.Space.Valid(p, c, caps); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		l, err := t.Build(p, c, caps)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		return l, c, nil
+	}
+	if firstErr == nil {
+		firstErr = errors.New("empty tuning space")
+	}
+	return nil, nil, fmt.Errorf("template %s for %s: no valid configuration: %w", t.Name, p.Key(), firstErr)
+}
