@@ -77,7 +77,8 @@ func EvalValues(f *ir.Function, env Env, vs ...ir.Value) ([]*ir.Tensor, error) {
 func eval(f *ir.Function, env Env) (map[*ir.Node][]*val, error) {
 	vals := make(map[*ir.Node][]*val, len(f.Nodes))
 	c := &ctx{env: env, fn: f}
-	for _, n := range f.Nodes {
+	for _, node := range f.Nodes {
+		n := node
 		args := make([]*val, len(n.Args))
 		for i, a := range n.Args {
 			v, ok := vals[a.Node]
@@ -85,6 +86,27 @@ func eval(f *ir.Function, env Env) (map[*ir.Node][]*val, error) {
 				return nil, fmt.Errorf("interp: function %s: node %s: argument %d (%%%d.%d) is not evaluated before use", f.Name, n, i, a.Node.ID, a.Out)
 			}
 			args[i] = v[a.Out]
+		}
+		if n.Op.Info().Kind != ir.KindSource {
+			// Implementations rely on inference's guarantees (ranks, dtypes, normalised
+			// attributes); a hand-made or mis-rewritten node is an error here, not a panic there.
+			types := make([]ir.Type, len(args))
+			for i, v := range args {
+				types[i] = v.t
+			}
+			attrs, want, err := ir.Infer(n.Op, n.Attrs, types)
+			if err != nil {
+				return nil, fmt.Errorf("interp: function %s: %s%s: %w", f.Name, posPrefix(n), n, err)
+			}
+			if !typesEqual(want, n.Outs) {
+				return nil, fmt.Errorf("interp: function %s: node %s: inference gives %v", f.Name, n, want)
+			}
+			if len(attrs) != len(n.Attrs) {
+				// Defaults filled in by inference; evaluate a copy with them.
+				nn := *n
+				nn.Attrs = attrs
+				n = &nn
+			}
 		}
 		var outs []*val
 		var err error
@@ -109,9 +131,28 @@ func eval(f *ir.Function, env Env) (map[*ir.Node][]*val, error) {
 				return nil, fmt.Errorf("interp: function %s: node %s: output %d evaluated to %s, want %s", f.Name, n, i, v.t, n.Outs[i])
 			}
 		}
-		vals[n] = outs
+		vals[node] = outs
 	}
 	return vals, nil
+}
+
+func typesEqual(a, b []ir.Type) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func typeOf(t *ir.Tensor) string {
+	if t == nil {
+		return "nil"
+	}
+	return t.Type.String()
 }
 
 func posPrefix(n *ir.Node) string {
@@ -215,7 +256,7 @@ func checkInputs(f *ir.Function, inputs map[string]*ir.Tensor) error {
 		for _, in := range f.Inputs {
 			want = append(want, in.Name+" "+in.Type().String())
 		}
-		return fmt.Errorf("interp: function %s has no input %q (its inputs: %s)", f.Name, unknown[0], strings.Join(want, ", "))
+		return fmt.Errorf("interp: function %s has no input %q (given %s; its inputs: %s)", f.Name, unknown[0], typeOf(inputs[unknown[0]]), strings.Join(want, ", "))
 	}
 	return nil
 }

@@ -110,7 +110,7 @@ func TestRunErrors(t *testing.T) {
 		{"missing input", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) { delete(in, "pos") },
 			[]string{"function step", `input "pos"`, "i32[]", "missing"}},
 		{"unknown input", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) { in["y"] = f32(sh(1), 0) },
-			[]string{"function step", `no input "y"`, "x f32[1,2]", "pos i32[]"}},
+			[]string{"function step", `no input "y"`, "given f32[1]", "x f32[1,2]", "pos i32[]"}},
 		{"wrong dtype", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) { in["pos"] = f32(sh(), 0) },
 			[]string{"function step", `input "pos" is f32[], want i32[]`}},
 		{"wrong shape", "step", func(in, st map[string]*ir.Tensor, m *ir.Model) { in["x"] = f32(sh(2), 1, 1) },
@@ -165,5 +165,31 @@ func TestEvalMissingSource(t *testing.T) {
 	}
 	if msg := closeTo(vals[b.Function().Nodes[1]][0], f32(sh(2), -1, 2), 0); msg != "" {
 		t.Error(msg)
+	}
+}
+
+// A node whose recorded type disagrees with inference (a hand-made or mis-rewritten graph) is an
+// error naming it, not a panic in the implementation.
+func TestEvalRejectsMalformedNodes(t *testing.T) {
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 2, 3))
+	y := b.MustOp(ir.Transpose, ir.Attrs{"perm": []int{1, 0}}, x)
+	y.Node.Outs[0] = ir.T(ir.F32, 2, 3)
+	in := map[string]*ir.Tensor{"x": f32(sh(2, 3), 1, 2, 3, 4, 5, 6)}
+	if _, err := Eval(b.Function(), Env{Inputs: in}); err == nil || !strings.Contains(err.Error(), "inference gives [f32[3,2]]") {
+		t.Errorf("wrong output type: error %v", err)
+	}
+	y.Node.Outs[0] = ir.T(ir.F32, 3, 2)
+	y.Node.Attrs = ir.Attrs{}
+	if _, err := Eval(b.Function(), Env{Inputs: in}); err == nil || !strings.Contains(err.Error(), "needs attribute perm") {
+		t.Errorf("missing attribute: error %v", err)
+	}
+	// Attributes left at their defaults are filled in.
+	b = ir.NewBuilder("g")
+	x, _ = b.Input("x", ir.T(ir.F32, 2, 3))
+	s := b.MustOp(ir.Softmax, nil, x)
+	s.Node.Attrs = nil
+	if _, err := Eval(b.Function(), Env{Inputs: in}); err != nil {
+		t.Error(err)
 	}
 }
