@@ -25,6 +25,8 @@ type DotOptions struct {
 	// "c<id>"), for example with the class's tensor type.
 	NodeLabel  func(g *EGraph, n Node) string
 	ClassLabel func(g *EGraph, id Id) string
+	// ShowOrigin adds to each node's label the rule that produced it (Node.Origin).
+	ShowOrigin bool
 }
 
 // Dot draws g (rebuilt) as a graphviz graph: one cluster per e-class holding its e-nodes, an edge
@@ -124,7 +126,11 @@ func Dot(g *EGraph, opt DotOptions) *dot.Graph {
 		clusters[id] = cl
 		for j, n := range nodesOf(id) {
 			key := fmt.Sprintf("c%dn%d", id, j)
-			dn := cl.Node(key).Label(label(g, n)).Box()
+			text := label(g, n)
+			if opt.ShowOrigin && n.Origin() != "" {
+				text += "\n(" + n.Origin() + ")"
+			}
+			dn := cl.Node(key).Label(text).Box()
 			dnodes[key] = dn
 			if opt.Extraction != nil && opt.Extraction.Chose(id, n) {
 				dn.Attr("style", "filled,bold").Attr("fillcolor", "lightblue").Attr("penwidth", "2")

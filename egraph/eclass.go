@@ -23,7 +23,20 @@ type Node struct {
 	Op       Op
 	Attr     Attr
 	Children []Id
+
+	// origin is the rule whose application added the node ("" for nodes the client added). It
+	// is not part of the node's identity.
+	origin string
 }
+
+// Origin returns the name of the rule whose application first added n to the e-graph, or "" when
+// the client added it (nodes returned by EGraph.Nodes and Extraction carry it). DOT export uses it
+// to label fused nodes with the rule that produced them.
+//
+// Example:
+//
+//	for _, n := range g.Nodes(id) { fmt.Println(g.NodeString(n), "from", n.Origin()) }
+func (n Node) Origin() string { return n.origin }
 
 // compareNodes orders nodes by op, attribute handle, arity, then children. Class node lists are kept
 // in this order so that matching can binary-search an op and iteration is deterministic.

@@ -79,6 +79,8 @@ type EGraph struct {
 	attrs     [][]string
 	attrIndex map[string]Attr
 
+	origin string // the rule being applied, recorded on the nodes it adds
+
 	numNodes   int
 	numClasses int
 	version    uint64
@@ -201,6 +203,7 @@ func (g *EGraph) Add(n Node) (Id, error) {
 		return id, nil
 	}
 	n = g.canonical(n)
+	n.origin = g.origin
 	var data any
 	if g.analysis != nil {
 		d, err := g.analysis.Make(g, n)
@@ -356,7 +359,8 @@ func (g *EGraph) rebuildClasses() {
 		for _, n := range c.nodes {
 			g.canonicalInPlace(n)
 		}
-		slices.SortFunc(c.nodes, compareNodes)
+		// Stable, so that of equal nodes the one added first (and its origin) is kept.
+		slices.SortStableFunc(c.nodes, compareNodes)
 		c.nodes = slices.CompactFunc(c.nodes, equalNodes)
 		g.numNodes += len(c.nodes)
 		for i, n := range c.nodes {

@@ -256,3 +256,53 @@ func TestConstantFoldingInAnalysis(t *testing.T) {
 		t.Errorf("extracted %s", x.String(g))
 	}
 }
+
+func TestOriginRecordsTheRule(t *testing.T) {
+	g := New(nil)
+	g.OpName = opName
+	x := addTerm(t, g, "(mul (norm x) w)")
+	r := rw(t, "norm-mul", "(mul (norm ?x) ?w)", "(fused ?x ?w)")
+	if _, err := NewRunner().Run(t.Context(), g, []*Rewrite{r}); err != nil {
+		t.Fatal(err)
+	}
+	origins := map[string]string{}
+	for _, n := range g.Nodes(x) {
+		origins[opName(n.Op)] = n.Origin()
+	}
+	if origins["mul"] != "" || origins["fused"] != "norm-mul" {
+		t.Errorf("origins %v", origins)
+	}
+	ex, err := Extract(g, []Id{x}, opCost(map[string]float64{"mul": 2, "norm": 2, "fused": 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Dot(g, DotOptions{Extraction: ex, ChosenOnly: true, ShowOrigin: true}).String()
+	if !strings.Contains(d, `fused\n(norm-mul)`) {
+		t.Errorf("DOT does not label the fused node with its rule:\n%s", d)
+	}
+}
+
+func TestApplierErrorNamesRule(t *testing.T) {
+	g := New(constFold{})
+	addTerm(t, g, "(neg x)")
+	bad := rw(t, "bad-const", "(neg ?x)", "(num[not-a-number])")
+	_, err := NewRunner().Run(t.Context(), g, []*Rewrite{bad})
+	if err == nil || !strings.Contains(err.Error(), `rule "bad-const"`) || !strings.Contains(err.Error(), "not-a-number") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestMultiPatternBoundRootLater(t *testing.T) {
+	// The bound term second: (mul ?s ?w) first, then ?s = (add ?a ?b) checks the class ?s.
+	g := New(nil)
+	addTerm(t, g, "(mul (add x y) w)")
+	addTerm(t, g, "(mul (neg x) w)")
+	ms := search(t, g, "(mul ?s ?w)", "?s = (add ?a ?b)")
+	if len(ms) != 1 {
+		t.Fatalf("%d matches, want 1: %v", len(ms), ms)
+	}
+	a, _ := ms[0].Subst.Class("?a")
+	if a != g.Find(addTerm(t, g, "x")) {
+		t.Errorf("?a = %d", a)
+	}
+}

@@ -140,6 +140,9 @@ func (r *Rewrite) Search(g *EGraph, limit int) []Match {
 //	n, err := rw.Apply(g, rw.Search(g, 0))
 func (r *Rewrite) Apply(g *EGraph, ms []Match) (int, error) {
 	n := 0
+	saved := g.origin
+	g.origin = r.Name
+	defer func() { g.origin = saved }()
 	for _, m := range ms {
 		ch, err := r.Applier.Apply(g, m, r.Name)
 		if err != nil {
