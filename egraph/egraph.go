@@ -43,6 +43,12 @@ type MergeError struct {
 	Err        error
 }
 
+// Error says which rule tried to merge which classes, and the analysis's reason naming both values.
+//
+// Example:
+//
+//	var me *egraph.MergeError
+//	if errors.As(err, &me) { log.Printf("bad rule %s: %v", me.Rule, me.Err) }
 func (e *MergeError) Error() string {
 	how := ""
 	if e.Congruence {
@@ -51,6 +57,11 @@ func (e *MergeError) Error() string {
 	return fmt.Sprintf("rule %q: cannot merge e-class %d with e-class %d%s: %v", e.Rule, e.A, e.B, how, e.Err)
 }
 
+// Unwrap returns the analysis's error.
+//
+// Example:
+//
+//	errors.Is(err, errTypeMismatch) // sees through the MergeError
 func (e *MergeError) Unwrap() error { return e.Err }
 
 // pendingRef is a parent whose canonical form may have changed, with the reason of the union that
@@ -330,7 +341,7 @@ func (g *EGraph) Rebuild() (int, error) {
 			}
 			merged, did, err := g.analysis.Merge(cls.data, d)
 			if err != nil {
-				return unions, &MergeError{Rule: p.reason, Congruence: true, A: cls.id, B: cls.id, Err: err}
+				return unions, fmt.Errorf("rule %q: re-analysis of %s in e-class %d: %w", p.reason, g.NodeString(node), cls.id, err)
 			}
 			if did.A {
 				cls.data = merged

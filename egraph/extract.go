@@ -320,8 +320,11 @@ func ExtractDiverse(g *EGraph, roots []Id, cost CostFunc, k int) ([]*Extraction,
 		return nil, err
 	}
 	best, err := e.extract(e.own)
-	if err != nil || k <= 1 {
-		return []*Extraction{best}, err
+	if err != nil {
+		return nil, err
+	}
+	if k <= 1 {
+		return []*Extraction{best}, nil
 	}
 	out := []*Extraction{best}
 	seen := map[string]bool{best.signature(): true}

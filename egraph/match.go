@@ -86,7 +86,12 @@ func (s Subst) clone() Subst {
 		attrs: slices.Clone(s.attrs), bound: slices.Clone(s.bound)}
 }
 
-// String formats the bindings as "?x=3 ?a=\"1\"" in variable order.
+// String formats the bindings as ?x=3 ?a="1" in variable order (classes as ids, attributes
+// quoted).
+//
+// Example:
+//
+//	log.Printf("match %s", m.Subst)
 func (s Subst) String() string {
 	var b strings.Builder
 	for i, v := range s.vars {

@@ -31,6 +31,10 @@ type Applier interface {
 type ApplyFunc func(g *EGraph, m Match, rule string) (bool, error)
 
 // Apply calls f.
+//
+// Example:
+//
+//	changed, err := fold.Apply(g, m, "fold")
 func (f ApplyFunc) Apply(g *EGraph, m Match, rule string) (bool, error) { return f(g, m, rule) }
 
 // Apply instantiates each term of p with the match's bindings and unions it with the match's

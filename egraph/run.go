@@ -23,6 +23,11 @@ const (
 	Cancelled
 )
 
+// String names the reason as the report prints it.
+//
+// Example:
+//
+//	fmt.Println(egraph.NodeLimit) // node limit
 func (r StopReason) String() string {
 	switch r {
 	case Saturated:
@@ -101,7 +106,12 @@ type Report struct {
 	Classes    int
 }
 
-// String summarises the report in one line per iteration.
+// String summarises the report: the stop reason and totals, then one line per iteration with
+// sizes, phase times and the rules that matched.
+//
+// Example:
+//
+//	log.Printf("saturation:\n%s", rep)
 func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "stop: %s after %d iterations, %v; %d nodes, %d classes\n", r.Stop, len(r.Iterations), r.Total.Round(time.Microsecond), r.Nodes, r.Classes)

@@ -69,9 +69,17 @@ type AttrTerm struct {
 }
 
 // IsVar reports whether the attribute value is a variable.
+//
+// Example:
+//
+//	if a.IsVar() { bind(a.Value) }
 func (a AttrTerm) IsVar() bool { return !a.Quoted && strings.HasPrefix(a.Value, "?") }
 
 // IsAny reports whether the attribute value is "_" (unconstrained).
+//
+// Example:
+//
+//	if a.IsAny() { continue }
 func (a AttrTerm) IsAny() bool { return !a.Quoted && a.Value == "_" }
 
 // GuardCall is a guard named in an `if` clause, with its arguments (variables or literals).
@@ -84,6 +92,10 @@ type GuardCall struct {
 }
 
 // String formats the term in the rule syntax; parsing the result gives the same term.
+//
+// Example:
+//
+//	fmt.Println(r.LHS[0]) // (softmax[axis=?a] ?x)
 func (t *Term) String() string {
 	var b strings.Builder
 	t.format(&b)
@@ -154,7 +166,11 @@ func isAtom(s string) bool {
 	return !strings.HasPrefix(s, "//")
 }
 
-// String formats the rule on one line in the rule syntax.
+// String formats the rule on one line in the rule syntax; parsing it gives the same rule.
+//
+// Example:
+//
+//	fmt.Println(r) // add-comm: (add ?a ?b) => (add ?b ?a)
 func (r *Rule) String() string {
 	var b strings.Builder
 	b.WriteString(r.Name + ": ")
@@ -202,7 +218,11 @@ func (r *Rule) String() string {
 	return b.String()
 }
 
-// String formats the file, one rule per line.
+// String formats the file, one rule per line, without comments.
+//
+// Example:
+//
+//	os.WriteFile("normalised.rules", []byte(f.String()), 0o644)
 func (f *File) String() string {
 	var b strings.Builder
 	for _, r := range f.Rules {

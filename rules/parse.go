@@ -18,11 +18,21 @@ type Error struct {
 	Msg  string
 }
 
+// Error formats the error as file:line: message.
+//
+// Example:
+//
+//	fmt.Println(err) // algebra.rules:12: rule r: unknown operator "foo"
 func (e *Error) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg) }
 
 // ErrorList is every error found in one or more rule files, in file and line order.
 type ErrorList []*Error
 
+// Error lists every error, one per line.
+//
+// Example:
+//
+//	if l, ok := err.(rules.ErrorList); ok { fmt.Println(len(l), "errors") }
 func (l ErrorList) Error() string {
 	msgs := make([]string, len(l))
 	for i, e := range l {
