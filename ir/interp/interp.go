@@ -29,7 +29,7 @@ type Env struct {
 }
 
 // Eval evaluates every node of f in order and returns the outputs of each node (one tensor per
-// output; every op of the base set has one). Each source must be present in env with exactly the
+// output: one for every op of the base set, two for add_rmsnorm). Each source must be present in env with exactly the
 // node's type; a missing or mistyped source is an error naming it. Eval does not look at f's
 // Outputs or Updates, so it also serves functions under construction (rule checks, kernel tests
 // that build a Function with ir.Builder and evaluate one node of it).

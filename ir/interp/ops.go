@@ -581,7 +581,8 @@ func evalEmbedding(c *ctx, n *ir.Node, a []*val) (*val, error) {
 //     out[i] = x[i]·cos − x[i+d/2]·sin, out[i+d/2] = x[i+d/2]·cos + x[i]·sin.
 //   - mode "interleaved" (GPT-J, Meta's original Llama): pair i is (2i, 2i+1), same formulas.
 //
-// A negative pos is an error.
+// A negative pos is an error. Angles are computed in float64; transformers computes them in
+// f32, so at position p the two differ by about p·2⁻²⁴ radians (1e-6 at p = 24, 1e-4 at 2048).
 func evalRope(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	x, pos := a[0], scalarInt(a[1])
 	if pos < 0 {
