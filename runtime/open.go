@@ -93,15 +93,14 @@ func (d *Device) create(info *DeviceInfo) error {
 	d.push = caps.PushDescriptors && !d.opts.NoPushDescriptors
 	add("VK_KHR_push_descriptor", d.push)
 	add("VK_EXT_memory_budget", true)
-	add("VK_KHR_cooperative_matrix", len(caps.CooperativeMatrix) > 0)
+	// The feature chain carries the cooperative-matrix structure whenever the extension exists,
+	// so the extension is enabled whenever it exists.
+	add("VK_KHR_cooperative_matrix", info.wants.want_coop != 0)
 	add("VK_KHR_16bit_storage", !v.atLeast(1, 1))
 	add("VK_KHR_shader_float16_int8", !v.atLeast(1, 2))
 	add("VK_KHR_8bit_storage", !v.atLeast(1, 2))
 	add("VK_KHR_vulkan_memory_model", !v.atLeast(1, 2))
 	add("VK_KHR_shader_integer_dot_product", !v.atLeast(1, 3))
-	if !has["VK_KHR_cooperative_matrix"] {
-		info.wants.want_coop = 0
-	}
 	chain := C.vkc_feature_chain(&info.wants, info.ccaps)
 	if chain == nil {
 		return ErrOutOfDeviceMemory

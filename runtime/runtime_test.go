@@ -23,7 +23,9 @@ const noDevice = "no Vulkan device (install mesa-vulkan-drivers)"
 // fails the test when it ends. Without a Vulkan loader or device the test is skipped.
 func openTest(t testing.TB, opts Options) *Device {
 	t.Helper()
-	opts.Validation = true
+	// VKC_NO_VALIDATION=1 runs without the layer, for machines that lack it (the GPU machine);
+	// everywhere else a missing layer fails the tests rather than silently validating nothing.
+	opts.Validation = os.Getenv("VKC_NO_VALIDATION") != "1"
 	if opts.CacheDir == "" {
 		opts.CacheDir = t.TempDir()
 	}
@@ -117,6 +119,9 @@ func groups(n, wg int) uint32 { return uint32((n + wg - 1) / wg) }
 
 func TestValidationCatcherCatches(t *testing.T) {
 	d := openTest(t, Options{})
+	if !d.opts.Validation {
+		t.Skip("validation disabled by VKC_NO_VALIDATION")
+	}
 	// A deliberately wrong call: a buffer of size 0 (VUID-VkBufferCreateInfo-size-00912).
 	var buf vk.Buffer
 	ci := &vk.BufferCreateInfo{
@@ -469,6 +474,22 @@ func TestLimitsAreClearErrors(t *testing.T) {
 	if _, err := d.NewProgram(ProgramSpec{Dispatches: []Dispatch{{Pipeline: add, Push: u32(1), Grid: [3]uint32{1, 1, 1},
 		Bindings: []Binding{{Buffer: buf, Access: Read}, {Buffer: buf, Access: Read}, {Buffer: buf, Offset: 4000, Size: 200, Access: Write}}}}}); err == nil {
 		t.Error("binding past the end of its buffer accepted")
+	}
+}
+
+func TestOutOfDeviceMemory(t *testing.T) {
+	d := openTest(t, Options{})
+	// Pretend the heap is 1 MiB rather than allocate more than the machine has.
+	p := d.pools[poolDevice]
+	saved := p.heapSize
+	p.heapSize = 1 << 20
+	_, err := d.NewBuffer(2 << 20)
+	p.heapSize = saved
+	if !errors.Is(err, ErrOutOfDeviceMemory) || !strings.Contains(err.Error(), "heap") {
+		t.Errorf("buffer larger than its heap: %v", err)
+	}
+	if alloc, _ := d.MemoryUsage(); alloc != 0 {
+		t.Errorf("failed allocation left %d bytes allocated", alloc)
 	}
 }
 
