@@ -90,11 +90,15 @@ func handCases() []opCase {
 		{"mean last", ir.Mean, nil, a(f32(sh(2, 3), 1, 2, 3, 4, 5, 9)), f32(sh(2), 2, 6), 0},
 		{"max axis 1 of 3", ir.Max, ir.Attrs{"axis": 1}, a(f32(sh(2, 2, 2), 1, 8, 3, 4, 5, 6, 7, 2)), f32(sh(2, 2), 3, 8, 7, 6), 0},
 		{"min keepdims", ir.Min, ir.Attrs{"keepdims": true}, a(f32(sh(2, 2), 1, -8, 3, 4)), f32(sh(2, 1), -8, 3), 0},
+		{"sum to a scalar", ir.Sum, nil, a(f32(sh(3), 1, 2, 3.5)), f32(sh(), 6.5), 0},
+		{"max propagates NaN", ir.Max, nil, a(f32(sh(3), 1, math.NaN(), 3)), f32(sh(), math.NaN()), 0},
+		{"argmax first NaN", ir.Argmax, nil, a(f32(sh(4), 1, math.NaN(), 3, math.NaN())), i32(sh(), 1), 0},
 		{"argmax ties go first", ir.Argmax, nil, a(f32(sh(2, 4), 1, 3, 3, 2, 5, 5, 5, 5)), i32(sh(2), 1, 0), 0},
 		{"argmax axis 0", ir.Argmax, ir.Attrs{"axis": 0, "keepdims": true}, a(f32(sh(3, 2), 1, 9, 4, 9, 2, 0)), i32(sh(1, 2), 1, 0), 0},
 
 		// softmax([1,2,3]) = e^k / (e+e²+e³).
 		{"softmax", ir.Softmax, nil, a(f32(sh(3), 1, 2, 3)), f32(sh(3), e/(e+e*e+e*e*e), e*e/(e+e*e+e*e*e), e*e*e/(e+e*e+e*e*e)), 1e-7},
+		{"softmax masked", ir.Softmax, nil, a(f32(sh(3), 0, math.Inf(-1), 0)), f32(sh(3), 0.5, 0, 0.5), 0},
 		{"softmax axis 0 large", ir.Softmax, ir.Attrs{"axis": 0}, a(f32(sh(2, 1), 1000, 1000)), f32(sh(2, 1), 0.5, 0.5), 0},
 		// mean(3², 4²) = 12.5.
 		{"rmsnorm", ir.RMSNorm, ir.Attrs{"eps": 0.0}, a(f32(sh(2, 2), 3, 4, 0, 2), f32(sh(2), 1, 2)), f32(sh(2, 2), 3/math.Sqrt(12.5), 8/math.Sqrt(12.5), 0, 2*math.Sqrt2), 1e-7},
