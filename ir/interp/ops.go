@@ -75,8 +75,18 @@ func init() {
 		}
 		return 0
 	}, func(x int64) int64 { return max(x, 0) })
+	// cast: float → int truncates toward zero and saturates (NaN → 0); int → int reinterprets
+	// the 32 bits (i32 -1 → u32 4294967295, as numpy, torch and SPIR-V do); → float rounds to
+	// nearest even; → bool is x ≠ 0; bool → anything is 0 or 1.
 	impls[ir.Cast] = func(c *ctx, n *ir.Node, a []*val) (*val, error) {
-		return newVal(n.Type(), append([]float64(nil), a[0].d...)), nil
+		t := n.Type()
+		d := append([]float64(nil), a[0].d...)
+		if a[0].t.DType.IsInt() && t.DType.IsInt() {
+			for i, x := range d {
+				d[i] = wrapInt(t.DType, int64(x))
+			}
+		}
+		return newVal(t, d), nil
 	}
 
 	impls[ir.Add] = binary(func(x, y float64) float64 { return x + y }, func(x, y int64) (int64, error) { return x + y, nil })

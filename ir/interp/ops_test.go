@@ -58,6 +58,8 @@ func handCases() []opCase {
 		{"cast f32→i32 truncates", ir.Cast, ir.Attrs{"to": "i32"}, a(f32(sh(5), 1.7, -1.7, 2.5, -0.5, 3e9)), i32(sh(5), 1, -1, 2, 0, 2147483647), 0},
 		{"cast NaN and infinities to i32", ir.Cast, ir.Attrs{"to": "i32"}, a(f32(sh(3), math.NaN(), math.Inf(-1), math.Inf(1))), i32(sh(3), 0, -2147483648, 2147483647), 0},
 		{"cast f32→u32 saturates", ir.Cast, ir.Attrs{"to": "u32"}, a(f32(sh(2), -3, 7.9)), tn(ir.T(ir.U32, 2), 0, 7), 0},
+		{"cast i32→u32 reinterprets", ir.Cast, ir.Attrs{"to": "u32"}, a(i32(sh(2), -1, 7)), tn(ir.T(ir.U32, 2), 4294967295, 7), 0},
+		{"cast u32→i32 reinterprets", ir.Cast, ir.Attrs{"to": "i32"}, a(tn(ir.T(ir.U32, 1), 4294967295)), i32(sh(1), -1), 0},
 		{"cast i32→f32", ir.Cast, ir.Attrs{"to": "f32"}, a(i32(sh(2), -3, 16777217)), f32(sh(2), -3, 16777216), 0},
 		// 1+2⁻¹¹ is halfway between f16 neighbours 1 and 1+2⁻¹⁰: ties to even gives 1;
 		// 1+3·2⁻¹¹ is halfway between 1+2⁻¹⁰ (odd) and 1+2⁻⁹ (even).
