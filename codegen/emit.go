@@ -559,6 +559,9 @@ func (e *emitter) capList() []uint32 {
 }
 
 func (e *emitter) buffer(m memObj) uint32 {
+	if m.elem.kind == F16Kind {
+		e.feats |= FeatureStorageBuffer16 // the declaration alone needs it, even if never accessed
+	}
 	el := e.typ(m.elem)
 	rt := e.derived("rtarray "+m.elem.String(), func(id uint32) {
 		inst(&e.globals, opTypeRuntimeArray, id, el)

@@ -185,6 +185,7 @@ func (b *Builder) binary(name string, ops opsByKind, cmp bool, x, y Value) Value
 		b.errorf(name, "not defined for %s", x.t)
 		return Value{t: rt}
 	}
+	rt = x.t // a broadcast scalar operand widens the result
 	if cmp {
 		rt = Vec(Bool, x.t.Len())
 	}
