@@ -98,7 +98,7 @@ var constructKernels = []struct {
 		w := b.Fma(v, b.F32(2), b.Splat(b.F32(1), 4)) // scalar operands broadcast
 		w = b.Select(b.Lt(w, b.Splat(b.F32(0), 4)), b.Neg(w), w)
 		w = b.Sub(b.F32(1), b.Add(w, b.F32(0.5))) // scalars broadcast on either side: vec4 results
-		w = b.Select(b.Eq(i, b.U32(0)), w, v) // a scalar condition selects whole vectors
+		w = b.Select(b.Eq(i, b.U32(0)), w, v)     // a scalar condition selects whole vectors
 		s := b.Add(b.Add(b.X(w), b.Y(w)), b.Add(b.Z(w), b.Extract(w, 3)))
 		b.Store(y, i, b.Vec(s, b.X(v), b.Max(b.Y(v), b.F32(0)), b.Exp(s)))
 		u := b.Load(c, i)
