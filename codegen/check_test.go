@@ -125,6 +125,7 @@ func TestTypeChecker(t *testing.T) {
 			other := NewBuilder("other")
 			b.Add(other.Add(other.X(other.GlobalID()), other.U32(1)), b.U32(1))
 		}},
+		{"dot of scalars", "Dot", "needs two float vectors", func(b *Builder) { b.Dot(b.F32(1), b.F32(2)) }},
 		{"the zero Value", "Add", "invalid Value", func(b *Builder) {
 			var v Value
 			b.Add(v, b.F32(1))

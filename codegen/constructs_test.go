@@ -100,7 +100,7 @@ var constructKernels = []struct {
 		w = b.Sub(b.F32(1), b.Add(w, b.F32(0.5))) // scalars broadcast on either side: vec4 results
 		w = b.Select(b.Eq(i, b.U32(0)), w, v)     // a scalar condition selects whole vectors
 		s := b.Add(b.Add(b.X(w), b.Y(w)), b.Add(b.Z(w), b.Extract(w, 3)))
-		b.Store(y, i, b.Vec(s, b.X(v), b.Max(b.Y(v), b.F32(0)), b.Exp(s)))
+		b.Store(y, i, b.Vec(s, b.Dot(v, w), b.Max(b.Y(v), b.F32(0)), b.Exp(s)))
 		u := b.Load(c, i)
 		b.Store(c, i, b.Add(u, b.Vec(b.Y(u), b.X(u))))
 	}},

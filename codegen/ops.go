@@ -138,6 +138,18 @@ func (b *Builder) Y(v Value) Value { return b.Extract(v, 1) }
 // Z is component 2 of v.
 func (b *Builder) Z(v Value) Value { return b.Extract(v, 2) }
 
+// Dot is the dot product of two float vectors of one type.
+func (b *Builder) Dot(x, y Value) Value {
+	if !b.ok("Dot", x, y) {
+		return Value{t: x.t.Elem()}
+	}
+	if x.t != y.t || !x.t.IsFloat() || !x.t.IsVector() {
+		b.errorf("Dot", "needs two float vectors of one type, got %s and %s", x.t, y.t)
+		return Value{t: x.t.Elem()}
+	}
+	return b.inst(opDot, x.t.Elem(), x, y)
+}
+
 // ---- arithmetic, bitwise, comparison ----
 
 // opsByKind picks an opcode by the element kind: float, signed, unsigned, bool (0: not defined).
