@@ -201,13 +201,16 @@ func (e *extractor) reachable(choice []int) []Id {
 }
 
 // improveDAG changes one class's choice at a time, keeping a change when the DAG cost of the
-// whole selection drops, until a pass finds nothing (or maxPasses). Each trial is a full DAG
-// evaluation, so a pass costs O(alternatives × reachable classes).
-func (e *extractor) improveDAG(own [][]float64, maxPasses int) float64 {
+// whole selection drops, until a pass finds nothing, maxPasses passes ran, or about maxWork class
+// visits were spent. Each trial is a full DAG evaluation, so a pass costs O(alternatives ×
+// reachable classes): quadratic in the graph size, which the work bound caps.
+func (e *extractor) improveDAG(own [][]float64, maxPasses, maxWork int) float64 {
 	cur := e.dagCost(e.choice, own)
+	work := 0
 	for pass := 0; pass < maxPasses; pass++ {
 		improved := false
-		for _, c := range e.reachable(e.choice) {
+		reach := e.reachable(e.choice)
+		for _, c := range reach {
 			nodes := e.g.classes[c].nodes
 			if len(nodes) < 2 {
 				continue
@@ -216,6 +219,10 @@ func (e *extractor) improveDAG(own [][]float64, maxPasses int) float64 {
 				if j == e.choice[c] || math.IsInf(own[c][j], 1) || !e.childrenFinite(nodes[j]) {
 					continue
 				}
+				if work > maxWork {
+					return cur
+				}
+				work += len(reach)
 				old := e.choice[c]
 				e.choice[c] = j
 				if v := e.dagCost(e.choice, own); v < cur {
@@ -252,8 +259,12 @@ func (e *extractor) result(choice []int, own [][]float64) *Extraction {
 	return x
 }
 
-// dagPasses bounds the local-improvement passes of the DAG extractor.
-const dagPasses = 8
+// dagPasses and dagWork bound the local-improvement phase of the DAG extractor: at most 8 passes
+// and about 5e7 class visits (a fraction of a second), whichever comes first.
+const (
+	dagPasses = 8
+	dagWork   = 50_000_000
+)
 
 // Extract chooses one node per class needed by roots, minimising the DAG cost (a shared subterm
 // counts once). g must be rebuilt.
@@ -268,7 +279,8 @@ const dagPasses = 8
 // the optimum (DAG extraction is NP-hard); a better selection that needs two classes changed
 // together (say a fused op whose benefit appears only once its producer also switches) can be
 // missed. Complexity: the fixpoint is O(passes × nodes); each improvement pass is
-// O(alternatives × reachable classes).
+// O(alternatives × reachable classes), quadratic in the graph size, and the phase stops early
+// after about 5e7 class visits (the guarantees above except single-change optimality still hold).
 //
 // Example:
 //
@@ -292,7 +304,7 @@ func (e *extractor) extract(own [][]float64) (*Extraction, error) {
 			return nil, fmt.Errorf("egraph: e-class %d has no term of finite cost (every alternative needs a +Inf node)", r)
 		}
 	}
-	e.improveDAG(own, dagPasses)
+	e.improveDAG(own, dagPasses, dagWork)
 	return e.result(e.choice, e.own), nil
 }
 
