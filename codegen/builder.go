@@ -46,6 +46,7 @@ const (
 	kVarGet   // load of Var mem
 	// statements
 	kStore    // memory object mem [ops[0]] = ops[1]
+	kAtomic   // atomic op on element ops[0] of memory object mem with ops[1]: a value with a side effect
 	kVarSet   // Var mem = ops[0]
 	kIf       // if ops[0] { blocks[0] } else { blocks[1] }
 	kLoop     // loop: blocks[0] condition (may be empty: forever), blocks[1] body, blocks[2] continue

@@ -126,6 +126,12 @@ func TestTypeChecker(t *testing.T) {
 			b.Add(other.Add(other.X(other.GlobalID()), other.U32(1)), b.U32(1))
 		}},
 		{"dot of scalars", "Dot", "needs two float vectors", func(b *Builder) { b.Dot(b.F32(1), b.F32(2)) }},
+		{"atomic on a read-only buffer", "AtomicAdd", "atomics need a read-write buffer", func(b *Builder) {
+			b.AtomicAdd(b.Buffer("x", U32, ReadOnly), b.U32(0), b.U32(1))
+		}},
+		{"atomic on floats", "AtomicAdd", "needs an i32 or u32 element", func(b *Builder) {
+			b.AtomicAdd(b.Buffer("x", F32, ReadWrite), b.U32(0), b.F32(1))
+		}},
 		{"the zero Value", "Add", "invalid Value", func(b *Builder) {
 			var v Value
 			b.Add(v, b.F32(1))

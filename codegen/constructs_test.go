@@ -157,6 +157,21 @@ var constructKernels = []struct {
 		b.MemoryBarrier(ScopeWorkgroup, SemWorkgroup)
 		b.ControlBarrier(ScopeWorkgroup, ScopeWorkgroup, 0) // execution only
 	}},
+	{"atomics", []string{"Shader"}, "", func(b *Builder) {
+		c := b.Buffer("c", U32, ReadWrite)
+		s := b.Buffer("s", I32, ReadWrite)
+		hist := b.Shared("hist", U32, b.U32(16))
+		b.WorkgroupSize(b.U32(16), b.U32(1), b.U32(1))
+		i := b.X(b.GlobalID())
+		li := b.LocalIndex()
+		b.Store(hist, li, b.U32(0))
+		b.Barrier()
+		old := b.AtomicAdd(hist, b.Rem(i, b.U32(16)), b.U32(1))
+		b.AtomicMax(s, b.I32(0), b.Bitcast(old, I32))
+		b.AtomicMin(s, b.I32(1), b.I32(-5))
+		b.Barrier()
+		b.AtomicExchange(c, li, b.Load(hist, li))
+	}},
 	{"all_builtins", []string{"Shader", "GroupNonUniform"}, "", func(b *Builder) {
 		y := b.Buffer("y", U32, WriteOnly)
 		b.WorkgroupSize(b.U32(4), b.U32(4), b.U32(2))

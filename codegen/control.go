@@ -138,6 +138,8 @@ func kindName(k kind) string {
 		return "variable load"
 	case kStore:
 		return "store"
+	case kAtomic:
+		return "atomic"
 	case kVarSet:
 		return "variable store"
 	case kIf:

@@ -144,6 +144,8 @@ func (b *Builder) dumpBlock(s *strings.Builder, blk *block, depth int) {
 			fmt.Fprintf(s, "%s%%%d: %s = %s[%s]\n", ind, id, n.t, b.mems[n.mem].name, b.ref(n.ops[0].id))
 		case kStore:
 			fmt.Fprintf(s, "%s%s[%s] = %s\n", ind, b.mems[n.mem].name, b.ref(n.ops[0].id), b.ref(n.ops[1].id))
+		case kAtomic:
+			fmt.Fprintf(s, "%s%%%d: %s = %s &%s[%s] %s\n", ind, id, n.t, strings.TrimPrefix(opcodeNames[n.op], "Op"), b.mems[n.mem].name, b.ref(n.ops[0].id), b.ref(n.ops[1].id))
 		case kArrayLen:
 			fmt.Fprintf(s, "%s%%%d: u32 = len(%s)\n", ind, id, b.mems[n.mem].name)
 		case kVarGet:

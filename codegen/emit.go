@@ -676,6 +676,11 @@ func (e *emitter) block(blk *block) bool {
 			e.memFeatures(n, e.b.mems[n.mem].elem)
 			p := e.elemPtr(n.mem, n.ops[0].id)
 			inst(&e.fn, opStore, p, e.val(n.ops[1].id))
+		case kAtomic:
+			p := e.elemPtr(n.mem, n.ops[0].id)
+			r := e.id()
+			inst(&e.fn, n.op, e.typ(n.t), r, p, e.val(n.ops[2].id), e.val(n.ops[3].id), e.val(n.ops[1].id))
+			e.vals[id] = r
 		case kArrayLen:
 			r := e.id()
 			inst(&e.fn, opArrayLength, e.typ(U32), r, e.memVars[n.mem], 0)

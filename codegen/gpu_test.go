@@ -407,3 +407,42 @@ func TestGPUAliasedBindings(t *testing.T) {
 	}
 	compare(t, "copy between aliased bindings", f32s(out[0]), want, 0, 0)
 }
+
+// TestGPUAtomics counts values into buckets with AtomicAdd on a shared array, then adds each
+// workgroup's counts to a buffer with AtomicAdd.
+func TestGPUAtomics(t *testing.T) {
+	d := openDevice(t)
+	const wg, n, buckets = 64, 1000, 16
+	b := codegen.NewBuilder("histogram")
+	x := b.Buffer("x", codegen.U32, codegen.ReadOnly)
+	h := b.Buffer("h", codegen.U32, codegen.ReadWrite)
+	nn := b.Push("n", codegen.U32)
+	local := b.Shared("local", codegen.U32, b.U32(buckets))
+	b.WorkgroupSize(b.U32(wg), b.U32(1), b.U32(1))
+	li, i := b.LocalIndex(), b.X(b.GlobalID())
+	b.If(b.Lt(li, b.U32(buckets)), func() { b.Store(local, li, b.U32(0)) })
+	b.Barrier()
+	b.If(b.Lt(i, nn), func() { b.AtomicAdd(local, b.Rem(b.Load(x, i), b.U32(buckets)), b.U32(1)) })
+	b.Barrier()
+	b.If(b.Lt(li, b.U32(buckets)), func() { b.AtomicAdd(h, li, b.Load(local, li)) })
+	k, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := make([]byte, 4*n)
+	want := make([]float64, buckets)
+	for j := 0; j < n; j++ {
+		v := uint32(j*j + 3*j)
+		binary.LittleEndian.PutUint32(xs[4*j:], v)
+		want[v%buckets]++
+	}
+	want[0] += 1000 // the initial content of h
+	h0 := make([]byte, 4*buckets)
+	binary.LittleEndian.PutUint32(h0, 1000)
+	out := launch(t, d, k, nil, map[string]uint32{"n": n}, [3]uint32{ceilDiv(n, wg), 1, 1}, [][]byte{xs, h0})
+	got := make([]float32, buckets)
+	for j := range got {
+		got[j] = float32(binary.LittleEndian.Uint32(out[1][4*j:]))
+	}
+	compare(t, "histogram", got, want, 0, 0)
+}

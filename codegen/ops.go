@@ -625,3 +625,57 @@ func semantics(s Semantics) uint32 {
 	}
 	return 0
 }
+
+// ---- atomics ----
+
+// AtomicAdd adds x to element i of a read-write buffer or a shared array atomically and returns the
+// element's previous value. Integers only (float atomics need extensions vkc does not use); relaxed
+// ordering at device scope for buffers and workgroup scope for shared arrays: order other accesses
+// with a barrier.
+func (b *Builder) AtomicAdd(m Memory, i, x Value) Value {
+	return b.atomic("AtomicAdd", opsByKind{s: opAtomicIAdd, u: opAtomicIAdd}, m, i, x)
+}
+
+// AtomicMin stores min(element, x) atomically and returns the previous value.
+func (b *Builder) AtomicMin(m Memory, i, x Value) Value {
+	return b.atomic("AtomicMin", opsByKind{s: opAtomicSMin, u: opAtomicUMin}, m, i, x)
+}
+
+// AtomicMax stores max(element, x) atomically and returns the previous value.
+func (b *Builder) AtomicMax(m Memory, i, x Value) Value {
+	return b.atomic("AtomicMax", opsByKind{s: opAtomicSMax, u: opAtomicUMax}, m, i, x)
+}
+
+// AtomicExchange stores x atomically and returns the previous value.
+func (b *Builder) AtomicExchange(m Memory, i, x Value) Value {
+	return b.atomic("AtomicExchange", opsByKind{s: opAtomicExchange, u: opAtomicExchange}, m, i, x)
+}
+
+func (b *Builder) atomic(name string, ops opsByKind, m Memory, i, x Value) Value {
+	idx, ok := b.mem(name, m)
+	if !ok {
+		return Value{t: x.t}
+	}
+	mo := &b.mems[idx]
+	if !b.ok(name, i, x) || !b.index(name, i) {
+		return Value{t: mo.elem}
+	}
+	if mo.access != ReadWrite {
+		b.errorf(name, "%q is %s; atomics need a read-write buffer or a shared array", mo.name, mo.access)
+		return Value{t: mo.elem}
+	}
+	if mo.kind == memLocal {
+		b.errorf(name, "%q is a function-local array; atomics act on buffers and shared arrays", mo.name)
+		return Value{t: mo.elem}
+	}
+	if x.t != mo.elem || !mo.elem.IsInt() || mo.elem.IsVector() {
+		b.errorf(name, "needs an i32 or u32 element and value, %q holds %s, value is %s", mo.name, mo.elem, x.t)
+		return Value{t: mo.elem}
+	}
+	scope := uint32(scopeDevice)
+	if mo.kind == memShared {
+		scope = scopeWorkgroup
+	}
+	return b.add(node{kind: kAtomic, t: mo.elem, op: ops.pick(x.t), mem: idx,
+		ops: ids(i, x, b.U32(scope), b.U32(0)), divergent: true}, true)
+}
