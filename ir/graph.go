@@ -273,20 +273,29 @@ func (b *Builder) Function() *Function { return b.f }
 // types agree with inference, sources refer to declared parameters and state of the right
 // type, and updates match state types. Parsers call it; so does anything that rewrites a graph.
 func (m *Model) Validate() error {
+	// Index the declarations once: looking each source up by a linear scan made validation
+	// quadratic in the number of layers.
+	decls := map[string]*Decl{}
+	for _, d := range m.Params {
+		decls["param:"+d.Name] = d
+	}
+	for _, d := range m.State {
+		decls["state:"+d.Name] = d
+	}
 	seenF := map[string]bool{}
 	for _, f := range m.Functions {
 		if seenF[f.Name] {
 			return fmt.Errorf("duplicate function %q", f.Name)
 		}
 		seenF[f.Name] = true
-		if err := m.validateFunction(f); err != nil {
+		if err := m.validateFunction(f, decls); err != nil {
 			return fmt.Errorf("function %s: %w", f.Name, err)
 		}
 	}
 	return nil
 }
 
-func (m *Model) validateFunction(f *Function) error {
+func (m *Model) validateFunction(f *Function, decls map[string]*Decl) error {
 	index := map[*Node]int{}
 	for i, n := range f.Nodes {
 		index[n] = i
@@ -309,7 +318,7 @@ func (m *Model) validateFunction(f *Function) error {
 		}
 		switch n.Op {
 		case Param:
-			d := m.Param(n.Name)
+			d := decls["param:"+n.Name]
 			if d == nil {
 				return where(fmt.Errorf("unknown parameter %q", n.Name))
 			}
@@ -317,7 +326,7 @@ func (m *Model) validateFunction(f *Function) error {
 				return where(fmt.Errorf("parameter %q is declared %s", n.Name, d.Type))
 			}
 		case State:
-			d := m.StateDecl(n.Name)
+			d := decls["state:"+n.Name]
 			if d == nil {
 				return where(fmt.Errorf("unknown state %q", n.Name))
 			}
@@ -349,7 +358,7 @@ func (m *Model) validateFunction(f *Function) error {
 		}
 	}
 	for _, u := range f.Updates {
-		d := m.StateDecl(u.Name)
+		d := decls["state:"+u.Name]
 		if d == nil {
 			return fmt.Errorf("update of unknown state %q", u.Name)
 		}
