@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -38,6 +39,10 @@ type ParseOptions struct {
 	// SkipWeights parses and validates the model without reading or generating its weights
 	// (Model.Weights stays nil): for tools that only need the graph of a large model.
 	SkipWeights bool
+	// MaxStatements bounds how many statements a function may expand to (repeat included) and
+	// how many names one templated declaration may stand for; 0 means 65536. A hostile
+	// "repeat i in 0..1000000000" then fails at once instead of running for hours.
+	MaxStatements int
 }
 
 // ParseModel reads a model.yaml file, builds and validates its functions, and loads its weights
@@ -83,6 +88,8 @@ type modelParser struct {
 	state   map[string]*Decl
 	inits   map[string]initSpec // per-parameter init overrides
 	weights weightSpec
+	stmts   map[*yaml.Node]*statement // parsed body statements
+	limit   int                       // ParseOptions.MaxStatements
 }
 
 var topKeys = []string{"model", "description", "dims", "dtype", "weights", "params", "state", "functions"}
@@ -96,10 +103,25 @@ func parseModel(file string, src []byte, dir string, opt ParseOptions) (*Model, 
 		params: map[string]*Decl{},
 		state:  map[string]*Decl{},
 		inits:  map[string]initSpec{},
+		stmts:  map[*yaml.Node]*statement{},
+		limit:  opt.MaxStatements,
+	}
+	if p.limit <= 0 {
+		p.limit = 1 << 16
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			// yaml.v3 reports these parser errors at the 0-based line where the unfinished
+			// collection starts; make it 1-based like every other message.
+			if strings.Contains(m[2], "did not find expected ',' or") || strings.Contains(m[2], "expected '-' indicator") {
+				line++
+			}
+			return nil, fmt.Errorf("%s:%d: %s (YAML syntax)", file, line, m[2])
+		}
+		return nil, fmt.Errorf("%s: %s", file, msg)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, fmt.Errorf("%s: empty model file", file)
@@ -214,6 +236,8 @@ func contains(l []string, s string) bool {
 	return false
 }
 
+var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func (p *modelParser) parseDims(n *yaml.Node) error {
@@ -283,6 +307,9 @@ func (p *modelParser) parseType(n *yaml.Node, def DType, lookup func(string) (in
 				return Type{}, fmt.Errorf("dimension %s is %d; dimensions must be positive", d.Value, v)
 			}
 			s = append(s, v)
+			if s.NumElements() > maxElements {
+				return Type{}, fmt.Errorf("shape %s is too large", s)
+			}
 		}
 		return Type{def, s}, nil
 	case yaml.ScalarNode:
@@ -320,9 +347,16 @@ func parseTypeString(s string, def DType, lookup func(string) (int, bool)) (Type
 			return Type{}, fmt.Errorf("type %q: dimension %s is %d; dimensions must be positive", s, de, v)
 		}
 		sh = append(sh, v)
+		if sh.NumElements() > maxElements {
+			return Type{}, fmt.Errorf("type %q is too large", s)
+		}
 	}
 	return Type{d, sh}, nil
 }
+
+// maxElements bounds the size of one declared tensor (16 G elements), far above any model vkc
+// targets, so a typo cannot ask for exabytes.
+const maxElements = 1 << 34
 
 // expandTemplate lists the names a declaration key stands for: "layers.{i}.wq" gives
 // layers.0.wq … layers.(layers-1).wq. {i} is the one template variable of declarations and
@@ -348,6 +382,9 @@ func (p *modelParser) expandTemplate(key string) ([]string, []int, error) {
 	n, ok := p.dims["layers"]
 	if !ok {
 		return nil, nil, fmt.Errorf("%q uses {i}, which ranges over 0..layers, but there is no dimension layers", key)
+	}
+	if n > p.limit {
+		return nil, nil, fmt.Errorf("%q expands to %d names (the limit is %d)", key, n, p.limit)
 	}
 	var names []string
 	var idx []int

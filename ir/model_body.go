@@ -25,6 +25,8 @@ type fnBuilder struct {
 	// stmt and line describe the statement being built, for messages.
 	stmt string
 	line int
+	// steps counts statements and loop iterations against ParseOptions.MaxStatements.
+	steps int
 }
 
 type loopVar struct {
@@ -215,6 +217,9 @@ func (fb *fnBuilder) block(n *yaml.Node) error {
 				}
 			}
 			for v := bounds[0]; v < bounds[1]; v++ {
+				if fb.steps++; fb.steps > fb.p.limit {
+					return fb.errf("the function expands to more than %d statements", fb.p.limit)
+				}
 				fb.loop = append(fb.loop, loopVar{mm[1], v})
 				err := fb.block(body)
 				fb.loop = fb.loop[:len(fb.loop)-1]
@@ -230,13 +235,21 @@ func (fb *fnBuilder) block(n *yaml.Node) error {
 }
 
 func (fb *fnBuilder) statement(n *yaml.Node) error {
+	if fb.steps++; fb.steps > fb.p.limit {
+		return fb.p.errAt(n, fb.context(), "the function expands to more than %d statements", fb.p.limit)
+	}
 	fb.stmt = strings.TrimSpace(n.Value)
 	fb.line = n.Line
 	defer func() { fb.stmt = "" }()
 	fb.b.At(Pos{fb.p.file, n.Line})
-	st, err := parseStatement(fb.stmt)
-	if err != nil {
-		return fb.errf("syntax: %v", err)
+	// A statement inside a repeat (or a shared body) is parsed once.
+	st, ok := fb.p.stmts[n]
+	if !ok {
+		var err error
+		if st, err = parseStatement(fb.stmt); err != nil {
+			return fb.errf("syntax: %v", err)
+		}
+		fb.p.stmts[n] = st
 	}
 	targets := make([]string, len(st.targets))
 	for i, t := range st.targets {
