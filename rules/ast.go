@@ -11,7 +11,8 @@
 //	mul-comm:    (mul ?a ?b) <=> (mul ?b ?a)          // bidirectional: two rewrites
 //
 //	# a two-output fusion: a multi-pattern (terms joined by &) whose right side gives one term
-//	# per left term; ?s = names the class the first term matched
+//	# per left term (or a single term, unioned with the last left term's class); ?s = names the
+//	# class the first term matched
 //	add-rmsnorm: ?s = (add ?a ?b) & (rmsnorm[eps=?e] ?s ?w)
 //	    => (out0 (add_rmsnorm[eps=?e] ?a ?b ?w)) & (out1 (add_rmsnorm[eps=?e] ?a ?b ?w))
 //
