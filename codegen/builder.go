@@ -199,6 +199,8 @@ type Builder struct {
 	errs     []Problem
 	finished bool
 	loops    int
+
+	nativeF16Math bool
 }
 
 // NewBuilder starts a kernel named name (the name appears in errors and in the dump; the SPIR-V entry

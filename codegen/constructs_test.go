@@ -202,6 +202,13 @@ var constructKernels = []struct {
 		b.Barrier()
 		b.Store(y, i, b.Add(b.Load(t, b.U32(0)), b.Erf(s)))
 	}},
+	{"f16_native_transcendentals", []string{"Shader", "Float16", "StorageBuffer16BitAccess"}, "", func(b *Builder) {
+		b.UseNativeF16Math(true)
+		x := b.Buffer("x", F16, ReadWrite)
+		i := b.X(b.GlobalID())
+		v := b.Load(x, i)
+		b.Store(x, i, b.Add(b.Pow(b.Exp(v), b.Tanh(v)), b.Sin(b.Log(v))))
+	}},
 	{"f16_push_constant", []string{"Shader", "StorageBuffer16BitAccess", "StoragePushConstant16"}, "", func(b *Builder) {
 		y := b.Buffer("y", F16, WriteOnly)
 		p := b.Push("scale", F16)
@@ -383,4 +390,25 @@ func TestSpecialization(t *testing.T) {
 		}
 	}
 	spirvVal(t, k, "vulkan1.1")
+}
+
+// TestF16TranscendentalsInF32: by default Exp on f16 is computed in f32 (lavapipe crashes on the
+// f16 instruction); UseNativeF16Math emits it on f16.
+func TestF16TranscendentalsInF32(t *testing.T) {
+	for _, native := range []bool{false, true} {
+		b := NewBuilder("exp16")
+		b.UseNativeF16Math(native)
+		x := b.Buffer("x", F16, ReadWrite)
+		i := b.X(b.GlobalID())
+		b.Store(x, i, b.Exp(b.Load(x, i)))
+		k, err := b.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := k.Dump()
+		if got := strings.Contains(d, "f32 = Exp"); got == native {
+			t.Errorf("native=%v: dump:\n%s", native, d)
+		}
+		spirvVal(t, k, "vulkan1.1")
+	}
 }

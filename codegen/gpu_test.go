@@ -446,3 +446,107 @@ func TestGPUAtomics(t *testing.T) {
 	}
 	compare(t, "histogram", got, want, 0, 0)
 }
+
+// TestGPUControlFlow runs loops with continue, break and early returns, a while loop and nested
+// branches, and compares each invocation's result with the same program in Go.
+func TestGPUControlFlow(t *testing.T) {
+	d := openDevice(t)
+	const n = 300
+	b := codegen.NewBuilder("control_flow")
+	y := b.Buffer("y", codegen.I32, codegen.WriteOnly)
+	i := b.Bitcast(b.X(b.GlobalID()), codegen.I32)
+	b.If(b.Ge(i, b.I32(n)), b.Return)
+	acc := b.Var("acc", b.I32(0))
+	b.For(b.I32(0), b.I32(1000), b.I32(1), func(j codegen.Value) {
+		b.If(b.Eq(b.Rem(j, b.I32(3)), b.I32(0)), b.Continue)
+		b.If(b.Gt(j, i), b.Break)
+		b.IfElse(b.Eq(b.And(j, b.I32(1)), b.I32(1)),
+			func() { b.Set(acc, b.Add(b.Get(acc), j)) },
+			func() { b.Set(acc, b.Sub(b.Get(acc), b.Shr(j, b.I32(1)))) })
+		b.If(b.Gt(b.Get(acc), b.I32(5000)), func() {
+			b.Store(y, i, b.I32(-1))
+			b.Return()
+		})
+	})
+	k := b.Var("k", b.Get(acc))
+	steps := b.Var("steps", b.I32(0))
+	b.While(func() codegen.Value { return b.Gt(b.Get(k), b.I32(1)) }, func() {
+		b.IfElse(b.Eq(b.Rem(b.Get(k), b.I32(2)), b.I32(0)),
+			func() { b.Set(k, b.Div(b.Get(k), b.I32(2))) },
+			func() { b.Set(k, b.Add(b.Mul(b.Get(k), b.I32(3)), b.I32(1))) })
+		b.Set(steps, b.Add(b.Get(steps), b.I32(1)))
+	})
+	b.Store(y, i, b.Add(b.Mul(b.Get(acc), b.I32(1000)), b.Get(steps)))
+	b.WorkgroupSize(b.U32(32), b.U32(1), b.U32(1))
+	kern, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float64, n)
+	for i := 0; i < n; i++ {
+		acc, early := 0, false
+		for j := 0; j < 1000; j++ {
+			if j%3 == 0 {
+				continue
+			}
+			if j > i {
+				break
+			}
+			if j&1 == 1 {
+				acc += j
+			} else {
+				acc -= j >> 1
+			}
+			if acc > 5000 {
+				early = true
+				break
+			}
+		}
+		if early {
+			want[i] = -1
+			continue
+		}
+		k, steps := acc, 0
+		for k > 1 {
+			if k%2 == 0 {
+				k /= 2
+			} else {
+				k = 3*k + 1
+			}
+			steps++
+		}
+		want[i] = float64(acc*1000 + steps)
+	}
+	out := launch(t, d, kern, nil, nil, [3]uint32{ceilDiv(n+20, 32), 1, 1}, [][]byte{make([]byte, 4*n)})
+	got := make([]float32, n)
+	for j := range got {
+		got[j] = float32(int32(binary.LittleEndian.Uint32(out[0][4*j:])))
+	}
+	compare(t, "control flow", got, want, 0, 0)
+}
+
+// TestGPUFloat16Arithmetic computes in f16 (where the device has shaderFloat16).
+func TestGPUFloat16Arithmetic(t *testing.T) {
+	d := openDevice(t)
+	const n = 256
+	k, err := codegen.Elementwise("f16math", codegen.F16, codegen.F16, 64, func(b *codegen.Builder, x codegen.Value) codegen.Value {
+		h := b.Convert(x, codegen.F16)
+		r := b.Add(b.Mul(h, b.F16(0.5)), b.Exp(b.Neg(b.Abs(h))))
+		return b.Convert(r, codegen.F32)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.Needs.Has(codegen.FeatureFloat16) {
+		t.Fatalf("needs %v, want float16", k.Needs)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	x := randoms(r, n, -4, 4)
+	xh := f16s(f16Bytes(x))
+	out := launch(t, d, k, nil, map[string]uint32{"n": n}, [3]uint32{n / 64, 1, 1}, [][]byte{f16Bytes(x), make([]byte, 2*n)})
+	want := make([]float64, n)
+	for i, v := range xh {
+		want[i] = float64(v)*0.5 + math.Exp(-math.Abs(float64(v)))
+	}
+	compare(t, "f16 arithmetic", f16s(out[1]), want, 4e-3, 4e-3)
+}

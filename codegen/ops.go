@@ -410,8 +410,27 @@ func (b *Builder) ext(name string, inst uint32, ok func(Type) bool, args ...Valu
 		b.errorf(name, "not defined for %s", args[0].t)
 		return Value{t: args[0].t}
 	}
+	if t := args[0].t; t.kind == F16Kind && f16ViaF32[inst] && !b.nativeF16Math {
+		wide := make([]Value, len(args))
+		for i, a := range args {
+			wide[i] = b.Convert(a, Vec(F32, t.Len()))
+		}
+		return b.Convert(b.ext(name, inst, ok, wide...), t)
+	}
 	return b.add(node{kind: kExt, t: args[0].t, lit: inst, ops: ids(args...), divergent: b.divergent(args...)}, true)
 }
+
+// f16ViaF32 lists the GLSL.std.450 functions the builder computes in f32 for f16 operands unless
+// UseNativeF16Math is set. Why: lavapipe (Mesa 22.3 with LLVM 15, Debian 12) crashes compiling
+// these instructions on 16-bit floats, also in modules from glslc; and GLSL gives f16 versions
+// loose precision anyway. Sqrt, InverseSqrt, Floor, Fma, Min, Max, Clamp and Abs run natively.
+var f16ViaF32 = map[uint32]bool{glslExp: true, glslExp2: true, glslLog: true, glslSin: true,
+	glslCos: true, glslTanh: true, glslPow: true}
+
+// UseNativeF16Math makes Exp, Exp2, Log, Sin, Cos, Tanh and Pow on f16 operands emit the f16
+// instructions instead of computing in f32 (see f16ViaF32): for devices known to handle them,
+// where the f32 round trip costs measurable time.
+func (b *Builder) UseNativeF16Math(on bool) { b.nativeF16Math = on }
 
 func isFloat(t Type) bool   { return t.IsFloat() }
 func isNumeric(t Type) bool { return t.IsFloat() || t.IsInt() }
