@@ -22,6 +22,9 @@ type command struct {
 	// run parses args with fs (already carrying the command's flags) and does the work.
 	// A returned usageError prints the usage and exits 2; any other error exits 1.
 	flags func(fs *flag.FlagSet) func(args []string) error
+	// flagsOut is flags for commands that print results: they write to stdout (the writer run
+	// was given), so tests can call run and read what a command printed. Set one of the two.
+	flagsOut func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error
 }
 
 var commands = map[string]*command{}
@@ -76,7 +79,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "usage: vkc %s %s\n\n%s\n\nflags:\n", c.name, c.usage, c.short)
 		fs.PrintDefaults()
 	}
-	do := c.flags(fs)
+	var do func(args []string) error
+	if c.flagsOut != nil {
+		do = c.flagsOut(fs, stdout)
+	} else {
+		do = c.flags(fs)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
