@@ -201,6 +201,7 @@ type Builder struct {
 	loops    int
 
 	nativeF16Math bool
+	varNames      map[string]int
 }
 
 // NewBuilder starts a kernel named name (the name appears in errors and in the dump; the SPIR-V entry
@@ -484,9 +485,24 @@ func (b *Builder) array(construct string, k memKind, name string, elem Type, len
 	return a
 }
 
-// Var declares a function-local variable initialised to init at this point of the program.
+// uniqueVarName keeps variable names distinct in the dump and the module's debug names: a repeated
+// name gets a numeric suffix (i, i_1, i_2, ...).
+func (b *Builder) uniqueVarName(name string) string {
+	if b.varNames == nil {
+		b.varNames = map[string]int{}
+	}
+	n := b.varNames[name]
+	b.varNames[name] = n + 1
+	if n == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s_%d", name, n)
+}
+
+// Var declares a function-local variable initialised to init at this point of the program. A name
+// already used by another variable gets a numeric suffix (Var.Name has the final name).
 func (b *Builder) Var(name string, init Value) *Var {
-	v := &Var{b: b, idx: int32(len(b.vars)), Name: name, T: init.t}
+	v := &Var{b: b, idx: int32(len(b.vars)), Name: b.uniqueVarName(name), T: init.t}
 	b.vars = append(b.vars, v)
 	b.Set(v, init)
 	return v
@@ -494,7 +510,7 @@ func (b *Builder) Var(name string, init Value) *Var {
 
 // VarOf declares an uninitialised function-local variable of type t (its value is undefined until Set).
 func (b *Builder) VarOf(name string, t Type) *Var {
-	v := &Var{b: b, idx: int32(len(b.vars)), Name: name, T: t}
+	v := &Var{b: b, idx: int32(len(b.vars)), Name: b.uniqueVarName(name), T: t}
 	if !t.Valid() {
 		b.errorf("VarOf", "variable %q: invalid type", name)
 	}

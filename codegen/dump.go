@@ -15,7 +15,8 @@ import (
 //	binding 0 x: readonly f32[]
 //	push n: u32 @0
 //	{
-//	  %5: u32 = CompositeExtract global_invocation_id 0
+//	  %5: u32 = global_invocation_id.x
+//	  %6: bool = %5 < push.n
 //	  if %6 { ... }
 //	}
 func (b *Builder) Dump() string { return b.dump() }
@@ -86,11 +87,7 @@ func (b *Builder) ref(id int32) string {
 	case kSpec:
 		return "$" + b.specs[n.mem].Name
 	case kSpecOp:
-		parts := []string{strings.TrimPrefix(opcodeNames[n.op], "Op")}
-		for _, o := range n.ops {
-			parts = append(parts, b.ref(o.id))
-		}
-		return "(" + strings.Join(parts, " ") + ")"
+		return "(" + b.expr(n) + ")"
 	case kPush:
 		return "push." + b.push[n.mem].Name
 	case kBuiltin:
@@ -137,7 +134,7 @@ func (b *Builder) dumpBlock(s *strings.Builder, blk *block, depth int) {
 		n := &b.nodes[id]
 		switch n.kind {
 		case kInst:
-			fmt.Fprintf(s, "%s%%%d: %s = %s %s\n", ind, id, n.t, strings.TrimPrefix(opcodeNames[n.op], "Op"), b.operandList(n))
+			fmt.Fprintf(s, "%s%%%d: %s = %s\n", ind, id, n.t, b.expr(n))
 		case kExt:
 			fmt.Fprintf(s, "%s%%%d: %s = %s %s\n", ind, id, n.t, glslNames[n.lit], b.operandList(n))
 		case kLoad:
@@ -190,4 +187,30 @@ func (b *Builder) dumpBlock(s *strings.Builder, blk *block, depth int) {
 			panic(fmt.Sprintf("codegen: dump: unknown node kind %d", n.kind))
 		}
 	}
+}
+
+// infix gives the operator of the binary opcodes the dump writes infix.
+var infix = map[opcode]string{
+	opFAdd: "+", opIAdd: "+", opFSub: "-", opISub: "-", opFMul: "*", opIMul: "*",
+	opFDiv: "/", opUDiv: "/", opSDiv: "/", opFRem: "%", opUMod: "%", opSRem: "%",
+	opBitwiseAnd: "&", opBitwiseOr: "|", opBitwiseXor: "^", opLogicalAnd: "&&", opLogicalOr: "||",
+	opShiftLeftLogical: "<<", opShiftRightLogical: ">>", opShiftRightArithmetic: ">>",
+	opFOrdEqual: "==", opIEqual: "==", opLogicalEqual: "==",
+	opFUnordNotEqual: "!=", opINotEqual: "!=", opLogicalNotEqual: "!=",
+	opFOrdLessThan: "<", opSLessThan: "<", opULessThan: "<",
+	opFOrdLessThanEqual: "<=", opSLessThanEqual: "<=", opULessThanEqual: "<=",
+	opFOrdGreaterThan: ">", opSGreaterThan: ">", opUGreaterThan: ">",
+	opFOrdGreaterThanEqual: ">=", opSGreaterThanEqual: ">=", opUGreaterThanEqual: ">=",
+}
+
+// expr writes an instruction node: infix for binary operators, v.x for component extraction,
+// opcode name and operands otherwise.
+func (b *Builder) expr(n *node) string {
+	if sym, ok := infix[n.op]; ok && len(n.ops) == 2 {
+		return b.ref(n.ops[0].id) + " " + sym + " " + b.ref(n.ops[1].id)
+	}
+	if n.op == opCompositeExtract && len(n.ops) == 2 && n.ops[1].isLit && n.ops[1].lit < 4 {
+		return b.ref(n.ops[0].id) + "." + string("xyzw"[n.ops[1].lit])
+	}
+	return strings.TrimPrefix(opcodeNames[n.op], "Op") + " " + b.operandList(n)
 }
