@@ -133,7 +133,8 @@ func BenchmarkTinyDispatches(b *testing.B) {
 }
 
 // BenchmarkHostRun: host time of one Run (submit + wait) of 1000 recorded dispatches, against
-// re-recording them before each run; medians over VKC_BENCH_RUNS runs (alternating).
+// re-recording them before each run, and against waiting by polling the fence (SpinWait);
+// medians over VKC_BENCH_RUNS runs of each, interleaved.
 func BenchmarkHostRun(b *testing.B) {
 	d := openBench(b)
 	const n = 1000
@@ -144,15 +145,25 @@ func BenchmarkHostRun(b *testing.B) {
 	}
 	runs = envInt("VKC_BENCH_RUNS", runs)
 	ctx := context.Background()
-	var reuse, rerecord, record []time.Duration
+	var reuse, spin, rerecord, record []time.Duration
 	for b.Loop() {
-		reuse, rerecord, record = reuse[:0], rerecord[:0], record[:0]
+		reuse, spin, rerecord, record = reuse[:0], spin[:0], rerecord[:0], record[:0]
 		for i := 0; i < runs; i++ {
 			t0 := time.Now()
 			if err := p.Run(ctx, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 			reuse = append(reuse, time.Since(t0))
+
+			d.SetSpinWait(5 * time.Millisecond)
+			t0 = time.Now()
+			err := p.Run(ctx, nil, nil)
+			spin = append(spin, time.Since(t0))
+			d.SetSpinWait(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+
 			t0 = time.Now()
 			if err := p.Rerecord(); err != nil {
 				b.Fatal(err)
@@ -165,13 +176,14 @@ func BenchmarkHostRun(b *testing.B) {
 			record = append(record, t1.Sub(t0))
 		}
 	}
-	mr, mrr, mrec := median(reuse), median(rerecord), median(record)
+	mr, ms, mrr, mrec := median(reuse), median(spin), median(rerecord), median(record)
 	gpu, _ := p.LastGPUTime()
 	b.ReportMetric(float64(mr.Microseconds()), "µs/run-recorded")
+	b.ReportMetric(float64(ms.Microseconds()), "µs/run-recorded-spin")
 	b.ReportMetric(float64(mrr.Microseconds()), "µs/run-rerecorded")
 	b.ReportMetric(float64(mrr)/float64(mr), "rerecord/recorded")
-	b.Logf("1000 dispatches, %d runs: recorded once %v per run, re-recorded each run %v (recording alone %v): ratio %.2f; GPU time of one run %v",
-		runs, mr, mrr, mrec, float64(mrr)/float64(mr), gpu)
+	b.Logf("1000 dispatches, %d runs each: recorded once %v per run (%v with SpinWait), re-recorded each run %v (recording alone %v): ratio %.2f; GPU time of one run %v",
+		runs, mr, ms, mrr, mrec, float64(mrr)/float64(mr), gpu)
 }
 
 // BenchmarkRecord: recording 1000 dispatches (push descriptors or sets) into a command buffer.

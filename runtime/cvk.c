@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "_cgo_export.h"
 
@@ -425,6 +426,7 @@ struct vkc_device {
 	void (*CmdCopyBuffer)(vkc_handle, vkc_handle, vkc_handle, uint32_t, const buffer_copy*);
 	int (*QueueSubmit)(vkc_handle, uint32_t, const submit_info*, vkc_handle);
 	int (*WaitForFences)(vkc_handle, uint32_t, const vkc_handle*, uint32_t, uint64_t);
+	int (*GetFenceStatus)(vkc_handle, vkc_handle);
 	int (*ResetFences)(vkc_handle, uint32_t, const vkc_handle*);
 	int (*GetQueryPoolResults)(vkc_handle, vkc_handle, uint32_t, uint32_t, size_t, void*, uint64_t, uint32_t);
 };
@@ -457,6 +459,7 @@ vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle qu
 	LOAD(CmdCopyBuffer)
 	LOAD(QueueSubmit)
 	LOAD(WaitForFences)
+	LOAD(GetFenceStatus)
 	LOAD(ResetFences)
 	LOAD(GetQueryPoolResults)
 	if (push_descriptors) {
@@ -586,7 +589,21 @@ int vkc_submit(vkc_device* d, vkc_handle cb, vkc_handle fence) {
 	return d->QueueSubmit(d->queue, 1, &si, fence);
 }
 
-int vkc_wait(vkc_device* d, vkc_handle fence, uint64_t timeout_ns) {
+static uint64_t now_ns(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+int vkc_wait(vkc_device* d, vkc_handle fence, uint64_t spin_ns, uint64_t timeout_ns) {
+	if (spin_ns) {
+		uint64_t start = now_ns();
+		for (;;) {
+			int r = d->GetFenceStatus(d->device, fence);
+			if (r != 1) return r; // VK_NOT_READY
+			if (now_ns() - start >= spin_ns) break;
+		}
+	}
 	return d->WaitForFences(d->device, 1, &fence, 1, timeout_ns);
 }
 

@@ -115,9 +115,9 @@ int vkc_record(vkc_device* d, vkc_handle cb, const vkc_cmd* cmds, uint32_t n,
 
 // vkc_submit submits cb signalling fence.
 int vkc_submit(vkc_device* d, vkc_handle cb, vkc_handle fence);
-// vkc_wait waits up to timeout_ns for fence; returns VK_SUCCESS, VK_TIMEOUT or an error. It does
-// not reset the fence.
-int vkc_wait(vkc_device* d, vkc_handle fence, uint64_t timeout_ns);
+// vkc_wait polls fence for up to spin_ns, then blocks up to timeout_ns; returns VK_SUCCESS,
+// VK_TIMEOUT or an error. It does not reset the fence.
+int vkc_wait(vkc_device* d, vkc_handle fence, uint64_t spin_ns, uint64_t timeout_ns);
 int vkc_reset_fence(vkc_device* d, vkc_handle fence);
 // vkc_timestamps reads n 64-bit timestamps (waiting for them).
 int vkc_timestamps(vkc_device* d, vkc_handle qpool, uint32_t first, uint32_t n, uint64_t* out);

@@ -41,6 +41,10 @@ type Options struct {
 	BlockSize int64
 	// SubmitTimeout bounds one wait for the GPU. 0: 10 s. A wait past it returns ErrTimeout.
 	SubmitTimeout time.Duration
+	// SpinWait polls for completion this long before blocking in the driver: a blocked thread
+	// wakes tens of microseconds late, which matters for short programs (decode steps). It burns
+	// a core while it polls. 0: block at once.
+	SpinWait time.Duration
 }
 
 // DeviceType is the kind of physical device, in ranking order (best first).
@@ -297,6 +301,8 @@ type instance struct {
 	messenger C.vkc_handle
 	sink      *messageSink
 	devices   []*DeviceInfo
+	// layerVersion is the validation layer's header version (0: no validation).
+	layerVersion Version
 }
 
 var (
@@ -312,15 +318,16 @@ func cstrings(names []string) []string {
 	return out
 }
 
-func instanceLayers() map[string]bool {
+// instanceLayers maps each installed layer to its spec (header) version.
+func instanceLayers() map[string]Version {
 	var n uint32
 	vk.EnumerateInstanceLayerProperties(&n, nil)
 	props := make([]vk.LayerProperties, n)
 	vk.EnumerateInstanceLayerProperties(&n, props)
-	m := map[string]bool{}
+	m := map[string]Version{}
 	for _, p := range props[:n] {
 		p.Deref()
-		m[vk.ToString(p.LayerName[:])] = true
+		m[vk.ToString(p.LayerName[:])] = Version(p.SpecVersion)
 	}
 	return m
 }
@@ -348,12 +355,14 @@ func newInstance(opts Options) (*instance, error) {
 	var layers, exts []string
 	var pnext unsafe.Pointer
 	if opts.Validation {
-		if !instanceLayers()[validationLayer] {
+		lv, ok := instanceLayers()[validationLayer]
+		if !ok {
 			return nil, fmt.Errorf("validation requested but %s is not installed (Debian: vulkan-validationlayers)", validationLayer)
 		}
 		if !instanceExtensions()["VK_EXT_debug_utils"] {
 			return nil, fmt.Errorf("validation requested but VK_EXT_debug_utils is not available")
 		}
+		in.layerVersion = lv
 		layers = append(layers, validationLayer)
 		exts = append(exts, "VK_EXT_debug_utils")
 		in.sink = &messageSink{tag: sinkTag.Add(1), on: opts.OnMessage}

@@ -326,17 +326,26 @@ func (d *Device) freeMemory() {
 	}
 }
 
-// MemoryUsage reports bytes allocated from Vulkan and bytes in use by buffers, for both pools.
-func (d *Device) MemoryUsage() (allocated, used uint64) {
+// MemoryStats are the bytes allocated from Vulkan (blocks) and in use by buffers, per pool.
+type MemoryStats struct {
+	DeviceAllocated, DeviceUsed   uint64
+	StagingAllocated, StagingUsed uint64
+}
+
+// MemoryUsage reports the memory pools' sizes and use.
+func (d *Device) MemoryUsage() MemoryStats {
 	d.memMu.Lock()
 	defer d.memMu.Unlock()
-	for _, p := range d.pools {
-		for _, b := range p.blocks {
-			allocated += b.size
-			used += b.used
-		}
+	var s MemoryStats
+	for _, b := range d.pools[poolDevice].blocks {
+		s.DeviceAllocated += b.size
+		s.DeviceUsed += b.used
 	}
-	return
+	for _, b := range d.pools[poolStaging].blocks {
+		s.StagingAllocated += b.size
+		s.StagingUsed += b.used
+	}
+	return s
 }
 
 // Budget refreshes the heap budgets and usage (VK_EXT_memory_budget; zeros when absent).

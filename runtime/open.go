@@ -23,6 +23,9 @@ import (
 // Methods are safe for concurrent use; submissions to the queue are serialised.
 type Device struct {
 	Info DeviceInfo
+	// CoopMatrixNote is non-empty when the device has cooperative matrices but they are not
+	// enabled, and says why.
+	CoopMatrixNote string
 
 	opts     Options
 	in       *instance
@@ -35,6 +38,7 @@ type Device struct {
 	push     bool // push descriptors in use
 	zeroCopy bool // device buffers are host-visible and mapped
 	timeout  time.Duration
+	spin     atomic.Int64 // ns to poll a fence before blocking
 
 	queueMu sync.Mutex // vkQueueSubmit and the command pool need external synchronisation
 	lost    atomic.Bool
@@ -70,6 +74,7 @@ func Open(opts Options) (*Device, error) {
 	if d.timeout == 0 {
 		d.timeout = 10 * time.Second
 	}
+	d.spin.Store(opts.SpinWait.Nanoseconds())
 	if err := d.create(info); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open %s: %w", info.Name, err)
@@ -93,8 +98,13 @@ func (d *Device) create(info *DeviceInfo) error {
 	d.push = caps.PushDescriptors && !d.opts.NoPushDescriptors
 	add("VK_KHR_push_descriptor", d.push)
 	add("VK_EXT_memory_budget", true)
-	// The feature chain carries the cooperative-matrix structure whenever the extension exists,
-	// so the extension is enabled whenever it exists.
+	// The feature chain carries the cooperative-matrix structure whenever the extension is
+	// enabled. A validation layer older than the extension (header 1.3.255) reports both as
+	// unknown, so under such a layer the extension stays off and CoopMatrixNote says why.
+	if lv := d.in.layerVersion; info.wants.want_coop != 0 && lv != 0 && lv < Version(vk.MakeVersion(1, 3, 255)) {
+		info.wants.want_coop = 0
+		d.CoopMatrixNote = fmt.Sprintf("VK_KHR_cooperative_matrix left disabled: validation layer %s predates it", d.in.layerVersion)
+	}
 	add("VK_KHR_cooperative_matrix", info.wants.want_coop != 0)
 	add("VK_KHR_16bit_storage", !v.atLeast(1, 1))
 	add("VK_KHR_shader_float16_int8", !v.atLeast(1, 2))
@@ -165,6 +175,9 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// SetSpinWait changes Options.SpinWait.
+func (d *Device) SetSpinWait(t time.Duration) { d.spin.Store(t.Nanoseconds()) }
 
 // PushDescriptors reports whether programs bind buffers with push descriptors.
 func (d *Device) PushDescriptors() bool { return d.push }
@@ -455,7 +468,7 @@ func (d *Device) submitWait(s *oneShot) error {
 // wait waits for s's fence (at most the submit timeout) and resets it. Work already submitted
 // cannot be abandoned, so cancellation is checked by callers between submissions, never here.
 func (d *Device) wait(s *oneShot) error {
-	r := vk.Result(C.vkc_wait(d.c, handle(unsafe.Pointer(s.fence)), C.uint64_t(d.timeout.Nanoseconds())))
+	r := vk.Result(C.vkc_wait(d.c, handle(unsafe.Pointer(s.fence)), C.uint64_t(d.spin.Load()), C.uint64_t(d.timeout.Nanoseconds())))
 	if r == vk.Timeout {
 		return fmt.Errorf("waited %v: %w", d.timeout, ErrTimeout)
 	}

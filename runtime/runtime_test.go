@@ -488,8 +488,8 @@ func TestOutOfDeviceMemory(t *testing.T) {
 	if !errors.Is(err, ErrOutOfDeviceMemory) || !strings.Contains(err.Error(), "heap") {
 		t.Errorf("buffer larger than its heap: %v", err)
 	}
-	if alloc, _ := d.MemoryUsage(); alloc != 0 {
-		t.Errorf("failed allocation left %d bytes allocated", alloc)
+	if s := d.MemoryUsage(); s.DeviceAllocated != 0 {
+		t.Errorf("failed allocation left %d bytes allocated", s.DeviceAllocated)
 	}
 }
 
@@ -499,8 +499,8 @@ func TestSubAllocation(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		bufs = append(bufs, mustBuffer(t, d, 1000))
 	}
-	alloc, used := d.MemoryUsage()
-	if alloc != 1<<20 || used != 100*1024 {
+	s := d.MemoryUsage()
+	if alloc, used := s.DeviceAllocated, s.DeviceUsed; alloc != 1<<20 || used != 100*1024 {
 		t.Errorf("100 small buffers: %d bytes allocated, %d used; want one 1 MiB block, 100 KiB used", alloc, used)
 	}
 	seen := map[uint64]bool{}
@@ -513,14 +513,14 @@ func TestSubAllocation(t *testing.T) {
 	for _, b := range bufs {
 		b.Free()
 	}
-	if _, used := d.MemoryUsage(); used != 0 {
+	if used := d.MemoryUsage().DeviceUsed; used != 0 {
 		t.Errorf("after Free: %d bytes used", used)
 	}
 	if fl := d.pools[poolDevice].blocks[0].free; len(fl) != 1 || fl[0].size != 1<<20 {
 		t.Errorf("free list not coalesced: %v", fl)
 	}
 	big := mustBuffer(t, d, 3<<20) // larger than a block: a block of its own, returned on Free
-	if alloc, _ := d.MemoryUsage(); alloc != 1<<20+3<<20 {
+	if alloc := d.MemoryUsage().DeviceAllocated; alloc != 1<<20+3<<20 {
 		t.Errorf("dedicated block: %d allocated", alloc)
 	}
 	data := make([]byte, 3<<20)
@@ -540,7 +540,7 @@ func TestSubAllocation(t *testing.T) {
 		}
 	}
 	big.Free()
-	if alloc, _ := d.MemoryUsage(); alloc != 1<<20 {
+	if alloc := d.MemoryUsage().DeviceAllocated; alloc != 1<<20 {
 		t.Errorf("dedicated block not released: %d allocated", alloc)
 	}
 }
