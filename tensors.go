@@ -1,0 +1,201 @@
+package vkc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"vkc/ir"
+	"vkc/plan"
+)
+
+// The byte maps of Executable.Run hold each input and output in its plan Value's layout: the
+// dtype's little-endian encoding, dense and row-major, exactly Value.Bytes() long. The helpers
+// below convert between that layout, ir.Tensor (what the interpreter and the weight files use)
+// and plain Go slices.
+
+// IRDType is the ir dtype of a plan dtype. Block-quantized plan dtypes have none (they only
+// describe stored weights, never a function's input or output).
+func IRDType(d plan.DType) (ir.DType, error) {
+	switch d {
+	case plan.F32:
+		return ir.F32, nil
+	case plan.F16:
+		return ir.F16, nil
+	case plan.BF16:
+		return ir.BF16, nil
+	case plan.I32:
+		return ir.I32, nil
+	case plan.U32:
+		return ir.U32, nil
+	}
+	return ir.InvalidDType, fmt.Errorf("plan dtype %s has no host tensor form", d)
+}
+
+// PlanDType is the plan dtype of an ir dtype. ir's bool has no plan dtype: kernels keep booleans
+// as u32, and a function whose signature has a bool is given u32 by the compiler.
+func PlanDType(d ir.DType) (plan.DType, error) {
+	switch d {
+	case ir.F32:
+		return plan.F32, nil
+	case ir.F16:
+		return plan.F16, nil
+	case ir.BF16:
+		return plan.BF16, nil
+	case ir.I32:
+		return plan.I32, nil
+	case ir.U32:
+		return plan.U32, nil
+	}
+	return plan.InvalidDType, fmt.Errorf("ir dtype %s has no plan form", d)
+}
+
+// ValueType is the ir type of a function's input or output.
+func ValueType(v *plan.Value) (ir.Type, error) {
+	d, err := IRDType(v.DType)
+	if err != nil {
+		return ir.Type{}, fmt.Errorf("%s: %w", v.Name, err)
+	}
+	s := make(ir.Shape, len(v.Shape))
+	for i, n := range v.Shape {
+		if n < 0 || n > math.MaxInt32 {
+			return ir.Type{}, fmt.Errorf("%s: dimension %d is %d", v.Name, i, n)
+		}
+		s[i] = int(n)
+	}
+	return ir.Type{DType: d, Shape: s}, nil
+}
+
+// TensorBytes returns t in the layout of the plan value v, for Executable.Run. The shape must be
+// v's (a scalar input also accepts a one-element tensor). The dtype is converted when it differs,
+// except from a float type to an integer type, which would truncate silently and is refused.
+func TensorBytes(v *plan.Value, t *ir.Tensor) ([]byte, error) {
+	want, err := ValueType(v)
+	if err != nil {
+		return nil, err
+	}
+	have := t.Type
+	sameShape := have.Shape.Equal(want.Shape) ||
+		(want.Shape.Rank() == 0 && have.Shape.NumElements() == 1)
+	if !sameShape {
+		return nil, fmt.Errorf("input %s: shape %v, the plan wants %s", v.Name, have.Shape, want)
+	}
+	if have.DType != want.DType {
+		if have.DType.IsFloat() && !want.DType.IsFloat() {
+			return nil, fmt.Errorf("input %s: %s values for an %s input (convert them explicitly)", v.Name, have.DType, want.DType)
+		}
+		if !have.DType.IsFloat() && !have.DType.IsInt() {
+			return nil, fmt.Errorf("input %s: %s values for an %s input", v.Name, have.DType, want.DType)
+		}
+		t = t.Convert(want.DType)
+	}
+	if len(t.Data) != want.Bytes() {
+		return nil, fmt.Errorf("input %s: %d bytes of data for %s (%d bytes)", v.Name, len(t.Data), want, want.Bytes())
+	}
+	return t.Data, nil
+}
+
+// ValueTensor wraps the bytes of output (or input) v as an ir.Tensor. The bytes are not copied.
+func ValueTensor(v *plan.Value, b []byte) (*ir.Tensor, error) {
+	typ, err := ValueType(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) != typ.Bytes() {
+		return nil, fmt.Errorf("%s: %d bytes for %s (%d bytes)", v.Name, len(b), typ, typ.Bytes())
+	}
+	return &ir.Tensor{Type: typ, Data: b}, nil
+}
+
+// Float32Bytes encodes xs as f32 little-endian bytes.
+func Float32Bytes(xs []float32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// Int32Bytes encodes xs as i32 little-endian bytes (the layout of token ids and positions).
+func Int32Bytes(xs ...int32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return b
+}
+
+// Float32s decodes f32 little-endian bytes; a trailing partial element is ignored.
+func Float32s(b []byte) []float32 {
+	xs := make([]float32, len(b)/4)
+	for i := range xs {
+		xs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return xs
+}
+
+// Int32s decodes i32 little-endian bytes; a trailing partial element is ignored.
+func Int32s(b []byte) []int32 {
+	xs := make([]int32, len(b)/4)
+	for i := range xs {
+		xs[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return xs
+}
+
+// Inputs converts named host tensors into Run's byte map for function f, checking that every
+// input of f is given exactly once and that no unknown name is given.
+func Inputs(f *plan.Function, tensors map[string]*ir.Tensor) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(f.Inputs))
+	for i := range f.Inputs {
+		v := &f.Inputs[i]
+		t, ok := tensors[v.Name]
+		if !ok {
+			return nil, fmt.Errorf("function %s: input %s (%s%v) is missing; it takes %s", f.Name, v.Name, v.DType, v.Shape, signature(f.Inputs))
+		}
+		b, err := TensorBytes(v, t)
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.Name, err)
+		}
+		out[v.Name] = b
+	}
+	for name := range tensors {
+		if _, ok := out[name]; !ok {
+			return nil, fmt.Errorf("function %s has no input %q; it takes %s", f.Name, name, signature(f.Inputs))
+		}
+	}
+	return out, nil
+}
+
+// Outputs converts Run's output byte map into named host tensors.
+func Outputs(f *plan.Function, outs map[string][]byte) (map[string]*ir.Tensor, error) {
+	res := make(map[string]*ir.Tensor, len(f.Outputs))
+	for i := range f.Outputs {
+		v := &f.Outputs[i]
+		b, ok := outs[v.Name]
+		if !ok {
+			return nil, fmt.Errorf("function %s: output %s missing from the run's results", f.Name, v.Name)
+		}
+		t, err := ValueTensor(v, b)
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.Name, err)
+		}
+		res[v.Name] = t
+	}
+	return res, nil
+}
+
+// signature formats values as "tokens i32[16], pos i32[]" for messages.
+func signature(vs []plan.Value) string {
+	s := ""
+	for i, v := range vs {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %s%v", v.Name, v.DType, v.Shape)
+	}
+	if s == "" {
+		return "no inputs"
+	}
+	return s
+}
