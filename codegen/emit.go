@@ -432,6 +432,13 @@ func (e *emitter) module() []uint32 {
 		}
 	}
 	e.pushBlock()
+	// Every declared specialization constant is in the module, used or not, so Kernel.Specs and
+	// the module's SpecIds always agree.
+	for id := range b.nodes {
+		if b.nodes[id].kind == kSpec {
+			e.val(int32(id))
+		}
+	}
 
 	// Workgroup size.
 	var wgDefault [3]uint32
