@@ -20,8 +20,9 @@ var (
 	}
 )
 
-// Erf is the error function by the rational approximation above, computed in x's type (f32; for
-// f16, convert to f32 first if the accuracy matters).
+// Erf is the error function by the rational approximation above. An f16 operand is computed in f32
+// and rounded back: the smallest coefficients underflow in f16 and x² up to 16 raised to the 6th
+// power would overflow it.
 func (b *Builder) Erf(x Value) Value {
 	if !b.ok("Erf", x) {
 		return Value{t: x.t}
@@ -29,6 +30,9 @@ func (b *Builder) Erf(x Value) Value {
 	if !x.t.IsFloat() {
 		b.errorf("Erf", "not defined for %s", x.t)
 		return Value{t: x.t}
+	}
+	if x.t.kind == F16Kind {
+		return b.Convert(b.Erf(b.Convert(x, Vec(F32, x.t.Len()))), x.t)
 	}
 	c := func(v float32) Value { return b.Const(x.t, float64(v)) }
 	x = b.Clamp(x, c(-4), c(4))
