@@ -1,0 +1,109 @@
+package kernels_test
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/kernels/kerneltest"
+)
+
+// problem builds a Problem for op on args, inferring the result types.
+func problem(t *testing.T, op ir.Op, attrs ir.Attrs, args ...ir.Type) *kernels.Problem {
+	t.Helper()
+	a, outs, err := ir.Infer(op, attrs, args)
+	if err != nil {
+		t.Fatalf("%s%v: %v", op, args, err)
+	}
+	return &kernels.Problem{Op: op, Attrs: a, Args: args, Outs: outs, NumOpArgs: len(args)}
+}
+
+func randomArgs(rng *rand.Rand, p *kernels.Problem) []*ir.Tensor {
+	out := make([]*ir.Tensor, len(p.Args))
+	for i, t := range p.Args {
+		out[i] = kerneltest.Random(rng, t)
+	}
+	return out
+}
+
+// Configurations every row-wise template is tested at besides its default: the shared-memory
+// tree, another workgroup size, and one invocation per row.
+var rowConfigs = []kernels.Config{
+	{"wg": 32, "coop": 1, "subgroup": 0},
+	{"wg": 64, "coop": 0, "subgroup": 0},
+}
+
+func TestReduceOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for _, op := range []ir.Op{ir.Sum, ir.Mean, ir.Max, ir.Min, ir.Argmax} {
+		for _, tc := range []struct {
+			x    ir.Type
+			axis int
+			keep bool
+		}{
+			{ir.T(ir.F32, 3, 37), -1, false},
+			{ir.T(ir.F16, 3, 129), 1, true},
+			{ir.T(ir.F32, 4, 5, 3), 1, false},
+			{ir.T(ir.F32, 5, 1), -1, true},
+			{ir.T(ir.F32, 7, 3), 0, false},
+			{ir.T(ir.I32, 2, 37), -1, false},
+		} {
+			p := problem(t, op, ir.Attrs{"axis": tc.axis, "keepdims": tc.keep}, tc.x)
+			args := randomArgs(rng, p)
+			kerneltest.Check(t, kernels.Reduce, p, nil, args)
+			for _, c := range rowConfigs {
+				if kernels.Reduce.Space.Valid(p, c, kernels.Lavapipe) == nil {
+					kerneltest.Check(t, kernels.Reduce, p, c, args)
+				}
+			}
+		}
+	}
+}
+
+// NaN propagates through max and min and wins argmax (its first occurrence); ties go to the
+// first index; -0 and +0 are equal.
+func TestReduceNaNAndTies(t *testing.T) {
+	x := ir.T(ir.F32, 3, 9)
+	nan := math.NaN()
+	v := []float64{
+		1, 3, -2, 3, 0, 3, -5, 1, 2,
+		1, nan, 7, nan, 9, 0, 0, 0, 0,
+		math.Copysign(0, -1), 0, -1, -3, -1, -3, -9, -3, -1,
+	}
+	args := []*ir.Tensor{ir.TensorFromFloat64s(x, v)}
+	for _, op := range []ir.Op{ir.Max, ir.Min, ir.Argmax} {
+		p := problem(t, op, ir.Attrs{"axis": -1}, x)
+		kerneltest.Check(t, kernels.Reduce, p, nil, args)
+		for _, c := range rowConfigs {
+			kerneltest.Check(t, kernels.Reduce, p, c, args)
+		}
+	}
+}
+
+func TestReduceAccepts(t *testing.T) {
+	p := problem(t, ir.Sum, ir.Attrs{"axis": 0}, ir.T(ir.F32, 4))
+	if err := kernels.Reduce.Accepts(p, kernels.Lavapipe); err != nil {
+		t.Errorf("sum of f32[4] refused: %v", err)
+	}
+	p.Expr = &kernels.Fused{}
+	if err := kernels.Reduce.Accepts(p, kernels.Lavapipe); err == nil {
+		t.Error("an epilogue was accepted")
+	}
+	noF16 := kernels.Lavapipe
+	noF16.Storage16 = false
+	if err := kernels.Reduce.Accepts(problem(t, ir.Max, nil, ir.T(ir.F16, 3, 4)), noF16); err == nil {
+		t.Error("f16 without 16-bit storage was accepted")
+	}
+	if err := kernels.Reduce.Accepts(problem(t, ir.Softmax, nil, ir.T(ir.F32, 3, 4)), kernels.Lavapipe); err == nil {
+		t.Error("softmax was accepted")
+	}
+	// Without subgroup arithmetic the default falls back to shared memory.
+	noSub := kernels.Lavapipe
+	noSub.SubgroupArithmetic = false
+	_, c, err := kernels.Build(kernels.Reduce, problem(t, ir.Sum, nil, ir.T(ir.F32, 3, 37)), noSub)
+	if err != nil || c["subgroup"] != 0 || c["coop"] != 1 {
+		t.Errorf("without subgroups: config %v, err %v", c, err)
+	}
+}
