@@ -245,10 +245,12 @@ func (e *BuildError) Error() string {
 	return s.String()
 }
 
+// pkgPrefix is this package's prefix of function names, "vkc/codegen.".
 var pkgPrefix = func() string {
 	pc, _, _, _ := runtime.Caller(0)
-	name := runtime.FuncForPC(pc).Name() // vkc/codegen.init...
-	return name[:strings.LastIndex(name[:strings.Index(name, ".")+1], ".")+1]
+	name := runtime.FuncForPC(pc).Name() // vkc/codegen.init.func1 (or glob..func1)
+	slash := strings.LastIndex(name, "/")
+	return name[:slash+strings.Index(name[slash:], ".")+1]
 }()
 
 // caller is the position of the first frame outside the Builder's own methods.
