@@ -96,18 +96,22 @@ func BenchmarkSaturateLayers(b *testing.B) {
 	}
 }
 
-// BenchmarkExtractLayers reports DAG-aware extraction time on the saturated layered graphs.
+// BenchmarkExtractLayers reports DAG-aware extraction time (one best, and four diverse
+// candidates) on the saturated layered graphs.
+// Run: go test ./egraph -run '^$' -bench ExtractLayers -benchtime 50x
 func BenchmarkExtractLayers(b *testing.B) {
-	for _, n := range []int{2, 8, 30} {
-		b.Run(fmt.Sprintf("layers=%d", n), func(b *testing.B) {
-			g, _, root := saturateLayers(b, n)
-			cost := opCost(map[string]float64{"fused": 1.5, "g": 2, "norm": 2, "lin": 3, "pair": 2, "out0": 0, "out1": 0})
-			for b.Loop() {
-				if _, err := ExtractDiverse(g, []Id{root}, cost, 4); err != nil {
-					b.Fatal(err)
+	cost := opCost(map[string]float64{"fused": 1.5, "g": 2, "norm": 2, "lin": 3, "pair": 2, "out0": 0, "out1": 0})
+	for _, k := range []int{1, 4} {
+		for _, n := range []int{2, 8, 30} {
+			b.Run(fmt.Sprintf("k=%d/layers=%d", k, n), func(b *testing.B) {
+				g, _, root := saturateLayers(b, n)
+				for b.Loop() {
+					if _, err := ExtractDiverse(g, []Id{root}, cost, k); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1e3, "µs/layer")
-		})
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1e3, "µs/layer")
+			})
+		}
 	}
 }

@@ -203,7 +203,9 @@ func (e *extractor) reachable(choice []int) []Id {
 // improveDAG changes one class's choice at a time, keeping a change when the DAG cost of the
 // whole selection drops, until a pass finds nothing, maxPasses passes ran, or about maxWork class
 // visits were spent. Each trial is a full DAG evaluation, so a pass costs O(alternatives ×
-// reachable classes): quadratic in the graph size, which the work bound caps.
+// reachable classes): quadratic in the graph size, which the work bound caps. It is the
+// reference for improveLocal (see the property test) and the fallback when the tree selection
+// is cyclic.
 func (e *extractor) improveDAG(own [][]float64, maxPasses, maxWork int) float64 {
 	cur := e.dagCost(e.choice, own)
 	work := 0
@@ -275,12 +277,15 @@ const (
 // when the DAG cost of the whole selection drops, until a pass improves nothing.
 //
 // Guarantees: the result is acyclic, uses no +Inf node when a finite choice exists, costs no more
-// than the tree-cost selection, and no single-class change lowers its DAG cost. Not guaranteed:
-// the optimum (DAG extraction is NP-hard); a better selection that needs two classes changed
-// together (say a fused op whose benefit appears only once its producer also switches) can be
-// missed. Complexity: the fixpoint is O(passes × nodes); each improvement pass is
-// O(alternatives × reachable classes), quadratic in the graph size, and the phase stops early
-// after about 5e7 class visits (the guarantees above except single-change optimality still hold).
+// than the tree-cost selection, and no single-class change lowers its DAG cost (unless a pass
+// limit of 8 stopped it first). Not guaranteed: the optimum (DAG extraction is NP-hard); a better
+// selection that needs two classes changed together (say a fused op whose benefit appears only
+// once its producer also switches) can be missed.
+//
+// Complexity: the fixpoint is O(passes × nodes). The local search keeps reference counts and the
+// running DAG cost, so a trial costs time proportional to the part of the selection it changes
+// (plus a cycle check that topological labels cut short), not to the whole selection: about
+// linear in the graph size for layered models.
 //
 // Example:
 //
@@ -304,7 +309,16 @@ func (e *extractor) extract(own [][]float64) (*Extraction, error) {
 			return nil, fmt.Errorf("egraph: e-class %d has no term of finite cost (every alternative needs a +Inf node)", r)
 		}
 	}
-	e.improveDAG(own, dagPasses, dagWork)
+	if math.IsInf(e.dagCost(e.choice, own), 1) {
+		// The tree selection is cyclic (possible only through zero-cost nodes); the full
+		// evaluation accepts any acyclic selection from there.
+		e.improveDAG(own, dagPasses, dagWork)
+	} else {
+		e.improveLocal(own, dagPasses)
+	}
+	if math.IsInf(e.dagCost(e.choice, own), 1) {
+		return nil, fmt.Errorf("egraph: no acyclic selection of finite cost for roots %v", e.roots)
+	}
 	return e.result(e.choice, e.own), nil
 }
 
@@ -320,7 +334,8 @@ func (e *extractor) extract(own [][]float64) (*Extraction, error) {
 // This is bounded enumeration, not a k-best search: every candidate differs from the best in a
 // different place, and candidates that need two independent deviations from the best are not
 // produced. Fewer than k are returned when there are fewer alternatives. Deterministic: the same
-// graph and costs give the same list. Cost: one improvement pass plus k-1 extractions.
+// graph and costs give the same list. Cost: pricing every alternative once (incrementally) plus
+// k-1 extractions.
 //
 // Example:
 //
@@ -341,6 +356,7 @@ func ExtractDiverse(g *EGraph, roots []Id, cost CostFunc, k int) ([]*Extraction,
 	out := []*Extraction{best}
 	seen := map[string]bool{best.signature(): true}
 	base := slices.Clone(e.choice)
+	ls := newLocalSearch(e, e.own)
 	type pivot struct {
 		c     Id
 		price float64
@@ -356,10 +372,7 @@ func ExtractDiverse(g *EGraph, roots []Id, cost CostFunc, k int) ([]*Extraction,
 			if j == base[c] || math.IsInf(e.own[c][j], 1) || !e.childrenFinite(nodes[j]) {
 				continue
 			}
-			chosen := base[c]
-			base[c] = j
-			price = min(price, e.dagCost(base, e.own))
-			base[c] = chosen
+			price = min(price, ls.price(c, j))
 		}
 		if !math.IsInf(price, 1) {
 			pivots = append(pivots, pivot{c, price})

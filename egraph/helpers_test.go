@@ -27,11 +27,17 @@ var opNames = map[string]Op{"num": opNum, "var": opVar, "add": opAdd, "mul": opM
 	"f": opF, "g": opG, "pair": opPair, "out0": opOut0, "out1": opOut1, "fused": opFused,
 	"norm": 20, "lin": 21, "act": 22, "cheap": 23, "exp": 24, "u": 25}
 
-func opName(op Op) string {
+var opByID = func() map[Op]string {
+	m := map[Op]string{}
 	for k, v := range opNames {
-		if v == op {
-			return k
-		}
+		m[v] = k
+	}
+	return m
+}()
+
+func opName(op Op) string {
+	if s, ok := opByID[op]; ok {
+		return s
 	}
 	return "op" + strconv.Itoa(int(op))
 }
