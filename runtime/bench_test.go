@@ -186,13 +186,33 @@ func BenchmarkHostRun(b *testing.B) {
 		runs, mr, ms, mrr, mrec, float64(mrr)/float64(mr), gpu)
 }
 
-// BenchmarkRecord: recording 1000 dispatches (push descriptors or sets) into a command buffer.
+// BenchmarkRecord: recording 1000 dispatches into a command buffer, binding with push
+// descriptors (three descriptor writes per dispatch) or with descriptor sets made at NewProgram.
 func BenchmarkRecord(b *testing.B) {
-	d := openBench(b)
-	p := tinyProgram(b, d, 1000, false)
-	for b.Loop() {
-		if err := p.Rerecord(); err != nil {
-			b.Fatal(err)
-		}
+	for _, v := range []struct {
+		name string
+		opts Options
+	}{{"push", Options{}}, {"sets", Options{NoPushDescriptors: true}}} {
+		b.Run(v.name, func(b *testing.B) {
+			v.opts.CacheDir = b.TempDir()
+			d, err := Open(v.opts)
+			if errors.Is(err, ErrNoVulkan) || errors.Is(err, ErrNoDevice) {
+				b.Skipf("%s: %v", noDevice, err)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			if v.name == "push" && !d.PushDescriptors() {
+				b.Skip("no push descriptors")
+			}
+			p := tinyProgram(b, d, 1000, false)
+			for b.Loop() {
+				if err := p.Rerecord(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/1000, "µs/dispatch")
+		})
 	}
 }

@@ -24,9 +24,10 @@ func (u Use) overlaps(v Use) bool {
 type HazardKind uint8
 
 const (
-	RAW HazardKind = iota + 1 // the later dispatch reads what the earlier wrote
-	WAR                       // the later dispatch overwrites what the earlier read
-	WAW                       // both write
+	RAW   HazardKind = iota + 1 // the later dispatch reads what the earlier wrote
+	WAR                         // the later dispatch overwrites what the earlier read
+	WAW                         // both write
+	Fence                       // the later dispatch asked to wait for every earlier one
 )
 
 func (k HazardKind) String() string {
@@ -37,6 +38,8 @@ func (k HazardKind) String() string {
 		return "WAR"
 	case WAW:
 		return "WAW"
+	case Fence:
+		return "fence"
 	}
 	return "none"
 }
@@ -91,8 +94,14 @@ type Schedule struct {
 // Cost: each memory object keeps a sorted map from byte ranges to the latest interval that
 // wrote and read them, so a use costs a binary search plus the segments it overlaps; a program of
 // n dispatches over an arena of k distinct slots costs O(n·k) at worst, usually far less.
-func Analyze(uses [][]Use, reorder bool) Schedule {
+func Analyze(uses [][]Use, reorder bool) Schedule { return AnalyzeFenced(uses, nil, reorder) }
+
+// AnalyzeFenced is Analyze where fence[j] additionally makes dispatch j wait for every earlier
+// dispatch (a plan's explicit BarrierBefore), whatever the hazards say. Later dispatches are
+// not held back by it.
+func AnalyzeFenced(uses [][]Use, fence []bool, reorder bool) Schedule {
 	n := len(uses)
+	top, topDispatch := -1, -1 // highest interval used so far, and a dispatch in it
 	s := Schedule{Interval: make([]int, n)}
 	maps := map[uint64]*segMap{}
 	causeOf := make([]Hazard, n)
@@ -103,6 +112,10 @@ func Analyze(uses [][]Use, reorder bool) Schedule {
 			level = last
 		}
 		var cause Hazard
+		if j < len(fence) && fence[j] && j > 0 && top+1 > level {
+			level = top + 1
+			cause = Hazard{Kind: Fence, From: topDispatch, To: j}
+		}
 		for _, u := range us {
 			m := maps[u.Mem]
 			if m == nil || u.Size == 0 {
@@ -131,6 +144,9 @@ func Analyze(uses [][]Use, reorder bool) Schedule {
 		s.Interval[j] = level
 		causeOf[j] = cause
 		last = level
+		if level > top {
+			top, topDispatch = level, j
+		}
 		for _, u := range us {
 			if u.Size == 0 {
 				continue

@@ -120,6 +120,26 @@ func TestAnalyzeHandMade(t *testing.T) {
 	}
 }
 
+func TestAnalyzeFenced(t *testing.T) {
+	// 0 and 1 are independent; 2 is independent too but fenced; 3 is independent of all.
+	uses := [][]Use{{w(1, 0, 64)}, {w(2, 0, 64)}, {w(3, 0, 64)}, {w(4, 0, 64)}}
+	s := AnalyzeFenced(uses, []bool{false, false, true, false}, true)
+	if want := [][]int{{0, 1, 3}, {2}}; !reflect.DeepEqual(s.Intervals, want) {
+		t.Errorf("reordered: intervals %v, want %v", s.Intervals, want)
+	}
+	if len(s.Cause) != 1 || s.Cause[0].Kind != Fence || s.Interval[s.Cause[0].From] != 0 {
+		t.Errorf("cause %v", s.Cause)
+	}
+	s = AnalyzeFenced(uses, []bool{false, false, true, false}, false)
+	if want := [][]int{{0, 1}, {2, 3}}; !reflect.DeepEqual(s.Intervals, want) {
+		t.Errorf("program order: intervals %v, want %v", s.Intervals, want)
+	}
+	// A fence on the first dispatch is a no-op.
+	if s := AnalyzeFenced(uses, []bool{true}, true); s.Barriers != 0 {
+		t.Errorf("fence on dispatch 0: %d barriers", s.Barriers)
+	}
+}
+
 func TestHazardsList(t *testing.T) {
 	got := Hazards([][]Use{{w(1, 0, 100)}, {r(1, 50, 100)}, {w(1, 120, 10)}, {r(2, 0, 1)}})
 	want := []Hazard{

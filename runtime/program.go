@@ -41,6 +41,9 @@ type Dispatch struct {
 	Bindings []Binding // one per binding of the pipeline's kernel, in binding order
 	Push     []byte    // exactly Kernel.PushConstantSize bytes
 	Grid     [3]uint32 // workgroup counts, each at least 1
+	// BarrierBefore makes the dispatch wait for every earlier one even without a hazard (a
+	// plan's explicit barrier, or work the analysis cannot see, such as indirect accesses).
+	BarrierBefore bool
 }
 
 // Region is a byte range of a buffer, for program inputs and outputs.
@@ -115,7 +118,11 @@ func (d *Device) NewProgram(spec ProgramSpec) (*Program, error) {
 	if spec.BarrierAll {
 		p.sched = barrierAll(len(spec.Dispatches))
 	} else {
-		p.sched = Analyze(uses, !spec.KeepOrder)
+		fences := make([]bool, len(spec.Dispatches))
+		for i, ds := range spec.Dispatches {
+			fences[i] = ds.BarrierBefore
+		}
+		p.sched = AnalyzeFenced(uses, fences, !spec.KeepOrder)
 	}
 	if err := p.build(); err != nil {
 		p.Close()

@@ -1,0 +1,505 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"vkc/plan"
+)
+
+// This file executes compiled plans: Device.Load turns a plan.Plan into an Executable (pipelines
+// created once per distinct module, weights uploaded, state zeroed, every function recorded once
+// as a Program), and Executable.Run writes inputs, submits and reads outputs.
+
+// LoadOptions configure Device.Load.
+type LoadOptions struct {
+	// AllowForeign loads a plan compiled for another device (its tuning may not suit this one,
+	// and a kernel may need a capability this device lacks).
+	AllowForeign bool
+	// PlanPath is the plan file's path, for resolving external weights relative to it; "" is the
+	// working directory.
+	PlanPath string
+}
+
+// Executable is a plan loaded on a device. Runs of its functions share the weights, the state
+// and the arena, so an Executable runs one function at a time (its methods serialise).
+type Executable struct {
+	d    *Device
+	plan *plan.Plan
+
+	weights, state, arena *Buffer
+	pipes                 []*Pipeline // by plan module index (deduplicated modules share one)
+	ownPipes              []*Pipeline
+	fns                   map[string]*execFunction
+	names                 []string // function names in plan order
+	zeros                 []byte   // StateSize zero bytes, for ResetState
+
+	closed bool
+}
+
+type execFunction struct {
+	f       *plan.Function
+	prog    *Program
+	buffers []*Buffer // staging-slot buffers of inputs and outputs
+	index   map[string]int
+	insz    []int
+	outsz   []int
+	in, out [][]byte // reused argument slices
+	// outScratch receives the outputs of every run (allocated once at load); RunInto copies
+	// them to the caller's slices.
+	outScratch [][]byte
+	// scalars lists the dispatches whose push constants take run-time scalar inputs.
+	scalars []scalarPatch
+}
+
+type scalarPatch struct {
+	dispatch int
+	slot     plan.ScalarSlot
+}
+
+// DeviceFingerprint converts the device's fingerprint to the plan's form.
+func (d *Device) DeviceFingerprint() plan.Fingerprint {
+	f := d.Info.Fingerprint
+	return plan.Fingerprint{VendorID: f.VendorID, DeviceID: f.DeviceID, DriverVersion: f.DriverVersion,
+		PipelineCacheUUID: f.PipelineCacheUUID, DeviceName: d.Info.Name}
+}
+
+// Load prepares p for execution on d: it checks that p was compiled for this device (unless
+// opts.AllowForeign), validates it, creates one pipeline per distinct module, uploads the
+// weights, zeroes the state and records each function once. Nothing is left allocated on error.
+func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error) {
+	if err := d.alive(); err != nil {
+		return nil, err
+	}
+	if err := p.CheckDevice(d.DeviceFingerprint()); err != nil && !opts.AllowForeign {
+		return nil, fmt.Errorf("load plan of %s: %w (LoadOptions.AllowForeign overrides)", p.Model, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
+	}
+	e := &Executable{d: d, plan: p, fns: map[string]*execFunction{}}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	alloc := func(what string, n uint64) (*Buffer, error) {
+		b, err := d.NewBuffer(int64(max(n, 16)))
+		if err != nil {
+			return nil, fmt.Errorf("load plan of %s: %s (%d bytes): %w", p.Model, what, n, err)
+		}
+		return b, nil
+	}
+	if e.weights, err = alloc("weights", p.Weights.Size); err != nil {
+		return nil, err
+	}
+	if e.state, err = alloc("state", p.StateSize); err != nil {
+		return nil, err
+	}
+	if e.arena, err = alloc("arena", p.Arena.Size); err != nil {
+		return nil, err
+	}
+	if a := p.Arena.Align; a > 1 && e.arena.off%a != 0 {
+		return nil, fmt.Errorf("load plan of %s: the arena's base is not aligned to %d bytes", p.Model, a)
+	}
+	w := p.Weights.Data
+	if p.Weights.Source != nil {
+		if w, err = p.LoadWeights(opts.PlanPath); err != nil {
+			return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
+		}
+	}
+	if len(w) > 0 {
+		if err := d.Upload(e.weights, 0, w); err != nil {
+			return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+		}
+	}
+	e.zeros = make([]byte, p.StateSize)
+	if err := e.ResetState(); err != nil {
+		return nil, err
+	}
+
+	// Pipelines: one per distinct SPIR-V and specialization (the compiler dedupes, but a plan
+	// from elsewhere may not).
+	byKey := map[string]*Pipeline{}
+	for i := range p.Modules {
+		m := &p.Modules[i]
+		key := moduleKey(m)
+		if pl, ok := byKey[key]; ok {
+			e.pipes = append(e.pipes, pl)
+			continue
+		}
+		k := Kernel{Name: m.Key, SPIRV: wordsToBytes(m.SPIRV), Entry: m.Entry, PushConstantSize: int(m.PushConstantSize)}
+		for _, b := range m.Bindings {
+			k.Bindings = max(k.Bindings, int(b.Binding)+1)
+		}
+		if k.Bindings != len(m.Bindings) {
+			return nil, fmt.Errorf("load plan of %s: module %d (%s): bindings are not numbered 0..%d", p.Model, i, m.Key, len(m.Bindings)-1)
+		}
+		for _, s := range m.SpecConstants {
+			k.Spec = append(k.Spec, SpecConstant{ID: s.ID, Value: s.Value})
+		}
+		pl, err := d.NewPipeline(k)
+		if err != nil {
+			return nil, fmt.Errorf("load plan of %s: module %d (%s): %w", p.Model, i, m.Key, err)
+		}
+		byKey[key] = pl
+		e.ownPipes = append(e.ownPipes, pl)
+		e.pipes = append(e.pipes, pl)
+	}
+
+	for i := range p.Functions {
+		f := &p.Functions[i]
+		ef, err := e.loadFunction(f)
+		if err != nil {
+			return nil, fmt.Errorf("load plan of %s: function %s: %w", p.Model, f.Name, err)
+		}
+		e.fns[f.Name] = ef
+		e.names = append(e.names, f.Name)
+	}
+	return e, nil
+}
+
+func moduleKey(m *plan.Module) string {
+	var b strings.Builder
+	b.Grow(4*len(m.SPIRV) + 8*len(m.SpecConstants) + len(m.Entry) + 8)
+	b.Write(wordsToBytes(m.SPIRV))
+	fmt.Fprintf(&b, "|%s|%d|", m.Entry, m.PushConstantSize)
+	specs := append([]plan.SpecConstant(nil), m.SpecConstants...)
+	sort.Slice(specs, func(i, j int) bool { return specs[i].ID < specs[j].ID })
+	for _, s := range specs {
+		fmt.Fprintf(&b, "%d=%d,", s.ID, s.Value)
+	}
+	return b.String()
+}
+
+func wordsToBytes(w []uint32) []byte {
+	out := make([]byte, 4*len(w))
+	for i, v := range w {
+		binary.LittleEndian.PutUint32(out[4*i:], v)
+	}
+	return out
+}
+
+func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error) {
+	d := e.d
+	ef := &execFunction{f: f, index: map[string]int{}}
+	defer func() {
+		if err != nil {
+			for _, b := range ef.buffers {
+				b.Free()
+			}
+		}
+	}()
+	slot := func(kind string, i int, v *plan.Value) (*Buffer, Region, int, error) {
+		n, err := v.Bytes()
+		if err != nil {
+			return nil, Region{}, 0, fmt.Errorf("%s %s: %w", kind, v.Name, err)
+		}
+		if v.Place == plan.InArena {
+			return nil, Region{Buffer: e.arena, Offset: int64(v.Offset), Size: int64(n)}, int(n), nil
+		}
+		b, err := d.NewBuffer(int64(max(n, 16)))
+		if err != nil {
+			return nil, Region{}, 0, fmt.Errorf("%s %s: %w", kind, v.Name, err)
+		}
+		ef.buffers = append(ef.buffers, b)
+		return b, Region{Buffer: b, Size: int64(n)}, int(n), nil
+	}
+	var spec ProgramSpec
+	inBuf := make([]*Buffer, len(f.Inputs))
+	outBuf := make([]*Buffer, len(f.Outputs))
+	for i := range f.Inputs {
+		b, r, n, err := slot("input", i, &f.Inputs[i])
+		if err != nil {
+			return nil, err
+		}
+		inBuf[i] = b
+		spec.Inputs = append(spec.Inputs, r)
+		ef.insz = append(ef.insz, n)
+		ef.index[f.Inputs[i].Name] = i
+	}
+	for i := range f.Outputs {
+		b, r, n, err := slot("output", i, &f.Outputs[i])
+		if err != nil {
+			return nil, err
+		}
+		outBuf[i] = b
+		spec.Outputs = append(spec.Outputs, r)
+		ef.outsz = append(ef.outsz, n)
+	}
+	for j := range f.Dispatches {
+		pd := &f.Dispatches[j]
+		m := &e.plan.Modules[pd.Module]
+		acc := map[uint32]plan.Access{}
+		for _, b := range m.Bindings {
+			acc[b.Binding] = b.Access
+		}
+		binds := make([]Binding, len(m.Bindings))
+		for _, b := range pd.Bindings {
+			var buf *Buffer
+			switch b.Buffer.Region.Kind {
+			case plan.RegionWeights:
+				buf = e.weights
+			case plan.RegionState:
+				buf = e.state
+			case plan.RegionArena:
+				buf = e.arena
+			case plan.RegionInput:
+				buf = inBuf[b.Buffer.Region.Index]
+			case plan.RegionOutput:
+				buf = outBuf[b.Buffer.Region.Index]
+			}
+			binds[b.Binding] = Binding{Buffer: buf, Offset: int64(b.Buffer.Offset), Size: int64(b.Buffer.Range), Access: Access(acc[b.Binding])}
+		}
+		name := pd.Label
+		if name == "" {
+			name = m.Key
+		}
+		spec.Dispatches = append(spec.Dispatches, Dispatch{Name: name, Pipeline: e.pipes[pd.Module], Bindings: binds,
+			Push: append([]byte(nil), pd.Push...), Grid: pd.Grid})
+		for _, s := range pd.Scalars {
+			ef.scalars = append(ef.scalars, scalarPatch{j, s})
+		}
+	}
+	// The plan's order is the compiler's; the runtime's hazard analysis puts barriers where the
+	// plan has them (or fewer, never more: Validate proved the plan's intervals hazard-free).
+	spec.KeepOrder = true
+	prog, err := d.NewProgram(spec)
+	if err != nil {
+		return nil, err
+	}
+	ef.prog = prog
+	ef.in = make([][]byte, len(f.Inputs))
+	ef.out = make([][]byte, len(f.Outputs))
+	for _, n := range ef.outsz {
+		ef.outScratch = append(ef.outScratch, make([]byte, n))
+	}
+	return ef, nil
+}
+
+// ErrUnknownFunction is wrapped by errors for a function name the plan does not have.
+var ErrUnknownFunction = errors.New("no such function")
+
+func (e *Executable) function(fn string) (*execFunction, error) {
+	if e.closed {
+		return nil, ErrClosed
+	}
+	ef, ok := e.fns[fn]
+	if !ok {
+		return nil, fmt.Errorf("function %q: %w (the plan has %s)", fn, ErrUnknownFunction, strings.Join(e.names, ", "))
+	}
+	return ef, nil
+}
+
+// bind checks inputs against the function's signature and fills ef.in; it allocates nothing.
+func (ef *execFunction) bind(inputs map[string][]byte) error {
+	f := ef.f
+	for name, b := range inputs {
+		i, ok := ef.index[name]
+		if !ok {
+			return fmt.Errorf("function %s: unknown input %q (inputs: %s)", f.Name, name, signature(f.Inputs))
+		}
+		if len(b) != ef.insz[i] {
+			v := &f.Inputs[i]
+			return fmt.Errorf("function %s: input %q has %d bytes, want %d (%s%v)", f.Name, name, len(b), ef.insz[i], v.DType, v.Shape)
+		}
+		ef.in[i] = b
+	}
+	if len(inputs) != len(f.Inputs) {
+		for i := range f.Inputs {
+			if _, ok := inputs[f.Inputs[i].Name]; !ok {
+				return fmt.Errorf("function %s: missing input %q (%s%v)", f.Name, f.Inputs[i].Name, f.Inputs[i].DType, f.Inputs[i].Shape)
+			}
+		}
+	}
+	for _, s := range ef.scalars {
+		v := binary.LittleEndian.Uint32(ef.in[s.slot.Input]) + uint32(s.slot.Add)
+		var w [4]byte
+		binary.LittleEndian.PutUint32(w[:], v)
+		if err := ef.prog.SetPush(s.dispatch, int(s.slot.Offset), w[:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func signature(vs []plan.Value) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprintf("%s %s%v", v.Name, v.DType, v.Shape)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Run executes function fn with the given inputs (raw little-endian bytes by input name; every
+// input exactly once, with exactly its size) and returns the outputs by name. Inputs are checked
+// before anything is submitted; an error names the input. The state persists between runs. Run
+// allocates only the returned output slices; RunInto allocates nothing.
+func (e *Executable) Run(ctx context.Context, fn string, inputs map[string][]byte) (map[string][]byte, error) {
+	ef, err := e.function(fn)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(ef.f.Outputs))
+	for i := range ef.f.Outputs {
+		out[ef.f.Outputs[i].Name] = make([]byte, ef.outsz[i])
+	}
+	if err := e.RunInto(ctx, fn, inputs, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RunInto is Run writing the outputs into caller-provided slices (by output name, each exactly the
+// output's size; outputs not in the map are not read back).
+func (e *Executable) RunInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error {
+	ef, err := e.function(fn)
+	if err != nil {
+		return err
+	}
+	if err := ef.bind(inputs); err != nil {
+		return err
+	}
+	for i := range ef.f.Outputs {
+		o := &ef.f.Outputs[i]
+		b, ok := outputs[o.Name]
+		if !ok {
+			b = nil
+		} else if len(b) != ef.outsz[i] {
+			return fmt.Errorf("function %s: output %q buffer has %d bytes, want %d", fn, o.Name, len(b), ef.outsz[i])
+		}
+		ef.out[i] = b
+	}
+	for name := range outputs {
+		found := false
+		for i := range ef.f.Outputs {
+			found = found || ef.f.Outputs[i].Name == name
+		}
+		if !found {
+			return fmt.Errorf("function %s: unknown output %q (outputs: %s)", fn, name, signature(ef.f.Outputs))
+		}
+	}
+	if err := ef.prog.Run(ctx, ef.in, ef.outScratch); err != nil {
+		return fmt.Errorf("function %s: %w", fn, err)
+	}
+	for i, b := range ef.out {
+		copy(b, ef.outScratch[i])
+	}
+	return nil
+}
+
+// ResetState zeroes every state tensor (as at load).
+func (e *Executable) ResetState() error {
+	if e.closed {
+		return ErrClosed
+	}
+	if len(e.zeros) == 0 {
+		return nil
+	}
+	if err := e.d.Upload(e.state, 0, e.zeros); err != nil {
+		return fmt.Errorf("reset state: %w", err)
+	}
+	return nil
+}
+
+// ReadState returns the current bytes of the named state tensor.
+func (e *Executable) ReadState(name string) ([]byte, error) {
+	if e.closed {
+		return nil, ErrClosed
+	}
+	for _, s := range e.plan.State {
+		if s.Name != name {
+			continue
+		}
+		n, err := s.DType.Bytes(s.Shape)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]byte, n)
+		if err := e.d.Download(e.state, int64(s.Offset), out); err != nil {
+			return nil, fmt.Errorf("read state %s: %w", name, err)
+		}
+		return out, nil
+	}
+	names := make([]string, len(e.plan.State))
+	for i, s := range e.plan.State {
+		names[i] = s.Name
+	}
+	return nil, fmt.Errorf("no state tensor %q (the plan has %s)", name, strings.Join(names, ", "))
+}
+
+// Functions lists the plan's functions with their signatures and dispatch lists.
+func (e *Executable) Functions() []plan.Function {
+	return append([]plan.Function(nil), e.plan.Functions...)
+}
+
+// Plan is the loaded plan.
+func (e *Executable) Plan() *plan.Plan { return e.plan }
+
+// Stats reports the dispatch and barrier counts the runtime recorded for fn.
+func (e *Executable) Stats(fn string) (Stats, error) {
+	ef, err := e.function(fn)
+	if err != nil {
+		return Stats{}, err
+	}
+	return ef.prog.Stats(), nil
+}
+
+// Profile runs fn once with inputs (updating the state as a Run does), then runs its dispatches
+// again serialised with a timestamp after each, and returns every dispatch's GPU time (in
+// recorded order; Index is the plan's dispatch index) with the function's Stats. The profiling run
+// sees the state the first run left, so a decode step is profiled at the next position.
+func (e *Executable) Profile(ctx context.Context, fn string, inputs map[string][]byte) ([]DispatchTime, Stats, error) {
+	ef, err := e.function(fn)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	if err := e.RunInto(ctx, fn, inputs, nil); err != nil {
+		return nil, Stats{}, err
+	}
+	times, _, err := ef.prog.Profile(ctx)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	return times, ef.prog.Stats(), nil
+}
+
+// Measure runs fn once with inputs (writing them into place) and then times repetitions of its
+// dispatches (see Program.Measure). The state keeps changing between repetitions, as it would in
+// a decode loop at a fixed position.
+func (e *Executable) Measure(ctx context.Context, fn string, inputs map[string][]byte, o MeasureOptions) (Measurement, error) {
+	ef, err := e.function(fn)
+	if err != nil {
+		return Measurement{}, err
+	}
+	if err := e.RunInto(ctx, fn, inputs, nil); err != nil {
+		return Measurement{}, err
+	}
+	return ef.prog.Measure(ctx, o)
+}
+
+// Close frees the executable's programs, pipelines and buffers. It is safe to call twice.
+func (e *Executable) Close() error {
+	if e == nil || e.closed {
+		return nil
+	}
+	e.closed = true
+	for _, name := range e.names {
+		ef := e.fns[name]
+		ef.prog.Close()
+		for _, b := range ef.buffers {
+			b.Free()
+		}
+	}
+	for _, pl := range e.ownPipes {
+		pl.Close()
+	}
+	for _, b := range []*Buffer{e.weights, e.state, e.arena} {
+		b.Free()
+	}
+	return nil
+}
