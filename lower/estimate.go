@@ -1,0 +1,59 @@
+package lower
+
+import (
+	"time"
+
+	"vkc/kernels"
+	"vkc/plan"
+)
+
+// DeviceModel is the static roofline of a device: what a kernel costs when it is limited by
+// memory bandwidth or arithmetic, plus a fixed cost per dispatch. It is a cost for extraction and
+// for ranking templates before anything is measured, not a prediction to trust.
+type DeviceModel struct {
+	Name      string
+	Bandwidth float64       // bytes per second that a well-written kernel reaches
+	Flops     float64       // f32 FLOP per second that a well-written kernel reaches
+	Dispatch  time.Duration // fixed cost of one dispatch
+	Barrier   time.Duration // cost of one compute-to-compute barrier
+}
+
+// Lavapipe is Mesa's CPU implementation on a small machine (two cores).
+var Lavapipe = DeviceModel{Name: "lavapipe", Bandwidth: 8e9, Flops: 2e10, Dispatch: 4 * time.Microsecond, Barrier: 2 * time.Microsecond}
+
+// DiscreteGPU is a large discrete GPU (the figures of GPU.md's H200: ~4 TB/s, 0.17 µs per
+// dispatch, 2 µs per barrier; f32 arithmetic without tensor cores).
+var DiscreteGPU = DeviceModel{Name: "discrete GPU", Bandwidth: 3.5e12, Flops: 5e13, Dispatch: 170 * time.Nanosecond, Barrier: 2 * time.Microsecond}
+
+// mesaVendor is the vendor ID Mesa's software drivers report (VK_VENDOR_ID_MESA).
+const mesaVendor = 0x10005
+
+// ModelFor picks a device model from a fingerprint: lavapipe for Mesa's software vendor ID (and
+// for an unknown, zero fingerprint), a discrete GPU otherwise.
+func ModelFor(fp plan.Fingerprint) DeviceModel {
+	if fp.VendorID == mesaVendor || fp.VendorID == 0 {
+		return Lavapipe
+	}
+	return DiscreteGPU
+}
+
+// Estimate is the roofline time of a launch: max(bytes/bandwidth, flops/peak) plus the fixed cost
+// of each dispatch (and of a barrier between consecutive steps). Extraction uses it as a static
+// cost.
+func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {
+	if l == nil {
+		return 0
+	}
+	if dev.Bandwidth <= 0 || dev.Flops <= 0 {
+		dev = Lavapipe
+	}
+	mem := l.Bytes / dev.Bandwidth
+	alu := l.Flops / dev.Flops
+	t := time.Duration(max(mem, alu) * 1e9)
+	n := len(l.Steps)
+	t += time.Duration(n) * dev.Dispatch
+	if n > 1 {
+		t += time.Duration(n-1) * dev.Barrier
+	}
+	return t
+}
