@@ -1,0 +1,277 @@
+package kernels
+
+import (
+	"fmt"
+
+	"vkc/codegen"
+	"vkc/ir"
+)
+
+// This file holds what the matmul templates (matmul_tiled.go, matmul_vec.go) share: the reading
+// of matmul, linear and rmsnorm_linear problems as one batched product C = A·B, and the epilogue
+// writer that every template of this package's matmul and attention families stores through.
+
+// gemm is a matmul-family problem read as C[b] = A[b]·B[b] (+ bias) for b over the output's
+// batch dims, with A [M, K] and B [K, N] addressed through element strides so that transposed
+// operands (ta, tb, linear's W [N, K]) need no copy.
+type gemm struct {
+	op      ir.Op
+	batch   ir.Shape // the result's batch dims
+	aBatch  ir.Shape // A's batch dims (broadcast to batch)
+	bBatch  ir.Shape
+	m, n, k int
+	// A(m, k) is element aBase + m·sam + k·sak of argument aArg; B(k, n) likewise.
+	sam, sak, sbk, sbn int
+	aMat, bMat         int // elements per matrix of A and B (batch strides)
+	aArg, bArg         int
+	aT, bT             ir.DType
+	biasArg            int // linear's bias (broadcast over N), or -1
+	gammaArg           int // rmsnorm_linear's weight, or -1: rows of A are normalised
+	eps                float64
+	opType             ir.Type // the op's result, before any epilogue
+}
+
+// opArgs is the number of p.Args that belong to the op (the rest feed the epilogue).
+func opArgs(p *Problem) int {
+	if p.NumOpArgs == 0 && p.Expr == nil {
+		return len(p.Args)
+	}
+	return p.NumOpArgs
+}
+
+// readGemm reads a matmul, linear or rmsnorm_linear problem; other ops give ErrOtherOp.
+func readGemm(p *Problem) (*gemm, error) {
+	switch p.Op {
+	case ir.Matmul, ir.Linear, ir.RMSNormLinear:
+	default:
+		return nil, ErrOtherOp
+	}
+	nop := opArgs(p)
+	if nop > len(p.Args) {
+		return nil, fmt.Errorf("problem has %d op arguments of %d", nop, len(p.Args))
+	}
+	args := p.Args[:nop]
+	attrs, outs, err := ir.Infer(p.Op, p.Attrs, args)
+	if err != nil {
+		return nil, err
+	}
+	g := &gemm{op: p.Op, biasArg: -1, gammaArg: -1, opType: outs[0], bArg: 1}
+	switch p.Op {
+	case ir.Matmul:
+		x, y := args[0].Shape, args[1].Shape
+		rx := x.Rank()
+		ta, tb := attrs.Bool("ta", false), attrs.Bool("tb", false)
+		g.aBatch, g.bBatch = x[:rx-2], y[:len(y)-2]
+		out := outs[0].Shape
+		g.batch = out[:len(out)-2]
+		g.m, g.n = out[len(out)-2], out[len(out)-1]
+		g.k = x[rx-1]
+		g.sam, g.sak = g.k, 1
+		if ta {
+			g.k = x[rx-2]
+			g.sam, g.sak = 1, g.m
+		}
+		g.sbk, g.sbn = g.n, 1
+		if tb {
+			g.sbk, g.sbn = 1, g.k
+		}
+		g.aMat, g.bMat = g.m*g.k, g.k*g.n
+	case ir.Linear, ir.RMSNormLinear:
+		w := 1
+		if p.Op == ir.RMSNormLinear {
+			w = 2
+			g.gammaArg = 1
+			g.eps = attrs.Float("eps", 1e-5)
+		} else if nop == 3 {
+			g.biasArg = 2
+		}
+		g.bArg = w
+		x := args[0].Shape
+		g.k = x[len(x)-1]
+		g.m = x.NumElements() / max(g.k, 1)
+		g.n = args[w].Shape[0]
+		g.sam, g.sak = g.k, 1
+		g.sbk, g.sbn = 1, g.k // W [N, K]
+		g.aMat, g.bMat = g.m*g.k, g.k*g.n
+	}
+	g.aT, g.bT = args[g.aArg].DType, args[g.bArg].DType
+	return g, nil
+}
+
+// batches is the number of matrices in the result.
+func (g *gemm) batches() int { return g.batch.NumElements() }
+
+// checkEpilogue checks p's epilogue: one result, extra inputs that broadcast to the result.
+func checkEpilogue(p *Problem, opType ir.Type) error {
+	if p.Expr == nil {
+		if len(p.Outs) != 1 || !p.Outs[0].Equal(opType) {
+			return fmt.Errorf("result %v, the op gives %s", p.Outs, opType)
+		}
+		return nil
+	}
+	if err := p.Expr.Check(); err != nil {
+		return err
+	}
+	if len(p.Expr.Outputs) != 1 || len(p.Outs) != 1 {
+		return fmt.Errorf("an epilogue has one result")
+	}
+	if !p.Outs[0].Shape.Equal(opType.Shape) {
+		return fmt.Errorf("epilogue result %s differs in shape from the op's %s", p.Outs[0], opType)
+	}
+	nop := opArgs(p)
+	if len(p.Expr.Inputs) != 1+len(p.Args)-nop {
+		return fmt.Errorf("epilogue takes %d inputs, the problem gives %d", len(p.Expr.Inputs), 1+len(p.Args)-nop)
+	}
+	for _, t := range p.Args[nop:] {
+		if s, err := ir.Broadcast(t.Shape, opType.Shape); err != nil || !s.Equal(opType.Shape) {
+			return fmt.Errorf("epilogue input %s does not broadcast to %s", t, opType.Shape)
+		}
+	}
+	return nil
+}
+
+// epilogue stores a template's result: the op's value for one output element, passed through the
+// problem's fused epilogue (if any), converted to the result's dtype.
+type epilogue struct {
+	p      *Problem
+	opType ir.Type
+	extra  []*codegen.Buffer // Args[NumOpArgs:]
+	out    *codegen.Buffer
+}
+
+// declareEpilogue declares the epilogue's extra inputs and the result buffer, in that order, and
+// returns the writer; bindings lists the operands to bind to them.
+func declareEpilogue(b *codegen.Builder, p *Problem, opType ir.Type) (*epilogue, []Operand) {
+	e := &epilogue{p: p, opType: opType}
+	var ops []Operand
+	for i := opArgs(p); i < len(p.Args); i++ {
+		e.extra = append(e.extra, b.Buffer(fmt.Sprintf("epi%d", i), StorageType(p.Args[i].DType), codegen.ReadOnly))
+		ops = append(ops, Operand{Arg, i})
+	}
+	e.out = b.Buffer("out", StorageType(p.Outs[0].DType), codegen.WriteOnly)
+	ops = append(ops, Operand{Out, 0})
+	return e, ops
+}
+
+// store writes v (the op's f32 value of output element idx) through the epilogue.
+func (e *epilogue) store(b *codegen.Builder, idx, v codegen.Value) {
+	out := e.p.Outs[0]
+	if e.p.Expr == nil {
+		StoreAs(b, e.out, idx, v, out.DType)
+		return
+	}
+	if st := StorageType(e.opType.DType); st != codegen.F32 {
+		v = b.Convert(b.Convert(v, st), codegen.F32) // the value the unfused op would have stored
+	}
+	in := []codegen.Value{v}
+	nop := opArgs(e.p)
+	for i, buf := range e.extra {
+		t := e.p.Args[nop+i]
+		in = append(in, LoadAs(b, buf, BroadcastIndex(b, idx, out.Shape, t.Shape), t.DType))
+	}
+	StoreAs(b, e.out, idx, e.p.Expr.Emit(b, in)[0], out.DType)
+}
+
+// epilogueFlops is the arithmetic of the epilogue per output element.
+func epilogueFlops(p *Problem) int {
+	if p.Expr == nil {
+		return 0
+	}
+	return len(p.Expr.Nodes)
+}
+
+// problemBytes is the sum of the problem's operand and result sizes: the least traffic.
+func problemBytes(p *Problem) float64 {
+	var n float64
+	for _, t := range p.Args {
+		n += float64(t.Bytes())
+	}
+	for _, t := range p.Outs {
+		n += float64(t.Bytes())
+	}
+	return n
+}
+
+// acceptGemm is the part of Accepts the matmul templates share.
+func acceptGemm(p *Problem, caps Caps) (*gemm, error) {
+	g, err := readGemm(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDTypes(p, caps); err != nil {
+		return nil, err
+	}
+	if err := checkEpilogue(p, g.opType); err != nil {
+		return nil, err
+	}
+	if g.m == 0 || g.n == 0 || g.k == 0 {
+		return nil, fmt.Errorf("empty product %dx%dx%d", g.m, g.n, g.k)
+	}
+	if n := g.batch.NumElements() * g.m * g.n; n >= 1<<31 {
+		return nil, fmt.Errorf("%d results overflow 32-bit indexing", n)
+	}
+	return g, nil
+}
+
+// specFor returns the specialization data of k for configuration c (parameters k does not
+// declare are left out).
+func specFor(k *codegen.Kernel, vals map[string]int) ([]uint32, error) {
+	m := map[string]int64{}
+	for _, s := range k.Specs {
+		if v, ok := vals[s.Name]; ok {
+			m[s.Name] = int64(v)
+		}
+	}
+	return k.SpecValues(m)
+}
+
+// gemmBufs are the buffers of a matmul-family kernel's op arguments.
+type gemmBufs struct {
+	a, b, gamma, bias *codegen.Buffer
+}
+
+// declareGemm declares the A, B (and gamma, bias) buffers of g in the order of its op arguments
+// (A and gamma as vectors of vecA, B of vecB elements) and returns them with the operands to bind.
+func declareGemm(b *codegen.Builder, p *Problem, g *gemm, vecA, vecB int) (gemmBufs, []Operand) {
+	var bufs gemmBufs
+	var ops []Operand
+	elem := func(d ir.DType, vec int) codegen.Type {
+		if vec > 1 {
+			return codegen.Vec(StorageType(d), vec)
+		}
+		return StorageType(d)
+	}
+	for i := 0; i < opArgs(p); i++ {
+		t := p.Args[i]
+		switch i {
+		case g.aArg:
+			bufs.a = b.Buffer("a", elem(t.DType, vecA), codegen.ReadOnly)
+		case g.bArg:
+			bufs.b = b.Buffer("b", elem(t.DType, vecB), codegen.ReadOnly)
+		case g.gammaArg:
+			bufs.gamma = b.Buffer("gamma", elem(t.DType, vecA), codegen.ReadOnly)
+		case g.biasArg:
+			bufs.bias = b.Buffer("bias", StorageType(t.DType), codegen.ReadOnly)
+		}
+		ops = append(ops, Operand{Arg, i})
+	}
+	return bufs, ops
+}
+
+// finish applies rmsnorm's scale and the bias to an accumulated value of column col.
+func (g *gemm) finish(b *codegen.Builder, p *Problem, bufs gemmBufs, v, ss, col codegen.Value) codegen.Value {
+	if g.gammaArg >= 0 {
+		v = b.Mul(v, b.InverseSqrt(b.Add(b.Mul(ss, b.F32(float32(1/float64(g.k)))), b.F32(float32(g.eps)))))
+	}
+	if g.biasArg >= 0 {
+		v = b.Add(v, LoadAs(b, bufs.bias, col, p.Args[g.biasArg].DType))
+	}
+	return v
+}
+
+// cost fills a Launch's roofline figures.
+func (g *gemm) cost(p *Problem, l *Launch) {
+	l.Flops = 2*float64(g.batches())*float64(g.m)*float64(g.n)*float64(g.k) +
+		float64(g.batches()*g.m*g.n*epilogueFlops(p))
+	l.Bytes = problemBytes(p)
+}

@@ -1,0 +1,128 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/kernels/kerneltest"
+)
+
+// opProblem builds the Problem of op on args, its result types inferred.
+func opProblem(t testing.TB, op ir.Op, attrs ir.Attrs, args ...ir.Type) *kernels.Problem {
+	t.Helper()
+	_, outs, err := ir.Infer(op, attrs, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kernels.Problem{Op: op, Attrs: attrs, Args: args, Outs: outs, NumOpArgs: len(args)}
+}
+
+// withGeluBias gives p the epilogue gelu(y + bias) with bias [N] broadcast over the rows.
+func withGeluBias(p *kernels.Problem) *kernels.Problem {
+	out := p.Outs[0]
+	bias := ir.T(ir.F32, out.Shape[out.Shape.Rank()-1])
+	q := *p
+	q.Args = append(append([]ir.Type(nil), p.Args...), bias)
+	q.Expr = &kernels.Fused{
+		Inputs: []ir.Type{out, bias},
+		Nodes: []kernels.FusedNode{
+			{Op: ir.Input, Index: 0, DType: out.DType},
+			{Op: ir.Input, Index: 1, DType: ir.F32},
+			{Op: ir.Cast, Attrs: ir.Attrs{"to": "f32"}, Args: []int{0}, DType: ir.F32},
+			{Op: ir.Add, Args: []int{2, 1}, DType: ir.F32},
+			{Op: ir.Gelu, Args: []int{3}, DType: ir.F32},
+		},
+		Outputs: []int{4},
+	}
+	q.Outs = []ir.Type{{DType: ir.F32, Shape: out.Shape}}
+	return &q
+}
+
+// withResidual gives p the epilogue y + r with r of the result's type (a residual add).
+func withResidual(p *kernels.Problem) *kernels.Problem {
+	out := p.Outs[0]
+	q := *p
+	q.Args = append(append([]ir.Type(nil), p.Args...), out)
+	q.Expr = &kernels.Fused{
+		Inputs: []ir.Type{out, out},
+		Nodes: []kernels.FusedNode{
+			{Op: ir.Input, Index: 0, DType: out.DType},
+			{Op: ir.Input, Index: 1, DType: out.DType},
+			{Op: ir.Add, Args: []int{0, 1}, DType: out.DType},
+		},
+		Outputs: []int{2},
+	}
+	return &q
+}
+
+type gemmCase struct {
+	name    string
+	p       *kernels.Problem
+	configs []kernels.Config // nil entry: the default
+}
+
+func gemmCases(t testing.TB) []gemmCase {
+	f32, f16 := ir.F32, ir.F16
+	T := ir.T
+	return []gemmCase{
+		{"linear 5x37->67 bias", opProblem(t, ir.Linear, nil, T(f32, 5, 37), T(f32, 67, 37), T(f32, 67)), nil},
+		{"linear f16 3x5->37", opProblem(t, ir.Linear, nil, T(f16, 3, 5), T(f16, 37, 5)), nil},
+		{"linear f32 x f16 W rank 3", opProblem(t, ir.Linear, nil, T(f32, 2, 3, 36), T(f16, 67, 36)), nil},
+		{"linear 1 row", opProblem(t, ir.Linear, nil, T(f32, 1, 67), T(f32, 5, 67)), nil},
+		{"matmul 37x5x3", opProblem(t, ir.Matmul, nil, T(f32, 37, 5), T(f32, 5, 3)), nil},
+		{"matmul broadcast batch ta", opProblem(t, ir.Matmul, ir.Attrs{"ta": true}, T(f32, 2, 1, 5, 3), T(f32, 3, 5, 7)), nil},
+		{"matmul batch tb f16", opProblem(t, ir.Matmul, ir.Attrs{"tb": true}, T(f16, 3, 9, 37), T(f16, 3, 5, 37)), nil},
+		{"matmul ta tb", opProblem(t, ir.Matmul, ir.Attrs{"ta": true, "tb": true}, T(f32, 37, 6), T(f32, 5, 37)), nil},
+		{"rmsnorm_linear", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(f32, 6, 37), T(f32, 37), T(f32, 67, 37)), nil},
+		{"rmsnorm_linear f16 1 row", opProblem(t, ir.RMSNormLinear, nil, T(f16, 1, 64), T(f16, 64), T(f16, 9, 64)), nil},
+		{"linear bias+gelu", withGeluBias(opProblem(t, ir.Linear, nil, T(f32, 5, 37), T(f16, 67, 37))), nil},
+		{"matmul residual f16", withResidual(opProblem(t, ir.Matmul, ir.Attrs{"tb": true}, T(f16, 3, 36), T(f16, 67, 36))), nil},
+	}
+}
+
+func runGemmCases(t *testing.T, tmpl *kernels.Template, configs []kernels.Config) {
+	rng := rand.New(rand.NewSource(7))
+	caps := kernels.Lavapipe
+	for _, tc := range gemmCases(t) {
+		if err := tmpl.Accepts(tc.p, caps); err != nil {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			args := make([]*ir.Tensor, len(tc.p.Args))
+			for i, a := range tc.p.Args {
+				args[i] = kerneltest.Random(rng, a)
+			}
+			for _, c := range configs {
+				if c != nil && tmpl.Space.Valid(tc.p, c, caps) != nil {
+					continue
+				}
+				kerneltest.Check(t, tmpl, tc.p, c, args)
+			}
+		})
+	}
+}
+
+func TestMatmulTiled(t *testing.T) {
+	runGemmCases(t, kernels.MatmulTiled, []kernels.Config{
+		nil,
+		{"tile_m": 16, "tile_n": 32, "tile_k": 8, "micro_m": 2, "micro_n": 1},
+	})
+}
+
+// Every case is accepted by at least one matmul template, and the tiled one takes them all.
+func TestMatmulTemplatesCoverCases(t *testing.T) {
+	for _, tc := range gemmCases(t) {
+		ts, err := kernels.For(tc.p, kernels.Lavapipe)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if err := kernels.MatmulTiled.Accepts(tc.p, kernels.Lavapipe); err != nil {
+			t.Errorf("%s: tiled refuses: %v (accepted by %s)", tc.name, err, kerneltest.Names(ts))
+		}
+	}
+	_ = fmt.Sprint
+}

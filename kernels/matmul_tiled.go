@@ -1,0 +1,208 @@
+package kernels
+
+import (
+	"fmt"
+
+	"vkc/codegen"
+	"vkc/ir"
+)
+
+// MatmulTiled computes matmul, linear and rmsnorm_linear for many rows: each workgroup computes a
+// tile_m × tile_n tile of C for one batch, staging tile_k-deep slices of A and B in shared memory
+// (as f32, whatever their storage dtype); each invocation accumulates a micro_m × micro_n block of
+// the tile in registers, rows ty + i·(tile_m/micro_m) and columns tx + j·(tile_n/micro_n), so that
+// neighbouring invocations read neighbouring shared words and write neighbouring columns.
+//
+// rmsnorm_linear needs no pre-pass: gamma is folded into the B tile as it is loaded, and every
+// invocation sees each element of its rows of A across the k loop, so it sums their squares
+// alongside the products and scales its accumulators by 1/rms at the end (micro_m extra
+// multiply-adds per micro_m·micro_n). The normalised row is not rounded to x's dtype before the
+// product as the unfused graph would; for f16 x the difference is within f16 tolerance.
+//
+// Specialization constants: tile_m, tile_n, tile_k, wg_x = tile_n/micro_n, wg_y = tile_m/micro_m
+// (the workgroup size). The micro tile is unrolled at build time. Grid: ceil(N/tile_n) ×
+// ceil(M/tile_m) × batches.
+var MatmulTiled = &Template{
+	Name: "matmul_tiled",
+	Accepts: func(p *Problem, caps Caps) error {
+		g, err := acceptGemm(p, caps)
+		if err != nil {
+			return err
+		}
+		if g.batches() > caps.MaxGroups[2] {
+			return fmt.Errorf("%d batches exceed the device's %d workgroups in z", g.batches(), caps.MaxGroups[2])
+		}
+		return nil
+	},
+	Space: NewSpace(
+		Ints("tile_m", 64, 32, 16, 128),
+		Ints("tile_n", 64, 32, 16, 128),
+		Ints("tile_k", 16, 8, 32),
+		Ints("micro_m", 4, 2, 1, 8),
+		Ints("micro_n", 4, 2, 1, 8),
+	).Where(tiledFits),
+	Build: buildMatmulTiled,
+}
+
+func init() { Register(MatmulTiled) }
+
+// tiledFits: the micro tile divides the tile, the workgroup is within the device's limits and at
+// least a subgroup, and the two shared tiles fit in shared memory.
+func tiledFits(p *Problem, c Config, caps Caps) error {
+	tm, tn, tk, mm, mn := c["tile_m"], c["tile_n"], c["tile_k"], c["micro_m"], c["micro_n"]
+	if tm%mm != 0 || tn%mn != 0 {
+		return fmt.Errorf("micro tile %dx%d does not divide tile %dx%d", mm, mn, tm, tn)
+	}
+	wx, wy := tn/mn, tm/mm
+	if wx*wy > caps.MaxInvocations || wx > caps.MaxWorkgroupSize[0] || wy > caps.MaxWorkgroupSize[1] {
+		return fmt.Errorf("workgroup %dx%d exceeds the device's %d invocations", wx, wy, caps.MaxInvocations)
+	}
+	if wx*wy < max(caps.SubgroupSize, 1) {
+		return fmt.Errorf("workgroup of %d invocations is smaller than a subgroup (%d)", wx*wy, caps.SubgroupSize)
+	}
+	if n := (tm + tn) * tk * 4; n > caps.MaxSharedBytes {
+		return fmt.Errorf("tiles need %d bytes of shared memory, the device has %d", n, caps.MaxSharedBytes)
+	}
+	return nil
+}
+
+func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g, err := acceptGemm(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	mm, mn := c["micro_m"], c["micro_n"]
+	vals := map[string]int{
+		"tile_m": c["tile_m"], "tile_n": c["tile_n"], "tile_k": c["tile_k"],
+		"wg_x": c["tile_n"] / mn, "wg_y": c["tile_m"] / mm,
+	}
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_tiled_%dx%d", mm, mn))
+	bufs, binds := declareGemm(b, p, g, 1, 1)
+	epi, eb := declareEpilogue(b, p, g.opType)
+	binds = append(binds, eb...)
+
+	spec := func(name string) codegen.Value { return b.Spec(name, codegen.U32, int64(vals[name])) }
+	tm, tn, tk := spec("tile_m"), spec("tile_n"), spec("tile_k")
+	wx, wy := spec("wg_x"), spec("wg_y")
+	b.WorkgroupSize(wx, wy, b.U32(1))
+	as := b.Shared("a_tile", codegen.F32, b.Mul(tk, tm)) // [k][m]
+	bs := b.Shared("b_tile", codegen.F32, b.Mul(tk, tn)) // [k][n]
+	threads := b.Mul(wx, wy)
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	M, N, K := u(g.m), u(g.n), u(g.k)
+
+	lid := b.LocalID()
+	tx, ty, li := b.X(lid), b.Y(lid), b.LocalIndex()
+	wid := b.WorkgroupID()
+	col0, row0, batch := b.Mul(b.X(wid), tn), b.Mul(b.Y(wid), tm), b.Z(wid)
+	aBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.aBatch), u(g.aMat))
+	bBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.bBatch), u(g.bMat))
+	zero := b.F32(0)
+
+	acc := make([][]*codegen.Var, mm)
+	for i := range acc {
+		acc[i] = make([]*codegen.Var, mn)
+		for j := range acc[i] {
+			acc[i][j] = b.Var(fmt.Sprintf("acc%d_%d", i, j), zero)
+		}
+	}
+	rms := g.gammaArg >= 0
+	ss := make([]*codegen.Var, mm)
+	if rms {
+		for i := range ss {
+			ss[i] = b.Var(fmt.Sprintf("ss%d", i), zero)
+		}
+	}
+	aT, bT := g.aT, g.bT
+	var gammaT ir.DType
+	if rms {
+		gammaT = p.Args[g.gammaArg].DType
+	}
+	b.For(u(0), K, tk, func(k0 codegen.Value) {
+		// Cooperative loads, zero outside the matrices; consecutive invocations read consecutive
+		// addresses of whichever axis is contiguous in memory.
+		b.For(li, b.Mul(tm, tk), threads, func(e codegen.Value) {
+			r, kk := b.Div(e, tk), b.Rem(e, tk)
+			if g.sam == 1 && g.m > 1 { // ta: m is contiguous
+				r, kk = b.Rem(e, tm), b.Div(e, tm)
+			}
+			gr, gk := b.Add(row0, r), b.Add(k0, kk)
+			v := b.Var("va", zero)
+			b.If(b.And(b.Lt(gr, M), b.Lt(gk, K)), func() {
+				b.Set(v, LoadAs(b, bufs.a, b.Add(aBase, b.Add(b.Mul(gr, u(g.sam)), b.Mul(gk, u(g.sak)))), aT))
+			})
+			b.Store(as, b.Add(b.Mul(kk, tm), r), b.Get(v))
+		})
+		b.For(li, b.Mul(tk, tn), threads, func(e codegen.Value) {
+			kk, n := b.Div(e, tn), b.Rem(e, tn)
+			if g.sbk == 1 && g.k > 1 { // tb / linear: k is contiguous
+				n, kk = b.Div(e, tk), b.Rem(e, tk)
+			}
+			gk, gn := b.Add(k0, kk), b.Add(col0, n)
+			v := b.Var("vb", zero)
+			b.If(b.And(b.Lt(gk, K), b.Lt(gn, N)), func() {
+				w := LoadAs(b, bufs.b, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), bT)
+				if rms {
+					w = b.Mul(w, LoadAs(b, bufs.gamma, gk, gammaT))
+				}
+				b.Set(v, w)
+			})
+			b.Store(bs, b.Add(b.Mul(kk, tn), n), b.Get(v))
+		})
+		b.Barrier()
+		b.For(u(0), tk, u(1), func(kk codegen.Value) {
+			av := make([]codegen.Value, mm)
+			for i := range av {
+				av[i] = b.Load(as, b.Add(b.Mul(kk, tm), b.Add(ty, b.Mul(u(i), wy))))
+			}
+			bv := make([]codegen.Value, mn)
+			for j := range bv {
+				bv[j] = b.Load(bs, b.Add(b.Mul(kk, tn), b.Add(tx, b.Mul(u(j), wx))))
+			}
+			for i := range av {
+				for j := range bv {
+					b.Set(acc[i][j], b.Fma(av[i], bv[j], b.Get(acc[i][j])))
+				}
+				if rms {
+					b.Set(ss[i], b.Fma(av[i], av[i], b.Get(ss[i])))
+				}
+			}
+		})
+		b.Barrier()
+	})
+	outBase := b.Mul(batch, u(g.m*g.n))
+	for i := 0; i < mm; i++ {
+		row := b.Add(row0, b.Add(ty, b.Mul(u(i), wy)))
+		var s codegen.Value
+		if rms {
+			s = b.Get(ss[i])
+		}
+		for j := 0; j < mn; j++ {
+			col := b.Add(col0, b.Add(tx, b.Mul(u(j), wx)))
+			b.If(b.And(b.Lt(row, M), b.Lt(col, N)), func() {
+				v := g.finish(b, p, bufs, b.Get(acc[i][j]), s, col)
+				epi.store(b, b.Add(outBase, b.Add(b.Mul(row, N), col)), v)
+			})
+		}
+	}
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	sp, err := specFor(k, vals)
+	if err != nil {
+		return nil, err
+	}
+	grid := [3]uint32{uint32(ceilDiv(g.n, c["tile_n"])), uint32(ceilDiv(g.m, c["tile_m"])), uint32(g.batches())}
+	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
+		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
+	}
+	l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds}}}
+	g.cost(p, l)
+	return l, nil
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
