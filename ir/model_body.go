@@ -117,10 +117,12 @@ func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, e
 	if err := fb.outputs(outs); err != nil {
 		return nil, err
 	}
-	// State updates go in name order so the function does not depend on map iteration.
-	for _, s := range sortedKeys(fb.updated) {
-		if err := fb.b.Update(s, fb.updated[s]); err != nil {
-			return nil, p.errAt(v, ctx, "%v", err)
+	// State updates go in declaration order so the function does not depend on map iteration.
+	for _, d := range p.m.State {
+		if u, ok := fb.updated[d.Name]; ok {
+			if err := fb.b.Update(d.Name, u); err != nil {
+				return nil, p.errAt(v, ctx, "%v", err)
+			}
 		}
 	}
 	return fb.b.Function(), nil

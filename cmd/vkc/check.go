@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"vkc/ir"
+)
+
+func init() {
+	register(&command{
+		name:  "check",
+		usage: "[-skip-weights] model.yaml",
+		short: "parse and validate a model; summarise its parameters, state, functions and ops",
+		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			skip := fs.Bool("skip-weights", false, "do not read or generate the weights (faster for large models)")
+			return func(args []string) error {
+				args, err := positional(fs, args)
+				if err == errHelpShown {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if len(args) != 1 {
+					return usagef("want one model.yaml, got %d arguments", len(args))
+				}
+				m, err := ir.ParseModelWith(args[0], ir.ParseOptions{SkipWeights: *skip})
+				if err != nil {
+					return err
+				}
+				summarize(stdout, m, !*skip)
+				return nil
+			}
+		},
+	})
+}
+
+// summarize prints what vkc check reports.
+func summarize(w io.Writer, m *ir.Model, weights bool) {
+	fmt.Fprintf(w, "model %s (%s): ok\n", m.Name, m.Source)
+	dims := make([]string, 0, len(m.Dims))
+	for _, k := range sortedNames(m.Dims) {
+		dims = append(dims, fmt.Sprintf("%s=%d", k, m.Dims[k]))
+	}
+	if len(dims) > 0 {
+		fmt.Fprintf(w, "dims: %s\n", strings.Join(dims, " "))
+	}
+	elems, bytes := 0, 0
+	byDType := map[ir.DType]int{}
+	for _, d := range m.Params {
+		elems += d.Type.Shape.NumElements()
+		bytes += d.Type.Bytes()
+		byDType[d.Type.DType] += d.Type.Bytes()
+	}
+	var dts []string
+	for _, d := range sortedDTypes(byDType) {
+		dts = append(dts, d.String())
+	}
+	fmt.Fprintf(w, "parameters: %d tensors, %s elements, %s (%s)", len(m.Params), groupDigits(elems), humanBytes(bytes), strings.Join(dts, ", "))
+	if weights {
+		fmt.Fprintf(w, "; weights loaded: %d\n", len(m.Weights))
+	} else {
+		fmt.Fprintln(w, "; weights not loaded")
+	}
+	sbytes := 0
+	for _, d := range m.State {
+		sbytes += d.Type.Bytes()
+	}
+	fmt.Fprintf(w, "state: %d tensors, %s", len(m.State), humanBytes(sbytes))
+	if len(m.State) > 0 {
+		fmt.Fprintf(w, " (%s %s", m.State[0].Name, m.State[0].Type)
+		if len(m.State) > 1 {
+			fmt.Fprintf(w, ", …")
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "functions:")
+	for _, f := range m.Functions {
+		fmt.Fprintf(w, "  %s\n", signature(f))
+		if len(f.Updates) > 0 {
+			names := make([]string, len(f.Updates))
+			for i, u := range f.Updates {
+				names[i] = u.Name
+			}
+			fmt.Fprintf(w, "    updates %d state tensors: %s\n", len(f.Updates), abbreviate(names, 4))
+		}
+		var ops []string
+		for _, c := range f.OpCounts() {
+			ops = append(ops, fmt.Sprintf("%s %d", c.Op, c.Count))
+		}
+		fmt.Fprintf(w, "    %d nodes: %s\n", len(f.Nodes), strings.Join(ops, ", "))
+	}
+}
+
+// signature formats "decode(tokens: i32[1], pos: i32[]) -> (logits: f32[1,256])".
+func signature(f *ir.Function) string {
+	in := make([]string, len(f.Inputs))
+	for i, n := range f.Inputs {
+		in[i] = n.Name + ": " + n.Type().String()
+	}
+	out := make([]string, len(f.Outputs))
+	for i, o := range f.Outputs {
+		out[i] = o.Name + ": " + o.Value.Type().String()
+	}
+	return fmt.Sprintf("%s(%s) -> (%s)", f.Name, strings.Join(in, ", "), strings.Join(out, ", "))
+}
+
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(", … (%d more)", len(names)-n)
+}
+
+func sortedNames(m map[string]int) []string {
+	k := make([]string, 0, len(m))
+	for s := range m {
+		k = append(k, s)
+	}
+	sort.Strings(k)
+	return k
+}
+
+func sortedDTypes(m map[ir.DType]int) []ir.DType {
+	k := make([]ir.DType, 0, len(m))
+	for d := range m {
+		k = append(k, d)
+	}
+	sort.Slice(k, func(i, j int) bool { return k[i] < k[j] })
+	return k
+}
+
+func groupDigits(n int) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func humanBytes(n int) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// positional returns the positional arguments of a command whose flags may also follow them
+// ("vkc eval model.yaml -f decode"): the standard flag package stops at the first positional,
+// so the rest is parsed again after each one. errHelpShown means -h was given and answered.
+func positional(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	usage, out := fs.Usage, fs.Output()
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
+	// run prints the message and the usage once for the error returned here
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	for len(args) > 0 {
+		pos = append(pos, args[0])
+		if err := fs.Parse(args[1:]); err != nil {
+			if err == flag.ErrHelp {
+				fs.SetOutput(out)
+				usage()
+				return nil, errHelpShown
+			}
+			return nil, usagef("%v", err)
+		}
+		args = fs.Args()
+	}
+	return pos, nil
+}
+
+// errHelpShown ends a command successfully after its usage was printed for -h.
+var errHelpShown = errors.New("help shown")

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+
+	"vkc/ir"
+	"vkc/ir/irdot"
+)
+
+func init() {
+	register(&command{
+		name:  "dot",
+		usage: "model.yaml [-f FUNCTION] [-o graph.dot]",
+		short: "draw a function of a model as a Graphviz DOT graph (one cluster per repeated layer)",
+		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			fn := fs.String("f", "", "the function to draw (default: the model's first)")
+			out := fs.String("o", "", "write the DOT text to this file (default: standard output)")
+			hideConsts := fs.Bool("hide-consts", false, "leave scalar constants out")
+			return func(args []string) error {
+				args, err := positional(fs, args)
+				if err == errHelpShown {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if len(args) != 1 {
+					return usagef("want one model.yaml, got %d arguments", len(args))
+				}
+				m, err := ir.ParseModelWith(args[0], ir.ParseOptions{SkipWeights: true})
+				if err != nil {
+					return err
+				}
+				f := m.Function(*fn)
+				if *fn == "" && len(m.Functions) > 0 {
+					f = m.Functions[0]
+				}
+				if f == nil {
+					return usagef("model %s has no function %q (it has %s)", m.Name, *fn, functionNames(m))
+				}
+				text := irdot.Function(m, f, irdot.Options{HideConsts: *hideConsts}).String()
+				if *out == "" {
+					_, err := io.WriteString(stdout, text)
+					return err
+				}
+				return os.WriteFile(*out, []byte(text), 0o644)
+			}
+		},
+	})
+}

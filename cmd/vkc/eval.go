@@ -1,0 +1,297 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"vkc/ir"
+	"vkc/ir/interp"
+	"vkc/ir/npy"
+	"vkc/ir/safetensors"
+)
+
+// multiFlag collects a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+func init() {
+	register(&command{
+		name:  "eval",
+		usage: "model.yaml -f FUNCTION --input NAME=VALUE ... [--state-from FILE] [-o OUT] [--state-to FILE] [--greedy N]",
+		short: "run a function of a model in the reference interpreter",
+		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			fn := fs.String("f", "", "the function to run (default: the model's first)")
+			var inputs multiFlag
+			fs.Var(&inputs, "input", "an input: NAME=FILE.npy, NAME=FILE.safetensors[:TENSOR] (default tensor: NAME), "+
+				"or NAME=VALUES with numbers, e.g. pos=0 or tokens=[1,2,3]; repeat for each input")
+			stateFrom := fs.String("state-from", "", "a .safetensors file with the state to start from (default: zeros)")
+			out := fs.String("o", "", "write the outputs to OUT: a .safetensors file, a .npy file (one output) or a directory (NAME.npy each)")
+			stateTo := fs.String("state-to", "", "write the state after the run to this .safetensors file")
+			greedy := fs.Int("greedy", 0, "after the run, generate N tokens greedily with the decode function (inputs tokens and pos, output logits)")
+			decodeFn := fs.String("decode", "decode", "the function --greedy runs for each new token")
+			return func(args []string) error {
+				args, err := positional(fs, args)
+				if err == errHelpShown {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if len(args) != 1 {
+					return usagef("want one model.yaml, got %d arguments", len(args))
+				}
+				m, err := ir.ParseModel(args[0])
+				if err != nil {
+					return err
+				}
+				f := m.Function(*fn)
+				if *fn == "" && len(m.Functions) > 0 {
+					f = m.Functions[0]
+				}
+				if f == nil {
+					return usagef("model %s has no function %q (it has %s)", m.Name, *fn, functionNames(m))
+				}
+				in, err := readInputs(f, inputs)
+				if err != nil {
+					return err
+				}
+				var state map[string]*ir.Tensor // nil: zeros
+				if *stateFrom != "" {
+					if state, err = safetensors.ReadAll(*stateFrom); err != nil {
+						return err
+					}
+				}
+				res, state, err := interp.Run(m, f.Name, in, state)
+				if err != nil {
+					return err
+				}
+				if *out != "" {
+					if err := writeOutputs(*out, f, res); err != nil {
+						return err
+					}
+				} else {
+					for _, o := range f.Outputs {
+						fmt.Fprintf(stdout, "%s %s\n", o.Name, describe(res[o.Name]))
+					}
+				}
+				if *greedy > 0 {
+					if state, err = generate(stdout, m, state, in, res, *decodeFn, *greedy); err != nil {
+						return err
+					}
+				}
+				if *stateTo != "" {
+					if err := safetensors.Write(*stateTo, state); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		},
+	})
+}
+
+func functionNames(m *ir.Model) string {
+	n := make([]string, len(m.Functions))
+	for i, f := range m.Functions {
+		n[i] = f.Name
+	}
+	return strings.Join(n, ", ")
+}
+
+// readInputs builds the function's inputs from NAME=VALUE arguments.
+func readInputs(f *ir.Function, args []string) (map[string]*ir.Tensor, error) {
+	decl := map[string]ir.Type{}
+	for _, n := range f.Inputs {
+		decl[n.Name] = n.Type()
+	}
+	in := map[string]*ir.Tensor{}
+	for _, a := range args {
+		name, val, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, usagef("--input %q: want NAME=VALUE", a)
+		}
+		t, ok := decl[name]
+		if !ok {
+			return nil, usagef("function %s has no input %q (its inputs: %s)", f.Name, name, inputList(f))
+		}
+		if _, dup := in[name]; dup {
+			return nil, usagef("input %s given twice", name)
+		}
+		x, err := readInput(name, val, t)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", name, err)
+		}
+		in[name] = x
+	}
+	for _, n := range f.Inputs {
+		if in[n.Name] == nil {
+			return nil, usagef("missing --input %s (function %s takes %s)", n.Name, f.Name, inputList(f))
+		}
+	}
+	return in, nil
+}
+
+func inputList(f *ir.Function) string {
+	l := make([]string, len(f.Inputs))
+	for i, n := range f.Inputs {
+		l[i] = n.Name + " " + n.Type().String()
+	}
+	return strings.Join(l, ", ")
+}
+
+// readInput reads one input and converts it to the declared dtype; the element count must match
+// (a file's shape may differ only by reshaping, e.g. [16] for [1,16]).
+func readInput(name, val string, want ir.Type) (*ir.Tensor, error) {
+	var x *ir.Tensor
+	var err error
+	switch {
+	case strings.HasSuffix(val, ".npy"):
+		x, err = npy.ReadFile(val)
+	case strings.Contains(val, ".safetensors"):
+		file, tensor, ok := strings.Cut(val, ".safetensors:")
+		if ok {
+			file += ".safetensors"
+		} else {
+			file, tensor = val, name
+		}
+		var all map[string]*ir.Tensor
+		if all, err = safetensors.ReadAll(file); err == nil {
+			if x = all[tensor]; x == nil {
+				err = fmt.Errorf("%s has no tensor %q", file, tensor)
+			}
+		}
+	default:
+		x, err = parseValues(val, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if x.NumElements() != want.Shape.NumElements() {
+		return nil, fmt.Errorf("%s has %d elements, the input is %s", x.Type, x.NumElements(), want)
+	}
+	if x.Type.DType != want.DType {
+		x = x.Convert(want.DType)
+	}
+	x.Type.Shape = want.Shape.Clone()
+	return x, nil
+}
+
+// parseValues reads "3", "[1, 2, 3]" or "1,2,3" as a tensor of type want.
+func parseValues(s string, want ir.Type) (*ir.Tensor, error) {
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]"))
+	var vals []float64
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number (give numbers, a .npy or a .safetensors file)", p)
+		}
+		vals = append(vals, v)
+	}
+	if len(vals) != want.Shape.NumElements() {
+		return nil, fmt.Errorf("%d values for %s", len(vals), want)
+	}
+	return ir.TensorFromFloat64s(want, vals), nil
+}
+
+// describe prints a tensor briefly: type, the first values, and min/max/mean.
+func describe(x *ir.Tensor) string {
+	v := x.Float64s()
+	var b strings.Builder
+	b.WriteString(x.Type.String() + " [")
+	for i := 0; i < len(v) && i < 8; i++ {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatFloat(v[i], 'g', 5, 64))
+	}
+	if len(v) > 8 {
+		b.WriteString(" …")
+	}
+	b.WriteByte(']')
+	if len(v) > 1 {
+		lo, hi, sum := math.Inf(1), math.Inf(-1), 0.0
+		for _, f := range v {
+			lo, hi, sum = math.Min(lo, f), math.Max(hi, f), sum+f
+		}
+		fmt.Fprintf(&b, " min %.5g max %.5g mean %.5g", lo, hi, sum/float64(len(v)))
+	}
+	return b.String()
+}
+
+func writeOutputs(path string, f *ir.Function, res map[string]*ir.Tensor) error {
+	switch {
+	case strings.HasSuffix(path, ".safetensors"):
+		return safetensors.Write(path, res)
+	case strings.HasSuffix(path, ".npy"):
+		if len(f.Outputs) != 1 {
+			return usagef("-o %s: function %s has %d outputs; give a directory or a .safetensors file", path, f.Name, len(f.Outputs))
+		}
+		return npy.WriteFile(path, res[f.Outputs[0].Name])
+	}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(res))
+	for k := range res {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := npy.WriteFile(filepath.Join(path, n+".npy"), res[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// generate continues a prompt greedily: the argmax of the last logits row is fed to decodeFn
+// at the next position, n times. It needs inputs tokens and pos and an output logits.
+func generate(w io.Writer, m *ir.Model, state, in, res map[string]*ir.Tensor, decodeFn string, n int) (map[string]*ir.Tensor, error) {
+	dec := m.Function(decodeFn)
+	if dec == nil {
+		return nil, usagef("--greedy: model %s has no function %q (use --decode)", m.Name, decodeFn)
+	}
+	logits, pos := res["logits"], in["pos"]
+	if logits == nil || pos == nil || in["tokens"] == nil {
+		return nil, usagef("--greedy needs a function with inputs tokens and pos and an output logits")
+	}
+	next := int(pos.Float64(0)) + in["tokens"].NumElements()
+	var toks []string
+	for step := 0; ; step++ {
+		cols := logits.Type.Shape[logits.Type.Shape.Rank()-1]
+		last := logits.NumElements()/cols - 1
+		best := 0
+		for c := 1; c < cols; c++ {
+			if logits.Float64(last*cols+c) > logits.Float64(last*cols+best) {
+				best = c
+			}
+		}
+		toks = append(toks, strconv.Itoa(best))
+		if step == n-1 {
+			break
+		}
+		out, st, err := interp.Run(m, dec.Name, map[string]*ir.Tensor{
+			"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, 1), []float64{float64(best)}),
+			"pos":    ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(next)}),
+		}, state)
+		if err != nil {
+			return nil, fmt.Errorf("--greedy step %d: %w", step+1, err)
+		}
+		logits, state = out["logits"], st
+		next++
+	}
+	fmt.Fprintf(w, "greedy tokens: %s\n", strings.Join(toks, " "))
+	return state, nil
+}
