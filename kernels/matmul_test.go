@@ -126,3 +126,11 @@ func TestMatmulTemplatesCoverCases(t *testing.T) {
 	}
 	_ = fmt.Sprint
 }
+
+func TestMatmulVec(t *testing.T) {
+	runGemmCases(t, kernels.MatmulVec, []kernels.Config{
+		nil,
+		{"wg": 64, "cols": 8, "vec": 1}, // subgroup path with more columns per workgroup
+		{"wg": 32, "cols": 8, "vec": 2}, // 4 invocations per column: the shared-memory tree
+	})
+}

@@ -1,0 +1,257 @@
+package kernels
+
+import (
+	"fmt"
+
+	"vkc/codegen"
+)
+
+// MatmulVec computes matmul, linear and rmsnorm_linear with 1 to 8 rows per batch (decode): the
+// product is bound by reading B once, so each workgroup computes `cols` output columns for all
+// rows and splits the K reduction of each column over wg/cols invocations, then combines the
+// partial sums with a subgroup add and shared memory (or a shared-memory tree where subgroup
+// arithmetic is missing or the split does not fill whole subgroups).
+//
+// Invocations are laid out along whichever axis of B is contiguous: along K when B is stored
+// [N, K] (linear's W, matmul with tb), so that a column's reads are consecutive; along N
+// otherwise, so that the columns of one k are. Where A's rows and B's columns are contiguous
+// along K and K is a multiple of vec, A and B are read as vectors of vec elements.
+//
+// rmsnorm_linear multiplies x by gamma as it loads it and reduces Σx² next to the products (each
+// column group recomputes it from the same cached x; it costs one multiply-add per element).
+//
+// Specialization constants: wg (the workgroup size) and cols. Grid: ceil(N/cols) × batches.
+var MatmulVec = &Template{
+	Name: "matmul_vec",
+	Accepts: func(p *Problem, caps Caps) error {
+		g, err := acceptGemm(p, caps)
+		if err != nil {
+			return err
+		}
+		if g.m > maxVecRows {
+			return fmt.Errorf("%d rows; the matrix-vector kernel takes at most %d", g.m, maxVecRows)
+		}
+		if g.batches() > caps.MaxGroups[1] {
+			return fmt.Errorf("%d batches exceed the device's %d workgroups in y", g.batches(), caps.MaxGroups[1])
+		}
+		return nil
+	},
+	Space: NewSpace(
+		Ints("wg", 128, 64, 256, 32),
+		Ints("cols", 2, 1, 4, 8, 16, 32),
+		Ints("vec", 4, 2, 1),
+	).Where(vecFits),
+	Build: buildMatmulVec,
+}
+
+// maxVecRows is the most rows MatmulVec takes: each invocation keeps one sum per row.
+const maxVecRows = 8
+
+func init() { Register(MatmulVec) }
+
+// vecFits: the workgroup fits the device, divides into cols groups of a power-of-two size, and
+// the vector width divides K on contiguous operands.
+func vecFits(p *Problem, c Config, caps Caps) error {
+	wg, cols, vec := c["wg"], c["cols"], c["vec"]
+	if wg > caps.MaxInvocations || wg > caps.MaxWorkgroupSize[0] {
+		return fmt.Errorf("wg=%d exceeds the device's %d invocations", wg, caps.MaxInvocations)
+	}
+	if wg < max(caps.SubgroupSize, 1) {
+		return fmt.Errorf("wg=%d is smaller than a subgroup (%d)", wg, caps.SubgroupSize)
+	}
+	if cols > wg || wg%cols != 0 {
+		return fmt.Errorf("cols=%d does not divide wg=%d", cols, wg)
+	}
+	g, err := readGemm(p)
+	if err != nil {
+		return err
+	}
+	if cols > 1 && cols >= 2*g.n {
+		return fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
+	}
+	if vec > 1 && !g.vectorizable(vec) {
+		return fmt.Errorf("vec=%d needs rows of A and columns of B contiguous along K and K (%d) a multiple of it", vec, g.k)
+	}
+	return nil
+}
+
+// vectorizable reports whether A's rows and B's columns are contiguous along K in whole vectors.
+func (g *gemm) vectorizable(vec int) bool {
+	return g.sak == 1 && g.sbk == 1 && g.k%vec == 0 && g.k > 1
+}
+
+func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g, err := acceptGemm(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	wgN, colsN, vec := c["wg"], c["cols"], c["vec"]
+	if vec > 1 && !g.vectorizable(vec) {
+		return nil, fmt.Errorf("vec=%d: operands are not contiguous along K in vectors", vec)
+	}
+	kpar := wgN / colsN
+	kFast := g.sbk == 1 && g.k > 1
+	sgSize := max(caps.SubgroupSize, 1)
+	useSubgroup := kFast && caps.SubgroupArithmetic && caps.SubgroupSize > 0 && kpar%sgSize == 0
+	rms := g.gammaArg >= 0
+	R := g.m
+
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_r%d_v%d", R, vec))
+	bufs, binds := declareGemm(b, p, g, vec, vec)
+	epi, eb := declareEpilogue(b, p, g.opType)
+	binds = append(binds, eb...)
+	vals := map[string]int{"wg": wgN, "cols": colsN}
+	wg := b.Spec("wg", codegen.U32, int64(wgN))
+	cols := b.Spec("cols", codegen.U32, int64(colsN))
+	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
+	kp := b.Div(wg, cols) // invocations per column
+	nred := R
+	if rms {
+		nred = 2 * R
+	}
+	red := b.Shared("red", codegen.F32, b.Mul(wg, b.U32(uint32(nred))))
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+
+	li := b.LocalIndex()
+	var ci, ki codegen.Value // column within the workgroup, part of K
+	if kFast {
+		ci, ki = b.Div(li, kp), b.Rem(li, kp)
+	} else {
+		ci, ki = b.Rem(li, cols), b.Div(li, cols)
+	}
+	wid := b.WorkgroupID()
+	col := b.Add(b.Mul(b.X(wid), cols), ci)
+	batch := b.Y(wid)
+	aBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.aBatch), u(g.aMat))
+	bBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.bBatch), u(g.bMat))
+	zero := b.F32(0)
+	sums := make([]*codegen.Var, nred) // products, then Σx² per row
+	for r := range sums {
+		sums[r] = b.Var(fmt.Sprintf("s%d", r), zero)
+	}
+	vt := codegen.Vec(codegen.F32, vec)
+	if vec == 1 {
+		vt = codegen.F32
+	}
+	load := func(buf *codegen.Buffer, i codegen.Value) codegen.Value {
+		v := b.Load(buf, i)
+		if v.Type() != vt {
+			v = b.Convert(v, vt)
+		}
+		return v
+	}
+	dot := func(x, y codegen.Value) codegen.Value {
+		if vec == 1 {
+			return b.Mul(x, y)
+		}
+		return b.Dot(x, y)
+	}
+	b.If(b.Lt(col, u(g.n)), func() {
+		// In vector units when vec > 1: A's rows and B's columns then start at multiples of vec.
+		kv := g.k / vec
+		b.For(ki, u(kv), kp, func(k codegen.Value) {
+			var w codegen.Value
+			if vec > 1 {
+				w = load(bufs.b, b.Add(b.Div(bBase, u(vec)), b.Add(b.Mul(col, u(g.k/vec)), k)))
+			} else {
+				w = LoadAs(b, bufs.b, b.Add(bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(col, u(g.sbn)))), g.bT)
+			}
+			var gm codegen.Value
+			if rms {
+				gm = load(bufs.gamma, k)
+			}
+			for r := 0; r < R; r++ {
+				var x codegen.Value
+				if vec > 1 {
+					x = load(bufs.a, b.Add(b.Div(aBase, u(vec)), b.Add(u(r*g.k/vec), k)))
+				} else {
+					x = LoadAs(b, bufs.a, b.Add(aBase, b.Add(u(r*g.sam), b.Mul(k, u(g.sak)))), g.aT)
+				}
+				if rms {
+					b.Set(sums[R+r], b.Add(b.Get(sums[R+r]), dot(x, x)))
+					x = b.Mul(x, gm)
+				}
+				b.Set(sums[r], b.Add(b.Get(sums[r]), dot(x, w)))
+			}
+		})
+	})
+	// Combine the kp partial sums of each column.
+	total := make([]codegen.Value, nred)
+	lead := b.Eq(ki, u(0))
+	if useSubgroup {
+		sg := b.SubgroupSize()
+		sgID := b.Div(li, sg)
+		nsg := b.Div(kp, sg) // subgroups per column
+		lane0 := b.Eq(b.SubgroupInvocation(), u(0))
+		for r := range sums {
+			v := b.SubgroupAdd(b.Get(sums[r]))
+			b.If(lane0, func() { b.Store(red, b.Add(b.Mul(u(r), wg), sgID), v) })
+		}
+		b.Barrier()
+		for r := range sums {
+			t := b.Var("t", zero)
+			b.If(lead, func() {
+				first := b.Mul(ci, nsg)
+				b.For(u(0), nsg, u(1), func(s codegen.Value) {
+					b.Set(t, b.Add(b.Get(t), b.Load(red, b.Add(b.Mul(u(r), wg), b.Add(first, s)))))
+				})
+			})
+			total[r] = b.Get(t)
+		}
+	} else {
+		for r := range sums {
+			b.Store(red, b.Add(b.Mul(u(r), wg), li), b.Get(sums[r]))
+		}
+		b.Barrier()
+		// Tree over the kp parts of each column: part ki adds part ki+s; kp is a power of two.
+		stride := cols // distance in li between consecutive parts of one column
+		if kFast {
+			stride = u(1)
+		}
+		s := b.Var("half", b.Div(kp, u(2)))
+		b.While(func() codegen.Value { return b.Gt(b.Get(s), u(0)) }, func() {
+			h := b.Get(s)
+			b.If(b.Lt(ki, h), func() {
+				for r := range sums {
+					i := b.Add(b.Mul(u(r), wg), li)
+					j := b.Add(i, b.Mul(h, stride))
+					b.Store(red, i, b.Add(b.Load(red, i), b.Load(red, j)))
+				}
+			})
+			b.Barrier()
+			b.Set(s, b.Div(h, u(2)))
+		})
+		for r := range sums {
+			total[r] = b.Load(red, b.Add(b.Mul(u(r), wg), li))
+		}
+	}
+	b.If(b.And(lead, b.Lt(col, u(g.n))), func() {
+		outBase := b.Mul(batch, u(g.m*g.n))
+		for r := 0; r < R; r++ {
+			var ss codegen.Value
+			if rms {
+				ss = total[R+r]
+			}
+			v := g.finish(b, p, bufs, total[r], ss, col)
+			epi.store(b, b.Add(outBase, b.Add(u(r*g.n), col)), v)
+		}
+	})
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	sp, err := specFor(k, vals)
+	if err != nil {
+		return nil, err
+	}
+	grid := [3]uint32{uint32(ceilDiv(g.n, colsN)), uint32(g.batches()), 1}
+	if int(grid[0]) > caps.MaxGroups[0] {
+		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
+	}
+	l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds}}}
+	g.cost(p, l)
+	return l, nil
+}
