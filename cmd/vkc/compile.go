@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"vkc"
+	"vkc/ir"
+	"vkc/plan"
+)
+
+func init() {
+	register(&command{
+		name:  "compile",
+		usage: "model.yaml -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--dot chosen.dot] [--dump-kernels DIR]",
+		short: "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
+		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			out := fs.String("o", "", "the plan file to write (required)")
+			device := fs.String("device", "", "the device to compile for, by index or name substring (default: $VKC_DEVICE, else the best)")
+			fns := fs.String("f", "", "comma-separated functions to compile (default: all)")
+			weights := fs.String("weights", "inline", "inline: weights in the plan; external: the plan references the model's safetensors file")
+			dotFile := fs.String("dot", "", "also write the chosen kernels of every function as a Graphviz DOT graph to this file")
+			dump := fs.String("dump-kernels", "", "also write every SPIR-V module (and its disassembly when spirv-dis is installed) to this folder")
+			noTune := fs.Bool("no-tune", true, "static kernel choice (measured tuning is not implemented yet)")
+			quiet := fs.Bool("q", false, "no progress or report on standard error")
+			return func(args []string) error {
+				args, err := positional(fs, args)
+				if err == errHelpShown {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if len(args) != 1 {
+					return usagef("want one model.yaml, got %d arguments", len(args))
+				}
+				if *out == "" {
+					return usagef("-o plan.bin is required")
+				}
+				wm, err := vkc.ParseWeightsMode(*weights)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				opts := vkc.Options{Device: *device, Weights: wm, NoTune: *noTune}
+				if *fns != "" {
+					opts.Functions = strings.Split(*fns, ",")
+				}
+				stderr := fs.Output()
+				if *quiet {
+					stderr = io.Discard
+				}
+				return compileCmd(args[0], *out, *dotFile, *dump, opts, stderr)
+			}
+		},
+	})
+}
+
+func compileCmd(model, out, dotFile, dump string, opts vkc.Options, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Fprintf(stderr, "parse %s\n", model)
+	m, err := ir.ParseModel(model)
+	if err != nil {
+		return err
+	}
+	pr := newProgressPrinter(stderr)
+	opts.Progress = pr.report
+	p, rep, err := vkc.Compile(ctx, m, opts)
+	pr.done()
+	if err != nil {
+		return err
+	}
+	if err := p.WriteFile(out); err != nil {
+		return err
+	}
+	rep.WriteTo(stderr)
+	st, _ := os.Stat(out)
+	if st != nil {
+		fmt.Fprintf(stderr, "wrote %s (%s)\n", out, byteSize(uint64(st.Size())))
+	}
+	if dotFile != "" {
+		if err := os.WriteFile(dotFile, []byte(planDOT(p)), 0o644); err != nil {
+			return fmt.Errorf("--dot: %w", err)
+		}
+	}
+	if dump != "" {
+		n, err := dumpKernels(p, dump)
+		if err != nil {
+			return fmt.Errorf("--dump-kernels: %w", err)
+		}
+		fmt.Fprintf(stderr, "wrote %d kernels to %s\n", n, dump)
+	}
+	return nil
+}
+
+// progressPrinter shows Compile's progress: one line per phase, and on a terminal a counter
+// that rewrites itself during lowering.
+type progressPrinter struct {
+	w     io.Writer
+	tty   bool
+	phase string
+	open  bool // a \r line is showing
+}
+
+func newProgressPrinter(w io.Writer) *progressPrinter {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progressPrinter{w: w, tty: tty}
+}
+
+func (pp *progressPrinter) report(p vkc.Progress) {
+	if p.Phase != pp.phase {
+		pp.done()
+		pp.phase = p.Phase
+		fmt.Fprintf(pp.w, "%s\n", p.Phase)
+	}
+	if pp.tty && p.Total > 0 {
+		what := p.What
+		if len(what) > 50 {
+			what = what[:50] + "…"
+		}
+		fmt.Fprintf(pp.w, "\r  %d/%d %-52s", p.Done, p.Total, what)
+		pp.open = true
+	}
+}
+
+func (pp *progressPrinter) done() {
+	if pp.open {
+		fmt.Fprintln(pp.w)
+		pp.open = false
+	}
+}
+
+// planDOT draws every function of the plan as a cluster of its dispatches (the kernels the
+// compiler chose, with the ops each fuses), with an edge from the dispatch that last wrote a byte
+// range to each later dispatch that reads it.
+func planDOT(p *plan.Plan) string {
+	var b strings.Builder
+	b.WriteString("digraph plan {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n")
+	for fi, f := range p.Functions {
+		fmt.Fprintf(&b, "  subgraph cluster_%d {\n    label=%q;\n", fi, f.Name)
+		type write struct {
+			d         int
+			region    plan.Region
+			off, size uint64
+		}
+		var writes []write
+		for di, d := range f.Dispatches {
+			label := strings.Join(d.Ops, "+")
+			if label == "" {
+				label = "?"
+			}
+			if d.Label != "" {
+				label += "\n" + d.Label
+			}
+			if int(d.Module) < len(p.Modules) {
+				label += "\n" + p.Modules[d.Module].Key
+			}
+			fmt.Fprintf(&b, "    f%d_d%d [label=%q];\n", fi, di, fmt.Sprintf("#%d %s", di, label))
+			mod := (*plan.Module)(nil)
+			if int(d.Module) < len(p.Modules) {
+				mod = &p.Modules[d.Module]
+			}
+			access := func(binding uint32) plan.Access {
+				if mod != nil {
+					for _, bd := range mod.Bindings {
+						if bd.Binding == binding {
+							return bd.Access
+						}
+					}
+				}
+				return plan.ReadWrite
+			}
+			from := map[int]bool{}
+			for _, bnd := range d.Bindings {
+				if access(bnd.Binding)&plan.Read == 0 {
+					continue
+				}
+				r := bnd.Buffer
+				for i := len(writes) - 1; i >= 0; i-- {
+					w := writes[i]
+					if w.region == r.Region && w.off < r.Offset+r.Range && r.Offset < w.off+w.size {
+						from[w.d] = true
+						break
+					}
+				}
+			}
+			for src := 0; src < di; src++ {
+				if from[src] {
+					fmt.Fprintf(&b, "    f%d_d%d -> f%d_d%d;\n", fi, src, fi, di)
+				}
+			}
+			for _, bnd := range d.Bindings {
+				if access(bnd.Binding)&plan.Write != 0 {
+					writes = append(writes, write{di, bnd.Buffer.Region, bnd.Buffer.Offset, bnd.Buffer.Range})
+				}
+			}
+		}
+		b.WriteString("  }\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.,=-]+`)
+
+// dumpKernels writes each module as DIR/NNN-key.spv with a .txt describing its interface, and a
+// .spvasm disassembly when spirv-dis is on the PATH. It returns the number of modules.
+func dumpKernels(p *plan.Plan, dir string) (int, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	dis, _ := exec.LookPath("spirv-dis")
+	for i, m := range p.Modules {
+		name := unsafeName.ReplaceAllString(m.Key, "_")
+		if len(name) > 80 {
+			name = name[:80]
+		}
+		base := filepath.Join(dir, fmt.Sprintf("%03d-%s", i, name))
+		words := make([]byte, 4*len(m.SPIRV))
+		for j, w := range m.SPIRV {
+			words[4*j], words[4*j+1], words[4*j+2], words[4*j+3] = byte(w), byte(w>>8), byte(w>>16), byte(w>>24)
+		}
+		if err := os.WriteFile(base+".spv", words, 0o644); err != nil {
+			return i, err
+		}
+		var d strings.Builder
+		fmt.Fprintf(&d, "key %s\nentry %s\nworkgroup %v\nconfig %v\npush constants %d bytes\n", m.Key, m.Entry, m.Workgroup, m.Config, m.PushConstantSize)
+		for _, bd := range m.Bindings {
+			fmt.Fprintf(&d, "binding %d %s\n", bd.Binding, bd.Access)
+		}
+		for _, sc := range m.SpecConstants {
+			fmt.Fprintf(&d, "spec constant %d = %d\n", sc.ID, sc.Value)
+		}
+		if err := os.WriteFile(base+".txt", []byte(d.String()), 0o644); err != nil {
+			return i, err
+		}
+		if dis != "" {
+			asm, err := exec.Command(dis, base+".spv").Output()
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				return i, err
+			}
+			if err == nil {
+				if err := os.WriteFile(base+".spvasm", asm, 0o644); err != nil {
+					return i, err
+				}
+			}
+		}
+	}
+	return len(p.Modules), nil
+}

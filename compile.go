@@ -1,0 +1,393 @@
+package vkc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	rdebug "runtime/debug"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/kernels/kerneltest"
+	"vkc/lower"
+	"vkc/plan"
+	"vkc/runtime"
+)
+
+// Version is the compiler's version; plans record it (with the VCS revision when the binary has
+// one) in plan.Plan.CompilerVersion.
+const Version = "0.1.0-dev"
+
+// WeightsMode says where a compiled plan keeps the model's weights.
+type WeightsMode int
+
+const (
+	// WeightsInline copies the weights into the plan: one self-contained file.
+	WeightsInline WeightsMode = iota
+	// WeightsExternal makes the plan reference the model's safetensors file by path, size and
+	// SHA-256 (the file must be a safetensors file whose tensors the plan can use verbatim).
+	WeightsExternal
+)
+
+// ParseWeightsMode parses "inline" or "external".
+func ParseWeightsMode(s string) (WeightsMode, error) {
+	switch s {
+	case "inline", "":
+		return WeightsInline, nil
+	case "external":
+		return WeightsExternal, nil
+	}
+	return 0, fmt.Errorf("weights %q: want inline or external", s)
+}
+
+func (w WeightsMode) String() string {
+	if w == WeightsExternal {
+		return "external"
+	}
+	return "inline"
+}
+
+// Target is a device described without opening it: the capabilities kernels are built for and
+// the fingerprint the plan records. It makes a compile device-free (tests, cross-compiling for a
+// machine one has the `vkc devices` output of).
+type Target struct {
+	Caps   kernels.Caps
+	Device plan.Fingerprint
+}
+
+// LavapipeTarget is Mesa's lavapipe as Debian 12 ships it (the fingerprint `vkc devices` prints
+// there), for device-free compiles in tests.
+var LavapipeTarget = Target{
+	Caps: kernels.Lavapipe,
+	Device: plan.Fingerprint{VendorID: 0x10005, DeviceID: 0, DriverVersion: 1,
+		PipelineCacheUUID: [16]byte{'v', 'a', 'l', '-', '%', 's'},
+		DeviceName:        "llvmpipe (device-free target)"},
+}
+
+// Progress is one progress report of Compile.
+type Progress struct {
+	Phase       string // "parse", "optimize", "lower", ...
+	Done, Total int    // units of work done in the phase so far, of Total (0: unknown)
+	What        string // the unit just finished, e.g. a kernel's label
+}
+
+// Options configure Compile. The zero value compiles every function for the best device with
+// inline weights.
+type Options struct {
+	// Device selects the device by index or name substring, as runtime.Options.Device ("" is
+	// $VKC_DEVICE, else the best device). Ignored when Target is set.
+	Device string
+	// Target, when set, compiles for a described device without touching Vulkan.
+	Target *Target
+	// Functions names the functions to compile, in the order given; empty: all, in model order.
+	Functions []string
+	// Weights says where the plan keeps the weights.
+	Weights WeightsMode
+	// WeightsFile is the safetensors file an external-weights plan references; "" is the file the
+	// model.yaml's `weights: {file: ...}` names.
+	WeightsFile string
+	// Budget bounds measured tuning (issue 7); unused while only the static path exists.
+	Budget time.Duration
+	// NoTune keeps the static choice (roofline estimates, default configurations). Measured
+	// tuning does not exist yet, so every compile is static today and Report.Notes says so when
+	// NoTune is false.
+	NoTune bool
+	// Progress, when set, receives progress reports (from the calling goroutine).
+	Progress func(Progress)
+}
+
+// Phase is one stage of a compile and its wall time.
+type Phase struct {
+	Name string
+	Time time.Duration
+	Note string // what it did or why it was skipped
+}
+
+// Report says what Compile did.
+type Report struct {
+	Model     string
+	Device    plan.Fingerprint
+	DeviceFor string   // how the device was chosen: "device 0 (llvmpipe ...)", "target"
+	Functions []string // compiled, in plan order
+	Phases    []Phase
+	// Optimized reports whether e-graph saturation and extraction ran; Tuned whether kernels
+	// were chosen by measurement.
+	Optimized, Tuned bool
+	Lower            *lower.Report
+	Notes            []string
+	Total            time.Duration
+}
+
+// WriteTo prints the report for people (what `vkc compile` prints on stderr).
+func (r *Report) WriteTo(w io.Writer) (int64, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "compiled %s for %s (%s): %s in %v\n", r.Model, r.Device.DeviceName, r.DeviceFor,
+		strings.Join(r.Functions, ", "), r.Total.Round(time.Millisecond))
+	for _, p := range r.Phases {
+		fmt.Fprintf(&b, "  %-9s %9v  %s\n", p.Name, p.Time.Round(10*time.Microsecond), p.Note)
+	}
+	if l := r.Lower; l != nil {
+		fmt.Fprintf(&b, "  weights %s, state %s, arena %s, %d modules, %d constant subgraphs folded\n",
+			size(l.Weights), size(l.State), size(l.Arena), l.Modules, l.Folded)
+		for _, f := range l.Functions {
+			fmt.Fprintf(&b, "  %-8s %4d dispatches, %4d barriers, arena %s of %s intermediates, estimated %v\n",
+				f.Name, f.Dispatches, f.Barriers, size(f.ArenaBytes), size(f.Intermediates), f.Estimated)
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	n, err := io.WriteString(w, b.String())
+	return int64(n), err
+}
+
+func size(n uint64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// CompilerVersion is what plans record as their compiler: "vkc 0.1.0-dev", plus the VCS
+// revision when the binary was built from a repository ("vkc 0.1.0-dev (abc1234+dirty)").
+func CompilerVersion() string {
+	v := "vkc " + Version
+	if bi, ok := rdebug.ReadBuildInfo(); ok {
+		var rev string
+		dirty := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if len(rev) > 7 {
+			rev = rev[:7]
+		}
+		if rev != "" {
+			if dirty {
+				rev += "+dirty"
+			}
+			v += " (" + rev + ")"
+		}
+	}
+	return v
+}
+
+// Compile compiles the model's functions into a plan for one device:
+//
+//  1. select the functions (Options.Functions, default all);
+//  2. optimise them: e-graph saturation with the rule files and extraction (see optimize);
+//  3. find the device: its capabilities and fingerprint (runtime.Devices, no device is created),
+//     or Options.Target;
+//  4. lower them (lower.Lower): kernel templates by the static choice, memory plan, dispatch
+//     order and barriers.
+//
+// It writes nothing; the caller writes the plan with plan.WriteFile (atomic). m must have its
+// weights loaded (ir.ParseModel does).
+//
+//	m, _ := ir.ParseModel("examples/tinyllama/model.yaml")
+//	p, rep, err := vkc.Compile(ctx, m, vkc.Options{})
+//	if err == nil { err = p.WriteFile("tinyllama.plan") }
+func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Report, error) {
+	start := time.Now()
+	rep := &Report{Model: m.Name}
+	progress := func(p Progress) {
+		if opts.Progress != nil {
+			opts.Progress(p)
+		}
+	}
+	phase := func(name string, t0 time.Time, note string) {
+		rep.Phases = append(rep.Phases, Phase{Name: name, Time: time.Since(t0), Note: note})
+	}
+
+	t0 := time.Now()
+	fns, err := selectFunctions(m, opts.Functions)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range fns {
+		rep.Functions = append(rep.Functions, f.Name)
+	}
+	phase("select", t0, strings.Join(rep.Functions, ", "))
+
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	t0 = time.Now()
+	progress(Progress{Phase: "optimize"})
+	fns, optimized, note, err := optimize(ctx, m, fns)
+	if err != nil {
+		return nil, nil, fmt.Errorf("compile %s: optimize: %w", m.Name, err)
+	}
+	rep.Optimized = optimized
+	phase("optimize", t0, note)
+
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	t0 = time.Now()
+	progress(Progress{Phase: "device"})
+	target, how, err := findTarget(opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+	}
+	rep.Device, rep.DeviceFor = target.Device, how
+	phase("device", t0, target.Device.DeviceName)
+
+	var weightsFile string
+	if opts.Weights == WeightsExternal {
+		weightsFile = opts.WeightsFile
+		if weightsFile == "" {
+			if weightsFile, err = ModelWeightsFile(m); err != nil {
+				return nil, nil, fmt.Errorf("compile %s: external weights: %w", m.Name, err)
+			}
+		}
+	}
+	if !opts.NoTune {
+		rep.Notes = append(rep.Notes, "measured tuning is not implemented yet: kernels were chosen by the static cost model with default configurations")
+	}
+
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	t0 = time.Now()
+	progress(Progress{Phase: "lower"})
+	p, lrep, err := lower.Lower(m, fns, lower.Options{
+		Caps:            target.Caps,
+		Device:          target.Device,
+		CompilerVersion: CompilerVersion(),
+		ExternalWeights: weightsFile,
+		Progress: func(done, total int, what string) {
+			progress(Progress{Phase: "lower", Done: done, Total: total, What: what})
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+	}
+	rep.Lower = lrep
+	phase("lower", t0, fmt.Sprintf("%d modules, static choice", lrep.Modules))
+	if !optimized {
+		p.Record.Notes = append(p.Record.Notes, "e-graph optimisation did not run: "+note)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("compile %s: lowering produced an %w", m.Name, err)
+	}
+	rep.Total = time.Since(start)
+	return p, rep, nil
+}
+
+// selectFunctions returns the named functions of m (all when names is empty), rejecting unknown
+// and repeated names.
+func selectFunctions(m *ir.Model, names []string) ([]*ir.Function, error) {
+	if len(m.Functions) == 0 {
+		return nil, fmt.Errorf("model %s has no functions", m.Name)
+	}
+	if len(names) == 0 {
+		return append([]*ir.Function(nil), m.Functions...), nil
+	}
+	var have []string
+	for _, f := range m.Functions {
+		have = append(have, f.Name)
+	}
+	seen := map[string]bool{}
+	var fns []*ir.Function
+	for _, n := range names {
+		f := m.Function(n)
+		if f == nil {
+			return nil, fmt.Errorf("model %s has no function %q; it has %s", m.Name, n, strings.Join(have, ", "))
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("function %q selected twice", n)
+		}
+		seen[n] = true
+		fns = append(fns, f)
+	}
+	return fns, nil
+}
+
+// optimize is the e-graph stage: saturate each function with the rule files and extract the
+// cheapest equivalent graph. HOOK: package rules does not yet expose an entry point that takes
+// ir functions (its rule files and the ir op table are being written), so the functions are
+// lowered as the model wrote them and the plan's record says so. When rules gains that entry
+// point (e.g. rules.Optimize(ctx, m, fns)), call it here; nothing else in Compile changes.
+func optimize(ctx context.Context, m *ir.Model, fns []*ir.Function) ([]*ir.Function, bool, string, error) {
+	_, _ = ctx, m
+	return fns, false, "skipped: package rules has no optimiser entry point over ir functions yet; functions lowered as written", nil
+}
+
+// findTarget returns the device to compile for and how it was chosen.
+func findTarget(opts Options) (Target, string, error) {
+	if opts.Target != nil {
+		return *opts.Target, "target given", nil
+	}
+	devs, chosen, err := runtime.Devices(runtime.Options{Device: opts.Device})
+	if err != nil {
+		return Target{}, "", fmt.Errorf("find device: %w", err)
+	}
+	for i := range devs {
+		d := &devs[i]
+		if d.Index != chosen {
+			continue
+		}
+		if !d.Usable {
+			return Target{}, "", fmt.Errorf("device %d (%s) cannot run vkc: %s", d.Index, d.Name, d.Reason)
+		}
+		how := fmt.Sprintf("device %d, the best of %d", d.Index, len(devs))
+		if opts.Device != "" {
+			how = fmt.Sprintf("device %d, selected by %q", d.Index, opts.Device)
+		} else if s := os.Getenv("VKC_DEVICE"); s != "" {
+			how = fmt.Sprintf("device %d, selected by VKC_DEVICE=%s", d.Index, s)
+		}
+		return Target{Caps: kerneltest.CapsOf(d), Device: Fingerprint(d)}, how, nil
+	}
+	return Target{}, "", errors.New("find device: the runtime chose no device")
+}
+
+// Fingerprint is the plan's form of a device's identity.
+func Fingerprint(d *runtime.DeviceInfo) plan.Fingerprint {
+	f := d.Fingerprint
+	return plan.Fingerprint{VendorID: f.VendorID, DeviceID: f.DeviceID, DriverVersion: f.DriverVersion,
+		PipelineCacheUUID: f.PipelineCacheUUID, DeviceName: d.Name}
+}
+
+// ModelWeightsFile returns the safetensors file the model.yaml's `weights: {file: ...}` names,
+// resolved against the model's folder. ir.Model does not record it, so the model file is read
+// again for that one key.
+func ModelWeightsFile(m *ir.Model) (string, error) {
+	if m.Source == "" {
+		return "", errors.New("the model has no source file to find its weights file from")
+	}
+	src, err := os.ReadFile(m.Source)
+	if err != nil {
+		return "", err
+	}
+	var doc struct {
+		Weights struct {
+			File string `yaml:"file"`
+		} `yaml:"weights"`
+	}
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return "", fmt.Errorf("%s: %w", m.Source, err)
+	}
+	if doc.Weights.File == "" {
+		return "", fmt.Errorf("%s has random weights (no weights file); external weights need a safetensors file", m.Source)
+	}
+	f := doc.Weights.File
+	if !filepath.IsAbs(f) {
+		f = filepath.Join(filepath.Dir(m.Source), f)
+	}
+	return f, nil
+}
