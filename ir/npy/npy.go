@@ -230,6 +230,10 @@ func WriteFile(path string, x *ir.Tensor) error {
 		os.Remove(tmp.Name())
 		return err
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes it 0600
+		os.Remove(tmp.Name())
+		return err
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
 		return err
