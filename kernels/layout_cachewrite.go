@@ -1,0 +1,67 @@
+package kernels
+
+import (
+	"fmt"
+
+	"vkc/codegen"
+	"vkc/ir"
+)
+
+// CacheWrite writes x into rows pos..pos+len(x)-1 (axis 0) of the state, in place: the result
+// shares the state's buffer (Launch.InPlace) and only the new rows are written, so a decode step
+// costs the size of x, not of the cache. pos is the run-time i32 operand. Rows that fall outside
+// the cache (pos < 0, or pos + len(x) past its end) are not written; the interpreter reports
+// them as an error.
+var CacheWrite = &Template{
+	Name:    "cache_write",
+	Accepts: acceptCacheWrite,
+	Space:   flatSpace(),
+	Build:   buildCacheWrite,
+}
+
+func init() { Register(CacheWrite) }
+
+func acceptCacheWrite(p *Problem, caps Caps) error {
+	if p.Op != ir.CacheWrite {
+		return otherOp(p)
+	}
+	if p.Expr != nil {
+		return fmt.Errorf("cache_write takes no epilogue")
+	}
+	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
+	if err != nil {
+		return err
+	}
+	if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
+		return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
+	}
+	return checkDTypes(p, caps)
+}
+
+func buildCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
+	if err := acceptCacheWrite(p, caps); err != nil {
+		return nil, err
+	}
+	st, xt, pt := p.Args[0], p.Args[1], p.Args[2]
+	rowLen := st.Shape.NumElements() / st.Shape[0]
+	n := xt.Shape.NumElements()
+	elem := StorageType(xt.DType)
+	b := codegen.NewBuilder("cache_write")
+	x := b.Buffer("x", elem, codegen.ReadOnly)
+	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
+	y := b.Buffer("state", elem, codegen.WriteOnly)
+	pos := loadPos(b, posBuf)
+	eachFlat(b, c, n, func(q codegen.Value) {
+		t := b.Add(pos, b.Bitcast(b.Div(q, b.U32(uint32(rowLen))), codegen.I32))
+		b.If(b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(st.Shape[0])))), func() {
+			off := b.Mul(b.Bitcast(pos, codegen.U32), b.U32(uint32(rowLen)))
+			b.Store(y, b.Add(off, q), b.Load(x, q))
+		})
+	})
+	k, spec, err := finish(b, caps, c, "wg", "per_thread")
+	if err != nil {
+		return nil, err
+	}
+	s := Step{Kernel: k, Spec: spec, Grid: flatGrid(n, c, caps), Bindings: []Operand{{Arg, 1}, {Arg, 2}, {Out, 0}}}
+	return &Launch{Steps: []Step{s}, InPlace: map[int]int{0: 0}, Bytes: 2 * float64(xt.Bytes())}, nil
+}

@@ -1,0 +1,237 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"vkc/codegen"
+	"vkc/ir"
+)
+
+// The rope templates: rope (any seq_axis, both modes), rope_norm (a per-row rmsnorm and rope in
+// one pass; Qwen3's QK-norm) and rope_cache_write (keys rotated as they are written into the
+// cache, in place). The position is the run-time i32 operand pos, read by the kernel, so one
+// recorded dispatch serves every decode step.
+//
+// Angles: (pos + s)·theta^(-2i/d) with theta^(-2i/d) = exp2(i·(-2·log2(theta)/d)) in f32; against
+// the interpreter's float64 the angle differs by about (pos + s)·1e-6 relative, well inside the
+// tolerance at the positions of tests and below f16 resolution in practice.
+var (
+	Rope           = ropeTemplate(ir.Rope, flatSpace(), buildRope)
+	RopeCacheWrite = ropeTemplate(ir.RopeCacheWrite, flatSpace(), buildRope)
+	RopeNorm       = ropeTemplate(ir.RopeNorm, rowSpace(func(*Problem) int { return 1 }, 1), buildRopeNorm)
+)
+
+func init() {
+	Register(Rope)
+	Register(RopeCacheWrite)
+	Register(RopeNorm)
+}
+
+func ropeTemplate(op ir.Op, space Space, build func(*Problem, Config, Caps) (*Launch, error)) *Template {
+	accept := func(p *Problem, caps Caps) error {
+		if p.Op != op {
+			return otherOp(p)
+		}
+		return acceptRope(p, caps)
+	}
+	return &Template{Name: op.String(), Accepts: accept, Space: space,
+		Build: func(p *Problem, c Config, caps Caps) (*Launch, error) {
+			if err := accept(p, caps); err != nil {
+				return nil, err
+			}
+			return build(p, c, caps)
+		}}
+}
+
+// flatSpace is the space of kernels with one invocation per element (or pair, or output) and no
+// shared memory: the workgroup size and the consecutive items per invocation, both
+// specialization constants.
+func flatSpace() Space {
+	return NewSpace(Ints("wg", 128, 64, 256), Ints("per_thread", 1, 2, 4)).Where(fitsInvocations("wg"))
+}
+
+// flatGrid is the grid of a flat kernel over n items.
+func flatGrid(n int, c Config, caps Caps) [3]uint32 {
+	per := c["wg"] * c["per_thread"]
+	return Grid1D((n+per-1)/per, caps)
+}
+
+// eachFlat declares the flat kernel's wg and per_thread specialization constants and runs body
+// for every item q < n this invocation handles.
+func eachFlat(b *codegen.Builder, c Config, n int, body func(q codegen.Value)) {
+	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
+	per := b.Spec("per_thread", codegen.U32, int64(c["per_thread"]))
+	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
+	base := b.Mul(b.Add(b.Mul(LinearGroup(b), wg), b.LocalIndex()), per)
+	b.For(b.U32(0), per, b.U32(1), func(j codegen.Value) {
+		q := b.Add(base, j)
+		b.If(b.Lt(q, b.U32(uint32(n))), func() { body(q) })
+	})
+}
+
+func acceptRope(p *Problem, caps Caps) error {
+	if p.Expr != nil {
+		return fmt.Errorf("%s takes no epilogue", p.OpName())
+	}
+	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
+	if err != nil {
+		return err
+	}
+	if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
+		return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
+	}
+	return checkDTypes(p, caps)
+}
+
+// ropeGeom is the geometry of a rope over x: rows of d features, h = d/2 pairs; a row's position
+// along the sequence axis is (row / rowsPerSeq) % seqLen.
+type ropeGeom struct {
+	d, h, rows     int
+	rowsPerSeq     int
+	seqLen         int
+	half           bool
+	log2Theta      float64
+	posArg, xArg   int
+	cache          bool // write rows pos.. of the state (Arg 0) instead of a fresh result
+	cacheRows      int  // the state's rows along axis 0
+	cacheRowLength int  // elements per state row
+}
+
+func readRope(p *Problem) ropeGeom {
+	g := ropeGeom{half: p.Attrs.String("mode", "half") == "half", log2Theta: math.Log2(p.Attrs.Float("theta", 10000))}
+	g.xArg, g.posArg = 0, 1
+	seqAxis := p.Attrs.Int("seq_axis", 0)
+	switch p.Op {
+	case ir.RopeNorm:
+		g.posArg = 2
+	case ir.RopeCacheWrite:
+		g.xArg, g.posArg, g.cache, seqAxis = 1, 2, true, 0
+		st := p.Args[0].Shape
+		g.cacheRows = st[0]
+		g.cacheRowLength = st.NumElements() / st[0]
+	}
+	x := p.Args[g.xArg].Shape
+	g.d = x[x.Rank()-1]
+	g.h = g.d / 2
+	g.rows = x.NumElements() / g.d
+	ax, _ := ir.NormAxis(seqAxis, x.Rank())
+	g.rowsPerSeq = x.Strides()[ax] / g.d
+	g.seqLen = x[ax]
+	return g
+}
+
+// pair is the element offsets within a row of pair i.
+func (g ropeGeom) pair(b *codegen.Builder, i codegen.Value) (codegen.Value, codegen.Value) {
+	if g.half {
+		return i, b.Add(i, b.U32(uint32(g.h)))
+	}
+	j := b.Mul(i, b.U32(2))
+	return j, b.Add(j, b.U32(1))
+}
+
+// seq is the row's index along the sequence axis (u32).
+func (g ropeGeom) seq(b *codegen.Builder, row codegen.Value) codegen.Value {
+	return b.Rem(b.Div(row, b.U32(uint32(g.rowsPerSeq))), b.U32(uint32(g.seqLen)))
+}
+
+// rotate returns the pair (x0, x1) rotated by (pos + s)·theta^(-2i/d); pos is i32, s and i u32.
+func (g ropeGeom) rotate(b *codegen.Builder, pos, s, i, x0, x1 codegen.Value) (codegen.Value, codegen.Value) {
+	p := b.Convert(b.Add(pos, b.Bitcast(s, codegen.I32)), codegen.F32)
+	inv := b.Exp2(b.Mul(b.Convert(i, codegen.F32), b.F32(float32(-2*g.log2Theta/float64(g.d)))))
+	a := b.Mul(p, inv)
+	sin, cos := b.Sin(a), b.Cos(a)
+	return b.Sub(b.Mul(x0, cos), b.Mul(x1, sin)), b.Add(b.Mul(x1, cos), b.Mul(x0, sin))
+}
+
+// loadPos reads the run-time position (i32 or u32 scalar operand) as an i32.
+func loadPos(b *codegen.Builder, buf *codegen.Buffer) codegen.Value {
+	return b.Bitcast(b.Load(buf, b.U32(0)), codegen.I32)
+}
+
+func buildRope(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g := readRope(p)
+	xt, pt, ot := p.Args[g.xArg], p.Args[g.posArg], p.Outs[0]
+	b := codegen.NewBuilder(p.OpName())
+	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
+	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
+	y := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
+	pos := loadPos(b, posBuf)
+	eachFlat(b, c, g.rows*g.h, func(q codegen.Value) {
+		row, i := b.Div(q, b.U32(uint32(g.h))), b.Rem(q, b.U32(uint32(g.h)))
+		j0, j1 := g.pair(b, i)
+		rb := b.Mul(row, b.U32(uint32(g.d)))
+		i0, i1 := b.Add(rb, j0), b.Add(rb, j1)
+		s := g.seq(b, row)
+		y0, y1 := g.rotate(b, pos, s, i, LoadAs(b, x, i0, xt.DType), LoadAs(b, x, i1, xt.DType))
+		if !g.cache {
+			StoreAs(b, y, i0, y0, ot.DType)
+			StoreAs(b, y, i1, y1, ot.DType)
+			return
+		}
+		// Rows outside the cache (pos < 0 or past its end) are not written.
+		t := b.Add(pos, b.Bitcast(s, codegen.I32))
+		b.If(b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(g.cacheRows)))), func() {
+			off := b.Mul(b.Bitcast(pos, codegen.U32), b.U32(uint32(g.cacheRowLength)))
+			StoreAs(b, y, b.Add(off, i0), y0, ot.DType)
+			StoreAs(b, y, b.Add(off, i1), y1, ot.DType)
+		})
+	})
+	k, spec, err := finish(b, caps, c, "wg", "per_thread")
+	if err != nil {
+		return nil, err
+	}
+	st := Step{Kernel: k, Spec: spec, Grid: flatGrid(g.rows*g.h, c, caps),
+		Bindings: []Operand{{Arg, g.xArg}, {Arg, g.posArg}, {Out, 0}}}
+	l := &Launch{Steps: []Step{st}, Flops: float64(8 * g.rows * g.h), Bytes: 2 * float64(xt.Bytes())}
+	if g.cache {
+		l.InPlace = map[int]int{0: 0}
+	}
+	return l, nil
+}
+
+func buildRopeNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g := readRope(p)
+	xt, wt, pt, ot := p.Args[0], p.Args[1], p.Args[2], p.Outs[0]
+	eps := p.Attrs.Float("eps", 1e-5)
+	coop, sub := c["coop"] == 1, c["subgroup"] == 1
+	b := codegen.NewBuilder("rope_norm")
+	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
+	w := b.Buffer("w", StorageType(wt.DType), codegen.ReadOnly)
+	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
+	y := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
+	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
+	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
+	pos := loadPos(b, posBuf)
+	WalkRows(b, wg, coop, sub, g.rows, func(rw *RowWalk) {
+		rb := b.Mul(rw.Row, b.U32(uint32(g.d)))
+		ss := rw.Sum(g.d, b.F32(0), func(k codegen.Value) codegen.Value {
+			v := LoadAs(b, x, b.Add(rb, k), xt.DType)
+			return b.Mul(v, v)
+		})
+		inv := b.InverseSqrt(b.Add(b.Div(ss, b.F32(float32(g.d))), b.F32(float32(eps))))
+		// The normalised value is rounded to x's dtype before rotation, as the unfused graph
+		// stores it.
+		norm := func(j codegen.Value) codegen.Value {
+			v := b.Mul(b.Mul(LoadAs(b, x, b.Add(rb, j), xt.DType), inv), LoadAs(b, w, j, wt.DType))
+			if st := StorageType(xt.DType); st != codegen.F32 {
+				v = b.Convert(b.Convert(v, st), codegen.F32)
+			}
+			return v
+		}
+		s := g.seq(b, rw.Row)
+		rw.Each(g.h, func(i codegen.Value) {
+			j0, j1 := g.pair(b, i)
+			y0, y1 := g.rotate(b, pos, s, i, norm(j0), norm(j1))
+			StoreAs(b, y, b.Add(rb, j0), y0, ot.DType)
+			StoreAs(b, y, b.Add(rb, j1), y1, ot.DType)
+		})
+	})
+	k, spec, err := finish(b, caps, c, "wg")
+	if err != nil {
+		return nil, err
+	}
+	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(g.rows, c["wg"], coop, caps),
+		Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}, {Out, 0}}}
+	return &Launch{Steps: []Step{st}, Flops: float64(12 * g.rows * g.h), Bytes: 2 * float64(xt.Bytes())}, nil
+}

@@ -1,0 +1,111 @@
+package kernels_test
+
+import (
+	"math/rand"
+	"testing"
+
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/kernels/kerneltest"
+)
+
+var flatConfigs = []kernels.Config{{"wg": 64, "per_thread": 4}}
+
+func posTensor(p int) *ir.Tensor { return ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(p)}) }
+
+func TestRopeOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for _, mode := range []string{"half", "interleaved"} {
+		for _, tc := range []struct {
+			x       ir.Type
+			seqAxis int
+			pos     int
+		}{
+			{ir.T(ir.F32, 5, 3, 16), 0, 7},  // [seq, heads, d]
+			{ir.T(ir.F32, 3, 5, 6), 1, 0},   // [heads, seq, d]
+			{ir.T(ir.F16, 1, 3, 64), 0, 29}, // decode
+			{ir.T(ir.F32, 2, 3, 5, 4), -2, 3},
+		} {
+			p := problem(t, ir.Rope, ir.Attrs{"mode": mode, "seq_axis": tc.seqAxis, "theta": 10000.0}, tc.x, ir.T(ir.I32))
+			args := []*ir.Tensor{kerneltest.Random(rng, tc.x), posTensor(tc.pos)}
+			checkConfigs(t, kernels.Rope, p, args, flatConfigs)
+		}
+	}
+}
+
+func TestRopeNormOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(8))
+	for _, mode := range []string{"half", "interleaved"} {
+		for _, tc := range []struct {
+			x       ir.Type
+			seqAxis int
+		}{
+			{ir.T(ir.F32, 4, 3, 16), 0},
+			{ir.T(ir.F16, 3, 2, 10), 1},
+		} {
+			d := tc.x.Shape[tc.x.Shape.Rank()-1]
+			w := ir.Type{DType: tc.x.DType, Shape: ir.Shape{d}}
+			p := problem(t, ir.RopeNorm, ir.Attrs{"mode": mode, "seq_axis": tc.seqAxis, "theta": 1e6, "eps": 1e-6}, tc.x, w, ir.T(ir.I32, 1))
+			args := []*ir.Tensor{kerneltest.Random(rng, tc.x), kerneltest.Random(rng, w), ir.TensorFromFloat64s(ir.T(ir.I32, 1), []float64{11})}
+			checkConfigs(t, kernels.RopeNorm, p, args, rowConfigs)
+		}
+	}
+}
+
+func TestCacheWriteOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	for _, tc := range []struct {
+		state, x ir.Type
+		pos      int
+	}{
+		{ir.T(ir.F32, 9, 3, 5), ir.T(ir.F32, 1, 3, 5), 4},
+		{ir.T(ir.F32, 9, 3, 5), ir.T(ir.F32, 9, 3, 5), 0},
+		{ir.T(ir.F16, 7, 6), ir.T(ir.F16, 3, 6), 4},
+		{ir.T(ir.I32, 5, 2), ir.T(ir.I32, 2, 2), 1},
+	} {
+		p := problem(t, ir.CacheWrite, nil, tc.state, tc.x, ir.T(ir.I32))
+		args := []*ir.Tensor{kerneltest.Random(rng, tc.state), kerneltest.Random(rng, tc.x), posTensor(tc.pos)}
+		checkConfigs(t, kernels.CacheWrite, p, args, flatConfigs)
+	}
+}
+
+func TestRopeCacheWriteOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(10))
+	for _, mode := range []string{"half", "interleaved"} {
+		for _, tc := range []struct {
+			state, x ir.Type
+			pos      int
+		}{
+			{ir.T(ir.F32, 11, 3, 8), ir.T(ir.F32, 1, 3, 8), 10},
+			{ir.T(ir.F16, 11, 3, 8), ir.T(ir.F16, 5, 3, 8), 2},
+		} {
+			p := problem(t, ir.RopeCacheWrite, ir.Attrs{"mode": mode}, tc.state, tc.x, ir.T(ir.I32))
+			args := []*ir.Tensor{kerneltest.Random(rng, tc.state), kerneltest.Random(rng, tc.x), posTensor(tc.pos)}
+			checkConfigs(t, kernels.RopeCacheWrite, p, args, flatConfigs)
+		}
+	}
+}
+
+func TestRopeAccepts(t *testing.T) {
+	x := ir.T(ir.F32, 3, 2, 8)
+	p := problem(t, ir.Rope, nil, x, ir.T(ir.I32))
+	for _, tmpl := range []*kernels.Template{kernels.RopeNorm, kernels.RopeCacheWrite, kernels.CacheWrite} {
+		if err := tmpl.Accepts(p, kernels.Lavapipe); err == nil {
+			t.Errorf("%s accepted rope", tmpl.Name)
+		}
+	}
+	if err := kernels.Rope.Accepts(p, kernels.Lavapipe); err != nil {
+		t.Errorf("rope refused: %v", err)
+	}
+	odd := *p
+	odd.Args = []ir.Type{ir.T(ir.F32, 3, 7), ir.T(ir.I32)}
+	odd.Outs = []ir.Type{odd.Args[0]}
+	if err := kernels.Rope.Accepts(&odd, kernels.Lavapipe); err == nil {
+		t.Error("rope accepted an odd feature axis")
+	}
+	cw := problem(t, ir.CacheWrite, nil, ir.T(ir.F32, 4, 2), ir.T(ir.F32, 1, 2), ir.T(ir.I32))
+	cw.Outs = []ir.Type{ir.T(ir.F32, 4, 3)}
+	if err := kernels.CacheWrite.Accepts(cw, kernels.Lavapipe); err == nil {
+		t.Error("cache_write accepted a result of the wrong shape")
+	}
+}
