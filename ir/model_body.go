@@ -25,6 +25,7 @@ type fnBuilder struct {
 	// stmt and line describe the statement being built, for messages.
 	stmt string
 	line int
+	body *yaml.Node // the function's body, for messages
 	// steps counts statements and loop iterations against ParseOptions.MaxStatements.
 	steps int
 }
@@ -107,6 +108,7 @@ func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, e
 	if body == nil {
 		return nil, p.errAt(v, ctx, "missing body")
 	}
+	fb.body = body
 	if err := fb.block(body); err != nil {
 		return nil, err
 	}
@@ -415,7 +417,46 @@ func (fb *fnBuilder) lookupTensor(e *expr) (Value, error) {
 	if _, ok := LookupOp(name); ok {
 		return Value{}, fb.errf("%s is an op; call it as %s(...)", name, name)
 	}
+	if line := fb.definedAt(e.str); line > 0 {
+		return Value{}, fb.errf("use before definition: %s is assigned only later, at line %d", name, line)
+	}
 	return Value{}, fb.errf("use before definition: %s is not defined (no variable, input, parameter, state or dimension has that name)", name)
+}
+
+// definedAt finds a statement of the body that assigns the raw name (templates unexpanded), for
+// a better "use before definition" message; 0 when there is none.
+func (fb *fnBuilder) definedAt(raw string) int {
+	var walk func(n *yaml.Node, depth int) int
+	walk = func(n *yaml.Node, depth int) int {
+		n = resolve(n)
+		if n == nil || depth > 20 {
+			return 0
+		}
+		switch n.Kind {
+		case yaml.ScalarNode:
+			if st, ok := fb.p.stmts[n]; ok || n.Line > fb.line {
+				if !ok {
+					var err error
+					if st, err = parseStatement(strings.TrimSpace(n.Value)); err != nil {
+						return 0
+					}
+				}
+				for _, t := range st.targets {
+					if t.str == raw && n.Line != fb.line {
+						return n.Line
+					}
+				}
+			}
+		case yaml.SequenceNode, yaml.MappingNode:
+			for _, c := range n.Content {
+				if l := walk(c, depth+1); l > 0 {
+					return l
+				}
+			}
+		}
+		return 0
+	}
+	return walk(fb.body, 0)
 }
 
 func (fb *fnBuilder) call(e *expr) (Value, error) {
