@@ -11,8 +11,19 @@ import (
 )
 
 // Micro-benchmarks of the runtime on the real device (no validation layer). Run on the GPU
-// machine with `runtime.test -test.run '^$' -test.bench . -test.v`; each prints its figures with
-// b.Logf and reports them as metrics. Sizes adapt to the device: lavapipe gets small shapes.
+// machine with `runtime.test -test.run '^$' -test.bench . -test.benchtime 1x -test.v`; each
+// prints its figures with b.Logf and reports them as metrics. Sizes adapt to the device:
+// lavapipe gets small shapes.
+//
+// Measured on the NVIDIA H200 (Vulkan 1.4.312, driver 580.159.04), one run, medians:
+//
+//	copy 1 GiB -> 1 GiB, vec4              500.6 µs   4289 GB/s read+write = 89.4% of 4.8 TB/s
+//	1000 tiny dispatches, no barrier       0.168 µs per dispatch (GPU time)
+//	1000 tiny dispatches, barrier after    2.430 µs per dispatch: 14.5x
+//	Run of 1000 recorded dispatches        227.6 µs host (GPU 167.7 µs); 189.8 µs with SpinWait
+//	re-record + Run of the same            943.7 µs host (recording 707.7 µs): 4.15x
+//	recording, per dispatch                0.43 µs with push descriptors, 0.54 µs with sets
+//	Analyze, 1000 dispatches in one arena  0.92 ms
 
 const hbmPeak = 4.8e12 // H200 HBM3e, bytes/s: the reference the copy figure is a share of
 
