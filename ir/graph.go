@@ -33,6 +33,10 @@ type Node struct {
 	Name  string
 	Value *Tensor // the constant of a Const node
 	Pos   Pos     // where the node was written
+	// Rule names the rewrite rule that introduced the node when a graph comes out of the e-graph
+	// optimiser (rules.Optimize), e.g. "add-rmsnorm"; empty for nodes as the model wrote them. It
+	// is for display (vkc dot --fused) and reports, not part of the node's meaning.
+	Rule string
 }
 
 // Value is one output of a node.
