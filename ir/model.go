@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -291,8 +290,8 @@ func intExpr(e *expr, lookup func(string) (int, bool)) (int, error) {
 	return x.i, nil
 }
 
-// parseType reads a tensor type: a list of dimensions ("[vocab, d]", dtype def), a string
-// "f16[vocab, d]" or "i32[]", or (when mapOK) a mapping {shape: ..., dtype: ..., init: ...}.
+// parseType reads a tensor type: a list of dimensions ("[vocab, d]", dtype def) or a string
+// "f16[vocab, d]" or "i32[]". (parseDecls handles the mapping form {shape, dtype, init}.)
 func (p *modelParser) parseType(n *yaml.Node, def DType, lookup func(string) (int, bool)) (Type, error) {
 	n = resolve(n)
 	switch n.Kind {
@@ -526,14 +525,4 @@ func (p *modelParser) floatValue(v *yaml.Node) (float64, error) {
 		return 0, err
 	}
 	return x.float(), nil
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	sort.Strings(k)
-	return k
 }
