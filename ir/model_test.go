@@ -87,6 +87,7 @@ func TestParseModelErrors(t *testing.T) {
 		{"bad attribute kind", withLine(18, "        - h = rmsnorm(h, layers.{i}.n, eps=true)"), 18, []string{"eps must be float"}},
 		{"use before definition", withLine(16, "      - h = linear(z, w)"), 16, []string{"use before definition", "z is not defined"}},
 		{"use before later definition", withLine(16, "      - h = linear(y, w)"), 16, []string{"use before definition", "y is assigned only later, at line 20"}},
+		{"no weights section", withLine(3, ""), 5, []string{"no weights section"}},
 		{"undefined output", withLine(14, "    outputs: [yy]"), 14, []string{"output yy", "use before definition"}},
 		{"duplicate param/state", withLine(5, "  cache: [d, d]"), 8, []string{"duplicate name", "cache is already a parameter"}},
 		{"duplicate key", withLine(6, "  w: [d]"), 6, []string{`duplicate key "w"`, "line 5"}},

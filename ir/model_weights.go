@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"errors"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -161,7 +162,8 @@ func (p *modelParser) loadWeights() error {
 		return nil
 	}
 	if w.node == nil {
-		return fmt.Errorf("%s: the model declares parameters but has no weights section (file: or init:)", p.file)
+		d := p.m.Params[0]
+		return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: errors.New("the model declares parameters but has no weights section (weights: {file: ...} or {init: random, seed: ...})")}
 	}
 	var sf *stFile
 	if w.file != "" {
