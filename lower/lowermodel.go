@@ -1,12 +1,383 @@
 package lower
 
 import (
-	"errors"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
 
+	"vkc/codegen"
 	"vkc/ir"
+	"vkc/ir/safetensors"
+	"vkc/kernels"
 	"vkc/plan"
 )
 
+// lowerer holds what the functions of one plan share: weights, state, modules, kernel choices.
+type lowerer struct {
+	m     *ir.Model
+	opts  Options
+	caps  kernels.Caps
+	dev   DeviceModel
+	align uint64
+
+	weights      []*weightBuf
+	weightByHash map[[32]byte]int
+	weightByName map[string]int // weight tensor name → index in weights
+	wtensors     []plan.WeightTensor
+	wtensorBuf   []int // weight buffer of each entry of wtensors
+	external     *safetensors.File
+	extSize      uint64
+	extSum       [32]byte
+	folded       int
+
+	stateIndex map[string]int
+	stateOff   []uint64
+	stateSize  uint64
+
+	modules     []plan.Module
+	moduleByKey map[string]int
+
+	chosen map[string]*choice // by problem key
+	notes  []string
+	cands  []plan.Candidate
+}
+
+type weightBuf struct {
+	t      ir.Type
+	data   []byte // device bytes (nil for external weights)
+	size   uint64
+	off    uint64 // in the weight region
+	srcOff uint64 // in the external file
+}
+
+// choice is a template and configuration for a problem, with its launch.
+type choice struct {
+	tmpl   *kernels.Template
+	cfg    kernels.Config
+	launch *kernels.Launch
+	est    time.Duration
+	err    error
+}
+
 func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Report, error) {
-	return nil, nil, errors.New("lower: not implemented yet")
+	if m == nil {
+		return nil, nil, fmt.Errorf("lower: no model")
+	}
+	if len(fns) == 0 {
+		fns = m.Functions
+	}
+	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
+		weightByHash: map[[32]byte]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
+		moduleByKey: map[string]int{}, chosen: map[string]*choice{}}
+	if l.dev.Bandwidth == 0 {
+		l.dev = ModelFor(opts.Device)
+	}
+	l.align = uint64(max(l.caps.MinStorageOffsetAlign, 16))
+	if l.caps.MaxInvocations == 0 {
+		return nil, nil, fmt.Errorf("lower: Options.Caps is empty (fill it from the device, or use kernels.Lavapipe)")
+	}
+	if opts.ExternalWeights != "" {
+		f, err := safetensors.Open(opts.ExternalWeights)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lower: external weights: %w", err)
+		}
+		defer f.Close()
+		l.external = f
+		sum, size, err := fileSum(opts.ExternalWeights)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lower: external weights: %w", err)
+		}
+		l.extSum, l.extSize = sum, size
+	}
+	// State: every declared tensor, in declaration order, aligned.
+	for i, d := range m.State {
+		l.stateIndex[d.Name] = i
+		l.stateSize = alignUp(l.stateSize, l.align)
+		l.stateOff = append(l.stateOff, l.stateSize)
+		l.stateSize += deviceBytes(d.Type)
+	}
+	rep := &Report{}
+	var pfns []plan.Function
+	var arena uint64
+	total := 0
+	for _, f := range fns {
+		total += len(f.Nodes)
+	}
+	done := 0
+	for _, f := range fns {
+		fl := newFnLowerer(l, f)
+		pf, fr, err := fl.lower(func(what string) {
+			done++
+			if opts.Progress != nil {
+				opts.Progress(done, total, f.Name+": "+what)
+			}
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		pfns = append(pfns, *pf)
+		rep.Functions = append(rep.Functions, *fr)
+		arena = max(arena, fr.ArenaBytes)
+	}
+	p := &plan.Plan{CompilerVersion: opts.CompilerVersion, Model: m.Name, Device: opts.Device,
+		Modules: l.modules, Functions: pfns, Arena: plan.Arena{Size: arena, Align: l.align}}
+	if err := l.finishWeights(p); err != nil {
+		return nil, nil, err
+	}
+	for i, d := range m.State {
+		dt, err := planDType(d.Type.DType)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lower: state %s: %w", d.Name, err)
+		}
+		p.State = append(p.State, plan.StateTensor{Name: d.Name, DType: dt, Shape: shape64(d.Type.Shape), Offset: l.stateOff[i]})
+	}
+	p.StateSize = l.stateSize
+	p.Record.Candidates = l.cands
+	for _, fr := range rep.Functions {
+		l.notes = append(l.notes, fmt.Sprintf("%s: %d dispatches, %d barriers, arena %d bytes for %d bytes of intermediates, estimated %v",
+			fr.Name, fr.Dispatches, fr.Barriers, fr.ArenaBytes, fr.Intermediates, fr.Estimated))
+	}
+	p.Record.Notes = l.notes
+	rep.Modules = len(p.Modules)
+	rep.Weights = p.Weights.Size
+	rep.Folded = l.folded
+	rep.State = p.StateSize
+	rep.Arena = arena
+	if err := p.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("lower: the plan is inconsistent (a bug in lower): %w", err)
+	}
+	return p, rep, nil
+}
+
+func fileSum(path string) ([32]byte, uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return [32]byte{}, 0, err
+	}
+	return sha256.Sum256(b), uint64(len(b)), nil
+}
+
+func alignUp(x, a uint64) uint64 { return (x + a - 1) / a * a }
+
+// deviceBytes is a tensor's size in device memory: kernels keep bool as u32.
+func deviceBytes(t ir.Type) uint64 {
+	if t.DType == ir.Bool {
+		return 4 * uint64(t.Shape.NumElements())
+	}
+	return uint64(t.Bytes())
+}
+
+func deviceData(x *ir.Tensor) []byte {
+	if x.Type.DType != ir.Bool {
+		return x.Data
+	}
+	out := make([]byte, 4*len(x.Data))
+	for i, v := range x.Data {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(v))
+	}
+	return out
+}
+
+func planDType(d ir.DType) (plan.DType, error) {
+	switch d {
+	case ir.F32:
+		return plan.F32, nil
+	case ir.F16:
+		return plan.F16, nil
+	case ir.BF16:
+		return plan.BF16, nil
+	case ir.I32:
+		return plan.I32, nil
+	case ir.U32, ir.Bool: // kernels keep bool as u32 (0 or 1)
+		return plan.U32, nil
+	}
+	return plan.InvalidDType, fmt.Errorf("dtype %s has no plan form", d)
+}
+
+func shape64(s ir.Shape) []int64 {
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
+	}
+	return out
+}
+
+// weight returns the weight buffer holding x under name (deduplicated by content: two tensors
+// with the same type and bytes share storage, e.g. zero biases, or a folded constant computed by
+// two functions).
+func (l *lowerer) weight(name string, x *ir.Tensor) (int, error) {
+	if i, ok := l.weightByName[name]; ok {
+		return l.wtensorBuf[i], nil
+	}
+	data := deviceData(x)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|", x.Type)
+	h.Write(data)
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
+	bi, ok := l.weightByHash[key]
+	if !ok {
+		wb := &weightBuf{t: x.Type, data: data, size: uint64(len(data))}
+		if l.external != nil {
+			off, err := l.findExternal(name, x)
+			if err != nil {
+				return 0, err
+			}
+			wb.data, wb.srcOff = nil, off
+		}
+		bi = len(l.weights)
+		l.weights = append(l.weights, wb)
+		l.weightByHash[key] = bi
+	}
+	dt, err := planDType(x.Type.DType)
+	if err != nil {
+		return 0, fmt.Errorf("weight %s: %w", name, err)
+	}
+	l.weightByName[name] = len(l.wtensors)
+	l.wtensors = append(l.wtensors, plan.WeightTensor{Name: name, DType: dt, Shape: shape64(x.Type.Shape), Size: uint64(len(data))})
+	l.wtensorBuf = append(l.wtensorBuf, bi)
+	return bi, nil
+}
+
+// findExternal finds the bytes of parameter name in the external safetensors file: the tensor of
+// that name, or else the one tensor with the same type and bytes (the model may map names).
+func (l *lowerer) findExternal(name string, x *ir.Tensor) (uint64, error) {
+	f := l.external
+	match := func(e safetensors.Entry) bool {
+		if !e.Type.Equal(x.Type) || e.Size != int64(len(x.Data)) {
+			return false
+		}
+		t, err := f.Read(e.Name)
+		return err == nil && string(t.Data) == string(x.Data)
+	}
+	if e, ok := f.Entries[name]; ok && match(e) {
+		return uint64(e.Offset), nil
+	}
+	for _, n := range f.Names() {
+		if e := f.Entries[n]; match(e) {
+			return uint64(e.Offset), nil
+		}
+	}
+	return 0, fmt.Errorf("lower: external weights %s hold no tensor equal to %s (%s); constants and folded or converted weights cannot be external: compile with inline weights",
+		f.Path, name, x.Type)
+}
+
+// finishWeights lays out the weight region and fills p.Weights.
+func (l *lowerer) finishWeights(p *plan.Plan) error {
+	var size uint64
+	for _, w := range l.weights {
+		size = alignUp(size, l.align)
+		w.off = size
+		size += w.size
+	}
+	p.Weights.Size = size
+	for i := range l.wtensors {
+		w := l.weights[l.wtensorBuf[i]]
+		l.wtensors[i].Offset = w.off
+		if l.external != nil {
+			l.wtensors[i].SourceOffset = w.srcOff
+		}
+	}
+	ts := append([]plan.WeightTensor(nil), l.wtensors...)
+	sort.SliceStable(ts, func(i, j int) bool { return ts[i].Offset < ts[j].Offset })
+	p.Weights.Tensors = ts
+	if l.external != nil {
+		p.Weights.Source = &plan.Source{Path: l.opts.ExternalWeights, Size: l.extSize, SHA256: l.extSum}
+		return nil
+	}
+	p.Weights.Data = make([]byte, size)
+	for _, w := range l.weights {
+		copy(p.Weights.Data[w.off:], w.data)
+	}
+	return nil
+}
+
+// choose returns the template, configuration and launch for p (cached by problem key).
+func (l *lowerer) choose(p *kernels.Problem) *choice {
+	key := p.Key()
+	if c, ok := l.chosen[key]; ok {
+		return c
+	}
+	c := &choice{}
+	l.chosen[key] = c
+	if l.opts.Choose != nil {
+		t, cfg, err := l.opts.Choose(p)
+		if err != nil {
+			c.err = err
+			return c
+		}
+		if err := t.Space.Valid(p, cfg, l.caps); err != nil {
+			c.err = fmt.Errorf("template %s at %s: %w", t.Name, cfg.Key(), err)
+			return c
+		}
+		ln, err := t.Build(p, cfg, l.caps)
+		if err != nil {
+			c.err = fmt.Errorf("template %s at %s: %w", t.Name, cfg.Key(), err)
+			return c
+		}
+		c.tmpl, c.cfg, c.launch, c.est = t, cfg, ln, Estimate(ln, l.dev)
+		return c
+	}
+	ts, err := kernels.For(p, l.caps)
+	if err != nil {
+		c.err = &NoTemplateError{Op: p.OpName(), Err: err}
+		return c
+	}
+	var errs []string
+	for _, t := range ts {
+		ln, cfg, err := kernels.Build(t, p, l.caps)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if est := Estimate(ln, l.dev); c.launch == nil || est < c.est {
+			c.tmpl, c.cfg, c.launch, c.est = t, cfg, ln, est
+		}
+	}
+	if c.launch == nil {
+		c.err = fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return c
+}
+
+// module returns the plan module index of a step, deduplicating identical SPIR-V with identical
+// specialization constants.
+func (l *lowerer) module(st *kernels.Step, key string, cfg kernels.Config) int {
+	k := st.Kernel
+	var b strings.Builder
+	h := sha256.Sum256(k.Bytes())
+	b.Write(h[:])
+	for i, v := range st.Spec {
+		fmt.Fprintf(&b, "|%d=%d", i, v)
+	}
+	fmt.Fprintf(&b, "|push%d", k.PushSize)
+	dk := b.String()
+	if i, ok := l.moduleByKey[dk]; ok {
+		return i
+	}
+	m := plan.Module{Key: key, Config: map[string]int64{}, SPIRV: append([]uint32(nil), k.Words...), Entry: "main",
+		PushConstantSize: uint32(k.PushSize), Workgroup: k.WorkgroupSizeFor(st.Spec)}
+	for n, v := range cfg {
+		m.Config[n] = int64(v)
+	}
+	for bi, kb := range k.Bindings {
+		acc := plan.ReadWrite
+		switch kb.Access {
+		case codegen.ReadOnly:
+			acc = plan.Read
+		case codegen.WriteOnly:
+			acc = plan.Write
+		}
+		m.Bindings = append(m.Bindings, plan.BindingDecl{Binding: uint32(bi), Access: acc})
+	}
+	for i, v := range st.Spec {
+		m.SpecConstants = append(m.SpecConstants, plan.SpecConstant{ID: uint32(i), Value: v})
+	}
+	l.moduleByKey[dk] = len(l.modules)
+	l.modules = append(l.modules, m)
+	return len(l.modules) - 1
 }

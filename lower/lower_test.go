@@ -1,0 +1,314 @@
+package lower_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"vkc/ir"
+	"vkc/ir/interp"
+	"vkc/kernels"
+	"vkc/kernels/kerneltest"
+	"vkc/lower"
+	"vkc/plan"
+	"vkc/runtime"
+)
+
+// newModel assembles a model from built functions; every parameter and state the functions use
+// is declared from the nodes.
+func newModel(name string, weights map[string]*ir.Tensor, fns ...*ir.Function) *ir.Model {
+	m := &ir.Model{Name: name, Weights: weights, Functions: fns}
+	seen := map[string]bool{}
+	for _, f := range fns {
+		for _, n := range f.Nodes {
+			key := n.Op.String() + ":" + n.Name
+			if seen[key] {
+				continue
+			}
+			switch n.Op {
+			case ir.Param:
+				m.Params = append(m.Params, &ir.Decl{Name: n.Name, Type: n.Type()})
+			case ir.State:
+				m.State = append(m.State, &ir.Decl{Name: n.Name, Type: n.Type()})
+			default:
+				continue
+			}
+			seen[key] = true
+		}
+	}
+	return m
+}
+
+func options(d *runtime.Device) lower.Options {
+	return lower.Options{Caps: kerneltest.CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test"}
+}
+
+// compile lowers m, checks that encoding is deterministic and round-trips, and loads the plan.
+func compile(t *testing.T, m *ir.Model) (*plan.Plan, *lower.Report, *runtime.Executable) {
+	t.Helper()
+	d := kerneltest.Device(t)
+	p, rep, err := lower.Lower(m, m.Functions, options(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	q, err := plan.Decode(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("decode the encoded plan: %v", err)
+	}
+	exe, err := d.Load(q, runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exe.Close() })
+	return p, rep, exe
+}
+
+func random(rng *rand.Rand, t ir.Type) *ir.Tensor { return kerneltest.Random(rng, t) }
+
+func scalarI32(v int) *ir.Tensor { return ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(v)}) }
+
+// hostTensor reads an output's bytes (bool as u32) back into a tensor of type t.
+func hostTensor(t ir.Type, b []byte) *ir.Tensor {
+	if t.DType != ir.Bool {
+		return &ir.Tensor{Type: t, Data: b}
+	}
+	x := ir.NewTensor(t)
+	for i := range x.Data {
+		if binary.LittleEndian.Uint32(b[4*i:]) != 0 {
+			x.Data[i] = 1
+		}
+	}
+	return x
+}
+
+// runBoth runs fn on the executable and in the interpreter session and compares every output.
+func runBoth(t *testing.T, exe *runtime.Executable, s *interp.Session, f *ir.Function, in map[string]*ir.Tensor) {
+	t.Helper()
+	raw := map[string][]byte{}
+	for k, v := range in {
+		raw[k] = v.Data
+	}
+	got, err := exe.Run(context.Background(), f.Name, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.Run(f.Name, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range f.Outputs {
+		typ := o.Value.Type()
+		if msg := kerneltest.Compare(hostTensor(typ, got[o.Name]), want[o.Name], kerneltest.Tolerance(typ.DType)); msg != "" {
+			t.Errorf("%s: output %s: %s", f.Name, o.Name, msg)
+		}
+	}
+}
+
+// An elementwise DAG with two outputs becomes one dispatch and needs no barrier.
+func TestElementwiseChainOneKernel(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 4, 37))
+	bias := b.Param("bias", ir.T(ir.F32, 37))
+	y := b.MustOp(ir.Add, nil, b.MustOp(ir.Mul, nil, b.MustOp(ir.Silu, nil, x), x), bias)
+	z := b.MustOp(ir.Exp, nil, b.MustOp(ir.Mul, nil, y, b.Scalar(ir.F32, 0.5)))
+	b.Output("y", y)
+	b.Output("z", z)
+	m := newModel("chain", map[string]*ir.Tensor{"bias": random(rng, ir.T(ir.F32, 37))}, b.Function())
+	p, rep, exe := compile(t, m)
+	if fr := rep.Functions[0]; fr.Dispatches != 1 || fr.Barriers != 0 {
+		t.Errorf("%d dispatches and %d barriers, want 1 and 0 (one fused kernel)", fr.Dispatches, fr.Barriers)
+	}
+	if d := p.Functions[0].Dispatches[0]; d.Bindings[len(d.Bindings)-1].Buffer.Region.Kind != plan.RegionOutput {
+		t.Errorf("the fused kernel does not write its output slot directly: %+v", d.Bindings)
+	}
+	runBoth(t, exe, interp.NewSession(m), m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 4, 37))})
+}
+
+// A cache_write whose state input is the state source is done in place on the state region; the
+// cache persists across runs and matches the interpreter's session.
+func TestCacheWriteInPlace(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	ct := ir.T(ir.F32, 8, 2, 4)
+	b := ir.NewBuilder("step")
+	x, _ := b.Input("x", ir.T(ir.F32, 2, 2, 4))
+	pos, _ := b.Input("pos", ir.T(ir.I32))
+	c := b.State("cache", ct)
+	c2 := b.MustOp(ir.CacheWrite, nil, c, x, pos)
+	if err := b.Update("cache", c2); err != nil {
+		t.Fatal(err)
+	}
+	b.Output("y", b.MustOp(ir.Mul, nil, c2, b.Scalar(ir.F32, 2)))
+	m := newModel("cache", nil, b.Function())
+	p, rep, exe := compile(t, m)
+	fr := rep.Functions[0]
+	if fr.InPlace != 1 || fr.StateCopies != 0 {
+		t.Errorf("in place %d, state copies %d; want 1 and 0", fr.InPlace, fr.StateCopies)
+	}
+	if fr.Dispatches != 2 || fr.Barriers != 1 {
+		t.Errorf("%d dispatches, %d barriers; want 2 and 1", fr.Dispatches, fr.Barriers)
+	}
+	w := p.Functions[0].Dispatches[0]
+	if w.Ops[0] != "cache_write" || w.Bindings[len(w.Bindings)-1].Buffer.Region.Kind != plan.RegionState {
+		t.Errorf("cache_write does not write the state region: %v %+v", w.Ops, w.Bindings)
+	}
+	s := interp.NewSession(m)
+	for _, at := range []int{0, 3, 6} {
+		runBoth(t, exe, s, m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 2, 2, 4)), "pos": scalarI32(at)})
+	}
+	got, err := exe.ReadState("cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := kerneltest.Compare(&ir.Tensor{Type: ct, Data: got}, s.State("cache"), 0); msg != "" {
+		t.Errorf("cache after three runs: %s", msg)
+	}
+	if err := exe.ResetState(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = exe.ReadState("cache")
+	if !bytes.Equal(got, make([]byte, len(got))) {
+		t.Errorf("ResetState left non-zero bytes")
+	}
+}
+
+// When a kernel that runs after the in-place write still reads the old state, the old state is
+// copied first.
+func TestCacheWriteOldStateStillRead(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	ct := ir.T(ir.F32, 4, 3)
+	b := ir.NewBuilder("step")
+	x, _ := b.Input("x", ir.T(ir.F32, 1, 3))
+	pos, _ := b.Input("pos", ir.T(ir.I32))
+	c := b.State("cache", ct)
+	c2 := b.MustOp(ir.CacheWrite, nil, c, x, pos)
+	b.Update("cache", c2)
+	// old + new, computed after the write in graph order
+	b.Output("y", b.MustOp(ir.Add, nil, c2, c))
+	m := newModel("cache", nil, b.Function())
+	_, rep, exe := compile(t, m)
+	if fr := rep.Functions[0]; fr.InPlace != 1 || fr.StateCopies != 1 {
+		t.Errorf("in place %d, state copies %d; want 1 and 1", fr.InPlace, fr.StateCopies)
+	}
+	s := interp.NewSession(m)
+	for _, at := range []int{0, 1, 2} {
+		runBoth(t, exe, s, m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 1, 3)), "pos": scalarI32(at)})
+	}
+}
+
+// Constant subgraphs over parameters are folded into compile-time weights; reshape is a view.
+func TestFoldAndViews(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 2, 3, 4))
+	w := b.Param("w", ir.T(ir.F32, 12))
+	w2 := b.MustOp(ir.Reshape, ir.Attrs{"shape": []int{3, 4}}, b.MustOp(ir.Mul, nil, w, b.Scalar(ir.F32, 3)))
+	y := b.MustOp(ir.Add, nil, x, w2)
+	b.Output("y", b.MustOp(ir.Reshape, ir.Attrs{"shape": []int{6, 4}}, y))
+	m := newModel("fold", map[string]*ir.Tensor{"w": random(rng, ir.T(ir.F32, 12))}, b.Function())
+	p, rep, exe := compile(t, m)
+	if rep.Folded != 1 {
+		t.Errorf("folded %d subgraphs, want 1", rep.Folded)
+	}
+	if rep.Functions[0].Dispatches != 1 {
+		t.Errorf("%d dispatches, want 1 (reshapes are views, w·3 is folded)", rep.Functions[0].Dispatches)
+	}
+	for _, wt := range p.Weights.Tensors {
+		if wt.Name == "w" {
+			t.Errorf("the unfolded parameter w is in the plan although nothing reads it")
+		}
+	}
+	runBoth(t, exe, interp.NewSession(m), m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 2, 3, 4))})
+}
+
+// Bad inputs to Run are rejected before anything is submitted, naming the input.
+func TestRunBadInputs(t *testing.T) {
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 4))
+	b.Output("y", b.MustOp(ir.Neg, nil, x))
+	m := newModel("neg", nil, b.Function())
+	_, _, exe := compile(t, m)
+	ctx := context.Background()
+	for _, c := range []struct {
+		in   map[string][]byte
+		want string
+	}{
+		{map[string][]byte{"x": make([]byte, 16), "z": nil}, `unknown input "z"`},
+		{map[string][]byte{"x": make([]byte, 12)}, `input "x" has 12 bytes, want 16`},
+		{map[string][]byte{}, `missing input "x"`},
+	} {
+		_, err := exe.Run(ctx, "f", c.in)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run(%v): %v, want an error containing %q", c.in, err, c.want)
+		}
+	}
+	if _, err := exe.Run(ctx, "g", nil); !errors.Is(err, runtime.ErrUnknownFunction) {
+		t.Errorf("Run of an unknown function: %v", err)
+	}
+	out, err := exe.Run(ctx, "f", map[string][]byte{"x": ir.TensorFromFloat64s(ir.T(ir.F32, 4), []float64{1, -2, 3, 0}).Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y := (&ir.Tensor{Type: ir.T(ir.F32, 4), Data: out["y"]}).Float64s(); y[0] != -1 || y[1] != 2 {
+		t.Errorf("neg gave %v", y)
+	}
+}
+
+// A plan for another device is refused with both devices named, unless AllowForeign.
+func TestLoadForeignDevice(t *testing.T) {
+	d := kerneltest.Device(t)
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 4))
+	b.Output("y", b.MustOp(ir.Neg, nil, x))
+	m := newModel("neg", nil, b.Function())
+	opts := options(d)
+	opts.Device = plan.Fingerprint{VendorID: 0x10de, DeviceID: 0x2335, DeviceName: "NVIDIA H200"}
+	p, _, err := lower.Lower(m, m.Functions, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Load(p, runtime.LoadOptions{})
+	if err == nil || !strings.Contains(err.Error(), "NVIDIA H200") || !strings.Contains(err.Error(), d.Info.Name) {
+		t.Fatalf("Load of a foreign plan: %v", err)
+	}
+	exe, err := d.Load(p, runtime.LoadOptions{AllowForeign: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe.Close()
+}
+
+// Lowering twice gives byte-identical plans.
+func TestDeterministic(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 3, 8))
+	w := b.Param("w", ir.T(ir.F32, 8))
+	h := b.MustOp(ir.Mul, nil, b.MustOp(ir.Tanh, nil, x), w)
+	b.Output("a", b.MustOp(ir.Add, nil, h, x))
+	b.Output("b", b.MustOp(ir.Sub, nil, h, w))
+	m := newModel("det", map[string]*ir.Tensor{"w": random(rng, ir.T(ir.F32, 8))}, b.Function())
+	var enc [2][]byte
+	for i := range enc {
+		p, _, err := lower.Lower(m, m.Functions, lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := p.Encode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		enc[i] = buf.Bytes()
+	}
+	if !bytes.Equal(enc[0], enc[1]) {
+		t.Errorf("two lowerings differ (%d and %d bytes)", len(enc[0]), len(enc[1]))
+	}
+}

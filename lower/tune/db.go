@@ -1,0 +1,297 @@
+package tune
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"vkc/kernels"
+)
+
+// Key identifies one search in the database: a template on a problem, measured on one device
+// and driver by one compiler. A change in any field is a miss: a new driver or compiler may
+// generate or run the same configuration differently, so its times are not trusted.
+type Key struct {
+	Device   string `json:"device"`   // runtime.Fingerprint.String(): vendor, device, driver, pipeline-cache UUID
+	Driver   string `json:"driver"`   // the decoded driver version (runtime.DeviceInfo.DriverVersion)
+	Compiler string `json:"compiler"` // the compiler version (vkc.CompilerVersion())
+	Template string `json:"template"`
+	Problem  string `json:"problem"` // kernels.Problem.Key(): op, attributes, shapes, dtypes, fused expression
+}
+
+// Entry is the result of one search.
+type Entry struct {
+	Key
+	// Best is the fastest valid configuration and Time its median; Best is nil when no
+	// configuration was valid.
+	Best kernels.Config `json:"best,omitempty"`
+	Time time.Duration  `json:"time_ns,omitempty"`
+	// Tried is the number of configurations built and run (valid or not); predicate rejections
+	// are not counted.
+	Tried int `json:"tried"`
+	// Complete is false for a search cut short by a budget or cancellation: a later compile
+	// resumes it, reusing every configuration already measured.
+	Complete bool `json:"complete"`
+	// Times holds every valid configuration's median (by Config.Key), Invalid every rejected
+	// configuration with the reason (a predicate, a build or pipeline error, a wrong result).
+	Times   map[string]time.Duration `json:"times,omitempty"`
+	Invalid map[string]string        `json:"invalid,omitempty"`
+	Updated time.Time                `json:"updated"`
+}
+
+func (e *Entry) clone() *Entry {
+	c := *e
+	c.Best = cloneConfig(e.Best)
+	c.Times = make(map[string]time.Duration, len(e.Times))
+	for k, v := range e.Times {
+		c.Times[k] = v
+	}
+	c.Invalid = make(map[string]string, len(e.Invalid))
+	for k, v := range e.Invalid {
+		c.Invalid[k] = v
+	}
+	return &c
+}
+
+func cloneConfig(c kernels.Config) kernels.Config {
+	if c == nil {
+		return nil
+	}
+	d := make(kernels.Config, len(c))
+	for k, v := range c {
+		d[k] = v
+	}
+	return d
+}
+
+// dbFormat is the version of the file layout; a file of another version is ignored (with a
+// warning) and overwritten on the next save.
+const dbFormat = 1
+
+type dbFile struct {
+	Format  int      `json:"format"`
+	Entries []*Entry `json:"entries"`
+}
+
+// DB is the tuning database: one JSON file holding completed (and interrupted) searches. It is
+// safe for concurrent use within a process. Two processes saving at once may lose one's new
+// entries (the last rename wins; each save merges the file as it then is), never corrupt it.
+type DB struct {
+	path    string
+	mu      sync.Mutex
+	entries map[Key]*Entry
+	// Warning is set when the file existed but could not be used (corrupt, another format):
+	// the database started empty and the next Save replaces the file.
+	Warning string
+}
+
+// DefaultPath is the database file in the user cache directory: $XDG_CACHE_HOME/vkc/tune/tune.json
+// (os.UserCacheDir) on Linux.
+func DefaultPath() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("tuning database: no user cache directory (use --tune-db PATH): %w", err)
+	}
+	return filepath.Join(dir, "vkc", "tune", "tune.json"), nil
+}
+
+// OpenDB reads the database at path ("" is DefaultPath). A missing file is an empty database; a
+// corrupt one is too, with DB.Warning saying why. Only an unreadable file (permissions) is an
+// error.
+func OpenDB(path string) (*DB, error) {
+	if path == "" {
+		p, err := DefaultPath()
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	db := &DB{path: path, entries: map[Key]*Entry{}}
+	entries, err := readDB(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, errCorrupt):
+		db.Warning = fmt.Sprintf("tuning database %s is unusable, starting afresh: %v", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("tuning database: %w", err)
+	default:
+		db.entries = entries
+	}
+	return db, nil
+}
+
+var errCorrupt = errors.New("corrupt")
+
+func readDB(path string) (map[Key]*Entry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f dbFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	if f.Format != dbFormat {
+		return nil, fmt.Errorf("%w: format %d, this vkc reads format %d", errCorrupt, f.Format, dbFormat)
+	}
+	out := make(map[Key]*Entry, len(f.Entries))
+	for _, e := range f.Entries {
+		if e == nil {
+			continue
+		}
+		out[e.Key] = e
+	}
+	return out, nil
+}
+
+// Path is the database's file.
+func (db *DB) Path() string { return db.path }
+
+// Get returns a copy of the entry for k.
+func (db *DB) Get(k Key) (*Entry, bool) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	e, ok := db.entries[k]
+	if !ok {
+		return nil, false
+	}
+	return e.clone(), true
+}
+
+// Put stores a copy of e (replacing the entry of its key). Save writes it.
+func (db *DB) Put(e *Entry) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.entries[e.Key] = e.clone()
+}
+
+// Len is the number of entries.
+func (db *DB) Len() int {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return len(db.entries)
+}
+
+// Entries returns copies of all entries, sorted by device, compiler, template and problem.
+func (db *DB) Entries() []*Entry {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	out := make([]*Entry, 0, len(db.entries))
+	for _, e := range db.entries {
+		out = append(out, e.clone())
+	}
+	sortEntries(out)
+	return out
+}
+
+func sortEntries(es []*Entry) {
+	sort.Slice(es, func(i, j int) bool {
+		a, b := es[i].Key, es[j].Key
+		if a.Device != b.Device {
+			return a.Device < b.Device
+		}
+		if a.Driver != b.Driver {
+			return a.Driver < b.Driver
+		}
+		if a.Compiler != b.Compiler {
+			return a.Compiler < b.Compiler
+		}
+		if a.Template != b.Template {
+			return a.Template < b.Template
+		}
+		return a.Problem < b.Problem
+	})
+}
+
+// Save writes the database atomically (a temporary file in the same folder, then a rename), so a
+// reader sees the old file or the new one, never part of one. Entries another process saved
+// since OpenDB are kept unless this database has the same key.
+func (db *DB) Save() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	merged := map[Key]*Entry{}
+	if disk, err := readDB(db.path); err == nil {
+		for k, e := range disk {
+			merged[k] = e
+		}
+	}
+	for k, e := range db.entries {
+		merged[k] = e
+	}
+	f := dbFile{Format: dbFormat}
+	for _, e := range merged {
+		f.Entries = append(f.Entries, e)
+	}
+	sortEntries(f.Entries)
+	b, err := json.MarshalIndent(&f, "", " ")
+	if err != nil {
+		return fmt.Errorf("tuning database: %w", err)
+	}
+	if err := writeAtomic(db.path, append(b, '\n')); err != nil {
+		return fmt.Errorf("tuning database: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic writes data to path through a temporary file in the same folder and a rename.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(name, 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return werr
+	}
+	return nil
+}
+
+// ClearDB removes the database file at path ("" is DefaultPath) and any temporary files a
+// crashed save left next to it. It reports how many entries the file held (0 when it did not
+// exist or was corrupt).
+func ClearDB(path string) (int, error) {
+	if path == "" {
+		p, err := DefaultPath()
+		if err != nil {
+			return 0, err
+		}
+		path = p
+	}
+	n := 0
+	if es, err := readDB(path); err == nil {
+		n = len(es)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("tuning database: %w", err)
+	}
+	if tmps, err := filepath.Glob(path + ".tmp-*"); err == nil {
+		for _, t := range tmps {
+			os.Remove(t)
+		}
+	}
+	return n, nil
+}

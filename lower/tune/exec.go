@@ -1,0 +1,366 @@
+package tune
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+
+	"vkc/codegen"
+	"vkc/ir"
+	"vkc/ir/interp"
+	"vkc/kernels"
+	"vkc/runtime"
+)
+
+// CapsOf converts the runtime's description of a device into what templates need.
+func CapsOf(info *runtime.DeviceInfo) kernels.Caps {
+	c := info.Caps
+	arith := uint32(1 << 2)
+	shuffle := uint32(1<<4 | 1<<3)
+	return kernels.Caps{
+		SubgroupSize:          int(c.SubgroupSize),
+		SubgroupArithmetic:    uint32(c.SubgroupOps)&arith != 0 && c.SubgroupStages&0x20 != 0,
+		SubgroupShuffle:       uint32(c.SubgroupOps)&shuffle == shuffle && c.SubgroupStages&0x20 != 0,
+		Float16:               c.ShaderFloat16,
+		Storage16:             c.StorageBuffer16BitAccess,
+		MaxSharedBytes:        int(c.MaxSharedMemory),
+		MaxInvocations:        int(c.MaxWorkgroupInvocations),
+		MaxWorkgroupSize:      [3]int{int(c.MaxWorkgroupSize[0]), int(c.MaxWorkgroupSize[1]), int(c.MaxWorkgroupSize[2])},
+		MaxGroups:             [3]int{int(c.MaxWorkgroupCount[0]), int(c.MaxWorkgroupCount[1]), int(c.MaxWorkgroupCount[2])},
+		MinStorageOffsetAlign: int(max(c.MinStorageBufferOffset, 4)),
+	}
+}
+
+// deviceBytes encodes a host tensor the way kernels keep it in device memory (bool as u32).
+func deviceBytes(x *ir.Tensor) []byte {
+	if x.Type.DType != ir.Bool {
+		return x.Data
+	}
+	out := make([]byte, 4*len(x.Data))
+	for i, v := range x.Data {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(v))
+	}
+	return out
+}
+
+func deviceSize(t ir.Type) int {
+	if t.DType == ir.Bool {
+		return 4 * t.Shape.NumElements()
+	}
+	return t.Bytes()
+}
+
+func hostTensor(t ir.Type, b []byte) *ir.Tensor {
+	if t.DType != ir.Bool {
+		return &ir.Tensor{Type: t, Data: b}
+	}
+	x := ir.NewTensor(t)
+	for i := range x.Data {
+		if binary.LittleEndian.Uint32(b[4*i:]) != 0 {
+			x.Data[i] = 1
+		}
+	}
+	return x
+}
+
+// Pipelines creates each distinct pipeline once: kernels are keyed by the SHA-256 of their
+// SPIR-V and their specialization data, so configurations that differ only in specialization
+// constants share a module (the driver's pipeline cache sees the same SPIR-V) and two
+// configurations that realise the same kernel share the pipeline itself.
+type Pipelines struct {
+	d *runtime.Device
+	m map[string]*runtime.Pipeline
+}
+
+// NewPipelines returns an empty pipeline cache for d. Close it to destroy the pipelines.
+func NewPipelines(d *runtime.Device) *Pipelines {
+	return &Pipelines{d: d, m: map[string]*runtime.Pipeline{}}
+}
+
+// kernelKey identifies a kernel and its specialization data.
+func kernelKey(k *codegen.Kernel, spec []uint32) string {
+	h := sha256.New()
+	var w [4]byte
+	for _, x := range k.Words {
+		binary.LittleEndian.PutUint32(w[:], x)
+		h.Write(w[:])
+	}
+	fmt.Fprintf(h, "|%d|%d|%v", len(k.Bindings), k.PushSize, spec)
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// Get returns the pipeline of k specialised with spec, creating it on first use.
+func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, error) {
+	key := kernelKey(k, spec)
+	if pl, ok := c.m[key]; ok {
+		return pl, nil
+	}
+	rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
+	for id, v := range spec {
+		rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
+	}
+	pl, err := c.d.NewPipeline(rk)
+	if err != nil {
+		return nil, err
+	}
+	c.m[key] = pl
+	return pl, nil
+}
+
+// Len is the number of pipelines created.
+func (c *Pipelines) Len() int { return len(c.m) }
+
+// Close destroys every pipeline.
+func (c *Pipelines) Close() {
+	for k, pl := range c.m {
+		pl.Close()
+		delete(c.m, k)
+	}
+}
+
+// Bench is a Launch bound to device buffers as one runtime program: Run executes it on given
+// arguments (to check it), Program().Measure times its dispatches on whatever the buffers hold.
+type Bench struct {
+	d       *runtime.Device
+	p       *kernels.Problem
+	args    []*runtime.Buffer
+	outs    []*runtime.Buffer
+	free    []*runtime.Buffer
+	prog    *runtime.Program
+	ownPipe *Pipelines // non-nil when the bench made its own pipelines
+}
+
+// NewBench allocates the buffers of p and l on d and records the launch as a program. Pipelines
+// come from pipes (nil: the bench makes and owns its own).
+func NewBench(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *Pipelines) (_ *Bench, err error) {
+	b := &Bench{d: d, p: p}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	if pipes == nil {
+		pipes = NewPipelines(d)
+		b.ownPipe = pipes
+	}
+	alloc := func(n int) (*runtime.Buffer, error) {
+		buf, err := d.NewBuffer(int64(max(n, 16)))
+		if err == nil {
+			b.free = append(b.free, buf)
+		}
+		return buf, err
+	}
+	b.args = make([]*runtime.Buffer, len(p.Args))
+	for i, t := range p.Args {
+		if b.args[i], err = alloc(deviceSize(t)); err != nil {
+			return nil, err
+		}
+	}
+	b.outs = make([]*runtime.Buffer, len(p.Outs))
+	for i, t := range p.Outs {
+		if a, ok := l.InPlace[i]; ok {
+			if a < 0 || a >= len(b.args) {
+				return nil, fmt.Errorf("result %d is in place of argument %d of %d", i, a, len(b.args))
+			}
+			b.outs[i] = b.args[a]
+			continue
+		}
+		if b.outs[i], err = alloc(deviceSize(t)); err != nil {
+			return nil, err
+		}
+	}
+	scratch := make([]*runtime.Buffer, len(l.Scratch))
+	for i, n := range l.Scratch {
+		if scratch[i], err = alloc(n); err != nil {
+			return nil, err
+		}
+	}
+	var spec runtime.ProgramSpec
+	for si, s := range l.Steps {
+		k := s.Kernel
+		if len(s.Bindings) != len(k.Bindings) {
+			return nil, fmt.Errorf("step %d (%s): %d operands for %d bindings", si, k.Name, len(s.Bindings), len(k.Bindings))
+		}
+		pl, err := pipes.Get(k, s.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("step %d (%s): %w", si, k.Name, err)
+		}
+		disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
+		for bi, op := range s.Bindings {
+			var buf *runtime.Buffer
+			switch {
+			case op.Kind == kernels.Arg && op.Index >= 0 && op.Index < len(b.args):
+				buf = b.args[op.Index]
+			case op.Kind == kernels.Out && op.Index >= 0 && op.Index < len(b.outs):
+				buf = b.outs[op.Index]
+			case op.Kind == kernels.Scratch && op.Index >= 0 && op.Index < len(scratch):
+				buf = scratch[op.Index]
+			default:
+				return nil, fmt.Errorf("step %d binding %d: bad operand %v", si, bi, op)
+			}
+			acc := runtime.ReadWrite
+			switch k.Bindings[bi].Access {
+			case codegen.ReadOnly:
+				acc = runtime.Read
+			case codegen.WriteOnly:
+				acc = runtime.Write
+			}
+			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: acc})
+		}
+		spec.Dispatches = append(spec.Dispatches, disp)
+	}
+	spec.KeepOrder = true
+	if b.prog, err = d.NewProgram(spec); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Run uploads args, runs the launch once and returns the results.
+func (b *Bench) Run(ctx context.Context, args []*ir.Tensor) ([]*ir.Tensor, error) {
+	p := b.p
+	if len(args) != len(p.Args) {
+		return nil, fmt.Errorf("%d arguments for a problem of %d", len(args), len(p.Args))
+	}
+	for i, a := range args {
+		if !a.Type.Equal(p.Args[i]) {
+			return nil, fmt.Errorf("argument %d is %s, the problem wants %s", i, a.Type, p.Args[i])
+		}
+		if err := b.d.Upload(b.args[i], 0, deviceBytes(a)); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.prog.Run(ctx, nil, nil); err != nil {
+		return nil, err
+	}
+	outs := make([]*ir.Tensor, len(p.Outs))
+	for i, t := range p.Outs {
+		buf := make([]byte, deviceSize(t))
+		if err := b.d.Download(b.outs[i], 0, buf); err != nil {
+			return nil, err
+		}
+		outs[i] = hostTensor(t, buf)
+	}
+	return outs, nil
+}
+
+// Program is the recorded launch, for Measure.
+func (b *Bench) Program() *runtime.Program { return b.prog }
+
+// Close frees the program and buffers (and the pipelines when the bench owns them).
+func (b *Bench) Close() {
+	if b.prog != nil {
+		b.prog.Close()
+		b.prog = nil
+	}
+	for _, buf := range b.free {
+		buf.Free()
+	}
+	b.free = nil
+	if b.ownPipe != nil {
+		b.ownPipe.Close()
+		b.ownPipe = nil
+	}
+}
+
+// RunLaunch executes a Launch for p on d once with the given arguments and returns the results;
+// everything it creates is freed before it returns.
+func RunLaunch(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, args []*ir.Tensor) ([]*ir.Tensor, error) {
+	if len(args) != len(p.Args) {
+		return nil, fmt.Errorf("%d arguments for a problem of %d", len(args), len(p.Args))
+	}
+	b, err := NewBench(d, p, l, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	return b.Run(context.Background(), args)
+}
+
+// Expect evaluates p's reference function on args in the interpreter.
+func Expect(p *kernels.Problem, args []*ir.Tensor) ([]*ir.Tensor, error) {
+	f, err := p.Reference()
+	if err != nil {
+		return nil, err
+	}
+	env := interp.Env{Inputs: map[string]*ir.Tensor{}}
+	for i, a := range args {
+		env.Inputs[fmt.Sprintf("a%d", i)] = a
+	}
+	vals := make([]ir.Value, len(f.Outputs))
+	for i, o := range f.Outputs {
+		vals[i] = o.Value
+	}
+	return interp.EvalValues(f, env, vals...)
+}
+
+// Compare checks got against want: for floats, max abs error ≤ tol relative to the largest
+// magnitude of the row (last axis) plus tol absolute; integers and bools exactly. It returns ""
+// or a description of the worst element.
+func Compare(got, want *ir.Tensor, tol float64) string {
+	if !got.Type.Equal(want.Type) {
+		return fmt.Sprintf("type %s, want %s", got.Type, want.Type)
+	}
+	g, w := got.Float64s(), want.Float64s()
+	if len(w) == 0 {
+		return ""
+	}
+	row := 1
+	if r := want.Type.Shape.Rank(); r > 0 && want.Type.Shape[r-1] > 0 {
+		row = want.Type.Shape[r-1]
+	}
+	worst, wi := 0.0, -1
+	for r := 0; r*row < len(w); r++ {
+		scale := 0.0
+		for _, v := range w[r*row : (r+1)*row] {
+			scale = math.Max(scale, math.Abs(v))
+		}
+		for i := r * row; i < (r+1)*row; i++ {
+			if math.IsNaN(w[i]) != math.IsNaN(g[i]) {
+				return fmt.Sprintf("element %d: got %g, want %g", i, g[i], w[i])
+			}
+			if !want.Type.DType.IsFloat() {
+				if g[i] != w[i] {
+					return fmt.Sprintf("element %d: got %g, want %g", i, g[i], w[i])
+				}
+				continue
+			}
+			e := math.Abs(g[i]-w[i]) / (scale + 1)
+			if e > worst {
+				worst, wi = e, i
+			}
+		}
+	}
+	if worst > tol {
+		return fmt.Sprintf("element %d: got %g, want %g (error %.3g of the row scale, tolerance %.3g)", wi, g[wi], w[wi], worst, tol)
+	}
+	return ""
+}
+
+// Tolerance is the default comparison tolerance for a dtype: results are computed in f32, so
+// f16 results differ from the interpreter's rounding by about one f16 ulp.
+func Tolerance(d ir.DType) float64 {
+	if d == ir.F16 {
+		return 2e-3
+	}
+	return 1e-4
+}
+
+// Random returns a tensor of normal values (floats) or small integers in [0, 8) (ints).
+func Random(rng *rand.Rand, t ir.Type) *ir.Tensor {
+	v := make([]float64, t.Shape.NumElements())
+	for i := range v {
+		switch {
+		case t.DType.IsFloat():
+			v[i] = rng.NormFloat64()
+		case t.DType == ir.Bool:
+			v[i] = float64(rng.Intn(2))
+		default:
+			v[i] = float64(rng.Intn(8))
+		}
+	}
+	return ir.TensorFromFloat64s(t, v)
+}

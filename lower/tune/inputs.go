@@ -1,0 +1,80 @@
+package tune
+
+import (
+	"math/rand"
+
+	"vkc/ir"
+	"vkc/kernels"
+)
+
+// Inputs returns random arguments of p's real shapes for checking a configuration against the
+// interpreter: floats are standard normal, bools fair coins, and integer operands get values
+// valid for the op that reads them, chosen from the problem:
+//
+//   - embedding ids: uniform in [0, rows of the table);
+//   - rope / rope_norm position: 1 (any position is valid; not 0, so a kernel that ignores the
+//     position is caught);
+//   - cache_write / rope_cache_write position: cache rows − new rows, the last valid position (0
+//     when the rows fill the cache), so the write lands at an offset whenever it can;
+//   - attention kv_len: the key length (every key valid, every query at a real position);
+//   - any other integer scalar of the op: 0; other integer tensors (and epilogue inputs): small
+//     integers in [0, 8), as Random gives.
+//
+// The same seed gives the same inputs.
+func Inputs(p *kernels.Problem, rng *rand.Rand) []*ir.Tensor {
+	// The op's own arguments, as Problem.Reference counts them; a fused elementwise problem has
+	// none (everything feeds its expression).
+	nop := p.NumOpArgs
+	if p.Expr == nil && nop == 0 {
+		nop = len(p.Args)
+	}
+	if p.Op == kernels.FusedElementwise {
+		nop = 0
+	}
+	out := make([]*ir.Tensor, len(p.Args))
+	for i, t := range p.Args {
+		if i < nop && t.DType.IsInt() {
+			if v, ok := intOperand(p, i, rng); ok {
+				vals := make([]float64, t.Shape.NumElements())
+				for k := range vals {
+					vals[k] = v()
+				}
+				out[i] = ir.TensorFromFloat64s(t, vals)
+				continue
+			}
+		}
+		out[i] = Random(rng, t)
+	}
+	return out
+}
+
+// intOperand returns a generator of valid values for integer operand i of p's op, or false when
+// the op has no rule for it (Random's small integers are used).
+func intOperand(p *kernels.Problem, i int, rng *rand.Rand) (func() float64, bool) {
+	konst := func(v int) (func() float64, bool) { return func() float64 { return float64(v) }, true }
+	rows := func(t ir.Type, axis int) int {
+		if t.Shape.Rank() > axis {
+			return t.Shape[axis]
+		}
+		return 1
+	}
+	switch {
+	case p.Op == ir.Embedding && i == 1:
+		n := max(rows(p.Args[0], 0), 1)
+		return func() float64 { return float64(rng.Intn(n)) }, true
+	case p.Op == ir.Rope && i == 1, p.Op == ir.RopeNorm && i == 2:
+		return konst(1)
+	case (p.Op == ir.CacheWrite || p.Op == ir.RopeCacheWrite) && i == 2:
+		return konst(max(rows(p.Args[0], 0)-rows(p.Args[1], 0), 0))
+	case p.Op == ir.Attention && i == 3:
+		axis := 0
+		if p.Attrs.String("layout", "shd") == "hsd" {
+			axis = 1
+		}
+		return konst(rows(p.Args[1], axis))
+	}
+	if p.Args[i].Shape.NumElements() == 1 {
+		return konst(0)
+	}
+	return nil, false
+}
