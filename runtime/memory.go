@@ -429,9 +429,8 @@ func (d *Device) transfer(b *Buffer, off int64, data []byte, up bool) error {
 		if err := d.settle(d.xfer); err != nil {
 			return err
 		}
-		r := C.vkc_record(d.c, handle(unsafe.Pointer(d.xfer.cb)), &cmd, 1, nil, nil, nil, 0, 1, 0, 1)
-		if err := check("record transfer", vk.Result(r)); err != nil {
-			return d.note(err)
+		if err := d.record(d.xfer.cb, &cmd, 1, nil, nil, nil, 0, 1, false, true); err != nil {
+			return err
 		}
 		if err := d.submitWait(d.xfer); err != nil {
 			return err

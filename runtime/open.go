@@ -40,7 +40,8 @@ type Device struct {
 	timeout  time.Duration
 	spin     atomic.Int64 // ns to poll a fence before blocking
 
-	queueMu sync.Mutex // vkQueueSubmit and the command pool need external synchronisation
+	queueMu sync.Mutex // vkQueueSubmit needs the queue externally synchronised
+	poolMu  sync.Mutex // so does the command pool: allocation, free, and recording into its buffers
 	lost    atomic.Bool
 	closed  atomic.Bool
 
@@ -389,9 +390,9 @@ func (d *Device) newCommandBuffer() (vk.CommandBuffer, error) {
 		Level:              vk.CommandBufferLevelPrimary,
 		CommandBufferCount: 1,
 	}
-	d.queueMu.Lock()
+	d.poolMu.Lock()
 	r := vk.AllocateCommandBuffers(d.dev, ai, cbs)
-	d.queueMu.Unlock()
+	d.poolMu.Unlock()
 	ai.Free()
 	if err := check("vkAllocateCommandBuffers", r); err != nil {
 		return nil, err
@@ -403,9 +404,9 @@ func (d *Device) freeCommandBuffer(cb vk.CommandBuffer) {
 	if cb == nil {
 		return
 	}
-	d.queueMu.Lock()
+	d.poolMu.Lock()
 	vk.FreeCommandBuffers(d.dev, d.cmdPool, 1, []vk.CommandBuffer{cb})
-	d.queueMu.Unlock()
+	d.poolMu.Unlock()
 }
 
 func (d *Device) newFence() (vk.Fence, error) {
@@ -432,6 +433,16 @@ func (d *Device) newOneShot() (*oneShot, error) {
 func (o *oneShot) destroy(d *Device) {
 	d.freeCommandBuffer(o.cb)
 	vk.DestroyFence(d.dev, o.fence, nil)
+}
+
+// record records cmds into cb (see vkc_record in cvk.h) holding the command-pool lock.
+func (d *Device) record(cb vk.CommandBuffer, cmds *C.vkc_cmd, n int, infos *C.vkc_buffer_info, push *C.uint8_t,
+	q vk.QueryPool, nquery, reps int, tsPerRep, toHost bool) error {
+	d.poolMu.Lock()
+	r := C.vkc_record(d.c, handle(unsafe.Pointer(cb)), cmds, C.uint32_t(n), infos, push,
+		handle(unsafe.Pointer(q)), C.uint32_t(nquery), C.uint32_t(reps), C.int(b2i(tsPerRep)), C.int(b2i(toHost)))
+	d.poolMu.Unlock()
+	return d.note(check("record command buffer", vk.Result(r)))
 }
 
 // settle waits for an earlier submission of s whose wait timed out. Call before re-recording.

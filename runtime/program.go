@@ -408,10 +408,8 @@ func (p *Program) record() error {
 	if err := p.d.settle(p.run); err != nil {
 		return err
 	}
-	r := C.vkc_record(p.d.c, handle(unsafe.Pointer(p.run.cb)), p.cmds, C.uint32_t(p.ncmd), p.infos, p.push,
-		handle(unsafe.Pointer(p.runQuery)), 2, 1, 1, 1)
-	if err := check("record program", vk.Result(r)); err != nil {
-		return p.d.note(err)
+	if err := p.d.record(p.run.cb, p.cmds, p.ncmd, p.infos, p.push, p.runQuery, 2, 1, true, true); err != nil {
+		return err
 	}
 	p.dirty = false
 	return nil
@@ -443,7 +441,6 @@ func (p *Program) SetPush(i, offset int, data []byte) error {
 	c := unsafe.Slice(p.cmds, p.ncmd)[p.pos[i]]
 	dst := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p.push), int(c.push_first)+offset)), len(data))
 	copy(dst, data)
-	copy(ds.Push[offset:], data)
 	p.dirty = true
 	p.meas = p.dropShot(p.meas)
 	p.prof = p.dropShot(p.prof)

@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -642,4 +644,89 @@ func TestCloseReleasesEverything(t *testing.T) {
 	}
 	// Program, pipeline and buffer are left open on purpose: Device.Close (in the cleanup) must
 	// destroy them, or the validation layer reports the leak and fails this test.
+}
+
+// TestConcurrentUse: programs recorded, re-recorded and run from several goroutines at once, with
+// uploads and downloads beside them, on one Device. The validation layer's thread-safety checks
+// report unsynchronised use of the queue or the command pool.
+func TestConcurrentUse(t *testing.T) {
+	d := openTest(t, Options{NoZeroCopy: true})
+	scale := scaleKernel(t, d, 0)
+	const n = 256
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			x, err := d.NewBuffer(4 * n)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer x.Free()
+			p, err := d.NewProgram(ProgramSpec{
+				Dispatches: []Dispatch{{Pipeline: scale, Bindings: []Binding{{Buffer: x, Access: ReadWrite}}, Push: scalePush(n, 1), Grid: [3]uint32{n / 64, 1, 1}}},
+				Inputs:     []Region{{x, 0, 4 * n}},
+				Outputs:    []Region{{x, 0, 4 * n}},
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer p.Close()
+			in := make([]float32, n)
+			for i := range in {
+				in[i] = float32(i)
+			}
+			for it := 0; it < 10; it++ {
+				s := float32(g*10 + it)
+				if err := p.SetPush(0, 4, u32(math.Float32bits(s))); err != nil {
+					errs <- err
+					return
+				}
+				out := make([]byte, 4*n)
+				if err := p.Run(context.Background(), [][]byte{bytesOf(in)}, [][]byte{out}); err != nil {
+					errs <- err
+					return
+				}
+				if got := floats(out)[n-1]; got != in[n-1]*s {
+					errs <- fmt.Errorf("goroutine %d iteration %d: %v, want %v", g, it, got, in[n-1]*s)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b, err := d.NewBuffer(1 << 16)
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer b.Free()
+		data := make([]byte, 1<<16)
+		for it := 0; it < 10; it++ {
+			data[it] = byte(it + 1)
+			if err := d.Upload(b, 0, data); err != nil {
+				errs <- err
+				return
+			}
+			back := make([]byte, 1<<16)
+			if err := d.Download(b, 0, back); err != nil {
+				errs <- err
+				return
+			}
+			if back[it] != byte(it+1) {
+				errs <- fmt.Errorf("upload/download %d: got %d", it, back[it])
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

@@ -156,10 +156,8 @@ func (p *Program) recordMeasure(reps int) error {
 	}
 	// Only the dispatches: the staging copies are the run's business, not the kernel's.
 	first, n := p.dispatchCmds()
-	r := C.vkc_record(d.c, handle(unsafe.Pointer(s.cb)), first, C.uint32_t(n), p.infos, p.push,
-		handle(unsafe.Pointer(p.measQuery)), C.uint32_t(reps+1), C.uint32_t(reps), 1, 0)
-	if err := check("record measurement", vk.Result(r)); err != nil {
-		return d.note(err)
+	if err := d.record(s.cb, first, n, p.infos, p.push, p.measQuery, reps+1, reps, true, false); err != nil {
+		return err
 	}
 	p.measReps = reps
 	return nil
@@ -174,6 +172,9 @@ func (p *Program) dispatchCmds() (*C.vkc_cmd, int) {
 	}
 	for hi > lo && cmds[hi-1].kind == 1 {
 		hi--
+	}
+	if lo == hi {
+		return nil, 0
 	}
 	return &cmds[lo], hi - lo
 }
@@ -228,11 +229,10 @@ func (p *Program) Profile(ctx context.Context) ([]DispatchTime, time.Duration, e
 			cmds[i].timestamp_after = C.int32_t(i + 1)
 		}
 		cm := C.CBytes(unsafe.Slice((*byte)(unsafe.Pointer(&cmds[0])), n*int(unsafe.Sizeof(cmds[0]))))
-		r := C.vkc_record(d.c, handle(unsafe.Pointer(s.cb)), (*C.vkc_cmd)(cm), C.uint32_t(n), p.infos, p.push,
-			handle(unsafe.Pointer(p.profQuery)), C.uint32_t(n+1), 1, 0, 0)
+		err = d.record(s.cb, (*C.vkc_cmd)(cm), n, p.infos, p.push, p.profQuery, n+1, 1, false, false)
 		C.free(cm)
-		if err := check("record profile", vk.Result(r)); err != nil {
-			return nil, 0, d.note(err)
+		if err != nil {
+			return nil, 0, err
 		}
 	}
 	if err := d.submitWait(p.prof); err != nil {
