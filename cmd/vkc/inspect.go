@@ -17,14 +17,20 @@ func init() {
 		name:  "inspect",
 		usage: "[-check-device] plan.bin",
 		short: "describe a compiled plan: device, memory, functions and their dispatches, kernels, rules, candidates",
-		flags: func(fs *flag.FlagSet) func(args []string) error {
+		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			check := fs.Bool("check-device", false, "also say whether the plan runs on the device vkc would use here (VKC_DEVICE or the best one)")
 			device := fs.String("device", "", "with -check-device: the device to check against, by index or name substring")
 			return func(args []string) error {
+				args, err := positional(fs, args)
+				if err == errHelpShown {
+					return nil
+				} else if err != nil {
+					return err
+				}
 				if len(args) != 1 {
 					return usagef("want one plan file, got %d arguments", len(args))
 				}
-				return inspect(os.Stdout, args[0], *check, *device)
+				return inspect(stdout, args[0], *check, *device)
 			}
 		},
 	})

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"vkc"
+	"vkc/ir"
+	"vkc/ir/npy"
+	"vkc/ir/safetensors"
+	"vkc/plan"
+)
+
+func init() {
+	register(&command{
+		name:  "run",
+		usage: "plan.bin -f NAME --input name=FILE... [-o out.safetensors|out.npy|DIR]  |  plan.bin --prompt-ids 1,2,3 --steps N",
+		short: "run a function of a compiled plan on inputs, or generate tokens greedily with a causal language model",
+		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			fn := fs.String("f", "", "the function to run")
+			var inputs multiFlag
+			fs.Var(&inputs, "input", "NAME=VALUE: an input as a .npy file, FILE.safetensors[:TENSOR] (default tensor: NAME), or numbers (\"3\", \"1,2,3\"); repeatable")
+			out := fs.String("o", "", "write the outputs to a .safetensors file, a .npy file (one output) or a folder of .npy files (default: print a summary)")
+			prompt := fs.String("prompt-ids", "", "comma-separated prompt token ids: greedy generation through the plan's prefill and decode functions")
+			steps := fs.Int("steps", 16, "with --prompt-ids: tokens to generate")
+			device := fs.String("device", "", "the device, by index or name substring (default: $VKC_DEVICE, else the best)")
+			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
+			return func(args []string) error {
+				args, err := positional(fs, args)
+				if err == errHelpShown {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if len(args) != 1 {
+					return usagef("want one plan file, got %d arguments", len(args))
+				}
+				lo := vkc.LoadOptions{Device: *device, AllowForeign: *foreign}
+				if *prompt != "" {
+					if *fn != "" || len(inputs) > 0 || *out != "" {
+						return usagef("--prompt-ids generates through prefill and decode; it takes no -f, --input or -o")
+					}
+					ids, err := parseIDs(*prompt)
+					if err != nil {
+						return usagef("--prompt-ids: %v", err)
+					}
+					if *steps < 1 {
+						return usagef("--steps %d: want at least 1", *steps)
+					}
+					return generateCmd(stdout, args[0], lo, ids, *steps)
+				}
+				if *fn == "" {
+					return usagef("-f NAME (the function to run) or --prompt-ids is required")
+				}
+				return runCmd(stdout, args[0], lo, *fn, inputs, *out)
+			}
+		},
+	})
+}
+
+func parseIDs(s string) ([]int32, error) {
+	var ids []int32
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(p, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a token id", p)
+		}
+		ids = append(ids, int32(v))
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("no token ids in %q", s)
+	}
+	return ids, nil
+}
+
+func interruptible() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt)
+}
+
+func runCmd(w io.Writer, path string, lo vkc.LoadOptions, fn string, inputs []string, out string) error {
+	// The plan is read (and the input names checked) before a device is opened, so a wrong
+	// call fails fast with the plan's signature in the message.
+	p, err := plan.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	f, err := vkc.FindFunction(p, fn)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	in, err := readPlanInputs(f, inputs, nil)
+	if err != nil {
+		return err
+	}
+	l, err := vkc.Load(path, lo)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	ctx, stop := interruptible()
+	defer stop()
+	t0 := time.Now()
+	res, err := l.Run(ctx, fn, in)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(t0)
+	outs, err := vkc.Outputs(f, res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s on %s: %v wall (first run: includes pipeline warm-up)\n", fn, l.Device.Info.Name, wall.Round(time.Microsecond))
+	if out != "" {
+		if err := writeRunOutputs(out, f, outs); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s\n", out)
+		return nil
+	}
+	for _, o := range f.Outputs {
+		fmt.Fprintf(w, "%s = %s\n", o.Name, describe(outs[o.Name]))
+	}
+	return nil
+}
+
+// readPlanInputs reads NAME=VALUE arguments for the plan function f, in f's layout. An input not
+// given is an error, or when fill is set, fill's bytes.
+func readPlanInputs(f *plan.Function, args []string, fill func(v *plan.Value) ([]byte, error)) (map[string][]byte, error) {
+	in := map[string][]byte{}
+	for _, a := range args {
+		name, val, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, usagef("--input %q: want NAME=VALUE", a)
+		}
+		var v *plan.Value
+		for i := range f.Inputs {
+			if f.Inputs[i].Name == name {
+				v = &f.Inputs[i]
+			}
+		}
+		if v == nil {
+			return nil, usagef("function %s has no input %q (its inputs: %s)", f.Name, name, planSignature(f.Inputs))
+		}
+		if _, dup := in[name]; dup {
+			return nil, usagef("input %s given twice", name)
+		}
+		want, err := vkc.ValueType(v)
+		if err != nil {
+			return nil, err
+		}
+		x, err := readTensorArg(name, val, want)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", name, err)
+		}
+		b, err := vkc.TensorBytes(v, x)
+		if err != nil {
+			return nil, err
+		}
+		in[name] = b
+	}
+	for i := range f.Inputs {
+		v := &f.Inputs[i]
+		if in[v.Name] != nil {
+			continue
+		}
+		if fill == nil {
+			return nil, usagef("missing --input %s (function %s takes %s)", v.Name, f.Name, planSignature(f.Inputs))
+		}
+		b, err := fill(v)
+		if err != nil {
+			return nil, err
+		}
+		in[v.Name] = b
+	}
+	return in, nil
+}
+
+// readTensorArg reads a .npy file, FILE.safetensors[:TENSOR], or literal numbers, as a tensor of
+// want's shape: a file's tensor may differ only by reshaping (e.g. [16] for [1,16]); its dtype
+// is converted by vkc.TensorBytes.
+func readTensorArg(name, val string, want ir.Type) (*ir.Tensor, error) {
+	var x *ir.Tensor
+	var err error
+	switch {
+	case strings.HasSuffix(val, ".npy"):
+		x, err = npy.ReadFile(val)
+	case strings.Contains(val, ".safetensors"):
+		file, tensor, ok := strings.Cut(val, ".safetensors:")
+		if ok {
+			file += ".safetensors"
+		} else {
+			file, tensor = val, name
+		}
+		var all map[string]*ir.Tensor
+		if all, err = safetensors.ReadAll(file); err == nil {
+			if x = all[tensor]; x == nil {
+				err = fmt.Errorf("%s has no tensor %q", file, tensor)
+			}
+		}
+	default:
+		x, err = literal(val, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if x.NumElements() != want.Shape.NumElements() {
+		return nil, fmt.Errorf("%s has %d elements, the input is %s", x.Type, x.NumElements(), want)
+	}
+	x.Type.Shape = want.Shape.Clone()
+	return x, nil
+}
+
+// literal reads "3", "[1, 2, 3]" or "1,2,3" as a tensor of type want.
+func literal(s string, want ir.Type) (*ir.Tensor, error) {
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]"))
+	var vals []float64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil {
+			if _, serr := os.Stat(s); serr == nil {
+				return nil, fmt.Errorf("%s: only .npy and .safetensors files are read", s)
+			}
+			return nil, fmt.Errorf("%q is neither a number nor a .npy or .safetensors file", s)
+		}
+		vals = append(vals, v)
+	}
+	if len(vals) != want.Shape.NumElements() {
+		return nil, fmt.Errorf("%d values for %s", len(vals), want)
+	}
+	return ir.TensorFromFloat64s(want, vals), nil
+}
+
+func planSignature(vs []plan.Value) string {
+	l := make([]string, len(vs))
+	for i, v := range vs {
+		l[i] = fmt.Sprintf("%s %s%v", v.Name, v.DType, v.Shape)
+	}
+	return strings.Join(l, ", ")
+}
+
+func writeRunOutputs(path string, f *plan.Function, res map[string]*ir.Tensor) error {
+	switch {
+	case strings.HasSuffix(path, ".safetensors"):
+		return safetensors.Write(path, res)
+	case strings.HasSuffix(path, ".npy"):
+		if len(f.Outputs) != 1 {
+			return usagef("-o %s: function %s has %d outputs; give a folder or a .safetensors file", path, f.Name, len(f.Outputs))
+		}
+		return npy.WriteFile(path, res[f.Outputs[0].Name])
+	}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(res))
+	for k := range res {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := npy.WriteFile(filepath.Join(path, n+".npy"), res[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func generateCmd(w io.Writer, path string, lo vkc.LoadOptions, prompt []int32, steps int) error {
+	t0 := time.Now()
+	l, err := vkc.Load(path, lo)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	load := time.Since(t0)
+	ctx, stop := interruptible()
+	defer stop()
+	g, err := vkc.Generate(ctx, l, prompt, steps)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "device: %s (plan loaded in %v)\n", l.Device.Info.Name, load.Round(time.Millisecond))
+	via := g.DecodeFn + " one token at a time"
+	if g.PrefillFn != "" {
+		via = g.PrefillFn + " (then " + g.DecodeFn + " for the rest)"
+	}
+	fmt.Fprintf(w, "prompt: %d tokens through %s in %v\n", len(prompt), via, g.Prompt.Round(time.Microsecond))
+	ids := make([]string, len(g.Tokens))
+	for i, t := range g.Tokens {
+		ids[i] = strconv.Itoa(int(t))
+	}
+	fmt.Fprintf(w, "greedy tokens: %s\n", strings.Join(ids, " "))
+	where := "on the device"
+	if g.HostArgmax {
+		where = "on the host (the plan outputs logits only)"
+	}
+	if len(g.Steps) > 0 {
+		lo, hi := g.Steps[0], g.Steps[0]
+		for _, s := range g.Steps {
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		fmt.Fprintf(w, "decode: %v per token (median of %d steps, min %v, max %v; wall time, argmax %s)\n",
+			g.PerToken().Round(time.Microsecond), len(g.Steps), lo.Round(time.Microsecond), hi.Round(time.Microsecond), where)
+	}
+	return nil
+}

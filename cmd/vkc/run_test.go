@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"vkc"
+	"vkc/ir"
+	"vkc/ir/npy"
+	"vkc/ir/safetensors"
+	"vkc/plan"
+	"vkc/runtime"
+)
+
+// addPlan is a hand-written plan (no compiler involved) for the device vkc would use: function
+// "add" computes c = a + b over 256 floats with runtime/testdata/add.spv. It lets the run,
+// bench and inspect commands be tested whatever the state of lowering. Without Vulkan the test
+// is skipped.
+func addPlan(t *testing.T) (string, plan.Fingerprint) {
+	t.Helper()
+	devs, chosen, err := runtime.Devices(runtime.Options{})
+	if err != nil {
+		t.Skipf("no Vulkan device: %v", err)
+	}
+	var fp plan.Fingerprint
+	for i := range devs {
+		if devs[i].Index == chosen {
+			fp = vkc.Fingerprint(&devs[i])
+		}
+	}
+	spv, err := os.ReadFile("../../runtime/testdata/add.spv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := make([]uint32, len(spv)/4)
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint32(spv[4*i:])
+	}
+	v := func(name string) plan.Value {
+		return plan.Value{Name: name, DType: plan.F32, Shape: []int64{256}, Place: plan.Staging}
+	}
+	ref := func(kind plan.RegionKind, i uint32) plan.BufferRef {
+		return plan.BufferRef{Region: plan.Region{Kind: kind, Index: i}, Range: 1024}
+	}
+	p := &plan.Plan{
+		CompilerVersion: "hand-written", Model: "add", Device: fp,
+		Modules: []plan.Module{{
+			Key: "add/f32[256]", SPIRV: words, Entry: "main",
+			Bindings:         []plan.BindingDecl{{Binding: 0, Access: plan.Read}, {Binding: 1, Access: plan.Read}, {Binding: 2, Access: plan.Write}},
+			PushConstantSize: 4, SpecConstants: []plan.SpecConstant{{ID: 0, Value: 64}}, Workgroup: [3]uint32{64, 1, 1},
+		}},
+		Functions: []plan.Function{{
+			Name: "add", Inputs: []plan.Value{v("a"), v("b")}, Outputs: []plan.Value{v("c")},
+			Dispatches: []plan.Dispatch{{
+				Module: 0,
+				Bindings: []plan.Binding{{Binding: 0, Buffer: ref(plan.RegionInput, 0)},
+					{Binding: 1, Buffer: ref(plan.RegionInput, 1)}, {Binding: 2, Buffer: ref(plan.RegionOutput, 0)}},
+				Push: []byte{0, 1, 0, 0}, // n = 256
+				Grid: [3]uint32{4, 1, 1}, Ops: []string{"add"},
+			}},
+		}},
+	}
+	path := filepath.Join(t.TempDir(), "add.plan")
+	if err := p.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path, fp
+}
+
+func f32Tensor(vals func(i int) float64) *ir.Tensor {
+	x := ir.NewTensor(ir.T(ir.F32, 256))
+	for i := 0; i < 256; i++ {
+		x.SetFloat64(i, vals(i))
+	}
+	return x
+}
+
+func TestRunHandWrittenPlan(t *testing.T) {
+	path, _ := addPlan(t)
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.npy")
+	if err := npy.WriteFile(a, f32Tensor(func(i int) float64 { return float64(i) })); err != nil {
+		t.Fatal(err)
+	}
+	bfile := filepath.Join(dir, "in.safetensors")
+	if err := safetensors.Write(bfile, map[string]*ir.Tensor{"bee": f32Tensor(func(i int) float64 { return 0.5 })}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.safetensors")
+	code, stdout, stderr := runCLI(t, "run", path, "-f", "add", "--input", "a="+a, "--input", "b="+bfile+":bee", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	res, err := safetensors.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res["c"]
+	for i := 0; i < 256; i++ {
+		if got := c.Float64(i); got != float64(i)+0.5 {
+			t.Fatalf("c[%d] = %g, want %g", i, got, float64(i)+0.5)
+		}
+	}
+	// Printed summary instead of a file.
+	code, stdout, stderr = runCLI(t, "run", path, "-f", "add", "--input", "a="+a, "--input", "b="+a)
+	if code != 0 || !strings.Contains(stdout, "c = f32[256] [0 2 4 6") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestBenchHandWrittenPlan(t *testing.T) {
+	path, _ := addPlan(t)
+	code, stdout, stderr := runCLI(t, "bench", path, "-f", "add", "-n", "5")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	t.Log("\n" + stdout)
+	for _, want := range []string{"GPU time   median", "wall time  median", "1 dispatches, 0 barriers", "add/f32[256]", "100.0%"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestInspectHandWrittenPlan(t *testing.T) {
+	path, _ := addPlan(t)
+	code, stdout, stderr := runCLI(t, "inspect", "-check-device", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{`plan for model "add"`, "function add: 1 dispatches", "add/f32[256]", "runs on device"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestPlanCommandErrors covers what a user gets wrong: a missing file, a file that is not a
+// plan, a truncated or damaged plan, a plan for another device, wrong inputs, and usage errors.
+func TestPlanCommandErrors(t *testing.T) {
+	path, fp := addPlan(t)
+	dir := t.TempDir()
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	truncated := write("truncated.plan", good[:len(good)*2/3])
+	corrupt := append([]byte(nil), good...)
+	corrupt[len(corrupt)/2] ^= 0x40
+	corruptPath := write("corrupt.plan", corrupt)
+	foreign := write("foreign.plan", []byte("model: tinyllama\ndims: {}\n"))
+
+	other := fp
+	other.VendorID ^= 0xffff
+	other.DeviceName = "some other GPU"
+	p, err := plan.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Device = other
+	otherPath := filepath.Join(dir, "other.plan")
+	if err := p.WriteFile(otherPath); err != nil {
+		t.Fatal(err)
+	}
+	a := filepath.Join(dir, "a.npy")
+	if err := npy.WriteFile(a, f32Tensor(func(i int) float64 { return 1 })); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short.npy")
+	if err := npy.WriteFile(short, ir.NewTensor(ir.T(ir.F32, 3))); err != nil {
+		t.Fatal(err)
+	}
+	ok := []string{"-f", "add", "--input", "a=" + a, "--input", "b=" + a}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{append([]string{"run", filepath.Join(dir, "missing.plan")}, ok...), 1, "no such file"},
+		{append([]string{"run", foreign}, ok...), 1, "not a vkc plan"},
+		{append([]string{"run", truncated}, ok...), 1, "truncated plan"},
+		{append([]string{"run", corruptPath}, ok...), 1, "corrupt plan"},
+		{append([]string{"run", otherPath}, ok...), 1, `plan was compiled for "some other GPU"`},
+		{[]string{"inspect", truncated}, 1, "truncated plan"},
+		{[]string{"bench", corruptPath, "-f", "add"}, 1, "corrupt plan"},
+		{[]string{"run", path, "-f", "add", "--input", "a=" + a}, 2, "missing --input b"},
+		{[]string{"run", path, "-f", "add", "--input", "a=" + a, "--input", "b=" + a, "--input", "x=1"}, 2, `no input "x"`},
+		{[]string{"run", path, "-f", "add", "--input", "a=" + short, "--input", "b=" + a}, 1, "f32[3] has 3 elements, the input is f32[256]"},
+		{[]string{"run", path, "-f", "mul"}, 2, `no function "mul" (it has add)`},
+		{[]string{"run", path}, 2, "-f NAME"},
+		{[]string{"run"}, 2, "want one plan file"},
+		{[]string{"run", path, "--prompt-ids", "1,x"}, 2, `"x" is not a token id`},
+		{[]string{"run", path, "--prompt-ids", "1,2", "--steps", "2"}, 1, "no decode function"},
+		{[]string{"bench", path, "-f", "add", "-n", "0"}, 2, "-n 0"},
+		{[]string{"compile", "../../examples/mlp/model.yaml"}, 2, "-o plan.bin is required"},
+		{[]string{"compile", "../../examples/mlp/model.yaml", "-o", filepath.Join(dir, "x.plan"), "--weights", "sideways"}, 2, "want inline or external"},
+		{[]string{"compile", filepath.Join(dir, "nope.yaml"), "-o", filepath.Join(dir, "x.plan")}, 1, "no such file"},
+		{[]string{"compile", "../../examples/mlp/model.yaml", "-o", filepath.Join(dir, "x.plan"), "-f", "nope"}, 1, `no function "nope"`},
+	} {
+		code, stdout, stderr := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q (stdout %q); want exit %d and %q", c.args, code, stderr, stdout, c.code, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.plan")); !os.IsNotExist(err) {
+		t.Errorf("a failed compile left %s (%v)", filepath.Join(dir, "x.plan"), err)
+	}
+}
+
+func TestPlanCommandsHelp(t *testing.T) {
+	for _, name := range []string{"compile", "run", "bench", "inspect"} {
+		for _, args := range [][]string{{name, "-h"}, {name, "x.plan", "-h"}} {
+			code, _, errs := runCLI(t, args...)
+			if code != 0 || !strings.Contains(errs, "usage: vkc "+name) {
+				t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+			}
+		}
+	}
+}
