@@ -395,7 +395,10 @@ func newInstance(opts Options) (*instance, error) {
 		err := check("vkCreateInstance", r)
 		return nil, fmt.Errorf("%w: %v", ErrNoVulkan, err)
 	}
-	if err := vk.InitInstance(in.inst); err != nil {
+	loader.Lock() // goki/vulkan keeps its function pointers in C globals
+	err := vk.InitInstance(in.inst)
+	loader.Unlock()
+	if err != nil {
 		vk.DestroyInstance(in.inst, nil)
 		in.dropSink()
 		return nil, fmt.Errorf("%w: %v", ErrNoVulkan, err)

@@ -314,6 +314,16 @@ func TestTwoDispatchProgram(t *testing.T) {
 				}
 			}
 		}
+		// The hot path allocates nothing: inputs are copied into mapped memory or staging,
+		// the command buffer is reused.
+		ins, outs := [][]byte{bytesOf(av), bytesOf(bv)}, [][]byte{make([]byte, 4*n)}
+		if allocs := testing.AllocsPerRun(5, func() {
+			if err := p.Run(context.Background(), ins, outs); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs != 0 {
+			t.Errorf("Run allocates %v times per call", allocs)
+		}
 		if d.Info.Caps.Timestamps {
 			if gt, err := p.LastGPUTime(); err != nil || gt <= 0 {
 				t.Errorf("LastGPUTime = %v, %v", gt, err)
@@ -447,6 +457,12 @@ func TestMeasureAndProfile(t *testing.T) {
 	}
 	if len(times) != 2 || times[1].Name != "back" || times[0].Name != "copy" || total < times[0].Time+times[1].Time {
 		t.Errorf("profile %+v total %v", times, total)
+	}
+	for _, x := range times {
+		if x.Bytes != 2*16*n || x.Time <= 0 || x.GBps() <= 0 {
+			t.Errorf("profile entry %+v: want %d bytes and a positive time", x, 2*16*n)
+		}
+		t.Logf("%s: %v, %.1f GB/s", x.Name, x.Time, x.GBps())
 	}
 }
 

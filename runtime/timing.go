@@ -184,6 +184,17 @@ type DispatchTime struct {
 	Index int    // in ProgramSpec.Dispatches
 	Name  string // the dispatch's or its pipeline's name
 	Time  time.Duration
+	// Bytes is the sum of the dispatch's bound ranges: the traffic if the kernel reads or writes
+	// each bound byte once (a read-write range counts twice). The kernel may touch less.
+	Bytes int64
+}
+
+// GBps is Bytes/Time in GB/s: achieved bandwidth when the kernel touches every bound byte once.
+func (t DispatchTime) GBps() float64 {
+	if t.Time <= 0 {
+		return 0
+	}
+	return float64(t.Bytes) / t.Time.Seconds() / 1e9
 }
 
 // Profile runs the program's dispatches once with a barrier and a timestamp after every one and
@@ -249,7 +260,18 @@ func (p *Program) Profile(ctx context.Context) ([]DispatchTime, time.Duration, e
 		if name == "" {
 			name = ds.Pipeline.Kernel.Name
 		}
-		out[k] = DispatchTime{Index: i, Name: name, Time: ts[k+1] - ts[k]}
+		var bytes int64
+		for _, b := range ds.Bindings {
+			size := b.Size
+			if size == 0 {
+				size = b.Buffer.Size() - b.Offset
+			}
+			if b.Access == ReadWrite {
+				size *= 2
+			}
+			bytes += size
+		}
+		out[k] = DispatchTime{Index: i, Name: name, Time: ts[k+1] - ts[k], Bytes: bytes}
 	}
 	return out, ts[n], nil
 }
