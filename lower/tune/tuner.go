@@ -1,0 +1,594 @@
+// Package tune is vkc's generic kernel tuner and its database. One Tuner searches any kernel
+// template's declared space (kernels.Space) without knowing which op the template serves: it
+// builds each configuration, runs it on the device on random inputs of the problem's real shape,
+// compares the results with the reference interpreter, and only then times it (through a
+// TimingSource: the runtime's Measure on a device, a fake clock in tests). Results go into a
+// database (DB) keyed by device fingerprint, driver, compiler version, template and problem, so
+// a recompile reuses completed searches.
+//
+// Wiring (what the lowering and the compile driver call):
+//
+//	db, _ := tune.OpenDB(path)           // "" is the user cache directory
+//	t := &tune.Tuner{Device: dev, DB: db, Compiler: vkc.CompilerVersion(),
+//		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })}
+//	defer t.Close()
+//	ctx, cancel := context.WithTimeout(ctx, budget) // --budget: one deadline for all problems
+//	opts.Choose = t.Choose(ctx)                     // lower.Options.Choose
+//	... lower.Lower(...) ...
+//	db.Save(); report t.Summary()
+//
+// When the context ends (budget spent, or cancelled), the tuner stops measuring at once: problems
+// already searched keep their best configuration, the rest get the best configuration measured so
+// far or, with none, the Static choice. Choose never fails because of the context; the caller
+// decides from ctx.Err() whether to write the plan.
+package tune
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/runtime"
+)
+
+// TimingSource times one configuration that has been built, run and checked.
+type TimingSource interface {
+	Time(ctx context.Context, c *Candidate) (time.Duration, error)
+}
+
+// Candidate is the configuration being timed.
+type Candidate struct {
+	Problem  *kernels.Problem
+	Template *kernels.Template
+	Config   kernels.Config
+	Launch   *kernels.Launch
+	// Bench is the launch recorded on the device with the checked inputs in its buffers;
+	// Bench.Program().Measure times it.
+	Bench *Bench
+}
+
+// DeviceTiming times a candidate on its device with runtime.Program.Measure: warm-up runs, then
+// Options.Reps repetitions in one submission, the median of the quietest round. Measure repeats a
+// noisy round itself (up to Options.MaxRounds); a result still noisy after that is measured once
+// more and the quieter of the two is kept.
+type DeviceTiming struct {
+	Options runtime.MeasureOptions
+}
+
+// Time implements TimingSource.
+func (t DeviceTiming) Time(ctx context.Context, c *Candidate) (time.Duration, error) {
+	prog := c.Bench.Program()
+	m, err := prog.Measure(ctx, t.Options)
+	if err != nil {
+		return 0, err
+	}
+	if m.Noisy {
+		if m2, err := prog.Measure(ctx, t.Options); err == nil && m2.Spread < m.Spread {
+			m = m2
+		}
+	}
+	return m.Median, nil
+}
+
+// Progress is one progress report of a Tuner.
+type Progress struct {
+	Kernels  int    // problems whose kernel is chosen
+	Reused   int    // template searches taken complete from the database
+	Configs  int    // configurations built and run in this session
+	Invalid  int    // of which were rejected (build or pipeline error, wrong result)
+	Current  string // "template problem" being searched, "" between searches
+	TimeLeft time.Duration
+	Deadline bool // TimeLeft is meaningful (the context has a deadline)
+}
+
+// Stats count what a Tuner did in this session.
+type Stats struct {
+	Kernels  int // problems chosen
+	Searches int // template searches run (new, or resumed from an interrupted one)
+	Reused   int // template searches taken complete from the database
+	Configs  int // configurations built and run
+	Invalid  int // configurations rejected after building or running
+	Static   int // problems that got the static choice (no measured configuration)
+	Stopped  bool
+}
+
+// Choice is the tuner's answer for one problem.
+type Choice struct {
+	Template *kernels.Template
+	Config   kernels.Config
+	// Time is the measured median of Template at Config; 0 with Static.
+	Time time.Duration
+	// Static: nothing was measured for this problem (the budget ran out first), so Template and
+	// Config are Tuner.Static's.
+	Static bool
+	// Entries are the searches of every template that accepts the problem, by template name.
+	Entries []*Entry
+}
+
+// Tuner searches kernel templates' spaces on a device. The zero value of every field but Device
+// is usable. A Tuner serialises its work; it is safe to call from several goroutines.
+type Tuner struct {
+	// Device runs and times configurations.
+	Device *runtime.Device
+	// Caps are the device facts templates see; the zero value means CapsOf(&Device.Info).
+	Caps kernels.Caps
+	// DB, when set, is consulted before searching and updated after; the caller saves it.
+	DB *DB
+	// Compiler is the compiler version in database keys (vkc.CompilerVersion()).
+	Compiler string
+	// Fingerprint and Driver identify the device in database keys; zero values mean the
+	// Device's (Info.Fingerprint.String(), Info.DriverVersion).
+	Fingerprint, Driver string
+	// Timing times checked configurations; nil means DeviceTiming with default options.
+	Timing TimingSource
+	// Exhaustive: spaces of at most this many points are searched in full (default 64).
+	// Budget: larger spaces get this many built-and-run configurations (default 32).
+	Exhaustive, Budget int
+	// Seed fixes the search order of budgeted searches and the random inputs.
+	Seed int64
+	// Templates lists the templates that accept a problem (default kernels.For).
+	Templates func(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error)
+	// Static is the choice for a problem nothing was measured for (default: the first accepting
+	// template at its default configuration; Cheapest builds the roofline choice).
+	Static func(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
+	// Progress, when set, is called after every configuration and every chosen problem.
+	Progress func(Progress)
+	// Log, when set, receives warnings (a database entry that could not be used, a result
+	// whose every configuration was invalid).
+	Log func(msg string)
+
+	mu      sync.Mutex
+	pipes   *Pipelines
+	choices map[string]*Choice
+	stats   Stats
+}
+
+func (t *Tuner) init() error {
+	if t.Device == nil {
+		return errors.New("tune: the tuner has no device")
+	}
+	if t.pipes == nil {
+		t.pipes = NewPipelines(t.Device)
+		t.choices = map[string]*Choice{}
+	}
+	if t.Caps.MaxInvocations == 0 {
+		t.Caps = CapsOf(&t.Device.Info)
+	}
+	if t.Fingerprint == "" {
+		t.Fingerprint = t.Device.Info.Fingerprint.String()
+	}
+	if t.Driver == "" {
+		t.Driver = t.Device.Info.DriverVersion
+	}
+	if t.Timing == nil {
+		t.Timing = DeviceTiming{}
+	}
+	if t.Exhaustive <= 0 {
+		t.Exhaustive = 64
+	}
+	if t.Budget <= 0 {
+		t.Budget = 32
+	}
+	if t.Templates == nil {
+		t.Templates = kernels.For
+	}
+	if t.Static == nil {
+		t.Static = Cheapest(t.Caps, nil)
+	}
+	return nil
+}
+
+// Close destroys the pipelines the tuner created. It does not save the database.
+func (t *Tuner) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pipes != nil {
+		t.pipes.Close()
+	}
+}
+
+// Stats returns what the tuner did so far.
+func (t *Tuner) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stats
+}
+
+// Summary is one line for a compile report: "tuned 12 kernels: 9 searches reused from the
+// database, 3 searched (145 configurations, 7 invalid)".
+func (t *Tuner) Summary() string {
+	s := t.Stats()
+	var b strings.Builder
+	fmt.Fprintf(&b, "tuned %d kernels: %d searches reused from the database, %d searched (%d configurations, %d invalid)",
+		s.Kernels, s.Reused, s.Searches, s.Configs, s.Invalid)
+	if s.Static > 0 {
+		fmt.Fprintf(&b, ", %d left at the static choice", s.Static)
+	}
+	if s.Stopped {
+		b.WriteString("; stopped by the budget or a cancellation")
+	}
+	return b.String()
+}
+
+// Choose returns the function lower.Options.Choose wants: for each problem, the template and
+// configuration with the lowest measured time among all templates that accept it (see Best).
+// ctx bounds all the tuning the function does, across every problem (map --budget to its
+// deadline).
+func (t *Tuner) Choose(ctx context.Context) func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+	return func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+		c, err := t.Best(ctx, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.Template, c.Config, nil
+	}
+}
+
+// Cost is the measured time of p's best template and configuration, tuning p if it was not yet,
+// for use as an e-graph extraction cost; ok is false when nothing could be measured (the budget
+// ran out, or no template accepts p) and the caller should use its static cost.
+func (t *Tuner) Cost(ctx context.Context, p *kernels.Problem) (time.Duration, bool) {
+	c, err := t.Best(ctx, p)
+	if err != nil || c.Static {
+		return 0, false
+	}
+	return c.Time, true
+}
+
+// Best tunes every template that accepts p (or reuses their searches) and returns the fastest
+// valid configuration; ties go to the template first by name. Results are remembered per
+// problem key for the tuner's lifetime. When ctx has ended before anything valid was measured
+// for p, the choice is Static. It is an error when no template accepts p, or when every
+// template's search completed and found no valid configuration.
+func (t *Tuner) Best(ctx context.Context, p *kernels.Problem) (*Choice, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.init(); err != nil {
+		return nil, err
+	}
+	pk := p.Key()
+	prev, seen := t.choices[pk]
+	if seen && (!prev.Static || ctx.Err() != nil) {
+		return prev, nil
+	}
+	tmpls, err := t.Templates(p, t.Caps)
+	if err != nil {
+		return nil, err
+	}
+	in := &checkData{p: p, seed: t.Seed ^ int64(hashString(pk))}
+	choice := &Choice{}
+	allComplete := true
+	for _, tm := range tmpls {
+		e, err := t.search(ctx, p, tm, in)
+		if err != nil {
+			return nil, err
+		}
+		choice.Entries = append(choice.Entries, e)
+		allComplete = allComplete && e.Complete
+		if e.Best != nil && (choice.Template == nil || e.Time < choice.Time) {
+			choice.Template, choice.Config, choice.Time = tm, cloneConfig(e.Best), e.Time
+		}
+	}
+	if choice.Template == nil {
+		if allComplete {
+			var why []string
+			for _, e := range choice.Entries {
+				why = append(why, fmt.Sprintf("%s: %d configurations tried, none valid%s", e.Template, e.Tried, firstInvalid(e)))
+			}
+			return nil, fmt.Errorf("tune %s: no template computes it correctly: %s", pk, strings.Join(why, "; "))
+		}
+		tm, c, err := t.Static(p)
+		if err != nil {
+			return nil, fmt.Errorf("tune %s: static choice: %w", pk, err)
+		}
+		for _, e := range choice.Entries {
+			if reason, bad := e.Invalid[c.Key()]; bad && e.Template == tm.Name {
+				return nil, fmt.Errorf("tune %s: the budget ran out before a valid configuration was measured, and the static choice %s [%s] is invalid: %s", pk, tm.Name, c.Key(), reason)
+			}
+		}
+		choice.Template, choice.Config, choice.Static = tm, c, true
+		if !seen {
+			t.stats.Static++
+		}
+	} else if seen {
+		t.stats.Static-- // a static choice made earlier is now measured
+	}
+	t.choices[pk] = choice
+	if !seen {
+		t.stats.Kernels++
+	}
+	t.progress(ctx, "")
+	return choice, nil
+}
+
+func firstInvalid(e *Entry) string {
+	keys := make([]string, 0, len(e.Invalid))
+	for k := range e.Invalid {
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	sort.Strings(keys)
+	return fmt.Sprintf(" (e.g. [%s] %s)", keys[0], e.Invalid[keys[0]])
+}
+
+func (t *Tuner) progress(ctx context.Context, current string) {
+	if t.Progress == nil {
+		return
+	}
+	pr := Progress{Kernels: t.stats.Kernels, Reused: t.stats.Reused, Configs: t.stats.Configs,
+		Invalid: t.stats.Invalid, Current: current}
+	if d, ok := ctx.Deadline(); ok {
+		pr.Deadline, pr.TimeLeft = true, max(time.Until(d), 0)
+	}
+	t.Progress(pr)
+}
+
+// Key is the database key of template tm on p under this tuner's device and compiler.
+func (t *Tuner) Key(tm *kernels.Template, p *kernels.Problem) Key {
+	return Key{Device: t.Fingerprint, Driver: t.Driver, Compiler: t.Compiler, Template: tm.Name, Problem: p.Key()}
+}
+
+// checkData holds a problem's random inputs and the interpreter's results on them, made on
+// first use and shared by every template and configuration of the problem.
+type checkData struct {
+	p    *kernels.Problem
+	seed int64
+	done bool
+	args []*ir.Tensor
+	want []*ir.Tensor
+	err  error
+}
+
+func (c *checkData) get() ([]*ir.Tensor, []*ir.Tensor, error) {
+	if !c.done {
+		c.done = true
+		c.args = Inputs(c.p, rand.New(rand.NewSource(c.seed)))
+		c.want, c.err = Expect(c.p, c.args)
+		if c.err != nil {
+			c.err = fmt.Errorf("reference for %s: %w", c.p.Key(), c.err)
+		}
+	}
+	return c.args, c.want, c.err
+}
+
+// search runs (or reuses, or resumes) the search of template tm on p and returns its entry.
+func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Template, in *checkData) (*Entry, error) {
+	key := t.Key(tm, p)
+	e := &Entry{Key: key, Times: map[string]time.Duration{}, Invalid: map[string]string{}}
+	if t.DB != nil {
+		if old, ok := t.DB.Get(key); ok {
+			if old.Complete {
+				t.stats.Reused++
+				return old, nil
+			}
+			e = old // resume: what it measured is replayed, not measured again
+		}
+	}
+	if ctx.Err() != nil {
+		t.stats.Stopped = true
+		return e, nil
+	}
+	t.stats.Searches++
+	current := tm.Name + " " + key.Problem
+	var fatal error
+	stop := func() bool { return fatal != nil || ctx.Err() != nil }
+	// Configurations that realise the same launch (a parameter the template ignores for this
+	// problem) share one run and one time.
+	sameLaunch := map[string]string{} // launch signature → config key measured
+	eval := func(c kernels.Config) (outcome, float64) {
+		ck := c.Key()
+		if d, ok := e.Times[ck]; ok {
+			return timed, float64(d)
+		}
+		if _, ok := e.Invalid[ck]; ok {
+			return failed, 0
+		}
+		if err := tm.Space.Valid(p, c, t.Caps); err != nil {
+			return skipped, 0
+		}
+		o, d, reason := t.try(ctx, p, tm, c, in, sameLaunch, e, &fatal)
+		if o == skipped { // stopped (context or fatal): nothing is recorded
+			return skipped, 0
+		}
+		e.Tried++
+		t.stats.Configs++
+		if o == failed {
+			e.Invalid[ck] = reason
+			t.stats.Invalid++
+		} else {
+			e.Times[ck] = d
+		}
+		t.progress(ctx, current)
+		return o, float64(d)
+	}
+	complete := search(tm.Space.Params, searchPlan{Exhaustive: t.Exhaustive, Budget: t.Budget, Seed: t.Seed}, eval, stop)
+	if fatal != nil {
+		return nil, fmt.Errorf("tune %s with %s: %w", key.Problem, tm.Name, fatal)
+	}
+	e.Complete = complete && ctx.Err() == nil
+	if !e.Complete {
+		t.stats.Stopped = true
+	}
+	e.Best, e.Time = bestOf(e.Times)
+	e.Updated = time.Now().UTC().Truncate(time.Second)
+	if t.DB != nil {
+		t.DB.Put(e)
+	}
+	return e, nil
+}
+
+// try builds, runs, checks and times one configuration. It returns skipped when the context
+// ended or a fatal device error (recorded in *fatal) stopped it: such a configuration is not
+// recorded either way.
+func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Template, c kernels.Config, in *checkData,
+	sameLaunch map[string]string, e *Entry, fatal *error) (outcome, time.Duration, string) {
+	stopped := func(err error) bool {
+		if ctx.Err() != nil {
+			return true
+		}
+		if errors.Is(err, runtime.ErrDeviceLost) || errors.Is(err, runtime.ErrClosed) {
+			*fatal = err
+			return true
+		}
+		return false
+	}
+	l, err := tm.Build(p, c, t.Caps)
+	if err != nil {
+		return failed, 0, "build: " + err.Error()
+	}
+	sig := launchSignature(l)
+	if other, ok := sameLaunch[sig]; ok {
+		if d, ok := e.Times[other]; ok {
+			return timed, d, ""
+		}
+		if r, ok := e.Invalid[other]; ok {
+			return failed, 0, r
+		}
+	}
+	args, want, err := in.get()
+	if err != nil {
+		*fatal = err
+		return skipped, 0, ""
+	}
+	b, err := NewBench(t.Device, p, l, t.pipes)
+	if err != nil {
+		if stopped(err) {
+			return skipped, 0, ""
+		}
+		return failed, 0, "pipeline: " + err.Error()
+	}
+	defer b.Close()
+	got, err := b.Run(ctx, args)
+	if err != nil {
+		if stopped(err) {
+			return skipped, 0, ""
+		}
+		return failed, 0, "run: " + err.Error()
+	}
+	for i := range want {
+		if msg := Compare(got[i], want[i], Tolerance(p.Outs[i].DType)); msg != "" {
+			sameLaunch[sig] = c.Key()
+			return failed, 0, fmt.Sprintf("wrong result %d: %s", i, msg)
+		}
+	}
+	d, err := t.Timing.Time(ctx, &Candidate{Problem: p, Template: tm, Config: c, Launch: l, Bench: b})
+	if err != nil {
+		if stopped(err) {
+			return skipped, 0, ""
+		}
+		return failed, 0, "measure: " + err.Error()
+	}
+	sameLaunch[sig] = c.Key()
+	return timed, d, ""
+}
+
+// bestOf returns the configuration with the lowest time (ties: the smallest key).
+func bestOf(times map[string]time.Duration) (kernels.Config, time.Duration) {
+	bestKey, best := "", time.Duration(0)
+	for k, d := range times {
+		if bestKey == "" || d < best || d == best && k < bestKey {
+			bestKey, best = k, d
+		}
+	}
+	if bestKey == "" {
+		return nil, 0
+	}
+	c, err := ParseConfig(bestKey)
+	if err != nil {
+		return nil, 0
+	}
+	return c, best
+}
+
+// ParseConfig parses Config.Key's form, "tile_m=32,wg=128" ("" is the empty configuration).
+func ParseConfig(s string) (kernels.Config, error) {
+	c := kernels.Config{}
+	if s == "" {
+		return c, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(part, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("configuration %q: %q is not name=value", s, part)
+		}
+		v, err := strconv.Atoi(val)
+		if err != nil {
+			return nil, fmt.Errorf("configuration %q: %s: %v", s, name, err)
+		}
+		c[name] = v
+	}
+	return c, nil
+}
+
+// launchSignature identifies what a Launch does on the device: its kernels with their
+// specialization data, grids, push constants, bindings and scratch sizes.
+func launchSignature(l *kernels.Launch) string {
+	h := sha256.New()
+	for _, s := range l.Steps {
+		fmt.Fprintf(h, "%s|%v|%x|%v;", kernelKey(s.Kernel, s.Spec), s.Grid, s.Push, s.Bindings)
+	}
+	fmt.Fprintf(h, "%v|%v", l.Scratch, l.InPlace)
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+func hashString(s string) uint64 {
+	h := sha256.Sum256([]byte(s))
+	var v uint64
+	for _, b := range h[:8] {
+		v = v<<8 | uint64(b)
+	}
+	return v
+}
+
+// Cheapest returns a static choice: among the templates that accept a problem, the one whose
+// default configuration has the lowest estimate (ties: the first by name). A nil estimate
+// takes the first template that builds. The compile driver passes lower.Estimate with its
+// device model, which makes it lower's own static choice.
+func Cheapest(caps kernels.Caps, estimate func(l *kernels.Launch) time.Duration) func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+	return CheapestOf(caps, kernels.For, estimate)
+}
+
+// CheapestOf is Cheapest over the templates a given function lists (tests use their own).
+func CheapestOf(caps kernels.Caps, templates func(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error),
+	estimate func(l *kernels.Launch) time.Duration) func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+	return func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+		ts, err := templates(p, caps)
+		if err != nil {
+			return nil, nil, err
+		}
+		var bestT *kernels.Template
+		var bestC kernels.Config
+		var bestE time.Duration
+		var firstErr error
+		for _, tm := range ts {
+			l, c, err := kernels.Build(tm, p, caps)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if estimate == nil {
+				return tm, c, nil
+			}
+			if e := estimate(l); bestT == nil || e < bestE {
+				bestT, bestC, bestE = tm, c, e
+			}
+		}
+		if bestT == nil {
+			return nil, nil, fmt.Errorf("no template builds %s: %w", p.Key(), firstErr)
+		}
+		return bestT, bestC, nil
+	}
+}
