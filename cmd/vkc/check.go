@@ -79,6 +79,23 @@ func summarize(w io.Writer, m *ir.Model, weights bool) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
+	used := map[string]bool{}
+	for _, f := range m.Functions {
+		for _, n := range f.Nodes {
+			if n.Op == ir.Param {
+				used[n.Name] = true
+			}
+		}
+	}
+	var unused []string
+	for _, d := range m.Params {
+		if !used[d.Name] {
+			unused = append(unused, d.Name)
+		}
+	}
+	if len(unused) > 0 {
+		fmt.Fprintf(w, "note: %d parameters are used by no function: %s\n", len(unused), abbreviate(unused, 4))
+	}
 	fmt.Fprintln(w, "functions:")
 	for _, f := range m.Functions {
 		fmt.Fprintf(w, "  %s\n", signature(f))

@@ -42,6 +42,15 @@ func TestCheckSkipWeightsAfterPositional(t *testing.T) {
 	}
 }
 
+func TestCheckUnusedParams(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.yaml")
+	os.WriteFile(path, []byte("model: u\nweights: {init: zeros}\nparams: {w: [2], spare: [3]}\nfunctions:\n  f:\n    inputs: {x: \"f32[2]\"}\n    outputs: [y]\n    body: [\"y = mul(x, w)\"]\n"), 0o644)
+	code, out, errs := runCLI(t, "check", path)
+	if code != 0 || !strings.Contains(out, "note: 1 parameters are used by no function: spare") {
+		t.Errorf("exit %d, %s\n%s", code, errs, out)
+	}
+}
+
 func TestCheckErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
