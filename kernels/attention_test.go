@@ -1,0 +1,86 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/kernels/kerneltest"
+)
+
+type attnCase struct {
+	sq, hq, skv, hkv, d, dv int
+	dt                      ir.DType
+	attrs                   ir.Attrs
+	kvLen                   int // 0: no kv_len operand
+	residual                bool
+}
+
+func (c attnCase) name() string {
+	return fmt.Sprintf("sq%d_h%d/%d_skv%d_d%d/%d_%s_%s_kv%d", c.sq, c.hq, c.hkv, c.skv, c.d, c.dv, c.dt, c.attrs.Key(), c.kvLen)
+}
+
+func (c attnCase) problem(t testing.TB) (*kernels.Problem, []*ir.Tensor) {
+	rng := rand.New(rand.NewSource(int64(c.sq*1000 + c.skv)))
+	shape := func(s, h, f int) ir.Type {
+		if c.attrs.String("layout", "shd") == "hsd" {
+			return ir.T(c.dt, h, s, f)
+		}
+		return ir.T(c.dt, s, h, f)
+	}
+	args := []ir.Type{shape(c.sq, c.hq, c.d), shape(c.skv, c.hkv, c.d), shape(c.skv, c.hkv, c.dv)}
+	vals := []*ir.Tensor{kerneltest.Random(rng, args[0]), kerneltest.Random(rng, args[1]), kerneltest.Random(rng, args[2])}
+	if c.kvLen > 0 {
+		args = append(args, ir.T(ir.I32))
+		vals = append(vals, ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(c.kvLen)}))
+	}
+	p := opProblem(t, ir.Attention, c.attrs, args...)
+	if c.residual {
+		p = withResidual(p)
+		vals = append(vals, kerneltest.Random(rng, p.Args[len(p.Args)-1]))
+	}
+	return p, vals
+}
+
+func attnCases() []attnCase {
+	f32, f16 := ir.F32, ir.F16
+	return []attnCase{
+		// prefill
+		{sq: 7, hq: 9, skv: 7, hkv: 3, d: 12, dv: 12, dt: f32, attrs: ir.Attrs{"causal": true}},
+		{sq: 5, hq: 3, skv: 37, hkv: 3, d: 6, dv: 5, dt: f32, attrs: ir.Attrs{"causal": true, "window": 6, "layout": "hsd"}, kvLen: 20},
+		{sq: 37, hq: 2, skv: 37, hkv: 1, d: 8, dv: 8, dt: f16, attrs: ir.Attrs{"causal": true}, residual: true},
+		{sq: 4, hq: 4, skv: 67, hkv: 2, d: 16, dv: 16, dt: f16, attrs: ir.Attrs{"scale": 0.3}, kvLen: 30},
+		// decode
+		{sq: 1, hq: 9, skv: 67, hkv: 3, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true}, kvLen: 50},
+		{sq: 1, hq: 9, skv: 67, hkv: 3, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true}, kvLen: 5},
+		{sq: 2, hq: 6, skv: 67, hkv: 2, d: 8, dv: 8, dt: f16, attrs: ir.Attrs{"causal": true, "window": 10, "layout": "hsd"}, kvLen: 40},
+		{sq: 1, hq: 3, skv: 37, hkv: 1, d: 5, dv: 7, dt: f32, attrs: nil, residual: true},
+	}
+}
+
+func runAttnCases(t *testing.T, tmpl *kernels.Template, configs []kernels.Config) {
+	for _, c := range attnCases() {
+		p, vals := c.problem(t)
+		if err := tmpl.Accepts(p, kernels.Lavapipe); err != nil {
+			continue
+		}
+		t.Run(c.name(), func(t *testing.T) {
+			for _, cfg := range configs {
+				if cfg != nil && tmpl.Space.Valid(p, cfg, kernels.Lavapipe) != nil {
+					continue
+				}
+				kerneltest.Check(t, tmpl, p, cfg, vals)
+			}
+		})
+	}
+}
+
+func TestAttentionFlash(t *testing.T) {
+	runAttnCases(t, kernels.AttentionFlash, []kernels.Config{nil, {"block_r": 16, "block_k": 16, "wg": 64}})
+}
+
+func TestAttentionSplit(t *testing.T) {
+	runAttnCases(t, kernels.AttentionSplit, []kernels.Config{nil, {"splits": 4, "block_k": 16, "wg": 128}})
+}
