@@ -8,6 +8,7 @@ package runtime
 import "C"
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -423,8 +424,8 @@ func (p *Program) Schedule() Schedule { return p.sched }
 
 // SetPush overwrites push-constant bytes of dispatch i (index in ProgramSpec.Dispatches) from
 // offset on. This is how run-time scalars (a decode position) reach kernels: push constants live
-// in the recorded command buffer, so the next Run re-records it (no allocation; see the
-// BenchmarkRerecord figures for its cost).
+// in the recorded command buffer, so the next Run re-records it when the bytes changed (no
+// allocation; about 0.4-0.7 µs per dispatch on the H200, see BenchmarkRecord).
 func (p *Program) SetPush(i, offset int, data []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -440,6 +441,9 @@ func (p *Program) SetPush(i, offset int, data []byte) error {
 	}
 	c := unsafe.Slice(p.cmds, p.ncmd)[p.pos[i]]
 	dst := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p.push), int(c.push_first)+offset)), len(data))
+	if bytes.Equal(dst, data) {
+		return nil // unchanged: keep the recorded command buffers
+	}
 	copy(dst, data)
 	p.dirty = true
 	p.meas = p.dropShot(p.meas)

@@ -410,6 +410,9 @@ func TestSetPushRerecords(t *testing.T) {
 			t.Errorf("scale %v: got %v", s, got)
 		}
 	}
+	if err := p.SetPush(0, 4, u32(math.Float32bits(-1))); err != nil || p.dirty {
+		t.Errorf("SetPush with the same bytes: err %v, dirty %v (want no re-record)", err, p.dirty)
+	}
 	if err := p.SetPush(0, 6, u32(1)); err == nil {
 		t.Error("SetPush past the push constants succeeded")
 	}
