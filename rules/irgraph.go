@@ -466,6 +466,8 @@ func fold(op ir.Op, at ir.Attrs, args []*ir.Tensor, out ir.Type) *ir.Tensor {
 	switch op {
 	case ir.Neg:
 		f = func(x []float64) (float64, bool) { return -x[0], true }
+	case ir.Recip:
+		f = func(x []float64) (float64, bool) { return 1 / x[0], x[0] != 0 }
 	case ir.Cast:
 		f = func(x []float64) (float64, bool) {
 			if isInt {

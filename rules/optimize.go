@@ -456,6 +456,9 @@ func (c StaticCost) Cost(n CostNode) float64 {
 	case ir.CacheWrite, ir.RopeCacheWrite:
 		bytes = 2 * float64(n.Args[1].Bytes())
 	case ir.Matmul:
+		// The general batched kernel costs a little more than linear's for the same problem,
+		// so extraction prefers linear where both are possible (a deterministic tie-break).
+		bytes += 64
 		o := n.Outs[0].Shape
 		a := n.Args[0].Shape
 		k := a[a.Rank()-1]

@@ -1,0 +1,127 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+
+	"vkc/ir"
+	"vkc/ir/interp"
+	"vkc/ir/safetensors"
+)
+
+// optimizeModel returns a copy of m whose functions are optimized (after DecomposeAll when
+// decompose is set), with the reports.
+func optimizeModel(t testing.TB, m *ir.Model, decompose bool) (*ir.Model, []*Report) {
+	t.Helper()
+	out := &ir.Model{Name: m.Name, Dims: m.Dims, Params: m.Params, State: m.State, Weights: m.Weights, Source: m.Source}
+	var reps []*Report
+	for _, f := range m.Functions {
+		if decompose {
+			var err error
+			if f, err = ir.DecomposeAll(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g, rep, err := Optimize(context.Background(), m, f, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		out.Functions = append(out.Functions, g)
+		reps = append(reps, rep)
+	}
+	if err := out.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return out, reps
+}
+
+// opSummary lists a function's op counts (sources and constants left out) as "op×n ...".
+func opSummary(f *ir.Function) string {
+	var parts []string
+	for _, c := range f.OpCounts() {
+		if c.Op.Info().Kind == ir.KindSource {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s×%d", c.Op, c.Count))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// checkRows applies the oracle's tolerance: per row, max abs error ≤ 1e-4 × the row's largest
+// magnitude.
+func checkRows(t *testing.T, what string, got, want []float64, width int) {
+	t.Helper()
+	for r := 0; r < len(want)/width; r++ {
+		scale, diff := 0.0, 0.0
+		for i := r * width; i < (r+1)*width; i++ {
+			scale = math.Max(scale, math.Abs(want[i]))
+			diff = math.Max(diff, math.Abs(got[i]-want[i]))
+		}
+		if !(diff <= 1e-4*scale) {
+			t.Errorf("%s row %d: max abs error %.3g, allowed %.3g", what, r, diff, 1e-4*scale)
+		}
+	}
+}
+
+func scalarI32(v float64) *ir.Tensor { return ir.TensorFromFloat64s(ir.T(ir.I32), []float64{v}) }
+
+// TestTinyllamaOracle runs the extracted tinyllama graphs (from the fused-op model and from its
+// DecomposeAll form) in the interpreter against the Hugging Face outputs: the prompt, then the
+// decode steps with the KV cache carried over.
+func TestTinyllamaOracle(t *testing.T) {
+	m, err := ir.ParseModel("../examples/tinyllama/model.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := safetensors.ReadAll("../testdata/hf/tinyllama/golden.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := m.Dims["vocab"]
+	for _, decompose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("decompose=%v", decompose), func(t *testing.T) {
+			om, reps := optimizeModel(t, m, decompose)
+			for _, r := range reps {
+				t.Logf("%s", r)
+			}
+			s := interp.NewSession(om)
+			out, err := s.Run("prefill", map[string]*ir.Tensor{"tokens": golden["input_ids"], "pos": scalarI32(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRows(t, "prefill logits", out["logits"].Float64s(), golden["prefill_logits"].Float64s(), vocab)
+			seq := golden["input_ids"].NumElements()
+			dt, dl := golden["decode_tokens"].Float64s(), golden["decode_logits"].Float64s()
+			for i, tok := range dt {
+				out, err := s.Run("decode", map[string]*ir.Tensor{"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, 1), []float64{tok}), "pos": scalarI32(float64(seq + i))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkRows(t, fmt.Sprintf("decode step %d logits", i), out["logits"].Float64s(), dl[i*vocab:(i+1)*vocab], vocab)
+			}
+		})
+	}
+}
+
+// TestDecomposedExtractsToFused: tinyllama written with primitives (ir.DecomposeAll) extracts to
+// the same graph as tinyllama written with composite ops: the same ops, counted per op.
+func TestDecomposedExtractsToFused(t *testing.T) {
+	m, err := ir.ParseModelWith("../examples/tinyllama/model.yaml", ir.ParseOptions{SkipWeights: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fused, _ := optimizeModel(t, m, false)
+	prim, reps := optimizeModel(t, m, true)
+	for i, f := range fused.Functions {
+		want, got := opSummary(f), opSummary(prim.Functions[i])
+		t.Logf("%s: %s", f.Name, want)
+		if got != want {
+			t.Errorf("%s: decomposed model extracts to\n  %s\nfused-op model to\n  %s\n%s", f.Name, got, want, reps[i])
+		}
+	}
+}
