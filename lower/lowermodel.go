@@ -25,6 +25,7 @@ type lowerer struct {
 	align uint64
 
 	weights      []*weightBuf
+	wsize        uint64
 	weightByHash map[[32]byte]int
 	weightByName map[string]int // weight tensor name → index in weights
 	wtensors     []plan.WeightTensor
@@ -221,7 +222,11 @@ func (l *lowerer) weight(name string, x *ir.Tensor) (int, error) {
 	copy(key[:], h.Sum(nil))
 	bi, ok := l.weightByHash[key]
 	if !ok {
-		wb := &weightBuf{t: x.Type, data: data, size: uint64(len(data))}
+		// Offsets are given as weights appear (the dispatches that bind them are emitted before
+		// the last function is lowered).
+		l.wsize = alignUp(l.wsize, l.align)
+		wb := &weightBuf{t: x.Type, data: data, size: uint64(len(data)), off: l.wsize}
+		l.wsize += wb.size
 		if l.external != nil {
 			off, err := l.findExternal(name, x)
 			if err != nil {
@@ -268,12 +273,7 @@ func (l *lowerer) findExternal(name string, x *ir.Tensor) (uint64, error) {
 
 // finishWeights lays out the weight region and fills p.Weights.
 func (l *lowerer) finishWeights(p *plan.Plan) error {
-	var size uint64
-	for _, w := range l.weights {
-		size = alignUp(size, l.align)
-		w.off = size
-		size += w.size
-	}
+	size := l.wsize
 	p.Weights.Size = size
 	for i := range l.wtensors {
 		w := l.weights[l.wtensorBuf[i]]
