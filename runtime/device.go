@@ -393,6 +393,10 @@ func newInstance(opts Options) (*instance, error) {
 	if r != vk.Success {
 		in.dropSink()
 		err := check("vkCreateInstance", r)
+		if r == vk.ErrorIncompatibleDriver {
+			// The loader works but found no driver (no ICD manifest, or none loads).
+			return nil, fmt.Errorf("%w: the Vulkan loader found no driver: %v", ErrNoDevice, err)
+		}
 		return nil, fmt.Errorf("%w: %v", ErrNoVulkan, err)
 	}
 	loader.Lock() // goki/vulkan keeps its function pointers in C globals

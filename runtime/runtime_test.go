@@ -221,12 +221,23 @@ func TestChooseDevice(t *testing.T) {
 	}
 }
 
-// TestNoLoader runs this test binary again with a loader name that does not exist.
+// TestNoLoader runs this test binary again with a loader name that does not exist, and with a
+// loader that finds no driver: both are typed errors that say what to install, not crashes.
 func TestNoLoader(t *testing.T) {
-	if os.Getenv("VKC_TEST_NO_LOADER") == "1" {
+	switch os.Getenv("VKC_TEST_NO_LOADER") {
+	case "loader":
 		_, err := Open(Options{})
 		if !errors.Is(err, ErrNoVulkan) || !strings.Contains(err.Error(), "libvulkan1") {
 			t.Fatalf("Open without a loader: %v; want ErrNoVulkan naming libvulkan1", err)
+		}
+		return
+	case "driver":
+		_, err := Open(Options{})
+		if errors.Is(err, ErrNoVulkan) {
+			t.Skipf("no loader here either: %v", err)
+		}
+		if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "mesa-vulkan-drivers") {
+			t.Fatalf("Open without a driver: %v; want ErrNoDevice naming mesa-vulkan-drivers", err)
 		}
 		return
 	}
@@ -234,10 +245,17 @@ func TestNoLoader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^TestNoLoader$")
-	cmd.Env = append(os.Environ(), "VKC_TEST_NO_LOADER=1", "VKC_VULKAN_LIBRARY=libvulkan-vkc-missing.so.1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
+	for _, env := range [][]string{
+		{"VKC_TEST_NO_LOADER=loader", "VKC_VULKAN_LIBRARY=libvulkan-vkc-missing.so.1"},
+		{"VKC_TEST_NO_LOADER=driver", "VK_ICD_FILENAMES=/nonexistent/vkc.json", "VK_DRIVER_FILES=/nonexistent/vkc.json"},
+	} {
+		cmd := exec.Command(exe, "-test.run=^TestNoLoader$", "-test.v")
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child %v: %v\n%s", env, err, out)
+		}
+		t.Logf("%v: %s", env[0], strings.TrimSpace(string(out)))
 	}
 }
 
