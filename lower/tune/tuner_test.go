@@ -1,0 +1,239 @@
+package tune
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"vkc/kernels"
+	"vkc/lower"
+	"vkc/runtime"
+)
+
+var toySpace = []kernels.Param{
+	kernels.Ints("wg", 32, 64, 128),
+	kernels.Ints("per", 1, 2, 4),
+	kernels.Ints("variant", 0, 1, 2, 3),
+}
+
+// The tuner finds the known best point of a fake clock, and rejects every invalid configuration:
+// the wrong kernel (which the clock would rank fastest), the Build error and the predicate
+// failure are never timed and never chosen.
+func TestTunerFindsKnownBestAndRejectsInvalid(t *testing.T) {
+	clock := &fakeClock{timeOf: bowl}
+	tm := toyTemplate("toy", 1, toySpace...)
+	tu := toyTuner(t, clock, tm)
+	p := toyProblem(1000)
+	c, err := tu.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Static || c.Template != tm || c.Config.Key() != "per=2,variant=0,wg=64" {
+		t.Fatalf("chose %s [%s] (static %v), want toy [per=2,variant=0,wg=64]", c.Template.Name, c.Config.Key(), c.Static)
+	}
+	if want := bowl("toy", c.Config); c.Time != want {
+		t.Errorf("time %v, want the clock's %v", c.Time, want)
+	}
+	e := c.Entries[0]
+	if !e.Complete || e.Tried != 27 {
+		t.Errorf("entry complete=%v tried=%d, want a complete search of 27 configurations (36 points, 9 rejected by the predicate)", e.Complete, e.Tried)
+	}
+	for _, key := range clock.timed {
+		if !strings.Contains(key, "variant=0") {
+			t.Errorf("timed an invalid configuration %s", key)
+		}
+	}
+	if len(clock.timed) != 9 {
+		t.Errorf("timed %d configurations, want the 9 valid ones", len(clock.timed))
+	}
+	var wrong, build int
+	for k, why := range e.Invalid {
+		switch {
+		case strings.Contains(k, "variant=1") && strings.HasPrefix(why, "wrong result"):
+			wrong++
+		case strings.Contains(k, "variant=2") && strings.HasPrefix(why, "build:"):
+			build++
+		default:
+			t.Errorf("unexpected invalid configuration %s: %s", k, why)
+		}
+	}
+	if wrong != 9 || build != 9 {
+		t.Errorf("%d wrong-result and %d build rejections, want 9 and 9", wrong, build)
+	}
+	for k := range e.Times {
+		if !strings.Contains(k, "variant=0") {
+			t.Errorf("invalid configuration %s has a time", k)
+		}
+	}
+	// Variants 0 and 1 of each (wg, per) are distinct pipelines; nothing was created twice.
+	if n := tu.pipes.Len(); n != 18 {
+		t.Errorf("%d pipelines created, want 18 (one per distinct module and specialization)", n)
+	}
+	s := tu.Stats()
+	if s.Kernels != 1 || s.Searches != 1 || s.Configs != 27 || s.Invalid != 18 || s.Reused != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// With the device's own timing (runtime Measure), a kernel that does 2048 extra operations per
+// element loses to the plain one, although it is the space's default.
+func TestTunerMeasuresOnDevice(t *testing.T) {
+	tm := toyTemplate("toy_slow", 1, kernels.Ints("slow", 1, 0), kernels.Ints("wg", 64))
+	tu := toyTuner(t, nil, tm)
+	tu.Timing = DeviceTiming{Options: runtimeOptionsQuick}
+	c, err := tu.Best(context.Background(), toyProblem(1<<14))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Entries[0]
+	slow, fast := e.Times["slow=1,wg=64"], e.Times["slow=0,wg=64"]
+	t.Logf("slow %v, fast %v", slow, fast)
+	if c.Config["slow"] != 0 || fast <= 0 || slow <= fast {
+		t.Errorf("chose [%s]; times slow %v, fast %v", c.Config.Key(), slow, fast)
+	}
+}
+
+// The selection across templates follows measurement, not the static estimate: the roofline
+// ranks toy_a first (it declares a quarter of toy_b's bytes), the clock says toy_b at wg=128 is
+// fastest, and that is what Choose returns and Cost reports.
+func TestChooseMeasuredWinnerRankedSecondByStaticEstimate(t *testing.T) {
+	a := toyTemplate("toy_a", 1, kernels.Ints("wg", 64, 128))
+	b := toyTemplate("toy_b", 4, kernels.Ints("wg", 64, 128))
+	clock := &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
+		if tmpl == "toy_a" {
+			return 200 * time.Microsecond
+		}
+		return time.Duration(220-c["wg"]) * time.Microsecond // wg=64: 156 µs, wg=128: 92 µs
+	}}
+	tu := toyTuner(t, clock, a, b)
+	p := toyProblem(4096)
+	estimate := func(l *kernels.Launch) time.Duration { return lower.Estimate(l, lower.Lavapipe) }
+	static := CheapestOf(tu.Caps, tu.Templates, estimate)
+	tu.Static = static
+	// The static ranking: toy_a first, toy_b second.
+	ea, _, _ := kernels.Build(a, p, kernels.Lavapipe)
+	eb, _, _ := kernels.Build(b, p, kernels.Lavapipe)
+	if !(estimate(ea) < estimate(eb)) {
+		t.Fatalf("static estimates %v (toy_a) and %v (toy_b): the test needs toy_a ranked first", estimate(ea), estimate(eb))
+	}
+	if st, _, err := static(p); err != nil || st != a {
+		t.Fatalf("static choice %v (%v), want toy_a", st, err)
+	}
+	tmpl, cfg, err := tu.Choose(context.Background())(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl != b || cfg.Key() != "wg=128" {
+		t.Errorf("Choose gave %s [%s], want the measured winner toy_b [wg=128]", tmpl.Name, cfg.Key())
+	}
+	if d, ok := tu.Cost(context.Background(), p); !ok || d != 92*time.Microsecond {
+		t.Errorf("Cost = %v, %v; want 92µs, true", d, ok)
+	}
+	if n := clock.count(); n != 4 {
+		t.Errorf("timed %d configurations, want 4 (Cost reuses the choice)", n)
+	}
+}
+
+// Cancelling the context stops the search at once: the problem gets the best configuration
+// timed so far, a problem tuned after that gets the static choice (neither is an error), the
+// interrupted search is kept as incomplete, and a later run resumes it without timing again what
+// was already timed.
+func TestTunerCancelAndResume(t *testing.T) {
+	db, err := OpenDB(t.TempDir() + "/tune.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := &fakeClock{timeOf: bowl, onTime: func(n int) {
+		if n == 3 {
+			cancel()
+		}
+	}}
+	tm := toyTemplate("toy", 1, toySpace...)
+	tu := toyTuner(t, clock, tm)
+	tu.DB = db
+	p := toyProblem(1000)
+	c, err := tu.Best(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Timed before the cancellation, in Points order: wg=32 with per=1, 2, 4; per=2 is best.
+	if c.Static || c.Template != tm || c.Config.Key() != "per=2,variant=0,wg=32" {
+		t.Errorf("after cancellation: %s [%s] static=%v, want the best so far, toy [per=2,variant=0,wg=32]", c.Template.Name, c.Config.Key(), c.Static)
+	}
+	c, err = tu.Best(ctx, toyProblem(500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Static || c.Config.Key() != "per=1,variant=0,wg=32" {
+		t.Errorf("tuned after cancellation: [%s] static=%v, want the static choice [per=1,variant=0,wg=32]", c.Config.Key(), c.Static)
+	}
+	if s := tu.Stats(); !s.Stopped || s.Static != 1 || s.Kernels != 2 {
+		t.Errorf("stats %+v, want Stopped, two kernels, one static choice", s)
+	}
+	e, ok := db.Get(tu.Key(tm, p))
+	if !ok || e.Complete || len(e.Times) != 3 {
+		t.Fatalf("database entry %+v, want an incomplete search with 3 times", e)
+	}
+
+	clock2 := &fakeClock{timeOf: bowl}
+	tu2 := toyTuner(t, clock2, tm)
+	tu2.DB = db
+	c2, err := tu2.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Static || c2.Config.Key() != "per=2,variant=0,wg=64" {
+		t.Errorf("resumed search chose [%s] static=%v", c2.Config.Key(), c2.Static)
+	}
+	if n := clock2.count(); n != 6 {
+		t.Errorf("resumed search timed %d configurations, want the 6 not timed before", n)
+	}
+	for _, k := range clock2.timed {
+		for _, old := range clock.timed[:3] {
+			if k == old {
+				t.Errorf("%s timed again", k)
+			}
+		}
+	}
+	if e, _ := db.Get(tu2.Key(tm, p)); !e.Complete || e.Tried != 27 {
+		t.Errorf("resumed entry complete=%v tried=%d, want complete, 27", e.Complete, e.Tried)
+	}
+}
+
+// Progress reports count kernels and configurations and the time left before the deadline.
+func TestTunerProgress(t *testing.T) {
+	var reports []Progress
+	tu := toyTuner(t, &fakeClock{timeOf: bowl}, toyTemplate("toy", 1, kernels.Ints("wg", 32, 64), kernels.Ints("variant", 0, 1)))
+	tu.Progress = func(p Progress) { reports = append(reports, p) }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := tu.Best(ctx, toyProblem(100)); err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 5 {
+		t.Fatalf("%d progress reports, want 4 configurations and 1 kernel", len(reports))
+	}
+	last := reports[len(reports)-1]
+	if last.Kernels != 1 || last.Configs != 4 || last.Invalid != 2 || !last.Deadline || last.TimeLeft <= 0 || last.TimeLeft > time.Minute {
+		t.Errorf("last report %+v", last)
+	}
+	for i, r := range reports[:4] {
+		if r.Configs != i+1 || !strings.HasPrefix(r.Current, "toy neg") {
+			t.Errorf("report %d: %+v", i, r)
+		}
+	}
+}
+
+// A problem no configuration computes correctly is an error that says so, not a choice.
+func TestTunerAllInvalid(t *testing.T) {
+	tu := toyTuner(t, &fakeClock{timeOf: bowl}, toyTemplate("toy", 1, kernels.Ints("variant", 1, 2)))
+	_, err := tu.Best(context.Background(), toyProblem(64))
+	if err == nil || !strings.Contains(err.Error(), "no template computes it correctly") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+var runtimeOptionsQuick = runtime.MeasureOptions{Warmup: 1, Reps: 5}
