@@ -441,8 +441,9 @@ func (in *instance) destroy() {
 		in.messenger = nil
 	}
 	vk.DestroyInstance(in.inst, nil)
-	// The sink stays registered: messages at instance destruction still arrive through the
-	// instance-creation messenger, and the tag is never reused.
+	// Messages during vkDestroyInstance arrive through the instance-creation messenger, so the
+	// sink is unregistered only now; TakeMessages still reads it (tags are never reused).
+	in.dropSink()
 }
 
 func (in *instance) enumerate() error {
