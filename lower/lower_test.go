@@ -312,3 +312,113 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("two lowerings differ (%d and %d bytes)", len(enc[0]), len(enc[1]))
 	}
 }
+
+// Independent kernels share a barrier interval; a dependent one waits. The runtime, which puts a
+// barrier only where its own hazard analysis finds one, records exactly the plan's barriers.
+func TestBarrierPlacement(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 2, 8))
+	w := b.Param("w", ir.T(ir.F32, 8, 8))
+	a := b.MustOp(ir.Linear, nil, x, w)                         // level 0
+	c := b.MustOp(ir.Exp, nil, x)                               // level 0, independent of a
+	e := b.MustOp(ir.Linear, nil, b.MustOp(ir.Tanh, nil, x), w) // tanh level 0, linear level 1
+	b.Output("a", a)
+	b.Output("c", c)
+	b.Output("e", b.MustOp(ir.Add, nil, e, a)) // an epilogue of the second linear
+	m := newModel("barriers", map[string]*ir.Tensor{"w": random(rng, ir.T(ir.F32, 8, 8))}, b.Function())
+	p, rep, exe := compile(t, m)
+	fr := rep.Functions[0]
+	ds := p.Functions[0].Dispatches
+	var marks []bool
+	for _, d := range ds {
+		marks = append(marks, d.BarrierBefore)
+	}
+	if fr.Dispatches != 4 || fr.Barriers != 1 || !ds[3].BarrierBefore {
+		t.Errorf("%d dispatches, %d barriers (%v), want 4 and one before the last (linear a, exp, tanh | linear+add)", fr.Dispatches, fr.Barriers, marks)
+	}
+	st, err := exe.Stats("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Barriers != fr.Barriers || st.Dispatches != fr.Dispatches {
+		t.Errorf("runtime recorded %+v, the plan has %d dispatches and %d barriers", st, fr.Dispatches, fr.Barriers)
+	}
+	runBoth(t, exe, interp.NewSession(m), m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 2, 8))})
+}
+
+// The fused ops that rules introduce lower to their templates and match the interpreter over
+// several steps of a KV cache: add_rmsnorm with both outputs used, rmsnorm_linear, rope_norm and
+// rope_cache_write in place.
+func TestFusedOps(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	const d, hd, heads, ctx = 16, 4, 2, 6
+	b := ir.NewBuilder("step")
+	x, _ := b.Input("x", ir.T(ir.F32, 1, d))
+	r, _ := b.Input("r", ir.T(ir.F32, 1, d))
+	pos, _ := b.Input("pos", ir.T(ir.I32))
+	g := b.Param("g", ir.T(ir.F32, d))
+	wk := b.Param("wk", ir.T(ir.F32, heads*hd, d))
+	wq := b.Param("wq", ir.T(ir.F32, heads*hd, d))
+	qn := b.Param("qn", ir.T(ir.F32, hd))
+	kc := b.State("kc", ir.T(ir.F32, ctx, heads, hd))
+	sn := b.MustOp(ir.AddRMSNorm, nil, x, r, g)
+	s, h := ir.Value{Node: sn.Node, Out: 0}, ir.Value{Node: sn.Node, Out: 1}
+	k := b.MustOp(ir.Reshape, ir.Attrs{"shape": []int{1, heads, hd}}, b.MustOp(ir.Linear, nil, h, wk))
+	kc2 := b.MustOp(ir.RopeCacheWrite, nil, kc, k, pos)
+	b.Update("kc", kc2)
+	q := b.MustOp(ir.Reshape, ir.Attrs{"shape": []int{1, heads, hd}}, b.MustOp(ir.RMSNormLinear, nil, s, g, wq))
+	b.Output("s", s)
+	b.Output("q", b.MustOp(ir.RopeNorm, nil, q, qn, pos))
+	weights := map[string]*ir.Tensor{}
+	for _, n := range b.Function().Nodes {
+		if n.Op == ir.Param {
+			weights[n.Name] = random(rng, n.Type())
+		}
+	}
+	m := newModel("fused", weights, b.Function())
+	_, rep, exe := compile(t, m)
+	if fr := rep.Functions[0]; fr.InPlace != 1 {
+		t.Errorf("%d in-place updates, want 1 (rope_cache_write)", fr.InPlace)
+	}
+	sess := interp.NewSession(m)
+	for at := 0; at < 3; at++ {
+		runBoth(t, exe, sess, m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 1, d)), "r": random(rng, ir.T(ir.F32, 1, d)), "pos": scalarI32(at)})
+	}
+	got, err := exe.ReadState("kc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := kerneltest.Compare(&ir.Tensor{Type: kc.Type(), Data: got}, sess.State("kc"), 1e-4); msg != "" {
+		t.Errorf("kc: %s", msg)
+	}
+}
+
+// Profile and Measure time a function through its recorded program.
+func TestProfileAndMeasure(t *testing.T) {
+	rng := rand.New(rand.NewSource(8))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 16, 16))
+	w := b.Param("w", ir.T(ir.F32, 16, 16))
+	b.Output("y", b.MustOp(ir.Softmax, nil, b.MustOp(ir.Linear, nil, x, w)))
+	m := newModel("prof", map[string]*ir.Tensor{"w": random(rng, ir.T(ir.F32, 16, 16))}, b.Function())
+	_, rep, exe := compile(t, m)
+	in := map[string][]byte{"x": random(rng, ir.T(ir.F32, 16, 16)).Data}
+	if !exe.Device().Info.Caps.Timestamps {
+		t.Skip("the device has no timestamps")
+	}
+	times, st, err := exe.Profile(context.Background(), "f", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(times) != rep.Functions[0].Dispatches || st.Dispatches != len(times) {
+		t.Errorf("%d dispatch times, stats %+v, plan %d dispatches", len(times), st, rep.Functions[0].Dispatches)
+	}
+	meas, err := exe.Measure(context.Background(), "f", in, runtime.MeasureOptions{Reps: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meas.Median <= 0 {
+		t.Errorf("median %v", meas.Median)
+	}
+}

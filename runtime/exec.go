@@ -437,6 +437,9 @@ func (e *Executable) Functions() []plan.Function {
 	return append([]plan.Function(nil), e.plan.Functions...)
 }
 
+// Device is the device the executable runs on.
+func (e *Executable) Device() *Device { return e.d }
+
 // Plan is the loaded plan.
 func (e *Executable) Plan() *plan.Plan { return e.plan }
 
