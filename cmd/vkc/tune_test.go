@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"vkc/kernels"
+	"vkc/lower/tune"
+)
+
+func TestTuneListAndClear(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tune.json")
+	db, err := tune.OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Put(&tune.Entry{Key: tune.Key{Device: "10005:0000:00000001:00", Driver: "24.2.8", Compiler: "vkc 0.1.0-dev", Template: "elementwise", Problem: "elementwise(f32[4])->(f32[4]){…}"},
+		Best: kernels.Config{"wg": 64, "per_thread": 2}, Time: 12300 * time.Nanosecond, Tried: 9, Complete: true, Invalid: map[string]string{"per_thread=4,wg=256": "wrong result"}})
+	db.Put(&tune.Entry{Key: tune.Key{Device: "10005:0000:00000001:00", Driver: "24.2.8", Compiler: "vkc 0.1.0-dev", Template: "reduce", Problem: "sum[axis=0](f32[8])->(f32[])"}, Tried: 2})
+	if err := db.Save(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "tune", "-list", "-tune-db", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{path + ": 2 searches", "device 10005:0000:00000001:00, driver 24.2.8, vkc 0.1.0-dev",
+		"elementwise  [per_thread=2,wg=64]  12.3µs", "complete", "reduce", "none valid", "interrupted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = runCLI(t, "tune", "--clear", "--tune-db", path)
+	if code != 0 || !strings.Contains(out, "cleared "+path+" (2 searches)") {
+		t.Fatalf("clear: exit %d: %s%s", code, out, errs)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("database still there after -clear: %v", err)
+	}
+	if code, _, _ := runCLI(t, "tune", "-tune-db", path); code != 2 {
+		t.Errorf("tune without -list or -clear: exit %d, want 2", code)
+	}
+}
