@@ -19,7 +19,7 @@ func idsTensor(t ir.Type, rng *rand.Rand, rows int) *ir.Tensor {
 
 func TestEmbeddingOnDevice(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
-	for _, tc := range []struct{ tab, ids ir.Type }{
+	for i, tc := range []struct{ tab, ids ir.Type }{
 		{ir.T(ir.F32, 11, 37), ir.T(ir.I32, 3)},
 		{ir.T(ir.F16, 11, 5), ir.T(ir.I32, 2, 3)},
 		{ir.T(ir.F32, 300, 1), ir.T(ir.U32, 129)},
@@ -27,7 +27,7 @@ func TestEmbeddingOnDevice(t *testing.T) {
 	} {
 		p := problem(t, ir.Embedding, nil, tc.tab, tc.ids)
 		args := []*ir.Tensor{kerneltest.Random(rng, tc.tab), idsTensor(tc.ids, rng, tc.tab.Shape[0])}
-		checkConfigs(t, kernels.Embedding, p, args, flatConfigs)
+		checkConfigs(t, kernels.Embedding, p, args, firstOnly(i, flatConfigs))
 	}
 }
 

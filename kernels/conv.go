@@ -1,0 +1,141 @@
+package kernels
+
+import (
+	"fmt"
+
+	"vkc/codegen"
+	"vkc/ir"
+)
+
+// Conv1d is a direct 1-D convolution (stride, padding, dilation, groups, optional bias) of x
+// [cin, L] or [n, cin, L] by w [cout, cin/groups, k], with an optional epilogue on the result
+// (Whisper's conv + gelu is one kernel). Each invocation computes per_thread consecutive outputs
+// of one output channel, so each weight it loads serves per_thread outputs; arithmetic is f32.
+//
+// Not done: tiling the input through shared memory (each input element is read by cout/groups ·
+// k invocations, from cache); an implicit-GEMM form for large channel counts belongs to the
+// matmul templates.
+var Conv1d = &Template{
+	Name:    "conv1d",
+	Accepts: acceptConv1d,
+	Space:   NewSpace(Ints("wg", 64, 128, 256, 32), Ints("per_thread", 2, 1, 4, 8)).Where(fitsInvocations("wg")),
+	Build:   buildConv1d,
+}
+
+func init() { Register(Conv1d) }
+
+func acceptConv1d(p *Problem, caps Caps) error {
+	if p.Op != ir.Conv1d {
+		return otherOp(p)
+	}
+	nop := numOpArgs(p)
+	if nop > len(p.Args) {
+		return fmt.Errorf("problem has %d op arguments of %d", nop, len(p.Args))
+	}
+	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args[:nop])
+	if err != nil {
+		return err
+	}
+	if len(p.Outs) != 1 {
+		return fmt.Errorf("want one result, got %d", len(p.Outs))
+	}
+	if p.Expr == nil && !p.Outs[0].Equal(outs[0]) {
+		return fmt.Errorf("result %s, the op gives %s", p.Outs[0], outs[0])
+	}
+	if err := checkEpilogueOf(p, outs[0]); err != nil {
+		return err
+	}
+	return checkDTypes(p, caps)
+}
+
+func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
+	if err := acceptConv1d(p, caps); err != nil {
+		return nil, err
+	}
+	nop := numOpArgs(p)
+	xt, wt, ot := p.Args[0], p.Args[1], p.Outs[0]
+	r := xt.Shape.Rank()
+	batch := 1
+	if r == 3 {
+		batch = xt.Shape[0]
+	}
+	cin, L := xt.Shape[r-2], xt.Shape[r-1]
+	cout, cpg, kw := wt.Shape[0], wt.Shape[1], wt.Shape[2]
+	lout := ot.Shape[r-1]
+	groups := p.Attrs.Int("groups", 1)
+	st, pad, dil := p.Attrs.Int("stride", 1), p.Attrs.Int("padding", 0), p.Attrs.Int("dilation", 1)
+	opg := cout / groups
+	per := c["per_thread"]
+	chunks := (lout + per - 1) / per
+	items := batch * cout * chunks
+	opType := xt.DType
+	if p.Expr != nil {
+		opType = p.Expr.Inputs[0].DType
+	}
+
+	b := codegen.NewBuilder("conv1d")
+	xb := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
+	wb := b.Buffer("w", StorageType(wt.DType), codegen.ReadOnly)
+	var bb *codegen.Buffer
+	ops := []Operand{{Arg, 0}, {Arg, 1}}
+	if nop == 3 {
+		bb = b.Buffer("bias", StorageType(p.Args[2].DType), codegen.ReadOnly)
+		ops = append(ops, Operand{Arg, 2})
+	}
+	yb := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
+	ops = append(ops, Operand{Out, 0})
+	epi, epiOps := EpilogueBuffers(b, p)
+	ops = append(ops, epiOps...)
+	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
+	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
+	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
+	q := b.Add(b.Mul(LinearGroup(b), wg), b.LocalIndex())
+	b.If(b.Lt(q, u(items)), func() {
+		chunk := b.Rem(q, u(chunks))
+		bo := b.Div(q, u(chunks)) // batch·cout + o
+		o := b.Rem(bo, u(cout))
+		bi := b.Div(bo, u(cout))
+		g := b.Div(o, u(opg))
+		t0 := b.Mul(chunk, u(per))
+		acc := make([]*codegen.Var, per)
+		init := b.F32(0)
+		if bb != nil {
+			init = LoadAs(b, bb, o, p.Args[2].DType)
+		}
+		for j := range acc {
+			acc[j] = b.Var(fmt.Sprintf("acc%d", j), init)
+		}
+		// First input position of output t0 (may be negative: padding).
+		p0 := b.Sub(b.Bitcast(b.Mul(t0, u(st)), codegen.I32), b.I32(int32(pad)))
+		b.For(b.U32(0), u(cpg), b.U32(1), func(ci codegen.Value) {
+			xrow := b.Mul(b.Add(b.Mul(bi, u(cin)), b.Add(b.Mul(g, u(cpg)), ci)), u(L))
+			wrow := b.Mul(b.Add(b.Mul(o, u(cpg)), ci), u(kw))
+			b.For(b.U32(0), u(kw), b.U32(1), func(k codegen.Value) {
+				wv := LoadAs(b, wb, b.Add(wrow, k), wt.DType)
+				pk := b.Add(p0, b.Bitcast(b.Mul(k, u(dil)), codegen.I32))
+				for j := range acc {
+					// Padding reads a clamped element and multiplies it by zero: straight-line
+					// code, no branch per tap.
+					idx := b.Add(pk, b.I32(int32(j*st)))
+					in := b.And(b.Ge(idx, b.I32(0)), b.Lt(idx, b.I32(int32(L))))
+					xi := b.Bitcast(b.Clamp(idx, b.I32(0), b.I32(int32(L-1))), codegen.U32)
+					xv := b.Select(in, LoadAs(b, xb, b.Add(xrow, xi), xt.DType), b.F32(0))
+					b.Set(acc[j], b.Fma(wv, xv, b.Get(acc[j])))
+				}
+			})
+		})
+		for j := range acc {
+			t := b.Add(t0, u(j))
+			b.If(b.Lt(t, u(lout)), func() {
+				idx := b.Add(b.Mul(bo, u(lout)), t)
+				StoreAs(b, yb, idx, Epilogue(b, p, epi, idx, b.Get(acc[j]), opType), ot.DType)
+			})
+		}
+	})
+	k, spec, err := finish(b, caps, c, "wg")
+	if err != nil {
+		return nil, err
+	}
+	s := Step{Kernel: k, Spec: spec, Grid: Grid1D((items+c["wg"]-1)/c["wg"], caps), Bindings: ops}
+	return &Launch{Steps: []Step{s}, Flops: float64(2 * batch * cout * lout * cpg * kw), Bytes: tensorBytes(p.Args, p.Outs)}, nil
+}

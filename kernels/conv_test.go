@@ -1,0 +1,45 @@
+package kernels_test
+
+import (
+	"math/rand"
+	"testing"
+
+	"vkc/ir"
+	"vkc/kernels"
+)
+
+func TestConv1dOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(17))
+	for i, tc := range []struct {
+		x, w  ir.Type
+		bias  bool
+		attrs ir.Attrs
+	}{
+		{ir.T(ir.F32, 3, 37), ir.T(ir.F32, 5, 3, 3), true, ir.Attrs{"padding": 1}},              // Whisper conv1
+		{ir.T(ir.F32, 5, 37), ir.T(ir.F32, 4, 5, 3), true, ir.Attrs{"padding": 1, "stride": 2}}, // Whisper conv2
+		{ir.T(ir.F16, 2, 6, 29), ir.T(ir.F16, 9, 2, 4), false, ir.Attrs{"groups": 3, "dilation": 2, "padding": 3}},
+		{ir.T(ir.F32, 4, 5), ir.T(ir.F32, 4, 1, 5), false, ir.Attrs{"groups": 4, "padding": 2, "stride": 3}}, // depthwise
+		{ir.T(ir.F32, 1, 1), ir.T(ir.F32, 1, 1, 1), true, nil},
+	} {
+		args := []ir.Type{tc.x, tc.w}
+		if tc.bias {
+			args = append(args, ir.T(ir.F32, tc.w.Shape[0]))
+		}
+		p := problem(t, ir.Conv1d, tc.attrs, args...)
+		checkConfigs(t, kernels.Conv1d, p, randomArgs(rng, p), firstOnly(i, []kernels.Config{{"wg": 32, "per_thread": 1}, {"wg": 64, "per_thread": 8}}))
+	}
+	// conv + gelu (+ a broadcast residual) in one kernel.
+	p := withEpilogue(problem(t, ir.Conv1d, ir.Attrs{"padding": 1}, ir.T(ir.F32, 3, 37), ir.T(ir.F32, 5, 3, 3), ir.T(ir.F32, 5)), ir.Shape{1, 37}, ir.F16)
+	checkConfigs(t, kernels.Conv1d, p, randomArgs(rng, p), []kernels.Config{{"wg": 32, "per_thread": 4}})
+}
+
+func TestConv1dAccepts(t *testing.T) {
+	p := problem(t, ir.Conv1d, nil, ir.T(ir.F32, 3, 8), ir.T(ir.F32, 2, 3, 3))
+	if err := kernels.Conv1d.Accepts(p, kernels.Lavapipe); err != nil {
+		t.Errorf("refused: %v", err)
+	}
+	bad := withEpilogue(p, ir.Shape{5}, ir.F32) // a residual of 5 does not broadcast to [2, 6]
+	if err := kernels.Conv1d.Accepts(bad, kernels.Lavapipe); err == nil {
+		t.Error("an epilogue input that does not broadcast was accepted")
+	}
+}
