@@ -1,0 +1,56 @@
+package tune
+
+import (
+	"context"
+	"testing"
+
+	"vkc/ir"
+	"vkc/kernels"
+)
+
+func opProblem(t *testing.T, op ir.Op, attrs ir.Attrs, args ...ir.Type) *kernels.Problem {
+	t.Helper()
+	_, outs, err := ir.Infer(op, attrs, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kernels.Problem{Op: op, Attrs: attrs, Args: args, Outs: outs, NumOpArgs: len(args)}
+}
+
+// The tuner runs on the registered templates as on the toy: it knows none of them, searches each
+// space within a small budget (every configuration checked against the interpreter and timed by
+// the device), and picks a measured configuration the space accepts. Pipeline creation costs
+// 50-300 ms on lavapipe, so the budgets are tiny.
+func TestTunerOnRegisteredTemplates(t *testing.T) {
+	d := testDevice(t)
+	tu := &Tuner{Device: d, Compiler: "vkc test", Seed: 3, Exhaustive: 4, Budget: 3,
+		Timing: DeviceTiming{Options: runtimeOptionsQuick}}
+	defer tu.Close()
+	problems := []*kernels.Problem{
+		opProblem(t, ir.Linear, nil, ir.T(ir.F32, 9, 24), ir.T(ir.F32, 20, 24)),
+		opProblem(t, ir.Linear, nil, ir.T(ir.F32, 2, 24), ir.T(ir.F16, 20, 24)),
+	}
+	for _, p := range problems {
+		c, err := tu.Best(context.Background(), p)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Key(), err)
+		}
+		if c.Static || c.Time <= 0 {
+			t.Errorf("%s: choice %s [%s] static=%v time %v, want a measured one", p.Key(), c.Template.Name, c.Config.Key(), c.Static, c.Time)
+		}
+		if err := c.Template.Space.Valid(p, c.Config, tu.Caps); err != nil {
+			t.Errorf("%s: chose an invalid point: %v", p.Key(), err)
+		}
+		var names []string
+		for _, e := range c.Entries {
+			names = append(names, e.Template)
+			if e.Tried > tu.Budget && e.Tried > tu.Exhaustive {
+				t.Errorf("%s with %s: tried %d, over the budget", p.Key(), e.Template, e.Tried)
+			}
+			for k, why := range e.Invalid {
+				t.Logf("%s with %s: [%s] invalid: %s", p.Key(), e.Template, k, why)
+			}
+		}
+		t.Logf("%s: %s [%s] %v among %v", p.Key(), c.Template.Name, c.Config.Key(), c.Time, names)
+	}
+}
