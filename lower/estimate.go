@@ -16,14 +16,18 @@ type DeviceModel struct {
 	Flops     float64       // f32 FLOP per second that a well-written kernel reaches
 	Dispatch  time.Duration // fixed cost of one dispatch
 	Barrier   time.Duration // cost of one compute-to-compute barrier
+	// Lanes is how many invocations in flight it takes to reach Bandwidth and Flops; a launch
+	// with fewer runs proportionally slower (a one-row matmul on a 64×64 tiled kernel occupies
+	// two workgroups of a GPU). 0: no occupancy term.
+	Lanes int
 }
 
 // Lavapipe is Mesa's CPU implementation on a small machine (two cores).
-var Lavapipe = DeviceModel{Name: "lavapipe", Bandwidth: 8e9, Flops: 2e10, Dispatch: 4 * time.Microsecond, Barrier: 2 * time.Microsecond}
+var Lavapipe = DeviceModel{Name: "lavapipe", Bandwidth: 8e9, Flops: 2e10, Dispatch: 4 * time.Microsecond, Barrier: 2 * time.Microsecond, Lanes: 64}
 
 // DiscreteGPU is a large discrete GPU (the figures of GPU.md's H200: ~4 TB/s, 0.17 µs per
 // dispatch, 2 µs per barrier; f32 arithmetic without tensor cores).
-var DiscreteGPU = DeviceModel{Name: "discrete GPU", Bandwidth: 3.5e12, Flops: 5e13, Dispatch: 170 * time.Nanosecond, Barrier: 2 * time.Microsecond}
+var DiscreteGPU = DeviceModel{Name: "discrete GPU", Bandwidth: 3.5e12, Flops: 5e13, Dispatch: 170 * time.Nanosecond, Barrier: 2 * time.Microsecond, Lanes: 32768}
 
 // mesaVendor is the vendor ID Mesa's software drivers report (VK_VENDOR_ID_MESA).
 const mesaVendor = 0x10005
@@ -37,9 +41,12 @@ func ModelFor(fp plan.Fingerprint) DeviceModel {
 	return DiscreteGPU
 }
 
-// Estimate is the roofline time of a launch: max(bytes/bandwidth, flops/peak) plus the fixed cost
-// of each dispatch (and of a barrier between consecutive steps). Extraction uses it as a static
-// cost.
+// Estimate is the roofline time of a launch: max(bytes/bandwidth, flops/peak), divided by the
+// launch's occupancy (its largest step's invocations over dev.Lanes, at most 1), plus the fixed
+// cost of each dispatch (and of a barrier between consecutive steps). Extraction uses it as a
+// static cost.
+//
+//	t := lower.Estimate(launch, lower.ModelFor(fingerprint))
 func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {
 	if l == nil {
 		return 0
@@ -49,7 +56,20 @@ func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {
 	}
 	mem := l.Bytes / dev.Bandwidth
 	alu := l.Flops / dev.Flops
-	t := time.Duration(max(mem, alu) * 1e9)
+	occ := 1.0
+	if dev.Lanes > 0 {
+		most := 0.0
+		for _, st := range l.Steps {
+			n := float64(st.Grid[0]) * float64(st.Grid[1]) * float64(st.Grid[2])
+			if st.Kernel != nil {
+				wg := st.Kernel.WorkgroupSizeFor(st.Spec)
+				n *= float64(wg[0]) * float64(wg[1]) * float64(wg[2])
+			}
+			most = max(most, n)
+		}
+		occ = min(1, max(most, 1)/float64(dev.Lanes))
+	}
+	t := time.Duration(max(mem, alu) / occ * 1e9)
 	n := len(l.Steps)
 	t += time.Duration(n) * dev.Dispatch
 	if n > 1 {

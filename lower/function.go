@@ -302,9 +302,22 @@ func (fl *fnLowerer) formGroups() {
 	}
 }
 
-// chooseEpilogues folds a group into the matmul that feeds it when the matmul's only consumer is
-// the group, the group has one output of the matmul's shape, and a template implements the
-// matmul with that epilogue (otherwise the two stay separate kernels).
+// epilogueHost reports whether n is a kernel that may take an elementwise epilogue: any op with one
+// result that is computed by a kernel of its own (not a source, a view or a pointwise op). The
+// templates decide: one that cannot apply the epilogue rejects the problem, and the group then
+// stays a kernel of its own.
+func epilogueHost(n *ir.Node) bool {
+	switch {
+	case n.Op.Info().Kind == ir.KindSource, n.Op == ir.Reshape, n.Op == ir.Slice, n.Op == ir.Expand, n.Op.IsElementwise():
+		return false
+	}
+	return len(n.Outs) == 1
+}
+
+// chooseEpilogues folds a group into the kernel that feeds it (a matmul's bias, activation or
+// residual add; a norm's or a convolution's activation) when that kernel's only consumer is the
+// group, the group has one output of the kernel's shape, and a template implements the op with
+// that epilogue (otherwise the two stay separate kernels).
 func (fl *fnLowerer) chooseEpilogues() {
 outer:
 	for gi, g := range fl.groups {
@@ -317,7 +330,7 @@ outer:
 				if _, in := fl.group[p]; in || !fl.live[p] || fl.folds(p) || len(p.Outs) != 1 || fl.isResult[p] {
 					continue
 				}
-				if p.Op.Info().Kind != ir.KindMatmul || !p.Type().Shape.Equal(g.root.Type().Shape) {
+				if !epilogueHost(p) || !p.Type().Shape.Equal(g.root.Type().Shape) {
 					continue
 				}
 				if _, taken := fl.absorb[p]; taken {
