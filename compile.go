@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	rdebug "runtime/debug"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,9 +16,10 @@ import (
 
 	"vkc/ir"
 	"vkc/kernels"
-	"vkc/kernels/kerneltest"
 	"vkc/lower"
+	"vkc/lower/tune"
 	"vkc/plan"
+	"vkc/rules"
 	"vkc/runtime"
 )
 
@@ -91,10 +93,12 @@ type Options struct {
 	// Weights says where the plan keeps the weights.
 	Weights WeightsMode
 	// WeightsFile is the safetensors file an external-weights plan references; "" is the file the
-	// model.yaml's `weights: {file: ...}` names.
+	// model.yaml's `weights: {file: ...}` names. The plan records its absolute path.
 	WeightsFile string
 	// Budget bounds measured tuning (issue 7); unused while only the static path exists.
 	Budget time.Duration
+	// NoOptimize lowers the functions as written, without e-graph saturation and extraction.
+	NoOptimize bool
 	// NoTune keeps the static choice (roofline estimates, default configurations). Measured
 	// tuning does not exist yet, so every compile is static today and Report.Notes says so when
 	// NoTune is false.
@@ -189,7 +193,9 @@ func CompilerVersion() string {
 // Compile compiles the model's functions into a plan for one device:
 //
 //  1. select the functions (Options.Functions, default all);
-//  2. optimise them: e-graph saturation with the rule files and extraction (see optimize);
+//  2. optimise them: e-graph saturation with the rule files and extraction (rules.Optimize),
+//     unless Options.NoOptimize; if the optimised graph needs a kernel template that does not
+//     exist yet, the functions are lowered as written and Report.Notes says why;
 //  3. find the device: its capabilities and fingerprint (runtime.Devices, no device is created),
 //     or Options.Target;
 //  4. lower them (lower.Lower): kernel templates by the static choice, memory plan, dispatch
@@ -227,13 +233,20 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		return nil, nil, err
 	}
 	t0 = time.Now()
-	progress(Progress{Phase: "optimize"})
-	fns, optimized, note, err := optimize(ctx, m, fns)
-	if err != nil {
-		return nil, nil, fmt.Errorf("compile %s: optimize: %w", m.Name, err)
+	written := fns
+	var ruleCounts []plan.RuleCount
+	if opts.NoOptimize {
+		phase("optimize", t0, "skipped (NoOptimize): functions lowered as written")
+	} else {
+		progress(Progress{Phase: "optimize"})
+		var note string
+		fns, ruleCounts, note, err = optimize(ctx, m, fns)
+		if err != nil {
+			return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+		}
+		rep.Optimized = true
+		phase("optimize", t0, note)
 	}
-	rep.Optimized = optimized
-	phase("optimize", t0, note)
 
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -256,6 +269,13 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 			}
 		}
 	}
+	if weightsFile != "" {
+		// The plan records the path; an absolute one stays valid wherever the plan is written
+		// (vkc compile makes it relative to the plan file, so the two can move together).
+		if weightsFile, err = filepath.Abs(weightsFile); err != nil {
+			return nil, nil, fmt.Errorf("compile %s: external weights: %w", m.Name, err)
+		}
+	}
 	if !opts.NoTune {
 		rep.Notes = append(rep.Notes, "measured tuning is not implemented yet: kernels were chosen by the static cost model with default configurations")
 	}
@@ -265,7 +285,7 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	}
 	t0 = time.Now()
 	progress(Progress{Phase: "lower"})
-	p, lrep, err := lower.Lower(m, fns, lower.Options{
+	lopts := lower.Options{
 		Caps:            target.Caps,
 		Device:          target.Device,
 		CompilerVersion: CompilerVersion(),
@@ -273,14 +293,28 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		Progress: func(done, total int, what string) {
 			progress(Progress{Phase: "lower", Done: done, Total: total, What: what})
 		},
-	})
+	}
+	p, lrep, err := lower.Lower(m, fns, lopts)
+	var fallback string
+	if errors.Is(err, lower.ErrNoTemplate) && rep.Optimized {
+		// The extracted graph uses an op (a fusion) that no kernel template implements yet on
+		// this device; the graph as written may still compile. Say so rather than fail.
+		fallback = fmt.Sprintf("the optimised graph does not lower (%v); lowered the functions as written", err)
+		rep.Optimized, ruleCounts = false, nil
+		p, lrep, err = lower.Lower(m, written, lopts)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
 	}
 	rep.Lower = lrep
 	phase("lower", t0, fmt.Sprintf("%d modules, static choice", lrep.Modules))
-	if !optimized {
-		p.Record.Notes = append(p.Record.Notes, "e-graph optimisation did not run: "+note)
+	p.Record.Rules = ruleCounts
+	switch {
+	case fallback != "":
+		rep.Notes = append(rep.Notes, fallback)
+		p.Record.Notes = append(p.Record.Notes, fallback)
+	case opts.NoOptimize:
+		p.Record.Notes = append(p.Record.Notes, "e-graph optimisation off (NoOptimize): functions lowered as written")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("compile %s: lowering produced an %w", m.Name, err)
@@ -318,14 +352,36 @@ func selectFunctions(m *ir.Model, names []string) ([]*ir.Function, error) {
 	return fns, nil
 }
 
-// optimize is the e-graph stage: saturate each function with the rule files and extract the
-// cheapest equivalent graph. HOOK: package rules does not yet expose an entry point that takes
-// ir functions (its rule files and the ir op table are being written), so the functions are
-// lowered as the model wrote them and the plan's record says so. When rules gains that entry
-// point (e.g. rules.Optimize(ctx, m, fns)), call it here; nothing else in Compile changes.
-func optimize(ctx context.Context, m *ir.Model, fns []*ir.Function) ([]*ir.Function, bool, string, error) {
-	_, _ = ctx, m
-	return fns, false, "skipped: package rules has no optimiser entry point over ir functions yet; functions lowered as written", nil
+// optimize is the e-graph stage: each function is saturated with the rule files and the
+// cheapest equivalent graph under the static cost model is extracted (rules.Optimize). It returns
+// the optimised functions, the rule applications summed over them (sorted by name), and a note.
+func optimize(ctx context.Context, m *ir.Model, fns []*ir.Function) ([]*ir.Function, []plan.RuleCount, string, error) {
+	out := make([]*ir.Function, len(fns))
+	applied := map[string]uint64{}
+	var parts []string
+	for i, f := range fns {
+		g, rep, err := rules.Optimize(ctx, m, f, rules.Options{})
+		if err != nil {
+			return nil, nil, "", err
+		}
+		out[i] = g
+		for _, r := range rep.Rules {
+			if r.Applied > 0 {
+				applied[r.Name] += uint64(r.Applied)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %d→%d nodes (%s, %d iterations)", f.Name, rep.InputNodes, rep.OutputNodes, rep.Stop, rep.Iterations))
+	}
+	names := make([]string, 0, len(applied))
+	for n := range applied {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	counts := make([]plan.RuleCount, len(names))
+	for i, n := range names {
+		counts[i] = plan.RuleCount{Name: n, Count: applied[n]}
+	}
+	return out, counts, strings.Join(parts, "; "), nil
 }
 
 // findTarget returns the device to compile for and how it was chosen.
@@ -351,7 +407,7 @@ func findTarget(opts Options) (Target, string, error) {
 		} else if s := os.Getenv("VKC_DEVICE"); s != "" {
 			how = fmt.Sprintf("device %d, selected by VKC_DEVICE=%s", d.Index, s)
 		}
-		return Target{Caps: kerneltest.CapsOf(d), Device: Fingerprint(d)}, how, nil
+		return Target{Caps: tune.CapsOf(d), Device: Fingerprint(d)}, how, nil
 	}
 	return Target{}, "", errors.New("find device: the runtime chose no device")
 }

@@ -78,6 +78,15 @@ func compileCmd(model, out, dotFile, dump string, opts vkc.Options, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	if src := p.Weights.Source; src != nil {
+		// Record the weight file relative to the plan's folder, so that the two can be moved
+		// together (plan.ResolveSource resolves it against the plan file's folder).
+		if dir, err := filepath.Abs(filepath.Dir(out)); err == nil {
+			if rel, err := filepath.Rel(dir, src.Path); err == nil {
+				src.Path = rel
+			}
+		}
+	}
 	if err := p.WriteFile(out); err != nil {
 		return err
 	}
