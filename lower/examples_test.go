@@ -75,9 +75,7 @@ func exampleInputs(m *ir.Model, f *ir.Function, pos int, seed uint64) map[string
 // blocked lists the examples that cannot compile yet and the op whose template is missing. An
 // example that compiles although listed, or fails on another op, fails the test, so the table
 // shrinks as templates land.
-var blocked = map[string]string{
-	"whisper-tiny-encoder": "conv1d",
-}
+var blocked = map[string]string{}
 
 // TestExamplesEndToEnd compiles every example (except the 135M-parameter one), runs each function
 // on lavapipe and compares the outputs with the interpreter; functions that share state run in
