@@ -31,7 +31,7 @@ func normTemplate(name string, op ir.Op) *Template {
 	return &Template{
 		Name:    name,
 		Accepts: func(p *Problem, caps Caps) error { return acceptNorm(op, p, caps) },
-		Space: rowSpace(func(p *Problem) int {
+		Space: RowSpace(func(p *Problem) int {
 			_, _, inner := normDims(p)
 			return inner
 		}, 1),
@@ -95,7 +95,6 @@ func buildNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 	outer, n, inner := normDims(p)
 	rows := outer * inner
 	nop := numOpArgs(p)
-	coop, sub := c["coop"] == 1, c["subgroup"] == 1
 	xd := p.Args[0].DType
 	opType := xd
 	if p.Expr != nil {
@@ -117,12 +116,10 @@ func buildNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	epi, epiOps := EpilogueBuffers(b, p)
 	ops = append(ops, epiOps...)
-	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
-	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
 	f32 := func(v float64) codegen.Value { return b.F32(float32(v)) }
 	load := func(i int, idx codegen.Value) codegen.Value { return LoadAs(b, in[i], idx, p.Args[i].DType) }
 
-	WalkRows(b, wg, coop, sub, rows, func(w *RowWalk) {
+	WalkRows(b, c, rows, func(w *RowWalk) {
 		base := b.Add(b.Mul(b.Div(w.Row, b.U32(uint32(inner))), b.U32(uint32(n*inner))), b.Rem(w.Row, b.U32(uint32(inner))))
 		at := func(k codegen.Value) codegen.Value { return b.Add(base, b.Mul(k, b.U32(uint32(inner)))) }
 		x := func(k codegen.Value) codegen.Value { return load(0, at(k)) }
@@ -170,10 +167,10 @@ func buildNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 			panic("kernels: norm template for " + p.OpName())
 		}
 	})
-	k, spec, err := finish(b, caps, c, "wg")
+	k, spec, err := finish(b, caps, c, "wg", "rows")
 	if err != nil {
 		return nil, err
 	}
-	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(rows, c["wg"], coop, caps), Bindings: ops}
+	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(rows, c, caps), Bindings: ops}
 	return &Launch{Steps: []Step{st}, Flops: float64(5 * outer * n * inner), Bytes: tensorBytes(p.Args, p.Outs)}, nil
 }

@@ -142,7 +142,7 @@ func TestNormAccepts(t *testing.T) {
 	}
 	// Softmax over a strided axis has only serial configurations.
 	strided := problem(t, ir.Softmax, ir.Attrs{"axis": 0}, x)
-	if err := kernels.Softmax.Space.Valid(strided, kernels.Config{"wg": 128, "coop": 1, "subgroup": 1}, kernels.Lavapipe); err == nil {
+	if err := kernels.Softmax.Space.Valid(strided, kernels.Config{"wg": 128, "coop": 1, "subgroup": 1, "rows": 1}, kernels.Lavapipe); err == nil {
 		t.Error("coop=1 accepted for a strided axis")
 	}
 }

@@ -22,7 +22,7 @@ import (
 var Reduce = &Template{
 	Name:    "reduce",
 	Accepts: acceptReduce,
-	Space: rowSpace(func(p *Problem) int {
+	Space: RowSpace(func(p *Problem) int {
 		_, _, inner := reduceDims(p)
 		return inner
 	}, 2),
@@ -71,13 +71,10 @@ func buildReduce(p *Problem, c Config, caps Caps) (*Launch, error) {
 	outer, n, inner := reduceDims(p)
 	rows := outer * inner
 	xd, od := p.Args[0].DType, p.Outs[0].DType
-	coop, sub := c["coop"] == 1, c["subgroup"] == 1
 	ct := ComputeType(xd)
 	b := codegen.NewBuilder("reduce_" + p.Op.String())
 	x := b.Buffer("x", StorageType(xd), codegen.ReadOnly)
 	y := b.Buffer("y", StorageType(od), codegen.WriteOnly)
-	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
-	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
 
 	// key maps an element to the u32 whose order argmax/max/min use.
 	key := func(v codegen.Value, nan uint32) codegen.Value {
@@ -99,7 +96,7 @@ func buildReduce(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return k
 	}
 
-	WalkRows(b, wg, coop, sub, rows, func(w *RowWalk) {
+	WalkRows(b, c, rows, func(w *RowWalk) {
 		base := b.Add(b.Mul(b.Div(w.Row, b.U32(uint32(inner))), b.U32(uint32(n*inner))), b.Rem(w.Row, b.U32(uint32(inner))))
 		at := func(k codegen.Value) codegen.Value {
 			return LoadAs(b, x, b.Add(base, b.Mul(k, b.U32(uint32(inner)))), xd)
@@ -134,18 +131,13 @@ func buildReduce(p *Problem, c Config, caps Caps) (*Launch, error) {
 			_, idx := w.ArgMax(b.Get(bk), b.Get(bi))
 			res = b.Bitcast(idx, codegen.I32)
 		}
-		write := func() { StoreAs(b, y, w.Row, res, od) }
-		if coop {
-			b.If(b.Eq(b.LocalIndex(), b.U32(0)), write)
-		} else {
-			write()
-		}
+		b.If(w.Leader(), func() { StoreAs(b, y, w.Row, res, od) })
 	})
-	k, spec, err := finish(b, caps, c, "wg")
+	k, spec, err := finish(b, caps, c, "wg", "rows")
 	if err != nil {
 		return nil, err
 	}
-	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(rows, c["wg"], coop, caps),
+	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(rows, c, caps),
 		Bindings: []Operand{{Arg, 0}, {Out, 0}}}
 	return &Launch{Steps: []Step{st}, Flops: float64(outer * n * inner), Bytes: tensorBytes(p.Args, p.Outs)}, nil
 }

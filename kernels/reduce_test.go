@@ -28,11 +28,12 @@ func randomArgs(rng *rand.Rand, p *kernels.Problem) []*ir.Tensor {
 	return out
 }
 
-// Configurations every row-wise template is tested at besides its default: the shared-memory
-// tree, another workgroup size, and one invocation per row.
+// Configurations row-wise templates are tested at besides their default (one workgroup per row,
+// subgroup arithmetic): several rows per workgroup combined through the shared-memory tree (the
+// last workgroup partly past the last row), and one invocation per row.
 var rowConfigs = []kernels.Config{
-	{"wg": 32, "coop": 1, "subgroup": 0},
-	{"wg": 64, "coop": 0, "subgroup": 0},
+	{"wg": 64, "coop": 1, "subgroup": 0, "rows": 4},
+	{"wg": 64, "coop": 0, "subgroup": 0, "rows": 1},
 }
 
 func TestReduceOnDevice(t *testing.T) {

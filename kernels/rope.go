@@ -19,7 +19,7 @@ import (
 var (
 	Rope           = ropeTemplate(ir.Rope, flatSpace(), buildRope)
 	RopeCacheWrite = ropeTemplate(ir.RopeCacheWrite, flatSpace(), buildRope)
-	RopeNorm       = ropeTemplate(ir.RopeNorm, rowSpace(func(*Problem) int { return 1 }, 1), buildRopeNorm)
+	RopeNorm       = ropeTemplate(ir.RopeNorm, RowSpace(func(*Problem) int { return 1 }, 1), buildRopeNorm)
 )
 
 func init() {
@@ -194,16 +194,14 @@ func buildRopeNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 	g := readRope(p)
 	xt, wt, pt, ot := p.Args[0], p.Args[1], p.Args[2], p.Outs[0]
 	eps := p.Attrs.Float("eps", 1e-5)
-	coop, sub := c["coop"] == 1, c["subgroup"] == 1
 	b := codegen.NewBuilder("rope_norm")
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	w := b.Buffer("w", StorageType(wt.DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
 	y := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
-	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
-	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
-	pos := loadPos(b, posBuf)
-	WalkRows(b, wg, coop, sub, g.rows, func(rw *RowWalk) {
+	var pos codegen.Value
+	WalkRows(b, c, g.rows, func(rw *RowWalk) {
+		pos = loadPos(b, posBuf)
 		rb := b.Mul(rw.Row, b.U32(uint32(g.d)))
 		ss := rw.Sum(g.d, b.F32(0), func(k codegen.Value) codegen.Value {
 			v := LoadAs(b, x, b.Add(rb, k), xt.DType)
@@ -227,11 +225,11 @@ func buildRopeNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 			StoreAs(b, y, b.Add(rb, j1), y1, ot.DType)
 		})
 	})
-	k, spec, err := finish(b, caps, c, "wg")
+	k, spec, err := finish(b, caps, c, "wg", "rows")
 	if err != nil {
 		return nil, err
 	}
-	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(g.rows, c["wg"], coop, caps),
+	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(g.rows, c, caps),
 		Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}, {Out, 0}}}
 	return &Launch{Steps: []Step{st}, Flops: float64(12 * g.rows * g.h), Bytes: 2 * float64(xt.Bytes())}, nil
 }

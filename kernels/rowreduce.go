@@ -43,27 +43,45 @@ func (op ReduceOp) subgroup(b *codegen.Builder, x codegen.Value) codegen.Value {
 	panic(fmt.Sprintf("kernels: unknown reduce op %d", op))
 }
 
-// WorkgroupReducer combines one value per invocation over a whole workgroup of Size invocations
-// (a one-dimensional workgroup), giving every invocation the result. With subgroup arithmetic
-// each subgroup reduces in registers and subgroups meet in shared memory; without, a shared-memory
-// tree halves the active invocations per step, which needs Size to be a power of two. Every
-// invocation of the workgroup must call each reduction (they contain barriers).
+// WorkgroupReducer combines one value per invocation over segments of Seg consecutive
+// invocations of a one-dimensional workgroup of Size invocations (Seg = Size: the whole
+// workgroup), giving every invocation its segment's result. With subgroup arithmetic (whole
+// workgroups only) each subgroup reduces in registers and subgroups meet in shared memory;
+// otherwise a shared-memory tree halves the active invocations of each segment per step, which
+// needs Seg to be a power of two. Every invocation of the workgroup must call each reduction
+// (they contain barriers).
 //
-// Shared memory: one array of Size 32-bit elements per scalar type reduced (f32, i32, u32),
-// allocated on first use; SharedBytesFor gives the bound for a space predicate.
+// The subgroup path assumes subgroups are consecutive runs of gl_SubgroupSize invocations in
+// gl_LocalInvocationIndex order (as codegen.Softmax does), which every driver vkc meets does.
+//
+// Shared memory: Size 32-bit elements per scalar type reduced (two for ArgMax), allocated on
+// first use; SharedBytesFor gives the bound for a space predicate.
 type WorkgroupReducer struct {
 	b        *codegen.Builder
 	Size     codegen.Value // the workgroup size (a constant or specialization constant)
+	Seg      codegen.Value // invocations per segment (a constant or specialization constant)
 	subgroup bool
 	lid      codegen.Value
+	lane     codegen.Value // lid % Seg
 	scratch  map[codegen.Type]*codegen.Array
 	extra    map[codegen.Type]*codegen.Array // second array per type, for (key, index) pairs
 }
 
-// NewWorkgroupReducer prepares reductions over a workgroup of size invocations; subgroup selects
-// the subgroup-arithmetic path (the device must have it: Caps.SubgroupArithmetic).
+// NewWorkgroupReducer prepares reductions over a whole workgroup of size invocations; subgroup
+// selects the subgroup-arithmetic path (the device must have it: Caps.SubgroupArithmetic).
 func NewWorkgroupReducer(b *codegen.Builder, size codegen.Value, subgroup bool) *WorkgroupReducer {
-	return &WorkgroupReducer{b: b, Size: size, subgroup: subgroup, lid: b.LocalIndex(),
+	return newReducer(b, size, size, subgroup)
+}
+
+// NewSegmentReducer prepares reductions over segments of seg invocations (a power of two dividing
+// size), through shared memory.
+func NewSegmentReducer(b *codegen.Builder, size, seg codegen.Value) *WorkgroupReducer {
+	return newReducer(b, size, seg, false)
+}
+
+func newReducer(b *codegen.Builder, size, seg codegen.Value, subgroup bool) *WorkgroupReducer {
+	lid := b.LocalIndex()
+	return &WorkgroupReducer{b: b, Size: size, Seg: seg, subgroup: subgroup, lid: lid, lane: b.Rem(lid, seg),
 		scratch: map[codegen.Type]*codegen.Array{}, extra: map[codegen.Type]*codegen.Array{}}
 }
 
@@ -80,7 +98,20 @@ func (r *WorkgroupReducer) array(m map[codegen.Type]*codegen.Array, t codegen.Ty
 	return a
 }
 
-// Reduce returns op over v of every invocation of the workgroup (v a 32-bit scalar).
+// tree runs the shared-memory halving steps over each segment: step(o) combines element lid
+// with element o = lid + s for the invocations whose lane is below s.
+func (r *WorkgroupReducer) tree(step func(o codegen.Value)) {
+	b := r.b
+	b.Barrier()
+	s := b.Var("seg_half", b.Div(r.Seg, b.U32(2)))
+	b.While(func() codegen.Value { return b.Gt(b.Get(s), b.U32(0)) }, func() {
+		b.If(b.Lt(r.lane, b.Get(s)), func() { step(b.Add(r.lid, b.Get(s))) })
+		b.Barrier()
+		b.Set(s, b.Div(b.Get(s), b.U32(2)))
+	})
+}
+
+// Reduce returns op over v of every invocation of this invocation's segment (v a 32-bit scalar).
 func (r *WorkgroupReducer) Reduce(v codegen.Value, op ReduceOp) codegen.Value {
 	b := r.b
 	sh := r.array(r.scratch, v.Type(), "a")
@@ -99,17 +130,8 @@ func (r *WorkgroupReducer) Reduce(v codegen.Value, op ReduceOp) codegen.Value {
 		return res
 	}
 	b.Store(sh, r.lid, v)
-	b.Barrier()
-	s := b.Var("wg_half", b.Div(r.Size, b.U32(2)))
-	b.While(func() codegen.Value { return b.Gt(b.Get(s), b.U32(0)) }, func() {
-		b.If(b.Lt(r.lid, b.Get(s)), func() {
-			o := b.Add(r.lid, b.Get(s))
-			b.Store(sh, r.lid, op.apply(b, b.Load(sh, r.lid), b.Load(sh, o)))
-		})
-		b.Barrier()
-		b.Set(s, b.Div(b.Get(s), b.U32(2)))
-	})
-	res := b.Load(sh, b.U32(0))
+	r.tree(func(o codegen.Value) { b.Store(sh, r.lid, op.apply(b, b.Load(sh, r.lid), b.Load(sh, o))) })
+	res := b.Load(sh, b.Sub(r.lid, r.lane))
 	b.Barrier()
 	return res
 }
@@ -149,21 +171,15 @@ func (r *WorkgroupReducer) ArgMax(key, idx codegen.Value) (codegen.Value, codege
 	}
 	b.Store(sk, r.lid, key)
 	b.Store(si, r.lid, idx)
-	b.Barrier()
-	s := b.Var("wg_half", b.Div(r.Size, b.U32(2)))
-	b.While(func() codegen.Value { return b.Gt(b.Get(s), b.U32(0)) }, func() {
-		b.If(b.Lt(r.lid, b.Get(s)), func() {
-			o := b.Add(r.lid, b.Get(s))
-			k0, i0 := b.Load(sk, r.lid), b.Load(si, r.lid)
-			k1, i1 := b.Load(sk, o), b.Load(si, o)
-			take := better(k1, i1, k0, i0)
-			b.Store(sk, r.lid, b.Select(take, k1, k0))
-			b.Store(si, r.lid, b.Select(take, i1, i0))
-		})
-		b.Barrier()
-		b.Set(s, b.Div(b.Get(s), b.U32(2)))
+	r.tree(func(o codegen.Value) {
+		k0, i0 := b.Load(sk, r.lid), b.Load(si, r.lid)
+		k1, i1 := b.Load(sk, o), b.Load(si, o)
+		take := better(k1, i1, k0, i0)
+		b.Store(sk, r.lid, b.Select(take, k1, k0))
+		b.Store(si, r.lid, b.Select(take, i1, i0))
 	})
-	rk, ri := b.Load(sk, b.U32(0)), b.Load(si, b.U32(0))
+	first := b.Sub(r.lid, r.lane)
+	rk, ri := b.Load(sk, first), b.Load(si, first)
 	b.Barrier()
 	return rk, ri
 }
@@ -186,51 +202,77 @@ func FromOrderedKey(b *codegen.Builder, key codegen.Value) codegen.Value {
 	return b.Bitcast(bits, codegen.F32)
 }
 
-// RowWalk is how a row-wise kernel's invocations cover its rows: cooperatively (one workgroup
-// per row, each invocation taking every Size-th element, partial results combined by a
-// WorkgroupReducer) or serially (one invocation per row, reductions are the identity). Templates
-// write their row computation once against it and expose the choice as the "coop" parameter.
+// RowWalk is how a row-wise kernel's invocations cover its rows: cooperatively (each workgroup
+// takes `rows` rows, wg/rows invocations per row, each invocation taking every (wg/rows)-th
+// element; partial results combined by a WorkgroupReducer) or serially (one invocation per row,
+// reductions are the identity). Templates write their row computation once against it and
+// expose the choice as the parameters of RowSpace.
 type RowWalk struct {
 	B    *codegen.Builder
 	Coop bool
 	Row  codegen.Value // this invocation's row (u32)
-	Size codegen.Value // workgroup size
-	red  *WorkgroupReducer
+	// Valid is false for the invocations of a cooperative workgroup's rows past the last row:
+	// they take part in the reductions (barriers) but touch no memory: Each skips their
+	// elements and Leader is false.
+	Valid   codegen.Value
+	lane    codegen.Value // index within the row's invocations
+	threads codegen.Value // invocations per row
+	red     *WorkgroupReducer
 }
 
-// WalkRows sets up the row index for rows rows (workgroup size wg, a specialization constant) and
-// runs body for this invocation's row; invocations without a row skip it (serial) or return
-// (cooperative: whole workgroups, so the reductions' barriers stay in uniform control flow).
-// Dispatch RowGrid(rows, wg, coop).
-func WalkRows(b *codegen.Builder, wg codegen.Value, coop, subgroup bool, rows int, body func(w *RowWalk)) {
-	w := &RowWalk{B: b, Coop: coop, Size: wg}
-	if coop {
-		w.Row = LinearGroup(b)
-		w.red = NewWorkgroupReducer(b, wg, subgroup)
-		b.If(b.Ge(w.Row, b.U32(uint32(rows))), b.Return)
+// WalkRows declares the kernel's workgroup size (the specialization constants "wg" and "rows")
+// and runs body for this invocation's row, configured by c (a point of RowSpace). Invocations
+// without a row skip body (serial) or run it with Valid false (cooperative, so the reductions'
+// barriers stay in uniform control flow). Dispatch RowGrid(rows, c, caps); finish the kernel
+// with the spec names "wg" and "rows".
+func WalkRows(b *codegen.Builder, c Config, rows int, body func(w *RowWalk)) {
+	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
+	rpg := b.Spec("rows", codegen.U32, int64(max(c["rows"], 1)))
+	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
+	w := &RowWalk{B: b, Coop: c["coop"] == 1}
+	lid := b.LocalIndex()
+	if w.Coop {
+		w.threads = b.Div(wg, rpg)
+		w.lane = b.Rem(lid, w.threads)
+		w.Row = b.Add(b.Mul(LinearGroup(b), rpg), b.Div(lid, w.threads))
+		w.Valid = b.Lt(w.Row, b.U32(uint32(rows)))
+		if c["subgroup"] == 1 {
+			w.red = NewWorkgroupReducer(b, wg, true)
+		} else {
+			w.red = NewSegmentReducer(b, wg, w.threads)
+		}
 		body(w)
 		return
 	}
-	w.Row = b.Add(b.Mul(LinearGroup(b), wg), b.LocalIndex())
+	w.Row = b.Add(b.Mul(LinearGroup(b), wg), lid)
+	w.Valid = b.Bool(true)
+	w.lane, w.threads = b.U32(0), b.U32(1)
 	b.If(b.Lt(w.Row, b.U32(uint32(rows))), func() { body(w) })
 }
 
 // RowGrid is the grid of a WalkRows kernel.
-func RowGrid(rows, wg int, coop bool, caps Caps) [3]uint32 {
-	if coop {
-		return Grid1D(rows, caps)
+func RowGrid(rows int, c Config, caps Caps) [3]uint32 {
+	if c["coop"] == 1 {
+		rpg := max(c["rows"], 1)
+		return Grid1D((rows+rpg-1)/rpg, caps)
 	}
-	return Grid1D((rows+wg-1)/wg, caps)
+	return Grid1D((rows+c["wg"]-1)/c["wg"], caps)
 }
 
 // Each runs body(k) for the elements k (u32) of an n-element row that this invocation handles.
 func (w *RowWalk) Each(n int, body func(k codegen.Value)) {
 	b := w.B
+	end := b.U32(uint32(n))
 	if w.Coop {
-		b.For(b.LocalIndex(), b.U32(uint32(n)), w.Size, body)
-		return
+		end = b.Select(w.Valid, end, b.U32(0))
 	}
-	b.For(b.U32(0), b.U32(uint32(n)), b.U32(1), body)
+	b.For(w.lane, end, w.threads, body)
+}
+
+// Leader is true for one invocation of each valid row (for stores of a per-row result).
+func (w *RowWalk) Leader() codegen.Value {
+	b := w.B
+	return b.And(w.Valid, b.Eq(w.lane, b.U32(0)))
 }
 
 // Reduce combines v over the invocations sharing the row.
@@ -259,30 +301,39 @@ func (w *RowWalk) Sum(n int, zero codegen.Value, f func(k codegen.Value) codegen
 	return w.Reduce(b.Get(acc), ReduceAdd)
 }
 
-// rowSpace is the tuning space of the row-wise templates: workgroup size, cooperative or serial
-// rows, subgroup or shared-memory reductions. inner gives the problem's row stride (1 for
-// contiguous rows); arrays the 32-bit shared arrays the kernel's reductions use.
-func rowSpace(inner func(p *Problem) int, arrays int) Space {
-	return NewSpace(Ints("wg", 128, 64, 256, 32), Bools("coop", true), Bools("subgroup", true)).
+// RowSpace is the tuning space of the row-wise templates: the workgroup size wg; coop=1 for
+// rows shared by the invocations of a workgroup (rows of them per workgroup; subgroup=1 combines
+// a whole workgroup's partials with subgroup arithmetic, else shared memory), coop=0 for one
+// invocation per row. inner gives the problem's row stride (1 for contiguous rows); arrays the
+// 32-bit shared arrays the kernel's reductions use.
+func RowSpace(inner func(p *Problem) int, arrays int) Space {
+	return NewSpace(Ints("wg", 128, 64, 256, 32), Bools("coop", true), Bools("subgroup", true), Ints("rows", 1, 2, 4, 8)).
 		Where(fitsInvocations("wg")).
 		Where(func(p *Problem, c Config, caps Caps) error {
-			if c["subgroup"] == 1 && !caps.SubgroupArithmetic {
+			wg, rows := c["wg"], c["rows"]
+			switch {
+			case c["subgroup"] == 1 && !caps.SubgroupArithmetic:
 				return fmt.Errorf("subgroup=1 needs subgroup arithmetic, which the device lacks")
-			}
-			if c["subgroup"] == 1 && c["coop"] == 0 {
+			case c["subgroup"] == 1 && c["coop"] == 0:
 				return fmt.Errorf("subgroup=1 applies only to coop=1 (a serial row has nothing to combine)")
-			}
-			if c["coop"] == 1 && inner(p) != 1 {
+			case c["subgroup"] == 1 && rows > 1:
+				return fmt.Errorf("subgroup=1 combines whole workgroups; rows=%d shares them between rows (shared memory only)", rows)
+			case c["coop"] == 0 && rows > 1:
+				return fmt.Errorf("rows=%d applies only to coop=1 (coop=0 is one row per invocation)", rows)
+			case c["coop"] == 1 && inner(p) != 1:
 				// Not a correctness limit: a workgroup walking a strided fibre reads one element
 				// per cache line, while one invocation per fibre reads neighbouring fibres together.
 				return fmt.Errorf("coop=1 walks contiguous rows; this axis has stride %d", inner(p))
 			}
 			if c["coop"] == 1 {
-				if wg := c["wg"]; wg&(wg-1) != 0 {
-					return fmt.Errorf("wg=%d: reductions need a power of two", wg)
+				if wg&(wg-1) != 0 || rows&(rows-1) != 0 {
+					return fmt.Errorf("wg=%d, rows=%d: reductions need powers of two", wg, rows)
 				}
-				if n := SharedBytesFor(c["wg"], arrays); n > caps.MaxSharedBytes {
-					return fmt.Errorf("wg=%d needs %d bytes of shared memory, the device has %d", c["wg"], n, caps.MaxSharedBytes)
+				if wg/rows < 4 {
+					return fmt.Errorf("wg=%d, rows=%d leaves fewer than 4 invocations per row", wg, rows)
+				}
+				if n := SharedBytesFor(wg, arrays); n > caps.MaxSharedBytes {
+					return fmt.Errorf("wg=%d needs %d bytes of shared memory, the device has %d", wg, n, caps.MaxSharedBytes)
 				}
 			}
 			return nil
