@@ -27,8 +27,10 @@ type Generation struct {
 	Prompt time.Duration
 	Steps  []time.Duration
 	// PrefillFn and DecodeFn are the functions used ("" for PrefillFn when the prompt went
-	// through DecodeFn one token at a time).
+	// through DecodeFn one token at a time); Prefilled is the number of prompt tokens that went
+	// through PrefillFn (the rest went through DecodeFn).
 	PrefillFn, DecodeFn string
+	Prefilled           int
 	// HostArgmax says that the plan outputs logits only, so each next token was chosen on the
 	// host from a read-back logits row; false when the plan's argmax output was used.
 	HostArgmax bool
@@ -174,6 +176,7 @@ func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*
 		}
 		pos += prefill.seq
 	}
+	g.Prefilled = pos
 	for ; pos < len(prompt); pos++ {
 		if next, err = step(ctx, exe, decode, prompt[pos:pos+1], pos); err != nil {
 			return nil, err

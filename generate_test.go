@@ -137,6 +137,9 @@ func TestGenerateChunking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if g.Prefilled != 16 || g2.Prefilled != 0 {
+		t.Errorf("prefilled %d and %d tokens, want 16 and 0", g.Prefilled, g2.Prefilled)
+	}
 	if fmt.Sprint(g.Tokens) != fmt.Sprint(g2.Tokens) || g2.PrefillFn != "" {
 		t.Errorf("with prefill %v, decode only %v (prefill fn %q)", g.Tokens, g2.Tokens, g2.PrefillFn)
 	}

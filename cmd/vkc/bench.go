@@ -152,9 +152,10 @@ func spread(med, lo, hi time.Duration) float64 {
 }
 
 // kernelTable aggregates the profiled dispatches by kernel (module): count, GPU time, share of
-// the profiled run, and achieved bandwidth over the bytes the dispatches bind (each bound range
-// counted once: an upper bound of the traffic for most kernels, exact for streaming ones). The
-// plan records no FLOP counts, so GFLOP/s is shown only where a future plan carries them.
+// the profiled run, and achieved bandwidth over the bytes the dispatches bind (the runtime's
+// DispatchTime.Bytes: every bound byte once, read-write twice; exact for streaming kernels, an
+// upper bound where a kernel touches part of a range, e.g. attention over a partly filled KV
+// cache). The plan records no FLOP counts, so the GFLOP/s column stays "-" until it does.
 func kernelTable(w io.Writer, p *plan.Plan, f *plan.Function, times []runtime.DispatchTime) error {
 	type row struct {
 		key   string
@@ -182,9 +183,7 @@ func kernelTable(w io.Writer, p *plan.Plan, f *plan.Function, times []runtime.Di
 		r.count++
 		r.time += t.Time
 		total += t.Time
-		for _, b := range d.Bindings {
-			r.bytes += b.Buffer.Range
-		}
+		r.bytes += uint64(max(t.Bytes, 0))
 	}
 	list := make([]*row, 0, len(rows))
 	for _, r := range rows {
@@ -206,7 +205,7 @@ func kernelTable(w io.Writer, p *plan.Plan, f *plan.Function, times []runtime.Di
 		}
 		gbs := "-"
 		if r.time > 0 {
-			gbs = fmt.Sprintf("%.2f", float64(r.bytes)/r.time.Seconds()/1e9)
+			gbs = fmt.Sprintf("%.3g", float64(r.bytes)/r.time.Seconds()/1e9)
 		}
 		label := r.key
 		if r.ops != "" && !strings.HasPrefix(r.key, r.ops) {

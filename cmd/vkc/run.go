@@ -295,9 +295,14 @@ func generateCmd(w io.Writer, path string, lo vkc.LoadOptions, prompt []int32, s
 		return err
 	}
 	fmt.Fprintf(w, "device: %s (plan loaded in %v)\n", l.Device.Info.Name, load.Round(time.Millisecond))
-	via := g.DecodeFn + " one token at a time"
-	if g.PrefillFn != "" {
-		via = g.PrefillFn + " (then " + g.DecodeFn + " for the rest)"
+	var via string
+	switch {
+	case g.Prefilled == len(prompt):
+		via = g.PrefillFn
+	case g.Prefilled > 0:
+		via = fmt.Sprintf("%s (%d) and %s (%d, one at a time)", g.PrefillFn, g.Prefilled, g.DecodeFn, len(prompt)-g.Prefilled)
+	default:
+		via = g.DecodeFn + " one token at a time"
 	}
 	fmt.Fprintf(w, "prompt: %d tokens through %s in %v\n", len(prompt), via, g.Prompt.Round(time.Microsecond))
 	ids := make([]string, len(g.Tokens))
