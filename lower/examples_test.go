@@ -9,6 +9,7 @@ import (
 
 	"vkc/ir"
 	"vkc/ir/interp"
+	"vkc/ir/safetensors"
 	"vkc/kernels/kerneltest"
 	"vkc/lower"
 	"vkc/runtime"
@@ -184,4 +185,88 @@ func compareRun(t *testing.T, exe *runtime.Executable, s *interp.Session, f *ir.
 			t.Errorf("%s: output %s: row-relative error %.3g > %g", f.Name, o.Name, e, rowTol)
 		}
 	}
+}
+
+// TestHFOraclesThroughPlans runs the Hugging Face oracles (written by no one here) through
+// compiled plans: tinyllama's prefill and 8 decode steps over the KV cache (logits and greedy
+// tokens) and the Whisper encoder's last hidden state.
+func TestHFOraclesThroughPlans(t *testing.T) {
+	ctx := context.Background()
+	d := kerneltest.Device(t)
+	load := func(path string) (*ir.Model, *runtime.Executable, map[string]*ir.Tensor) {
+		m, err := ir.ParseModel(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := lower.Lower(m, m.Functions, options(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe, err := d.Load(p, runtime.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { exe.Close() })
+		gold, err := safetensors.ReadAll(filepath.Join("../testdata/hf", filepath.Base(filepath.Dir(path)), "golden.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, exe, gold
+	}
+	t.Run("tinyllama", func(t *testing.T) {
+		_, exe, gold := load("../examples/tinyllama/model.yaml")
+		out, err := exe.Run(ctx, "prefill", map[string][]byte{"tokens": gold["input_ids"].Data, "pos": scalarI32(0).Data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits := &ir.Tensor{Type: gold["prefill_logits"].Type, Data: out["logits"]}
+		if e := rowError(logits, gold["prefill_logits"]); e > rowTol {
+			t.Errorf("prefill logits: row-relative error %.3g > %g", e, rowTol)
+		}
+		greedy := []int{argmaxRow(logits, 15)}
+		fed := gold["decode_tokens"]
+		want := gold["decode_logits"]
+		cols := want.Type.Shape[1]
+		for step := 0; step < 8; step++ {
+			tok := ir.TensorFromFloat64s(ir.T(ir.I32, 1), []float64{fed.Float64(step)})
+			out, err := exe.Run(ctx, "decode", map[string][]byte{"tokens": tok.Data, "pos": scalarI32(16 + step).Data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &ir.Tensor{Type: ir.T(ir.F32, 1, cols), Data: out["logits"]}
+			row := &ir.Tensor{Type: ir.T(ir.F32, 1, cols), Data: want.Data[4*cols*step : 4*cols*(step+1)]}
+			if e := rowError(got, row); e > rowTol {
+				t.Errorf("decode step %d: row-relative error %.3g > %g", step, e, rowTol)
+			}
+			greedy = append(greedy, argmaxRow(got, 0))
+		}
+		for i, g := range greedy {
+			if w := int(gold["greedy_tokens"].Float64(i)); w != g {
+				t.Errorf("greedy token %d: got %d, want %d (all %v)", i, g, w, greedy)
+				break
+			}
+		}
+	})
+	t.Run("whisper-tiny-encoder", func(t *testing.T) {
+		_, exe, gold := load("../examples/whisper-tiny-encoder/model.yaml")
+		out, err := exe.Run(ctx, "encode", map[string][]byte{"features": gold["input_features"].Data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := gold["last_hidden_state"]
+		if e := rowError(&ir.Tensor{Type: want.Type, Data: out["hidden"]}, want); e > rowTol {
+			t.Errorf("last_hidden_state: row-relative error %.3g > %g", e, rowTol)
+		}
+	})
+}
+
+func argmaxRow(x *ir.Tensor, row int) int {
+	cols := x.Type.Shape[x.Type.Shape.Rank()-1]
+	best := 0
+	for c := 1; c < cols; c++ {
+		if x.Float64(row*cols+c) > x.Float64(row*cols+best) {
+			best = c
+		}
+	}
+	return best
 }
