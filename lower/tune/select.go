@@ -1,0 +1,379 @@
+package tune
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"time"
+
+	"vkc/ir"
+	"vkc/ir/interp"
+	"vkc/plan"
+	"vkc/runtime"
+)
+
+// Measured selection of whole programs. The e-graph gives k diverse candidate graphs of a
+// function, cheapest first under the measured kernel costs (rules.OptimizeK with Tuner.OpCost);
+// SelectFunction lowers each, runs it end to end on random inputs, checks its outputs against the
+// interpreter's evaluation of the function as written, and times the valid ones with paired,
+// alternating measurements. The fastest valid one wins. The compile driver then lowers the
+// winners of all functions together into the final plan and records Selection.Record in it.
+
+// SelectCandidate is one equivalent version of a function.
+type SelectCandidate struct {
+	Fn *ir.Function
+	// Label says what distinguishes it for reports ("extraction 2: add_rmsnorm×4, linear-qkv").
+	Label string
+	// Estimated is its cost under the extraction's cost model (0 if unknown).
+	Estimated time.Duration
+}
+
+// PlanTimer times one function of a loaded plan; tests pass a fake clock.
+type PlanTimer interface {
+	TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, candidate int) (time.Duration, error)
+}
+
+// ExecTiming times a plan function with runtime.Executable.Measure (GPU time of its dispatches,
+// median of the repetitions of one submission).
+type ExecTiming struct {
+	Options runtime.MeasureOptions
+}
+
+// TimePlan implements PlanTimer.
+func (t ExecTiming) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, _ int) (time.Duration, error) {
+	m, err := exe.Measure(ctx, fn, inputs, t.Options)
+	if err != nil {
+		return 0, err
+	}
+	return m.Median, nil
+}
+
+// SelectOptions configure SelectFunction. The zero value is usable.
+type SelectOptions struct {
+	// Rounds of alternating measurements (default 5): round r times the valid candidates in
+	// order, round r+1 in reverse order, so drift (clocks, heat, caches) falls on all alike.
+	Rounds int
+	// Timer times a candidate (default ExecTiming with 2 warm-up runs and 10 repetitions).
+	Timer PlanTimer
+	// Tolerance is the largest error allowed against the interpreter, relative to each row's
+	// largest magnitude (default 1e-3: a whole function accumulates more rounding than a kernel).
+	Tolerance float64
+	// Seed fixes the random inputs.
+	Seed int64
+	// Load options for the candidate plans (external weights resolve against PlanPath).
+	Load runtime.LoadOptions
+}
+
+// SelectResult is what happened to one candidate.
+type SelectResult struct {
+	SelectCandidate
+	Valid  bool
+	Reason string // why it is invalid: a lowering error, a load or run error, a wrong output
+	// Median is the median over the rounds of the candidate's time; Ratio is the median over the
+	// rounds of its time divided by the winner's time in the same round (1 for the winner).
+	Median time.Duration
+	Ratio  float64
+	Plan   *plan.Plan
+}
+
+// Selection is the outcome of SelectFunction.
+type Selection struct {
+	Function string
+	Winner   int // index into Results; -1 when no candidate is valid
+	Results  []SelectResult
+	Rounds   int // rounds measured (fewer than asked when the context ended)
+}
+
+// SelectFunction lowers each candidate (equivalent versions of ref, a function of m) with lowerFn,
+// loads it on d, runs it once on random inputs of the function's signature (integer inputs get
+// valid values, see FunctionInputs; state starts at zero) and compares every output with the
+// interpreter's evaluation of ref; it then times the valid candidates in paired, alternating
+// rounds and picks the one with the lowest median ratio to the others (ties: the earlier
+// candidate, the cheaper estimate). An invalid candidate is recorded with the reason, never
+// chosen; it is an error only when no candidate is valid. All candidates' plans are loaded at
+// once, so the device must hold k copies of the weights. When ctx ends during timing, the rounds
+// measured so far decide; with none, the first valid candidate wins.
+func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
+	lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) (*Selection, error) {
+	if opts.Rounds <= 0 {
+		opts.Rounds = 5
+	}
+	if opts.Timer == nil {
+		opts.Timer = ExecTiming{}
+	}
+	if opts.Tolerance <= 0 {
+		opts.Tolerance = 1e-3
+	}
+	sel := &Selection{Function: ref.Name, Winner: -1}
+	inputs := FunctionInputs(ref, rand.New(rand.NewSource(opts.Seed)))
+	want, _, err := interp.Run(m, ref.Name, inputs, nil)
+	if err != nil {
+		return nil, fmt.Errorf("select %s: reference: %w", ref.Name, err)
+	}
+	exes := make([]*runtime.Executable, len(cands))
+	defer func() {
+		for _, e := range exes {
+			if e != nil {
+				e.Close()
+			}
+		}
+	}()
+	ins := map[string][]byte{}
+	for name, x := range inputs {
+		ins[name] = deviceBytes(x)
+	}
+	for i, c := range cands {
+		r := SelectResult{SelectCandidate: c}
+		exes[i], r.Plan, r.Reason = checkCandidate(ctx, d, m, ref, c.Fn, want, ins, lowerFn, opts)
+		r.Valid = r.Reason == ""
+		sel.Results = append(sel.Results, r)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	var valid []int
+	for i, r := range sel.Results {
+		if r.Valid {
+			valid = append(valid, i)
+		}
+	}
+	if len(valid) == 0 {
+		var why []string
+		for i, r := range sel.Results {
+			why = append(why, fmt.Sprintf("candidate %d: %s", i, r.Reason))
+		}
+		return sel, fmt.Errorf("select %s: no candidate is valid: %s", ref.Name, strings.Join(why, "; "))
+	}
+	times := make([][]time.Duration, len(cands)) // times[candidate][round]
+	for round := 0; round < opts.Rounds && ctx.Err() == nil; round++ {
+		order := append([]int(nil), valid...)
+		if round%2 == 1 {
+			for a, b := 0, len(order)-1; a < b; a, b = a+1, b-1 {
+				order[a], order[b] = order[b], order[a]
+			}
+		}
+		row := map[int]time.Duration{}
+		for _, i := range order {
+			t, err := opts.Timer.TimePlan(ctx, exes[i], cands[i].Fn.Name, ins, i)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return nil, fmt.Errorf("select %s: time candidate %d: %w", ref.Name, i, err)
+			}
+			row[i] = t
+		}
+		if len(row) < len(valid) {
+			break // an interrupted round is not paired; drop it
+		}
+		for i, t := range row {
+			times[i] = append(times[i], t)
+		}
+		sel.Rounds++
+	}
+	if sel.Rounds == 0 {
+		sel.Winner = valid[0]
+		sel.Results[valid[0]].Ratio = 1
+		return sel, nil
+	}
+	// Each candidate's paired figure: the median over rounds of its time over the round's
+	// fastest time; the lowest wins, and ratios are then restated against the winner.
+	score := map[int]float64{}
+	for _, i := range valid {
+		rs := make([]float64, sel.Rounds)
+		for r := range rs {
+			fastest := times[valid[0]][r]
+			for _, j := range valid {
+				fastest = min(fastest, times[j][r])
+			}
+			rs[r] = float64(times[i][r]) / float64(max(fastest, 1))
+		}
+		score[i] = medianF(rs)
+		sel.Results[i].Median = medianD(times[i])
+		if sel.Winner < 0 || score[i] < score[sel.Winner] {
+			sel.Winner = i
+		}
+	}
+	for _, i := range valid {
+		rs := make([]float64, sel.Rounds)
+		for r := range rs {
+			rs[r] = float64(times[i][r]) / float64(max(times[sel.Winner][r], 1))
+		}
+		sel.Results[i].Ratio = medianF(rs)
+	}
+	return sel, nil
+}
+
+// checkCandidate lowers, loads and runs one candidate and compares its outputs with want. It
+// returns the loaded executable (nil when invalid), the plan, and "" or why it is invalid.
+func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn *ir.Function, want map[string]*ir.Tensor,
+	ins map[string][]byte, lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) (*runtime.Executable, *plan.Plan, string) {
+	if len(fn.Outputs) != len(ref.Outputs) {
+		return nil, nil, fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs))
+	}
+	p, err := lowerFn([]*ir.Function{fn})
+	if err != nil {
+		return nil, nil, "lower: " + err.Error()
+	}
+	exe, err := d.Load(p, opts.Load)
+	if err != nil {
+		return nil, p, "load: " + err.Error()
+	}
+	bad := func(msg string) (*runtime.Executable, *plan.Plan, string) {
+		exe.Close()
+		return nil, p, msg
+	}
+	if err := exe.ResetState(); err != nil {
+		return bad("reset state: " + err.Error())
+	}
+	got, err := exe.Run(ctx, fn.Name, ins)
+	if err != nil {
+		return bad("run: " + err.Error())
+	}
+	for k, o := range ref.Outputs {
+		name := fn.Outputs[k].Name
+		b, ok := got[name]
+		if !ok {
+			return bad(fmt.Sprintf("output %s missing", name))
+		}
+		w := want[o.Name]
+		if w == nil {
+			return bad(fmt.Sprintf("the reference has no output %s", o.Name))
+		}
+		if len(b) != deviceSize(w.Type) {
+			return bad(fmt.Sprintf("output %s: %d bytes, want %d", name, len(b), deviceSize(w.Type)))
+		}
+		tol := max(opts.Tolerance, Tolerance(w.Type.DType))
+		if msg := Compare(hostTensor(w.Type, b), w, tol); msg != "" {
+			return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
+		}
+	}
+	return exe, p, ""
+}
+
+// FunctionInputs returns random inputs for f: floats standard normal, bools fair coins, and
+// integers valid for the ops that read them directly (or through reshapes): embedding ids in
+// [0, table rows), attention kv_len the key length, any other integer scalar 0 (a position 0 is
+// valid for every rope and cache write), other integer tensors in [0, 8).
+func FunctionInputs(f *ir.Function, rng *rand.Rand) map[string]*ir.Tensor {
+	users := map[*ir.Node][]use{}
+	for _, n := range f.Nodes {
+		for i, a := range n.Args {
+			users[a.Node] = append(users[a.Node], use{n, i})
+		}
+	}
+	out := map[string]*ir.Tensor{}
+	for _, in := range f.Inputs {
+		t := in.Outs[0]
+		if !t.DType.IsInt() {
+			out[in.Name] = Random(rng, t)
+			continue
+		}
+		gen := func() float64 { return float64(rng.Intn(8)) }
+		if t.Shape.NumElements() == 1 {
+			gen = func() float64 { return 0 }
+		}
+		for _, u := range reachThroughReshapes(in, users) {
+			switch {
+			case u.n.Op == ir.Embedding && u.arg == 1:
+				rows := max(u.n.Args[0].Type().Shape[0], 1)
+				gen = func() float64 { return float64(rng.Intn(rows)) }
+			case u.n.Op == ir.Attention && u.arg == 3:
+				k := u.n.Args[1].Type().Shape
+				kv := k[0]
+				if u.n.Attrs.String("layout", "shd") == "hsd" {
+					kv = k[1]
+				}
+				gen = func() float64 { return float64(kv) }
+			}
+		}
+		vals := make([]float64, t.Shape.NumElements())
+		for i := range vals {
+			vals[i] = gen()
+		}
+		out[in.Name] = ir.TensorFromFloat64s(t, vals)
+	}
+	return out
+}
+
+type use struct {
+	n   *ir.Node
+	arg int
+}
+
+func reachThroughReshapes(n *ir.Node, users map[*ir.Node][]use) []use {
+	var out []use
+	for _, u := range users[n] {
+		if u.n.Op == ir.Reshape {
+			out = append(out, reachThroughReshapes(u.n, users)...)
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// Record is the selection as the plan records it: one candidate per version of the function,
+// the winner marked.
+func (s *Selection) Record() []plan.Candidate {
+	var out []plan.Candidate
+	for i, r := range s.Results {
+		c := plan.Candidate{Subject: s.Function + " program", Estimated: r.Estimated, Measured: r.Median, Chosen: i == s.Winner}
+		note := r.Label
+		if !r.Valid {
+			note = strings.TrimSpace(note + " rejected: " + r.Reason)
+		} else if r.Ratio > 0 {
+			note = strings.TrimSpace(fmt.Sprintf("%s ×%.3f of the winner", note, r.Ratio))
+		}
+		c.Note = fmt.Sprintf("candidate %d: %s", i, note)
+		out = append(out, c)
+	}
+	return out
+}
+
+// String is a table of the candidates for `vkc compile --report`.
+func (s *Selection) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "function %s: %d candidates, %d paired rounds\n", s.Function, len(s.Results), s.Rounds)
+	for i, r := range s.Results {
+		mark := " "
+		if i == s.Winner {
+			mark = "*"
+		}
+		status := "valid"
+		if !r.Valid {
+			status = "rejected: " + r.Reason
+		}
+		fmt.Fprintf(&b, " %s %d  estimated %-10v measured %-10v ×%.3f  %s  %s\n", mark, i, r.Estimated, r.Median, r.Ratio, r.Label, status)
+	}
+	return b.String()
+}
+
+func medianF(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func medianD(xs []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+

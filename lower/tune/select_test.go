@@ -1,0 +1,104 @@
+package tune
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"vkc/ir"
+	"vkc/lower"
+	"vkc/plan"
+	"vkc/runtime"
+)
+
+// planClock is a fake PlanTimer: a fixed time per candidate, and the order of the calls.
+type planClock struct {
+	mu    sync.Mutex
+	times map[int]time.Duration
+	calls []int
+}
+
+func (c *planClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if exe == nil {
+		panic("timing a candidate that was not loaded")
+	}
+	c.calls = append(c.calls, cand)
+	// A slow drift over the calls: paired rounds cancel it.
+	return c.times[cand] + time.Duration(len(c.calls))*time.Microsecond, nil
+}
+
+// Measured selection over whole functions: the wrong version (which the clock would rank
+// fastest) is rejected by the interpreter check and never timed; of the two valid versions the
+// measured winner is chosen although the estimates rank it second; rounds alternate their order.
+func TestSelectFunctionMeasuredWinner(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	defer tu.Close()
+	ctx := context.Background()
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
+		return p, err
+	}
+	cands := []SelectCandidate{
+		{Fn: m.Function("forward"), Label: "as written", Estimated: 10 * time.Microsecond},
+		{Fn: m.Function("forward_alt"), Label: "matmul+add", Estimated: 20 * time.Microsecond},
+		{Fn: m.Function("forward_wrong"), Label: "wrong", Estimated: 5 * time.Microsecond},
+	}
+	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: time.Microsecond}}
+	sel, err := SelectFunction(ctx, d, m, m.Function("forward"), cands, lowerFn, SelectOptions{Rounds: 4, Timer: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + sel.String())
+	if sel.Winner != 1 {
+		t.Errorf("winner %d, want 1 (the measured winner, estimated second)", sel.Winner)
+	}
+	if r := sel.Results[2]; r.Valid || !strings.Contains(r.Reason, "wrong output y") {
+		t.Errorf("the wrong candidate: valid=%v reason %q", r.Valid, r.Reason)
+	}
+	if !sel.Results[0].Valid || !sel.Results[1].Valid {
+		t.Fatalf("valid candidates rejected: %q, %q", sel.Results[0].Reason, sel.Results[1].Reason)
+	}
+	if want := []int{0, 1, 1, 0, 0, 1, 1, 0}; !equalInts(clock.calls, want) {
+		t.Errorf("timing order %v, want alternating %v", clock.calls, want)
+	}
+	if r := sel.Results[0].Ratio; r < 1.4 || r > 1.6 {
+		t.Errorf("candidate 0 ratio %.3f to the winner, want about 1.5", r)
+	}
+	rec := sel.Record()
+	if len(rec) != 3 || !rec[1].Chosen || rec[0].Chosen || !strings.Contains(rec[2].Note, "rejected") || rec[1].Measured <= 0 {
+		t.Errorf("record %+v", rec)
+	}
+
+	// The same selection timed by the device (Executable.Measure): both valid versions get a
+	// time and one of them wins.
+	sel, err = SelectFunction(ctx, d, m, m.Function("forward"), cands[:2], lowerFn,
+		SelectOptions{Rounds: 2, Timer: ExecTiming{Options: runtimeOptionsQuick}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + sel.String())
+	if sel.Winner < 0 || sel.Rounds != 2 || sel.Results[0].Median <= 0 || sel.Results[1].Median <= 0 {
+		t.Errorf("device-timed selection: %s", sel)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
