@@ -376,4 +376,3 @@ func medianD(xs []time.Duration) time.Duration {
 	}
 	return (s[n/2-1] + s[n/2]) / 2
 }
-
