@@ -51,6 +51,7 @@ func TestReduceOnDevice(t *testing.T) {
 			{ir.T(ir.F32, 5, 1), -1, true, nil},
 			{ir.T(ir.F32, 7, 3), 0, false, nil},
 			{ir.T(ir.I32, 2, 37), -1, false, rowConfigs[:1]},
+			{ir.T(ir.U32, 3, 5), 0, false, nil},
 		} {
 			p := problem(t, op, ir.Attrs{"axis": tc.axis, "keepdims": tc.keep}, tc.x)
 			checkConfigs(t, kernels.Reduce, p, randomArgs(rng, p), tc.configs)
