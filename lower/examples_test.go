@@ -1,6 +1,7 @@
 package lower_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"vkc/ir"
 	"vkc/ir/interp"
 	"vkc/ir/safetensors"
+	"vkc/kernels"
 	"vkc/kernels/kerneltest"
 	"vkc/lower"
 	"vkc/runtime"
@@ -269,4 +271,27 @@ func argmaxRow(x *ir.Tensor, row int) int {
 		}
 	}
 	return best
+}
+
+// Lowering tinyllama twice gives byte-identical plans.
+func TestDeterministicTinyllama(t *testing.T) {
+	m, err := ir.ParseModel("../examples/tinyllama/model.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enc [2][]byte
+	for i := range enc {
+		p, _, err := lower.Lower(m, m.Functions, lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := p.Encode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		enc[i] = buf.Bytes()
+	}
+	if !bytes.Equal(enc[0], enc[1]) {
+		t.Errorf("two lowerings of tinyllama differ (%d and %d bytes)", len(enc[0]), len(enc[1]))
+	}
 }

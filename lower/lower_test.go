@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 
 	"vkc/ir"
 	"vkc/ir/interp"
+	"vkc/ir/safetensors"
 	"vkc/kernels"
 	"vkc/kernels/kerneltest"
 	"vkc/lower"
@@ -420,5 +422,104 @@ func TestProfileAndMeasure(t *testing.T) {
 	}
 	if meas.Median <= 0 {
 		t.Errorf("median %v", meas.Median)
+	}
+}
+
+// A contiguous slice at an aligned offset is a view; an unaligned or strided one is a kernel.
+// Both match the interpreter.
+func TestSliceViewsAndCopies(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 6, 8))
+	v := b.MustOp(ir.Slice, ir.Attrs{"axis": 0, "start": 2, "end": 5}, x) // 64-byte offset: a view
+	u := b.MustOp(ir.Slice, ir.Attrs{"axis": 1, "start": 1, "end": 7}, x) // strided: a kernel
+	b.Output("v", b.MustOp(ir.Neg, nil, v))
+	b.Output("u", b.MustOp(ir.Neg, nil, u))
+	m := newModel("slices", nil, b.Function())
+	p, rep, exe := compile(t, m)
+	var slices int
+	for _, d := range p.Functions[0].Dispatches {
+		for _, op := range d.Ops {
+			if op == "slice" {
+				slices++
+			}
+		}
+	}
+	if slices != 1 || rep.Functions[0].Dispatches != 3 {
+		t.Errorf("%d slice kernels of %d dispatches, want 1 of 3", slices, rep.Functions[0].Dispatches)
+	}
+	runBoth(t, exe, interp.NewSession(m), m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 6, 8))})
+}
+
+// With external weights the plan holds no weight bytes, references the safetensors file by its
+// checksum, and loads the tensors from it (found by name or, under a model's name map, by
+// content).
+func TestExternalWeights(t *testing.T) {
+	rng := rand.New(rand.NewSource(10))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 2, 8))
+	w := b.Param("w", ir.T(ir.F32, 4, 8))
+	bias := b.Param("bias", ir.T(ir.F32, 4))
+	b.Output("y", b.MustOp(ir.Linear, nil, x, w, bias))
+	weights := map[string]*ir.Tensor{"w": random(rng, ir.T(ir.F32, 4, 8)), "bias": random(rng, ir.T(ir.F32, 4))}
+	m := newModel("ext", weights, b.Function())
+	dir := t.TempDir()
+	file := dir + "/weights.safetensors"
+	// "bias" is stored under another name, as a model's weight name map would have it.
+	if err := safetensors.Write(file, map[string]*ir.Tensor{"w": weights["w"], "model.bias": weights["bias"], "unused": random(rng, ir.T(ir.F32, 3))}); err != nil {
+		t.Fatal(err)
+	}
+	d := kerneltest.Device(t)
+	opts := options(d)
+	opts.ExternalWeights = "weights.safetensors"
+	old, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := lower.Lower(m, m.Functions, opts)
+	os.Chdir(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Weights.Source == nil || p.Weights.Data != nil {
+		t.Fatalf("weights are not external: source %v, %d inline bytes", p.Weights.Source, len(p.Weights.Data))
+	}
+	planPath := dir + "/m.plan"
+	if err := p.WriteFile(planPath); err != nil {
+		t.Fatal(err)
+	}
+	q, err := plan.ReadFile(planPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := d.Load(q, runtime.LoadOptions{PlanPath: planPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	runBoth(t, exe, interp.NewSession(m), m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 2, 8))})
+
+	// A constant that must live in memory cannot be external.
+	b2 := ir.NewBuilder("g")
+	x2, _ := b2.Input("x", ir.T(ir.F32, 2, 3))
+	c := b2.Const(ir.TensorFromFloat64s(ir.T(ir.F32, 3, 3), []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}))
+	b2.Output("y", b2.MustOp(ir.Matmul, nil, x2, c))
+	m2 := newModel("ext2", nil, b2.Function())
+	opts.ExternalWeights = file
+	if _, _, err := lower.Lower(m2, m2.Functions, opts); err == nil || !strings.Contains(err.Error(), "inline weights") {
+		t.Errorf("a constant with external weights: %v, want an error asking for inline weights", err)
+	}
+}
+
+// A missing template is an error that names the op and the node.
+func TestNoTemplateNamesOp(t *testing.T) {
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.BF16, 4))
+	b.Output("y", b.MustOp(ir.Neg, nil, x))
+	m := newModel("bf16", nil, b.Function())
+	_, _, err := lower.Lower(m, m.Functions, lower.Options{Caps: kernels.Lavapipe})
+	var nt *lower.NoTemplateError
+	if !errors.As(err, &nt) || !errors.Is(err, lower.ErrNoTemplate) || nt.Op != "elementwise" || !strings.Contains(err.Error(), "neg") {
+		t.Errorf("got %v, want a NoTemplateError naming the elementwise op and the neg node", err)
 	}
 }
