@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -31,6 +32,7 @@ type lowerer struct {
 	wtensors     []plan.WeightTensor
 	wtensorBuf   []int // weight buffer of each entry of wtensors
 	external     *safetensors.File
+	extByHash    map[[32]byte]uint64 // content → offset in the external file
 	extSize      uint64
 	extSum       [32]byte
 	folded       int
@@ -155,11 +157,19 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 }
 
 func fileSum(path string) ([32]byte, uint64, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return [32]byte{}, 0, err
 	}
-	return sha256.Sum256(b), uint64(len(b)), nil
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return [32]byte{}, 0, err
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, uint64(n), nil
 }
 
 func alignUp(x, a uint64) uint64 { return (x + a - 1) / a * a }
@@ -249,26 +259,42 @@ func (l *lowerer) weight(name string, x *ir.Tensor) (int, error) {
 }
 
 // findExternal finds the bytes of parameter name in the external safetensors file: the tensor of
-// that name, or else the one tensor with the same type and bytes (the model may map names).
+// that name, or else the tensor with the same type and bytes (the model may map names). The
+// content index is built once, reading each tensor of the file once.
 func (l *lowerer) findExternal(name string, x *ir.Tensor) (uint64, error) {
 	f := l.external
-	match := func(e safetensors.Entry) bool {
-		if !e.Type.Equal(x.Type) || e.Size != int64(len(x.Data)) {
-			return false
-		}
-		t, err := f.Read(e.Name)
-		return err == nil && string(t.Data) == string(x.Data)
-	}
-	if e, ok := f.Entries[name]; ok && match(e) {
-		return uint64(e.Offset), nil
-	}
-	for _, n := range f.Names() {
-		if e := f.Entries[n]; match(e) {
+	if e, ok := f.Entries[name]; ok && e.Type.Equal(x.Type) && e.Size == int64(len(x.Data)) {
+		if t, err := f.Read(e.Name); err == nil && string(t.Data) == string(x.Data) {
 			return uint64(e.Offset), nil
 		}
 	}
+	if l.extByHash == nil {
+		l.extByHash = map[[32]byte]uint64{}
+		for _, n := range f.Names() {
+			t, err := f.Read(n)
+			if err != nil {
+				return 0, fmt.Errorf("lower: external weights: %w", err)
+			}
+			h := contentHash(t)
+			if _, dup := l.extByHash[h]; !dup {
+				l.extByHash[h] = uint64(f.Entries[n].Offset)
+			}
+		}
+	}
+	if off, ok := l.extByHash[contentHash(x)]; ok {
+		return off, nil
+	}
 	return 0, fmt.Errorf("lower: external weights %s hold no tensor equal to %s (%s); constants and folded or converted weights cannot be external: compile with inline weights",
 		f.Path, name, x.Type)
+}
+
+func contentHash(x *ir.Tensor) [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|", x.Type)
+	h.Write(x.Data)
+	var k [32]byte
+	copy(k[:], h.Sum(nil))
+	return k
 }
 
 // finishWeights lays out the weight region and fills p.Weights.
