@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -225,5 +226,54 @@ func TestPlanCommandsHelp(t *testing.T) {
 				t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 			}
 		}
+	}
+}
+
+// TestCompileAndGenerate compiles tinyllama with the CLI for the device, generates from the HF
+// prompt (the tokens must be HF's greedy ones), and checks the --dot and --dump-kernels outputs
+// and inspect.
+func TestCompileAndGenerate(t *testing.T) {
+	if _, _, err := runtime.Devices(runtime.Options{}); err != nil {
+		t.Skipf("no Vulkan device: %v", err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "tl.plan")
+	dotFile := filepath.Join(dir, "chosen.dot")
+	kdir := filepath.Join(dir, "kernels")
+	code, stdout, stderr := runCLI(t, "compile", "../../examples/tinyllama/model.yaml", "-o", out, "--dot", dotFile, "--dump-kernels", kdir)
+	if code != 0 {
+		t.Fatalf("compile: exit %d: %s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"compiled tinyllama", "prefill", "decode", "wrote " + out} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("compile's report lacks %q:\n%s", want, stderr)
+		}
+	}
+	dot, err := os.ReadFile(dotFile)
+	if err != nil || !strings.Contains(string(dot), "digraph plan") || !strings.Contains(string(dot), "->") {
+		t.Errorf("--dot wrote %q (%v)", dot, err)
+	}
+	spv, _ := filepath.Glob(filepath.Join(kdir, "*.spv"))
+	if len(spv) == 0 {
+		t.Errorf("--dump-kernels wrote no .spv files")
+	}
+	code, stdout, stderr = runCLI(t, "run", out, "--prompt-ids", "37,235,140,72,255,137,203,133,79,192,144,129,204,71,237,252", "--steps", "9")
+	if code != 0 || !strings.Contains(stdout, "greedy tokens: 101 175 85 117 132 175 6 182 26\n") || !strings.Contains(stdout, "per token") {
+		t.Errorf("run --prompt-ids: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "inspect", out)
+	if code != 0 || !strings.Contains(stdout, "function decode") || !strings.Contains(stdout, "rules applied") {
+		t.Errorf("inspect: exit %d:\n%s", code, stdout)
+	}
+
+	// A failing compile leaves an existing plan untouched.
+	before, _ := os.ReadFile(out)
+	code, _, _ = runCLI(t, "compile", "../../examples/tinyllama/model.yaml", "-o", out, "-f", "nope")
+	after, _ := os.ReadFile(out)
+	if code != 1 || !bytes.Equal(before, after) {
+		t.Errorf("failed compile: exit %d, plan changed: %v", code, !bytes.Equal(before, after))
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".tl.plan.tmp-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
