@@ -28,6 +28,9 @@ import (
 const (
 	projOut0 egraph.Op = 1000 + iota
 	projOut1
+	// opCut is a leaf standing for an already extracted class in segmented extraction
+	// (extract.go); attributes [type, index of the cut].
+	opCut
 )
 
 // sourceAttrs are the attribute names of input, param and state nodes in the e-graph.
@@ -91,6 +94,8 @@ func opName(op egraph.Op) string {
 		return "out0"
 	case projOut1:
 		return "out1"
+	case opCut:
+		return "cut"
 	}
 	return ir.Op(op).String()
 }
@@ -365,6 +370,12 @@ func (a *adapter) Make(g *egraph.EGraph, n egraph.Node) (any, error) {
 			return nil, fmt.Errorf("out%d of a class with %d output(s)", k, len(c.Types))
 		}
 		return TensorInfo{Types: []ir.Type{c.Types[k]}, Static: c.Static}, nil
+	case opCut:
+		t, err := parseType(g.AttrValues(n.Attr)[0])
+		if err != nil {
+			return nil, err
+		}
+		return TensorInfo{Types: []ir.Type{t}}, nil
 	}
 	op := ir.Op(n.Op)
 	switch op {
@@ -629,21 +640,25 @@ func roots(f *ir.Function, vals map[ir.Value]egraph.Id) []egraph.Id {
 	return r
 }
 
-// buildFunction turns an extraction back into an ir.Function with f's signature, outputs and
-// updates. Types are inferred again by ir.Builder; a node introduced by a rule records it in
-// Node.Rule, and a class that held a named node of f gives its name to the extracted node.
-func (a *adapter) buildFunction(f *ir.Function, vals map[ir.Value]egraph.Id, x *egraph.Extraction) (*ir.Function, error) {
+// buildFunction turns extractions back into an ir.Function with f's signature, outputs and
+// updates. The extractions are applied in order and share their results: a class built by an
+// earlier one is not built again, and a cut leaf (segmented extraction) stands for the class an
+// earlier extraction built. Types are inferred again by ir.Builder; a node introduced by a rule
+// records it in Node.Rule, and a class that held a named node of f gives its name to the
+// extracted node. cost, when set, prices each built e-node; the sum (each class once) is
+// returned.
+func (a *adapter) buildFunction(f *ir.Function, vals map[ir.Value]egraph.Id, xs []*egraph.Extraction, cost egraph.CostFunc) (*ir.Function, float64, error) {
 	g := a.g
 	b := ir.NewBuilder(f.Name)
 	inputs := map[string]ir.Value{}
 	for _, in := range f.Inputs {
 		v, err := b.At(in.Pos).Input(in.Name, in.Type())
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		inputs[in.Name] = v
 	}
-	// Names: a class may hold several named nodes of f; the first recorded wins.
+	// Names: a class may hold several named nodes of f; the smallest name wins (deterministic).
 	names := map[egraph.Id]string{}
 	for id, n := range a.names {
 		c := g.Find(id)
@@ -656,76 +671,101 @@ func (a *adapter) buildFunction(f *ir.Function, vals map[ir.Value]egraph.Id, x *
 		pos[g.Find(id)] = p
 	}
 	built := map[egraph.Id]ir.Value{}
-	for i, c := range x.Order {
-		n := x.Nodes[i]
-		b.At(pos[c])
-		var v ir.Value
-		switch n.Op {
-		case projOut0, projOut1:
-			p := built[g.Find(n.Children[0])]
-			v = ir.Value{Node: p.Node, Out: int(n.Op - projOut0)}
-			built[c] = v
-			continue
-		}
-		op := ir.Op(n.Op)
-		switch op {
-		case ir.Input:
-			name := g.AttrValues(n.Attr)[0]
-			in, ok := inputs[name]
-			if !ok {
-				return nil, fmt.Errorf("extracted graph uses input %q, which %s does not have", name, f.Name)
+	total := 0.0
+	for _, x := range xs {
+		for i, c := range x.Order {
+			if _, ok := built[c]; ok {
+				continue
 			}
-			v = in
-		case ir.Param, ir.State:
-			av := g.AttrValues(n.Attr)
-			t, err := parseType(av[1])
-			if err != nil {
-				return nil, err
+			n := x.Nodes[i]
+			b.At(pos[c])
+			if cost != nil {
+				total += cost(g, c, n)
 			}
-			if op == ir.Param {
-				v = b.Param(av[0], t)
-			} else {
-				v = b.State(av[0], t)
+			var v ir.Value
+			switch n.Op {
+			case projOut0, projOut1:
+				p := built[g.Find(n.Children[0])]
+				built[c] = ir.Value{Node: p.Node, Out: int(n.Op - projOut0)}
+				continue
+			case opCut:
+				return nil, 0, fmt.Errorf("extraction uses the cut leaf of e-class %d before that class is built", c)
 			}
-		case ir.Const:
-			t, err := a.constValue(n)
-			if err != nil {
-				return nil, err
-			}
-			v = b.Const(t)
-		default:
-			at, err := a.decodeAttrs(op, n.Attr)
-			if err != nil {
-				return nil, err
-			}
-			args := make([]ir.Value, len(n.Children))
-			for j, ch := range n.Children {
-				cv, ok := built[g.Find(ch)]
+			op := ir.Op(n.Op)
+			switch op {
+			case ir.Input:
+				name := g.AttrValues(n.Attr)[0]
+				in, ok := inputs[name]
 				if !ok {
-					return nil, fmt.Errorf("extraction order: e-class %d used before it is built", ch)
+					return nil, 0, fmt.Errorf("extracted graph uses input %q, which %s does not have", name, f.Name)
 				}
-				args[j] = cv
+				v = in
+			case ir.Param, ir.State:
+				av := g.AttrValues(n.Attr)
+				t, err := parseType(av[1])
+				if err != nil {
+					return nil, 0, err
+				}
+				if op == ir.Param {
+					v = b.Param(av[0], t)
+				} else {
+					v = b.State(av[0], t)
+				}
+			case ir.Const:
+				t, err := a.constValue(n)
+				if err != nil {
+					return nil, 0, err
+				}
+				v = b.Const(t)
+			default:
+				at, err := a.decodeAttrs(op, n.Attr)
+				if err != nil {
+					return nil, 0, err
+				}
+				args := make([]ir.Value, len(n.Children))
+				for j, ch := range n.Children {
+					cv, ok := built[g.Find(ch)]
+					if !ok {
+						return nil, 0, fmt.Errorf("extraction order: e-class %d used before it is built", ch)
+					}
+					args[j] = cv
+				}
+				v, err = b.Op(op, at.Clone(), args...)
+				if err != nil {
+					return nil, 0, fmt.Errorf("extracted node %s: %w", g.NodeString(n), err)
+				}
+				v.Node.Rule = n.Origin()
+				v.Node.Name = names[c]
 			}
-			v, err = b.Op(op, at.Clone(), args...)
-			if err != nil {
-				return nil, fmt.Errorf("extracted node %s: %w", g.NodeString(n), err)
-			}
-			v.Node.Rule = n.Origin()
-			v.Node.Name = names[c]
+			built[c] = v
 		}
-		built[c] = v
+	}
+	result := func(v ir.Value) (ir.Value, error) {
+		r, ok := built[g.Find(vals[v])]
+		if !ok {
+			return ir.Value{}, fmt.Errorf("the extraction does not cover the result %%%d.%d", v.Node.ID, v.Out)
+		}
+		return r, nil
 	}
 	for _, o := range f.Outputs {
-		if err := b.Output(o.Name, built[g.Find(vals[o.Value])]); err != nil {
-			return nil, err
+		v, err := result(o.Value)
+		if err != nil {
+			return nil, 0, fmt.Errorf("output %s: %w", o.Name, err)
+		}
+		if err := b.Output(o.Name, v); err != nil {
+			return nil, 0, err
 		}
 	}
 	for _, u := range f.Updates {
-		if err := b.Update(u.Name, built[g.Find(vals[u.Value])]); err != nil {
-			return nil, err
+		v, err := result(u.Value)
+		if err != nil {
+			return nil, 0, fmt.Errorf("update of %s: %w", u.Name, err)
+		}
+		if err := b.Update(u.Name, v); err != nil {
+			return nil, 0, err
 		}
 	}
 	out := b.Function()
 	out.Pos = f.Pos
-	return out, nil
+	return out, total, nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -211,13 +212,14 @@ func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k
 	if cost == nil {
 		cost = DefaultCost
 	}
-	xs, err := egraph.ExtractDiverse(a.g, roots(f, vals), a.costFunc(cost), max(k, 1))
+	cf := a.costFunc(cost)
+	cands, err := a.extractSegments(f, vals, cf, max(k, 1))
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
 	}
 	var out []*ir.Function
-	for _, x := range xs {
-		g, err := a.buildFunction(f, vals, x)
+	for i, xs := range cands {
+		g, c, err := a.buildFunction(f, vals, xs, cf)
 		if err != nil {
 			return nil, rep, fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
@@ -227,10 +229,12 @@ func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k
 				return nil, rep, fmt.Errorf("optimize %s: the extracted graph is invalid: %w", f.Name, err)
 			}
 		}
+		if i == 0 {
+			rep.Cost = c
+		}
 		out = append(out, g)
 	}
 	rep.Extract = time.Since(t2)
-	rep.Cost = xs[0].Cost
 	rep.OutputNodes = len(out[0].Nodes)
 	rep.Fused = map[string]int{}
 	for _, n := range out[0].Nodes {
@@ -483,7 +487,29 @@ func (c StaticCost) Cost(n CostNode) float64 {
 // computations, cost.Cost for the rest.
 func (a *adapter) costFunc(cost Cost) egraph.CostFunc {
 	cache := map[string]float64{}
+	var key []byte
 	return func(g *egraph.EGraph, class egraph.Id, n egraph.Node) float64 {
+		key = strconv.AppendUint(key[:0], uint64(n.Op), 10)
+		key = append(key, ':')
+		key = strconv.AppendUint(key, uint64(n.Attr), 10)
+		for _, c := range n.Children {
+			key = append(key, ',')
+			key = strconv.AppendUint(key, uint64(g.Find(c)), 10)
+		}
+		key = append(key, '|')
+		key = append(key, n.Origin()...)
+		if v, ok := cache[string(key)]; ok {
+			return v
+		}
+		v := a.nodeCost(cost, g, class, n)
+		cache[string(key)] = v
+		return v
+	}
+}
+
+// nodeCost prices one e-node (see costFunc).
+func (a *adapter) nodeCost(cost Cost, g *egraph.EGraph, class egraph.Id, n egraph.Node) float64 {
+	{
 		if n.Op == projOut0 || n.Op == projOut1 {
 			return 0
 		}
@@ -507,15 +533,10 @@ func (a *adapter) costFunc(cost Cost) egraph.CostFunc {
 			return math.Inf(1)
 		}
 		cn.Attrs = at
-		key := fmt.Sprint(op, n.Attr, cn.Args, n.Origin())
-		if v, ok := cache[key]; ok {
-			return v
-		}
 		v := cost.Cost(cn)
 		if v < 0 || math.IsNaN(v) {
 			v = math.Inf(1)
 		}
-		cache[key] = v
 		return v
 	}
 }

@@ -444,7 +444,7 @@ func checkRule(t *testing.T, name string, rc ruleCase, seed uint64) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := a.buildFunction(f, vals, x)
+	g, _, err := a.buildFunction(f, vals, []*egraph.Extraction{x}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
