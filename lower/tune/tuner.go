@@ -37,6 +37,7 @@ import (
 
 	"vkc/ir"
 	"vkc/kernels"
+	"vkc/plan"
 	"vkc/runtime"
 )
 
@@ -149,6 +150,7 @@ type Tuner struct {
 	mu      sync.Mutex
 	pipes   *Pipelines
 	choices map[string]*Choice
+	failed  map[string]error // problems no template could serve, so a cost lookup asks once
 	stats   Stats
 }
 
@@ -159,6 +161,7 @@ func (t *Tuner) init() error {
 	if t.pipes == nil {
 		t.pipes = NewPipelines(t.Device)
 		t.choices = map[string]*Choice{}
+		t.failed = map[string]error{}
 	}
 	if t.Caps.MaxInvocations == 0 {
 		t.Caps = CapsOf(&t.Device.Info)
@@ -260,6 +263,17 @@ func (t *Tuner) Best(ctx context.Context, p *kernels.Problem) (*Choice, error) {
 	if seen && (!prev.Static || ctx.Err() != nil) {
 		return prev, nil
 	}
+	if err, ok := t.failed[pk]; ok {
+		return nil, err
+	}
+	c, err := t.best(ctx, p, pk, seen)
+	if err != nil {
+		t.failed[pk] = err
+	}
+	return c, err
+}
+
+func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bool) (*Choice, error) {
 	tmpls, err := t.Templates(p, t.Caps)
 	if err != nil {
 		return nil, err
@@ -308,6 +322,48 @@ func (t *Tuner) Best(ctx context.Context, p *kernels.Problem) (*Choice, error) {
 	}
 	t.progress(ctx, "")
 	return choice, nil
+}
+
+// Record lists the tuner's decisions for a plan's record: for every problem chosen (sorted by
+// problem key), each accepting template's best configuration with its measured time, the chosen
+// one marked, and a template with no valid configuration noted.
+func (t *Tuner) Record() []plan.Candidate {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]string, 0, len(t.choices))
+	for k := range t.choices {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []plan.Candidate
+	for _, k := range keys {
+		c := t.choices[k]
+		if c.Static {
+			out = append(out, plan.Candidate{Subject: k, Kernel: c.Template.Name, Config: config64(c.Config), Chosen: true,
+				Note: "static choice: nothing measured before the budget ran out"})
+			continue
+		}
+		for _, e := range c.Entries {
+			pc := plan.Candidate{Subject: k, Kernel: e.Template, Config: config64(e.Best), Measured: e.Time,
+				Chosen: e.Template == c.Template.Name}
+			pc.Note = fmt.Sprintf("%d configurations tried, %d invalid", e.Tried, len(e.Invalid))
+			if e.Best == nil {
+				pc.Note += "; none valid"
+			}
+			if !e.Complete {
+				pc.Note += "; search interrupted"
+			}
+			out = append(out, pc)
+		}
+	}
+	return out
+}
+
+func config64(c kernels.Config) map[string]int64 {
+	if c == nil {
+		return nil
+	}
+	return c.Spec64()
 }
 
 func firstInvalid(e *Entry) string {
