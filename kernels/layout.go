@@ -166,9 +166,9 @@ func buildConcat(p *Problem, c Config, caps Caps) (*Launch, error) {
 	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
 	per := b.Spec("per_thread", codegen.U32, int64(c["per_thread"]))
 	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
-	base := b.Mul(b.Add(b.Mul(LinearGroup(b), wg), b.LocalIndex()), per)
+	base := b.Add(b.Mul(b.Mul(LinearGroup(b), per), wg), b.LocalIndex())
 	b.For(b.U32(0), per, b.U32(1), func(j codegen.Value) {
-		e := b.Add(base, j)
+		e := b.Add(base, b.Mul(j, wg))
 		b.If(b.Lt(e, n), func() {
 			o, r := b.Div(e, chunk), b.Rem(e, chunk)
 			b.Store(y, b.Add(b.Add(b.Mul(o, ochunk), off), r), b.Load(x, e))

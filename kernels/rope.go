@@ -58,14 +58,16 @@ func flatGrid(n int, c Config, caps Caps) [3]uint32 {
 }
 
 // eachFlat declares the flat kernel's wg and per_thread specialization constants and runs body
-// for every item q < n this invocation handles.
+// for every item q < n this invocation handles: a workgroup takes wg·per_thread consecutive
+// items, its invocations neighbours in each of per_thread rounds, so every round's accesses are
+// contiguous across the workgroup.
 func eachFlat(b *codegen.Builder, c Config, n int, body func(q codegen.Value)) {
 	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
 	per := b.Spec("per_thread", codegen.U32, int64(c["per_thread"]))
 	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
-	base := b.Mul(b.Add(b.Mul(LinearGroup(b), wg), b.LocalIndex()), per)
+	base := b.Add(b.Mul(b.Mul(LinearGroup(b), per), wg), b.LocalIndex())
 	b.For(b.U32(0), per, b.U32(1), func(j codegen.Value) {
-		q := b.Add(base, j)
+		q := b.Add(base, b.Mul(j, wg))
 		b.If(b.Lt(q, b.U32(uint32(n))), func() { body(q) })
 	})
 }
