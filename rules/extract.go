@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -58,10 +57,12 @@ func (a *adapter) cutClasses(f *ir.Function, vals map[ir.Value]egraph.Id) []egra
 // quadratic cost in depth too soon.
 const cutsPerSegment = 8
 
-// extractSegments extracts f's outputs and updates segment by segment and returns up to k
-// candidates, each a list of extractions for buildFunction, cheapest first: the best of every
-// segment, then selections that differ from it in one segment (that segment's next diverse
-// extraction), in order of the cost they add.
+// extractSegments extracts f's outputs and updates segment by segment and returns candidates,
+// each a list of extractions for buildFunction: first egraph.Extract's selection in every
+// segment; then, when k > 1, selections that differ from it in one segment (that segment's
+// egraph.ExtractDiverse candidates). The caller prices the built functions, drops duplicates and
+// keeps the k cheapest: a segment's own cost does not tell what a change there costs the whole
+// function, since classes shared between segments are built once.
 func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, base egraph.CostFunc, k int) ([][]*egraph.Extraction, error) {
 	g := a.g
 	cuts := a.cutClasses(f, vals)
@@ -100,17 +101,17 @@ func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, b
 		if i < len(cuts) {
 			r = cuts[i:min(i+cutsPerSegment, len(cuts))]
 		}
-		var xs []*egraph.Extraction
-		var err error
-		if k <= 1 {
-			var x *egraph.Extraction
-			x, err = egraph.Extract(g, r, segment(i))
-			xs = []*egraph.Extraction{x}
-		} else {
-			xs, err = egraph.ExtractDiverse(g, r, segment(i), k)
-		}
+		x, err := egraph.Extract(g, r, segment(i))
 		if err != nil {
 			return nil, err
+		}
+		xs := []*egraph.Extraction{x}
+		if k > 1 {
+			div, err := egraph.ExtractDiverse(g, r, segment(i), k)
+			if err != nil {
+				return nil, err
+			}
+			xs = append(xs, div...)
 		}
 		segs = append(segs, xs)
 	}
@@ -119,29 +120,12 @@ func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, b
 		best[i] = xs[0]
 	}
 	out := [][]*egraph.Extraction{best}
-	type alt struct {
-		seg, j int
-		delta  float64
-	}
-	var alts []alt
 	for i, xs := range segs {
-		for j := 1; j < len(xs); j++ {
-			alts = append(alts, alt{i, j, xs[j].Cost - xs[0].Cost})
+		for _, x := range xs[1:] {
+			c := slices.Clone(best)
+			c[i] = x
+			out = append(out, c)
 		}
-	}
-	slices.SortStableFunc(alts, func(x, y alt) int {
-		if c := cmp.Compare(x.delta, y.delta); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.seg, y.seg)
-	})
-	for _, al := range alts {
-		if len(out) >= k {
-			break
-		}
-		c := slices.Clone(best)
-		c[al.seg] = segs[al.seg][al.j]
-		out = append(out, c)
 	}
 	return out, nil
 }

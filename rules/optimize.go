@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
@@ -217,23 +218,39 @@ func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
 	}
-	var out []*ir.Function
-	for i, xs := range cands {
+	type built struct {
+		f    *ir.Function
+		cost float64
+		key  string
+	}
+	var all []built
+	seen := map[string]bool{}
+	for _, xs := range cands {
 		g, c, err := a.buildFunction(f, vals, xs, cf)
 		if err != nil {
 			return nil, rep, fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
+		key := functionKey(g)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
 		if m != nil {
 			chk := &ir.Model{Name: m.Name, Params: m.Params, State: m.State, Functions: []*ir.Function{g}}
 			if err := chk.Validate(); err != nil {
 				return nil, rep, fmt.Errorf("optimize %s: the extracted graph is invalid: %w", f.Name, err)
 			}
 		}
-		if i == 0 {
-			rep.Cost = c
-		}
-		out = append(out, g)
+		all = append(all, built{g, c, key})
 	}
+	// The first is egraph.Extract's selection; alternatives that come out cheaper overall move
+	// ahead of it (stable, so equal costs keep their order).
+	slices.SortStableFunc(all, func(x, y built) int { return cmp.Compare(x.cost, y.cost) })
+	var out []*ir.Function
+	for _, b := range all[:min(len(all), max(k, 1))] {
+		out = append(out, b.f)
+	}
+	rep.Cost = all[0].cost
 	rep.Extract = time.Since(t2)
 	rep.OutputNodes = len(out[0].Nodes)
 	rep.Fused = map[string]int{}
@@ -243,6 +260,17 @@ func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k
 		}
 	}
 	return out, rep, nil
+}
+
+// functionKey identifies a function's graph (ops, attributes, arguments, names), to drop
+// candidates that build the same graph.
+func functionKey(f *ir.Function) string {
+	var b strings.Builder
+	for _, n := range f.Nodes {
+		b.WriteString(n.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // rewrites compiles the rule files against this adapter (guards and Go appliers read its
