@@ -523,3 +523,26 @@ func TestNoTemplateNamesOp(t *testing.T) {
 		t.Errorf("got %v, want a NoTemplateError naming the elementwise op and the neg node", err)
 	}
 }
+
+// A run through RunInto allocates nothing: inputs and outputs are copied through buffers made at
+// load, and the command buffer was recorded once.
+func TestRunIntoAllocatesNothing(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 4, 8))
+	w := b.Param("w", ir.T(ir.F32, 8, 8))
+	b.Output("y", b.MustOp(ir.Relu, nil, b.MustOp(ir.Linear, nil, x, w)))
+	m := newModel("allocs", map[string]*ir.Tensor{"w": random(rng, ir.T(ir.F32, 8, 8))}, b.Function())
+	_, _, exe := compile(t, m)
+	in := map[string][]byte{"x": random(rng, ir.T(ir.F32, 4, 8)).Data}
+	out := map[string][]byte{"y": make([]byte, 4*4*8)}
+	ctx := context.Background()
+	n := testing.AllocsPerRun(20, func() {
+		if err := exe.RunInto(ctx, "f", in, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 0 {
+		t.Errorf("RunInto allocates %.1f times per run, want 0", n)
+	}
+}

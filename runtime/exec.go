@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"vkc/plan"
 )
@@ -38,6 +39,7 @@ type Executable struct {
 	names                 []string // function names in plan order
 	zeros                 []byte   // StateSize zero bytes, for ResetState
 
+	mu     sync.Mutex // one run at a time: runs share the arena, the state and the argument slices
 	closed bool
 }
 
@@ -118,7 +120,7 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 		}
 	}
 	e.zeros = make([]byte, p.StateSize)
-	if err := e.ResetState(); err != nil {
+	if err := e.resetState(); err != nil {
 		return nil, err
 	}
 
@@ -357,6 +359,12 @@ func (e *Executable) Run(ctx context.Context, fn string, inputs map[string][]byt
 // RunInto is Run writing the outputs into caller-provided slices (by output name, each exactly the
 // output's size; outputs not in the map are not read back).
 func (e *Executable) RunInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runInto(ctx, fn, inputs, outputs)
+}
+
+func (e *Executable) runInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error {
 	ef, err := e.function(fn)
 	if err != nil {
 		return err
@@ -394,6 +402,12 @@ func (e *Executable) RunInto(ctx context.Context, fn string, inputs, outputs map
 
 // ResetState zeroes every state tensor (as at load).
 func (e *Executable) ResetState() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.resetState()
+}
+
+func (e *Executable) resetState() error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -408,6 +422,8 @@ func (e *Executable) ResetState() error {
 
 // ReadState returns the current bytes of the named state tensor.
 func (e *Executable) ReadState(name string) ([]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.closed {
 		return nil, ErrClosed
 	}
@@ -445,6 +461,8 @@ func (e *Executable) Plan() *plan.Plan { return e.plan }
 
 // Stats reports the dispatch and barrier counts the runtime recorded for fn.
 func (e *Executable) Stats(fn string) (Stats, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	ef, err := e.function(fn)
 	if err != nil {
 		return Stats{}, err
@@ -457,11 +475,13 @@ func (e *Executable) Stats(fn string) (Stats, error) {
 // recorded order; Index is the plan's dispatch index) with the function's Stats. The profiling run
 // sees the state the first run left, so a decode step is profiled at the next position.
 func (e *Executable) Profile(ctx context.Context, fn string, inputs map[string][]byte) ([]DispatchTime, Stats, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	ef, err := e.function(fn)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	if err := e.RunInto(ctx, fn, inputs, nil); err != nil {
+	if err := e.runInto(ctx, fn, inputs, nil); err != nil {
 		return nil, Stats{}, err
 	}
 	times, _, err := ef.prog.Profile(ctx)
@@ -475,11 +495,13 @@ func (e *Executable) Profile(ctx context.Context, fn string, inputs map[string][
 // dispatches (see Program.Measure). The state keeps changing between repetitions, as it would in
 // a decode loop at a fixed position.
 func (e *Executable) Measure(ctx context.Context, fn string, inputs map[string][]byte, o MeasureOptions) (Measurement, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	ef, err := e.function(fn)
 	if err != nil {
 		return Measurement{}, err
 	}
-	if err := e.RunInto(ctx, fn, inputs, nil); err != nil {
+	if err := e.runInto(ctx, fn, inputs, nil); err != nil {
 		return Measurement{}, err
 	}
 	return ef.prog.Measure(ctx, o)
@@ -487,7 +509,12 @@ func (e *Executable) Measure(ctx context.Context, fn string, inputs map[string][
 
 // Close frees the executable's programs, pipelines and buffers. It is safe to call twice.
 func (e *Executable) Close() error {
-	if e == nil || e.closed {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
 		return nil
 	}
 	e.closed = true
