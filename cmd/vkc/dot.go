@@ -1,23 +1,27 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 
 	"vkc/ir"
 	"vkc/ir/irdot"
+	"vkc/rules"
 )
 
 func init() {
 	register(&command{
 		name:  "dot",
-		usage: "model.yaml [-f FUNCTION] [-o graph.dot]",
+		usage: "model.yaml [-f FUNCTION] [--fused] [-o graph.dot]",
 		short: "draw a function of a model as a Graphviz DOT graph (one cluster per repeated layer)",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to draw (default: the model's first)")
 			out := fs.String("o", "", "write the DOT text to this file (default: standard output)")
 			hideConsts := fs.Bool("hide-consts", false, "leave scalar constants out")
+			fused := fs.Bool("fused", false, "draw the graph the e-graph optimiser extracts (rules.Optimize), each node a rule introduced labelled with that rule")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err == errHelpShown {
@@ -39,7 +43,21 @@ func init() {
 				if f == nil {
 					return usagef("model %s has no function %q (it has %s)", m.Name, *fn, functionNames(m))
 				}
-				text := irdot.Function(m, f, irdot.Options{HideConsts: *hideConsts}).String()
+				opt := irdot.Options{HideConsts: *hideConsts}
+				if *fused {
+					g, _, err := rules.Optimize(context.Background(), m, f, rules.Options{})
+					if err != nil {
+						return fmt.Errorf("%s: %w", args[0], err)
+					}
+					f = g
+					opt.Note = func(n *ir.Node) string {
+						if n.Rule == "" {
+							return ""
+						}
+						return "rule: " + n.Rule
+					}
+				}
+				text := irdot.Function(m, f, opt).String()
 				if *out == "" {
 					_, err := io.WriteString(stdout, text)
 					return err
