@@ -14,6 +14,7 @@ import (
 	"vkc/kernels"
 	"vkc/kernels/kerneltest"
 	"vkc/lower"
+	"vkc/rules"
 	"vkc/runtime"
 )
 
@@ -80,9 +81,11 @@ func exampleInputs(m *ir.Model, f *ir.Function, pos int, seed uint64) map[string
 // shrinks as templates land.
 var blocked = map[string]string{}
 
-// TestExamplesEndToEnd compiles every example (except the 135M-parameter one), runs each function
-// on lavapipe and compares the outputs with the interpreter; functions that share state run in
-// one session in model order (tinyllama: prefill at 0, then decode steps carrying the KV cache).
+// TestExamplesEndToEnd compiles every example (except the 135M-parameter one), as written and
+// after the rewrite rules (rules.Optimize: the fused graph the compiler really lowers), runs each
+// function on lavapipe and compares the outputs with the interpreter; functions that share state
+// run in one session in model order (tinyllama: prefill at 0, then decode steps carrying the KV
+// cache).
 func TestExamplesEndToEnd(t *testing.T) {
 	paths, err := filepath.Glob("../examples/*/model.yaml")
 	if err != nil || len(paths) == 0 {
@@ -93,68 +96,87 @@ func TestExamplesEndToEnd(t *testing.T) {
 		if name == "smollm2-135m" {
 			continue
 		}
-		t.Run(name, func(t *testing.T) {
-			m, err := ir.ParseModel(path)
+		for _, optimized := range []bool{false, true} {
+			sub := name
+			if optimized {
+				sub += "/optimized"
+			}
+			t.Run(sub, func(t *testing.T) { exampleEndToEnd(t, path, name, optimized) })
+		}
+	}
+}
+
+func exampleEndToEnd(t *testing.T, path, name string, optimized bool) {
+	m, err := ir.ParseModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := m.Functions
+	if optimized {
+		fns = nil
+		for _, f := range m.Functions {
+			g, _, err := rules.Optimize(context.Background(), m, f, rules.Options{})
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("optimize %s: %v", f.Name, err)
 			}
-			d := kerneltest.Device(t)
-			p, rep, err := lower.Lower(m, m.Functions, options(d))
-			var nt *lower.NoTemplateError
-			if errors.As(err, &nt) {
-				if op, ok := blocked[name]; ok && op == nt.Op {
-					t.Logf("blocked on op %s (no template yet): %v", nt.Op, err)
-					return
-				}
-				t.Fatalf("blocked on op %s, not listed in blocked: %v", nt.Op, err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if op, ok := blocked[name]; ok {
-				t.Errorf("compiles although listed as blocked on %s: remove it from the table", op)
-			}
-			for _, fr := range rep.Functions {
-				t.Logf("%s: %d dispatches, %d barriers, arena %d of %d bytes of intermediates, %d in place, %d state copies, %d modules",
-					fr.Name, fr.Dispatches, fr.Barriers, fr.ArenaBytes, fr.Intermediates, fr.InPlace, fr.StateCopies, rep.Modules)
-				if fr.ArenaBytes > fr.Intermediates {
-					t.Errorf("%s: arena %d larger than the sum of intermediates %d", fr.Name, fr.ArenaBytes, fr.Intermediates)
-				}
-			}
-			exe, err := d.Load(p, runtime.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer exe.Close()
-			s := interp.NewSession(m)
-			pos := 0
-			for _, f := range m.Functions {
-				steps := 1
-				if len(m.State) > 0 && f.Name == "decode" {
-					steps = 3
-				}
-				for k := 0; k < steps; k++ {
-					in := exampleInputs(m, f, pos, uint64(17+k))
-					compareRun(t, exe, s, f, in)
-					if len(m.State) > 0 {
-						for _, n := range f.Inputs {
-							if n.Type().DType.IsInt() && n.Type().Shape.Rank() > 0 {
-								pos += n.Type().Shape[0] // tokens consumed
-							}
-						}
+			fns = append(fns, g)
+		}
+	}
+	d := kerneltest.Device(t)
+	p, rep, err := lower.Lower(m, fns, options(d))
+	var nt *lower.NoTemplateError
+	if errors.As(err, &nt) {
+		if op, ok := blocked[name]; ok && op == nt.Op {
+			t.Logf("blocked on op %s (no template yet): %v", nt.Op, err)
+			return
+		}
+		t.Fatalf("blocked on op %s, not listed in blocked: %v", nt.Op, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, ok := blocked[name]; ok {
+		t.Errorf("compiles although listed as blocked on %s: remove it from the table", op)
+	}
+	for _, fr := range rep.Functions {
+		t.Logf("%s: %d dispatches, %d barriers, arena %d of %d bytes of intermediates, %d in place, %d state copies, %d modules",
+			fr.Name, fr.Dispatches, fr.Barriers, fr.ArenaBytes, fr.Intermediates, fr.InPlace, fr.StateCopies, rep.Modules)
+		if fr.ArenaBytes > fr.Intermediates {
+			t.Errorf("%s: arena %d larger than the sum of intermediates %d", fr.Name, fr.ArenaBytes, fr.Intermediates)
+		}
+	}
+	exe, err := d.Load(p, runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	s := interp.NewSession(m)
+	pos := 0
+	for _, f := range m.Functions {
+		steps := 1
+		if len(m.State) > 0 && f.Name == "decode" {
+			steps = 3
+		}
+		for k := 0; k < steps; k++ {
+			in := exampleInputs(m, f, pos, uint64(17+k))
+			compareRun(t, exe, s, f, in)
+			if len(m.State) > 0 {
+				for _, n := range f.Inputs {
+					if n.Type().DType.IsInt() && n.Type().Shape.Rank() > 0 {
+						pos += n.Type().Shape[0] // tokens consumed
 					}
 				}
 			}
-			for _, st := range m.State {
-				got, err := exe.ReadState(st.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if e := rowError(&ir.Tensor{Type: st.Type, Data: got}, s.State(st.Name)); e > rowTol {
-					t.Errorf("state %s: row-relative error %.3g > %g", st.Name, e, rowTol)
-				}
-			}
-		})
+		}
+	}
+	for _, st := range m.State {
+		got, err := exe.ReadState(st.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := rowError(&ir.Tensor{Type: st.Type, Data: got}, s.State(st.Name)); e > rowTol {
+			t.Errorf("state %s: row-relative error %.3g > %g", st.Name, e, rowTol)
+		}
 	}
 }
 
