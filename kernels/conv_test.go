@@ -26,11 +26,19 @@ func TestConv1dOnDevice(t *testing.T) {
 			args = append(args, ir.T(ir.F32, tc.w.Shape[0]))
 		}
 		p := problem(t, ir.Conv1d, tc.attrs, args...)
-		checkConfigs(t, kernels.Conv1d, p, randomArgs(rng, p), firstOnly(i, []kernels.Config{{"wg": 32, "per_thread": 1}, {"wg": 64, "per_thread": 8}}))
+		a := randomArgs(rng, p)
+		checkConfigs(t, kernels.Conv1d, p, a, firstOnly(i, []kernels.Config{{"wg": 32, "per_thread": 1}, {"wg": 64, "per_thread": 8}}))
+		// The tiled kernel compiles slowly on lavapipe (~1 s cold): the first case (two
+		// configurations) and the grouped, dilated f16 one.
+		if i == 0 || i == 2 {
+			checkConfigs(t, kernels.Conv1dTiled, p, a, firstOnly(i, []kernels.Config{{"tile_m": 16, "tile_n": 32, "tile_k": 8}}))
+		}
 	}
 	// conv + gelu (+ a broadcast residual) in one kernel.
 	p := withEpilogue(problem(t, ir.Conv1d, ir.Attrs{"padding": 1}, ir.T(ir.F32, 3, 37), ir.T(ir.F32, 5, 3, 3), ir.T(ir.F32, 5)), ir.Shape{1, 37}, ir.F16)
-	checkConfigs(t, kernels.Conv1d, p, randomArgs(rng, p), []kernels.Config{{"wg": 32, "per_thread": 4}})
+	a := randomArgs(rng, p)
+	checkConfigs(t, kernels.Conv1d, p, a, []kernels.Config{{"wg": 32, "per_thread": 4}})
+	checkConfigs(t, kernels.Conv1dTiled, p, a, nil)
 }
 
 func TestConv1dAccepts(t *testing.T) {
@@ -39,7 +47,9 @@ func TestConv1dAccepts(t *testing.T) {
 		t.Errorf("refused: %v", err)
 	}
 	bad := withEpilogue(p, ir.Shape{5}, ir.F32) // a residual of 5 does not broadcast to [2, 6]
-	if err := kernels.Conv1d.Accepts(bad, kernels.Lavapipe); err == nil {
-		t.Error("an epilogue input that does not broadcast was accepted")
+	for _, tmpl := range []*kernels.Template{kernels.Conv1d, kernels.Conv1dTiled} {
+		if err := tmpl.Accepts(bad, kernels.Lavapipe); err == nil {
+			t.Errorf("%s: an epilogue input that does not broadcast was accepted", tmpl.Name)
+		}
 	}
 }
