@@ -177,4 +177,3 @@ func buildConv1dTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	s := Step{Kernel: k, Spec: spec, Grid: grid, Bindings: ops}
 	return &Launch{Steps: []Step{s}, Flops: float64(2 * batch * cout * lout * K), Bytes: tensorBytes(p.Args, p.Outs)}, nil
 }
-
