@@ -1009,6 +1009,9 @@ func label(nodes []*ir.Node) string {
 		if n.Name != "" {
 			s += " " + n.Name
 		}
+		if n.Rule != "" {
+			s += " (" + n.Rule + ")"
+		}
 		parts = append(parts, s)
 	}
 	if len(parts) > 4 {

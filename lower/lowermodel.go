@@ -122,6 +122,14 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		if err != nil {
 			return nil, nil, err
 		}
+		// Nodes that fold or are dead were not reported one by one; count them done now.
+		done = 0
+		for _, g := range fns[:len(pfns)+1] {
+			done += len(g.Nodes)
+		}
+		if opts.Progress != nil {
+			opts.Progress(done, total, f.Name+": lowered")
+		}
 		pfns = append(pfns, *pf)
 		rep.Functions = append(rep.Functions, *fr)
 		arena = max(arena, fr.ArenaBytes)
