@@ -667,6 +667,11 @@ func (fl *fnLowerer) inPlace(u *unit, a ir.Value, src loc, o ir.Value) (loc, err
 		fl.rep.InPlace++
 		return src, nil
 	}
+	// An intermediate of its own that nothing else reads is simply overwritten.
+	if b.kind == bufArena && src.off == 0 && src.size == b.size && n.Op != ir.Reshape && n.Op != ir.Slice &&
+		len(n.Outs) == 1 && !fl.isResult[n] && len(fl.consumers[n]) == 1 {
+		return src, nil
+	}
 	cp, err := fl.addCopy(src, a.Type(), "in-place "+label([]*ir.Node{n}))
 	if err != nil {
 		return loc{}, err

@@ -546,3 +546,33 @@ func TestRunIntoAllocatesNothing(t *testing.T) {
 		t.Errorf("RunInto allocates %.1f times per run, want 0", n)
 	}
 }
+
+// Two cache writes in a row: the first works on a copy of the state (the state itself is only
+// updated with the second's result), the second overwrites the first's private result in place,
+// and the update is copied into the state at the end.
+func TestChainedCacheWrites(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	ct := ir.T(ir.F32, 6, 4)
+	b := ir.NewBuilder("step")
+	x, _ := b.Input("x", ir.T(ir.F32, 1, 4))
+	y, _ := b.Input("y", ir.T(ir.F32, 1, 4))
+	pos, _ := b.Input("pos", ir.T(ir.I32))
+	c := b.State("cache", ct)
+	c1 := b.MustOp(ir.CacheWrite, nil, c, x, pos)
+	c2 := b.MustOp(ir.CacheWrite, nil, c1, y, b.MustOp(ir.Add, nil, pos, b.Scalar(ir.I32, 1)))
+	b.Update("cache", c2)
+	b.Output("z", b.MustOp(ir.Neg, nil, c2))
+	m := newModel("chain", nil, b.Function())
+	_, rep, exe := compile(t, m)
+	if fr := rep.Functions[0]; fr.StateCopies != 1 {
+		t.Errorf("%d state copies, want 1 (the update)", fr.StateCopies)
+	}
+	s := interp.NewSession(m)
+	for _, at := range []int{0, 2, 4} {
+		runBoth(t, exe, s, m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 1, 4)), "y": random(rng, ir.T(ir.F32, 1, 4)), "pos": scalarI32(at)})
+	}
+	got, _ := exe.ReadState("cache")
+	if msg := kerneltest.Compare(&ir.Tensor{Type: ct, Data: got}, s.State("cache"), 0); msg != "" {
+		t.Errorf("cache: %s", msg)
+	}
+}
