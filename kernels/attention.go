@@ -12,8 +12,10 @@ import (
 // of "rows" — (query, query head) pairs that share one key/value head, the query head varying
 // fastest, so grouped-query heads read each key and value tile once and nothing is repeated in
 // memory — and walks a range of keys in tiles of block_k with an online softmax: scores of the
-// tile in shared memory, a running maximum m, sum l and unnormalised output o per row, o kept in
-// registers (each invocation owns ceil(block_r·dv/wg) elements of the block's output).
+// tile in shared memory, a running maximum m, sum l and unnormalised output o per row, all in
+// shared memory. (o lived in registers first, block_r·dv/wg elements unrolled per invocation:
+// at dv = 64 lavapipe's JIT took over ten seconds on the kernel, so it moved to shared memory,
+// which costs two shared accesses per element and key tile against 2·block_k for the product.)
 //
 //   - AttentionFlash (prefill): the range is every key the block's rows may see; the pass writes
 //     o/l to the result.
@@ -98,10 +100,10 @@ func acceptAttn(p *Problem, caps Caps) (*attn, error) {
 	return a, nil
 }
 
-// attnShared is the shared memory of a pass: Q and K tiles (d wide), the V tile, scores, and
-// three per-row values.
+// attnShared is the shared memory of a pass: Q and K tiles (d wide), the V tile, scores, the
+// unnormalised output rows, and three per-row values.
 func attnShared(a *attn, br, bk int) int {
-	return 4 * (br*a.d + bk*a.d + bk*a.dv + br*bk + 3*br)
+	return 4 * (br*a.d + bk*a.d + bk*a.dv + br*bk + br*a.dv + 3*br)
 }
 
 // attnPass is one configuration of the generator.
@@ -161,6 +163,7 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	ms := b.Shared("m", codegen.F32, BR)
 	ls := b.Shared("l", codegen.F32, BR)
 	as := b.Shared("alpha", codegen.F32, BR)
+	oacc := b.Shared("o", codegen.F32, b.Mul(BR, u(a.dv))) // unnormalised output rows
 
 	li := b.LocalIndex()
 	wid := b.WorkgroupID()
@@ -213,11 +216,7 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 		b.Store(ms, r, negInf)
 		b.Store(ls, r, zero)
 	})
-	nper := ceilDiv(cfg.br*a.dv, cfg.wg)
-	o := make([]*codegen.Var, nper)
-	for q := range o {
-		o[q] = b.Var(fmt.Sprintf("o%d", q), zero)
-	}
+	b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) { b.Store(oacc, e, zero) })
 	loU := b.Convert(lo, codegen.U32)
 	hiU := b.Convert(b.Max(hi, lo), codegen.U32)
 	b.For(loU, hiU, BK, func(kt codegen.Value) {
@@ -293,27 +292,25 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 			b.Store(ms, r, mNew)
 		})
 		b.Barrier()
-		for q := range o {
-			e := b.Add(li, u(q*cfg.wg))
-			b.If(b.Lt(e, u(cfg.br*a.dv)), func() {
-				r, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
-				acc := b.Var("pv", b.Mul(b.Get(o[q]), b.Load(as, r)))
-				b.For(u(0), BK, u(1), func(j codegen.Value) {
-					b.Set(acc, b.Fma(b.Load(ss, b.Add(b.Mul(r, BK), j)), b.Load(vs, b.Add(b.Mul(j, u(a.dv)), f)), b.Get(acc)))
-				})
-				b.Set(o[q], b.Get(acc))
+		b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) {
+			r, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
+			acc := b.Var("pv", b.Mul(b.Load(oacc, e), b.Load(as, r)))
+			b.For(u(0), BK, u(1), func(j codegen.Value) {
+				b.Set(acc, b.Fma(b.Load(ss, b.Add(b.Mul(r, BK), j)), b.Load(vs, b.Add(b.Mul(j, u(a.dv)), f)), b.Get(acc)))
 			})
-		}
+			b.Store(oacc, e, b.Get(acc))
+		})
 		b.Barrier()
 	})
-	for q := range o {
-		e := b.Add(li, u(q*cfg.wg))
+	b.Barrier() // for an empty key range: the initial o, m, l are visible
+	b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) {
 		r, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
 		t := b.Add(t0, r)
-		b.If(b.And(b.Lt(e, u(cfg.br*a.dv)), b.Lt(t, u(T))), func() {
+		b.If(b.Lt(t, u(T)), func() {
+			o := b.Load(oacc, e)
 			if cfg.split {
 				base := b.Mul(b.Add(b.Mul(b.Add(b.Mul(zsplit, u(a.hkv)), kh), u(T)), t), u(a.dv+2))
-				b.Store(scratch, b.Add(base, b.Add(f, u(2))), b.Get(o[q]))
+				b.Store(scratch, b.Add(base, b.Add(f, u(2))), o)
 				b.If(b.Eq(f, u(0)), func() {
 					b.Store(scratch, base, b.Load(ms, r))
 					b.Store(scratch, b.Add(base, u(1)), b.Load(ls, r))
@@ -321,9 +318,9 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 				return
 			}
 			i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
-			epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(b.Get(o[q]), b.Load(ls, r)))
+			epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(o, b.Load(ls, r)))
 		})
-	}
+	})
 	k, err := b.Finish()
 	if err != nil {
 		return nil, nil, nil, err
@@ -403,8 +400,7 @@ func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.
 	return k, binds, ceilDiv(n, wg), nil
 }
 
-// attnFits: the tiles fit in shared memory, the workgroup in the device, the output block in a
-// bounded number of registers per invocation.
+// attnFits: the tiles fit in shared memory and the workgroup in the device.
 func attnFits(rows func(a *attn, c Config) int) Predicate {
 	return func(p *Problem, c Config, caps Caps) error {
 		a, err := readAttn(p)
@@ -418,15 +414,9 @@ func attnFits(rows func(a *attn, c Config) int) Predicate {
 		if n := attnShared(a, br, bk); n > caps.MaxSharedBytes {
 			return fmt.Errorf("block %dx%d needs %d bytes of shared memory, the device has %d", br, bk, n, caps.MaxSharedBytes)
 		}
-		if per := ceilDiv(br*a.dv, wg); per > maxAttnRegs {
-			return fmt.Errorf("%d output elements per invocation (block_r=%d, dv=%d, wg=%d) exceed %d", per, br, a.dv, wg, maxAttnRegs)
-		}
 		return nil
 	}
 }
-
-// maxAttnRegs bounds the output elements an invocation keeps in registers.
-const maxAttnRegs = 32
 
 // AttentionFlash is flash attention for prefill: one workgroup per (block of block_r rows, key/
 // value head), the rows being (query, grouped query head) pairs; keys in tiles of block_k with an
@@ -438,7 +428,7 @@ var AttentionFlash = &Template{
 		_, err := acceptAttn(p, caps)
 		return err
 	},
-	Space: NewSpace(Ints("block_r", 32, 16, 64), Ints("block_k", 32, 16, 64), Ints("wg", 128, 64, 256)).
+	Space: NewSpace(Ints("block_r", 32, 16, 64, 8), Ints("block_k", 32, 16, 64, 8), Ints("wg", 128, 64, 256)).
 		Where(attnFits(func(a *attn, c Config) int { return c["block_r"] })),
 	Build: func(p *Problem, c Config, caps Caps) (*Launch, error) {
 		a, err := acceptAttn(p, caps)
@@ -474,7 +464,7 @@ var AttentionSplit = &Template{
 		}
 		return nil
 	},
-	Space: NewSpace(Ints("splits", 16, 8, 32, 4, 64, 2), Ints("block_k", 32, 64, 16), Ints("wg", 64, 128, 256)).
+	Space: NewSpace(Ints("splits", 16, 8, 32, 4, 64, 2), Ints("block_k", 32, 64, 16, 8), Ints("wg", 64, 128, 256)).
 		Where(attnFits(func(a *attn, c Config) int { return a.rows() })).
 		Where(func(p *Problem, c Config, caps Caps) error {
 			a, err := readAttn(p)
@@ -515,7 +505,8 @@ var AttentionSplit = &Template{
 	},
 }
 
-// maxSplitRows bounds the rows one split-key workgroup takes (its output lives in registers).
+// maxSplitRows bounds the rows one split-key workgroup takes; more rows are better served by the
+// flash kernel's parallel row blocks.
 const maxSplitRows = 32
 
 func init() {

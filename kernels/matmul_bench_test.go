@@ -1,0 +1,253 @@
+package kernels_test
+
+import (
+	"context"
+	"math/rand"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"vkc/codegen"
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/kernels/kerneltest"
+	"vkc/runtime"
+)
+
+// Benchmarks of the matmul and attention templates at SmolLM2-135M's sizes (d 576, ffn 1536,
+// 9 query heads over 3 key/value heads of 64). Run on the GPU machine with
+//
+//	kernels.test -test.run '^$' -test.bench 'Matvec|Matmul|Attention' -test.benchtime 1x -test.v
+//
+// Each reports the median GPU time of the default configuration (runtime.Program.Measure) as
+// GFLOP/s and GB/s (the least bytes the problem must move), next to a peer measured in the same
+// run: a plain copy of the problem's largest operand by the elementwise template, so the
+// bandwidth figure reads as a share of what the device streams. VKC_BENCH_SWEEP=1 also measures
+// every valid point of the template's space and logs the five fastest (the tuner's job later;
+// here to see how far the default is from the best).
+
+// launchBench holds the device objects of one Launch, set up once and measured.
+type launchBench struct {
+	prog  *runtime.Program
+	free  []func()
+	flops float64
+	bytes float64
+}
+
+func (r *launchBench) close() {
+	if r.prog != nil {
+		r.prog.Close()
+	}
+	for i := len(r.free) - 1; i >= 0; i-- {
+		r.free[i]()
+	}
+}
+
+func setupBenchLaunch(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, args []*ir.Tensor) (*launchBench, error) {
+	r := &launchBench{flops: l.Flops, bytes: l.Bytes}
+	alloc := func(n int) (*runtime.Buffer, error) {
+		b, err := d.NewBuffer(int64(max(n, 16)))
+		if err == nil {
+			r.free = append(r.free, b.Free)
+		}
+		return b, err
+	}
+	fail := func(err error) (*launchBench, error) { r.close(); return nil, err }
+	argBuf := make([]*runtime.Buffer, len(args))
+	for i, a := range args {
+		b, err := alloc(len(a.Data))
+		if err != nil {
+			return fail(err)
+		}
+		if err := d.Upload(b, 0, a.Data); err != nil {
+			return fail(err)
+		}
+		argBuf[i] = b
+	}
+	outBuf := make([]*runtime.Buffer, len(p.Outs))
+	for i, t := range p.Outs {
+		b, err := alloc(t.Bytes())
+		if err != nil {
+			return fail(err)
+		}
+		outBuf[i] = b
+	}
+	scratch := make([]*runtime.Buffer, len(l.Scratch))
+	for i, n := range l.Scratch {
+		b, err := alloc(n)
+		if err != nil {
+			return fail(err)
+		}
+		scratch[i] = b
+	}
+	var spec runtime.ProgramSpec
+	for _, s := range l.Steps {
+		k := s.Kernel
+		rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
+		for id, v := range s.Spec {
+			rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
+		}
+		pl, err := d.NewPipeline(rk)
+		if err != nil {
+			return fail(err)
+		}
+		r.free = append(r.free, pl.Close)
+		disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
+		for bi, op := range s.Bindings {
+			buf := map[kernels.OperandKind][]*runtime.Buffer{kernels.Arg: argBuf, kernels.Out: outBuf, kernels.Scratch: scratch}[op.Kind][op.Index]
+			acc := runtime.ReadWrite
+			switch k.Bindings[bi].Access {
+			case codegen.ReadOnly:
+				acc = runtime.Read
+			case codegen.WriteOnly:
+				acc = runtime.Write
+			}
+			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: acc})
+		}
+		spec.Dispatches = append(spec.Dispatches, disp)
+	}
+	spec.KeepOrder = true
+	prog, err := d.NewProgram(spec)
+	if err != nil {
+		return fail(err)
+	}
+	r.prog = prog
+	return r, nil
+}
+
+func benchMeasureOpts(d *runtime.Device) runtime.MeasureOptions {
+	if d.Info.Type == runtime.CPU {
+		return runtime.MeasureOptions{Warmup: 1, Reps: 2, MaxRounds: 1}
+	}
+	return runtime.MeasureOptions{}
+}
+
+// measureLaunch builds p with tmpl at c (nil: the default) and returns the median GPU time.
+func measureLaunch(d *runtime.Device, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) (time.Duration, *kernels.Launch, kernels.Config, error) {
+	caps := kerneltest.CapsOf(&d.Info)
+	var l *kernels.Launch
+	var err error
+	if c == nil {
+		l, c, err = kernels.Build(tmpl, p, caps)
+	} else if err = tmpl.Space.Valid(p, c, caps); err == nil {
+		l, err = tmpl.Build(p, c, caps)
+	}
+	if err != nil {
+		return 0, nil, c, err
+	}
+	r, err := setupBenchLaunch(d, p, l, args)
+	if err != nil {
+		return 0, nil, c, err
+	}
+	defer r.close()
+	m, err := r.prog.Measure(context.Background(), benchMeasureOpts(d))
+	if err != nil {
+		return 0, nil, c, err
+	}
+	return m.Median, l, c, nil
+}
+
+// benchTemplate measures tmpl on p (default configuration), a copy peer, and optionally the sweep.
+func benchTemplate(b *testing.B, tmpl *kernels.Template, p *kernels.Problem, args []*ir.Tensor, peer ir.Type) {
+	d := kerneltest.Device(b)
+	caps := kerneltest.CapsOf(&d.Info)
+	if err := tmpl.Accepts(p, caps); err != nil {
+		b.Skipf("%s refuses %s on this device: %v", tmpl.Name, p.Key(), err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	cp := &kernels.Fused{Inputs: []ir.Type{peer}, Nodes: []kernels.FusedNode{{Op: ir.Input, DType: peer.DType}}, Outputs: []int{0}}
+	cpp := &kernels.Problem{Op: kernels.FusedElementwise, Args: []ir.Type{peer}, Outs: []ir.Type{peer}, Expr: cp}
+	var t, tp time.Duration
+	var l *kernels.Launch
+	var c kernels.Config
+	for i := 0; i < b.N; i++ {
+		var err error
+		if t, l, c, err = measureLaunch(d, tmpl, p, nil, args); err != nil {
+			b.Fatal(err)
+		}
+		if tp, _, _, err = measureLaunch(d, kernels.Elementwise, cpp, nil, []*ir.Tensor{kerneltest.Random(rng, peer)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := t.Seconds()
+	gflops, gbps := l.Flops/s/1e9, l.Bytes/s/1e9
+	peerGBps := 2 * float64(peer.Bytes()) / tp.Seconds() / 1e9
+	b.ReportMetric(float64(t.Nanoseconds())/1e3, "µs")
+	b.ReportMetric(gflops, "GFLOP/s")
+	b.ReportMetric(gbps, "GB/s")
+	b.ReportMetric(peerGBps, "copyGB/s")
+	b.Logf("%s on %s [%s]: %v, %.1f GFLOP/s, %.1f GB/s; peer copy of %s: %v, %.1f GB/s (ratio %.2f)",
+		tmpl.Name, d.Info.Name, c.Key(), t, gflops, gbps, peer, tp, peerGBps, gbps/peerGBps)
+	if os.Getenv("VKC_BENCH_SWEEP") != "" {
+		sweepSpace(b, d, tmpl, p, args, t)
+	}
+}
+
+func sweepSpace(b *testing.B, d *runtime.Device, tmpl *kernels.Template, p *kernels.Problem, args []*ir.Tensor, def time.Duration) {
+	caps := kerneltest.CapsOf(&d.Info)
+	type point struct {
+		c kernels.Config
+		t time.Duration
+	}
+	var pts []point
+	for _, c := range tmpl.Space.Points() {
+		if tmpl.Space.Valid(p, c, caps) != nil {
+			continue
+		}
+		t, _, _, err := measureLaunch(d, tmpl, p, c, args)
+		if err != nil {
+			b.Logf("  %s: %v", c.Key(), err)
+			continue
+		}
+		pts = append(pts, point{c, t})
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].t < pts[j].t })
+	for i, pt := range pts[:min(5, len(pts))] {
+		b.Logf("  sweep #%d of %d valid: %s %v (%.2fx the default)", i+1, len(pts), pt.c.Key(), pt.t, float64(def)/float64(pt.t))
+	}
+}
+
+func matmulBenchArgs(p *kernels.Problem) []*ir.Tensor {
+	rng := rand.New(rand.NewSource(2))
+	out := make([]*ir.Tensor, len(p.Args))
+	for i, t := range p.Args {
+		out[i] = kerneltest.Random(rng, t)
+	}
+	return out
+}
+
+// SmolLM2 decode: one row through a 576→1536 projection with f16 weights.
+func BenchmarkMatvecDecode576x1536(b *testing.B) {
+	p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, 1, 576), ir.T(ir.F16, 1536, 576))
+	benchTemplate(b, kernels.MatmulVec, p, matmulBenchArgs(p), p.Args[1])
+}
+
+// SmolLM2 prefill: 128 rows through the same projection.
+func BenchmarkMatmulPrefill128x576x1536(b *testing.B) {
+	p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, 128, 576), ir.T(ir.F16, 1536, 576))
+	benchTemplate(b, kernels.MatmulTiled, p, matmulBenchArgs(p), p.Args[1])
+}
+
+func attnBenchProblem(b *testing.B, sq, kv int) (*kernels.Problem, []*ir.Tensor) {
+	c := attnCase{sq: sq, hq: 9, skv: kv, hkv: 3, d: 64, dv: 64, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: kv}
+	return c.problem(b)
+}
+
+// Decode attention: one query, 9 heads over 3 key/value heads of 64, a 512-key cache.
+func BenchmarkAttentionDecodeKV512(b *testing.B) {
+	p, args := attnBenchProblem(b, 1, 512)
+	benchTemplate(b, kernels.AttentionSplit, p, args, p.Args[1])
+}
+
+// Prefill attention: 512 causal queries over 512 keys, same heads (64 over 64 on a CPU device,
+// where the full size outlasts the runtime's submit timeout).
+func BenchmarkAttentionPrefillKV512(b *testing.B) {
+	n := 512
+	if kerneltest.Device(b).Info.Type == runtime.CPU {
+		n = 64
+	}
+	p, args := attnBenchProblem(b, n, n)
+	benchTemplate(b, kernels.AttentionFlash, p, args, p.Args[1])
+}
+
