@@ -250,4 +250,3 @@ func BenchmarkAttentionPrefillKV512(b *testing.B) {
 	p, args := attnBenchProblem(b, n, n)
 	benchTemplate(b, kernels.AttentionFlash, p, args, p.Args[1])
 }
-
