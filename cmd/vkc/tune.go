@@ -1,40 +1,192 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"vkc"
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/lower"
 	"vkc/lower/tune"
+	"vkc/rules"
+	"vkc/runtime"
 )
 
 func init() {
 	register(&command{
 		name:  "tune",
-		usage: "(-list | -clear) [-tune-db PATH]",
-		short: "show or clear the tuning database (the measured kernel configurations compiles reuse)",
+		usage: "(model.yaml [-budget D] [-f fn,...] [-device D] | -list | -clear) [-tune-db PATH]",
+		short: "tune a model's kernels on the device into the tuning database, or show or clear the database",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			list := fs.Bool("list", false, "list the database's searches: device, compiler, template, problem, best configuration and time")
 			clear := fs.Bool("clear", false, "remove the database, so the next compile measures every kernel again")
 			path := fs.String("tune-db", "", "the tuning database file (default: vkc/tune/tune.json in the user cache directory)")
+			budget := fs.Duration("budget", 0, "with a model: stop measuring after this long (0: no limit); the rest keeps the static choice")
+			fns := fs.String("f", "", "with a model: comma-separated functions whose kernels to tune (default: all)")
+			device := fs.String("device", "", "with a model: the device, by index or name substring (default: $VKC_DEVICE, else the best)")
+			configs := fs.Int("configs", 0, "with a model: at most this many configurations measured per template (default: the tuner's, 64 points in full or 32 of a larger space)")
+			asWritten := fs.Bool("as-written", false, "with a model: tune the functions as written, without e-graph optimisation")
+			quiet := fs.Bool("q", false, "no progress on standard error")
 			return func(args []string) error {
-				if len(args) > 0 {
-					return usagef("unexpected arguments %s", strings.Join(args, " "))
+				args, err := positional(fs, args)
+				if err == errHelpShown {
+					return nil
+				} else if err != nil {
+					return err
 				}
-				if *list == *clear {
-					return usagef("want one of -list and -clear")
+				modes := 0
+				for _, on := range []bool{*list, *clear, len(args) > 0} {
+					if on {
+						modes++
+					}
 				}
-				if *clear {
+				if modes != 1 || len(args) > 1 {
+					return usagef("want one model.yaml, -list or -clear")
+				}
+				switch {
+				case *clear:
 					return tuneClear(stdout, *path)
+				case *list:
+					return tuneList(stdout, *path)
 				}
-				return tuneList(stdout, *path)
+				stderr := fs.Output()
+				if *quiet {
+					stderr = io.Discard
+				}
+				opts := tuneModelOptions{db: *path, budget: *budget, device: *device, configs: *configs, optimize: !*asWritten}
+				if *fns != "" {
+					opts.functions = strings.Split(*fns, ",")
+				}
+				return tuneModel(stdout, stderr, args[0], opts)
 			}
 		},
 	})
+}
+
+type tuneModelOptions struct {
+	db, device string
+	functions  []string
+	budget     time.Duration
+	configs    int
+	optimize   bool
+}
+
+// tuneModel tunes every kernel of the model's functions (optimised as vkc compile optimises them,
+// unless -as-written) by lowering them with the tuner as the kernel choice, saves the database,
+// and prints what tuning gained over the static choice per kernel. The plan is not written: a
+// later vkc compile reuses the searches.
+func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	m, err := ir.ParseModel(path)
+	if err != nil {
+		return err
+	}
+	fns := m.Functions
+	if len(o.functions) > 0 {
+		fns = nil
+		for _, name := range o.functions {
+			f := m.Function(name)
+			if f == nil {
+				return fmt.Errorf("model %s has no function %q", m.Name, name)
+			}
+			fns = append(fns, f)
+		}
+	}
+	written := fns
+	if o.optimize {
+		var opt []*ir.Function
+		for _, f := range fns {
+			g, _, err := rules.Optimize(ctx, m, f, rules.Options{})
+			if err != nil {
+				fmt.Fprintf(stderr, "optimise %s: %v; tuning the functions as written\n", f.Name, err)
+				opt = nil
+				break
+			}
+			opt = append(opt, g)
+		}
+		if opt != nil {
+			fns = opt
+		}
+	}
+	d, err := runtime.Open(runtime.Options{Device: o.device})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	db, err := tune.OpenDB(o.db)
+	if err != nil {
+		return err
+	}
+	if db.Warning != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", db.Warning)
+	}
+	caps := tune.CapsOf(&d.Info)
+	model := lower.ModelFor(d.DeviceFingerprint())
+	tu := &tune.Tuner{Device: d, DB: db, Compiler: vkc.CompilerVersion(), Budget: o.configs, Exhaustive: o.configs,
+		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })}
+	defer tu.Close()
+	tctx := ctx
+	if o.budget > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(ctx, o.budget)
+		defer cancel()
+	}
+	pp := newProgressPrinter(stderr)
+	start := time.Now()
+	tu.Progress = func(p tune.Progress) {
+		if !pp.tty {
+			return
+		}
+		left := ""
+		if p.Deadline {
+			left = fmt.Sprintf(", %v left", p.TimeLeft.Round(time.Second))
+		}
+		fmt.Fprintf(pp.w, "\r  %d kernels tuned (%d reused), %d configurations tried%s   ", p.Kernels, p.Reused, p.Configs, left)
+		pp.open = true
+	}
+	fmt.Fprintf(stderr, "tune %s on %s (database %s)\n", m.Name, d.Info.Name, db.Path())
+	lopts := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: vkc.CompilerVersion(), Choose: tu.Choose(tctx)}
+	_, _, err = lower.Lower(m, fns, lopts)
+	if errors.Is(err, lower.ErrNoTemplate) && o.optimize {
+		fmt.Fprintf(stderr, "the optimised graph does not lower (%v); tuning the functions as written\n", err)
+		_, _, err = lower.Lower(m, written, lopts)
+	}
+	pp.done()
+	// Completed searches are worth keeping even when lowering failed or was interrupted.
+	if serr := db.Save(); serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s in %v\n", tu.Summary(), time.Since(start).Round(time.Millisecond))
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "gain\tstatic\ttime\ttuned\ttime\tproblem")
+	for _, g := range tu.Gains() {
+		gain, st := "-", "-"
+		if g.Ratio() > 0 {
+			gain = fmt.Sprintf("×%.2f", g.Ratio())
+		}
+		if g.StaticTime > 0 {
+			st = g.StaticTime.Round(100 * time.Nanosecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", gain, g.Static, st, g.Tuned, g.TunedTime.Round(100*time.Nanosecond), g.Problem)
+	}
+	tw.Flush()
+	if ctx.Err() != nil {
+		return errors.New("interrupted: the searches completed so far are saved")
+	}
+	return nil
 }
 
 func tuneClear(w io.Writer, path string) error {

@@ -44,3 +44,26 @@ func TestTuneListAndClear(t *testing.T) {
 		t.Errorf("tune without -list or -clear: exit %d, want 2", code)
 	}
 }
+
+// vkc tune model.yaml measures the model's kernels into the database and prints the gains; a
+// second run reuses every search and tries nothing.
+func TestTuneModelTwice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tune.json")
+	code, out, errs := runCLI(t, "tune", "../../examples/mlp/model.yaml", "-configs", "2", "-tune-db", path, "-q")
+	if code != 0 {
+		if strings.Contains(errs, "no Vulkan") {
+			t.Skipf("no Vulkan device: %s", errs)
+		}
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "tuned 4 kernels: 0 searches reused from the database") || !strings.Contains(out, "gain") {
+		t.Errorf("first run:\n%s", out)
+	}
+	code, out, errs = runCLI(t, "tune", "../../examples/mlp/model.yaml", "-configs", "2", "-tune-db", path, "-q")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "searches reused from the database, 0 searched (0 configurations") {
+		t.Errorf("second run did not reuse the searches:\n%s", out)
+	}
+}

@@ -104,6 +104,7 @@ type Stats struct {
 
 // Choice is the tuner's answer for one problem.
 type Choice struct {
+	Problem  *kernels.Problem
 	Template *kernels.Template
 	Config   kernels.Config
 	// Time is the measured median of Template at Config; 0 with Static.
@@ -279,7 +280,7 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 		return nil, err
 	}
 	in := &checkData{p: p, seed: t.Seed ^ int64(hashString(pk))}
-	choice := &Choice{}
+	choice := &Choice{Problem: p}
 	allComplete := true
 	for _, tm := range tmpls {
 		e, err := t.search(ctx, p, tm, in)
@@ -356,6 +357,63 @@ func (t *Tuner) Record() []plan.Candidate {
 			out = append(out, pc)
 		}
 	}
+	return out
+}
+
+// Choices returns the tuner's choices so far, sorted by problem key.
+func (t *Tuner) Choices() []*Choice {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]string, 0, len(t.choices))
+	for k := range t.choices {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*Choice, len(keys))
+	for i, k := range keys {
+		out[i] = t.choices[k]
+	}
+	return out
+}
+
+// Gain compares a problem's tuned choice with its static choice (Tuner.Static), both as
+// measured during the search.
+type Gain struct {
+	Problem       string
+	Static, Tuned string        // "template [config]"
+	StaticTime    time.Duration // 0 when the static point was not measured (invalid, or the search never reached it)
+	TunedTime     time.Duration
+}
+
+// Ratio is StaticTime/TunedTime (0 when either is unknown).
+func (g Gain) Ratio() float64 {
+	if g.StaticTime <= 0 || g.TunedTime <= 0 {
+		return 0
+	}
+	return float64(g.StaticTime) / float64(g.TunedTime)
+}
+
+// Gains lists, for every measured choice, what tuning gained over the static choice, largest
+// gain first (ties by problem key). The static point is a template's default configuration,
+// which every search measures first, so it is known unless it was invalid.
+func (t *Tuner) Gains() []Gain {
+	var out []Gain
+	for _, c := range t.Choices() {
+		if c.Static || c.Problem == nil {
+			continue
+		}
+		g := Gain{Problem: c.Problem.Key(), Tuned: c.Template.Name + " [" + c.Config.Key() + "]", TunedTime: c.Time}
+		if st, sc, err := t.Static(c.Problem); err == nil {
+			g.Static = st.Name + " [" + sc.Key() + "]"
+			for _, e := range c.Entries {
+				if e.Template == st.Name {
+					g.StaticTime = e.Times[sc.Key()]
+				}
+			}
+		}
+		out = append(out, g)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Ratio() > out[j].Ratio() })
 	return out
 }
 

@@ -133,6 +133,11 @@ func TestChooseMeasuredWinnerRankedSecondByStaticEstimate(t *testing.T) {
 	if n := clock.count(); n != 4 {
 		t.Errorf("timed %d configurations, want 4 (Cost reuses the choice)", n)
 	}
+	gains := tu.Gains()
+	if len(gains) != 1 || gains[0].Static != "toy_a [wg=64]" || gains[0].StaticTime != 200*time.Microsecond ||
+		gains[0].Tuned != "toy_b [wg=128]" || gains[0].Ratio() < 2.17 || gains[0].Ratio() > 2.18 {
+		t.Errorf("gains %+v", gains)
+	}
 }
 
 // Cancelling the context stops the search at once: the problem gets the best configuration
