@@ -1,26 +1,3 @@
-// Package tune is vkc's generic kernel tuner and its database. One Tuner searches any kernel
-// template's declared space (kernels.Space) without knowing which op the template serves: it
-// builds each configuration, runs it on the device on random inputs of the problem's real shape,
-// compares the results with the reference interpreter, and only then times it (through a
-// TimingSource: the runtime's Measure on a device, a fake clock in tests). Results go into a
-// database (DB) keyed by device fingerprint, driver, compiler version, template and problem, so
-// a recompile reuses completed searches.
-//
-// Wiring (what the lowering and the compile driver call):
-//
-//	db, _ := tune.OpenDB(path)           // "" is the user cache directory
-//	t := &tune.Tuner{Device: dev, DB: db, Compiler: vkc.CompilerVersion(),
-//		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })}
-//	defer t.Close()
-//	ctx, cancel := context.WithTimeout(ctx, budget) // --budget: one deadline for all problems
-//	opts.Choose = t.Choose(ctx)                     // lower.Options.Choose
-//	... lower.Lower(...) ...
-//	db.Save(); report t.Summary()
-//
-// When the context ends (budget spent, or cancelled), the tuner stops measuring at once: problems
-// already searched keep their best configuration, the rest get the best configuration measured so
-// far or, with none, the Static choice. Choose never fails because of the context; the caller
-// decides from ctx.Err() whether to write the plan.
 package tune
 
 import (
