@@ -1,16 +1,33 @@
-// Package lower turns extracted graphs into a plan.Plan: constant folding into compile-time
-// weights, views for reshapes and contiguous slices, fusion of elementwise chains (into one
-// kernel, or into the epilogue of a matmul), template choice, a liveness-based memory plan with
-// one arena, in-place state updates, a dispatch order that lets independent kernels share barrier
-// intervals, and module deduplication.
+// Package lower turns extracted graphs into a plan.Plan:
 //
-// The static path (Options.Choose == nil) takes, for every problem, the template with the lowest
-// roofline estimate (Estimate) at its default configuration. The measured tuner plugs in through
-// Options.Choose; everything else is the same for both.
+//  1. fold: subgraphs that depend only on parameters and constants are evaluated by the
+//     interpreter and stored as compile-time weights (concatenated or transposed weights, scaled
+//     norms); compile-time scalars are embedded in the kernels that use them;
+//  2. views: reshape is always a view; a contiguous slice (axes before the sliced one of size 1,
+//     step 1) is a view at a byte offset when that offset keeps the binding alignment, else a
+//     kernel; other layout ops are kernels;
+//  3. fusion: pointwise ops (and expand) form groups computed by one elementwise kernel, with
+//     several outputs when a member is a function result; a group whose input comes from a
+//     kernel that nothing else reads becomes that kernel's epilogue when a template implements it
+//     (a matmul's bias, activation or residual add);
+//  4. templates: every problem gets a template and configuration through Options.Choose (the
+//     measured tuner) or the static choice (lowest Estimate at the default configuration);
+//  5. memory: intermediates share one arena placed by memplan.Assign over lifetimes measured in
+//     barrier levels; a launch that writes a result in place over a state read straight from its
+//     source is done on the state region (the old state is copied first only if a kernel that
+//     runs later still reads it); results are written straight into output slots where possible;
+//  6. order: every launch step gets the earliest barrier level after its dependencies (reads
+//     after writes, writes after reads and writes), dispatches are emitted level by level, and
+//     BarrierBefore is set exactly where a dispatch touches bytes that a dispatch since the last
+//     barrier writes (or writes bytes it touches); identical modules are emitted once;
+//  7. record: ops, labels and estimated times per dispatch, the chosen kernels, notes.
 //
 // Lowering is deterministic: the same model, functions and options give a plan whose encoding is
-// byte-identical (maps are never iterated where order matters; everything is ordered by node
-// position).
+// byte-identical (nothing depends on map order; everything is ordered by node position).
+//
+// Limits: levels minimise barriers to the dependency depth but can keep more intermediates alive
+// at once than a depth-first order would; concat is a kernel (producers do not yet write into the
+// concatenation's slices); function inputs and outputs always get staging slots of their own.
 package lower
 
 import (
