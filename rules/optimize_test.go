@@ -2,10 +2,12 @@ package rules
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 
 	"vkc/egraph"
 	"vkc/ir"
+	"vkc/ir/interp"
 )
 
 func TestOptimizeRoundTrip(t *testing.T) {
@@ -84,5 +86,41 @@ func TestOptimizeLimits(t *testing.T) {
 	cancel()
 	if _, _, err := Optimize(ctx, m, f, Options{}); err == nil {
 		t.Error("a cancelled context did not stop Optimize")
+	}
+}
+
+// TestOptimizeMultiOutputInput: a function that already holds a two-output op (add_rmsnorm) goes
+// through the e-graph with its projections and comes back computing the same values; an
+// optimised function optimised again keeps its ops.
+func TestOptimizeMultiOutputInput(t *testing.T) {
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 3, 5))
+	y, _ := b.Input("y", ir.T(ir.F32, 3, 5))
+	w := b.Param("w", ir.T(ir.F32, 5))
+	s := b.MustOp(ir.AddRMSNorm, ir.Attrs{"eps": 1e-6}, x, y, w)
+	n := ir.Value{Node: s.Node, Out: 1}
+	_ = b.Output("sum", s)
+	_ = b.Output("norm", b.MustOp(ir.Linear, nil, n, b.Param("W", ir.T(ir.F32, 7, 5))))
+	f := b.Function()
+	g, _, err := Optimize(context.Background(), nil, f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	c := &caseGen{t: t, rng: rng}
+	env := interp.Env{Inputs: map[string]*ir.Tensor{"x": c.randTensor(ir.T(ir.F32, 3, 5)), "y": c.randTensor(ir.T(ir.F32, 3, 5))},
+		Params: map[string]*ir.Tensor{"w": c.randTensor(ir.T(ir.F32, 5)), "W": c.randTensor(ir.T(ir.F32, 7, 5))}}
+	want, got := evalOutputs(t, f, env), evalOutputs(t, g, env)
+	for i := range want {
+		if err := closeEnough(got[i], want[i], 1e-5); err != nil {
+			t.Errorf("output %d: %v\n%s", i, err, funcString(g))
+		}
+	}
+	g2, _, err := Optimize(context.Background(), nil, g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opSummary(g2) != opSummary(g) {
+		t.Errorf("optimising again changed %s to %s", opSummary(g), opSummary(g2))
 	}
 }
