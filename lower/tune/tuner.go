@@ -29,22 +29,52 @@ type Candidate struct {
 	Template *kernels.Template
 	Config   kernels.Config
 	Launch   *kernels.Launch
-	// Bench is the launch recorded on the device with the checked inputs in its buffers;
-	// Bench.Program().Measure times it.
+	// Bench is the launch recorded on the device with the checked inputs in its buffers, after
+	// one checking run; Bench.Program().Measure times it.
 	Bench *Bench
+	// BestSoFar is the lowest time of the search so far (0: none yet), for cutting losers short.
+	BestSoFar time.Duration
 }
 
 // DeviceTiming times a candidate on its device with runtime.Program.Measure: warm-up runs, then
 // Options.Reps repetitions in one submission, the median of the quietest round. Measure repeats a
 // noisy round itself (up to Options.MaxRounds); a result still noisy after that is measured once
 // more and the quieter of the two is kept.
+//
+// A candidate whose checking run already took more than Cutoff times the best median of its
+// search so far cannot win; it is not measured further and the checking run's GPU time stands as
+// its time. On lavapipe, where a bad configuration can take hundreds of times longer than a good
+// one, this keeps a search's cost near that of its good points.
 type DeviceTiming struct {
 	Options runtime.MeasureOptions
+	// Cutoff is the ratio above which a candidate is cut after its checking run (0: 4; negative:
+	// never cut).
+	Cutoff float64
+	// Stats, when set, counts what Time did.
+	Stats *TimingStats
+}
+
+// TimingStats counts DeviceTiming's work.
+type TimingStats struct {
+	Measured int // candidates measured in full
+	Cut      int // candidates timed by their checking run alone (Cutoff)
 }
 
 // Time implements TimingSource.
 func (t DeviceTiming) Time(ctx context.Context, c *Candidate) (time.Duration, error) {
 	prog := c.Bench.Program()
+	cutoff := t.Cutoff
+	if cutoff == 0 {
+		cutoff = 4
+	}
+	if cutoff > 0 && c.BestSoFar > 0 {
+		if first, err := prog.LastGPUTime(); err == nil && float64(first) > cutoff*float64(c.BestSoFar) {
+			if t.Stats != nil {
+				t.Stats.Cut++
+			}
+			return first, nil
+		}
+	}
 	m, err := prog.Measure(ctx, t.Options)
 	if err != nil {
 		return 0, err
@@ -53,6 +83,9 @@ func (t DeviceTiming) Time(ctx context.Context, c *Candidate) (time.Duration, er
 		if m2, err := prog.Measure(ctx, t.Options); err == nil && m2.Spread < m.Spread {
 			m = m2
 		}
+	}
+	if t.Stats != nil {
+		t.Stats.Measured++
 	}
 	return m.Median, nil
 }
@@ -477,6 +510,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	// Configurations that realise the same launch (a parameter the template ignores for this
 	// problem) share one run and one time.
 	sameLaunch := map[string]string{} // launch signature → config key measured
+	_, bestSoFar := bestOf(e.Times)
 	eval := func(c kernels.Config) (outcome, float64) {
 		ck := c.Key()
 		if d, ok := e.Times[ck]; ok {
@@ -488,7 +522,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		if err := tm.Space.Valid(p, c, t.Caps); err != nil {
 			return skipped, 0
 		}
-		o, d, reason := t.try(ctx, p, tm, c, in, sameLaunch, e, &fatal)
+		o, d, reason := t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &fatal)
 		if o == skipped { // stopped (context or fatal): nothing is recorded
 			return skipped, 0
 		}
@@ -499,6 +533,9 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			t.stats.Invalid++
 		} else {
 			e.Times[ck] = d
+			if bestSoFar == 0 || d < bestSoFar {
+				bestSoFar = d
+			}
 		}
 		t.progress(ctx, current)
 		return o, float64(d)
@@ -523,7 +560,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 // ended or a fatal device error (recorded in *fatal) stopped it: such a configuration is not
 // recorded either way.
 func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Template, c kernels.Config, in *checkData,
-	sameLaunch map[string]string, e *Entry, fatal *error) (outcome, time.Duration, string) {
+	sameLaunch map[string]string, e *Entry, bestSoFar time.Duration, fatal *error) (outcome, time.Duration, string) {
 	stopped := func(err error) bool {
 		if ctx.Err() != nil {
 			return true
@@ -573,7 +610,7 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 			return failed, 0, fmt.Sprintf("wrong result %d: %s", i, msg)
 		}
 	}
-	d, err := t.Timing.Time(ctx, &Candidate{Problem: p, Template: tm, Config: c, Launch: l, Bench: b})
+	d, err := t.Timing.Time(ctx, &Candidate{Problem: p, Template: tm, Config: c, Launch: l, Bench: b, BestSoFar: bestSoFar})
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""

@@ -92,6 +92,19 @@ func TestTunerMeasuresOnDevice(t *testing.T) {
 	if c.Config["slow"] != 0 || fast <= 0 || slow <= fast {
 		t.Errorf("chose [%s]; times slow %v, fast %v", c.Config.Key(), slow, fast)
 	}
+
+	// Measured fast first, the slow kernel is cut after its checking run: it cannot win.
+	var stats TimingStats
+	tm2 := toyTemplate("toy_slow_last", 1, kernels.Ints("slow", 0, 1), kernels.Ints("wg", 64))
+	tu2 := toyTuner(t, nil, tm2)
+	tu2.Timing = DeviceTiming{Options: runtimeOptionsQuick, Stats: &stats}
+	c, err = tu2.Best(context.Background(), toyProblem(1<<14))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Config["slow"] != 0 || stats.Measured != 1 || stats.Cut != 1 {
+		t.Errorf("chose [%s]; %d measured, %d cut; want slow=0, 1 and 1", c.Config.Key(), stats.Measured, stats.Cut)
+	}
 }
 
 // The selection across templates follows measurement, not the static estimate: the roofline
