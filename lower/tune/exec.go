@@ -71,8 +71,9 @@ func hostTensor(t ir.Type, b []byte) *ir.Tensor {
 // constants share a module (the driver's pipeline cache sees the same SPIR-V) and two
 // configurations that realise the same kernel share the pipeline itself.
 type Pipelines struct {
-	d *runtime.Device
-	m map[string]*runtime.Pipeline
+	d       *runtime.Device
+	m       map[string]*runtime.Pipeline
+	created int
 }
 
 // NewPipelines returns an empty pipeline cache for d. Close it to destroy the pipelines.
@@ -107,13 +108,17 @@ func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, er
 		return nil, err
 	}
 	c.m[key] = pl
+	c.created++
 	return pl, nil
 }
 
-// Len is the number of pipelines created.
+// Len is the number of pipelines held; Created counts every pipeline ever created.
 func (c *Pipelines) Len() int { return len(c.m) }
 
-// Close destroys every pipeline.
+// Created is the number of pipelines created since NewPipelines.
+func (c *Pipelines) Created() int { return c.created }
+
+// Close destroys every pipeline; the cache stays usable.
 func (c *Pipelines) Close() {
 	for k, pl := range c.m {
 		pl.Close()

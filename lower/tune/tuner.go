@@ -541,6 +541,9 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		return o, float64(d)
 	}
 	complete := search(tm.Space.Params, searchPlan{Exhaustive: t.Exhaustive, Budget: t.Budget, Seed: t.Seed}, eval, stop)
+	// A search's pipelines serve no other search (shapes are baked into the modules); dropping
+	// them keeps a long compile's memory flat. The device's pipeline cache keeps their code.
+	t.pipes.Close()
 	if fatal != nil {
 		return nil, fmt.Errorf("tune %s with %s: %w", key.Problem, tm.Name, fatal)
 	}

@@ -67,8 +67,8 @@ func TestTunerFindsKnownBestAndRejectsInvalid(t *testing.T) {
 		}
 	}
 	// Variants 0 and 1 of each (wg, per) are distinct pipelines; nothing was created twice.
-	if n := tu.pipes.Len(); n != 18 {
-		t.Errorf("%d pipelines created, want 18 (one per distinct module and specialization)", n)
+	if n := tu.pipes.Created(); n != 18 || tu.pipes.Len() != 0 {
+		t.Errorf("%d pipelines created, %d held; want 18 (one per distinct module and specialization), none held after the search", n, tu.pipes.Len())
 	}
 	s := tu.Stats()
 	if s.Kernels != 1 || s.Searches != 1 || s.Configs != 27 || s.Invalid != 18 || s.Reused != 0 {
