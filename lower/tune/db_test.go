@@ -158,3 +158,30 @@ func TestParseConfigRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A complete entry whose best point the template's space no longer accepts is stale: the tuner
+// says so and searches again instead of handing lowering an invalid configuration.
+func TestDBStaleEntrySearchedAgain(t *testing.T) {
+	db, err := OpenDB(filepath.Join(t.TempDir(), "tune.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := toyTemplate("toy", 1, kernels.Ints("wg", 32, 64))
+	clock := &fakeClock{timeOf: bowl}
+	tu := toyTuner(t, clock, tm)
+	tu.DB = db
+	var logs []string
+	tu.Log = func(msg string) { logs = append(logs, msg) }
+	p := toyProblem(100)
+	if err := tu.init(); err != nil {
+		t.Fatal(err)
+	}
+	db.Put(&Entry{Key: tu.Key(tm, p), Best: kernels.Config{"wg": 999}, Time: time.Nanosecond, Tried: 1, Complete: true})
+	c, err := tu.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Config.Key() != "wg=64" || clock.count() != 2 || len(logs) != 1 || !strings.Contains(logs[0], "stale") {
+		t.Errorf("chose [%s] after timing %d; logs %q", c.Config.Key(), clock.count(), logs)
+	}
+}

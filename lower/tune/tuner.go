@@ -154,8 +154,8 @@ type Tuner struct {
 	Static func(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
 	// Progress, when set, is called after every configuration and every chosen problem.
 	Progress func(Progress)
-	// Log, when set, receives warnings (a database entry that could not be used, a result
-	// whose every configuration was invalid).
+	// Log, when set, receives warnings: a stale database entry searched again, a problem left
+	// at the static choice because the budget ran out.
 	Log func(msg string)
 
 	mu      sync.Mutex
@@ -199,6 +199,12 @@ func (t *Tuner) init() error {
 		t.Static = Cheapest(t.Caps, nil)
 	}
 	return nil
+}
+
+func (t *Tuner) logf(format string, args ...any) {
+	if t.Log != nil {
+		t.Log(fmt.Sprintf(format, args...))
+	}
 }
 
 // Close destroys the pipelines the tuner created. It does not save the database.
@@ -321,6 +327,7 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 			}
 		}
 		choice.Template, choice.Config, choice.Static = tm, c, true
+		t.logf("tune %s: nothing measured before the budget ran out; static choice %s [%s]", pk, tm.Name, c.Key())
 		if !seen {
 			t.stats.Static++
 		}
@@ -492,11 +499,22 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	e := &Entry{Key: key, Times: map[string]time.Duration{}, Invalid: map[string]string{}}
 	if t.DB != nil {
 		if old, ok := t.DB.Get(key); ok {
-			if old.Complete {
+			// An entry whose best point the template's space no longer accepts (a development
+			// build whose version string did not change) is stale: search afresh.
+			if old.Best != nil {
+				if err := tm.Space.Valid(p, old.Best, t.Caps); err != nil {
+					t.logf("tuning database entry for %s with %s is stale (%v); searching again", key.Problem, tm.Name, err)
+					old = nil
+				}
+			}
+			switch {
+			case old == nil:
+			case old.Complete:
 				t.stats.Reused++
 				return old, nil
+			default:
+				e = old // resume: what it measured is replayed, not measured again
 			}
-			e = old // resume: what it measured is replayed, not measured again
 		}
 	}
 	if ctx.Err() != nil {
