@@ -33,6 +33,7 @@ func init() {
 			budget := fs.Duration("budget", 0, "with a model: stop measuring after this long (0: no limit); the rest keeps the static choice")
 			fns := fs.String("f", "", "with a model: comma-separated functions whose kernels to tune (default: all)")
 			device := fs.String("device", "", "with a model: the device, by index or name substring (default: $VKC_DEVICE, else the best)")
+			perSearch := fs.Duration("per-search", 0, "with a model: stop each template's search after this long (0: no limit); a later run resumes it")
 			configs := fs.Int("configs", 0, "with a model: at most this many configurations measured per template (default: the tuner's, 64 points in full or 32 of a larger space)")
 			asWritten := fs.Bool("as-written", false, "with a model: tune the functions as written, without e-graph optimisation")
 			quiet := fs.Bool("q", false, "no progress on standard error")
@@ -62,7 +63,7 @@ func init() {
 				if *quiet {
 					stderr = io.Discard
 				}
-				opts := tuneModelOptions{db: *path, budget: *budget, device: *device, configs: *configs, optimize: !*asWritten}
+				opts := tuneModelOptions{db: *path, budget: *budget, perSearch: *perSearch, device: *device, configs: *configs, optimize: !*asWritten}
 				if *fns != "" {
 					opts.functions = strings.Split(*fns, ",")
 				}
@@ -76,6 +77,7 @@ type tuneModelOptions struct {
 	db, device string
 	functions  []string
 	budget     time.Duration
+	perSearch  time.Duration
 	configs    int
 	optimize   bool
 }
@@ -134,6 +136,7 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 	model := lower.ModelFor(d.DeviceFingerprint())
 	tu := &tune.Tuner{Device: d, DB: db, Compiler: vkc.CompilerVersion(), Budget: o.configs, Exhaustive: o.configs,
 		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })}
+	tu.SearchLimit = o.perSearch
 	defer tu.Close()
 	tctx := ctx
 	if o.budget > 0 {

@@ -40,7 +40,12 @@ type searchPlan struct {
 // down in its sorted values), then more samples and climbing until the budget is spent or every
 // point has been seen. This is a heuristic, not an optimum: a large space's best point is found
 // only when it lies on a climb from a sampled point.
-func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (outcome, float64), stop func() bool) bool {
+func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (outcome, float64), stopFn func() bool) bool {
+	halted := false
+	stop := func() bool {
+		halted = halted || stopFn()
+		return halted
+	}
 	points := pointsOf(params)
 	if len(points) <= sp.Exhaustive || sp.Budget <= 0 {
 		for _, c := range points {
@@ -133,7 +138,7 @@ func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (ou
 			break // nothing left to sample and the climb found nothing new
 		}
 	}
-	return !stop() || used >= sp.Budget
+	return !halted || used >= sp.Budget
 }
 
 // pointsOf enumerates params as Space.Points does: defaults first, the last parameter fastest.

@@ -145,6 +145,11 @@ type Tuner struct {
 	// Exhaustive: spaces of at most this many points are searched in full (default 64).
 	// Budget: larger spaces get this many built-and-run configurations (default 32).
 	Exhaustive, Budget int
+	// SearchLimit, when positive, bounds each template search's wall time; a search cut by it
+	// keeps its best point so far and is stored as interrupted, so a later compile resumes it.
+	// With one deadline for the whole compile (the context's), it keeps the first problems from
+	// spending the time of all the others.
+	SearchLimit time.Duration
 	// Seed fixes the search order of budgeted searches and the random inputs.
 	Seed int64
 	// Templates lists the templates that accept a problem (default kernels.For).
@@ -524,7 +529,14 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	t.stats.Searches++
 	current := tm.Name + " " + key.Problem
 	var fatal error
-	stop := func() bool { return fatal != nil || ctx.Err() != nil }
+	start := time.Now()
+	limited := false
+	stop := func() bool {
+		if t.SearchLimit > 0 && time.Since(start) > t.SearchLimit {
+			limited = true
+		}
+		return fatal != nil || ctx.Err() != nil || limited
+	}
 	// Configurations that realise the same launch (a parameter the template ignores for this
 	// problem) share one run and one time.
 	sameLaunch := map[string]string{} // launch signature → config key measured
@@ -565,7 +577,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	if fatal != nil {
 		return nil, fmt.Errorf("tune %s with %s: %w", key.Problem, tm.Name, fatal)
 	}
-	e.Complete = complete && ctx.Err() == nil
+	e.Complete = complete && ctx.Err() == nil && !limited
 	if !e.Complete {
 		t.stats.Stopped = true
 	}

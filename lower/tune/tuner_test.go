@@ -255,3 +255,31 @@ func TestTunerAllInvalid(t *testing.T) {
 }
 
 var runtimeOptionsQuick = runtime.MeasureOptions{Warmup: 1, Reps: 5}
+
+// SearchLimit cuts one template's search short; it is stored as interrupted and a later run
+// resumes it.
+func TestTunerSearchLimit(t *testing.T) {
+	db, _ := OpenDB(t.TempDir() + "/tune.json")
+	slow := &fakeClock{timeOf: bowl, onTime: func(int) { time.Sleep(30 * time.Millisecond) }}
+	tm := toyTemplate("toy", 1, toySpace...)
+	tu := toyTuner(t, slow, tm)
+	tu.DB, tu.SearchLimit = db, 50*time.Millisecond
+	p := toyProblem(1000)
+	c, err := tu.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Entries[0]
+	if e.Complete || len(e.Times) == 0 || len(e.Times) >= 9 || c.Static {
+		t.Fatalf("limited search: complete=%v, %d timed, static=%v", e.Complete, len(e.Times), c.Static)
+	}
+	tu2 := toyTuner(t, &fakeClock{timeOf: bowl}, tm)
+	tu2.DB = db
+	c, err = tu2.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Entries[0].Complete || c.Config.Key() != "per=2,variant=0,wg=64" {
+		t.Errorf("resumed: complete=%v [%s]", c.Entries[0].Complete, c.Config.Key())
+	}
+}
