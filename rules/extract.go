@@ -59,8 +59,9 @@ const cutsPerSegment = 8
 
 // extractSegments extracts f's outputs and updates segment by segment and returns candidates,
 // each a list of extractions for buildFunction: first egraph.Extract's selection in every
-// segment; then, when k > 1, selections that differ from it in one segment (that segment's
-// egraph.ExtractDiverse candidates). The caller prices the built functions, drops duplicates and
+// segment; then, when k > 1, every segment's cheapest diverse selection together, and the
+// selections that differ from the first in one segment (that segment's egraph.ExtractDiverse
+// candidates). The caller prices the built functions, drops duplicates and
 // keeps the k cheapest: a segment's own cost does not tell what a change there costs the whole
 // function, since classes shared between segments are built once.
 func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, base egraph.CostFunc, k int) ([][]*egraph.Extraction, error) {
@@ -120,6 +121,20 @@ func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, b
 		best[i] = xs[0]
 	}
 	out := [][]*egraph.Extraction{best}
+	if k > 1 {
+		// Every segment's cheapest selection (by its own cost) together: the segments are
+		// nearly independent, so this is usually the cheapest whole.
+		low := make([]*egraph.Extraction, len(segs))
+		for i, xs := range segs {
+			low[i] = xs[0]
+			for _, x := range xs[1:] {
+				if x.Cost < low[i].Cost {
+					low[i] = x
+				}
+			}
+		}
+		out = append(out, low)
+	}
 	for i, xs := range segs {
 		for _, x := range xs[1:] {
 			c := slices.Clone(best)

@@ -248,6 +248,10 @@ type adapter struct {
 	foldOff bool
 	// skipped counts, per rule, matches whose right side did not type-check.
 	skipped map[string]int
+	// written holds the e-nodes of the input function, so that extraction can tell a node the
+	// model wrote from one a rule built (a rule may rebuild a node the model has, and which of
+	// two equal nodes keeps its origin after a union is the e-graph's choice).
+	written []egraph.Node
 }
 
 func newAdapter() *adapter {
@@ -602,6 +606,7 @@ func (a *adapter) addFunction(f *ir.Function) (map[ir.Value]egraph.Id, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n, err)
 		}
+		a.written = append(a.written, node)
 		if n.Name != "" {
 			if _, ok := a.names[id]; !ok {
 				a.names[id] = n.Name
@@ -670,6 +675,17 @@ func (a *adapter) buildFunction(f *ir.Function, vals map[ir.Value]egraph.Id, xs 
 	for id, p := range a.pos {
 		pos[g.Find(id)] = p
 	}
+	nodeKey := func(n egraph.Node) string {
+		k := fmt.Sprint(n.Op, ":", n.Attr)
+		for _, c := range n.Children {
+			k += "," + strconv.Itoa(int(g.Find(c)))
+		}
+		return k
+	}
+	written := map[string]bool{}
+	for _, n := range a.written {
+		written[nodeKey(n)] = true
+	}
 	built := map[egraph.Id]ir.Value{}
 	total := 0.0
 	for _, x := range xs {
@@ -734,7 +750,9 @@ func (a *adapter) buildFunction(f *ir.Function, vals map[ir.Value]egraph.Id, xs 
 				if err != nil {
 					return nil, 0, fmt.Errorf("extracted node %s: %w", g.NodeString(n), err)
 				}
-				v.Node.Rule = n.Origin()
+				if !written[nodeKey(n)] {
+					v.Node.Rule = n.Origin()
+				}
 				v.Node.Name = names[c]
 			}
 			built[c] = v

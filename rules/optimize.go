@@ -164,7 +164,7 @@ func (r *Report) String() string {
 //	if err != nil { return err }
 //	fmt.Print(rep)
 func Optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options) (*ir.Function, *Report, error) {
-	fns, rep, err := OptimizeK(ctx, m, f, opts, 1)
+	fns, rep, err := optimize(ctx, m, f, opts, 1, 1)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -179,6 +179,12 @@ func Optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options) (*
 //
 //	cands, rep, err := rules.OptimizeK(ctx, m, f, rules.Options{}, 4)
 func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k int) ([]*ir.Function, *Report, error) {
+	return optimize(ctx, m, f, opts, k, k)
+}
+
+// optimize saturates, extracts with width diverse selections per segment, and returns the k
+// cheapest distinct functions.
+func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k, width int) ([]*ir.Function, *Report, error) {
 	rep := &Report{Function: f.Name, InputNodes: len(f.Nodes)}
 	t0 := time.Now()
 	a := newAdapter()
@@ -214,7 +220,7 @@ func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k
 		cost = DefaultCost
 	}
 	cf := a.costFunc(cost)
-	cands, err := a.extractSegments(f, vals, cf, max(k, 1))
+	cands, err := a.extractSegments(f, vals, cf, width)
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
 	}
@@ -479,7 +485,7 @@ func (c StaticCost) Cost(n CostNode) float64 {
 	for _, t := range n.Outs {
 		bytes += float64(t.Bytes())
 	}
-	flops := 0.0
+	flops, extra := 0.0, 0.0
 	switch n.Op {
 	case ir.Reshape:
 		return 1
@@ -490,7 +496,7 @@ func (c StaticCost) Cost(n CostNode) float64 {
 	case ir.Matmul:
 		// The general batched kernel costs a little more than linear's for the same problem,
 		// so extraction prefers linear where both are possible (a deterministic tie-break).
-		bytes += 64
+		extra = 64
 		o := n.Outs[0].Shape
 		a := n.Args[0].Shape
 		k := a[a.Rank()-1]
@@ -508,7 +514,7 @@ func (c StaticCost) Cost(n CostNode) float64 {
 		q, k := n.Args[0].Shape, n.Args[1].Shape
 		flops = 4 * float64(q.NumElements()) * float64(max(k[0], k[1]))
 	}
-	return c.Launch + math.Max(bytes, flops/c.FlopsPerByte)
+	return c.Launch + math.Max(bytes, flops/c.FlopsPerByte) + extra
 }
 
 // costFunc prices e-nodes with cost: free for sources, projections and compile-time (static)

@@ -41,6 +41,7 @@ func TestSaturateSmolLM2(t *testing.T) {
 	m := smolLM2(t, 30)
 	for _, f := range m.Functions {
 		var summary [2]string
+		var expr [2]map[string]string
 		for i, decompose := range []bool{false, true} {
 			g := f
 			if decompose {
@@ -61,10 +62,15 @@ func TestSaturateSmolLM2(t *testing.T) {
 			if n := rep.Fused["rmsnorm-linear"]; n < 30*5 {
 				t.Errorf("%s: %d rmsnorm_linear nodes extracted, want at least 5 per layer", f.Name, n)
 			}
-			summary[i] = opSummary(out)
+			summary[i], expr[i] = opSummary(out), structure(out)
 		}
 		if summary[0] != summary[1] {
 			t.Errorf("%s: as primitives extracts to\n  %s\nas written to\n  %s", f.Name, summary[1], summary[0])
+		}
+		for k, w := range expr[0] {
+			if expr[1][k] != w {
+				t.Errorf("%s: %s is computed differently as primitives", f.Name, k)
+			}
 		}
 	}
 }

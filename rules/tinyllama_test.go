@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"sort"
@@ -123,5 +124,55 @@ func TestDecomposedExtractsToFused(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: decomposed model extracts to\n  %s\nfused-op model to\n  %s\n%s", f.Name, got, want, reps[i])
 		}
+		ws, gs := structure(f), structure(prim.Functions[i])
+		for k, w := range ws {
+			if gs[k] != w {
+				t.Errorf("%s: %s is computed differently:\n  fused-op model  %.300s\n  decomposed model %.300s", f.Name, k, w, gs[k])
+			}
+		}
 	}
+}
+
+// structure spells each output and state update of f as the expression computing it (ops,
+// attributes, sources by name, constants by value), so two graphs compare by what they compute
+// and how, whatever their node order.
+func structure(f *ir.Function) map[string]string {
+	memo := map[ir.Value]string{}
+	var expr func(v ir.Value) string
+	expr = func(v ir.Value) string {
+		if s, ok := memo[v]; ok {
+			return s
+		}
+		n := v.Node
+		var s string
+		switch n.Op {
+		case ir.Input, ir.Param, ir.State:
+			s = n.Op.String() + ":" + n.Name
+		case ir.Const:
+			s = fmt.Sprintf("const%v", n.Value.Float64s())
+		default:
+			parts := []string{n.Op.String() + "[" + n.Attrs.Key() + "]"}
+			for _, a := range n.Args {
+				parts = append(parts, expr(a))
+			}
+			s = "(" + strings.Join(parts, " ") + ")"
+			if v.Out > 0 {
+				s += fmt.Sprintf(".%d", v.Out)
+			}
+		}
+		// Long expressions are compared by hash to keep the memo small.
+		if len(s) > 256 {
+			s = fmt.Sprintf("#%x", sha256.Sum256([]byte(s)))
+		}
+		memo[v] = s
+		return s
+	}
+	out := map[string]string{}
+	for _, o := range f.Outputs {
+		out["output "+o.Name] = expr(o.Value)
+	}
+	for _, u := range f.Updates {
+		out["update "+u.Name] = expr(u.Value)
+	}
+	return out
 }
