@@ -85,15 +85,19 @@ func isAxis(at ir.Attrs, name string, want, r int) bool {
 	return err == nil && ax == want
 }
 
-// shortFloat returns v's shortest spelling for its dtype, read back as float64: a constant stored
-// as f32 1e-5 gives the attribute 1e-05, as a model writes it.
+// shortFloat returns the shortest decimal that rounds to v in dtype d, read back as float64: a
+// constant stored as f32 or f16 1e-5 gives the attribute 1e-05, as a model writes it.
 func shortFloat(v float64, d ir.DType) float64 {
-	bits := 64
-	if d.IsFloat() { // f32, f16 and bf16 values are all exact in float32
-		bits = 32
+	if !d.IsFloat() {
+		return v
 	}
-	x, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', -1, bits), 64)
-	return x
+	for p := 1; p <= 17; p++ {
+		x, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', p, 64), 64)
+		if err == nil && roundTo(d, x) == v {
+			return x
+		}
+	}
+	return v
 }
 
 // composeTransposes: transpose(transpose(x, q), p) is one transpose with perm q∘p, or x.
