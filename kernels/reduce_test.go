@@ -54,7 +54,7 @@ func TestReduceOnDevice(t *testing.T) {
 			{ir.T(ir.U32, 3, 5), 0, false, nil},
 		} {
 			p := problem(t, op, ir.Attrs{"axis": tc.axis, "keepdims": tc.keep}, tc.x)
-			checkConfigs(t, kernels.Reduce, p, randomArgs(rng, p), tc.configs)
+			checkConfigs(t, kernels.Reduce, p, randomArgs(rng, p), withSplit(tc.configs, 1))
 		}
 	}
 }
@@ -72,7 +72,54 @@ func TestReduceNaNAndTies(t *testing.T) {
 	args := []*ir.Tensor{ir.TensorFromFloat64s(x, v)}
 	for _, op := range []ir.Op{ir.Max, ir.Min, ir.Argmax} {
 		p := problem(t, op, ir.Attrs{"axis": -1}, x)
-		checkConfigs(t, kernels.Reduce, p, args, rowConfigs)
+		checkConfigs(t, kernels.Reduce, p, args, withSplit(rowConfigs, 1))
+	}
+}
+
+// withSplit adds the reduce template's split parameter to row configurations.
+func withSplit(cs []kernels.Config, split int) []kernels.Config {
+	if cs == nil {
+		return nil
+	}
+	out := make([]kernels.Config, len(cs))
+	for i, c := range cs {
+		d := kernels.Config{"split": split}
+		for k, v := range c {
+			d[k] = v
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// A long row split over several workgroups, combined by a second step: every op, f32 and f16,
+// subgroup and shared-memory combining; ties and NaN across parts.
+func TestReduceSplitOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(21))
+	split := []kernels.Config{
+		{"wg": 32, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
+		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
+	}
+	for _, op := range []ir.Op{ir.Sum, ir.Mean, ir.Max, ir.Min, ir.Argmax} {
+		for _, x := range []ir.Type{ir.T(ir.F32, 2, 300), ir.T(ir.F16, 1, 301)} {
+			p := problem(t, op, nil, x)
+			args := randomArgs(rng, p)
+			for _, c := range split {
+				kerneltest.Check(t, kernels.Reduce, p, c, args)
+			}
+		}
+	}
+	x := ir.T(ir.F32, 2, 300)
+	v := make([]float64, 600)
+	v[100], v[250] = 5, 5                 // row 0: a tie across parts, the first wins
+	v[300+10], v[300+290] = 7, math.NaN() // row 1: NaN in the last part
+	args := []*ir.Tensor{ir.TensorFromFloat64s(x, v)}
+	for _, op := range []ir.Op{ir.Max, ir.Min, ir.Argmax} {
+		kerneltest.Check(t, kernels.Reduce, problem(t, op, nil, x), split[1], args)
+	}
+	short := problem(t, ir.Sum, nil, ir.T(ir.F32, 2, 100))
+	if err := kernels.Reduce.Space.Valid(short, split[0], kernels.Lavapipe); err == nil {
+		t.Error("split=8 accepted for rows of 100 with wg=32")
 	}
 }
 

@@ -143,9 +143,6 @@ func (r *WorkgroupReducer) ArgMax(key, idx codegen.Value) (codegen.Value, codege
 	b := r.b
 	sk := r.array(r.scratch, codegen.U32, "a")
 	si := r.array(r.extra, codegen.U32, "b")
-	better := func(k1, i1, k0, i0 codegen.Value) codegen.Value { // (k1,i1) beats (k0,i0)
-		return b.Or(b.Gt(k1, k0), b.And(b.Eq(k1, k0), b.Lt(i1, i0)))
-	}
 	if r.subgroup {
 		sg := b.SubgroupSize()
 		mk := b.SubgroupMax(key)
@@ -161,7 +158,7 @@ func (r *WorkgroupReducer) ArgMax(key, idx codegen.Value) (codegen.Value, codege
 		ai := b.Var("am_idx", b.Load(si, b.U32(0)))
 		b.For(b.U32(1), nsg, b.U32(1), func(i codegen.Value) {
 			k, x := b.Load(sk, i), b.Load(si, i)
-			take := better(k, x, b.Get(ak), b.Get(ai))
+			take := better(b, k, x, b.Get(ak), b.Get(ai))
 			b.Set(ak, b.Select(take, k, b.Get(ak)))
 			b.Set(ai, b.Select(take, x, b.Get(ai)))
 		})
@@ -174,7 +171,7 @@ func (r *WorkgroupReducer) ArgMax(key, idx codegen.Value) (codegen.Value, codege
 	r.tree(func(o codegen.Value) {
 		k0, i0 := b.Load(sk, r.lid), b.Load(si, r.lid)
 		k1, i1 := b.Load(sk, o), b.Load(si, o)
-		take := better(k1, i1, k0, i0)
+		take := better(b, k1, i1, k0, i0)
 		b.Store(sk, r.lid, b.Select(take, k1, k0))
 		b.Store(si, r.lid, b.Select(take, i1, i0))
 	})
