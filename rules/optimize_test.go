@@ -124,3 +124,25 @@ func TestOptimizeMultiOutputInput(t *testing.T) {
 		t.Errorf("optimising again changed %s to %s", opSummary(g), opSummary(g2))
 	}
 }
+
+// TestOptimizeDisable: a disabled rule neither matches nor shows in the result.
+func TestOptimizeDisable(t *testing.T) {
+	m, err := ir.ParseModelWith("../examples/tinyllama/model.yaml", ir.ParseOptions{SkipWeights: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, rep, err := Optimize(context.Background(), m, m.Function("decode"), Options{Disable: []string{"rmsnorm-linear", "rope-cache-write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range g.Nodes {
+		if n.Op == ir.RMSNormLinear || n.Op == ir.RopeCacheWrite {
+			t.Errorf("disabled fusion extracted: %s", n)
+		}
+	}
+	for _, s := range rep.Rules {
+		if s.Name == "rmsnorm-linear" || s.Name == "rope-cache-write" {
+			t.Errorf("disabled rule %s ran", s.Name)
+		}
+	}
+}
