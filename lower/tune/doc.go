@@ -38,11 +38,13 @@
 //	// measured selection per function, then the final plan from the winners:
 //	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
 //		p, _, err := lower.Lower(m, fns, lower.Options{..., Choose: t.Choose(tctx)}); return p, err }
-//	sel, _ := tune.SelectFunction(tctx, d, m, f, candidates, lowerFn, tune.SelectOptions{})
+//	cands := func(f *ir.Function) ([]tune.SelectCandidate, error) { /* OptimizeK's graphs, cheapest first */ }
+//	winners, sels, _ := tune.SelectFunctions(tctx, d, m, fns, cands, lowerFn, tune.SelectOptions{})
 //	p, rep, _ := lower.Lower(m, winners, lower.Options{..., Choose: t.Choose(tctx)})
-//	p.Record.Candidates = append(append(p.Record.Candidates, sel.Record()...), t.Record()...)
+//	for _, s := range sels { p.Record.Candidates = append(p.Record.Candidates, s.Record()...) }
+//	p.Record.Candidates = append(p.Record.Candidates, t.Record()...)
 //	db.Save()                                      // also after Ctrl-C: completed searches are kept
-//	report: t.Summary(), t.Gains(), sel.String()
+//	report: t.Summary(), t.Gains(), each Selection.String()
 //
 // When the context ends (budget spent or Ctrl-C), the tuner stops measuring at once: a problem
 // keeps the best configuration measured so far, or gets the Static choice when none was; Choose

@@ -376,3 +376,37 @@ func medianD(xs []time.Duration) time.Duration {
 	}
 	return (s[n/2-1] + s[n/2]) / 2
 }
+
+// SelectFunctions runs SelectFunction for every function of fns, with the candidates cands
+// gives for it (e.g. rules.OptimizeK under Tuner.OpCost, cheapest first), and returns the winning
+// version of each function in fns' order with the selections. A function with one candidate is
+// still checked against the interpreter (and timed once). The caller lowers the winners together
+// into the final plan and appends each Selection.Record to its record.
+func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []*ir.Function,
+	cands func(f *ir.Function) ([]SelectCandidate, error), lowerFn func(fns []*ir.Function) (*plan.Plan, error),
+	opts SelectOptions) ([]*ir.Function, []*Selection, error) {
+	var winners []*ir.Function
+	var sels []*Selection
+	for _, f := range fns {
+		cs, err := cands(f)
+		if err != nil {
+			return nil, sels, fmt.Errorf("select %s: candidates: %w", f.Name, err)
+		}
+		if len(cs) == 0 {
+			cs = []SelectCandidate{{Fn: f, Label: "as written"}}
+		}
+		o := opts
+		if len(cs) == 1 {
+			o.Rounds = 1
+		}
+		sel, err := SelectFunction(ctx, d, m, f, cs, lowerFn, o)
+		if sel != nil {
+			sels = append(sels, sel)
+		}
+		if err != nil {
+			return nil, sels, err
+		}
+		winners = append(winners, cs[sel.Winner].Fn)
+	}
+	return winners, sels, nil
+}

@@ -102,3 +102,37 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// SelectFunctions picks a version per function and keeps the functions' order.
+func TestSelectFunctions(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	defer tu.Close()
+	ctx := context.Background()
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
+		return p, err
+	}
+	cands := func(f *ir.Function) ([]SelectCandidate, error) {
+		if f.Name == "forward" {
+			return []SelectCandidate{{Fn: f, Label: "as written"}, {Fn: m.Function("forward_alt"), Label: "alt"}}, nil
+		}
+		return nil, nil // as written only
+	}
+	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond}}
+	fns := []*ir.Function{m.Function("forward"), m.Function("forward_alt")}
+	winners, sels, err := SelectFunctions(ctx, d, m, fns, cands, lowerFn, SelectOptions{Timer: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(winners) != 2 || winners[0] != m.Function("forward_alt") || winners[1] != m.Function("forward_alt") || len(sels) != 2 {
+		t.Fatalf("winners %v, %d selections", winners, len(sels))
+	}
+	if sels[1].Rounds != 1 || sels[1].Winner != 0 {
+		t.Errorf("single candidate: %s", sels[1])
+	}
+}
