@@ -36,7 +36,8 @@ func reduceSpace() Space {
 		_, _, inner := reduceDims(p)
 		return inner
 	}, 2)
-	s.Params = append(s.Params, Ints("split", 1, 8, 32))
+	// Largest first: where a split is valid at all (few, long rows) it is the better default.
+	s.Params = append(s.Params, Ints("split", 32, 8, 1))
 	return s.Where(func(p *Problem, c Config, caps Caps) error {
 		sp := c["split"]
 		if sp == 1 {
@@ -45,7 +46,12 @@ func reduceSpace() Space {
 		if c["coop"] != 1 || c["rows"] != 1 {
 			return fmt.Errorf("split=%d needs coop=1 and rows=1 (whole workgroups per part of a row)", sp)
 		}
-		_, n, _ := reduceDims(p)
+		outer, n, inner := reduceDims(p)
+		if rows := outer * inner; rows >= sp {
+			// Pruning, not correctness: with as many rows as parts the rows alone spread over
+			// the device, and the second step only adds a dispatch and a barrier.
+			return fmt.Errorf("split=%d is for fewer rows than parts; %d rows already give %d workgroups", sp, rows, rows)
+		}
 		if chunk := (n + sp - 1) / sp; chunk < c["wg"] {
 			return fmt.Errorf("split=%d leaves %d elements per workgroup, fewer than wg=%d", sp, chunk, c["wg"])
 		}

@@ -121,6 +121,15 @@ func TestReduceSplitOnDevice(t *testing.T) {
 	if err := kernels.Reduce.Space.Valid(short, split[0], kernels.Lavapipe); err == nil {
 		t.Error("split=8 accepted for rows of 100 with wg=32")
 	}
+	many := problem(t, ir.Sum, nil, ir.T(ir.F32, 8, 1000))
+	if err := kernels.Reduce.Space.Valid(many, split[0], kernels.Lavapipe); err == nil {
+		t.Error("split=8 accepted for 8 rows")
+	}
+	// One long row (greedy decoding's argmax over a vocabulary) splits by default.
+	_, c, err := kernels.Build(kernels.Reduce, problem(t, ir.Argmax, nil, ir.T(ir.F32, 1, 49152)), kernels.Lavapipe)
+	if err != nil || c["split"] != 32 {
+		t.Errorf("argmax over 49152: default %v, %v", c, err)
+	}
 }
 
 func TestReduceAccepts(t *testing.T) {
