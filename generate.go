@@ -2,11 +2,13 @@ package vkc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"vkc/ir"
 	"vkc/plan"
 )
 
@@ -47,13 +49,15 @@ func (g *Generation) PerToken() time.Duration {
 }
 
 // stepFn is a function of a causal language model that processes seq tokens at a position:
-// inputs tokens i32[seq] and pos i32[], and either logits f32[seq, vocab] or the argmax per row
+// inputs tokens i32[seq] and pos i32[], and either logits [seq, vocab] (f32, f16 or bf16) or the
+// argmax per row
 // (i32[seq]; i32[] or i32[1] for the last row only).
 type stepFn struct {
 	f           *plan.Function
 	seq         int
 	tokens, pos string
-	logits      string // f32[seq, vocab] output, or ""
+	logits      string // float [seq, vocab] output (f32, f16 or bf16), or ""
+	logitsType  plan.DType
 	vocab       int
 	next        string // i32 argmax output, or ""
 	nextPerRow  bool   // next has one token per row (else: the last row's)
@@ -84,8 +88,9 @@ func stepFunction(f *plan.Function) *stepFn {
 			s.next, s.nextPerRow = v.Name, true
 		case v.DType == plan.I32 && (len(v.Shape) == 0 || len(v.Shape) == 1 && v.Shape[0] == 1) && s.next == "":
 			s.next, s.nextPerRow = v.Name, s.seq == 1
-		case v.DType == plan.F32 && len(v.Shape) == 2 && int(v.Shape[0]) == s.seq && v.Shape[1] > 0 && s.logits == "":
-			s.logits, s.vocab = v.Name, int(v.Shape[1])
+		case (v.DType == plan.F32 || v.DType == plan.F16 || v.DType == plan.BF16) &&
+			len(v.Shape) == 2 && int(v.Shape[0]) == s.seq && v.Shape[1] > 0 && s.logits == "":
+			s.logits, s.logitsType, s.vocab = v.Name, v.DType, int(v.Shape[1])
 		}
 	}
 	if s.next == "" && s.logits == "" {
@@ -116,7 +121,7 @@ func lmFunctions(p *plan.Plan) (prefill, decode *stepFn, err error) {
 		for _, f := range p.Functions {
 			names = append(names, fmt.Sprintf("%s(%s)", f.Name, signature(f.Inputs)))
 		}
-		return nil, nil, fmt.Errorf("plan for %q has no decode function (inputs tokens i32[1] and pos i32[], output logits f32[1, vocab] or an i32 argmax); it has %v", p.Model, names)
+		return nil, nil, fmt.Errorf("plan for %q has no decode function (inputs tokens i32[1] and pos i32[], output logits [1, vocab] or an i32 argmax); it has %v", p.Model, names)
 	}
 	return prefill, decode, nil
 }
@@ -215,12 +220,31 @@ func step(ctx context.Context, exe Executable, s *stepFn, tokens []int32, pos in
 		}
 		return ids[len(ids)-1], nil
 	}
-	logits := Float32s(outs[s.logits])
-	if len(logits) != s.seq*s.vocab {
-		return 0, fmt.Errorf("generate: %s returned %d logits, want %d×%d", s.f.Name, len(logits), s.seq, s.vocab)
+	b := outs[s.logits]
+	esize := 4
+	if s.logitsType != plan.F32 {
+		esize = 2
 	}
-	row := len(tokens) - 1
-	return int32(Argmax(logits[row*s.vocab : (row+1)*s.vocab])), nil
+	if len(b) != s.seq*s.vocab*esize {
+		return 0, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.f.Name, len(b), s.seq, s.vocab, s.logitsType)
+	}
+	row := b[(len(tokens)-1)*s.vocab*esize : len(tokens)*s.vocab*esize]
+	var logits []float32
+	switch s.logitsType {
+	case plan.F32:
+		logits = Float32s(row)
+	default:
+		logits = make([]float32, s.vocab)
+		for i := range logits {
+			h := binary.LittleEndian.Uint16(row[2*i:])
+			if s.logitsType == plan.F16 {
+				logits[i] = ir.F16ToF32(h)
+			} else {
+				logits[i] = ir.BF16ToF32(h)
+			}
+		}
+	}
+	return int32(Argmax(logits)), nil
 }
 
 // Argmax is the index of the largest element (the first one on ties; NaN never wins), or -1 for

@@ -198,3 +198,40 @@ func TestArgmax(t *testing.T) {
 		}
 	}
 }
+
+// fixedExe answers every run with the same outputs.
+type fixedExe struct {
+	p    *plan.Plan
+	outs map[string][]byte
+}
+
+func (e *fixedExe) Plan() *plan.Plan { return e.p }
+func (e *fixedExe) Run(context.Context, string, map[string][]byte) (map[string][]byte, error) {
+	return e.outs, nil
+}
+
+// Logits in f16 or bf16 (SmolLM2's plan) are decoded on the host; an i32 output is read as the
+// device's argmax.
+func TestGenerateLogitTypes(t *testing.T) {
+	in := []plan.Value{{Name: "tokens", DType: plan.I32, Shape: []int64{1}}, {Name: "pos", DType: plan.I32, Shape: []int64{}}}
+	vals := []float64{0.5, -1, 3, 2.5}
+	for _, c := range []struct {
+		out  plan.Value
+		data []byte
+		host bool
+	}{
+		{plan.Value{Name: "logits", DType: plan.F16, Shape: []int64{1, 4}}, ir.TensorFromFloat64s(ir.T(ir.F16, 1, 4), vals).Data, true},
+		{plan.Value{Name: "logits", DType: plan.BF16, Shape: []int64{1, 4}}, ir.TensorFromFloat64s(ir.T(ir.BF16, 1, 4), vals).Data, true},
+		{plan.Value{Name: "logits", DType: plan.F32, Shape: []int64{1, 4}}, ir.TensorFromFloat64s(ir.T(ir.F32, 1, 4), vals).Data, true},
+		{plan.Value{Name: "next", DType: plan.I32, Shape: []int64{1}}, Int32Bytes(2), false},
+	} {
+		p := &plan.Plan{Model: "toy", Functions: []plan.Function{{Name: "decode", Inputs: in, Outputs: []plan.Value{c.out}}}}
+		g, err := Generate(context.Background(), &fixedExe{p: p, outs: map[string][]byte{c.out.Name: c.data}}, []int32{1}, 3)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.out.Name, c.out.DType, err)
+		}
+		if fmt.Sprint(g.Tokens) != "[2 2 2]" || g.HostArgmax != c.host {
+			t.Errorf("%s %s: tokens %v, host argmax %v", c.out.Name, c.out.DType, g.Tokens, g.HostArgmax)
+		}
+	}
+}
