@@ -140,19 +140,20 @@ func (a *adapter) recogniseRMSNorm(g *egraph.EGraph, m egraph.Match, rule string
 	return a.union(m.Roots[0], rule, id, err)
 }
 
-// weightParts returns the parameter classes a linear's weight concatenates along axis 0: the
-// weight itself when it is a parameter, or the parts of a concat[axis=0] of parameters.
-func (a *adapter) weightParts(w egraph.Id) []egraph.Id {
+// weightParts returns the parameter classes a linear's weight (rank 2) or bias (rank 1)
+// concatenates along axis 0: the class itself when it is a parameter, or the parts of a
+// concat[axis=0] of parameters.
+func (a *adapter) weightParts(w egraph.Id, rank int) []egraph.Id {
 	w = a.g.Find(w)
 	for _, n := range a.g.Nodes(w) {
 		if n.Op == egraph.Op(ir.Param) {
 			return []egraph.Id{w}
 		}
 	}
-	if n, _, ok := a.find(w, ir.Concat, func(n egraph.Node, at ir.Attrs) bool { return isAxis(at, "axis", 0, 2) }); ok {
+	if n, _, ok := a.find(w, ir.Concat, func(n egraph.Node, at ir.Attrs) bool { return isAxis(at, "axis", 0, rank) }); ok {
 		var parts []egraph.Id
 		for _, c := range n.Children {
-			p := a.weightParts(c)
+			p := a.weightParts(c, rank)
 			if len(p) != 1 {
 				return nil
 			}
@@ -163,16 +164,17 @@ func (a *adapter) weightParts(w egraph.Id) []egraph.Id {
 	return nil
 }
 
-// mergeLinears: two linears of one input, linear(x, W1) and linear(x, W2), are slices of
-// linear(x, concat(W1, W2)) along the output axis. The weights are parameters (or a
-// concatenation of them from an earlier merge), so the lowering stage concatenates them once at
-// compile time. To keep the number of merged forms linear rather than exponential, W2 must be
-// one parameter added after every part of W1: Q,K,V gives QK, QV, KV and QKV, never KQ.
+// mergeLinears: two linears of one input, linear(x, W1[, b1]) and linear(x, W2[, b2]), are
+// slices of linear(x, concat(W1, W2)[, concat(b1, b2)]) along the output axis. Weights and biases
+// are parameters (or concatenations of them from an earlier merge), so the lowering stage
+// concatenates them once at compile time. To keep the number of merged forms linear rather than
+// exponential, W2 must be one parameter added after every part of W1: Q,K,V gives QK, QV, KV and
+// QKV, never KQ.
 func (a *adapter) mergeLinears(g *egraph.EGraph, m egraph.Match, rule string) (bool, error) {
 	x, _ := m.Subst.Class("?x")
 	w1, _ := m.Subst.Class("?w1")
 	w2, _ := m.Subst.Class("?w2")
-	p1, p2 := a.weightParts(w1), a.weightParts(w2)
+	p1, p2 := a.weightParts(w1, 2), a.weightParts(w2, 2)
 	if len(p1) == 0 || len(p2) != 1 || slices.Contains(p1, p2[0]) {
 		return false, nil
 	}
@@ -189,7 +191,20 @@ func (a *adapter) mergeLinears(g *egraph.EGraph, m egraph.Match, rule string) (b
 	if err != nil {
 		return a.union(m.Roots[0], rule, 0, err)
 	}
-	lin, err := a.addNode(ir.Linear, nil, x, cat)
+	args := []egraph.Id{x, cat}
+	if b1, ok := m.Subst.Class("?b1"); ok {
+		b2, _ := m.Subst.Class("?b2")
+		q1, q2 := a.weightParts(b1, 1), a.weightParts(b2, 1)
+		if len(q1) != len(p1) || len(q2) != 1 {
+			return false, nil
+		}
+		bcat, err := a.addNode(ir.Concat, ir.Attrs{"axis": 0}, append(slices.Clone(q1), q2[0])...)
+		if err != nil {
+			return a.union(m.Roots[0], rule, 0, err)
+		}
+		args = append(args, bcat)
+	}
+	lin, err := a.addNode(ir.Linear, nil, args...)
 	if err != nil {
 		return a.union(m.Roots[0], rule, 0, err)
 	}

@@ -320,6 +320,16 @@ var ruleCases = map[string]ruleCase{
 		}
 		return out
 	}},
+	"merge-linears-bias": {build: func(c *caseGen) []ir.Value {
+		in := c.dim()
+		x := c.in(c.dim(), c.dim(), in)
+		var out []ir.Value
+		for range c.pick(2, 3) {
+			o := c.dim()
+			out = append(out, c.op(ir.Linear, nil, x, c.param(o, in), c.param(o)))
+		}
+		return out
+	}},
 }
 
 var heads = ir.Attrs{"perm": []int{1, 0, 2}}
