@@ -41,9 +41,9 @@ type Candidate struct {
 // noisy round itself (up to Options.MaxRounds); a result still noisy after that is measured once
 // more and the quieter of the two is kept.
 //
-// A candidate whose checking run already took more than Cutoff times the best median of its
-// search so far cannot win; it is not measured further and the checking run's GPU time stands as
-// its time. On lavapipe, where a bad configuration can take hundreds of times longer than a good
+// A candidate whose first warm run (the one after the checking run) takes more than Cutoff times
+// the best median of its search so far cannot win; it is not measured further and that run's GPU
+// time stands as its time. On lavapipe, where a bad configuration can take hundreds of times longer than a good
 // one, this keeps a search's cost near that of its good points.
 type DeviceTiming struct {
 	Options runtime.MeasureOptions
@@ -68,11 +68,16 @@ func (t DeviceTiming) Time(ctx context.Context, c *Candidate) (time.Duration, er
 		cutoff = 4
 	}
 	if cutoff > 0 && c.BestSoFar > 0 {
-		if first, err := prog.LastGPUTime(); err == nil && float64(first) > cutoff*float64(c.BestSoFar) {
+		// The checking run's own time is no guide: a driver may compile the pipeline at its
+		// first dispatch (lavapipe does, taking milliseconds). One more run gives a warm figure.
+		if err := prog.Run(ctx, nil, nil); err != nil {
+			return 0, err
+		}
+		if warm, err := prog.LastGPUTime(); err == nil && float64(warm) > cutoff*float64(c.BestSoFar) {
 			if t.Stats != nil {
 				t.Stats.Cut++
 			}
-			return first, nil
+			return warm, nil
 		}
 	}
 	m, err := prog.Measure(ctx, t.Options)
