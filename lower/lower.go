@@ -112,7 +112,14 @@ func (e *NoTemplateError) Error() string {
 func (e *NoTemplateError) Unwrap() error { return ErrNoTemplate }
 
 // Lower compiles fns (functions of m, normally after extraction, sharing m's parameters and
-// state) into a plan. m.Weights must hold every parameter the functions use.
+// state) into a plan. m.Weights must hold every parameter the functions use. An op no template
+// implements is a *NoTemplateError naming the op and the node (errors.Is ErrNoTemplate).
+//
+//	p, rep, err := lower.Lower(m, m.Functions, lower.Options{Caps: caps, Device: fingerprint})
+//	if err == nil {
+//		fmt.Println(rep.Functions[0].Dispatches, rep.Functions[0].Barriers, rep.Arena)
+//		err = p.WriteFile("model.plan")
+//	}
 func Lower(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Report, error) {
 	return lowerModel(m, fns, opts)
 }

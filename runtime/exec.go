@@ -73,6 +73,13 @@ func (d *Device) DeviceFingerprint() plan.Fingerprint {
 // Load prepares p for execution on d: it checks that p was compiled for this device (unless
 // opts.AllowForeign), validates it, creates one pipeline per distinct module, uploads the
 // weights, zeroes the state and records each function once. Nothing is left allocated on error.
+//
+//	p, _ := plan.ReadFile("tinyllama.plan")
+//	exe, err := dev.Load(p, runtime.LoadOptions{PlanPath: "tinyllama.plan"})
+//	if err != nil { ... }                // names both devices when the plan is for another one
+//	defer exe.Close()
+//	out, err := exe.Run(ctx, "decode", map[string][]byte{"tokens": tok, "pos": pos})
+//	logits := out["logits"]              // little-endian f32, as the plan's Value says
 func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error) {
 	if err := d.alive(); err != nil {
 		return nil, err
