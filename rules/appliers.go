@@ -20,6 +20,7 @@ import (
 func (a *adapter) appliers() map[string]egraph.Applier {
 	return map[string]egraph.Applier{
 		"compose_transposes": egraph.ApplyFunc(a.composeTransposes),
+		"compose_slices":     egraph.ApplyFunc(a.composeSlices),
 		"rmsnorm":            egraph.ApplyFunc(a.recogniseRMSNorm),
 		"merge_linears":      egraph.ApplyFunc(a.mergeLinears),
 		"attention":          egraph.ApplyFunc(a.recogniseAttention),
@@ -123,6 +124,41 @@ func (a *adapter) composeTransposes(g *egraph.EGraph, m egraph.Match, rule strin
 		return g.Union(m.Roots[0], x, rule)
 	}
 	id, err := a.addNode(ir.Transpose, ir.Attrs{"perm": r}, x)
+	return a.union(m.Roots[0], rule, id, err)
+}
+
+// composeSlices: a step-1 slice of a step-1 slice along the same axis is one slice (the merged
+// q/k/v linear is sliced into QK then Q when QKV grew from QK).
+func (a *adapter) composeSlices(g *egraph.EGraph, m egraph.Match, rule string) (bool, error) {
+	x, _ := m.Subst.Class("?x")
+	attr := func(v egraph.Var) (int, bool) {
+		s, ok := m.Subst.Attr(v)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.Atoi(s)
+		return n, err == nil
+	}
+	ao, ok1 := attr("?a")
+	ai, ok6 := attr("?b")
+	s1, ok2 := attr("?s1")
+	e1, ok3 := attr("?e1")
+	s2, ok4 := attr("?s2")
+	e2, ok5 := attr("?e2")
+	xt := a.typeOf(x)
+	ax, err := ir.NormAxis(ai, xt.Shape.Rank())
+	ax2, err2 := ir.NormAxis(ao, xt.Shape.Rank())
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || err != nil || err2 != nil || ax != ax2 {
+		return false, nil
+	}
+	is, ie := ir.ClampSlice(xt.Shape[ax], s2, e2)
+	os, oe := ir.ClampSlice(ie-is, s1, e1)
+	if oe <= os {
+		return false, nil
+	}
+	av, _ := m.Subst.Attr("?a")
+	axis, _ := strconv.Atoi(av)
+	id, err := a.addNode(ir.Slice, ir.Attrs{"axis": axis, "start": is + os, "end": is + oe}, x)
 	return a.union(m.Roots[0], rule, id, err)
 }
 

@@ -57,14 +57,8 @@ func (a *adapter) cutClasses(f *ir.Function, vals map[ir.Value]egraph.Id) []egra
 // quadratic cost in depth too soon.
 const cutsPerSegment = 8
 
-// extractSegments extracts f's outputs and updates segment by segment and returns candidates,
-// each a list of extractions for buildFunction: first egraph.Extract's selection in every
-// segment; then, when k > 1, every segment's cheapest diverse selection together, and the
-// selections that differ from the first in one segment (that segment's egraph.ExtractDiverse
-// candidates). The caller prices the built functions, drops duplicates and
-// keeps the k cheapest: a segment's own cost does not tell what a change there costs the whole
-// function, since classes shared between segments are built once.
-func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, base egraph.CostFunc, k int) ([][]*egraph.Extraction, error) {
+// addCuts puts a cut leaf into each cut class of f and returns the cut classes in order.
+func (a *adapter) addCuts(f *ir.Function, vals map[ir.Value]egraph.Id) ([]egraph.Id, error) {
 	g := a.g
 	cuts := a.cutClasses(f, vals)
 	for i, c := range cuts {
@@ -80,6 +74,52 @@ func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, b
 	if _, err := g.Rebuild(); err != nil {
 		return nil, err
 	}
+	return cuts, nil
+}
+
+// groupRules are rules whose benefit needs several classes to switch together: merging the q, k
+// and v linears pays only once all three read slices of the merged one, but egraph.Extract
+// prices one switch at a time, and each alone costs more (the merged linear is counted whole).
+// Extraction therefore also runs with the ops that read a concatenation those rules built (the
+// merged linear, or the rmsnorm_linear of concatenated weights) discounted by the square of the
+// number of parts, so that each consumer's share of a wider merge looks cheaper than a narrower
+// one (QKV rather than QK and KV); both selections are then priced with the true costs and the
+// cheaper wins.
+var groupRules = []string{"merge-linears", "merge-linears-bias"}
+
+// groupBiased returns base with the consumers of groupRules' concatenations discounted.
+func groupBiased(base egraph.CostFunc) egraph.CostFunc {
+	parts := func(g *egraph.EGraph, id egraph.Id) int {
+		for _, n := range g.Nodes(id) {
+			if n.Op == egraph.Op(ir.Concat) && slices.Contains(groupRules, n.Origin()) {
+				return len(n.Children)
+			}
+		}
+		return 0
+	}
+	return func(g *egraph.EGraph, class egraph.Id, n egraph.Node) float64 {
+		v := base(g, class, n)
+		if n.Op == egraph.Op(ir.Concat) {
+			return v
+		}
+		for _, c := range n.Children {
+			if p := parts(g, c); p > 1 {
+				return v / float64(p*p)
+			}
+		}
+		return v
+	}
+}
+
+// extractSegments extracts f's outputs and updates segment by segment and returns candidates,
+// each a list of extractions for buildFunction: first egraph.Extract's selection in every
+// segment; then, when k > 1, every segment's cheapest diverse selection together, and the
+// selections that differ from the first in one segment (that segment's egraph.ExtractDiverse
+// candidates). The caller prices the built functions, drops duplicates and
+// keeps the k cheapest: a segment's own cost does not tell what a change there costs the whole
+// function, since classes shared between segments are built once.
+func (a *adapter) extractSegments(f *ir.Function, vals map[ir.Value]egraph.Id, cuts []egraph.Id, base egraph.CostFunc, k int) ([][]*egraph.Extraction, error) {
+	g := a.g
 	segment := func(limit int) egraph.CostFunc {
 		return func(g *egraph.EGraph, class egraph.Id, n egraph.Node) float64 {
 			if n.Op == opCut {

@@ -220,10 +220,19 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 		cost = DefaultCost
 	}
 	cf := a.costFunc(cost)
-	cands, err := a.extractSegments(f, vals, cf, width)
+	cuts, err := a.addCuts(f, vals)
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
 	}
+	cands, err := a.extractSegments(f, vals, cuts, cf, width)
+	if err != nil {
+		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
+	}
+	grouped, err := a.extractSegments(f, vals, cuts, groupBiased(cf), 1)
+	if err != nil {
+		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
+	}
+	cands = append(cands, grouped...)
 	type built struct {
 		f    *ir.Function
 		cost float64

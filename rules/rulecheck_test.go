@@ -176,6 +176,16 @@ var ruleCases = map[string]ruleCase{
 		a, b := c.dim(), c.dim()
 		return []ir.Value{c.op(ir.Slice, ir.Attrs{"axis": 1, "start": 0, "end": b + c.pick(0, 3)}, c.in(a, b))}
 	}},
+	"slice-slice": {build: func(c *caseGen) []ir.Value {
+		n := c.dim() + 6
+		x := c.in(c.dim(), n)
+		s2 := c.rng.IntN(3)
+		e2 := n - c.rng.IntN(3)
+		inner := c.op(ir.Slice, ir.Attrs{"axis": c.pick(1, -1), "start": s2, "end": e2}, x)
+		l := e2 - s2
+		s1 := c.rng.IntN(2)
+		return []ir.Value{c.op(ir.Slice, ir.Attrs{"axis": -1, "start": s1, "end": s1 + 1 + c.rng.IntN(l-s1)}, inner)}
+	}},
 	"concat-one": {build: func(c *caseGen) []ir.Value {
 		return []ir.Value{c.op(ir.Concat, ir.Attrs{"axis": 1}, c.in(c.dim(), c.dim()))}
 	}},
