@@ -102,8 +102,12 @@ func acceptAttn(p *Problem, caps Caps) (*attn, error) {
 
 // attnShared is the shared memory of a pass: Q and K tiles (d wide), the V tile, scores, the
 // unnormalised output rows, and three per-row values.
-func attnShared(a *attn, br, bk int) int {
-	return 4 * (br*a.d + bk*a.d + bk*a.dv + br*bk + br*a.dv + 3*br)
+func attnShared(a *attn, cfg attnPass) int {
+	n := 4 * (cfg.br*a.d + cfg.bk*a.d + cfg.bk*a.dv + cfg.br*cfg.bk + 3*cfg.br)
+	if !cfg.regOutput(a) {
+		n += 4 * cfg.br * a.dv
+	}
+	return n
 }
 
 // attnPass is one configuration of the generator.
@@ -111,6 +115,27 @@ type attnPass struct {
 	br, bk, wg int
 	splits     int  // key ranges (1: the whole range)
 	split      bool // write (m, l, o) to scratch instead of o/l to the result
+}
+
+// regOutput reports whether the output block can live in registers as a micro tile per
+// invocation: dv a multiple of 4, the dv/4 vectors of a row dividing the workgroup, whose
+// wg/(dv/4) rows divide the block. Otherwise the block's output stays in shared memory.
+func (c attnPass) regOutput(a *attn) bool {
+	if a.dv%4 != 0 || c.wg%(a.dv/4) != 0 {
+		return false
+	}
+	return c.br%(c.wg/(a.dv/4)) == 0
+}
+
+// splitRows is the row block of the split pass: every row of a key/value head, rounded up to a
+// multiple of the rows one register pass covers (wg/(dv/4)) when the output fits that layout.
+func splitRows(a *attn, wg int) int {
+	br := a.rows()
+	if a.dv%4 == 0 && wg%(a.dv/4) == 0 {
+		ty := wg / (a.dv / 4)
+		br = ceilDiv(br, ty) * ty
+	}
+	return br
 }
 
 // buildAttnPass builds the pass kernel. Bindings: q, k, v, [kv_len], then for a split pass the
@@ -131,9 +156,17 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	if dvec > 1 {
 		velem, vt = codegen.Vec(elem, dvec), codegen.Vec(codegen.F32, dvec)
 	}
+	// reg: each invocation keeps a micro tile of the output in registers — rows ty + i·TY of
+	// the block (i < br/TY) and features 4·fx..4·fx+3 — and reads V as vectors.
+	reg := cfg.regOutput(a)
+	tx4 := a.dv / 4
+	vElem := elem
+	if reg {
+		vElem = codegen.Vec(elem, 4)
+	}
 	qb := b.Buffer("q", velem, codegen.ReadOnly)
 	kb := b.Buffer("k", velem, codegen.ReadOnly)
-	vb := b.Buffer("v", elem, codegen.ReadOnly)
+	vb := b.Buffer("v", vElem, codegen.ReadOnly)
 	binds := []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}}
 	var lenBuf *codegen.Buffer
 	if a.kvLen {
@@ -159,11 +192,17 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	qs := b.Shared("q_tile", vt, b.Mul(BR, u(d4)))
 	ks := b.Shared("k_tile", vt, b.Mul(BK, u(d4)))
 	vs := b.Shared("v_tile", codegen.F32, b.Mul(BK, u(a.dv)))
+	if reg {
+		vs = b.Shared("v_tile", codegen.Vec(codegen.F32, 4), b.Mul(BK, u(tx4)))
+	}
 	ss := b.Shared("scores", codegen.F32, b.Mul(BR, BK))
 	ms := b.Shared("m", codegen.F32, BR)
 	ls := b.Shared("l", codegen.F32, BR)
 	as := b.Shared("alpha", codegen.F32, BR)
-	oacc := b.Shared("o", codegen.F32, b.Mul(BR, u(a.dv))) // unnormalised output rows
+	var oacc *codegen.Array
+	if !reg {
+		oacc = b.Shared("o", codegen.F32, b.Mul(BR, u(a.dv))) // unnormalised output rows
+	}
 
 	li := b.LocalIndex()
 	wid := b.WorkgroupID()
@@ -216,7 +255,17 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 		b.Store(ms, r, negInf)
 		b.Store(ls, r, zero)
 	})
-	b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) { b.Store(oacc, e, zero) })
+	var oreg []*codegen.Var
+	var fx, ty codegen.Value
+	ty4 := cfg.wg / max(tx4, 1)
+	if reg {
+		fx, ty = b.Rem(li, u(tx4)), b.Div(li, u(tx4))
+		for i := 0; i < cfg.br/ty4; i++ {
+			oreg = append(oreg, b.Var(fmt.Sprintf("o%d", i), b.Splat(zero, 4)))
+		}
+	} else {
+		b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) { b.Store(oacc, e, zero) })
+	}
 	loU := b.Convert(lo, codegen.U32)
 	hiU := b.Convert(b.Max(hi, lo), codegen.U32)
 	b.For(loU, hiU, BK, func(kt codegen.Value) {
@@ -230,15 +279,28 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 			})
 			b.Store(ks, e, b.Get(v))
 		})
-		b.For(li, b.Mul(BK, u(a.dv)), WG, func(e codegen.Value) {
-			j, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
-			jj := b.Add(kt, j)
-			v := b.Var("vv", zero)
-			b.If(b.Lt(jj, hiU), func() {
-				b.Set(v, LoadAs(b, vb, a.at(b, jj, kh, f, a.skv, a.hkv, a.dv), a.dt))
+		if reg {
+			b.For(li, b.Mul(BK, u(tx4)), WG, func(e codegen.Value) {
+				j, f := b.Div(e, u(tx4)), b.Rem(e, u(tx4))
+				jj := b.Add(kt, j)
+				v := b.Var("vv", b.Splat(zero, 4))
+				b.If(b.Lt(jj, hiU), func() {
+					x := b.Load(vb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.dv), u(4)), f))
+					b.Set(v, b.Convert(x, codegen.Vec(codegen.F32, 4)))
+				})
+				b.Store(vs, e, b.Get(v))
 			})
-			b.Store(vs, e, b.Get(v))
-		})
+		} else {
+			b.For(li, b.Mul(BK, u(a.dv)), WG, func(e codegen.Value) {
+				j, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
+				jj := b.Add(kt, j)
+				v := b.Var("vv", zero)
+				b.If(b.Lt(jj, hiU), func() {
+					b.Set(v, LoadAs(b, vb, a.at(b, jj, kh, f, a.skv, a.hkv, a.dv), a.dt))
+				})
+				b.Store(vs, e, b.Get(v))
+			})
+		}
 		b.Barrier()
 		// Scores of the tile, -inf where masked.
 		b.For(li, b.Mul(BR, BK), WG, func(e codegen.Value) {
@@ -292,22 +354,36 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 			b.Store(ms, r, mNew)
 		})
 		b.Barrier()
-		b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) {
-			r, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
-			acc := b.Var("pv", b.Mul(b.Load(oacc, e), b.Load(as, r)))
+		if reg {
+			rows := make([]codegen.Value, len(oreg))
+			for i, o := range oreg {
+				rows[i] = b.Add(ty, u(i*ty4))
+				b.Set(o, b.Mul(b.Get(o), b.Splat(b.Load(as, rows[i]), 4)))
+			}
 			b.For(u(0), BK, u(1), func(j codegen.Value) {
-				b.Set(acc, b.Fma(b.Load(ss, b.Add(b.Mul(r, BK), j)), b.Load(vs, b.Add(b.Mul(j, u(a.dv)), f)), b.Get(acc)))
+				v := b.Load(vs, b.Add(b.Mul(j, u(tx4)), fx))
+				for i, o := range oreg {
+					pj := b.Load(ss, b.Add(b.Mul(rows[i], BK), j))
+					b.Set(o, b.Fma(b.Splat(pj, 4), v, b.Get(o)))
+				}
 			})
-			b.Store(oacc, e, b.Get(acc))
-		})
+		} else {
+			b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) {
+				r, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
+				acc := b.Var("pv", b.Mul(b.Load(oacc, e), b.Load(as, r)))
+				b.For(u(0), BK, u(1), func(j codegen.Value) {
+					b.Set(acc, b.Fma(b.Load(ss, b.Add(b.Mul(r, BK), j)), b.Load(vs, b.Add(b.Mul(j, u(a.dv)), f)), b.Get(acc)))
+				})
+				b.Store(oacc, e, b.Get(acc))
+			})
+		}
 		b.Barrier()
 	})
 	b.Barrier() // for an empty key range: the initial o, m, l are visible
-	b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) {
-		r, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
+	// store writes output element (row r, feature f) of unnormalised value o.
+	store := func(r, f, o codegen.Value) {
 		t := b.Add(t0, r)
 		b.If(b.Lt(t, u(T)), func() {
-			o := b.Load(oacc, e)
 			if cfg.split {
 				base := b.Mul(b.Add(b.Mul(b.Add(b.Mul(zsplit, u(a.hkv)), kh), u(T)), t), u(a.dv+2))
 				b.Store(scratch, b.Add(base, b.Add(f, u(2))), o)
@@ -320,7 +396,19 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 			i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
 			epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(o, b.Load(ls, r)))
 		})
-	})
+	}
+	if reg {
+		for i, o := range oreg {
+			ov := b.Get(o)
+			for c := 0; c < 4; c++ {
+				store(b.Add(ty, u(i*ty4)), b.Add(b.Mul(fx, u(4)), u(c)), b.Extract(ov, c))
+			}
+		}
+	} else {
+		b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) {
+			store(b.Div(e, u(a.dv)), b.Rem(e, u(a.dv)), b.Load(oacc, e))
+		})
+	}
 	k, err := b.Finish()
 	if err != nil {
 		return nil, nil, nil, err
@@ -411,7 +499,7 @@ func attnFits(rows func(a *attn, c Config) int) Predicate {
 		if wg > caps.MaxInvocations || wg > caps.MaxWorkgroupSize[0] {
 			return fmt.Errorf("wg=%d exceeds the device's %d invocations", wg, caps.MaxInvocations)
 		}
-		if n := attnShared(a, br, bk); n > caps.MaxSharedBytes {
+		if n := attnShared(a, attnPass{br: br, bk: bk, wg: wg}); n > caps.MaxSharedBytes {
 			return fmt.Errorf("block %dx%d needs %d bytes of shared memory, the device has %d", br, bk, n, caps.MaxSharedBytes)
 		}
 		return nil
@@ -465,7 +553,7 @@ var AttentionSplit = &Template{
 		return nil
 	},
 	Space: NewSpace(Ints("splits", 16, 8, 32, 4, 64, 2), Ints("block_k", 32, 64, 16, 8), Ints("wg", 64, 128, 256)).
-		Where(attnFits(func(a *attn, c Config) int { return a.rows() })).
+		Where(attnFits(func(a *attn, c Config) int { return splitRows(a, c["wg"]) })).
 		Where(func(p *Problem, c Config, caps Caps) error {
 			a, err := readAttn(p)
 			if err != nil {
@@ -484,7 +572,7 @@ var AttentionSplit = &Template{
 		if err != nil {
 			return nil, err
 		}
-		cfg := attnPass{br: a.rows(), bk: c["block_k"], wg: c["wg"], splits: c["splits"], split: true}
+		cfg := attnPass{br: splitRows(a, c["wg"]), bk: c["block_k"], wg: c["wg"], splits: c["splits"], split: true}
 		k1, sp, b1, err := buildAttnPass(p, a, cfg, caps)
 		if err != nil {
 			return nil, err

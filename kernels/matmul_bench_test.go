@@ -2,6 +2,7 @@ package kernels_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"sort"
@@ -195,6 +196,8 @@ func sweepSpace(b *testing.B, d *runtime.Device, tmpl *kernels.Template, p *kern
 		if tmpl.Space.Valid(p, c, caps) != nil {
 			continue
 		}
+		// Printed before the measurement: a driver that crashes compiling a point names it.
+		fmt.Fprintf(os.Stderr, "sweep %s %s\n", tmpl.Name, c.Key())
 		t, _, _, err := measureLaunch(d, tmpl, p, c, args)
 		if err != nil {
 			b.Logf("  %s: %v", c.Key(), err)

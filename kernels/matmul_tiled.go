@@ -60,7 +60,7 @@ func tiledFits(p *Problem, c Config, caps Caps) error {
 	if wx*wy < max(caps.SubgroupSize, 1) {
 		return fmt.Errorf("workgroup of %d invocations is smaller than a subgroup (%d)", wx*wy, caps.SubgroupSize)
 	}
-	if n := (tm + tn) * tk * 4; n > caps.MaxSharedBytes {
+	if n := (tm + tn + 2) * tk * 4; n > caps.MaxSharedBytes {
 		return fmt.Errorf("tiles need %d bytes of shared memory, the device has %d", n, caps.MaxSharedBytes)
 	}
 	return nil
@@ -85,8 +85,11 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	tm, tn, tk := spec("tile_m"), spec("tile_n"), spec("tile_k")
 	wx, wy := spec("wg_x"), spec("wg_y")
 	b.WorkgroupSize(wx, wy, b.U32(1))
-	as := b.Shared("a_tile", codegen.F32, b.Mul(tk, tm)) // [k][m]
-	bs := b.Shared("b_tile", codegen.F32, b.Mul(tk, tn)) // [k][n]
+	// Tiles are stored [k][m] and [k][n] with rows padded by one word: loads that walk k (A
+	// row-major, B stored [N, K]) then store to different banks.
+	tmp, tnp := b.Add(tm, b.U32(1)), b.Add(tn, b.U32(1))
+	as := b.Shared("a_tile", codegen.F32, b.Mul(tk, tmp))
+	bs := b.Shared("b_tile", codegen.F32, b.Mul(tk, tnp))
 	threads := b.Mul(wx, wy)
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	M, N, K := u(g.m), u(g.n), u(g.k)
@@ -131,7 +134,7 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 			b.If(b.And(b.Lt(gr, M), b.Lt(gk, K)), func() {
 				b.Set(v, LoadAs(b, bufs.a, b.Add(aBase, b.Add(b.Mul(gr, u(g.sam)), b.Mul(gk, u(g.sak)))), aT))
 			})
-			b.Store(as, b.Add(b.Mul(kk, tm), r), b.Get(v))
+			b.Store(as, b.Add(b.Mul(kk, tmp), r), b.Get(v))
 		})
 		b.For(li, b.Mul(tk, tn), threads, func(e codegen.Value) {
 			kk, n := b.Div(e, tn), b.Rem(e, tn)
@@ -147,17 +150,17 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 				}
 				b.Set(v, w)
 			})
-			b.Store(bs, b.Add(b.Mul(kk, tn), n), b.Get(v))
+			b.Store(bs, b.Add(b.Mul(kk, tnp), n), b.Get(v))
 		})
 		b.Barrier()
 		b.For(u(0), tk, u(1), func(kk codegen.Value) {
 			av := make([]codegen.Value, mm)
 			for i := range av {
-				av[i] = b.Load(as, b.Add(b.Mul(kk, tm), b.Add(ty, b.Mul(u(i), wy))))
+				av[i] = b.Load(as, b.Add(b.Mul(kk, tmp), b.Add(ty, b.Mul(u(i), wy))))
 			}
 			bv := make([]codegen.Value, mn)
 			for j := range bv {
-				bv[j] = b.Load(bs, b.Add(b.Mul(kk, tn), b.Add(tx, b.Mul(u(j), wx))))
+				bv[j] = b.Load(bs, b.Add(b.Mul(kk, tnp), b.Add(tx, b.Mul(u(j), wx))))
 			}
 			for i := range av {
 				for j := range bv {
