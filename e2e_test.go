@@ -312,8 +312,8 @@ func TestTinyLlamaOracle(t *testing.T) {
 	if fmt.Sprint(g.Tokens) != fmt.Sprint(want) {
 		t.Errorf("greedy tokens %v, HF %v", g.Tokens, want)
 	}
-	t.Logf("lavapipe: compile %v, prompt (16 tokens) %v, decode %v per token (median of %d)",
-		compileTime.Round(time.Millisecond), g.Prompt.Round(time.Microsecond), g.PerToken().Round(time.Microsecond), len(g.Steps))
+	t.Logf("%s: compile %v, prompt (16 tokens) %v, decode %v per token (median of %d)",
+		d.Info.Name, compileTime.Round(time.Millisecond), g.Prompt.Round(time.Microsecond), g.PerToken().Round(time.Microsecond), len(g.Steps))
 }
 
 // TestWhisperOracle compares the compiled encoder's hidden state with HF's last_hidden_state.
