@@ -9,15 +9,17 @@ import (
 	"strings"
 
 	"vkc/ir"
+	"vkc/ir/safetensors"
 )
 
 func init() {
 	register(&command{
 		name:  "check",
-		usage: "[-skip-weights] model.yaml",
+		usage: "[-skip-weights] [-write-weights FILE] model.yaml",
 		short: "parse and validate a model; summarise its parameters, state, functions and ops",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			skip := fs.Bool("skip-weights", false, "do not read or generate the weights (faster for large models)")
+			write := fs.String("write-weights", "", "write the model's weights (loaded or generated) to this safetensors `file`, e.g. for a peer implementation")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err == errHelpShown {
@@ -33,6 +35,15 @@ func init() {
 					return err
 				}
 				summarize(stdout, m, !*skip)
+				if *write != "" {
+					if *skip {
+						return usagef("-write-weights needs the weights; drop -skip-weights")
+					}
+					if err := safetensors.Write(*write, m.Weights); err != nil {
+						return fmt.Errorf("write weights: %w", err)
+					}
+					fmt.Fprintf(stdout, "weights written to %s\n", *write)
+				}
 				return nil
 			}
 		},

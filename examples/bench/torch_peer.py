@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""PyTorch peer for vkc benchmarks: the same Llama-shaped model with the same weights, timed with
+CUDA events in the same machine session as `vkc bench`.
+
+It builds transformers' LlamaForCausalLM from the shape of a vkc example (SmolLM2-135M by default),
+loads the weights vkc generated (written once with `vkc check -write-weights w.safetensors
+examples/smollm2-135m/model.yaml`), checks that its prefill logits agree with vkc's (an .npy
+written by `vkc run plan.bin -f prefill --input tokens=... -o vkc_logits.npy`), and times:
+  - eager prefill of --seq tokens,
+  - eager decode, one token at a time over a dynamic KV cache,
+  - CUDA-graph decode: torch.compile(mode="reduce-overhead") over a static cache (--no-compile skips it).
+Results are printed as one JSON object (medians in milliseconds) so a shell script can put them
+beside vkc's own figures.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+
+def hf_name(name):
+    """vkc parameter name -> transformers LlamaForCausalLM name."""
+    fixed = {"embed": "model.embed_tokens.weight", "out_norm": "model.norm.weight"}
+    if name in fixed:
+        return fixed[name]
+    parts = name.split(".")
+    if parts[0] != "layers":
+        raise KeyError(name)
+    i, leaf = parts[1], parts[2]
+    leafs = {
+        "attn_norm": "input_layernorm.weight",
+        "mlp_norm": "post_attention_layernorm.weight",
+        "wq": "self_attn.q_proj.weight",
+        "wk": "self_attn.k_proj.weight",
+        "wv": "self_attn.v_proj.weight",
+        "wo": "self_attn.o_proj.weight",
+        "w_gate": "mlp.gate_proj.weight",
+        "w_up": "mlp.up_proj.weight",
+        "w_down": "mlp.down_proj.weight",
+    }
+    return f"model.layers.{i}.{leafs[leaf]}"
+
+
+def build(args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads, head_dim=args.hidden // args.heads,
+        max_position_embeddings=args.ctx, rms_norm_eps=1e-5, tie_word_embeddings=True,
+        rope_parameters={"rope_theta": args.theta, "rope_type": "default"},
+        attention_bias=False, mlp_bias=False,
+    )
+    cfg.rope_theta = args.theta  # older transformers read this attribute
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).to(dtype=torch.float16)
+    w = load_file(args.weights)
+    sd = {hf_name(k): v.to(torch.float16) for k, v in w.items()}
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    missing = [m for m in missing if m != "lm_head.weight"]  # tied to the embedding
+    if missing or unexpected:
+        sys.exit(f"weights do not fit: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    model.tie_weights()
+    return model.cuda().eval()
+
+
+def cuda_time(fn, reps, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times), min(times), max(times)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--weights", required=True)
+    p.add_argument("--vkc-logits", help=".npy of vkc's prefill logits for the same tokens")
+    p.add_argument("--tokens", help=".npy of the prompt token ids (i32)")
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--decode-steps", type=int, default=32)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--vocab", type=int, default=49152)
+    p.add_argument("--hidden", type=int, default=576)
+    p.add_argument("--ffn", type=int, default=1536)
+    p.add_argument("--layers", type=int, default=30)
+    p.add_argument("--heads", type=int, default=9)
+    p.add_argument("--kv-heads", type=int, default=3)
+    p.add_argument("--ctx", type=int, default=2048)
+    p.add_argument("--theta", type=float, default=100000.0)
+    args = p.parse_args()
+
+    out = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    model = build(args)
+    if args.tokens:
+        ids = torch.from_numpy(np.load(args.tokens).astype(np.int64)).reshape(1, -1).cuda()
+    else:
+        g = torch.Generator().manual_seed(1)
+        ids = torch.randint(0, args.vocab, (1, args.seq), generator=g).cuda()
+
+    with torch.no_grad():
+        logits = model(ids, use_cache=False).logits[0].float()
+        if args.vkc_logits:
+            ref = torch.from_numpy(np.load(args.vkc_logits).astype(np.float32)).cuda()
+            err = (logits - ref).abs().max(dim=-1).values / logits.abs().max(dim=-1).values
+            out["logits_max_row_rel_err"] = float(err.max())
+            out["argmax_agree"] = float((logits.argmax(-1) == ref.argmax(-1)).float().mean())
+
+        out["eager_prefill_ms"] = cuda_time(lambda: model(ids, use_cache=False), args.reps)[0]
+
+        from transformers import DynamicCache
+
+        def eager_decode():
+            cache = DynamicCache()
+            o = model(ids, past_key_values=cache, use_cache=True)
+            tok = o.logits[:, -1:].argmax(-1)
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(args.decode_steps):
+                o = model(tok, past_key_values=cache, use_cache=True)
+                tok = o.logits[:, -1:].argmax(-1)
+            b.record()
+            torch.cuda.synchronize()
+            return a.elapsed_time(b) / args.decode_steps
+
+        eager_decode()
+        out["eager_decode_ms_per_token"] = statistics.median(eager_decode() for _ in range(5))
+
+        if not args.no_compile:
+            try:
+                from transformers import StaticCache
+                try:
+                    cache = StaticCache(config=model.config, max_cache_len=args.ctx)
+                except TypeError:
+                    cache = StaticCache(model.config, 1, args.ctx, device="cuda", dtype=torch.float16)
+                step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+                t0 = time.time()
+                pos = torch.arange(ids.shape[1], device="cuda")
+                o = model(ids, past_key_values=cache, cache_position=pos, use_cache=True)
+                tok = o.logits[:, -1:].argmax(-1)
+                n = ids.shape[1]
+
+                def graph_decode(steps):
+                    nonlocal tok, n
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    for _ in range(steps):
+                        cp = torch.tensor([n], device="cuda")
+                        o = step(tok, past_key_values=cache, cache_position=cp, use_cache=True)
+                        tok = o.logits[:, -1:].argmax(-1).clone()
+                        n += 1
+                    b.record()
+                    torch.cuda.synchronize()
+                    return a.elapsed_time(b) / steps
+
+                graph_decode(3)  # compile and capture
+                out["compile_s"] = time.time() - t0
+                out["cuda_graph_decode_ms_per_token"] = statistics.median(graph_decode(args.decode_steps // 4) for _ in range(4))
+            except Exception as e:  # report, do not hide: the eager figures still stand
+                out["cuda_graph_error"] = f"{type(e).__name__}: {e}"[:300]
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
