@@ -103,7 +103,7 @@ func acceptAttn(p *Problem, caps Caps) (*attn, error) {
 // attnShared is the shared memory of a pass: Q and K tiles (d wide), the V tile, scores, the
 // unnormalised output rows, and three per-row values.
 func attnShared(a *attn, cfg attnPass) int {
-	n := 4 * (cfg.br*a.d + cfg.bk*a.d + cfg.bk*a.dv + cfg.br*cfg.bk + 3*cfg.br)
+	n := 4 * (cfg.br*a.d + cfg.bk*(a.d+4) + cfg.bk*a.dv + cfg.br*cfg.bk + 3*cfg.br)
 	if !cfg.regOutput(a) {
 		n += 4 * cfg.br * a.dv
 	}
@@ -190,7 +190,10 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	d4 := a.d / dvec
 	qs := b.Shared("q_tile", vt, b.Mul(BR, u(d4)))
-	ks := b.Shared("k_tile", vt, b.Mul(BK, u(d4)))
+	// K rows are padded by one element: invocations reading different keys at one feature
+	// then hit different banks.
+	d4p := d4 + 1
+	ks := b.Shared("k_tile", vt, b.Mul(BK, u(d4p)))
 	vs := b.Shared("v_tile", codegen.F32, b.Mul(BK, u(a.dv)))
 	if reg {
 		vs = b.Shared("v_tile", codegen.Vec(codegen.F32, 4), b.Mul(BK, u(tx4)))
@@ -277,7 +280,7 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 				x := b.Load(kb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.d), u(dvec)), f))
 				b.Set(v, b.Convert(x, vt))
 			})
-			b.Store(ks, e, b.Get(v))
+			b.Store(ks, b.Add(b.Mul(j, u(d4p)), f), b.Get(v))
 		})
 		if reg {
 			b.For(li, b.Mul(BK, u(tx4)), WG, func(e codegen.Value) {
@@ -303,8 +306,7 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 		}
 		b.Barrier()
 		// Scores of the tile, -inf where masked.
-		b.For(li, b.Mul(BR, BK), WG, func(e codegen.Value) {
-			r, j := b.Div(e, BK), b.Rem(e, BK)
+		masked := func(r, j, s codegen.Value) codegen.Value {
 			t := b.Add(t0, r)
 			jj := b.Add(kt, j)
 			ok := b.And(b.Lt(t, u(T)), b.Lt(jj, hiU))
@@ -315,21 +317,55 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 					ok = b.And(ok, b.Gt(i32(jj), b.Sub(pr, b.I32(int32(a.window)))))
 				}
 			}
-			s := b.Var("s", negInf)
-			b.If(ok, func() {
+			return b.Select(ok, s, negInf)
+		}
+		dot := func(x, y, acc codegen.Value) codegen.Value {
+			if dvec > 1 {
+				return b.Add(acc, b.Dot(x, y))
+			}
+			return b.Fma(x, y, acc)
+		}
+		if kc := cfg.bk / max(tx4, 1); reg && cfg.bk%tx4 == 0 {
+			// The invocation's output rows × keys fx + c·dv/4: a micro tile whose Q and K
+			// reads are shared by its products.
+			rows := cfg.br / ty4
+			acc := make([][]*codegen.Var, rows)
+			for i := range acc {
+				acc[i] = make([]*codegen.Var, kc)
+				for c := range acc[i] {
+					acc[i][c] = b.Var(fmt.Sprintf("s%d_%d", i, c), zero)
+				}
+			}
+			b.For(u(0), u(d4), u(1), func(f codegen.Value) {
+				kv := make([]codegen.Value, kc)
+				for c := range kv {
+					kv[c] = b.Load(ks, b.Add(b.Mul(b.Add(fx, u(c*tx4)), u(d4p)), f))
+				}
+				for i := range acc {
+					qv := b.Load(qs, b.Add(b.Mul(b.Add(ty, u(i*ty4)), u(d4)), f))
+					for c := range kv {
+						b.Set(acc[i][c], dot(qv, kv[c], b.Get(acc[i][c])))
+					}
+				}
+			})
+			for i := range acc {
+				r := b.Add(ty, u(i*ty4))
+				for c := range acc[i] {
+					j := b.Add(fx, u(c*tx4))
+					b.Store(ss, b.Add(b.Mul(r, BK), j), masked(r, j, b.Get(acc[i][c])))
+				}
+			}
+		} else {
+			b.For(li, b.Mul(BR, BK), WG, func(e codegen.Value) {
+				r, j := b.Div(e, BK), b.Rem(e, BK)
 				acc := b.Var("dot", zero)
 				b.For(u(0), u(d4), u(1), func(f codegen.Value) {
-					x, y := b.Load(qs, b.Add(b.Mul(r, u(d4)), f)), b.Load(ks, b.Add(b.Mul(j, u(d4)), f))
-					if dvec > 1 {
-						b.Set(acc, b.Add(b.Get(acc), b.Dot(x, y)))
-					} else {
-						b.Set(acc, b.Fma(x, y, b.Get(acc)))
-					}
+					x, y := b.Load(qs, b.Add(b.Mul(r, u(d4)), f)), b.Load(ks, b.Add(b.Mul(j, u(d4p)), f))
+					b.Set(acc, dot(x, y, b.Get(acc)))
 				})
-				b.Set(s, b.Get(acc))
+				b.Store(ss, e, masked(r, j, b.Get(acc)))
 			})
-			b.Store(ss, e, b.Get(s))
-		})
+		}
 		b.Barrier()
 		// Online softmax, one invocation per row.
 		b.For(li, BR, WG, func(r codegen.Value) {
