@@ -3,6 +3,7 @@ package tune
 import (
 	"context"
 	"testing"
+	"time"
 
 	"vkc/ir"
 	"vkc/kernels"
@@ -52,5 +53,27 @@ func TestTunerOnRegisteredTemplates(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %s [%s] %v among %v", p.Key(), c.Template.Name, c.Config.Key(), c.Time, names)
+	}
+}
+
+// Points of similar speed are all measured in full: the cut for losers must not trip on a
+// driver that compiles a pipeline at its first dispatch (lavapipe), which once made every point
+// after the first look 100x slower than it is.
+func TestDeviceTimingCutsOnlyLosers(t *testing.T) {
+	d := testDevice(t)
+	var stats TimingStats
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: DeviceTiming{Options: runtimeOptionsQuick, Stats: &stats}}
+	defer tu.Close()
+	// A length not seen before, so that no driver cache holds these kernels already (shapes
+	// are baked into the modules): a first dispatch then includes lavapipe's compilation.
+	n := 3000 + time.Now().Nanosecond()%8000
+	p, _ := ProblemOf(ir.Neg, nil, []ir.Type{ir.T(ir.F32, n)}, []ir.Type{ir.T(ir.F32, n)})
+	c, err := tu.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s [%s] %v; %d measured, %d cut; times %v", c.Template.Name, c.Config.Key(), c.Time, stats.Measured, stats.Cut, c.Entries[0].Times)
+	if stats.Measured+stats.Cut != 9 || stats.Cut > 2 {
+		t.Errorf("%d measured, %d cut of the 9 points of the elementwise space; points this alike should not be cut", stats.Measured, stats.Cut)
 	}
 }
