@@ -93,8 +93,12 @@ type Selection struct {
 // rounds and picks the one with the lowest median ratio to the others (ties: the earlier
 // candidate, the cheaper estimate). An invalid candidate is recorded with the reason, never
 // chosen; it is an error only when no candidate is valid. All candidates' plans are loaded at
-// once, so the device must hold k copies of the weights. When ctx ends during timing, the rounds
-// measured so far decide; with none, the first valid candidate wins.
+// once, so the device must hold k copies of the weights.
+//
+// ctx bounds the measuring (map the compile's budget to it): once it has ended, the remaining
+// candidates are checked only until one is valid (those left are recorded "not checked"), the
+// rounds measured so far decide, and with none the first valid candidate wins. The caller stops a
+// cancelled compile itself (ctx.Err()).
 func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
 	lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) (*Selection, error) {
 	if opts.Rounds <= 0 {
@@ -124,14 +128,19 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	for name, x := range inputs {
 		ins[name] = deviceBytes(x)
 	}
+	// Once ctx has ended, candidates are checked only until one is valid, so that a spent
+	// budget still yields a checked winner; the checks themselves run to completion.
+	anyValid := false
 	for i, c := range cands {
 		r := SelectResult{SelectCandidate: c}
-		exes[i], r.Plan, r.Reason = checkCandidate(ctx, d, m, ref, c.Fn, want, ins, lowerFn, opts)
-		r.Valid = r.Reason == ""
-		sel.Results = append(sel.Results, r)
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		if err := ctx.Err(); err != nil && anyValid {
+			r.Reason = "not checked: " + err.Error()
+		} else {
+			exes[i], r.Plan, r.Reason = checkCandidate(context.WithoutCancel(ctx), d, m, ref, c.Fn, want, ins, lowerFn, opts)
 		}
+		r.Valid = r.Reason == ""
+		anyValid = anyValid || r.Valid
+		sel.Results = append(sel.Results, r)
 	}
 	var valid []int
 	for i, r := range sel.Results {

@@ -136,3 +136,39 @@ func TestSelectFunctions(t *testing.T) {
 		t.Errorf("single candidate: %s", sels[1])
 	}
 }
+
+// With the budget already spent, candidates are checked only until one is valid, nothing is
+// timed, and that one wins.
+func TestSelectFunctionBudgetSpent(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}}
+	defer tu.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
+		return p, err
+	}
+	cands := []SelectCandidate{{Fn: m.Function("forward_wrong")}, {Fn: m.Function("forward_alt")}, {Fn: m.Function("forward")}}
+	clock := &planClock{}
+	sel, err := SelectFunction(ctx, d, m, m.Function("forward"), cands, lowerFn, SelectOptions{Timer: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Winner != 1 || sel.Rounds != 0 || len(clock.calls) != 0 {
+		t.Errorf("winner %d after %d rounds, %d timings; want 1, none, none", sel.Winner, sel.Rounds, len(clock.calls))
+	}
+	if r := sel.Results[0]; r.Valid || !strings.Contains(r.Reason, "wrong output") {
+		t.Errorf("candidate 0: %q", r.Reason)
+	}
+	if r := sel.Results[2]; r.Valid || !strings.Contains(r.Reason, "not checked") {
+		t.Errorf("candidate 2: %q", r.Reason)
+	}
+	if s := tu.Stats(); s.Static == 0 || s.Configs != 0 {
+		t.Errorf("tuner stats %+v: with the budget spent, kernels take the static choice", s)
+	}
+}
