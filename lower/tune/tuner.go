@@ -164,8 +164,8 @@ type Tuner struct {
 	Static func(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
 	// Progress, when set, is called after every configuration and every chosen problem.
 	Progress func(Progress)
-	// Log, when set, receives warnings: a stale database entry searched again, a problem left
-	// at the static choice because the budget ran out.
+	// Log, when set, receives warnings: a stale database entry searched again, the first
+	// problem left at the static choice because the budget ran out.
 	Log func(msg string)
 
 	mu      sync.Mutex
@@ -173,6 +173,8 @@ type Tuner struct {
 	choices map[string]*Choice
 	failed  map[string]error // problems no template could serve, so a cost lookup asks once
 	stats   Stats
+	// loggedStatic: the first static fallback was logged (the rest are only counted).
+	loggedStatic bool
 }
 
 func (t *Tuner) init() error {
@@ -337,7 +339,10 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 			}
 		}
 		choice.Template, choice.Config, choice.Static = tm, c, true
-		t.logf("tune %s: nothing measured before the budget ran out; static choice %s [%s]", pk, tm.Name, c.Key())
+		if !t.loggedStatic {
+			t.loggedStatic = true
+			t.logf("tuning stopped (budget spent or cancelled) before %s was measured: it and later problems keep the static choice (%s [%s] here); Summary counts them", pk, tm.Name, c.Key())
+		}
 		if !seen {
 			t.stats.Static++
 		}
