@@ -11,6 +11,7 @@ import (
 // [cin, L] or [n, cin, L] by w [cout, cin/groups, k], with an optional epilogue on the result
 // (Whisper's conv + gelu is one kernel). Each invocation computes per_thread consecutive outputs
 // of one output channel, so each weight it loads serves per_thread outputs; arithmetic is f32.
+// Both parameters are specialization constants.
 //
 // Not done: tiling the input through shared memory (each input element is read by cout/groups ·
 // k invocations, from cache); an implicit-GEMM form for large channel counts belongs to the
@@ -65,8 +66,7 @@ func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	groups := p.Attrs.Int("groups", 1)
 	st, pad, dil := p.Attrs.Int("stride", 1), p.Attrs.Int("padding", 0), p.Attrs.Int("dilation", 1)
 	opg := cout / groups
-	per := c["per_thread"]
-	chunks := (lout + per - 1) / per
+	chunks := (lout + c["per_thread"] - 1) / c["per_thread"]
 	items := batch * cout * chunks
 	opType := xt.DType
 	if p.Expr != nil {
@@ -87,24 +87,26 @@ func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	epi, epiOps := EpilogueBuffers(b, p)
 	ops = append(ops, epiOps...)
 	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
+	per := b.Spec("per_thread", codegen.U32, int64(c["per_thread"]))
 	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
 	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
+	// per_thread is a specialization constant: the accumulators are a local array indexed by
+	// loops of constant trip count, which the driver unrolls into registers.
+	chunksV := b.Div(b.Add(u(lout), b.Sub(per, u(1))), per)
 	q := b.Add(b.Mul(LinearGroup(b), wg), b.LocalIndex())
-	b.If(b.Lt(q, u(items)), func() {
-		chunk := b.Rem(q, u(chunks))
-		bo := b.Div(q, u(chunks)) // batch·cout + o
+	b.If(b.Lt(q, b.Mul(u(batch*cout), chunksV)), func() {
+		chunk := b.Rem(q, chunksV)
+		bo := b.Div(q, chunksV) // batch·cout + o
 		o := b.Rem(bo, u(cout))
 		bi := b.Div(bo, u(cout))
 		g := b.Div(o, u(opg))
-		t0 := b.Mul(chunk, u(per))
-		acc := make([]*codegen.Var, per)
+		t0 := b.Mul(chunk, per)
+		acc := b.LocalArray("acc", codegen.F32, per)
 		init := b.F32(0)
 		if bb != nil {
 			init = LoadAs(b, bb, o, p.Args[2].DType)
 		}
-		for j := range acc {
-			acc[j] = b.Var(fmt.Sprintf("acc%d", j), init)
-		}
+		b.For(u(0), per, u(1), func(j codegen.Value) { b.Store(acc, j, init) })
 		// First input position of output t0 (may be negative: padding).
 		p0 := b.Sub(b.Bitcast(b.Mul(t0, u(st)), codegen.I32), b.I32(int32(pad)))
 		b.For(b.U32(0), u(cpg), b.U32(1), func(ci codegen.Value) {
@@ -113,26 +115,26 @@ func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
 			b.For(b.U32(0), u(kw), b.U32(1), func(k codegen.Value) {
 				wv := LoadAs(b, wb, b.Add(wrow, k), wt.DType)
 				pk := b.Add(p0, b.Bitcast(b.Mul(k, u(dil)), codegen.I32))
-				for j := range acc {
+				b.For(u(0), per, u(1), func(j codegen.Value) {
 					// Padding reads a clamped element and multiplies it by zero: straight-line
 					// code, no branch per tap.
-					idx := b.Add(pk, b.I32(int32(j*st)))
+					idx := b.Add(pk, b.Bitcast(b.Mul(j, u(st)), codegen.I32))
 					in := b.And(b.Ge(idx, b.I32(0)), b.Lt(idx, b.I32(int32(L))))
 					xi := b.Bitcast(b.Clamp(idx, b.I32(0), b.I32(int32(L-1))), codegen.U32)
 					xv := b.Select(in, LoadAs(b, xb, b.Add(xrow, xi), xt.DType), b.F32(0))
-					b.Set(acc[j], b.Fma(wv, xv, b.Get(acc[j])))
-				}
+					b.Store(acc, j, b.Fma(wv, xv, b.Load(acc, j)))
+				})
 			})
 		})
-		for j := range acc {
-			t := b.Add(t0, u(j))
+		b.For(u(0), per, u(1), func(j codegen.Value) {
+			t := b.Add(t0, j)
 			b.If(b.Lt(t, u(lout)), func() {
 				idx := b.Add(b.Mul(bo, u(lout)), t)
-				StoreAs(b, yb, idx, Epilogue(b, p, epi, idx, b.Get(acc[j]), opType), ot.DType)
+				StoreAs(b, yb, idx, Epilogue(b, p, epi, idx, b.Load(acc, j), opType), ot.DType)
 			})
-		}
+		})
 	})
-	k, spec, err := finish(b, caps, c, "wg")
+	k, spec, err := finish(b, caps, c, "wg", "per_thread")
 	if err != nil {
 		return nil, err
 	}
