@@ -111,8 +111,10 @@ func buildConv1dTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		acc[i] = b.Var(fmt.Sprintf("acc%d", i), b.F32(0))
 	}
 	b.For(b.U32(0), u(K), TK, func(k0 codegen.Value) {
+		// Channel-fastest: neighbouring invocations store neighbouring shared words (the
+		// weights' global rows are K apart, but they are few and stay in cache).
 		b.For(li, b.Mul(TM, TK), threads, func(e codegen.Value) {
-			m, kk := b.Div(e, TK), b.Rem(e, TK)
+			m, kk := b.Rem(e, TM), b.Div(e, TM)
 			gk := b.Add(k0, kk)
 			in := b.And(b.Lt(b.Add(m0, m), u(opg)), b.Lt(gk, u(K)))
 			wi := b.Select(in, b.Add(b.Mul(b.Add(obase, m), u(K)), gk), b.U32(0))
