@@ -261,10 +261,20 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	var oreg []*codegen.Var
 	var fx, ty codegen.Value
 	ty4 := cfg.wg / max(tx4, 1)
+	// sgSoft: the dv/4 invocations of a row sit in one subgroup, so the row's maximum and sum
+	// are shuffle butterflies and m, l, alpha stay in registers (no per-row phase, no barrier).
+	sgSoft := reg && cfg.bk%tx4 == 0 && caps.SubgroupShuffle && caps.SubgroupSize >= tx4 &&
+		caps.SubgroupSize%tx4 == 0 && tx4&(tx4-1) == 0
+	var mreg, lreg, areg []*codegen.Var
 	if reg {
 		fx, ty = b.Rem(li, u(tx4)), b.Div(li, u(tx4))
 		for i := 0; i < cfg.br/ty4; i++ {
 			oreg = append(oreg, b.Var(fmt.Sprintf("o%d", i), b.Splat(zero, 4)))
+			if sgSoft {
+				mreg = append(mreg, b.Var(fmt.Sprintf("m%d", i), negInf))
+				lreg = append(lreg, b.Var(fmt.Sprintf("l%d", i), zero))
+				areg = append(areg, b.Var(fmt.Sprintf("alpha%d", i), b.F32(1)))
+			}
 		}
 	} else {
 		b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) { b.Store(oacc, e, zero) })
@@ -348,12 +358,43 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 					}
 				}
 			})
+			butterfly := func(x codegen.Value, op func(x, y codegen.Value) codegen.Value) codegen.Value {
+				for off := tx4 / 2; off >= 1; off /= 2 {
+					x = op(x, b.SubgroupShuffleXor(x, u(off)))
+				}
+				return x
+			}
 			for i := range acc {
 				r := b.Add(ty, u(i*ty4))
+				sv := make([]codegen.Value, kc)
 				for c := range acc[i] {
-					j := b.Add(fx, u(c*tx4))
-					b.Store(ss, b.Add(b.Mul(r, BK), j), masked(r, j, b.Get(acc[i][c])))
+					sv[c] = masked(r, b.Add(fx, u(c*tx4)), b.Get(acc[i][c]))
 				}
+				if !sgSoft {
+					for c := range sv {
+						b.Store(ss, b.Add(b.Mul(r, BK), b.Add(fx, u(c*tx4))), sv[c])
+					}
+					continue
+				}
+				lm := sv[0]
+				for _, x := range sv[1:] {
+					lm = b.Max(lm, x)
+				}
+				lm = butterfly(lm, b.Max)
+				mOld := b.Get(mreg[i])
+				mNew := b.Max(mOld, lm)
+				mSafe := b.Select(b.Eq(mNew, negInf), zero, mNew)
+				sum := zero
+				for c := range sv {
+					pc := b.Exp(b.Sub(sv[c], mSafe))
+					b.Store(ss, b.Add(b.Mul(r, BK), b.Add(fx, u(c*tx4))), pc)
+					sum = b.Add(sum, pc)
+				}
+				sum = butterfly(sum, b.Add)
+				alpha := b.Exp(b.Sub(mOld, mSafe))
+				b.Set(lreg[i], b.Add(b.Mul(b.Get(lreg[i]), alpha), sum))
+				b.Set(mreg[i], mNew)
+				b.Set(areg[i], alpha)
 			}
 		} else {
 			b.For(li, b.Mul(BR, BK), WG, func(e codegen.Value) {
@@ -367,34 +408,42 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 			})
 		}
 		b.Barrier()
-		// Online softmax, one invocation per row.
-		b.For(li, BR, WG, func(r codegen.Value) {
-			mOld := b.Load(ms, r)
-			mx := b.Var("mx", mOld)
-			b.For(u(0), BK, u(1), func(j codegen.Value) {
-				b.Set(mx, b.Max(b.Get(mx), b.Load(ss, b.Add(b.Mul(r, BK), j))))
+		if !sgSoft {
+			// Online softmax, one invocation per row.
+			b.For(li, BR, WG, func(r codegen.Value) {
+				mOld := b.Load(ms, r)
+				mx := b.Var("mx", mOld)
+				b.For(u(0), BK, u(1), func(j codegen.Value) {
+					b.Set(mx, b.Max(b.Get(mx), b.Load(ss, b.Add(b.Mul(r, BK), j))))
+				})
+				mNew := b.Get(mx)
+				// A row with no key yet keeps m = -inf; subtracting 0 instead keeps exp finite.
+				mSafe := b.Select(b.Eq(mNew, negInf), zero, mNew)
+				sum := b.Var("sum", zero)
+				b.For(u(0), BK, u(1), func(j codegen.Value) {
+					i := b.Add(b.Mul(r, BK), j)
+					pj := b.Exp(b.Sub(b.Load(ss, i), mSafe))
+					b.Store(ss, i, pj)
+					b.Set(sum, b.Add(b.Get(sum), pj))
+				})
+				alpha := b.Exp(b.Sub(mOld, mSafe))
+				b.Store(as, r, alpha)
+				b.Store(ls, r, b.Add(b.Mul(b.Load(ls, r), alpha), b.Get(sum)))
+				b.Store(ms, r, mNew)
 			})
-			mNew := b.Get(mx)
-			// A row with no key yet keeps m = -inf; subtracting 0 instead keeps exp finite.
-			mSafe := b.Select(b.Eq(mNew, negInf), zero, mNew)
-			sum := b.Var("sum", zero)
-			b.For(u(0), BK, u(1), func(j codegen.Value) {
-				i := b.Add(b.Mul(r, BK), j)
-				pj := b.Exp(b.Sub(b.Load(ss, i), mSafe))
-				b.Store(ss, i, pj)
-				b.Set(sum, b.Add(b.Get(sum), pj))
-			})
-			alpha := b.Exp(b.Sub(mOld, mSafe))
-			b.Store(as, r, alpha)
-			b.Store(ls, r, b.Add(b.Mul(b.Load(ls, r), alpha), b.Get(sum)))
-			b.Store(ms, r, mNew)
-		})
-		b.Barrier()
+			b.Barrier()
+		}
 		if reg {
 			rows := make([]codegen.Value, len(oreg))
 			for i, o := range oreg {
 				rows[i] = b.Add(ty, u(i*ty4))
-				b.Set(o, b.Mul(b.Get(o), b.Splat(b.Load(as, rows[i]), 4)))
+				var alpha codegen.Value
+				if sgSoft {
+					alpha = b.Get(areg[i])
+				} else {
+					alpha = b.Load(as, rows[i])
+				}
+				b.Set(o, b.Mul(b.Get(o), b.Splat(alpha, 4)))
 			}
 			b.For(u(0), BK, u(1), func(j codegen.Value) {
 				v := b.Load(vs, b.Add(b.Mul(j, u(tx4)), fx))
@@ -416,33 +465,41 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 		b.Barrier()
 	})
 	b.Barrier() // for an empty key range: the initial o, m, l are visible
-	// store writes output element (row r, feature f) of unnormalised value o.
-	store := func(r, f, o codegen.Value) {
+	// store writes output element (row r, feature f) of unnormalised value o; m and l are
+	// the row's statistics (nil: read from shared memory).
+	store := func(r, f, o, m, l codegen.Value) {
 		t := b.Add(t0, r)
 		b.If(b.Lt(t, u(T)), func() {
+			if !m.Valid() {
+				m, l = b.Load(ms, r), b.Load(ls, r)
+			}
 			if cfg.split {
 				base := b.Mul(b.Add(b.Mul(b.Add(b.Mul(zsplit, u(a.hkv)), kh), u(T)), t), u(a.dv+2))
 				b.Store(scratch, b.Add(base, b.Add(f, u(2))), o)
 				b.If(b.Eq(f, u(0)), func() {
-					b.Store(scratch, base, b.Load(ms, r))
-					b.Store(scratch, b.Add(base, u(1)), b.Load(ls, r))
+					b.Store(scratch, base, m)
+					b.Store(scratch, b.Add(base, u(1)), l)
 				})
 				return
 			}
 			i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
-			epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(o, b.Load(ls, r)))
+			epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(o, l))
 		})
 	}
 	if reg {
 		for i, o := range oreg {
 			ov := b.Get(o)
+			var m, l codegen.Value
+			if sgSoft {
+				m, l = b.Get(mreg[i]), b.Get(lreg[i])
+			}
 			for c := 0; c < 4; c++ {
-				store(b.Add(ty, u(i*ty4)), b.Add(b.Mul(fx, u(4)), u(c)), b.Extract(ov, c))
+				store(b.Add(ty, u(i*ty4)), b.Add(b.Mul(fx, u(4)), u(c)), b.Extract(ov, c), m, l)
 			}
 		}
 	} else {
 		b.For(li, b.Mul(BR, u(a.dv)), WG, func(e codegen.Value) {
-			store(b.Div(e, u(a.dv)), b.Rem(e, u(a.dv)), b.Load(oacc, e))
+			store(b.Div(e, u(a.dv)), b.Rem(e, u(a.dv)), b.Load(oacc, e), codegen.Value{}, codegen.Value{})
 		})
 	}
 	k, err := b.Finish()
