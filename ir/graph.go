@@ -246,6 +246,9 @@ func (b *Builder) Name(v Value, name string) { v.Node.Name = name }
 
 // Output declares a result.
 func (b *Builder) Output(name string, v Value) error {
+	if v.Node == nil {
+		return fmt.Errorf("output %q has no value", name)
+	}
 	for _, o := range b.f.Outputs {
 		if o.Name == name {
 			return fmt.Errorf("duplicate output %q", name)
@@ -257,6 +260,9 @@ func (b *Builder) Output(name string, v Value) error {
 
 // Update declares that state name holds v after the run; v must have the state's type.
 func (b *Builder) Update(name string, v Value) error {
+	if v.Node == nil {
+		return fmt.Errorf("update of state %q has no value", name)
+	}
 	for _, u := range b.f.Updates {
 		if u.Name == name {
 			return fmt.Errorf("state %q is updated twice", name)
@@ -361,7 +367,15 @@ func (m *Model) validateFunction(f *Function, decls map[string]*Decl) error {
 			}
 		}
 	}
+	for _, o := range f.Outputs {
+		if _, ok := index[o.Value.Node]; !ok || o.Value.Out >= len(o.Value.Node.Outs) {
+			return fmt.Errorf("output %q does not refer to a value of this function", o.Name)
+		}
+	}
 	for _, u := range f.Updates {
+		if _, ok := index[u.Value.Node]; !ok || u.Value.Out >= len(u.Value.Node.Outs) {
+			return fmt.Errorf("update of state %q does not refer to a value of this function", u.Name)
+		}
 		d := decls["state:"+u.Name]
 		if d == nil {
 			return fmt.Errorf("update of unknown state %q", u.Name)
