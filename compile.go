@@ -95,14 +95,24 @@ type Options struct {
 	// WeightsFile is the safetensors file an external-weights plan references; "" is the file the
 	// model.yaml's `weights: {file: ...}` names. The plan records its absolute path.
 	WeightsFile string
-	// Budget bounds measured tuning (issue 7); unused while only the static path exists.
-	Budget time.Duration
-	// NoOptimize lowers the functions as written, without e-graph saturation and extraction.
+	// NoOptimize lowers the functions as written, without e-graph saturation and extraction
+	// (static path only).
 	NoOptimize bool
-	// NoTune keeps the static choice (roofline estimates, default configurations). Measured
-	// tuning does not exist yet, so every compile is static today and Report.Notes says so when
-	// NoTune is false.
-	NoTune bool
+	// Tune measures instead of estimating (DESIGN.md, "Choosing the graph after tuning, not
+	// before"): kernels are tuned on the device, the e-graph is extracted under measured costs,
+	// and Candidates whole-program candidates per function are run, checked against the
+	// interpreter and timed; the fastest valid one is lowered into the plan. It needs a device
+	// (not Target). The zero value keeps the static path (roofline estimates, default
+	// configurations) while measured tuning is new.
+	Tune bool
+	// Budget bounds all tuning and measuring of a Tune compile (0: no bound). When it is spent,
+	// what was measured decides and the rest keeps the static choice.
+	Budget time.Duration
+	// TuneDB is the tuning database file ("" is the user cache directory's); completed searches
+	// are reused by later compiles for the same device, driver and compiler.
+	TuneDB string
+	// Candidates is the number of diverse extractions measured per function (0: 4).
+	Candidates int
 	// Progress, when set, receives progress reports (from the calling goroutine).
 	Progress func(Progress)
 }
@@ -125,8 +135,10 @@ type Report struct {
 	// were chosen by measurement.
 	Optimized, Tuned bool
 	Lower            *lower.Report
-	Notes            []string
-	Total            time.Duration
+	// Selections describe the measured selection of each function (Tune only).
+	Selections []string
+	Notes      []string
+	Total      time.Duration
 }
 
 // WriteTo prints the report for people (what `vkc compile` prints on stderr).
@@ -144,6 +156,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			fmt.Fprintf(&b, "  %-8s %4d dispatches, %4d barriers, arena %s of %s intermediates, estimated %v\n",
 				f.Name, f.Dispatches, f.Barriers, size(f.ArenaBytes), size(f.Intermediates), f.Estimated)
 		}
+	}
+	for _, s := range r.Selections {
+		b.WriteString(s)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
@@ -201,6 +216,8 @@ func CompilerVersion() string {
 //  4. lower them (lower.Lower): kernel templates by the static choice, memory plan, dispatch
 //     order and barriers.
 //
+// With Options.Tune, steps 2 and 4 are measured on the device instead (see compileTuned).
+//
 // It writes nothing; the caller writes the plan with plan.WriteFile (atomic). m must have its
 // weights loaded (ir.ParseModel does).
 //
@@ -232,56 +249,66 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	t0 = time.Now()
+	var p *plan.Plan
+	if opts.Tune && opts.Target == nil {
+		p, err = compileTuned(ctx, m, fns, opts, rep, progress, phase)
+	} else {
+		if opts.Tune {
+			rep.Notes = append(rep.Notes, "Tune needs a device, not a device-free Target: static choice")
+		}
+		p, err = compileStatic(ctx, m, fns, opts, rep, progress, phase)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("compile %s: lowering produced an %w", m.Name, err)
+	}
+	rep.Total = time.Since(start)
+	return p, rep, nil
+}
+
+// compileStatic is Compile's static path: optimise with the static cost model, find the
+// device's capabilities, lower with the roofline choice of templates and default configurations.
+func compileStatic(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Options, rep *Report,
+	progress func(Progress), phase func(string, time.Time, string)) (*plan.Plan, error) {
+	t0 := time.Now()
 	written := fns
-	var ruleCounts []plan.RuleCount
+	var counts []plan.RuleCount
+	var err error
 	if opts.NoOptimize {
 		phase("optimize", t0, "skipped (NoOptimize): functions lowered as written")
 	} else {
 		progress(Progress{Phase: "optimize"})
 		var note string
-		fns, ruleCounts, note, err = optimize(ctx, m, fns)
+		fns, counts, note, err = optimize(ctx, m, fns)
 		if err != nil {
-			return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+			return nil, err
 		}
 		rep.Optimized = true
 		phase("optimize", t0, note)
 	}
 
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	t0 = time.Now()
 	progress(Progress{Phase: "device"})
 	target, how, err := findTarget(opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+		return nil, err
 	}
 	rep.Device, rep.DeviceFor = target.Device, how
 	phase("device", t0, target.Device.DeviceName)
 
 	var weightsFile string
 	if opts.Weights == WeightsExternal {
-		weightsFile = opts.WeightsFile
-		if weightsFile == "" {
-			if weightsFile, err = ModelWeightsFile(m); err != nil {
-				return nil, nil, fmt.Errorf("compile %s: external weights: %w", m.Name, err)
-			}
+		if weightsFile, err = externalWeightsPath(m, opts); err != nil {
+			return nil, err
 		}
 	}
-	if weightsFile != "" {
-		// The plan records the path; an absolute one stays valid wherever the plan is written
-		// (vkc compile makes it relative to the plan file, so the two can move together).
-		if weightsFile, err = filepath.Abs(weightsFile); err != nil {
-			return nil, nil, fmt.Errorf("compile %s: external weights: %w", m.Name, err)
-		}
-	}
-	if !opts.NoTune {
-		rep.Notes = append(rep.Notes, "measured tuning is not implemented yet: kernels were chosen by the static cost model with default configurations")
-	}
-
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	t0 = time.Now()
 	progress(Progress{Phase: "lower"})
@@ -300,15 +327,15 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		// The extracted graph uses an op (a fusion) that no kernel template implements yet on
 		// this device; the graph as written may still compile. Say so rather than fail.
 		fallback = fmt.Sprintf("the optimised graph does not lower (%v); lowered the functions as written", err)
-		rep.Optimized, ruleCounts = false, nil
+		rep.Optimized, counts = false, nil
 		p, lrep, err = lower.Lower(m, written, lopts)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+		return nil, err
 	}
 	rep.Lower = lrep
 	phase("lower", t0, fmt.Sprintf("%d modules, static choice", lrep.Modules))
-	p.Record.Rules = ruleCounts
+	p.Record.Rules = counts
 	switch {
 	case fallback != "":
 		rep.Notes = append(rep.Notes, fallback)
@@ -316,11 +343,39 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	case opts.NoOptimize:
 		p.Record.Notes = append(p.Record.Notes, "e-graph optimisation off (NoOptimize): functions lowered as written")
 	}
-	if err := p.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("compile %s: lowering produced an %w", m.Name, err)
+	return p, nil
+}
+
+// externalWeightsPath is the absolute path of the weight file an external-weights plan
+// references: Options.WeightsFile, else the model's. An absolute path stays valid wherever the
+// plan is written (vkc compile makes it relative to the plan file, so the two can move together).
+func externalWeightsPath(m *ir.Model, opts Options) (string, error) {
+	f := opts.WeightsFile
+	if f == "" {
+		var err error
+		if f, err = ModelWeightsFile(m); err != nil {
+			return "", fmt.Errorf("external weights: %w", err)
+		}
 	}
-	rep.Total = time.Since(start)
-	return p, rep, nil
+	abs, err := filepath.Abs(f)
+	if err != nil {
+		return "", fmt.Errorf("external weights: %w", err)
+	}
+	return abs, nil
+}
+
+// ruleCounts turns rule applications by name into the plan's sorted record.
+func ruleCounts(applied map[string]uint64) []plan.RuleCount {
+	names := make([]string, 0, len(applied))
+	for n := range applied {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	counts := make([]plan.RuleCount, len(names))
+	for i, n := range names {
+		counts[i] = plan.RuleCount{Name: n, Count: applied[n]}
+	}
+	return counts
 }
 
 // selectFunctions returns the named functions of m (all when names is empty), rejecting unknown
@@ -372,16 +427,7 @@ func optimize(ctx context.Context, m *ir.Model, fns []*ir.Function) ([]*ir.Funct
 		}
 		parts = append(parts, fmt.Sprintf("%s %d→%d nodes (%s, %d iterations)", f.Name, rep.InputNodes, rep.OutputNodes, rep.Stop, rep.Iterations))
 	}
-	names := make([]string, 0, len(applied))
-	for n := range applied {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	counts := make([]plan.RuleCount, len(names))
-	for i, n := range names {
-		counts[i] = plan.RuleCount{Name: n, Count: applied[n]}
-	}
-	return out, counts, strings.Join(parts, "; "), nil
+	return out, ruleCounts(applied), strings.Join(parts, "; "), nil
 }
 
 // findTarget returns the device to compile for and how it was chosen.

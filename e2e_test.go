@@ -64,7 +64,6 @@ func targetOf(d *runtime.Device) *Target {
 // naming it (fails under VKC_E2E_STRICT=1), any other error fails.
 func compileOrSkip(t *testing.T, m *ir.Model, opts Options) (*plan.Plan, *Report) {
 	t.Helper()
-	opts.NoTune = true
 	p, rep, err := Compile(context.Background(), m, opts)
 	if errors.Is(err, lower.ErrNoTemplate) {
 		if os.Getenv("VKC_E2E_STRICT") != "" {
@@ -433,7 +432,7 @@ func TestBlockers(t *testing.T) {
 	var blocked []string
 	for _, name := range ciExamples {
 		m := parseExample(t, name)
-		_, _, err := Compile(context.Background(), m, Options{Target: &LavapipeTarget, NoTune: true})
+		_, _, err := Compile(context.Background(), m, Options{Target: &LavapipeTarget})
 		switch {
 		case errors.Is(err, lower.ErrNoTemplate):
 			blocked = append(blocked, fmt.Sprintf("%s: %s", name, blocker(err)))

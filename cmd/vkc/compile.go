@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		name:  "compile",
-		usage: "model.yaml -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--dot chosen.dot] [--dump-kernels DIR]",
+		usage: "model.yaml -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR]",
 		short: "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			out := fs.String("o", "", "the plan file to write (required)")
@@ -30,7 +30,12 @@ func init() {
 			weights := fs.String("weights", "inline", "inline: weights in the plan; external: the plan references the model's safetensors file")
 			dotFile := fs.String("dot", "", "also write the chosen kernels of every function as a Graphviz DOT graph to this file")
 			dump := fs.String("dump-kernels", "", "also write every SPIR-V module (and its disassembly when spirv-dis is installed) to this folder")
-			noTune := fs.Bool("no-tune", true, "static kernel choice (measured tuning is not implemented yet)")
+			tuneFlag := fs.Bool("tune", false, "measure: tune kernels on the device, extract under measured costs, time whole-program candidates and keep the fastest valid one")
+			noTune := fs.Bool("no-tune", false, "the static path: roofline estimates and default configurations (the default while measured tuning is new)")
+			budget := fs.Duration("budget", 0, "with --tune: bound all tuning and measuring (e.g. 2m); what was measured by then decides")
+			tuneDB := fs.String("tune-db", "", "with --tune: the tuning database (default: in the user cache directory)")
+			cands := fs.Int("candidates", 4, "with --tune: diverse extractions measured per function")
+			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
 			return func(args []string) error {
 				args, err := positional(fs, args)
@@ -49,7 +54,14 @@ func init() {
 				if err != nil {
 					return usagef("%v", err)
 				}
-				opts := vkc.Options{Device: *device, Weights: wm, NoTune: *noTune}
+				if *tuneFlag && *noTune {
+					return usagef("--tune and --no-tune exclude each other")
+				}
+				if !*tuneFlag && (*budget != 0 || *tuneDB != "") {
+					return usagef("--budget and --tune-db go with --tune")
+				}
+				opts := vkc.Options{Device: *device, Weights: wm, Tune: *tuneFlag, Budget: *budget,
+					TuneDB: *tuneDB, Candidates: *cands, NoOptimize: *noOpt}
 				if *fns != "" {
 					opts.Functions = strings.Split(*fns, ",")
 				}

@@ -20,7 +20,7 @@ func TestEmbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := vkc.Compile(context.Background(), m, vkc.Options{NoTune: true})
+	p, _, err := vkc.Compile(context.Background(), m, vkc.Options{})
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}

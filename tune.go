@@ -1,0 +1,169 @@
+package vkc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"vkc/ir"
+	"vkc/kernels"
+	"vkc/lower"
+	"vkc/lower/tune"
+	"vkc/plan"
+	"vkc/rules"
+	"vkc/runtime"
+)
+
+// compileTuned is Compile's measured path (DESIGN.md, "Choosing the graph after tuning, not
+// before"), wired as package tune documents:
+//
+//  1. every kernel problem extraction asks about is tuned on the device (tune.Tuner.OpCost), so
+//     the e-graph is extracted under measured costs;
+//  2. the k cheapest diverse extractions of each function, plus the function as written, are
+//     lowered with tuned kernels, run on random inputs, checked against the interpreter and
+//     timed in paired rounds (tune.SelectFunctions); the fastest valid one wins;
+//  3. the winners are lowered together into the plan, which records the selections and the
+//     tuner's choices.
+//
+// Budget bounds all tuning and measuring: when it is spent, problems keep their best measured
+// configuration or the static choice, and the rounds measured so far decide. A cancelled ctx
+// (Ctrl-C) ends the compile with ctx's error after the database is saved, so no plan is written.
+func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Options, rep *Report,
+	progress func(Progress), phase func(string, time.Time, string)) (*plan.Plan, error) {
+	t0 := time.Now()
+	progress(Progress{Phase: "device"})
+	d, err := runtime.Open(runtime.Options{Device: opts.Device})
+	if err != nil {
+		return nil, fmt.Errorf("open device for tuning: %w", err)
+	}
+	defer d.Close()
+	caps := tune.CapsOf(&d.Info)
+	rep.Device = d.DeviceFingerprint()
+	rep.DeviceFor = fmt.Sprintf("device %d, opened for tuning", d.Info.Index)
+	phase("device", t0, d.Info.Name)
+
+	db, err := tune.OpenDB(opts.TuneDB)
+	if err != nil {
+		return nil, err
+	}
+	if db.Warning != "" {
+		rep.Notes = append(rep.Notes, db.Warning)
+	}
+	model := lower.ModelFor(rep.Device)
+	tu := &tune.Tuner{
+		Device: d, DB: db, Compiler: CompilerVersion(),
+		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) }),
+		Progress: func(p tune.Progress) {
+			progress(Progress{Phase: "tune", Done: p.Kernels, What: fmt.Sprintf("%d configurations (%d invalid) %s", p.Configs, p.Invalid, p.Current)})
+		},
+		Log: func(msg string) { rep.Notes = append(rep.Notes, msg) },
+	}
+	defer tu.Close()
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if opts.Budget > 0 {
+		tctx, cancel = context.WithTimeout(ctx, opts.Budget)
+	}
+	defer cancel()
+	save := func() {
+		if err := db.Save(); err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("tuning database not saved: %v", err))
+		}
+	}
+
+	// Extraction under measured costs: the tuner's time for an op's kernel, in the static cost
+	// model's unit (bytes streamed at the device model's bandwidth); ops it cannot price (views,
+	// problems no template serves) keep the static estimate.
+	t0 = time.Now()
+	price := tu.OpCost(tctx)
+	cost := rules.CostFunc(func(n rules.CostNode) float64 {
+		if dt, ok := price(n.Op, n.Attrs, n.Args, n.Outs); ok {
+			return dt.Seconds() * model.Bandwidth
+		}
+		return rules.DefaultCost.Cost(n)
+	})
+	k := opts.Candidates
+	if k <= 0 {
+		k = 4
+	}
+	applied := map[string]uint64{}
+	cands := map[*ir.Function][]tune.SelectCandidate{}
+	for _, f := range fns {
+		progress(Progress{Phase: "optimize", What: f.Name})
+		gs, orep, err := rules.OptimizeK(tctx, m, f, rules.Options{Cost: cost}, k)
+		if err != nil {
+			if ctx.Err() != nil {
+				save()
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("optimize %s: %w", f.Name, err)
+		}
+		for _, r := range orep.Rules {
+			if r.Applied > 0 {
+				applied[r.Name] += uint64(r.Applied)
+			}
+		}
+		var cs []tune.SelectCandidate
+		for i, g := range gs {
+			cs = append(cs, tune.SelectCandidate{Fn: g, Label: fmt.Sprintf("extraction %d", i+1)})
+		}
+		// The function as written stays a candidate: it is valid whenever the model is, so a
+		// selection never fails because every extraction needs a missing template.
+		cands[f] = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
+	}
+	rep.Optimized = true
+	phase("optimize", t0, fmt.Sprintf("%d candidates per function under measured kernel costs", k))
+
+	t0 = time.Now()
+	lopts := lower.Options{Caps: caps, Device: rep.Device, CompilerVersion: CompilerVersion(), Choose: tu.Choose(tctx)}
+	if opts.Weights == WeightsExternal {
+		// Candidates are lowered with inline weights (they only run here); the plan written
+		// references the file.
+		rep.Notes = append(rep.Notes, "candidates were measured with inline weights; the plan references the weight file")
+	}
+	lowerFn := func(fs []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fs, lopts)
+		return p, err
+	}
+	winners, sels, err := tune.SelectFunctions(tctx, d, m, fns,
+		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn, tune.SelectOptions{})
+	save()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("measured selection: %w", err)
+	}
+	phase("select", t0, tu.Summary())
+	for _, s := range sels {
+		rep.Selections = append(rep.Selections, s.String())
+	}
+
+	t0 = time.Now()
+	progress(Progress{Phase: "lower"})
+	final := lopts
+	if opts.Weights == WeightsExternal {
+		if final.ExternalWeights, err = externalWeightsPath(m, opts); err != nil {
+			return nil, err
+		}
+	}
+	p, lrep, err := lower.Lower(m, winners, final)
+	if err != nil {
+		return nil, err
+	}
+	save()
+	rep.Lower = lrep
+	rep.Tuned = true
+	phase("lower", t0, fmt.Sprintf("%d modules, measured choice", lrep.Modules))
+	p.Record.Rules = ruleCounts(applied)
+	for _, s := range sels {
+		p.Record.Candidates = append(p.Record.Candidates, s.Record()...)
+	}
+	p.Record.Candidates = append(p.Record.Candidates, tu.Record()...)
+	p.Record.Notes = append(p.Record.Notes, tu.Summary())
+	rep.Notes = append(rep.Notes, tu.Summary())
+	if tctx.Err() != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the tuning budget (%v) was spent: unmeasured problems kept the static choice", opts.Budget))
+	}
+	return p, nil
+}
