@@ -23,6 +23,19 @@ var (
 )
 
 func init() {
+	// The general transpose leaves swaps of the last two axes to transpose_tiled, which is
+	// 2.3x faster there on the H200 (1536×576 f16: 11 µs against 25); the static cost model
+	// cannot tell the two apart (same bytes), so offering both would pick by name.
+	general := Transpose.Accepts
+	Transpose.Accepts = func(p *Problem, caps Caps) error {
+		if err := general(p, caps); err != nil {
+			return err
+		}
+		if acceptTransposeTiled(p, caps) == nil {
+			return fmt.Errorf("perm %v swaps the last two axes: transpose_tiled serves it", p.Attrs.Ints("perm"))
+		}
+		return nil
+	}
 	for _, t := range []*Template{Transpose, Slice, Expand, ReshapeCopy} {
 		Register(t)
 	}

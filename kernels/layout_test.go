@@ -15,9 +15,9 @@ func TestTransposeOnDevice(t *testing.T) {
 		perm []int
 	}{
 		{ir.T(ir.F32, 3, 5, 7), []int{2, 0, 1}},
-		{ir.T(ir.F16, 37, 3), []int{1, 0}},
+		{ir.T(ir.F16, 37, 3, 2), []int{1, 0, 2}},
 		{ir.T(ir.I32, 2, 3, 1, 4), []int{3, 1, 0, 2}},
-		{ir.T(ir.Bool, 4, 3), []int{1, 0}},
+		{ir.T(ir.Bool, 4, 3, 2), []int{2, 0, 1}},
 	} {
 		p := problem(t, ir.Transpose, ir.Attrs{"perm": tc.perm}, tc.x)
 		checkConfigs(t, kernels.Transpose, p, randomArgs(rng, p), firstOnly(i, flatConfigs))
@@ -43,6 +43,10 @@ func TestTransposeTiledOnDevice(t *testing.T) {
 	}
 	if err := kernels.Transpose.Accepts(p, kernels.Lavapipe); err != nil {
 		t.Errorf("transpose refused %v: %v", p.Attrs, err)
+	}
+	swap := problem(t, ir.Transpose, ir.Attrs{"perm": []int{0, 2, 1}}, ir.T(ir.F32, 2, 3, 4))
+	if err := kernels.Transpose.Accepts(swap, kernels.Lavapipe); err == nil {
+		t.Error("the general transpose accepted a swap of the last two axes (transpose_tiled's)")
 	}
 	big := kernels.Config{"tile": 32, "rows": 32}
 	if err := kernels.TransposeTiled.Space.Valid(p, big, kernels.Caps{MaxInvocations: 256, MaxWorkgroupSize: [3]int{256, 256, 64}, MaxSharedBytes: 1 << 14}); err == nil {
