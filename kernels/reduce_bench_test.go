@@ -203,7 +203,7 @@ func BenchmarkRows(b *testing.B) {
 		{"rope_norm_prefill", kernels.RopeNorm, pt(ir.RopeNorm, nil, ir.T(h, 128, 9, 64), ir.T(h, 64), pos)},
 		{"embedding_prefill", kernels.Embedding, pt(ir.Embedding, nil, ir.T(h, 49152, 576), ir.T(ir.I32, 128))},
 		{"transpose_tiled", kernels.TransposeTiled, pt(ir.Transpose, ir.Attrs{"perm": []int{1, 0}}, ir.T(h, 1536, 576))},
-		{"transpose_general", kernels.Transpose, pt(ir.Transpose, ir.Attrs{"perm": []int{1, 0}}, ir.T(h, 1536, 576))},
+		{"transpose_heads", kernels.Transpose, pt(ir.Transpose, ir.Attrs{"perm": []int{1, 0, 2}}, ir.T(h, 128, 9, 64))},
 		{"whisper_conv1", kernels.Conv1d, pt(ir.Conv1d, ir.Attrs{"padding": 1}, ir.T(h, 80, 3000), ir.T(h, 512, 80, 3), ir.T(h, 512))},
 		{"whisper_conv1_tiled", kernels.Conv1dTiled, pt(ir.Conv1d, ir.Attrs{"padding": 1}, ir.T(h, 80, 3000), ir.T(h, 512, 80, 3), ir.T(h, 512))},
 		{"whisper_conv2", kernels.Conv1d, pt(ir.Conv1d, ir.Attrs{"padding": 1, "stride": 2}, ir.T(h, 512, 3000), ir.T(h, 512, 512, 3), ir.T(h, 512))},
