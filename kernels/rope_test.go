@@ -109,3 +109,38 @@ func TestRopeAccepts(t *testing.T) {
 		t.Error("cache_write accepted a result of the wrong shape")
 	}
 }
+
+// Rows that fall past the end of the cache are not written (the interpreter rejects them, so
+// compare by hand): the kernel must never write outside the state's buffer.
+func TestCacheWritePastTheEnd(t *testing.T) {
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	st, x := ir.T(ir.F32, 4, 2), ir.T(ir.F32, 2, 2)
+	state := ir.TensorFromFloat64s(st, []float64{1, 2, 3, 4, 5, 6, 7, 8})
+	rows := ir.TensorFromFloat64s(x, []float64{-1, -2, -3, -4})
+	for _, tc := range []struct {
+		tmpl *kernels.Template
+		op   ir.Op
+		want []float64
+	}{
+		{kernels.CacheWrite, ir.CacheWrite, []float64{1, 2, 3, 4, 5, 6, -1, -2}},
+		// Pairs of 2 features rotate by pos·theta^0 = 3 radians at pos 3; check only that
+		// rows 0-2 keep their values and that nothing else breaks.
+		{kernels.RopeCacheWrite, ir.RopeCacheWrite, []float64{1, 2, 3, 4, 5, 6}},
+	} {
+		p := problem(t, tc.op, nil, st, x, ir.T(ir.I32))
+		l, _, err := kernels.Build(tc.tmpl, p, caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := kerneltest.Run(d, p, l, []*ir.Tensor{state, rows, posTensor(3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range tc.want {
+			if g := got[0].Float64(i); g != w {
+				t.Errorf("%s: element %d: got %g, want %g (all: %v)", tc.tmpl.Name, i, g, w, got[0].Float64s())
+			}
+		}
+	}
+}
