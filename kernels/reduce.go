@@ -9,9 +9,10 @@ import (
 
 // Reduce computes sum, mean, max, min and argmax over one axis of any rank (keepdims changes
 // only the result's shape), seen as [outer, n, inner]: each of the outer·inner fibres of n
-// elements gives one result. Contiguous fibres (inner = 1) can be walked cooperatively, one
-// workgroup per fibre with subgroup or shared-memory combining (coop=1); any fibre can be walked
-// by one invocation (coop=0).
+// elements gives one result. Contiguous fibres (inner = 1) can be walked cooperatively (coop=1):
+// a workgroup per fibre with subgroup or shared-memory combining, several fibres per workgroup
+// (rows), or, for a few long fibres, split workgroups per fibre whose partials a second dispatch
+// combines (split); any fibre can be walked by one invocation (coop=0).
 //
 // Semantics, as the interpreter's: floats accumulate in f32 (f16 is storage only); max and min
 // propagate NaN; argmax gives the first index of the largest value, a NaN counting as larger than
