@@ -243,17 +243,16 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	scale := b.F32(float32(a.scale))
 
 	// Q block, scaled, and the running statistics.
-	b.For(li, b.Mul(BR, u(d4)), WG, func(e codegen.Value) {
+	zv := b.Splat(zero, dvec)
+	stageTile(b, li, cfg.wg, cfg.br*d4, func(e codegen.Value) codegen.Value {
 		r, f := b.Div(e, u(d4)), b.Rem(e, u(d4))
 		t := b.Add(t0, r)
-		v := b.Var("qv", b.Splat(zero, dvec))
-		b.If(b.Lt(t, u(T)), func() {
-			i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
-			x := b.Load(qb, b.Add(b.Div(a.at(b, i, h, u(0), a.sq, a.hq, a.d), u(dvec)), f))
-			b.Set(v, b.Mul(b.Convert(x, vt), b.Splat(scale, dvec)))
-		})
-		b.Store(qs, e, b.Get(v))
-	})
+		ok := b.Lt(t, u(T))
+		t = b.Select(ok, t, u(0))
+		i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
+		x := b.Load(qb, b.Add(b.Div(a.at(b, i, h, u(0), a.sq, a.hq, a.d), u(dvec)), f))
+		return b.Select(ok, b.Mul(b.Convert(x, vt), b.Splat(scale, dvec)), zv)
+	}, func(e, v codegen.Value) { b.Store(qs, e, v) })
 	b.For(li, BR, WG, func(r codegen.Value) {
 		b.Store(ms, r, negInf)
 		b.Store(ls, r, zero)
@@ -282,37 +281,32 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	loU := b.Convert(lo, codegen.U32)
 	hiU := b.Convert(b.Max(hi, lo), codegen.U32)
 	b.For(loU, hiU, BK, func(kt codegen.Value) {
-		b.For(li, b.Mul(BK, u(d4)), WG, func(e codegen.Value) {
-			j, f := b.Div(e, u(d4)), b.Rem(e, u(d4))
+		// key row kt+j, or row 0 (a valid address) with ok false past the range
+		key := func(j codegen.Value) (codegen.Value, codegen.Value) {
 			jj := b.Add(kt, j)
-			v := b.Var("kv", b.Splat(zero, dvec))
-			b.If(b.Lt(jj, hiU), func() {
-				x := b.Load(kb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.d), u(dvec)), f))
-				b.Set(v, b.Convert(x, vt))
-			})
-			b.Store(ks, b.Add(b.Mul(j, u(d4p)), f), b.Get(v))
+			ok := b.Lt(jj, hiU)
+			return b.Select(ok, jj, u(0)), ok
+		}
+		stageTile(b, li, cfg.wg, cfg.bk*d4, func(e codegen.Value) codegen.Value {
+			jj, ok := key(b.Div(e, u(d4)))
+			x := b.Load(kb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.d), u(dvec)), b.Rem(e, u(d4))))
+			return b.Select(ok, b.Convert(x, vt), zv)
+		}, func(e, v codegen.Value) {
+			b.Store(ks, b.Add(b.Mul(b.Div(e, u(d4)), u(d4p)), b.Rem(e, u(d4))), v)
 		})
 		if reg {
-			b.For(li, b.Mul(BK, u(tx4)), WG, func(e codegen.Value) {
-				j, f := b.Div(e, u(tx4)), b.Rem(e, u(tx4))
-				jj := b.Add(kt, j)
-				v := b.Var("vv", b.Splat(zero, 4))
-				b.If(b.Lt(jj, hiU), func() {
-					x := b.Load(vb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.dv), u(4)), f))
-					b.Set(v, b.Convert(x, codegen.Vec(codegen.F32, 4)))
-				})
-				b.Store(vs, e, b.Get(v))
-			})
+			v4 := codegen.Vec(codegen.F32, 4)
+			stageTile(b, li, cfg.wg, cfg.bk*tx4, func(e codegen.Value) codegen.Value {
+				jj, ok := key(b.Div(e, u(tx4)))
+				x := b.Load(vb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.dv), u(4)), b.Rem(e, u(tx4))))
+				return b.Select(ok, b.Convert(x, v4), b.Splat(zero, 4))
+			}, func(e, v codegen.Value) { b.Store(vs, e, v) })
 		} else {
-			b.For(li, b.Mul(BK, u(a.dv)), WG, func(e codegen.Value) {
-				j, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
-				jj := b.Add(kt, j)
-				v := b.Var("vv", zero)
-				b.If(b.Lt(jj, hiU), func() {
-					b.Set(v, LoadAs(b, vb, a.at(b, jj, kh, f, a.skv, a.hkv, a.dv), a.dt))
-				})
-				b.Store(vs, e, b.Get(v))
-			})
+			stageTile(b, li, cfg.wg, cfg.bk*a.dv, func(e codegen.Value) codegen.Value {
+				jj, ok := key(b.Div(e, u(a.dv)))
+				x := LoadAs(b, vb, a.at(b, jj, kh, b.Rem(e, u(a.dv)), a.skv, a.hkv, a.dv), a.dt)
+				return b.Select(ok, x, zero)
+			}, func(e, v codegen.Value) { b.Store(vs, e, v) })
 		}
 		b.Barrier()
 		// Scores of the tile, -inf where masked.

@@ -275,3 +275,28 @@ func (g *gemm) cost(p *Problem, l *Launch) {
 		float64(g.batches()*g.m*g.n*epilogueFlops(p))
 	l.Bytes = problemBytes(p)
 }
+
+// stageTile moves a tile of total elements into shared memory with wg invocations, element
+// e = li + q·wg for q < ceil(total/wg), issuing all of an invocation's loads before its stores:
+// a loop of load-then-store waits out the memory latency once per element, which on the H200
+// made every key tile of attention cost several microseconds. fetch must be branch-free (load
+// from a clamped index and select the value to keep); put stores it.
+func stageTile(b *codegen.Builder, li codegen.Value, wg, total int, fetch func(e codegen.Value) codegen.Value, put func(e, v codegen.Value)) {
+	n := ceilDiv(total, wg)
+	es := make([]codegen.Value, n)
+	vs := make([]codegen.Value, n)
+	for q := 0; q < n; q++ {
+		e := b.Add(li, b.U32(uint32(q*wg)))
+		if (q+1)*wg > total {
+			e = b.Min(e, b.U32(uint32(total-1))) // stored below only when in range
+		}
+		es[q], vs[q] = e, fetch(e)
+	}
+	for q := 0; q < n; q++ {
+		if (q+1)*wg > total {
+			b.If(b.Lt(b.Add(li, b.U32(uint32(q*wg))), b.U32(uint32(total))), func() { put(es[q], vs[q]) })
+		} else {
+			put(es[q], vs[q])
+		}
+	}
+}

@@ -90,7 +90,6 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	tmp, tnp := b.Add(tm, b.U32(1)), b.Add(tn, b.U32(1))
 	as := b.Shared("a_tile", codegen.F32, b.Mul(tk, tmp))
 	bs := b.Shared("b_tile", codegen.F32, b.Mul(tk, tnp))
-	threads := b.Mul(wx, wy)
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	M, N, K := u(g.m), u(g.n), u(g.k)
 
@@ -124,33 +123,43 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	b.For(u(0), K, tk, func(k0 codegen.Value) {
 		// Cooperative loads, zero outside the matrices; consecutive invocations read consecutive
 		// addresses of whichever axis is contiguous in memory.
-		b.For(li, b.Mul(tm, tk), threads, func(e codegen.Value) {
-			r, kk := b.Div(e, tk), b.Rem(e, tk)
+		// (r, kk) of A-tile element e, walking whichever axis is contiguous in memory.
+		aPos := func(e codegen.Value) (codegen.Value, codegen.Value) {
 			if g.sam == 1 && g.m > 1 { // ta: m is contiguous
-				r, kk = b.Rem(e, tm), b.Div(e, tm)
+				return b.Rem(e, tm), b.Div(e, tm)
 			}
-			gr, gk := b.Add(row0, r), b.Add(k0, kk)
-			v := b.Var("va", zero)
-			b.If(b.And(b.Lt(gr, M), b.Lt(gk, K)), func() {
-				b.Set(v, LoadAs(b, bufs.a, b.Add(aBase, b.Add(b.Mul(gr, u(g.sam)), b.Mul(gk, u(g.sak)))), aT))
-			})
-			b.Store(as, b.Add(b.Mul(kk, tmp), r), b.Get(v))
-		})
-		b.For(li, b.Mul(tk, tn), threads, func(e codegen.Value) {
-			kk, n := b.Div(e, tn), b.Rem(e, tn)
+			return b.Div(e, tk), b.Rem(e, tk)
+		}
+		bPos := func(e codegen.Value) (codegen.Value, codegen.Value) {
 			if g.sbk == 1 && g.k > 1 { // tb / linear: k is contiguous
-				n, kk = b.Div(e, tk), b.Rem(e, tk)
+				return b.Rem(e, tk), b.Div(e, tk)
 			}
+			return b.Div(e, tn), b.Rem(e, tn)
+		}
+		// Loads from a clamped index (0 outside the matrix) so that none waits on a branch.
+		stageTile(b, li, vals["wg_x"]*vals["wg_y"], vals["tile_m"]*vals["tile_k"], func(e codegen.Value) codegen.Value {
+			r, kk := aPos(e)
+			gr, gk := b.Add(row0, r), b.Add(k0, kk)
+			ok := b.And(b.Lt(gr, M), b.Lt(gk, K))
+			i := b.Select(ok, b.Add(aBase, b.Add(b.Mul(gr, u(g.sam)), b.Mul(gk, u(g.sak)))), u(0))
+			return b.Select(ok, LoadAs(b, bufs.a, i, aT), zero)
+		}, func(e, v codegen.Value) {
+			r, kk := aPos(e)
+			b.Store(as, b.Add(b.Mul(kk, tmp), r), v)
+		})
+		stageTile(b, li, vals["wg_x"]*vals["wg_y"], vals["tile_k"]*vals["tile_n"], func(e codegen.Value) codegen.Value {
+			kk, n := bPos(e)
 			gk, gn := b.Add(k0, kk), b.Add(col0, n)
-			v := b.Var("vb", zero)
-			b.If(b.And(b.Lt(gk, K), b.Lt(gn, N)), func() {
-				w := LoadAs(b, bufs.b, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), bT)
-				if rms {
-					w = b.Mul(w, LoadAs(b, bufs.gamma, gk, gammaT))
-				}
-				b.Set(v, w)
-			})
-			b.Store(bs, b.Add(b.Mul(kk, tnp), n), b.Get(v))
+			ok := b.And(b.Lt(gk, K), b.Lt(gn, N))
+			i := b.Select(ok, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), u(0))
+			w := LoadAs(b, bufs.b, i, bT)
+			if rms {
+				w = b.Mul(w, LoadAs(b, bufs.gamma, b.Select(ok, gk, u(0)), gammaT))
+			}
+			return b.Select(ok, w, zero)
+		}, func(e, v codegen.Value) {
+			kk, n := bPos(e)
+			b.Store(bs, b.Add(b.Mul(kk, tnp), n), v)
 		})
 		b.Barrier()
 		b.For(u(0), tk, u(1), func(kk codegen.Value) {
