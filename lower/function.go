@@ -477,20 +477,11 @@ func (fl *fnLowerer) locOf(v ir.Value) (loc, error) {
 	return lc, nil
 }
 
-// constName names a compile-time tensor by its content, so two functions folding the same
-// subgraph share one weight.
+// constName names a compile-time tensor by its type and content (SHA-256), so two functions
+// folding the same subgraph share one weight and two different tensors never share a name.
 func constName(x *ir.Tensor) string {
-	h := fnv64(x.Data)
-	return fmt.Sprintf("const.%s.%016x", strings.ReplaceAll(x.Type.String(), ",", "x"), h)
-}
-
-func fnv64(b []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
+	h := contentHash(x)
+	return fmt.Sprintf("const.%s.%x", strings.ReplaceAll(x.Type.String(), ",", "x"), h[:12])
 }
 
 func (fl *fnLowerer) lowerNode(n *ir.Node) error {
