@@ -337,6 +337,34 @@ func RowSpace(inner func(p *Problem) int, arrays int) Space {
 		})
 }
 
+// flatSpace is the space of kernels with one invocation per element (or pair, or output) and no
+// shared memory: the workgroup size and the consecutive items per invocation, both
+// specialization constants.
+func flatSpace() Space {
+	return NewSpace(Ints("wg", 128, 64, 256), Ints("per_thread", 1, 2, 4)).Where(fitsInvocations("wg"))
+}
+
+// flatGrid is the grid of a flat kernel over n items.
+func flatGrid(n int, c Config, caps Caps) [3]uint32 {
+	per := c["wg"] * c["per_thread"]
+	return Grid1D((n+per-1)/per, caps)
+}
+
+// eachFlat declares the flat kernel's wg and per_thread specialization constants and runs body
+// for every item q < n this invocation handles: a workgroup takes wg·per_thread consecutive
+// items, its invocations neighbours in each of per_thread rounds, so every round's accesses are
+// contiguous across the workgroup.
+func eachFlat(b *codegen.Builder, c Config, n int, body func(q codegen.Value)) {
+	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
+	per := b.Spec("per_thread", codegen.U32, int64(c["per_thread"]))
+	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
+	base := b.Add(b.Mul(b.Mul(LinearGroup(b), per), wg), b.LocalIndex())
+	b.For(b.U32(0), per, b.U32(1), func(j codegen.Value) {
+		q := b.Add(base, b.Mul(j, wg))
+		b.If(b.Lt(q, b.U32(uint32(n))), func() { body(q) })
+	})
+}
+
 // Epilogue applies p's epilogue (if any) to v, the op's value of output element idx (a u32
 // index into Outs[0]), and returns the value to store as Outs[0]'s dtype (compute type). opType
 // is the op's own result type; v is first rounded through its storage type so the epilogue sees
