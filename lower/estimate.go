@@ -58,16 +58,7 @@ func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {
 	alu := l.Flops / dev.Flops
 	occ := 1.0
 	if dev.Lanes > 0 {
-		most := 0.0
-		for _, st := range l.Steps {
-			n := float64(st.Grid[0]) * float64(st.Grid[1]) * float64(st.Grid[2])
-			if st.Kernel != nil {
-				wg := st.Kernel.WorkgroupSizeFor(st.Spec)
-				n *= float64(wg[0]) * float64(wg[1]) * float64(wg[2])
-			}
-			most = max(most, n)
-		}
-		occ = min(1, max(most, 1)/float64(dev.Lanes))
+		occ = min(1, max(invocations(l), 1)/float64(dev.Lanes))
 	}
 	t := time.Duration(max(mem, alu) / occ * 1e9)
 	n := len(l.Steps)

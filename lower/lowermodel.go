@@ -368,7 +368,8 @@ func (l *lowerer) choose(p *kernels.Problem) *choice {
 			errs = append(errs, err.Error())
 			continue
 		}
-		if est := Estimate(ln, l.dev); c.launch == nil || est < c.est {
+		est := Estimate(ln, l.dev)
+		if c.launch == nil || better(est, ln, c.est, c.launch) {
 			c.tmpl, c.cfg, c.launch, c.est = t, cfg, ln, est
 		}
 	}
@@ -376,6 +377,33 @@ func (l *lowerer) choose(p *kernels.Problem) *choice {
 		c.err = fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return c
+}
+
+// better reports whether a launch estimated at est beats the current choice. Estimates within 1%
+// are a tie (the roofline sees the same bytes and flops, e.g. a tiled matmul and a matrix-vector
+// kernel on one row), broken in favour of more invocations in flight, which hide memory latency
+// better; a remaining tie keeps the earlier template by name. A heuristic for the static path
+// only: the measured tuner decides for real.
+func better(est time.Duration, ln *kernels.Launch, cur time.Duration, curL *kernels.Launch) bool {
+	lo, hi := min(est, cur), max(est, cur)
+	if float64(hi-lo) > 0.01*float64(hi) {
+		return est < cur
+	}
+	return invocations(ln) > invocations(curL)
+}
+
+// invocations is the largest number of invocations one step of the launch starts.
+func invocations(l *kernels.Launch) float64 {
+	most := 0.0
+	for _, st := range l.Steps {
+		n := float64(st.Grid[0]) * float64(st.Grid[1]) * float64(st.Grid[2])
+		if st.Kernel != nil {
+			wg := st.Kernel.WorkgroupSizeFor(st.Spec)
+			n *= float64(wg[0]) * float64(wg[1]) * float64(wg[2])
+		}
+		most = max(most, n)
+	}
+	return most
 }
 
 // module returns the plan module index of a step, deduplicating identical SPIR-V with identical
