@@ -639,14 +639,20 @@ func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Val
 func (fl *fnLowerer) inPlace(u *unit, a ir.Value, src loc, o ir.Value) (loc, error) {
 	n := a.Node
 	b := fl.bufs[src.buf]
-	if n.Op == ir.State && b.kind == bufState && src.off == 0 && fl.updates(n.Name, o) {
-		late := false
-		me := fl.pos[u.nodes[len(u.nodes)-1]]
-		for _, c := range fl.consumers[n] {
-			if fl.runsAt(c) > me {
-				late = true
-			}
+	// Views of the state (a reshape or slice of it) would keep pointing at the state region after
+	// the write; with one, the state is not written in place.
+	viewed := false
+	late := fl.isResult[n] // a function output of the old state is copied out after every kernel
+	me := fl.pos[u.nodes[len(u.nodes)-1]]
+	for _, c := range fl.consumers[n] {
+		if c.Op == ir.Reshape || c.Op == ir.Slice {
+			viewed = true
 		}
+		if fl.runsAt(c) > me {
+			late = true
+		}
+	}
+	if n.Op == ir.State && b.kind == bufState && src.off == 0 && fl.updates(n.Name, o) && !viewed {
 		if late {
 			cp, err := fl.addCopy(src, n.Type(), "old "+n.Name)
 			if err != nil {

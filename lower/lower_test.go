@@ -576,3 +576,30 @@ func TestChainedCacheWrites(t *testing.T) {
 		t.Errorf("cache: %s", msg)
 	}
 }
+
+// A function that returns the old state and updates it in place copies the old state out first;
+// one that reads the state through a view does not write it in place.
+func TestOldStateAsOutputAndViewed(t *testing.T) {
+	rng := rand.New(rand.NewSource(13))
+	ct := ir.T(ir.F32, 4, 2, 3)
+	for _, viewed := range []bool{false, true} {
+		b := ir.NewBuilder("step")
+		x, _ := b.Input("x", ir.T(ir.F32, 1, 2, 3))
+		pos, _ := b.Input("pos", ir.T(ir.I32))
+		c := b.State("cache", ct)
+		c2 := b.MustOp(ir.CacheWrite, nil, c, x, pos)
+		b.Update("cache", c2)
+		if viewed {
+			b.Output("old", b.MustOp(ir.Neg, nil, b.MustOp(ir.Reshape, ir.Attrs{"shape": []int{4, 6}}, c)))
+		} else {
+			b.Output("old", c)
+		}
+		b.Output("new", b.MustOp(ir.Neg, nil, c2))
+		m := newModel("old", nil, b.Function())
+		_, _, exe := compile(t, m)
+		s := interp.NewSession(m)
+		for _, at := range []int{0, 1, 3} {
+			runBoth(t, exe, s, m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 1, 2, 3)), "pos": scalarI32(at)})
+		}
+	}
+}
