@@ -113,6 +113,11 @@ type Options struct {
 	TuneDB string
 	// Candidates is the number of diverse extractions measured per function (0: 4).
 	Candidates int
+	// ArgmaxOutput adds an output next_token = argmax(logits, axis=-1) (i32[seq]) to every
+	// causal-language-model function (tokens and position in, [seq, vocab] logits out), so greedy
+	// generation takes the argmax on the device and reads back one token per step (Generate uses
+	// it). vkc compile sets it unless --argmax=false.
+	ArgmaxOutput bool
 	// Progress, when set, receives progress reports (from the calling goroutine).
 	Progress func(Progress)
 }
@@ -245,6 +250,15 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		rep.Functions = append(rep.Functions, f.Name)
 	}
 	phase("select", t0, strings.Join(rep.Functions, ", "))
+	if opts.ArgmaxOutput {
+		var changed []string
+		if fns, changed, err = addArgmaxOutputs(m, fns); err != nil {
+			return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+		}
+		if len(changed) > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("added output %s = argmax(logits) to %s", NextTokenOutput, strings.Join(changed, ", ")))
+		}
+	}
 
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err

@@ -256,12 +256,13 @@ func TestExamplesMatchInterpreter(t *testing.T) {
 
 // TestTinyLlamaOracle runs the HF tinyllama prompt through the compiled prefill, the 8 fed tokens
 // through the compiled decode (the KV cache carried on the device), and greedy generation
-// through Generate; logits must match HF within the tolerance and the tokens exactly.
+// through Generate with the argmax on the device (ArgmaxOutput); logits must match HF within the
+// tolerance and the tokens exactly.
 func TestTinyLlamaOracle(t *testing.T) {
 	d := device(t)
 	m := parseExample(t, "tinyllama")
 	t0 := time.Now()
-	p, _ := compileOrSkip(t, m, Options{Target: targetOf(d)})
+	p, _ := compileOrSkip(t, m, Options{Target: targetOf(d), ArgmaxOutput: true})
 	compileTime := time.Since(t0)
 	exe := roundTrip(t, d, p)
 	gold, err := safetensors.ReadAll("testdata/hf/tinyllama/golden.safetensors")
@@ -281,6 +282,13 @@ func TestTinyLlamaOracle(t *testing.T) {
 	}
 	e := compare(t, "prefill logits", out["logits"], gold["prefill_logits"])
 	t.Logf("prefill logits: max row-relative error %.3g", e)
+	// The device's argmax of every row is the argmax of the logits it returned.
+	next, lg := Int32s(out[NextTokenOutput].Data), Float32s(out["logits"].Data)
+	for r := range next {
+		if w := Argmax(lg[r*256 : (r+1)*256]); int(next[r]) != w {
+			t.Errorf("prefill row %d: next_token %d, argmax of the logits %d", r, next[r], w)
+		}
+	}
 
 	fed := Int32s(gold["decode_tokens"].Data)
 	wantDecode := gold["decode_logits"]
@@ -310,6 +318,9 @@ func TestTinyLlamaOracle(t *testing.T) {
 	want := Int32s(gold["greedy_tokens"].Data)
 	if fmt.Sprint(g.Tokens) != fmt.Sprint(want) {
 		t.Errorf("greedy tokens %v, HF %v", g.Tokens, want)
+	}
+	if g.HostArgmax {
+		t.Error("Generate took the argmax on the host although the plan has next_token")
 	}
 	t.Logf("%s: compile %v, prompt (16 tokens) %v, decode %v per token (median of %d)",
 		d.Info.Name, compileTime.Round(time.Millisecond), g.Prompt.Round(time.Microsecond), g.PerToken().Round(time.Microsecond), len(g.Steps))

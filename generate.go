@@ -21,6 +21,12 @@ type Executable interface {
 	Run(ctx context.Context, fn string, inputs map[string][]byte) (map[string][]byte, error)
 }
 
+// runInto is implemented by executables that can read back a subset of the outputs
+// (*runtime.Executable); Generate then reads the argmax output alone.
+type runInto interface {
+	RunInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error
+}
+
 // Generation is the result of a greedy decode.
 type Generation struct {
 	Tokens []int32 // the generated tokens, in order (the prompt is not repeated)
@@ -60,6 +66,7 @@ type stepFn struct {
 	logitsType  plan.DType
 	vocab       int
 	next        string // i32 argmax output, or ""
+	nextIndex   int    // its index in f.Outputs
 	nextPerRow  bool   // next has one token per row (else: the last row's)
 }
 
@@ -82,12 +89,12 @@ func stepFunction(f *plan.Function) *stepFn {
 	if s.tokens == "" || s.pos == "" || s.seq < 1 {
 		return nil
 	}
-	for _, v := range f.Outputs {
+	for i, v := range f.Outputs {
 		switch {
 		case v.DType == plan.I32 && len(v.Shape) == 1 && int(v.Shape[0]) == s.seq && s.next == "":
-			s.next, s.nextPerRow = v.Name, true
+			s.next, s.nextIndex, s.nextPerRow = v.Name, i, true
 		case v.DType == plan.I32 && (len(v.Shape) == 0 || len(v.Shape) == 1 && v.Shape[0] == 1) && s.next == "":
-			s.next, s.nextPerRow = v.Name, s.seq == 1
+			s.next, s.nextIndex, s.nextPerRow = v.Name, i, s.seq == 1
 		case (v.DType == plan.F32 || v.DType == plan.F16 || v.DType == plan.BF16) &&
 			len(v.Shape) == 2 && int(v.Shape[0]) == s.seq && v.Shape[1] > 0 && s.logits == "":
 			s.logits, s.logitsType, s.vocab = v.Name, v.DType, int(v.Shape[1])
@@ -203,10 +210,24 @@ func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*
 
 // step runs s on tokens at pos and returns the greedy choice after the last token.
 func step(ctx context.Context, exe Executable, s *stepFn, tokens []int32, pos int) (int32, error) {
-	outs, err := exe.Run(ctx, s.f.Name, map[string][]byte{
+	in := map[string][]byte{
 		s.tokens: Int32Bytes(tokens...),
 		s.pos:    Int32Bytes(int32(pos)),
-	})
+	}
+	var outs map[string][]byte
+	var err error
+	if ri, ok := exe.(runInto); ok && s.next != "" {
+		// Read back the token alone, not the logits.
+		v := s.f.Outputs[s.nextIndex]
+		n, berr := v.Bytes()
+		if berr != nil {
+			return 0, berr
+		}
+		outs = map[string][]byte{s.next: make([]byte, n)}
+		err = ri.RunInto(ctx, s.f.Name, in, outs)
+	} else {
+		outs, err = exe.Run(ctx, s.f.Name, in)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("generate: %s at position %d: %w", s.f.Name, pos, err)
 	}

@@ -36,6 +36,7 @@ func init() {
 			tuneDB := fs.String("tune-db", "", "with --tune: the tuning database (default: in the user cache directory)")
 			cands := fs.Int("candidates", 4, "with --tune: diverse extractions measured per function")
 			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
+			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
 			return func(args []string) error {
 				args, err := positional(fs, args)
@@ -61,7 +62,7 @@ func init() {
 					return usagef("--budget and --tune-db go with --tune")
 				}
 				opts := vkc.Options{Device: *device, Weights: wm, Tune: *tuneFlag, Budget: *budget,
-					TuneDB: *tuneDB, Candidates: *cands, NoOptimize: *noOpt}
+					TuneDB: *tuneDB, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax}
 				if *fns != "" {
 					opts.Functions = strings.Split(*fns, ",")
 				}

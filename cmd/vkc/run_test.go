@@ -260,7 +260,7 @@ func TestCompileAndGenerate(t *testing.T) {
 		t.Errorf("--dump-kernels wrote no .spv files")
 	}
 	code, stdout, stderr = runCLI(t, "run", out, "--prompt-ids", "37,235,140,72,255,137,203,133,79,192,144,129,204,71,237,252", "--steps", "9")
-	if code != 0 || !strings.Contains(stdout, "greedy tokens: 101 175 85 117 132 175 6 182 26\n") || !strings.Contains(stdout, "per token") {
+	if code != 0 || !strings.Contains(stdout, "greedy tokens: 101 175 85 117 132 175 6 182 26\n") || !strings.Contains(stdout, "argmax on the device") {
 		t.Errorf("run --prompt-ids: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "inspect", out)
