@@ -42,7 +42,7 @@ func TestCompileTuned(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(t.TempDir(), "tune.json")
-	opts := Options{Tune: true, Budget: 20 * time.Second, TuneDB: db, Candidates: 2}
+	opts := Options{Tune: true, Budget: 90 * time.Second, TuneDB: db, Candidates: 2}
 	t0 := time.Now()
 	p, rep, err := Compile(context.Background(), m, opts)
 	if err != nil {
