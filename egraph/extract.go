@@ -181,7 +181,7 @@ func (e *extractor) dagCost(choice []int, own [][]float64) float64 {
 // reachable returns the classes reachable from the roots under choice in post-order (children
 // first); the selection must be acyclic.
 func (e *extractor) reachable(choice []int) []Id {
-	seen := make(map[Id]bool)
+	seen := make([]bool, len(choice))
 	var order []Id
 	var visit func(c Id)
 	visit = func(c Id) {
@@ -198,47 +198,6 @@ func (e *extractor) reachable(choice []int) []Id {
 		visit(r)
 	}
 	return order
-}
-
-// improveDAG changes one class's choice at a time, keeping a change when the DAG cost of the
-// whole selection drops, until a pass finds nothing, maxPasses passes ran, or about maxWork class
-// visits were spent. Each trial is a full DAG evaluation, so a pass costs O(alternatives ×
-// reachable classes): quadratic in the graph size, which the work bound caps. It is the
-// reference for improveLocal (see the property test) and the fallback when the tree selection
-// is cyclic.
-func (e *extractor) improveDAG(own [][]float64, maxPasses, maxWork int) float64 {
-	cur := e.dagCost(e.choice, own)
-	work := 0
-	for pass := 0; pass < maxPasses; pass++ {
-		improved := false
-		reach := e.reachable(e.choice)
-		for _, c := range reach {
-			nodes := e.g.classes[c].nodes
-			if len(nodes) < 2 {
-				continue
-			}
-			for j := range nodes {
-				if j == e.choice[c] || math.IsInf(own[c][j], 1) || !e.childrenFinite(nodes[j]) {
-					continue
-				}
-				if work > maxWork {
-					return cur
-				}
-				work += len(reach)
-				old := e.choice[c]
-				e.choice[c] = j
-				if v := e.dagCost(e.choice, own); v < cur {
-					cur, improved = v, true
-				} else {
-					e.choice[c] = old
-				}
-			}
-		}
-		if !improved {
-			break
-		}
-	}
-	return cur
 }
 
 func (e *extractor) childrenFinite(n Node) bool {
@@ -261,31 +220,42 @@ func (e *extractor) result(choice []int, own [][]float64) *Extraction {
 	return x
 }
 
-// dagPasses and dagWork bound the local-improvement phase of the DAG extractor: at most 8 passes
-// and about 5e7 class visits (a fraction of a second), whichever comes first.
-const (
-	dagPasses = 8
-	dagWork   = 50_000_000
-)
+// dagPasses bounds the local-improvement phase of the DAG extractor.
+const dagPasses = 8
 
 // Extract chooses one node per class needed by roots, minimising the DAG cost (a shared subterm
 // counts once). g must be rebuilt.
 //
-// It is greedy, in two phases. First the tree-cost fixpoint (egg's extractor) picks in every class
-// the node with the cheapest tree below it; this is optimal for trees but overcounts sharing.
-// Then local search: for each reachable class in turn, each alternative node is tried and kept
-// when the DAG cost of the whole selection drops, until a pass improves nothing.
+// It is greedy, in two phases. First the greedy DAG extractor (extraction-gym's, see greedyDAG)
+// gives every class the cheapest sub-DAG it can build from its children's: a node's cost is its
+// own plus the union of its children's selected sub-DAGs, each class in the union counted once,
+// so a residual stream shared by every later layer is not counted once per use. Then local
+// search: for each reachable class in turn, each alternative node is tried and kept when the DAG
+// cost of the whole selection drops, until a pass improves nothing. The same local search also
+// runs from egg's tree-cost selection (each use of a shared subterm counted again), and the
+// cheaper of the two results is kept (the greedy one on a tie).
 //
-// Guarantees: the result is acyclic, uses no +Inf node when a finite choice exists, costs no more
-// than the tree-cost selection, and no single-class change lowers its DAG cost (unless a pass
-// limit of 8 stopped it first). Not guaranteed: the optimum (DAG extraction is NP-hard); a better
-// selection that needs two classes changed together (say a fused op whose benefit appears only
-// once its producer also switches) can be missed.
+// Why not tree costs alone: in a transformer they grow geometrically with depth (the residual
+// stream feeds several consumers per layer), so past a dozen layers float64 cannot tell a fused
+// op from its parts, and a fusion that pays only when several classes switch together (a norm
+// feeding q, k and v) is out of the local search's reach.
 //
-// Complexity: the fixpoint is O(passes × nodes). The local search keeps reference counts and the
-// running DAG cost, so a trial costs time proportional to the part of the selection it changes
-// (plus a cycle check that topological labels cut short), not to the whole selection: about
-// linear in the graph size for layered models.
+// Guarantees: the result is acyclic, uses no +Inf node, exists whenever every root has a finite
+// term, costs no more than the tree-cost selection improved by the same local search when that
+// selection is acyclic (the previous extractor), and no single-class change lowers its DAG cost
+// (unless the pass limit of 8 stopped the search first). Deterministic: ties go to the node
+// first in its class's canonical order. Not guaranteed: the optimum (DAG extraction is NP-hard);
+// each class picks its own cheapest sub-DAG, not the one that shares most with what the rest of
+// the selection needs, so a selection that needs two classes changed together (q, k and v all
+// reading slices of one merged linear, each alone costing more) can be missed.
+//
+// Complexity: the greedy phase settles each class once in cost order (a heap) and computes each
+// node's union once; cost sets are persistent tries that share structure, so a union costs time
+// in proportion to where its operands differ (a few classes per layer in a layered model), not
+// to their size. The tree-cost fixpoint is O(passes × nodes). The local search keeps reference
+// counts and the running DAG cost, so a trial costs time proportional to the part of the
+// selection it changes. Together about linear in the graph size for layered models (see
+// BenchmarkExtractLayers).
 //
 // Example:
 //
@@ -300,23 +270,32 @@ func Extract(g *EGraph, roots []Id, cost CostFunc) (*Extraction, error) {
 }
 
 func (e *extractor) extract(own [][]float64) (*Extraction, error) {
+	// The second start first: tree costs (which may overflow to +Inf in deep graphs, where
+	// they are useless anyway) and their selection.
 	saved := e.own
 	e.own = own
 	e.treeFixpoint()
 	e.own = saved
+	treeChoice, treeBest := slices.Clone(e.choice), slices.Clone(e.best)
+
+	e.greedyDAG(own)
 	for _, r := range e.roots {
 		if math.IsInf(e.best[r], 1) {
 			return nil, fmt.Errorf("egraph: e-class %d has no term of finite cost (every alternative needs a +Inf node)", r)
 		}
 	}
-	if math.IsInf(e.dagCost(e.choice, own), 1) {
-		// The tree selection is cyclic (possible only through zero-cost nodes); the full
-		// evaluation accepts any acyclic selection from there.
-		e.improveDAG(own, dagPasses, dagWork)
-	} else {
-		e.improveLocal(own, dagPasses)
+	cost := e.improveLocal(own, dagPasses)
+	if treeCost := e.dagCost(treeChoice, own); !math.IsInf(treeCost, 1) {
+		greedyChoice, greedyBest := e.choice, e.best
+		e.choice, e.best = treeChoice, treeBest
+		if c := e.improveLocal(own, dagPasses); c < cost-1e-9*math.Max(1, math.Abs(cost)) {
+			cost = c
+		} else {
+			e.choice = greedyChoice
+		}
+		e.best = greedyBest
 	}
-	if math.IsInf(e.dagCost(e.choice, own), 1) {
+	if math.IsInf(cost, 1) || math.IsInf(e.dagCost(e.choice, own), 1) {
 		return nil, fmt.Errorf("egraph: no acyclic selection of finite cost for roots %v", e.roots)
 	}
 	return e.result(e.choice, e.own), nil

@@ -187,8 +187,10 @@ func (s *localSearch) raise(c Id, l int64) {
 	}
 }
 
-// improveLocal is improveDAG with incremental evaluation: the same passes over the reachable
-// classes in the same order, each alternative tried once per pass.
+// improveLocal changes one class's choice at a time, keeping a change when the DAG cost of the
+// whole selection drops: passes over the reachable classes, each alternative tried once per
+// pass, until a pass improves nothing or maxPasses ran. Each trial is evaluated incrementally;
+// the tests check it against improveDAG, which evaluates the whole selection per trial.
 func (e *extractor) improveLocal(own [][]float64, maxPasses int) float64 {
 	s := newLocalSearch(e, own)
 	cur := s.total

@@ -25,7 +25,7 @@ const (
 
 var opNames = map[string]Op{"num": opNum, "var": opVar, "add": opAdd, "mul": opMul, "sub": opSub, "neg": opNeg,
 	"f": opF, "g": opG, "pair": opPair, "out0": opOut0, "out1": opOut1, "fused": opFused,
-	"norm": 20, "lin": 21, "act": 22, "cheap": 23, "exp": 24, "u": 25}
+	"norm": 20, "lin": 21, "act": 22, "cheap": 23, "exp": 24, "u": 25, "nl": 26}
 
 var opByID = func() map[Op]string {
 	m := map[Op]string{}

@@ -223,3 +223,46 @@ func TestLocalSearchEqualsFullEvaluation(t *testing.T) {
 	}
 	t.Logf("%d graphs improved by the DAG phase", improvedSome)
 }
+
+// dagWork bounds improveDAG's trials (about 5e7 class visits).
+const dagWork = 50_000_000
+
+// improveDAG changes one class's choice at a time, keeping a change when the DAG cost of the
+// whole selection drops, until a pass finds nothing, maxPasses passes ran, or about maxWork class
+// visits were spent. Each trial is a full DAG evaluation, so a pass costs O(alternatives ×
+// reachable classes): quadratic in the graph size, which the work bound caps. It is the
+// reference for improveLocal in TestLocalSearchEqualsFullEvaluation.
+func (e *extractor) improveDAG(own [][]float64, maxPasses, maxWork int) float64 {
+	cur := e.dagCost(e.choice, own)
+	work := 0
+	for pass := 0; pass < maxPasses; pass++ {
+		improved := false
+		reach := e.reachable(e.choice)
+		for _, c := range reach {
+			nodes := e.g.classes[c].nodes
+			if len(nodes) < 2 {
+				continue
+			}
+			for j := range nodes {
+				if j == e.choice[c] || math.IsInf(own[c][j], 1) || !e.childrenFinite(nodes[j]) {
+					continue
+				}
+				if work > maxWork {
+					return cur
+				}
+				work += len(reach)
+				old := e.choice[c]
+				e.choice[c] = j
+				if v := e.dagCost(e.choice, own); v < cur {
+					cur, improved = v, true
+				} else {
+					e.choice[c] = old
+				}
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return cur
+}
