@@ -262,6 +262,9 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	ty4 := cfg.wg / max(tx4, 1)
 	// sgSoft: the dv/4 invocations of a row sit in one subgroup, so the row's maximum and sum
 	// are shuffle butterflies and m, l, alpha stay in registers (no per-row phase, no barrier).
+	// Limit: this assumes subgroups of Caps.SubgroupSize consecutive local indices, as on
+	// NVIDIA, AMD and lavapipe; a driver free to pick a narrower width per pipeline (Intel)
+	// would need VK_EXT_subgroup_size_control's required size, which codegen does not emit yet.
 	sgSoft := reg && cfg.bk%tx4 == 0 && caps.SubgroupShuffle && caps.SubgroupSize >= tx4 &&
 		caps.SubgroupSize%tx4 == 0 && tx4&(tx4-1) == 0
 	var mreg, lreg, areg []*codegen.Var

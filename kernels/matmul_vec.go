@@ -20,6 +20,9 @@ import (
 // rmsnorm_linear multiplies x by gamma as it loads it and reduces Σx² next to the products (each
 // column group recomputes it from the same cached x; it costs one multiply-add per element).
 //
+// The subgroup path assumes subgroups of consecutive local indices whose width divides wg/cols
+// (checked against Caps.SubgroupSize); see the same limit in attention.go.
+//
 // Specialization constants: wg (the workgroup size) and cols. Grid: ceil(N/cols) × batches.
 var MatmulVec = &Template{
 	Name: "matmul_vec",
