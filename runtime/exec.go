@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -131,13 +130,6 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	if err := e.resetState(); err != nil {
 		return nil, err
 	}
-
-	// goki/vulkan converts slices in create-info structures to C memory that a finalizer frees
-	// (runtime.SetFinalizer on a variable that is unreachable once the conversion returns), so a
-	// garbage collection during vkCreateComputePipelines lets the driver read freed memory:
-	// reproduced as crashes under allocation pressure, gone with the collector paused. Pause it
-	// while pipelines and programs are created; the finalizers run after the calls returned.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 
 	// Pipelines: one per distinct SPIR-V and specialization (the compiler dedupes, but a plan
 	// from elsewhere may not).

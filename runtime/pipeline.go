@@ -174,7 +174,7 @@ func (p *Pipeline) create() error {
 		Layout: p.layout,
 	}}
 	out := make([]vk.Pipeline, 1)
-	r = vk.CreateComputePipelines(d.dev, d.pcache, 1, cis, nil, out)
+	withoutGC(func() { r = vk.CreateComputePipelines(d.dev, d.pcache, 1, cis, nil, out) })
 	cis[0].Free()
 	if err := check("vkCreateComputePipelines", r); err != nil {
 		return err

@@ -387,7 +387,7 @@ func (p *Program) allocSets() ([]vk.DescriptorSet, error) {
 		}
 	}
 	if len(writes) > 0 {
-		vk.UpdateDescriptorSets(d.dev, uint32(len(writes)), writes, 0, nil)
+		withoutGC(func() { vk.UpdateDescriptorSets(d.dev, uint32(len(writes)), writes, 0, nil) })
 	}
 	return sets, nil
 }
