@@ -24,6 +24,8 @@ import (
 //     a second step combines the ranges of each row. A range entirely outside the keys its rows
 //     may see (at or past kv_len, before a window, after a causal limit) returns at once.
 //
+// The next key tile is loaded into registers while the current one is computed.
+//
 // Masks follow ir: query i sits at position p = kv_len - sq + i; key j is seen iff j < kv_len,
 // and j ≤ p when causal, and p - window < j ≤ p when window > 0. kv_len is read from its i32
 // operand at run time (clamped to 0..skv, so a bad value cannot read outside the cache); the
@@ -283,35 +285,44 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	}
 	loU := b.Convert(lo, codegen.U32)
 	hiU := b.Convert(b.Max(hi, lo), codegen.U32)
-	b.For(loU, hiU, BK, func(kt codegen.Value) {
+	// The K and V tiles at key kt: fetched into registers, stored to shared memory later.
+	fetchKV := func(kt codegen.Value) (*staged, *staged) {
 		// key row kt+j, or row 0 (a valid address) with ok false past the range
 		key := func(j codegen.Value) (codegen.Value, codegen.Value) {
 			jj := b.Add(kt, j)
 			ok := b.Lt(jj, hiU)
 			return b.Select(ok, jj, u(0)), ok
 		}
-		stageTile(b, li, cfg.wg, cfg.bk*d4, func(e codegen.Value) codegen.Value {
+		kst := fetchTile(b, li, cfg.wg, cfg.bk*d4, func(e codegen.Value) codegen.Value {
 			jj, ok := key(b.Div(e, u(d4)))
 			x := b.Load(kb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.d), u(dvec)), b.Rem(e, u(d4))))
 			return b.Select(ok, b.Convert(x, vt), zv)
-		}, func(e, v codegen.Value) {
-			b.Store(ks, b.Add(b.Mul(b.Div(e, u(d4)), u(d4p)), b.Rem(e, u(d4))), v)
 		})
 		if reg {
 			v4 := codegen.Vec(codegen.F32, 4)
-			stageTile(b, li, cfg.wg, cfg.bk*tx4, func(e codegen.Value) codegen.Value {
+			return kst, fetchTile(b, li, cfg.wg, cfg.bk*tx4, func(e codegen.Value) codegen.Value {
 				jj, ok := key(b.Div(e, u(tx4)))
 				x := b.Load(vb, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, a.dv), u(4)), b.Rem(e, u(tx4))))
 				return b.Select(ok, b.Convert(x, v4), b.Splat(zero, 4))
-			}, func(e, v codegen.Value) { b.Store(vs, e, v) })
-		} else {
-			stageTile(b, li, cfg.wg, cfg.bk*a.dv, func(e codegen.Value) codegen.Value {
-				jj, ok := key(b.Div(e, u(a.dv)))
-				x := LoadAs(b, vb, a.at(b, jj, kh, b.Rem(e, u(a.dv)), a.skv, a.hkv, a.dv), a.dt)
-				return b.Select(ok, x, zero)
-			}, func(e, v codegen.Value) { b.Store(vs, e, v) })
+			})
 		}
-		b.Barrier()
+		return kst, fetchTile(b, li, cfg.wg, cfg.bk*a.dv, func(e codegen.Value) codegen.Value {
+			jj, ok := key(b.Div(e, u(a.dv)))
+			x := LoadAs(b, vb, a.at(b, jj, kh, b.Rem(e, u(a.dv)), a.skv, a.hkv, a.dv), a.dt)
+			return b.Select(ok, x, zero)
+		})
+	}
+	putKV := func(kst, vst *staged) {
+		kst.put(b, func(e, v codegen.Value) {
+			b.Store(ks, b.Add(b.Mul(b.Div(e, u(d4)), u(d4p)), b.Rem(e, u(d4))), v)
+		})
+		vst.put(b, func(e, v codegen.Value) { b.Store(vs, e, v) })
+	}
+	putKV(fetchKV(loU))
+	b.Barrier()
+	b.For(loU, hiU, BK, func(kt codegen.Value) {
+		// The next tiles' loads are issued now and land while this tile is computed.
+		nk, nv := fetchKV(b.Add(kt, BK))
 		// Scores of the tile, -inf where masked.
 		masked := func(r, j, s codegen.Value) codegen.Value {
 			t := b.Add(t0, r)
@@ -459,6 +470,8 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 				b.Store(oacc, e, b.Get(acc))
 			})
 		}
+		b.Barrier()
+		putKV(nk, nv)
 		b.Barrier()
 	})
 	b.Barrier() // for an empty key range: the initial o, m, l are visible

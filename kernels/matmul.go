@@ -282,21 +282,38 @@ func (g *gemm) cost(p *Problem, l *Launch) {
 // made every key tile of attention cost several microseconds. fetch must be branch-free (load
 // from a clamped index and select the value to keep); put stores it.
 func stageTile(b *codegen.Builder, li codegen.Value, wg, total int, fetch func(e codegen.Value) codegen.Value, put func(e, v codegen.Value)) {
+	fetchTile(b, li, wg, total, fetch).put(b, put)
+}
+
+// staged is a tile's elements loaded into an invocation's registers, not yet stored: loaded
+// before the previous tile's computation, they arrive while it runs.
+type staged struct {
+	li        codegen.Value
+	wg, total int
+	es, vs    []codegen.Value
+}
+
+// fetchTile issues the loads of stageTile and returns them.
+func fetchTile(b *codegen.Builder, li codegen.Value, wg, total int, fetch func(e codegen.Value) codegen.Value) *staged {
 	n := ceilDiv(total, wg)
-	es := make([]codegen.Value, n)
-	vs := make([]codegen.Value, n)
+	s := &staged{li: li, wg: wg, total: total, es: make([]codegen.Value, n), vs: make([]codegen.Value, n)}
 	for q := 0; q < n; q++ {
 		e := b.Add(li, b.U32(uint32(q*wg)))
 		if (q+1)*wg > total {
-			e = b.Min(e, b.U32(uint32(total-1))) // stored below only when in range
+			e = b.Min(e, b.U32(uint32(total-1))) // stored only when in range
 		}
-		es[q], vs[q] = e, fetch(e)
+		s.es[q], s.vs[q] = e, fetch(e)
 	}
-	for q := 0; q < n; q++ {
-		if (q+1)*wg > total {
-			b.If(b.Lt(b.Add(li, b.U32(uint32(q*wg))), b.U32(uint32(total))), func() { put(es[q], vs[q]) })
+	return s
+}
+
+// put stores the fetched elements.
+func (s *staged) put(b *codegen.Builder, put func(e, v codegen.Value)) {
+	for q := range s.es {
+		if (q+1)*s.wg > s.total {
+			b.If(b.Lt(b.Add(s.li, b.U32(uint32(q*s.wg))), b.U32(uint32(s.total))), func() { put(s.es[q], s.vs[q]) })
 		} else {
-			put(es[q], vs[q])
+			put(s.es[q], s.vs[q])
 		}
 	}
 }
