@@ -28,9 +28,6 @@ import (
 const (
 	projOut0 egraph.Op = 1000 + iota
 	projOut1
-	// opCut is a leaf standing for an already extracted class in segmented extraction
-	// (extract.go); attributes [type, index of the cut].
-	opCut
 )
 
 // sourceAttrs are the attribute names of input, param and state nodes in the e-graph.
@@ -94,8 +91,6 @@ func opName(op egraph.Op) string {
 		return "out0"
 	case projOut1:
 		return "out1"
-	case opCut:
-		return "cut"
 	}
 	return ir.Op(op).String()
 }
@@ -374,12 +369,6 @@ func (a *adapter) Make(g *egraph.EGraph, n egraph.Node) (any, error) {
 			return nil, fmt.Errorf("out%d of a class with %d output(s)", k, len(c.Types))
 		}
 		return TensorInfo{Types: []ir.Type{c.Types[k]}, Static: c.Static}, nil
-	case opCut:
-		t, err := parseType(g.AttrValues(n.Attr)[0])
-		if err != nil {
-			return nil, err
-		}
-		return TensorInfo{Types: []ir.Type{t}}, nil
 	}
 	op := ir.Op(n.Op)
 	switch op {
@@ -647,8 +636,7 @@ func roots(f *ir.Function, vals map[ir.Value]egraph.Id) []egraph.Id {
 
 // buildFunction turns extractions back into an ir.Function with f's signature, outputs and
 // updates. The extractions are applied in order and share their results: a class built by an
-// earlier one is not built again, and a cut leaf (segmented extraction) stands for the class an
-// earlier extraction built. Types are inferred again by ir.Builder; a node introduced by a rule
+// earlier one is not built again. Types are inferred again by ir.Builder; a node introduced by a rule
 // records it in Node.Rule, and a class that held a named node of f gives its name to the
 // extracted node. cost, when set, prices each built e-node; the sum (each class once) is
 // returned.
@@ -704,8 +692,6 @@ func (a *adapter) buildFunction(f *ir.Function, vals map[ir.Value]egraph.Id, xs 
 				p := built[g.Find(n.Children[0])]
 				built[c] = ir.Value{Node: p.Node, Out: int(n.Op - projOut0)}
 				continue
-			case opCut:
-				return nil, 0, fmt.Errorf("extraction uses the cut leaf of e-class %d before that class is built", c)
 			}
 			op := ir.Op(n.Op)
 			switch op {

@@ -182,8 +182,8 @@ func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k
 	return optimize(ctx, m, f, opts, k, k)
 }
 
-// optimize saturates, extracts with width diverse selections per segment, and returns the k
-// cheapest distinct functions.
+// optimize saturates, extracts width diverse selections (and one with merged linears favoured),
+// and returns the k cheapest distinct functions.
 func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k, width int) ([]*ir.Function, *Report, error) {
 	rep := &Report{Function: f.Name, InputNodes: len(f.Nodes)}
 	t0 := time.Now()
@@ -220,19 +220,10 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 		cost = DefaultCost
 	}
 	cf := a.costFunc(cost)
-	cuts, err := a.addCuts(f, vals)
+	cands, err := extractCandidates(a.g, roots(f, vals), cf, width)
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
 	}
-	cands, err := a.extractSegments(f, vals, cuts, cf, width)
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
-	}
-	grouped, err := a.extractSegments(f, vals, cuts, groupBiased(cf), 1)
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
-	}
-	cands = append(cands, grouped...)
 	type built struct {
 		f    *ir.Function
 		cost float64
@@ -240,8 +231,8 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 	}
 	var all []built
 	seen := map[string]bool{}
-	for _, xs := range cands {
-		g, c, err := a.buildFunction(f, vals, xs, cf)
+	for _, x := range cands {
+		g, c, err := a.buildFunction(f, vals, []*egraph.Extraction{x}, cf)
 		if err != nil {
 			return nil, rep, fmt.Errorf("optimize %s: %w", f.Name, err)
 		}

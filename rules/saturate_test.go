@@ -84,8 +84,9 @@ func TestSaturateSmolLM2(t *testing.T) {
 
 // BenchmarkSaturate measures saturation of SmolLM2-135M's decode function at 2, 8 and 30
 // layers, as written (fused) and as primitives (DecomposeAll), and reports the e-graph's size.
-// The whole Optimize is timed (conversion, saturation, segmented extraction, rebuilding the ir
-// function); µs/layer should stay about constant, and saturation's share is reported apart.
+// The whole Optimize is timed (conversion, saturation, extraction, rebuilding the ir function);
+// µs/layer should stay about constant, and saturation's and extraction's shares (of the last
+// run) are reported apart.
 //
 //	go test -run '^$' -bench Saturate ./rules/
 func BenchmarkSaturate(b *testing.B) {
@@ -113,6 +114,7 @@ func BenchmarkSaturate(b *testing.B) {
 				b.ReportMetric(float64(rep.Iterations), "iters")
 				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(layers), "µs/layer")
 				b.ReportMetric(float64(rep.Saturate.Microseconds())/float64(layers), "µs-saturate/layer")
+				b.ReportMetric(float64(rep.Extract.Microseconds())/float64(layers), "µs-extract/layer")
 			})
 		}
 	}
