@@ -2,12 +2,8 @@ package vkc
 
 // End-to-end tests: every example compiles for the device (lavapipe in CI), loads, runs, and
 // matches the reference interpreter; the Hugging Face oracles match through compiled plans;
-// compiling is deterministic.
-//
-// Where lowering cannot compile an example yet because no kernel template implements one of its
-// ops, the test is skipped with the op and the node that block it (TestBlockers lists them all),
-// so the suite turns into hard checks by itself as templates land. VKC_E2E_STRICT=1 makes those
-// skips failures.
+// compiling is deterministic. Every op of every example has a kernel template now, so a compile
+// failure is a test failure (a missing template names the op and the node that need it).
 
 import (
 	"bytes"
@@ -16,7 +12,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,16 +55,13 @@ func targetOf(d *runtime.Device) *Target {
 	return &Target{Caps: tune.CapsOf(&d.Info), Device: d.DeviceFingerprint()}
 }
 
-// compileOrSkip compiles the example for target; a missing kernel template skips the test
-// naming it (fails under VKC_E2E_STRICT=1), any other error fails.
-func compileOrSkip(t *testing.T, m *ir.Model, opts Options) (*plan.Plan, *Report) {
+// compileExample compiles the example for the options' target; any error fails the test (a
+// missing kernel template with the op and node that need it).
+func compileExample(t *testing.T, m *ir.Model, opts Options) (*plan.Plan, *Report) {
 	t.Helper()
 	p, rep, err := Compile(context.Background(), m, opts)
 	if errors.Is(err, lower.ErrNoTemplate) {
-		if os.Getenv("VKC_E2E_STRICT") != "" {
-			t.Fatalf("%s does not compile: %v", m.Name, err)
-		}
-		t.Skipf("%s blocked by a missing kernel template: %v", m.Name, blocker(err))
+		t.Fatalf("%s does not compile: no kernel template for %s", m.Name, blocker(err))
 	}
 	if err != nil {
 		t.Fatalf("compile %s: %v", m.Name, err)
@@ -209,7 +201,7 @@ func TestExamplesMatchInterpreter(t *testing.T) {
 	for _, name := range ciExamples {
 		t.Run(name, func(t *testing.T) {
 			m := parseExample(t, name)
-			p, _ := compileOrSkip(t, m, Options{Target: targetOf(d)})
+			p, _ := compileExample(t, m, Options{Target: targetOf(d)})
 			exe := roundTrip(t, d, p)
 			s := interp.NewSession(m)
 			rng := rand.New(rand.NewPCG(7, uint64(len(name))))
@@ -262,7 +254,7 @@ func TestTinyLlamaOracle(t *testing.T) {
 	d := device(t)
 	m := parseExample(t, "tinyllama")
 	t0 := time.Now()
-	p, _ := compileOrSkip(t, m, Options{Target: targetOf(d), ArgmaxOutput: true})
+	p, _ := compileExample(t, m, Options{Target: targetOf(d), ArgmaxOutput: true})
 	compileTime := time.Since(t0)
 	exe := roundTrip(t, d, p)
 	gold, err := safetensors.ReadAll("testdata/hf/tinyllama/golden.safetensors")
@@ -330,7 +322,7 @@ func TestTinyLlamaOracle(t *testing.T) {
 func TestWhisperOracle(t *testing.T) {
 	d := device(t)
 	m := parseExample(t, "whisper-tiny-encoder")
-	p, _ := compileOrSkip(t, m, Options{Target: targetOf(d)})
+	p, _ := compileExample(t, m, Options{Target: targetOf(d)})
 	exe := roundTrip(t, d, p)
 	gold, err := safetensors.ReadAll("testdata/hf/whisper-tiny-encoder/golden.safetensors")
 	if err != nil {
@@ -361,7 +353,7 @@ func TestCompileDeterministic(t *testing.T) {
 			m := parseExample(t, name)
 			var enc [2][]byte
 			for i := range enc {
-				p, _ := compileOrSkip(t, m, Options{Target: &LavapipeTarget})
+				p, _ := compileExample(t, m, Options{Target: &LavapipeTarget})
 				var b bytes.Buffer
 				if err := p.Encode(&b); err != nil {
 					t.Fatal(err)
@@ -385,8 +377,8 @@ func TestCompileDeterministic(t *testing.T) {
 func TestExternalWeights(t *testing.T) {
 	d := device(t)
 	m := parseExample(t, "tinyllama")
-	inline, _ := compileOrSkip(t, m, Options{Target: targetOf(d), Functions: []string{"decode"}})
-	ext, _ := compileOrSkip(t, m, Options{Target: targetOf(d), Functions: []string{"decode"}, Weights: WeightsExternal})
+	inline, _ := compileExample(t, m, Options{Target: targetOf(d), Functions: []string{"decode"}})
+	ext, _ := compileExample(t, m, Options{Target: targetOf(d), Functions: []string{"decode"}, Weights: WeightsExternal})
 	if ext.Weights.Source == nil || len(ext.Weights.Data) != 0 {
 		t.Fatalf("external plan has source %v and %d inline weight bytes", ext.Weights.Source, len(ext.Weights.Data))
 	}
@@ -412,7 +404,7 @@ func TestSmolLM2CompilesDeviceFree(t *testing.T) {
 		t.Skip("-short: smollm2-135m's 135 M random weights take seconds to make and lower")
 	}
 	m := parseExample(t, "smollm2-135m")
-	p, rep := compileOrSkip(t, m, Options{Target: &LavapipeTarget})
+	p, rep := compileExample(t, m, Options{Target: &LavapipeTarget})
 	prefill, decode, err := lmFunctions(p)
 	if err != nil {
 		t.Fatal(err)
@@ -435,26 +427,4 @@ func phases(r *Report) string {
 		s = append(s, fmt.Sprintf("%s %v", p.Name, p.Time.Round(time.Millisecond)))
 	}
 	return strings.Join(s, ", ")
-}
-
-// TestBlockers lists, for every CI example, the first op that no kernel template implements
-// yet (nothing when all compile), so a reader of the test log sees what blocks what.
-func TestBlockers(t *testing.T) {
-	var blocked []string
-	for _, name := range ciExamples {
-		m := parseExample(t, name)
-		_, _, err := Compile(context.Background(), m, Options{Target: &LavapipeTarget})
-		switch {
-		case errors.Is(err, lower.ErrNoTemplate):
-			blocked = append(blocked, fmt.Sprintf("%s: %s", name, blocker(err)))
-		case err != nil:
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	if len(blocked) > 0 {
-		t.Logf("examples blocked by missing kernel templates:\n  %s", strings.Join(blocked, "\n  "))
-		if os.Getenv("VKC_E2E_STRICT") != "" {
-			t.Fail()
-		}
-	}
 }
