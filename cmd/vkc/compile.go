@@ -148,12 +148,16 @@ func (pp *progressPrinter) report(p vkc.Progress) {
 		pp.phase = p.Phase
 		fmt.Fprintf(pp.w, "%s\n", p.Phase)
 	}
-	if pp.tty && p.Total > 0 {
+	if pp.tty && (p.Total > 0 || p.What != "") {
 		what := p.What
-		if len(what) > 50 {
-			what = what[:50] + "…"
+		if len(what) > 60 {
+			what = what[:60] + "…"
 		}
-		fmt.Fprintf(pp.w, "\r  %d/%d %-52s", p.Done, p.Total, what)
+		count := fmt.Sprintf("%d/%d", p.Done, p.Total)
+		if p.Total == 0 { // tuning: kernels done so far, total unknown
+			count = fmt.Sprintf("%d kernels", p.Done)
+		}
+		fmt.Fprintf(pp.w, "\r  %s %-62s", count, what)
 		pp.open = true
 	}
 }
