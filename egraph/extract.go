@@ -284,8 +284,10 @@ func (e *extractor) extract(own [][]float64) (*Extraction, error) {
 			return nil, fmt.Errorf("egraph: e-class %d has no term of finite cost (every alternative needs a +Inf node)", r)
 		}
 	}
+	// The same start gives the same local optimum: only a different one is searched again.
+	same := slices.Equal(treeChoice, e.choice)
 	cost := e.improveLocal(own, dagPasses)
-	if treeCost := e.dagCost(treeChoice, own); !math.IsInf(treeCost, 1) {
+	if treeCost := e.dagCost(treeChoice, own); !same && !math.IsInf(treeCost, 1) {
 		greedyChoice, greedyBest := e.choice, e.best
 		e.choice, e.best = treeChoice, treeBest
 		if c := e.improveLocal(own, dagPasses); c < cost-1e-9*math.Max(1, math.Abs(cost)) {
