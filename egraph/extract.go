@@ -110,8 +110,9 @@ func newExtractor(g *EGraph, roots []Id, cost CostFunc) (*extractor, error) {
 }
 
 // treeFixpoint computes for every class the cheapest tree cost (a shared subterm counted once per
-// use) and the node achieving it, by Bellman-Ford style passes until nothing improves. Ties keep
-// the earlier node in class order, so the result is deterministic.
+// use) and the node achieving it, by Bellman-Ford style passes until nothing improves: egg's
+// extractor, Extract's second start. Ties keep the earlier node in class order, so the result is
+// deterministic.
 func (e *extractor) treeFixpoint() {
 	g := e.g
 	for i := range e.best {
