@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"time"
 )
 
@@ -54,6 +55,11 @@ func (in *input) read(n uint64, what string) ([]byte, error) {
 			return nil, in.short(what, n, uint64(got), err)
 		}
 	} else {
+		if n > math.MaxInt64 {
+			// No reader holds that much; io.CopyN would take the negative length as "copy
+			// nothing" and an empty section would pass for a whole one.
+			return nil, formatErr(ErrTruncated, "%s claims %d bytes, more than any input can hold", what, n)
+		}
 		var buf bytes.Buffer
 		buf.Grow(chunk)
 		got, err := io.CopyN(&buf, in.r, int64(n))
