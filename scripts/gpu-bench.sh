@@ -34,8 +34,8 @@ t $V bench /tmp/vb/w_static.plan -f encode -n 50
 part peer: same weights, same tokens
 t $V check -write-weights /tmp/vb/w.safetensors $S | tail -2
 python3 -c "import numpy as np; np.save('/tmp/vb/tokens.npy', np.random.default_rng(1).integers(0, 49152, 128).astype(np.int32))"
-t $V run /tmp/vb/s_static.plan -f prefill --input tokens=/tmp/vb/tokens.npy --input pos=0 -o /tmp/vb/vkc_logits.npy
-t python3 examples/bench/torch_peer.py --weights /tmp/vb/w.safetensors --tokens /tmp/vb/tokens.npy --vkc-logits /tmp/vb/vkc_logits.npy ${PEER_FLAGS:-}
+t $V run /tmp/vb/s_static.plan -f prefill --input tokens=/tmp/vb/tokens.npy --input pos=0 -o /tmp/vb/vkc_out
+t python3 examples/bench/torch_peer.py --weights /tmp/vb/w.safetensors --tokens /tmp/vb/tokens.npy --vkc-logits /tmp/vb/vkc_out/logits.npy ${PEER_FLAGS:-}
 part vkc in the same session, for the ratio
 t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127 | head -12
 } > "$OUT/peer.txt" 2>&1
