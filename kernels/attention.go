@@ -580,21 +580,29 @@ func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.
 	}
 	chunk := ceilDiv(a.skv, splits)
 	negInf := b.F32(float32(math.Inf(-1)))
-	M, L, O := b.Var("M", negInf), b.Var("L", b.F32(0)), b.Var("O", b.F32(0))
-	b.For(u(0), u(splits), u(1), func(z codegen.Value) {
-		ks := b.Mul(i32(z), b.I32(int32(chunk)))
-		ke := b.Add(ks, b.I32(int32(chunk)))
-		b.If(b.Lt(b.Max(ks, lo), b.Min(ke, hi)), func() {
-			base := b.Mul(b.Add(b.Mul(b.Add(b.Mul(z, u(a.hkv)), kh), u(T)), t), u(a.dv+2))
-			mz, lz, oz := b.Load(scratch, base), b.Load(scratch, b.Add(base, u(1))), b.Load(scratch, b.Add(base, b.Add(f, u(2))))
-			mNew := b.Max(b.Get(M), mz)
-			cOld, cNew := b.Exp(b.Sub(b.Get(M), mNew)), b.Exp(b.Sub(mz, mNew))
-			b.Set(L, b.Add(b.Mul(b.Get(L), cOld), b.Mul(lz, cNew)))
-			b.Set(O, b.Add(b.Mul(b.Get(O), cOld), b.Mul(oz, cNew)))
-			b.Set(M, mNew)
-		})
-	})
-	epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(b.Get(O), b.Get(L)))
+	// Unrolled over the ranges, every load issued first (from row 0 where a range is not
+	// read): a loop waited out the memory latency once per range.
+	ms, ls, os := make([]codegen.Value, splits), make([]codegen.Value, splits), make([]codegen.Value, splits)
+	on := make([]codegen.Value, splits)
+	for z := 0; z < splits; z++ {
+		ks := b.I32(int32(z * chunk))
+		ke := b.I32(int32(z*chunk + chunk))
+		on[z] = b.Lt(b.Max(ks, lo), b.Min(ke, hi))
+		base := b.Select(on[z], b.Mul(b.Add(b.Mul(b.Add(u(z*a.hkv), kh), u(T)), t), u(a.dv+2)), u(0))
+		ms[z], ls[z], os[z] = b.Load(scratch, base), b.Load(scratch, b.Add(base, u(1))), b.Load(scratch, b.Add(base, b.Add(f, u(2))))
+	}
+	M := negInf
+	for z := range ms {
+		M = b.Max(M, b.Select(on[z], ms[z], negInf))
+	}
+	L, O := b.F32(0), b.F32(0)
+	for z := range ms {
+		// Selected, not multiplied by 0: an unread range's scratch may hold anything, NaN too.
+		c := b.Exp(b.Sub(ms[z], M))
+		L = b.Add(L, b.Select(on[z], b.Mul(ls[z], c), b.F32(0)))
+		O = b.Add(O, b.Select(on[z], b.Mul(os[z], c), b.F32(0)))
+	}
+	epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(O, L))
 	k, err := b.Finish()
 	if err != nil {
 		return nil, nil, 0, err
