@@ -257,6 +257,19 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		}
 		if len(changed) > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("added output %s = argmax(logits) to %s", NextTokenOutput, strings.Join(changed, ", ")))
+			// The model seen from here on has the extended functions, so whatever checks a
+			// candidate against the interpreter by function name (measured selection) finds
+			// the same outputs as the candidate.
+			mm := *m
+			mm.Functions = append([]*ir.Function(nil), m.Functions...)
+			for _, f := range fns {
+				for i, g := range mm.Functions {
+					if g.Name == f.Name {
+						mm.Functions[i] = f
+					}
+				}
+			}
+			m = &mm
 		}
 	}
 

@@ -60,11 +60,16 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		Log: func(msg string) { rep.Notes = append(rep.Notes, msg) },
 	}
 	defer tu.Close()
+	// The budget is shared: kernel tuning gets the first three quarters, so the whole-program
+	// candidates are still checked and timed against each other when tuning alone could use it all.
 	tctx, cancel := ctx, context.CancelFunc(func() {})
+	kctx, kcancel := ctx, context.CancelFunc(func() {})
 	if opts.Budget > 0 {
 		tctx, cancel = context.WithTimeout(ctx, opts.Budget)
+		kctx, kcancel = context.WithTimeout(ctx, opts.Budget*3/4)
 	}
 	defer cancel()
+	defer kcancel()
 	save := func() {
 		if err := db.Save(); err != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("tuning database not saved: %v", err))
@@ -75,7 +80,7 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 	// model's unit (bytes streamed at the device model's bandwidth); ops it cannot price (views,
 	// problems no template serves) keep the static estimate.
 	t0 = time.Now()
-	price := tu.OpCost(tctx)
+	price := tu.OpCost(kctx)
 	cost := rules.CostFunc(func(n rules.CostNode) float64 {
 		if dt, ok := price(n.Op, n.Attrs, n.Args, n.Outs); ok {
 			return dt.Seconds() * model.Bandwidth
@@ -90,7 +95,9 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 	cands := map[*ir.Function][]tune.SelectCandidate{}
 	for _, f := range fns {
 		progress(Progress{Phase: "optimize", What: f.Name})
-		gs, orep, err := rules.OptimizeK(tctx, m, f, rules.Options{Cost: cost}, k)
+		// Saturation and extraction are not bounded by the budget (they take milliseconds):
+		// once it is spent, price gives the static estimate for ops not yet measured.
+		gs, orep, err := rules.OptimizeK(ctx, m, f, rules.Options{Cost: cost}, k)
 		if err != nil {
 			if ctx.Err() != nil {
 				save()
@@ -115,7 +122,7 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 	phase("optimize", t0, fmt.Sprintf("%d candidates per function under measured kernel costs", k))
 
 	t0 = time.Now()
-	lopts := lower.Options{Caps: caps, Device: rep.Device, CompilerVersion: CompilerVersion(), Choose: tu.Choose(tctx)}
+	lopts := lower.Options{Caps: caps, Device: rep.Device, CompilerVersion: CompilerVersion(), Choose: tu.Choose(kctx)}
 	if opts.Weights == WeightsExternal {
 		// Candidates are lowered with inline weights (they only run here); the plan written
 		// references the file.
@@ -162,7 +169,7 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 	p.Record.Candidates = append(p.Record.Candidates, tu.Record()...)
 	p.Record.Notes = append(p.Record.Notes, tu.Summary())
 	rep.Notes = append(rep.Notes, tu.Summary())
-	if tctx.Err() != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+	if kctx.Err() != nil && errors.Is(kctx.Err(), context.DeadlineExceeded) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("the tuning budget (%v) was spent: unmeasured problems kept the static choice", opts.Budget))
 	}
 	return p, nil
