@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// goki/vulkan converts slice arguments of some calls (vkCreateComputePipelines,
-// vkUpdateDescriptorSets) to C memory owned by an allocation map that it drops before making the
-// call; the map's finalizer frees that memory, so a garbage collection during the call let the
+// goki/vulkan converts the slices of create-info structures and slice arguments (pipeline and
+// layout creation, vkUpdateDescriptorSets) to C memory owned by allocation maps that it drops
+// before making the call; the map's finalizer frees that memory, so a garbage collection during the call let the
 // driver read freed create-info structures (seen as intermittent crashes in pipeline creation on
 // lavapipe and the H200). withoutGC runs such a call with the collector off. debug.SetGCPercent(-1)
 // waits for a running mark phase to finish, and the maps are allocated after that, so no cycle can

@@ -70,7 +70,10 @@ func (d *Device) NewPipeline(k Kernel) (*Pipeline, error) {
 	}
 	p := &Pipeline{d: d, Kernel: k}
 	p.Kernel.Name = name
-	if err := p.create(); err != nil {
+	var err error
+	// Every goki call in create hands the driver C copies that a finalizer may free (see withoutGC).
+	withoutGC(func() { err = p.create() })
+	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("pipeline %s: %w", name, d.note(err))
 	}
@@ -174,7 +177,7 @@ func (p *Pipeline) create() error {
 		Layout: p.layout,
 	}}
 	out := make([]vk.Pipeline, 1)
-	withoutGC(func() { r = vk.CreateComputePipelines(d.dev, d.pcache, 1, cis, nil, out) })
+	r = vk.CreateComputePipelines(d.dev, d.pcache, 1, cis, nil, out)
 	cis[0].Free()
 	if err := check("vkCreateComputePipelines", r); err != nil {
 		return err
