@@ -147,7 +147,8 @@ func inputList(f *ir.Function) string {
 	return strings.Join(l, ", ")
 }
 
-// readInput reads one input and converts it to the declared dtype; the element count must match
+// readInput reads one input (a .npy file, FILE.safetensors[:TENSOR] or literal numbers) and
+// converts it to the declared dtype; the element count must match
 // (a file's shape may differ only by reshaping, e.g. [16] for [1,16]).
 func readInput(name, val string, want ir.Type) (*ir.Tensor, error) {
 	var x *ir.Tensor
@@ -195,7 +196,10 @@ func parseValues(s string, want ir.Type) (*ir.Tensor, error) {
 		}
 		v, err := strconv.ParseFloat(p, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a number (give numbers, a .npy or a .safetensors file)", p)
+			if _, serr := os.Stat(s); serr == nil {
+				return nil, fmt.Errorf("%s: only .npy and .safetensors files are read", s)
+			}
+			return nil, fmt.Errorf("%q is not a number, a .npy or a .safetensors file", s)
 		}
 		vals = append(vals, v)
 	}

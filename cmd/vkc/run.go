@@ -161,7 +161,7 @@ func readPlanInputs(f *plan.Function, args []string, fill func(v *plan.Value) ([
 		if err != nil {
 			return nil, err
 		}
-		x, err := readTensorArg(name, val, want)
+		x, err := readInput(name, val, want)
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", name, err)
 		}
@@ -186,64 +186,6 @@ func readPlanInputs(f *plan.Function, args []string, fill func(v *plan.Value) ([
 		in[v.Name] = b
 	}
 	return in, nil
-}
-
-// readTensorArg reads a .npy file, FILE.safetensors[:TENSOR], or literal numbers, as a tensor of
-// want's shape: a file's tensor may differ only by reshaping (e.g. [16] for [1,16]); its dtype
-// is converted by vkc.TensorBytes.
-func readTensorArg(name, val string, want ir.Type) (*ir.Tensor, error) {
-	var x *ir.Tensor
-	var err error
-	switch {
-	case strings.HasSuffix(val, ".npy"):
-		x, err = npy.ReadFile(val)
-	case strings.Contains(val, ".safetensors"):
-		file, tensor, ok := strings.Cut(val, ".safetensors:")
-		if ok {
-			file += ".safetensors"
-		} else {
-			file, tensor = val, name
-		}
-		var all map[string]*ir.Tensor
-		if all, err = safetensors.ReadAll(file); err == nil {
-			if x = all[tensor]; x == nil {
-				err = fmt.Errorf("%s has no tensor %q", file, tensor)
-			}
-		}
-	default:
-		x, err = literal(val, want)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if x.NumElements() != want.Shape.NumElements() {
-		return nil, fmt.Errorf("%s has %d elements, the input is %s", x.Type, x.NumElements(), want)
-	}
-	x.Type.Shape = want.Shape.Clone()
-	return x, nil
-}
-
-// literal reads "3", "[1, 2, 3]" or "1,2,3" as a tensor of type want.
-func literal(s string, want ir.Type) (*ir.Tensor, error) {
-	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]"))
-	var vals []float64
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(p, 64)
-		if err != nil {
-			if _, serr := os.Stat(s); serr == nil {
-				return nil, fmt.Errorf("%s: only .npy and .safetensors files are read", s)
-			}
-			return nil, fmt.Errorf("%q is neither a number nor a .npy or .safetensors file", s)
-		}
-		vals = append(vals, v)
-	}
-	if len(vals) != want.Shape.NumElements() {
-		return nil, fmt.Errorf("%d values for %s", len(vals), want)
-	}
-	return ir.TensorFromFloat64s(want, vals), nil
 }
 
 func planSignature(vs []plan.Value) string {
