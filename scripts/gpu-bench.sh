@@ -13,8 +13,11 @@ V=${VKC:-.gpu/vkc}
 S=examples/smollm2-135m/model.yaml
 W=examples/whisper-tiny-encoder/model.yaml
 part() { echo "=== $*"; }
+# PARTS selects parts by name (default: all): smollm2-static whisper-static peer smollm2-tuned whisper-tuned
+want() { [ -z "${PARTS:-}" ] || [[ " $PARTS " == *" $1 "* ]]; }
 t() { local s=$(date +%s.%N); "$@"; local rc=$?; echo "[wall $(awk -v a="$s" -v b="$(date +%s.%N)" "BEGIN{printf \"%.2f\", b-a}") s, rc $rc] $*"; return $rc; }
 
+if want smollm2-static; then
 {
 part devices; $V devices | head -40
 part smollm2 static compile, cold then warm
@@ -25,20 +28,27 @@ part smollm2 static bench
 t $V bench /tmp/vb/s_static.plan -f prefill -n 20
 t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127
 } > "$OUT/smollm2-static.txt" 2>&1
+fi
+if want whisper-static; then
 {
 part whisper static
 t $V compile $W -o /tmp/vb/w_static.plan --no-tune
 t $V bench /tmp/vb/w_static.plan -f encode -n 50
 } > "$OUT/whisper-static.txt" 2>&1
+fi
+if want peer; then
 {
 part peer: same weights, same tokens
 t $V check -write-weights /tmp/vb/w.safetensors $S | tail -2
 python3 -c "import numpy as np; np.save('/tmp/vb/tokens.npy', np.random.default_rng(1).integers(0, 49152, 128).astype(np.int32))"
+[ -f /tmp/vb/s_static.plan ] || t $V compile $S -o /tmp/vb/s_static.plan --no-tune -q
 t $V run /tmp/vb/s_static.plan -f prefill --input tokens=/tmp/vb/tokens.npy --input pos=0 -o /tmp/vb/vkc_out
 t python3 examples/bench/torch_peer.py --weights /tmp/vb/w.safetensors --tokens /tmp/vb/tokens.npy --vkc-logits /tmp/vb/vkc_out/logits.npy ${PEER_FLAGS:-}
 part vkc in the same session, for the ratio
 t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127 | head -12
 } > "$OUT/peer.txt" 2>&1
+fi
+if want smollm2-tuned; then
 {
 part smollm2 tuned compile, cold then warm
 t $V compile $S -o /tmp/vb/s_tuned.plan --tune --budget ${BUDGET:-120s} --tune-db /tmp/vb/tune.json
@@ -48,12 +58,15 @@ t $V bench /tmp/vb/s_tuned.plan -f prefill -n 20
 t $V bench /tmp/vb/s_tuned.plan -f decode -n 50 --input pos=127
 part gains
 t $V tune $S -budget 1s -tune-db /tmp/vb/tune.json
-$V inspect /tmp/vb/s_tuned.plan | head -150
+$V inspect /tmp/vb/s_tuned.plan | head -60
 } > "$OUT/smollm2-tuned.txt" 2>&1
+fi
+if want whisper-tuned; then
 {
 part whisper tuned
 t $V compile $W -o /tmp/vb/w_tuned.plan --tune --budget ${WBUDGET:-40s} --tune-db /tmp/vb/tune.json
 t $V compile $W -o /tmp/vb/w_tuned2.plan --tune --budget ${WBUDGET:-40s} --tune-db /tmp/vb/tune.json
 t $V bench /tmp/vb/w_tuned.plan -f encode -n 50
 } > "$OUT/whisper.txt" 2>&1
+fi
 echo done
