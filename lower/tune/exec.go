@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"runtime/debug"
-	"sync"
 
 	"vkc/codegen"
 	"vkc/ir"
@@ -105,7 +103,7 @@ func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, er
 	for id, v := range spec {
 		rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
 	}
-	pl, err := newPipelineNoGC(c.d, rk)
+	pl, err := c.d.NewPipeline(rk)
 	if err != nil {
 		return nil, err
 	}
@@ -113,25 +111,6 @@ func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, er
 	c.created++
 	return pl, nil
 }
-
-// newPipelineNoGC creates a pipeline with the garbage collector off. goki/vulkan hands
-// vkCreateDescriptorSetLayout and vkCreatePipelineLayout C copies of their slices whose finalizers
-// may free them during the call; runtime guards vkCreateComputePipelines against that but not
-// those two, and the tuner's allocation rate (interpreter, code generation) made it bite: with
-// MALLOC_PERTURB_ set, 8 of 16 runs of this package's tests crashed inside
-// vkCreateComputePipelines (SIGSEGV or std::bad_alloc on lavapipe); none of 24 with those two
-// calls wrapped in runtime's withoutGC, none of 16 with this. debug.SetGCPercent(-1) waits for a running mark phase, so nothing allocated inside is
-// collected before it returns. Remove once runtime.NewPipeline guards every call itself.
-func newPipelineNoGC(d *runtime.Device, k runtime.Kernel) (*runtime.Pipeline, error) {
-	gcMu.Lock()
-	defer gcMu.Unlock()
-	prev := debug.SetGCPercent(-1)
-	defer debug.SetGCPercent(prev)
-	return d.NewPipeline(k)
-}
-
-// gcMu serialises newPipelineNoGC's save and restore of the GC percentage.
-var gcMu sync.Mutex
 
 // Len is the number of pipelines held; Created counts every pipeline ever created.
 func (c *Pipelines) Len() int { return len(c.m) }
