@@ -254,7 +254,7 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 		if len(b) != deviceSize(w.Type) {
 			return bad(fmt.Sprintf("output %s: %d bytes, want %d", name, len(b), deviceSize(w.Type)))
 		}
-		tol := max(opts.Tolerance, Tolerance(w.Type.DType))
+		tol := max(opts.Tolerance, FunctionTolerance(w.Type.DType))
 		if msg := Compare(hostTensor(w.Type, b), w, tol); msg != "" {
 			return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
 		}

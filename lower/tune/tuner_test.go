@@ -283,3 +283,40 @@ func TestTunerSearchLimit(t *testing.T) {
 		t.Errorf("resumed: complete=%v [%s]", c.Entries[0].Complete, c.Config.Key())
 	}
 }
+
+// The static choice's template is searched first: when the budget ends during the first search,
+// the baseline that wins is the static template's, not a template that merely sorts first by name
+// (on the H200 decode attention otherwise took the prefill kernel, 60x slower).
+func TestStaticTemplateSearchedFirst(t *testing.T) {
+	a := toyTemplate("toy_a", 4, kernels.Ints("wg", 64, 128))
+	b := toyTemplate("toy_b", 1, kernels.Ints("wg", 64, 128))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
+		if tmpl == "toy_a" {
+			return 600 * time.Microsecond
+		}
+		return 10 * time.Microsecond
+	}, onTime: func(n int) {
+		if n == 1 {
+			cancel() // the budget ends after one configuration has been timed
+		}
+	}}
+	tu := toyTuner(t, clock, a, b)
+	estimate := func(l *kernels.Launch) time.Duration { return lower.Estimate(l, lower.Lavapipe) }
+	tu.Static = CheapestOf(tu.Caps, tu.Templates, estimate)
+	p := toyProblem(4096)
+	if st, _, err := tu.Static(p); err != nil || st != b {
+		t.Fatalf("static choice %v (%v): the test needs toy_b, the second by name", st, err)
+	}
+	c, err := tu.Best(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Template != b {
+		t.Errorf("chose %s, want the static choice's template toy_b measured first", c.Template.Name)
+	}
+	if len(clock.timed) == 0 || !strings.HasPrefix(clock.timed[0], "toy_b[") {
+		t.Errorf("timed %v first, want toy_b", clock.timed)
+	}
+}
