@@ -74,7 +74,7 @@ func init() {
 					return err
 				}
 				if *out != "" {
-					if err := writeOutputs(*out, f, res); err != nil {
+					if err := writeOutputs(*out, f.Name, res); err != nil {
 						return err
 					}
 				} else {
@@ -234,15 +234,19 @@ func describe(x *ir.Tensor) string {
 	return b.String()
 }
 
-func writeOutputs(path string, f *ir.Function, res map[string]*ir.Tensor) error {
+// writeOutputs writes a function's results to path: a .safetensors file, a .npy file (one
+// result only) or a folder of NAME.npy files. fn names the function for the message.
+func writeOutputs(path, fn string, res map[string]*ir.Tensor) error {
 	switch {
 	case strings.HasSuffix(path, ".safetensors"):
 		return safetensors.Write(path, res)
 	case strings.HasSuffix(path, ".npy"):
-		if len(f.Outputs) != 1 {
-			return usagef("-o %s: function %s has %d outputs; give a directory or a .safetensors file", path, f.Name, len(f.Outputs))
+		if len(res) != 1 {
+			return usagef("-o %s: function %s has %d outputs; give a folder or a .safetensors file", path, fn, len(res))
 		}
-		return npy.WriteFile(path, res[f.Outputs[0].Name])
+		for _, x := range res {
+			return npy.WriteFile(path, x)
+		}
 	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return err

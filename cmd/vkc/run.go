@@ -7,16 +7,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"vkc"
-	"vkc/ir"
-	"vkc/ir/npy"
-	"vkc/ir/safetensors"
 	"vkc/plan"
 )
 
@@ -124,7 +119,7 @@ func runCmd(w io.Writer, path string, lo vkc.LoadOptions, fn string, inputs []st
 	}
 	fmt.Fprintf(w, "%s on %s: %v wall (first run: includes pipeline warm-up)\n", fn, l.Device.Info.Name, wall.Round(time.Microsecond))
 	if out != "" {
-		if err := writeRunOutputs(out, f, outs); err != nil {
+		if err := writeOutputs(out, f.Name, outs); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "wrote %s\n", out)
@@ -194,32 +189,6 @@ func planSignature(vs []plan.Value) string {
 		l[i] = fmt.Sprintf("%s %s%v", v.Name, v.DType, v.Shape)
 	}
 	return strings.Join(l, ", ")
-}
-
-func writeRunOutputs(path string, f *plan.Function, res map[string]*ir.Tensor) error {
-	switch {
-	case strings.HasSuffix(path, ".safetensors"):
-		return safetensors.Write(path, res)
-	case strings.HasSuffix(path, ".npy"):
-		if len(f.Outputs) != 1 {
-			return usagef("-o %s: function %s has %d outputs; give a folder or a .safetensors file", path, f.Name, len(f.Outputs))
-		}
-		return npy.WriteFile(path, res[f.Outputs[0].Name])
-	}
-	if err := os.MkdirAll(path, 0o755); err != nil {
-		return err
-	}
-	names := make([]string, 0, len(res))
-	for k := range res {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if err := npy.WriteFile(filepath.Join(path, n+".npy"), res[n]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func generateCmd(w io.Writer, path string, lo vkc.LoadOptions, prompt []int32, steps int) error {
