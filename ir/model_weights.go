@@ -2,13 +2,10 @@ package ir
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -165,18 +162,18 @@ func (p *modelParser) loadWeights() error {
 		d := p.m.Params[0]
 		return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: errors.New("the model declares parameters but has no weights section (weights: {file: ...} or {init: random, seed: ...})")}
 	}
-	var sf *stFile
+	var sf *SafetensorsFile
 	if w.file != "" {
 		path := w.file
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(p.dir, path)
 		}
 		var err error
-		sf, err = openST(path)
+		sf, err = OpenSafetensors(path)
 		if err != nil {
 			return p.errAt(w.node, "weights", "%v", err)
 		}
-		defer sf.f.Close()
+		defer sf.Close()
 	}
 	for _, d := range p.m.Params {
 		init, own := p.inits[d.Name]
@@ -189,13 +186,17 @@ func (p *modelParser) loadWeights() error {
 			if mapped, ok := w.names[d.Name]; ok {
 				name = mapped
 			}
-			t, err := sf.read(name)
+			if _, ok := sf.Entries[name]; !ok {
+				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
+					Err: fmt.Errorf("missing weight: %s has no tensor %q%s", filepath.Base(sf.Path), name, sf.Similar(name))}
+			}
+			t, err := sf.Read(name)
 			if err != nil {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: err}
 			}
 			if !t.Type.Shape.Equal(d.Type.Shape) {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
-					Err: fmt.Errorf("declared %s but %s in %s is %s", d.Type.Shape, name, filepath.Base(sf.path), t.Type.Shape)}
+					Err: fmt.Errorf("declared %s but %s in %s is %s", d.Type.Shape, name, filepath.Base(sf.Path), t.Type.Shape)}
 			}
 			if t.Type.DType != d.Type.DType {
 				t = t.Convert(d.Type.DType)
@@ -255,111 +256,4 @@ func InitTensor(t Type, kind string, seed uint64, name string, scale float64) *T
 		}
 	}
 	return x
-}
-
-// stFile is a minimal safetensors reader. ir cannot import ir/safetensors (which imports ir), so
-// the model loader reads the format itself: an 8-byte little-endian header length, a JSON
-// header of {name: {dtype, shape, data_offsets}}, then the data.
-type stFile struct {
-	path    string
-	f       *os.File
-	size    int64
-	base    int64
-	entries map[string]stEntry
-}
-
-type stEntry struct {
-	DType   string  `json:"dtype"`
-	Shape   []int   `json:"shape"`
-	Offsets []int64 `json:"data_offsets"`
-}
-
-var stDTypes = map[string]DType{"F32": F32, "F16": F16, "BF16": BF16, "I32": I32, "U32": U32, "BOOL": Bool}
-
-func openST(path string) (*stFile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	var lb [8]byte
-	if _, err := io.ReadFull(f, lb[:]); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a safetensors file: too short", path)
-	}
-	n := binary.LittleEndian.Uint64(lb[:])
-	if n == 0 || n > 100<<20 || int64(n)+8 > st.Size() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a safetensors file: header length %d for a file of %d bytes", path, n, st.Size())
-	}
-	hb := make([]byte, n)
-	if _, err := io.ReadFull(f, hb); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: reading the header: %v", path, err)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(hb, &raw); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a safetensors file: %v", path, err)
-	}
-	sf := &stFile{path: path, f: f, size: st.Size(), base: int64(8 + n), entries: map[string]stEntry{}}
-	for k, v := range raw {
-		if k == "__metadata__" {
-			continue
-		}
-		var e stEntry
-		if err := json.Unmarshal(v, &e); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: tensor %q: %v", path, k, err)
-		}
-		sf.entries[k] = e
-	}
-	return sf, nil
-}
-
-func (sf *stFile) read(name string) (*Tensor, error) {
-	e, ok := sf.entries[name]
-	if !ok {
-		return nil, fmt.Errorf("missing weight: %s has no tensor %q%s", filepath.Base(sf.path), name, sf.similar(name))
-	}
-	d, ok := stDTypes[e.DType]
-	if !ok {
-		return nil, fmt.Errorf("%s: tensor %q has dtype %s (vkc reads F32, F16, BF16, I32, U32, BOOL)", sf.path, name, e.DType)
-	}
-	t := Type{d, Shape(append([]int{}, e.Shape...))}
-	for _, dim := range e.Shape {
-		if dim < 0 {
-			return nil, fmt.Errorf("%s: tensor %q has shape %v", sf.path, name, e.Shape)
-		}
-	}
-	if len(e.Offsets) != 2 || e.Offsets[0] < 0 || e.Offsets[1]-e.Offsets[0] != int64(t.Bytes()) || sf.base+e.Offsets[1] > sf.size {
-		return nil, fmt.Errorf("%s: tensor %q: data offsets %v do not hold %s", sf.path, name, e.Offsets, t)
-	}
-	x := &Tensor{Type: t, Data: make([]byte, t.Bytes())}
-	if _, err := sf.f.ReadAt(x.Data, sf.base+e.Offsets[0]); err != nil {
-		return nil, fmt.Errorf("%s: reading %q: %v", sf.path, name, err)
-	}
-	return x, nil
-}
-
-// similar suggests a tensor name that shares the longest suffix with name.
-func (sf *stFile) similar(name string) string {
-	best, bestN := "", 0
-	for k := range sf.entries {
-		n := 0
-		for n < len(k) && n < len(name) && k[len(k)-1-n] == name[len(name)-1-n] {
-			n++
-		}
-		if n > bestN || n == bestN && k < best {
-			best, bestN = k, n
-		}
-	}
-	if bestN < 4 {
-		return ""
-	}
-	return fmt.Sprintf(" (it has %q)", best)
 }

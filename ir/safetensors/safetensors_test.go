@@ -56,3 +56,30 @@ func TestRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+// A tensor of a dtype vkc does not read (an i64 buffer in a checkpoint) does not stop the file
+// from opening; reading that tensor names it and its dtype.
+func TestUnsupportedDTypeOnlyWhenRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "w.safetensors")
+	hdr := `{"ids":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`
+	for len(hdr)%8 != 0 {
+		hdr += " "
+	}
+	b := make([]byte, 8, 8+len(hdr)+12)
+	b[0] = byte(len(hdr))
+	b = append(append(b, hdr...), make([]byte, 12)...)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.Read("w"); err != nil {
+		t.Errorf("read w: %v", err)
+	}
+	if _, err := f.Read("ids"); err == nil || !strings.Contains(err.Error(), `"ids" has dtype I64`) {
+		t.Errorf("read ids: got %v", err)
+	}
+}
