@@ -16,6 +16,9 @@ go vet ./...
 echo "== go test"
 go test -count=1 -timeout 70m ./...
 
+echo "== benchmarks (one iteration each: saturation and extraction at 2, 8 and 30 layers)"
+go test -run '^$' -bench 'Layers|Saturate' -benchtime 1x ./egraph ./rules
+
 echo "== fuzz (briefly, each target)"
 for f in $(git ls-files '*_test.go'); do
   for name in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$f" | awk '{print $2}'); do
