@@ -74,18 +74,7 @@ func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 
 	b := codegen.NewBuilder("conv1d")
-	xb := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
-	wb := b.Buffer("w", StorageType(wt.DType), codegen.ReadOnly)
-	var bb *codegen.Buffer
-	ops := []Operand{{Arg, 0}, {Arg, 1}}
-	if nop == 3 {
-		bb = b.Buffer("bias", StorageType(p.Args[2].DType), codegen.ReadOnly)
-		ops = append(ops, Operand{Arg, 2})
-	}
-	yb := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
-	ops = append(ops, Operand{Out, 0})
-	epi, epiOps := EpilogueBuffers(b, p)
-	ops = append(ops, epiOps...)
+	xb, wb, bb, yb, epi, ops := convBuffers(b, p, nop)
 	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
 	per := b.Spec("per_thread", codegen.U32, int64(c["per_thread"]))
 	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
@@ -140,4 +129,21 @@ func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	s := Step{Kernel: k, Spec: spec, Grid: Grid1D((items+c["wg"]-1)/c["wg"], caps), Bindings: ops}
 	return &Launch{Steps: []Step{s}, Flops: float64(2 * batch * cout * lout * cpg * kw), Bytes: tensorBytes(p.Args, p.Outs)}, nil
+}
+
+// convBuffers declares a conv1d kernel's bindings in the order both conv templates use — x, w,
+// the bias when the op has one (nop == 3), y, then the epilogue's inputs — and returns them with
+// the operand of each binding.
+func convBuffers(b *codegen.Builder, p *Problem, nop int) (xb, wb, bb, yb *codegen.Buffer, epi []*codegen.Buffer, ops []Operand) {
+	xb = b.Buffer("x", StorageType(p.Args[0].DType), codegen.ReadOnly)
+	wb = b.Buffer("w", StorageType(p.Args[1].DType), codegen.ReadOnly)
+	ops = []Operand{{Arg, 0}, {Arg, 1}}
+	if nop == 3 {
+		bb = b.Buffer("bias", StorageType(p.Args[2].DType), codegen.ReadOnly)
+		ops = append(ops, Operand{Arg, 2})
+	}
+	yb = b.Buffer("y", StorageType(p.Outs[0].DType), codegen.WriteOnly)
+	ops = append(ops, Operand{Out, 0})
+	epi, epiOps := EpilogueBuffers(b, p)
+	return xb, wb, bb, yb, epi, append(ops, epiOps...)
 }

@@ -73,18 +73,7 @@ func buildConv1dTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 
 	b := codegen.NewBuilder("conv1d_tiled")
-	xb := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
-	wb := b.Buffer("w", StorageType(wt.DType), codegen.ReadOnly)
-	var bb *codegen.Buffer
-	ops := []Operand{{Arg, 0}, {Arg, 1}}
-	if nop == 3 {
-		bb = b.Buffer("bias", StorageType(p.Args[2].DType), codegen.ReadOnly)
-		ops = append(ops, Operand{Arg, 2})
-	}
-	yb := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
-	ops = append(ops, Operand{Out, 0})
-	epi, epiOps := EpilogueBuffers(b, p)
-	ops = append(ops, epiOps...)
+	xb, wb, bb, yb, epi, ops := convBuffers(b, p, nop)
 
 	// The workgroup is (tile_n/4) × (tile_m/4) invocations; the tiles are derived from it.
 	wx := b.Spec("threads_n", codegen.U32, int64(tn/4))

@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"fmt"
-
 	"vkc/codegen"
 	"vkc/ir"
 )
@@ -20,22 +18,7 @@ var Embedding = &Template{
 
 func init() { Register(Embedding) }
 
-func acceptEmbedding(p *Problem, caps Caps) error {
-	if p.Op != ir.Embedding {
-		return otherOp(p)
-	}
-	if p.Expr != nil {
-		return fmt.Errorf("embedding takes no epilogue")
-	}
-	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
-	if err != nil {
-		return err
-	}
-	if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
-		return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
-	}
-	return checkDTypes(p, caps)
-}
+var acceptEmbedding = acceptPlain(ir.Embedding)
 
 func buildEmbedding(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err := acceptEmbedding(p, caps); err != nil {

@@ -143,22 +143,7 @@ var Concat = &Template{
 
 func init() { Register(Concat) }
 
-func acceptConcat(p *Problem, caps Caps) error {
-	if p.Op != ir.Concat {
-		return otherOp(p)
-	}
-	if p.Expr != nil {
-		return fmt.Errorf("concat takes no epilogue")
-	}
-	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
-	if err != nil {
-		return err
-	}
-	if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
-		return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
-	}
-	return checkDTypes(p, caps)
-}
+var acceptConcat = acceptPlain(ir.Concat)
 
 func buildConcat(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err := acceptConcat(p, caps); err != nil {

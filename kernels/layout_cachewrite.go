@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"fmt"
-
 	"vkc/codegen"
 	"vkc/ir"
 )
@@ -21,22 +19,7 @@ var CacheWrite = &Template{
 
 func init() { Register(CacheWrite) }
 
-func acceptCacheWrite(p *Problem, caps Caps) error {
-	if p.Op != ir.CacheWrite {
-		return otherOp(p)
-	}
-	if p.Expr != nil {
-		return fmt.Errorf("cache_write takes no epilogue")
-	}
-	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
-	if err != nil {
-		return err
-	}
-	if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
-		return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
-	}
-	return checkDTypes(p, caps)
-}
+var acceptCacheWrite = acceptPlain(ir.CacheWrite)
 
 func buildCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err := acceptCacheWrite(p, caps); err != nil {

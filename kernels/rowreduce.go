@@ -475,6 +475,27 @@ func splitAxis(s ir.Shape, ax int) (outer, n, inner int) {
 // otherOp wraps ErrOtherOp for a problem whose op a template does not serve.
 func otherOp(p *Problem) error { return fmt.Errorf("%s: %w", p.OpName(), ErrOtherOp) }
 
+// acceptPlain is the Accepts of a template for one op with a single result and no epilogue: the
+// problem must be that op, its result the op's inferred type, its dtypes storable on the device.
+func acceptPlain(op ir.Op) func(p *Problem, caps Caps) error {
+	return func(p *Problem, caps Caps) error {
+		if p.Op != op {
+			return otherOp(p)
+		}
+		if p.Expr != nil {
+			return fmt.Errorf("%s takes no epilogue", op)
+		}
+		_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
+		if err != nil {
+			return err
+		}
+		if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
+			return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
+		}
+		return checkDTypes(p, caps)
+	}
+}
+
 // tensorBytes sums the sizes of types, for Launch.Bytes.
 func tensorBytes(ts ...[]ir.Type) float64 {
 	var n float64
