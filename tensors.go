@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"vkc/ir"
+	"vkc/lower"
 	"vkc/plan"
 )
 
@@ -35,19 +36,10 @@ func IRDType(d plan.DType) (ir.DType, error) {
 // PlanDType is the plan dtype of an ir dtype. ir's bool has no plan dtype: kernels keep booleans
 // as u32, and a function whose signature has a bool is given u32 by the compiler.
 func PlanDType(d ir.DType) (plan.DType, error) {
-	switch d {
-	case ir.F32:
-		return plan.F32, nil
-	case ir.F16:
-		return plan.F16, nil
-	case ir.BF16:
-		return plan.BF16, nil
-	case ir.I32:
-		return plan.I32, nil
-	case ir.U32:
-		return plan.U32, nil
+	if d == ir.Bool {
+		return plan.InvalidDType, fmt.Errorf("ir dtype %s has no plan form", d)
 	}
-	return plan.InvalidDType, fmt.Errorf("ir dtype %s has no plan form", d)
+	return lower.PlanDType(d)
 }
 
 // ValueType is the ir type of a function's input or output.

@@ -131,7 +131,7 @@ func (fl *fnLowerer) lower(progress func(string)) (*plan.Function, *FunctionRepo
 	// Inputs.
 	pf := &plan.Function{Name: f.Name}
 	for i, n := range f.Inputs {
-		dt, err := planDType(n.Type().DType)
+		dt, err := PlanDType(n.Type().DType)
 		if err != nil {
 			return nil, nil, fmt.Errorf("function %s: input %s: %w", f.Name, n.Name, err)
 		}
@@ -140,7 +140,7 @@ func (fl *fnLowerer) lower(progress func(string)) (*plan.Function, *FunctionRepo
 		fl.locs[n.V()] = loc{buf: b, size: deviceBytes(n.Type())}
 	}
 	for _, o := range f.Outputs {
-		dt, err := planDType(o.Value.Type().DType)
+		dt, err := PlanDType(o.Value.Type().DType)
 		if err != nil {
 			return nil, nil, fmt.Errorf("function %s: output %s: %w", f.Name, o.Name, err)
 		}

@@ -140,7 +140,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		return nil, nil, err
 	}
 	for i, d := range m.State {
-		dt, err := planDType(d.Type.DType)
+		dt, err := PlanDType(d.Type.DType)
 		if err != nil {
 			return nil, nil, fmt.Errorf("lower: state %s: %w", d.Name, err)
 		}
@@ -201,7 +201,8 @@ func deviceData(x *ir.Tensor) []byte {
 	return out
 }
 
-func planDType(d ir.DType) (plan.DType, error) {
+// PlanDType is the plan dtype a tensor of ir dtype d has in device memory (bool as u32).
+func PlanDType(d ir.DType) (plan.DType, error) {
 	switch d {
 	case ir.F32:
 		return plan.F32, nil
@@ -256,7 +257,7 @@ func (l *lowerer) weight(name string, x *ir.Tensor) (int, error) {
 		l.weights = append(l.weights, wb)
 		l.weightByHash[key] = bi
 	}
-	dt, err := planDType(x.Type.DType)
+	dt, err := PlanDType(x.Type.DType)
 	if err != nil {
 		return 0, fmt.Errorf("weight %s: %w", name, err)
 	}
