@@ -13,7 +13,7 @@ import (
 func TestTablesUpToDate(t *testing.T) {
 	const grammar = "/usr/include/spirv/unified1/spirv.core.grammar.json"
 	if _, err := os.Stat(grammar); err != nil {
-		t.Skip("SPIR-V grammar not installed: install the spirv-headers package to check spirv_tables.go")
+		t.Skip("missing capability: the SPIR-V grammar is not installed (install spirv-headers) to check spirv_tables.go")
 	}
 	if testing.Short() {
 		t.Skip("builds and runs the generator; skipped in -short mode")

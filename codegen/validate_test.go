@@ -13,7 +13,7 @@ func spirvVal(t *testing.T, k *Kernel, env string) {
 	t.Helper()
 	tool, err := exec.LookPath("spirv-val")
 	if err != nil {
-		t.Skip("spirv-val not found: install the spirv-tools package (scripts/setup.sh does)")
+		t.Skip("missing capability: spirv-val not found (install spirv-tools; scripts/setup.sh does)")
 	}
 	path := filepath.Join(t.TempDir(), k.Name+".spv")
 	if err := os.WriteFile(path, k.Bytes(), 0o644); err != nil {

@@ -221,7 +221,7 @@ func TestDot(t *testing.T) {
 	}
 	dotBin, err := exec.LookPath("dot")
 	if err != nil {
-		t.Skip("graphviz dot not installed; DOT text checked but not rendered")
+		t.Skip("missing capability: graphviz dot is not installed; DOT text checked but not rendered")
 	}
 	dir := t.TempDir()
 	for i, src := range []string{full, region, filtered, chosen} {

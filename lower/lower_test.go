@@ -407,7 +407,7 @@ func TestProfileAndMeasure(t *testing.T) {
 	_, rep, exe := compile(t, m)
 	in := map[string][]byte{"x": random(rng, ir.T(ir.F32, 16, 16)).Data}
 	if !exe.Device().Info.Caps.Timestamps {
-		t.Skip("the device has no timestamps")
+		t.Skip("missing capability: the device has no timestamp queries")
 	}
 	times, st, err := exe.Profile(context.Background(), "f", in)
 	if err != nil {

@@ -122,7 +122,7 @@ func groups(n, wg int) uint32 { return uint32((n + wg - 1) / wg) }
 func TestValidationCatcherCatches(t *testing.T) {
 	d := openTest(t, Options{})
 	if !d.opts.Validation {
-		t.Skip("validation disabled by VKC_NO_VALIDATION")
+		t.Skip("missing capability: the validation layer is disabled (VKC_NO_VALIDATION)")
 	}
 	// A deliberately wrong call: a buffer of size 0 (VUID-VkBufferCreateInfo-size-00912).
 	var buf vk.Buffer
