@@ -439,7 +439,7 @@ func TestSetPushRerecords(t *testing.T) {
 func TestMeasureAndProfile(t *testing.T) {
 	d := openTest(t, Options{})
 	if !d.Info.Caps.Timestamps {
-		t.Skip("device has no timestamps")
+		t.Skip("missing capability: the device has no timestamp queries")
 	}
 	cp := copyKernel(t, d)
 	const n = 1 << 16 // vec4s: 1 MiB
