@@ -228,9 +228,16 @@ func (fl *fnLowerer) analyse() error {
 			walk(a.Node)
 		}
 	}
+	// Values folded before (by another function or another lowering of the same model) are
+	// taken from the fold cache; only the rest are evaluated.
+	cache, keys := fl.l.folds, structKeys{}
 	any := false
 	for _, n := range f.Nodes {
 		if fl.live[n] && fl.folds(n) && n.Op != ir.Const {
+			if v, ok := cache.get(keys.key(n)); ok {
+				fl.values[n] = v
+				continue
+			}
 			walk(n)
 			any = true
 		}
@@ -247,8 +254,9 @@ func (fl *fnLowerer) analyse() error {
 			return fmt.Errorf("function %s: folding constant subgraphs: %w", f.Name, err)
 		}
 		for n, v := range vals {
-			if fl.live[n] && fl.folds(n) {
+			if fl.live[n] && fl.folds(n) && fl.values[n] == nil {
 				fl.values[n] = v[0]
+				cache.put(keys.key(n), v[0])
 			}
 		}
 	}

@@ -55,6 +55,9 @@ type Options struct {
 	ExternalWeights string
 	// Model is the device model of the roofline estimates; the zero value means ModelFor(Device).
 	Model DeviceModel
+	// Folds, when set, shares folded constant values between lowerings of the same model (see
+	// FoldCache); nil gives each Lower call a cache of its own, shared by its functions.
+	Folds *FoldCache
 	// Progress, when set, is called after each lowered kernel.
 	Progress func(done, total int, what string)
 }

@@ -36,6 +36,7 @@ type lowerer struct {
 	extSize      uint64
 	extSum       [32]byte
 	folded       int
+	folds        *FoldCache
 
 	stateIndex map[string]int
 	stateOff   []uint64
@@ -75,7 +76,10 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 	}
 	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
 		weightByHash: map[[32]byte]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
-		moduleByKey: map[string]int{}, chosen: map[string]*choice{}}
+		moduleByKey: map[string]int{}, chosen: map[string]*choice{}, folds: opts.Folds}
+	if l.folds == nil {
+		l.folds = NewFoldCache()
+	}
 	if l.dev.Bandwidth == 0 {
 		l.dev = ModelFor(opts.Device)
 	}
