@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 )
 
@@ -57,7 +58,26 @@ func mainUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'vkc <command> -h' for the flags of a command.")
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	// VKC_CPUPROFILE=FILE writes a CPU profile of the command (go tool pprof FILE), for finding
+	// where a slow compile spends its time.
+	if path := os.Getenv("VKC_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vkc: VKC_CPUPROFILE: %v\n", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "vkc: VKC_CPUPROFILE: %v\n", err)
+			os.Exit(1)
+		}
+		rc := run(os.Args[1:], os.Stdout, os.Stderr)
+		pprof.StopCPUProfile()
+		f.Close()
+		os.Exit(rc)
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
