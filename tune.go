@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"vkc/ir"
@@ -76,27 +77,52 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		}
 	}
 
-	// Extraction under measured costs: the tuner's time for an op's kernel, in the static cost
-	// model's unit (bytes streamed at the device model's bandwidth); ops it cannot price (views,
-	// problems no template serves) keep the static estimate.
+	// 1. Survey: saturate and extract under the static cost model, listing every problem
+	// extraction prices (each implementable e-node's kernel). The static extraction is kept as
+	// a candidate, so the report shows whether measurement changed the choice of graph.
 	t0 = time.Now()
-	price := tu.OpCost(kctx)
+	k := opts.Candidates
+	if k <= 0 {
+		k = 4
+	}
+	staticFn, enodeProbs, err := surveyProblems(ctx, m, fns)
+	if err != nil {
+		if ctx.Err() != nil {
+			save()
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	// 2. Tune those problems, cheapest first, each with a fair share of the first half of the
+	// kernel budget (what they leave passes on to the lowering problems in step 4).
+	estimate := tu.StaticEstimate(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })
+	actx, acancel := kctx, context.CancelFunc(func() {})
+	if opts.Budget > 0 {
+		actx, acancel = context.WithTimeout(kctx, opts.Budget*3/8)
+	}
+	tu.TuneAll(actx, tune.ByEstimate(enodeProbs, estimate))
+	acancel()
+	if ctx.Err() != nil {
+		save()
+		return nil, ctx.Err()
+	}
+	phase("tune", t0, fmt.Sprintf("%d e-graph problems: %s", len(enodeProbs), tu.Summary()))
+
+	// 3. Extraction under measured costs: the tuner's time for an op's kernel, in the static cost
+	// model's unit (bytes streamed at the device model's bandwidth); ops it could not measure
+	// (views, problems no template serves, a share that ran out) keep the static estimate.
+	t0 = time.Now()
+	price := tu.KnownCost()
 	cost := rules.CostFunc(func(n rules.CostNode) float64 {
 		if dt, ok := price(n.Op, n.Attrs, n.Args, n.Outs); ok {
 			return dt.Seconds() * model.Bandwidth
 		}
 		return rules.DefaultCost.Cost(n)
 	})
-	k := opts.Candidates
-	if k <= 0 {
-		k = 4
-	}
 	applied := map[string]uint64{}
 	cands := map[*ir.Function][]tune.SelectCandidate{}
 	for _, f := range fns {
 		progress(Progress{Phase: "optimize", What: f.Name})
-		// Saturation and extraction are not bounded by the budget (they take milliseconds):
-		// once it is spent, price gives the static estimate for ops not yet measured.
 		gs, orep, err := rules.OptimizeK(ctx, m, f, rules.Options{Cost: cost}, k)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -111,18 +137,57 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 			}
 		}
 		var cs []tune.SelectCandidate
+		keys := map[string]bool{}
 		for i, g := range gs {
-			cs = append(cs, tune.SelectCandidate{Fn: g, Label: fmt.Sprintf("extraction %d", i+1)})
+			info := orep.Candidates[i]
+			keys[fnKey(g)] = true
+			cs = append(cs, tune.SelectCandidate{Fn: g, Label: fmt.Sprintf("extraction %d: %s", i+1, info.Summary()),
+				Estimated: time.Duration(info.Cost / model.Bandwidth * float64(time.Second))})
 		}
-		// The function as written stays a candidate: it is valid whenever the model is, so a
-		// selection never fails because every extraction needs a missing template.
-		cands[f] = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
+		// The static extraction, when measured costs extracted something else, and the function
+		// as written (valid whenever the model is, so a selection never fails because every
+		// extraction needs a missing template).
+		if sf := staticFn[f]; sf != nil && !keys[fnKey(sf.fn)] {
+			keys[fnKey(sf.fn)] = true
+			cs = append(cs, tune.SelectCandidate{Fn: sf.fn, Label: "static extraction: " + sf.info.Summary()})
+		}
+		if !keys[fnKey(f)] {
+			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
+		}
+		cands[f] = cs
 	}
 	rep.Optimized = true
-	phase("optimize", t0, fmt.Sprintf("%d candidates per function under measured kernel costs", k))
+	phase("optimize", t0, fmt.Sprintf("up to %d candidates per function under measured kernel costs, plus the static extraction and the graph as written", k))
 
+	// 4. The kernels that run are lowering's problems (with fused epilogues and elementwise
+	// chains), not the e-graph's: list them by lowering every candidate with static choices, and
+	// tune the new ones with the rest of the kernel budget.
 	t0 = time.Now()
-	lopts := lower.Options{Caps: caps, Device: rep.Device, CompilerVersion: CompilerVersion(), Choose: tu.Choose(kctx)}
+	folds := lower.NewFoldCache()
+	var lowProbs []*kernels.Problem
+	dry := lower.Options{Caps: caps, Device: rep.Device, CompilerVersion: CompilerVersion(), Folds: folds,
+		Choose: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+			lowProbs = append(lowProbs, p)
+			return tu.Static(p)
+		}}
+	for _, f := range fns {
+		for _, c := range cands[f] {
+			progress(Progress{Phase: "tune", What: "listing kernels of " + f.Name + " " + c.Label})
+			lower.Lower(m, []*ir.Function{c.Fn}, dry) // a candidate that cannot lower is rejected by selection, with the reason
+		}
+	}
+	tu.TuneAll(kctx, tune.ByEstimate(lowProbs, estimate))
+	if ctx.Err() != nil {
+		save()
+		return nil, ctx.Err()
+	}
+	phase("tune", t0, fmt.Sprintf("%d kernel problems of the candidates", len(tune.ByEstimate(lowProbs, nil))))
+
+	// 5. Measured selection: tuning is over, lowering takes the tuner's choices as they stand.
+	t0 = time.Now()
+	over, overCancel := context.WithCancel(ctx)
+	overCancel()
+	lopts := lower.Options{Caps: caps, Device: rep.Device, CompilerVersion: CompilerVersion(), Choose: tu.Choose(over), Folds: folds}
 	if opts.Weights == WeightsExternal {
 		// Candidates are lowered with inline weights (they only run here); the plan written
 		// references the file.
@@ -154,6 +219,10 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 			return nil, err
 		}
 	}
+	final.Folds = nil // external weights fold nothing; inline ones reuse nothing stale either way
+	if opts.Weights != WeightsExternal {
+		final.Folds = folds
+	}
 	p, lrep, err := lower.Lower(m, winners, final)
 	if err != nil {
 		return nil, err
@@ -173,4 +242,50 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		rep.Notes = append(rep.Notes, fmt.Sprintf("the tuning budget (%v) was spent: unmeasured problems kept the static choice", opts.Budget))
 	}
 	return p, nil
+}
+
+// staticExtraction is a function's extraction under the static cost model.
+type staticExtraction struct {
+	fn   *ir.Function
+	info rules.CandidateInfo
+}
+
+// surveyProblems optimizes each function under the static cost model, returning its extraction
+// and every distinct kernel problem extraction priced on the way: the problems of all
+// implementable e-nodes, which measured extraction will ask about.
+func surveyProblems(ctx context.Context, m *ir.Model, fns []*ir.Function) (map[*ir.Function]*staticExtraction, []*kernels.Problem, error) {
+	var probs []*kernels.Problem
+	seen := map[string]bool{}
+	survey := rules.CostFunc(func(n rules.CostNode) float64 {
+		if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
+			if k := p.Key(); !seen[k] {
+				seen[k] = true
+				probs = append(probs, p)
+			}
+		}
+		return rules.DefaultCost.Cost(n)
+	})
+	out := map[*ir.Function]*staticExtraction{}
+	for _, f := range fns {
+		g, orep, err := rules.Optimize(ctx, m, f, rules.Options{Cost: survey})
+		if err != nil {
+			return nil, nil, fmt.Errorf("optimize %s: %w", f.Name, err)
+		}
+		out[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
+	}
+	return out, probs, nil
+}
+
+// fnKey identifies a function's graph, to drop candidates that are the same graph.
+func fnKey(f *ir.Function) string {
+	var b strings.Builder
+	for _, n := range f.Nodes {
+		b.WriteString(n.String())
+		b.WriteByte('\n')
+	}
+	for _, o := range f.Outputs {
+		b.WriteString(o.Name + "=" + o.Value.Node.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

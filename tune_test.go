@@ -61,7 +61,8 @@ func TestCompileTuned(t *testing.T) {
 			program++
 		}
 	}
-	if measured == 0 || program < 2 {
+	// The toy's extraction, static extraction and graph as written are one graph, measured once.
+	if measured == 0 || program != 1 {
 		t.Errorf("plan records %d measured candidates and %d program candidates", measured, program)
 	}
 	if _, err := os.Stat(db); err != nil {

@@ -114,8 +114,40 @@ type Report struct {
 	Convert, Saturate, Extract, Rebuild time.Duration
 	// Cost is the extracted graph's cost under the options' cost model (of the first candidate).
 	Cost float64
+	// Candidates describe the functions returned, in order (one for Optimize, up to k for
+	// OptimizeK): each one's cost and its nodes per rule that introduced them.
+	Candidates []CandidateInfo
 	// Saturation is the runner's full report (per-iteration times and rule counts).
 	Saturation *egraph.Report
+}
+
+// CandidateInfo describes one extracted function.
+type CandidateInfo struct {
+	Cost  float64        // under the options' cost model
+	Fused map[string]int // nodes per rule that introduced them
+}
+
+// Summary names the fusions of a candidate, largest count first ("rmsnorm-linear×60,
+// merge-qkv×30"); "no fusions" when there are none.
+func (c CandidateInfo) Summary() string {
+	if len(c.Fused) == 0 {
+		return "no fusions"
+	}
+	names := make([]string, 0, len(c.Fused))
+	for n := range c.Fused {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(c.Fused[b], c.Fused[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s×%d", n, c.Fused[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // String summarises the report in a few lines.
@@ -255,6 +287,13 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 	var out []*ir.Function
 	for _, b := range all[:min(len(all), max(k, 1))] {
 		out = append(out, b.f)
+		ci := CandidateInfo{Cost: b.cost, Fused: map[string]int{}}
+		for _, n := range b.f.Nodes {
+			if n.Rule != "" {
+				ci.Fused[n.Rule]++
+			}
+		}
+		rep.Candidates = append(rep.Candidates, ci)
 	}
 	rep.Cost = all[0].cost
 	rep.Extract = time.Since(t2)

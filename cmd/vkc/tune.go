@@ -158,11 +158,25 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 		pp.open = true
 	}
 	fmt.Fprintf(stderr, "tune %s on %s (database %s)\n", m.Name, d.Info.Name, db.Path())
-	lopts := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: vkc.CompilerVersion(), Choose: tu.Choose(tctx)}
-	_, _, err = lower.Lower(m, fns, lopts)
+	// The kernels are the lowering's problems: list them with static choices, then tune them
+	// cheapest first, each with a fair share of the budget (tune.Tuner.TuneAll).
+	var probs []*kernels.Problem
+	folds := lower.NewFoldCache()
+	dry := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: vkc.CompilerVersion(), Folds: folds,
+		Choose: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+			probs = append(probs, p)
+			return tu.Static(p)
+		}}
+	_, _, err = lower.Lower(m, fns, dry)
 	if errors.Is(err, lower.ErrNoTemplate) && o.optimize {
 		fmt.Fprintf(stderr, "the optimised graph does not lower (%v); tuning the functions as written\n", err)
-		_, _, err = lower.Lower(m, written, lopts)
+		fns, probs = written, nil
+		_, _, err = lower.Lower(m, fns, dry)
+	}
+	if err == nil {
+		tu.TuneAll(tctx, tune.ByEstimate(probs, tu.StaticEstimate(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })))
+		lopts := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: vkc.CompilerVersion(), Choose: tu.Choose(tctx), Folds: folds}
+		_, _, err = lower.Lower(m, fns, lopts)
 	}
 	pp.done()
 	// Completed searches are worth keeping even when lowering failed or was interrupted.

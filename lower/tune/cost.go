@@ -53,13 +53,36 @@ func ProblemOf(op ir.Op, attrs ir.Attrs, args, outs []ir.Type) (*kernels.Problem
 //	})
 func (t *Tuner) OpCost(ctx context.Context) func(op ir.Op, attrs ir.Attrs, args, outs []ir.Type) (time.Duration, bool) {
 	return func(op ir.Op, attrs ir.Attrs, args, outs []ir.Type) (time.Duration, bool) {
-		p, ok := ProblemOf(op, attrs, args, outs)
+		p, ok := PricedProblem(op, attrs, args, outs)
 		if !ok {
 			return 0, false
 		}
-		if _, err := p.Reference(); err != nil {
-			return 0, false // not a problem the interpreter can check (a malformed e-node)
-		}
 		return t.Cost(ctx, p)
 	}
+}
+
+// KnownCost is OpCost pricing only what was measured already (by TuneAll, or an earlier Best):
+// it never tunes, so extraction after TuneAll spends no budget of its own.
+func (t *Tuner) KnownCost() func(op ir.Op, attrs ir.Attrs, args, outs []ir.Type) (time.Duration, bool) {
+	return func(op ir.Op, attrs ir.Attrs, args, outs []ir.Type) (time.Duration, bool) {
+		p, ok := PricedProblem(op, attrs, args, outs)
+		if !ok {
+			return 0, false
+		}
+		return t.Known(p)
+	}
+}
+
+// PricedProblem is ProblemOf for operations the tuner can price: it is false also for a problem
+// the interpreter cannot check (a malformed e-node). A compile lists the problems to tune by
+// calling it on every e-node extraction prices (see TuneAll).
+func PricedProblem(op ir.Op, attrs ir.Attrs, args, outs []ir.Type) (*kernels.Problem, bool) {
+	p, ok := ProblemOf(op, attrs, args, outs)
+	if !ok {
+		return nil, false
+	}
+	if _, err := p.Reference(); err != nil {
+		return nil, false
+	}
+	return p, true
 }

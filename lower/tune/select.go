@@ -355,7 +355,15 @@ func (s *Selection) String() string {
 		if !r.Valid {
 			status = "rejected: " + r.Reason
 		}
-		fmt.Fprintf(&b, " %s %d  estimated %-10v measured %-10v ×%.3f  %s  %s\n", mark, i, r.Estimated, r.Median, r.Ratio, r.Label, status)
+		est, med, ratio := "-", "-", "-"
+		if r.Estimated > 0 {
+			est = r.Estimated.Round(time.Microsecond).String()
+		}
+		if r.Median > 0 {
+			med = r.Median.Round(time.Microsecond).String()
+			ratio = fmt.Sprintf("×%.3f", r.Ratio)
+		}
+		fmt.Fprintf(&b, " %s %d  estimated %-10s measured %-10s %-7s %s  %s\n", mark, i, est, med, ratio, r.Label, status)
 	}
 	return b.String()
 }
@@ -396,7 +404,14 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	opts SelectOptions) ([]*ir.Function, []*Selection, error) {
 	var winners []*ir.Function
 	var sels []*Selection
-	for _, f := range fns {
+	for i, f := range fns {
+		// Each function gets an equal share of the time left, so the first cannot spend the
+		// measuring of all (what it leaves passes on).
+		fctx, cancel := ctx, context.CancelFunc(func() {})
+		if d, ok := ctx.Deadline(); ok {
+			fctx, cancel = context.WithTimeout(ctx, time.Until(d)/time.Duration(len(fns)-i))
+		}
+		defer cancel()
 		cs, err := cands(f)
 		if err != nil {
 			return nil, sels, fmt.Errorf("select %s: candidates: %w", f.Name, err)
@@ -408,7 +423,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		if len(cs) == 1 {
 			o.Rounds = 1
 		}
-		sel, err := SelectFunction(ctx, d, m, f, cs, lowerFn, o)
+		sel, err := SelectFunction(fctx, d, m, f, cs, lowerFn, o)
 		if sel != nil {
 			sels = append(sels, sel)
 		}

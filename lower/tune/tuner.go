@@ -356,7 +356,7 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 		choice.Template, choice.Config, choice.Static = tm, c, true
 		if !t.loggedStatic {
 			t.loggedStatic = true
-			t.logf("tuning stopped (budget spent or cancelled) before %s was measured: it and later problems keep the static choice (%s [%s] here); Summary counts them", pk, tm.Name, c.Key())
+			t.logf("nothing was measured for %s before its share of the budget ran out (or the compile was cancelled): it keeps the static choice %s [%s]; the summary counts every such problem", pk, tm.Name, c.Key())
 		}
 		if !seen {
 			t.stats.Static++

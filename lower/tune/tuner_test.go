@@ -320,3 +320,32 @@ func TestStaticTemplateSearchedFirst(t *testing.T) {
 		t.Errorf("timed %v first, want toy_b", clock.timed)
 	}
 }
+
+// TuneAll shares the budget: with a search that alone would outlast it (9 configurations at
+// 80 ms each against 600 ms), the first problem is cut at its share and the second is still
+// measured, where one deadline for both would leave the second at the static choice.
+func TestTuneAllSharesTheBudget(t *testing.T) {
+	slow := &fakeClock{timeOf: bowl, onTime: func(int) { time.Sleep(80 * time.Millisecond) }}
+	tm := toyTemplate("toy", 1, kernels.Ints("wg", 32, 64, 128), kernels.Ints("per", 1, 2, 4))
+	tu := toyTuner(t, slow, tm)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	a, b := toyProblem(1000), toyProblem(2000)
+	if n := tu.TuneAll(ctx, []*kernels.Problem{a, b, a}); n != 2 {
+		t.Fatalf("TuneAll measured %d problems, want 2", n)
+	}
+	ca, _ := tu.Best(ctx, a)
+	cb, _ := tu.Best(ctx, b)
+	if ca.Static || cb.Static {
+		t.Fatalf("static choices: first %v, second %v; want both measured", ca.Static, cb.Static)
+	}
+	if ca.Entries[0].Complete {
+		t.Errorf("the first search completed (%d timed): it should have been cut at its share", len(ca.Entries[0].Times))
+	}
+	if d, ok := tu.Known(b); !ok || d != cb.Time {
+		t.Errorf("Known(second) = %v, %v; want %v, true", d, ok, cb.Time)
+	}
+	if _, ok := tu.Known(toyProblem(3000)); ok {
+		t.Error("Known reports a problem never tuned")
+	}
+}
