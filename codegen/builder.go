@@ -74,8 +74,19 @@ type node struct {
 	blocks    []*block
 	blk       *block // where the node is defined; nil for module-level and entry values
 	divergent bool   // may differ between invocations of a workgroup
-	where     string // caller position, for errors
+	where     site   // caller position, for errors
 }
+
+// site is a caller position recorded cheaply, as program counters, and resolved to "file.go:line"
+// only when an error names it: resolving every node's position eagerly was most of the time a
+// template's Build took (a tuner builds hundreds of configurations).
+type site struct {
+	pcs [6]uintptr
+	n   uint8
+}
+
+// String is the position of the first caller outside the builder's internals, "?" when none.
+func (s site) String() string { return firstOutside(s.pcs[:s.n]) }
 
 // block is a straight-line list of nodes inside a structured construct.
 type block struct {
@@ -257,7 +268,21 @@ var pkgPrefix = func() string {
 func caller() string {
 	pcs := make([]uintptr, 16)
 	n := runtime.Callers(3, pcs)
-	frames := runtime.CallersFrames(pcs[:n])
+	return firstOutside(pcs[:n])
+}
+
+// callSite records the caller of the function that calls it (see caller) without resolving it.
+func callSite() site {
+	var s site
+	s.n = uint8(runtime.Callers(3, s.pcs[:]))
+	return s
+}
+
+func firstOutside(pcs []uintptr) string {
+	if len(pcs) == 0 {
+		return "?"
+	}
+	frames := runtime.CallersFrames(pcs)
 	for {
 		f, more := frames.Next()
 		fn := strings.TrimPrefix(f.Function, pkgPrefix)
@@ -306,7 +331,7 @@ func (b *Builder) ok(construct string, vs ...Value) bool {
 		}
 		n := &b.nodes[v.id]
 		if n.blk != nil && !b.encloses(n.blk) {
-			b.errorf(construct, "value %%%d (%s, defined at %s) is used outside the branch or loop that defines it; carry it out through a Var", v.id, v.t, n.where)
+			b.errorf(construct, "value %%%d (%s, defined inside the branch or loop at %s) is used outside the branch or loop that defines it; carry it out through a Var", v.id, v.t, b.nodes[n.blk.owner].where.String())
 			return false
 		}
 	}
@@ -326,8 +351,10 @@ func (b *Builder) encloses(blk *block) bool {
 // add appends a node to the current block (or to no block, for module-level and entry values) and
 // returns its Value.
 func (b *Builder) add(n node, inBlock bool) Value {
-	if n.where == "" {
-		n.where = caller()
+	// Positions are recorded only for the nodes errors name: control flow and barriers (see
+	// site); a value used outside its branch is named by its enclosing construct's position.
+	if n.where.n == 0 && (n.kind == kIf || n.kind == kLoop || n.kind == kBarrier) {
+		n.where = callSite()
 	}
 	id := int32(len(b.nodes))
 	if inBlock {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // spirvVersion is the module version: SPIR-V 1.3, what Vulkan 1.1 consumes. Everything the IR
@@ -34,8 +35,11 @@ type Kernel struct {
 	Capabilities []string
 	Extensions   []string
 
-	dump  string
-	nodes []node // the IR, for evaluating constant expressions
+	// dump is made on first use from the builder (most kernels a tuner builds are never shown).
+	dumpOnce sync.Once
+	dumpText string
+	builder  *Builder
+	nodes    []node // the IR, for evaluating constant expressions
 }
 
 // Binding is one storage buffer of a kernel.
@@ -57,7 +61,14 @@ func (k *Kernel) Bytes() []byte {
 }
 
 // Dump returns the kernel as readable text (see Builder.Dump).
-func (k *Kernel) Dump() string { return k.dump }
+func (k *Kernel) Dump() string {
+	k.dumpOnce.Do(func() {
+		if k.builder != nil {
+			k.dumpText = k.builder.dump()
+		}
+	})
+	return k.dumpText
+}
 
 // Finish checks the kernel, emits it and returns it, or returns a *BuildError listing every problem.
 // The Builder cannot be used afterwards.
@@ -101,7 +112,7 @@ func (b *Builder) Finish() (*Kernel, error) {
 		k.Capabilities = append(k.Capabilities, capabilityInfo[c].name)
 	}
 	k.Extensions = e.exts
-	k.dump = b.dump()
+	k.builder = b
 	return k, nil
 }
 
@@ -148,12 +159,12 @@ func (b *Builder) checkBarriers() {
 			switch n.kind {
 			case kBarrier:
 				if div {
-					b.errs = append(b.errs, Problem{Pos: n.where, Construct: "Barrier", Msg: "control barrier in divergent control flow (" + why + "): not every invocation of the workgroup reaches it"})
+					b.errs = append(b.errs, Problem{Pos: n.where.String(), Construct: "Barrier", Msg: "control barrier in divergent control flow (" + why + "): not every invocation of the workgroup reaches it"})
 				}
 			case kIf:
 				d, w := div, why
 				if n.divergent && !div {
-					d, w = true, "under an if whose condition depends on the invocation, at "+n.where
+					d, w = true, "under an if whose condition depends on the invocation, at "+n.where.String()
 				}
 				r1 := walk(n.blocks[0], d, w)
 				r2 := walk(n.blocks[1], d, w)
@@ -163,7 +174,7 @@ func (b *Builder) checkBarriers() {
 			case kLoop:
 				d, w := div, why
 				if n.divergent && !div {
-					d, w = true, "in a loop whose trip count depends on the invocation, at "+n.where
+					d, w = true, "in a loop whose trip count depends on the invocation, at "+n.where.String()
 				}
 				r := false
 				for _, c := range n.blocks {
