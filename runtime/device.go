@@ -39,7 +39,9 @@ type Options struct {
 	// BlockSize is the size of the device-memory blocks buffers are sub-allocated from.
 	// 0: 256 MiB, or less where maxMemoryAllocationSize or the heap is smaller.
 	BlockSize int64
-	// SubmitTimeout bounds one wait for the GPU. 0: 10 s. A wait past it returns ErrTimeout.
+	// SubmitTimeout bounds one wait for the GPU. 0: 10 s, or 10 minutes on a CPU implementation
+	// (lavapipe). A wait past it returns ErrTimeout; the work still runs, and closing what it
+	// uses waits for it to finish.
 	SubmitTimeout time.Duration
 	// SpinWait polls for completion this long before blocking in the driver: a blocked thread
 	// wakes tens of microseconds late, which matters for short programs (decode steps). It burns

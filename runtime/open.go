@@ -74,6 +74,12 @@ func Open(opts Options) (*Device, error) {
 	d := &Device{Info: *info, opts: opts, in: in, timeout: opts.SubmitTimeout}
 	if d.timeout == 0 {
 		d.timeout = 10 * time.Second
+		if info.Type == CPU {
+			// A CPU implementation (lavapipe) runs a model's prefill hundreds of times slower
+			// than a GPU: SmolLM2-135M's takes over 20 s on two cores. The timeout detects hangs,
+			// so it must not fire on honest work.
+			d.timeout = 10 * time.Minute
+		}
 	}
 	d.spin.Store(opts.SpinWait.Nanoseconds())
 	if err := d.create(info); err != nil {
@@ -451,6 +457,18 @@ func (d *Device) settle(s *oneShot) error {
 		return nil
 	}
 	return d.wait(s)
+}
+
+// settleForFree waits for s however long it takes, before its command buffer or anything it
+// uses is destroyed: freeing work the device still executes crashes the driver (lavapipe did,
+// after a timed-out prefill). It gives up only on an error other than a timeout (a lost device,
+// after which destroying is allowed).
+func (d *Device) settleForFree(s *oneShot) {
+	for s.pending {
+		if err := d.wait(s); err != nil && !errors.Is(err, ErrTimeout) {
+			return
+		}
+	}
 }
 
 // submit submits s's command buffer signalling its fence.

@@ -556,7 +556,7 @@ func (d *Device) timestamps(q vk.QueryPool, n int) ([]time.Duration, error) {
 
 func (p *Program) dropShot(s *oneShot) *oneShot {
 	if s != nil {
-		p.d.settle(s)
+		p.d.settleForFree(s)
 		s.destroy(p.d)
 	}
 	return nil
@@ -585,7 +585,7 @@ func (p *Program) destroy() {
 	d := p.d
 	for _, s := range []*oneShot{p.run, p.meas, p.prof} {
 		if s != nil {
-			d.settle(s)
+			d.settleForFree(s)
 			s.destroy(d)
 		}
 	}
