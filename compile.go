@@ -111,6 +111,10 @@ type Options struct {
 	// TuneDB is the tuning database file ("" is the user cache directory's); completed searches
 	// are reused by later compiles for the same device, driver and compiler.
 	TuneDB string
+	// TuneTrace, when set, receives a line for every configuration the tuner is about to run
+	// and one for its outcome, so a configuration that crashes a driver is named by the last
+	// line written (vkc sets it from VKC_TUNE_TRACE).
+	TuneTrace io.Writer
 	// Candidates is the number of diverse extractions measured per function (0: 4).
 	Candidates int
 	// ArgmaxOutput adds an output next_token = argmax(logits, axis=-1) (i32[seq]) to every

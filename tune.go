@@ -58,7 +58,8 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		Progress: func(p tune.Progress) {
 			progress(Progress{Phase: "tune", Done: p.Kernels, What: fmt.Sprintf("%d configurations (%d invalid) %s", p.Configs, p.Invalid, p.Current)})
 		},
-		Log: func(msg string) { rep.Notes = append(rep.Notes, msg) },
+		Log:   func(msg string) { rep.Notes = append(rep.Notes, msg) },
+		Trace: opts.TuneTrace,
 	}
 	defer tu.Close()
 	// The budget is shared: kernel tuning gets the first three quarters, so the whole-program
@@ -198,7 +199,7 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		return p, err
 	}
 	winners, sels, err := tune.SelectFunctions(tctx, d, m, fns,
-		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn, tune.SelectOptions{})
+		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn, tune.SelectOptions{Trace: opts.TuneTrace})
 	save()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

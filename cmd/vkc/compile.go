@@ -63,6 +63,9 @@ func init() {
 				}
 				opts := vkc.Options{Device: *device, Weights: wm, Tune: *tuneFlag, Budget: *budget,
 					TuneDB: *tuneDB, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax}
+				if os.Getenv("VKC_TUNE_TRACE") != "" {
+					opts.TuneTrace = os.Stderr
+				}
 				if *fns != "" {
 					opts.Functions = strings.Split(*fns, ",")
 				}

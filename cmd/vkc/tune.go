@@ -137,6 +137,9 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 	tu := &tune.Tuner{Device: d, DB: db, Compiler: vkc.CompilerVersion(), Budget: o.configs, Exhaustive: o.configs,
 		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })}
 	tu.SearchLimit = o.perSearch
+	if os.Getenv("VKC_TUNE_TRACE") != "" {
+		tu.Trace = stderr
+	}
 	defer tu.Close()
 	tctx := ctx
 	if o.budget > 0 {

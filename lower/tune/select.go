@@ -1,8 +1,10 @@
 package tune
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
 	"sort"
 	"strings"
@@ -64,6 +66,15 @@ type SelectOptions struct {
 	Seed int64
 	// Load options for the candidate plans (external weights resolve against PlanPath).
 	Load runtime.LoadOptions
+	// Trace, when set, gets a line before and after each candidate is checked and each round is
+	// timed (see Tuner.Trace).
+	Trace io.Writer
+}
+
+func (o SelectOptions) trace(format string, args ...any) {
+	if o.Trace != nil {
+		fmt.Fprintf(o.Trace, format+"\n", args...)
+	}
 }
 
 // SelectResult is what happened to one candidate.
@@ -136,7 +147,9 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		if err := ctx.Err(); err != nil && anyValid {
 			r.Reason = "not checked: " + err.Error()
 		} else {
+			opts.trace("select: check %s candidate %d (%s)", ref.Name, i, c.Label)
 			exes[i], r.Plan, r.Reason = checkCandidate(context.WithoutCancel(ctx), d, m, ref, c.Fn, want, ins, lowerFn, opts)
+			opts.trace("select: checked %s candidate %d: %s", ref.Name, i, cmp.Or(r.Reason, "valid"))
 		}
 		r.Valid = r.Reason == ""
 		anyValid = anyValid || r.Valid
@@ -164,6 +177,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 			}
 		}
 		row := map[int]time.Duration{}
+		opts.trace("select: %s round %d", ref.Name, round)
 		for _, i := range order {
 			t, err := opts.Timer.TimePlan(ctx, exes[i], cands[i].Fn.Name, ins, i)
 			if err != nil {

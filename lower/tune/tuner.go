@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"sort"
 	"strconv"
@@ -164,6 +165,9 @@ type Tuner struct {
 	Static func(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
 	// Progress, when set, is called after every configuration and every chosen problem.
 	Progress func(Progress)
+	// Trace, when set, gets a line before each configuration is built and run and one after,
+	// written unbuffered: when a configuration crashes the driver, the last line names it.
+	Trace io.Writer
 	// Log, when set, receives warnings: a stale database entry searched again, the first
 	// problem left at the static choice because the budget ran out.
 	Log func(msg string)
@@ -628,6 +632,10 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 			return true
 		}
 		return false
+	}
+	if t.Trace != nil {
+		fmt.Fprintf(t.Trace, "tune: try %s [%s] %s\n", tm.Name, c.Key(), p.Key())
+		defer func() { fmt.Fprintf(t.Trace, "tune: done %s [%s]\n", tm.Name, c.Key()) }()
 	}
 	l, err := tm.Build(p, c, t.Caps)
 	if err != nil {
