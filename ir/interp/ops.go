@@ -491,16 +491,32 @@ func evalLinear(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	parallelFor(out, rows*out*in, func(lo, hi int) {
 		for r := 0; r < rows; r++ {
 			xr := x.d[r*in : (r+1)*in]
-			for o := lo; o < hi; o++ {
+			o := lo
+			// Four outputs at a time: four independent sums share each x load, so the loop is
+			// not bound by one chain of dependent adds. Each sum still runs in input order.
+			for ; o+4 <= hi; o += 4 {
+				w0, w1, w2, w3 := w.d[o*in:(o+1)*in], w.d[(o+1)*in:(o+2)*in], w.d[(o+2)*in:(o+3)*in], w.d[(o+3)*in:(o+4)*in]
+				var s0, s1, s2, s3 float64
+				for i, xv := range xr {
+					s0 += xv * w0[i]
+					s1 += xv * w1[i]
+					s2 += xv * w2[i]
+					s3 += xv * w3[i]
+				}
+				d[r*out+o], d[r*out+o+1], d[r*out+o+2], d[r*out+o+3] = s0, s1, s2, s3
+			}
+			for ; o < hi; o++ {
 				wr := w.d[o*in : (o+1)*in]
 				s := 0.0
 				for i, xv := range xr {
 					s += xv * wr[i]
 				}
-				if len(a) == 3 {
-					s += a[2].d[o]
-				}
 				d[r*out+o] = s
+			}
+			if len(a) == 3 {
+				for o := lo; o < hi; o++ {
+					d[r*out+o] += a[2].d[o]
+				}
 			}
 		}
 	})
@@ -683,15 +699,18 @@ func evalAttention(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	scale := n.Attrs.Float("scale", 1/math.Sqrt(float64(dh)))
 	group := hq / hkv
 	out := make([]float64, sq*hq*dv)
-	scores := make([]float64, skv)
-	valid := make([]bool, skv)
-	for h := 0; h < hq; h++ {
-		kh := h / group
-		for i := 0; i < sq; i++ {
+	// Rows (head, query) are independent: they are split across CPUs, each row still summed in
+	// key order, so the result does not depend on the split. Keys at or past kv_len never count.
+	parallelFor(hq*sq, hq*sq*kvLen*(dh+dv), func(lo, hi int) {
+		scores := make([]float64, kvLen)
+		valid := make([]bool, kvLen)
+		for hi2 := lo; hi2 < hi; hi2++ {
+			h, i := hi2/sq, hi2%sq
+			kh := h / group
 			p := kvLen - sq + i
 			mx := math.Inf(-1)
-			for j := 0; j < skv; j++ {
-				valid[j] = j < kvLen && (!causal || j <= p) && (window <= 0 || j > p-window && j <= p)
+			for j := 0; j < kvLen; j++ {
+				valid[j] = (!causal || j <= p) && (window <= 0 || j > p-window && j <= p)
 				if !valid[j] {
 					continue
 				}
@@ -711,7 +730,7 @@ func evalAttention(c *ctx, n *ir.Node, a []*val) (*val, error) {
 			}
 			for f := 0; f < dv; f++ {
 				o := 0.0
-				for j := 0; j < skv; j++ {
+				for j := 0; j < kvLen; j++ {
 					if valid[j] {
 						o += scores[j] * v.d[at(j, kh, f, skv, hkv, dv)]
 					}
@@ -719,7 +738,7 @@ func evalAttention(c *ctx, n *ir.Node, a []*val) (*val, error) {
 				out[at(i, h, f, sq, hq, dv)] = o / sum
 			}
 		}
-	}
+	})
 	return newVal(n.Type(), out), nil
 }
 
