@@ -54,7 +54,9 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 	model := lower.ModelFor(rep.Device)
 	tu := &tune.Tuner{
 		Device: d, DB: db, Compiler: CompilerVersion(),
-		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) }),
+		Static: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+			return lower.StaticChoice(p, caps, model)
+		},
 		Progress: func(p tune.Progress) {
 			progress(Progress{Phase: "tune", Done: p.Kernels, What: fmt.Sprintf("%d configurations (%d invalid) %s", p.Configs, p.Invalid, p.Current)})
 		},

@@ -361,27 +361,46 @@ func (l *lowerer) choose(p *kernels.Problem) *choice {
 		c.tmpl, c.cfg, c.launch, c.est = t, cfg, ln, Estimate(ln, l.dev)
 		return c
 	}
-	ts, err := kernels.For(p, l.caps)
+	c.tmpl, c.cfg, c.launch, c.est, c.err = staticChoice(p, l.caps, l.dev)
+	return c
+}
+
+// StaticChoice is lowering's choice for a problem without measurement: among the templates that
+// accept it, the one whose default configuration has the lowest roofline estimate on dev (ties
+// broken as better says). The measured tuner uses it as its baseline (tune.Tuner.Static), so
+// "static" means the same kernel there as in a --no-tune plan.
+func StaticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kernels.Template, kernels.Config, error) {
+	t, cfg, _, _, err := staticChoice(p, caps, dev)
+	return t, cfg, err
+}
+
+func staticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kernels.Template, kernels.Config, *kernels.Launch, time.Duration, error) {
+	ts, err := kernels.For(p, caps)
 	if err != nil {
-		c.err = &NoTemplateError{Op: p.OpName(), Err: err}
-		return c
+		return nil, nil, nil, 0, &NoTemplateError{Op: p.OpName(), Err: err}
 	}
-	var errs []string
+	var (
+		bt   *kernels.Template
+		bc   kernels.Config
+		bl   *kernels.Launch
+		be   time.Duration
+		errs []string
+	)
 	for _, t := range ts {
-		ln, cfg, err := kernels.Build(t, p, l.caps)
+		ln, cfg, err := kernels.Build(t, p, caps)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
 		}
-		est := Estimate(ln, l.dev)
-		if c.launch == nil || better(est, ln, c.est, c.launch) {
-			c.tmpl, c.cfg, c.launch, c.est = t, cfg, ln, est
+		est := Estimate(ln, dev)
+		if bl == nil || better(est, ln, be, bl) {
+			bt, bc, bl, be = t, cfg, ln, est
 		}
 	}
-	if c.launch == nil {
-		c.err = fmt.Errorf("%s", strings.Join(errs, "; "))
+	if bl == nil {
+		return nil, nil, nil, 0, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
-	return c
+	return bt, bc, bl, be, nil
 }
 
 // better reports whether a launch estimated at est beats the current choice. Estimates within 1%

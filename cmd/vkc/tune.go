@@ -135,7 +135,9 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 	caps := tune.CapsOf(&d.Info)
 	model := lower.ModelFor(d.DeviceFingerprint())
 	tu := &tune.Tuner{Device: d, DB: db, Compiler: vkc.CompilerVersion(), Budget: o.configs, Exhaustive: o.configs,
-		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })}
+		Static: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+			return lower.StaticChoice(p, caps, model)
+		}}
 	tu.SearchLimit = o.perSearch
 	if os.Getenv("VKC_TUNE_TRACE") != "" {
 		tu.Trace = stderr

@@ -23,7 +23,7 @@
 //	db, _ := tune.OpenDB(opts.TuneDB)               // "" is the user cache directory; db.Warning if it was corrupt
 //	model := lower.ModelFor(d.DeviceFingerprint())
 //	t := &tune.Tuner{Device: d, DB: db, Compiler: vkc.CompilerVersion(),
-//		Static: tune.Cheapest(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })}
+//		Static: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) { return lower.StaticChoice(p, caps, model) }}
 //	defer t.Close()
 //	tctx, cancel := context.WithTimeout(ctx, opts.Budget) // one deadline for every problem
 //

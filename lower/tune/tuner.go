@@ -745,10 +745,12 @@ func hashString(s string) uint64 {
 	return v
 }
 
-// Cheapest returns a static choice: among the templates that accept a problem, the one whose
-// default configuration has the lowest estimate (ties: the first by name). A nil estimate
-// takes the first template that builds. The compile driver passes lower.Estimate with its
-// device model, which makes it lower's own static choice.
+// Cheapest returns a simple static choice: among the templates that accept a problem, the one
+// whose default configuration has the lowest estimate (ties: the first by name). A nil estimate
+// takes the first template that builds. The compile driver uses lower.StaticChoice instead,
+// which breaks roofline ties as lowering does, so the tuner's baseline is the kernel a --no-tune
+// plan runs (with this one, decode's lm_head baseline was the tiled matmul, 4x slower than the
+// matrix-vector kernel lowering picks).
 func Cheapest(caps kernels.Caps, estimate func(l *kernels.Launch) time.Duration) func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
 	return CheapestOf(caps, kernels.For, estimate)
 }
