@@ -172,3 +172,29 @@ func TestSelectFunctionBudgetSpent(t *testing.T) {
 		t.Errorf("tuner stats %+v: with the budget spent, kernels take the static choice", s)
 	}
 }
+
+// An argmax output is checked through its reference scores: an index whose score ties the best
+// within tolerance passes (f16 logits of a random model flip argmax between equivalent graphs),
+// a clearly worse one or one out of range does not.
+func TestCompareArgmax(t *testing.T) {
+	scores := ir.TensorFromFloat64s(ir.T(ir.F32, 2, 4), []float64{
+		0.5, 3.000, 2.995, -1,
+		9, 1, 2, 3,
+	})
+	idx := func(a, b int) *ir.Tensor { return ir.TensorFromFloat64s(ir.T(ir.I32, 2), []float64{float64(a), float64(b)}) }
+	if msg := CompareArgmax(idx(1, 0), scores, 1e-2); msg != "" {
+		t.Errorf("exact argmax rejected: %s", msg)
+	}
+	if msg := CompareArgmax(idx(2, 0), scores, 1e-2); msg != "" {
+		t.Errorf("near tie (3.000 vs 2.995) rejected: %s", msg)
+	}
+	if msg := CompareArgmax(idx(0, 0), scores, 1e-2); !strings.Contains(msg, "row 0: index 0") {
+		t.Errorf("a clearly worse index: %q", msg)
+	}
+	if msg := CompareArgmax(idx(1, 4), scores, 1e-2); !strings.Contains(msg, "out of range") {
+		t.Errorf("an index out of range: %q", msg)
+	}
+	if msg := CompareArgmax(idx(1, 3), scores, 1e-2); msg == "" {
+		t.Error("row 1 index 3 (score 3 against 9) accepted")
+	}
+}
