@@ -44,6 +44,13 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 	rep.DeviceFor = fmt.Sprintf("device %d, opened for tuning", d.Info.Index)
 	phase("device", t0, d.Info.Name)
 
+	// The reference evaluations selection checks candidates against need no device: they run
+	// while kernels are tuned.
+	refs := map[*ir.Function]*tune.Reference{}
+	for _, f := range fns {
+		refs[f] = tune.StartReference(m, f, 0)
+	}
+
 	db, err := tune.OpenDB(opts.TuneDB)
 	if err != nil {
 		return nil, err
@@ -201,7 +208,7 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		return p, err
 	}
 	winners, sels, err := tune.SelectFunctions(tctx, d, m, fns,
-		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn, tune.SelectOptions{Trace: opts.TuneTrace})
+		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn, tune.SelectOptions{Trace: opts.TuneTrace, References: refs})
 	save()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

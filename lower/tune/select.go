@@ -70,12 +70,45 @@ type SelectOptions struct {
 	// Trace, when set, gets a line before and after each candidate is checked and each round is
 	// timed (see Tuner.Trace).
 	Trace io.Writer
+	// References holds functions' reference evaluations started earlier (StartReference with
+	// this Seed), so that the interpreter runs while kernels are tuned; a function without one
+	// is evaluated when its selection starts.
+	References map[*ir.Function]*Reference
 }
 
 func (o SelectOptions) trace(format string, args ...any) {
 	if o.Trace != nil {
 		fmt.Fprintf(o.Trace, format+"\n", args...)
 	}
+}
+
+// Reference is a function's random inputs (FunctionInputs) and the interpreter's outputs on
+// them, evaluated in the background: the evaluation of a whole model in float64 takes seconds
+// (a SmolLM2 prefill, 10 s on two cores) and needs no device, so a compile starts it before
+// tuning and selection waits for it only if it is not done.
+type Reference struct {
+	seed   int64
+	done   chan struct{}
+	inputs map[string]*ir.Tensor
+	want   map[string]*ir.Tensor
+	err    error
+}
+
+// StartReference starts evaluating f on random inputs drawn with seed.
+func StartReference(m *ir.Model, f *ir.Function, seed int64) *Reference {
+	r := &Reference{seed: seed, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.inputs = FunctionInputs(f, rand.New(rand.NewSource(seed)))
+		r.want, _, r.err = interp.Run(m, f.Name, r.inputs, nil)
+	}()
+	return r
+}
+
+// Wait returns the inputs and the reference outputs by output name.
+func (r *Reference) Wait() (inputs, want map[string]*ir.Tensor, err error) {
+	<-r.done
+	return r.inputs, r.want, r.err
 }
 
 // SelectResult is what happened to one candidate.
@@ -123,8 +156,11 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		opts.Tolerance = 1e-3
 	}
 	sel := &Selection{Function: ref.Name, Winner: -1}
-	inputs := FunctionInputs(ref, rand.New(rand.NewSource(opts.Seed)))
-	want, _, err := interp.Run(m, ref.Name, inputs, nil)
+	r := opts.References[ref]
+	if r == nil || r.seed != opts.Seed {
+		r = StartReference(m, ref, opts.Seed)
+	}
+	inputs, want, err := r.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("select %s: reference: %w", ref.Name, err)
 	}

@@ -181,7 +181,9 @@ func TestCompareArgmax(t *testing.T) {
 		0.5, 3.000, 2.995, -1,
 		9, 1, 2, 3,
 	})
-	idx := func(a, b int) *ir.Tensor { return ir.TensorFromFloat64s(ir.T(ir.I32, 2), []float64{float64(a), float64(b)}) }
+	idx := func(a, b int) *ir.Tensor {
+		return ir.TensorFromFloat64s(ir.T(ir.I32, 2), []float64{float64(a), float64(b)})
+	}
 	if msg := CompareArgmax(idx(1, 0), scores, 1e-2); msg != "" {
 		t.Errorf("exact argmax rejected: %s", msg)
 	}
