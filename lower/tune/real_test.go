@@ -62,7 +62,7 @@ func TestTunerOnRegisteredTemplates(t *testing.T) {
 func TestDeviceTimingCutsOnlyLosers(t *testing.T) {
 	d := testDevice(t)
 	var stats TimingStats
-	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: DeviceTiming{Options: runtimeOptionsQuick, Stats: &stats}}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: DeviceTiming{Options: runtimeOptionsQuick, Stats: &stats}, Confirm: -1}
 	defer tu.Close()
 	// A length not seen before, so that no driver cache holds these kernels already (shapes
 	// are baked into the modules): a first dispatch then includes lavapipe's compilation.

@@ -187,7 +187,7 @@ func bowl(tmpl string, c kernels.Config) time.Duration {
 // toyTuner is a tuner over the given templates only, on the test device.
 func toyTuner(t *testing.T, clock TimingSource, tmpls ...*kernels.Template) *Tuner {
 	d := testDevice(t)
-	tu := &Tuner{Device: d, Timing: clock, Compiler: "vkc test", Seed: 1,
+	tu := &Tuner{Device: d, Timing: clock, Compiler: "vkc test", Seed: 1, Confirm: -1,
 		Templates: func(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error) {
 			var out []*kernels.Template
 			for _, tm := range tmpls {

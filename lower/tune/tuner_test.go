@@ -349,3 +349,38 @@ func TestTuneAllSharesTheBudget(t *testing.T) {
 		t.Error("Known reports a problem never tuned")
 	}
 }
+
+// The first timings of a search run on a GPU that sat idle (low clocks): with a clock that makes
+// the first two measurements 5x slow, the default point would look 5x worse than it is. The
+// confirmation pass times the fastest points and the default again, back to back after a
+// warm-up, and stores those times.
+func TestConfirmRetimesTheDefaultWarm(t *testing.T) {
+	var cold int
+	clock := &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
+		d := bowl(tmpl, c)
+		if cold < 2 {
+			cold++
+			return 5 * d
+		}
+		return d
+	}}
+	tm := toyTemplate("toy", 1, kernels.Ints("wg", 128, 64), kernels.Ints("per", 1, 2))
+	tu := toyTuner(t, clock, tm)
+	tu.Confirm = 1
+	c, err := tu.Best(context.Background(), toyProblem(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Entries[0]
+	def := kernels.Config{"wg": 128, "per": 1}
+	if got, want := e.Times[def.Key()], bowl("toy", def); got != want {
+		t.Errorf("default point stored at %v, want its warm time %v (cold: %v)", got, want, 5*want)
+	}
+	if c.Config.Key() != "per=2,wg=64" || c.Time != bowl("toy", c.Config) {
+		t.Errorf("chose [%s] at %v, want [per=2,wg=64] at %v", c.Config.Key(), c.Time, bowl("toy", kernels.Config{"wg": 64, "per": 2}))
+	}
+	// 4 points, then a warm-up and two confirmations (the best and the default).
+	if n := clock.count(); n != 7 {
+		t.Errorf("%d timings, want 7 (4 points, 1 warm-up, 2 confirmations)", n)
+	}
+}
