@@ -406,7 +406,10 @@ func (t *Tuner) Record() []plan.Candidate {
 			pc := plan.Candidate{Subject: k, Kernel: e.Template, Config: config64(e.Best), Measured: e.Time,
 				Chosen: e.Template == c.Template.Name}
 			pc.Note = fmt.Sprintf("%d configurations tried, %d invalid", e.Tried, len(e.Invalid))
-			if e.Best == nil {
+			switch {
+			case e.Best == nil && e.Tried == 0:
+				pc.Note = "not measured: the budget ran out first"
+			case e.Best == nil:
 				pc.Note += "; none valid"
 			}
 			if !e.Complete {
