@@ -56,6 +56,9 @@ t $V compile $S -o /tmp/vb/s_tuned2.plan --tune --budget ${BUDGET:-120s} --tune-
 part smollm2 tuned bench
 t $V bench /tmp/vb/s_tuned.plan -f prefill -n 20
 t $V bench /tmp/vb/s_tuned.plan -f decode -n 50 --input pos=127
+part smollm2 tuned bench of the warm compile plan
+t $V bench /tmp/vb/s_tuned2.plan -f prefill -n 20 | head -4
+t $V bench /tmp/vb/s_tuned2.plan -f decode -n 50 --input pos=127 | head -4
 part gains
 t $V tune $S -budget 1s -tune-db /tmp/vb/tune.json
 $V inspect /tmp/vb/s_tuned.plan | head -60
@@ -67,6 +70,9 @@ part whisper tuned
 t $V compile $W -o /tmp/vb/w_tuned.plan --tune --budget ${WBUDGET:-40s} --tune-db /tmp/vb/tune.json
 t $V compile $W -o /tmp/vb/w_tuned2.plan --tune --budget ${WBUDGET:-40s} --tune-db /tmp/vb/tune.json
 t $V bench /tmp/vb/w_tuned.plan -f encode -n 50
+t $V bench /tmp/vb/w_tuned2.plan -f encode -n 50 | head -4
+part whisper gains
+t $V tune $W -budget 1s -tune-db /tmp/vb/tune.json
 } > "$OUT/whisper.txt" 2>&1
 fi
 echo done
