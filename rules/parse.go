@@ -421,6 +421,10 @@ func (p *parser) parseGuard() GuardCall {
 			if a.kind != tAtom && a.kind != tVar && a.kind != tString {
 				p.fail(a, "expected a guard argument, found %s", describe(a))
 			}
+			if a.kind == tString && strings.HasPrefix(a.text, "?") {
+				// Guards receive their arguments as text, where a leading '?' names a variable.
+				p.fail(a, "guard %s: the string argument %q would read as a variable (it starts with '?')", g.Name, a.text)
+			}
 			g.Args = append(g.Args, a.text)
 			if !p.is(tPunct, ")") {
 				p.expect(tPunct, ",", "',' or ')' in guard arguments")
