@@ -25,7 +25,7 @@ echo "== fuzz (briefly, each target)"
 # with "context deadline exceeded" and no failing input. FUZZTIME overrides every target's.
 fuzzcount() {
   case $1 in
-    FuzzBuilder) echo 10000x ;;
+    FuzzBuilder) echo 20000x ;;
     FuzzDecodeContents) echo 15000x ;;
     FuzzParse | FuzzParseModel) echo 50000x ;;
     *) echo 150000x ;;
