@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"vkc/ir"
@@ -150,18 +149,18 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		keys := map[string]bool{}
 		for i, g := range gs {
 			info := orep.Candidates[i]
-			keys[fnKey(g)] = true
+			keys[rules.FunctionKey(g)] = true
 			cs = append(cs, tune.SelectCandidate{Fn: g, Label: fmt.Sprintf("extraction %d: %s", i+1, info.Summary()),
 				Estimated: time.Duration(info.Cost / model.Bandwidth * float64(time.Second))})
 		}
 		// The static extraction, when measured costs extracted something else, and the function
 		// as written (valid whenever the model is, so a selection never fails because every
 		// extraction needs a missing template).
-		if sf := staticFn[f]; sf != nil && !keys[fnKey(sf.fn)] {
-			keys[fnKey(sf.fn)] = true
+		if sf := staticFn[f]; sf != nil && !keys[rules.FunctionKey(sf.fn)] {
+			keys[rules.FunctionKey(sf.fn)] = true
 			cs = append(cs, tune.SelectCandidate{Fn: sf.fn, Label: "static extraction: " + sf.info.Summary()})
 		}
-		if !keys[fnKey(f)] {
+		if !keys[rules.FunctionKey(f)] {
 			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
 		}
 		cands[f] = cs
@@ -284,18 +283,4 @@ func surveyProblems(ctx context.Context, m *ir.Model, fns []*ir.Function) (map[*
 		out[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
 	}
 	return out, probs, nil
-}
-
-// fnKey identifies a function's graph, to drop candidates that are the same graph.
-func fnKey(f *ir.Function) string {
-	var b strings.Builder
-	for _, n := range f.Nodes {
-		b.WriteString(n.String())
-		b.WriteByte('\n')
-	}
-	for _, o := range f.Outputs {
-		b.WriteString(o.Name + "=" + o.Value.Node.String())
-		b.WriteByte('\n')
-	}
-	return b.String()
 }

@@ -268,7 +268,7 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 		if err != nil {
 			return nil, rep, fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
-		key := functionKey(g)
+		key := FunctionKey(g)
 		if seen[key] {
 			continue
 		}
@@ -307,12 +307,16 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 	return out, rep, nil
 }
 
-// functionKey identifies a function's graph (ops, attributes, arguments, names), to drop
-// candidates that build the same graph.
-func functionKey(f *ir.Function) string {
+// FunctionKey identifies a function's graph (ops, attributes, arguments, names, results), to
+// drop candidates that build the same graph.
+func FunctionKey(f *ir.Function) string {
 	var b strings.Builder
 	for _, n := range f.Nodes {
 		b.WriteString(n.String())
+		b.WriteByte('\n')
+	}
+	for _, o := range f.Outputs {
+		b.WriteString(o.Name + "=" + o.Value.Node.String())
 		b.WriteByte('\n')
 	}
 	return b.String()

@@ -640,19 +640,9 @@ func TestPipelineCachePersisted(t *testing.T) {
 // reports leaked objects at device destruction).
 func TestTimeoutThenRecover(t *testing.T) {
 	d := openTest(t, Options{})
-	cp := copyKernel(t, d)
-	const n = 1 << 18 // vec4s: 4 MiB
-	src, dst := mustBuffer(t, d, 16*n), mustBuffer(t, d, 16*n)
-	var ds []Dispatch
-	for i := 0; i < 20; i++ {
-		ds = append(ds, Dispatch{Pipeline: cp, Bindings: []Binding{{Buffer: src, Access: Read}, {Buffer: dst, Access: Write}}, Push: u32(n), Grid: [3]uint32{16, 1, 1}})
-	}
-	p, err := d.NewProgram(ProgramSpec{Dispatches: ds, Outputs: []Region{{dst, 0, 16}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := slowCopies(t, d, 20)
 	d.timeout = time.Nanosecond
-	err = p.Run(context.Background(), nil, [][]byte{make([]byte, 16)})
+	err := p.Run(context.Background(), nil, [][]byte{make([]byte, 16)})
 	d.timeout = 10 * time.Second
 	if err != nil && !errors.Is(err, ErrTimeout) {
 		t.Fatalf("want ErrTimeout or success, got %v", err)
@@ -670,26 +660,33 @@ func TestTimeoutThenRecover(t *testing.T) {
 	}
 }
 
-// TestCloseAfterTimeout: closing a program whose run timed out waits for the work, however many
-// timeouts that takes, before freeing its command buffer. Freeing it while the device still
-// executed crashed lavapipe in a SmolLM2 prefill; the validation layer reports a command buffer
-// freed in use.
-func TestCloseAfterTimeout(t *testing.T) {
-	d := openTest(t, Options{})
+// slowCopies is a program of count 4 MiB copies, long enough to outlast a 1 ns wait; it reads
+// back 16 bytes of the result.
+func slowCopies(t *testing.T, d *Device, count int) *Program {
 	cp := copyKernel(t, d)
 	const n = 1 << 18 // vec4s: 4 MiB
 	src, dst := mustBuffer(t, d, 16*n), mustBuffer(t, d, 16*n)
 	var ds []Dispatch
-	for i := 0; i < 40; i++ {
+	for i := 0; i < count; i++ {
 		ds = append(ds, Dispatch{Pipeline: cp, Bindings: []Binding{{Buffer: src, Access: Read}, {Buffer: dst, Access: Write}}, Push: u32(n), Grid: [3]uint32{16, 1, 1}})
 	}
 	p, err := d.NewProgram(ProgramSpec{Dispatches: ds, Outputs: []Region{{dst, 0, 16}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// TestCloseAfterTimeout: closing a program whose run timed out waits for the work, however many
+// timeouts that takes, before freeing its command buffer. Freeing it while the device still
+// executed crashed lavapipe in a SmolLM2 prefill; the validation layer reports a command buffer
+// freed in use.
+func TestCloseAfterTimeout(t *testing.T) {
+	d := openTest(t, Options{})
+	p := slowCopies(t, d, 40)
 	d.timeout = time.Nanosecond
 	defer func() { d.timeout = 10 * time.Second }()
-	err = p.Run(context.Background(), nil, [][]byte{make([]byte, 16)})
+	err := p.Run(context.Background(), nil, [][]byte{make([]byte, 16)})
 	if err != nil && !errors.Is(err, ErrTimeout) {
 		t.Fatalf("want ErrTimeout or success, got %v", err)
 	}
