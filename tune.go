@@ -237,6 +237,11 @@ func compileTuned(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Opt
 		return nil, err
 	}
 	save()
+	if note := weightsNote(m, fns, winners, staticFn, lrep, lower.Options{Caps: caps, Device: rep.Device,
+		CompilerVersion: CompilerVersion(), Folds: folds, ExternalWeights: final.ExternalWeights}); note != "" {
+		rep.Notes = append(rep.Notes, note)
+		p.Record.Notes = append(p.Record.Notes, note)
+	}
 	rep.Lower = lrep
 	rep.Tuned = true
 	phase("lower", t0, fmt.Sprintf("%d modules, measured choice", lrep.Modules))
@@ -283,4 +288,32 @@ func surveyProblems(ctx context.Context, m *ir.Model, fns []*ir.Function) (map[*
 		out[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
 	}
 	return out, probs, nil
+}
+
+// weightsNote says when the measured winners hold notably more weight memory than the static
+// choice would: functions selected one at a time may fold or merge weights differently (prefill
+// merging the Q/K/V projections, decode not), and the plan then holds both forms. Selection
+// weighs time only, so the report makes the memory visible. "" when the winners are the static
+// extractions or hold at most 5% more.
+func weightsNote(m *ir.Model, fns, winners []*ir.Function, static map[*ir.Function]*staticExtraction,
+	got *lower.Report, opts lower.Options) string {
+	var sfns []*ir.Function
+	same := true
+	for i, f := range fns {
+		sf := f
+		if st := static[f]; st != nil {
+			sf = st.fn
+		}
+		same = same && winners[i] == sf
+		sfns = append(sfns, sf)
+	}
+	if same {
+		return ""
+	}
+	_, srep, err := lower.Lower(m, sfns, opts)
+	if err != nil || float64(got.Weights) <= 1.05*float64(srep.Weights) {
+		return ""
+	}
+	return fmt.Sprintf("the measured winners hold %s of weights, the static choice %s: the functions fold or merge weights differently (selection weighs time, not memory; --no-tune keeps the smaller plan)",
+		size(got.Weights), size(srep.Weights))
 }

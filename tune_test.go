@@ -10,6 +10,8 @@ import (
 
 	"vkc/ir"
 	"vkc/ir/interp"
+	"vkc/kernels"
+	"vkc/lower"
 )
 
 // toyModel is small enough to tune on lavapipe within a test: one fused elementwise kernel and a
@@ -105,4 +107,58 @@ func TestCompileTuned(t *testing.T) {
 		t.Errorf("second compile did not reuse the database: %s", summary)
 	}
 	t.Logf("tuned compile %v, again with the database %v; %s", first.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), summary)
+}
+
+// weightsNote speaks when the winners hold more weights than the static choice (here one
+// function's winner folds w·2 into a weight of its own) and stays silent when the winners are
+// the static extractions.
+func TestWeightsNote(t *testing.T) {
+	const src = `
+model: wn
+dims: {n: 64}
+weights: {init: random, seed: 1}
+params:
+  w: [n, n]
+functions:
+  a:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
+  b:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
+  b2:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, mul(w, 2))
+`
+	m, err := ir.ParseModelBytes("wn.yaml", []byte(src), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, b2 := m.Function("a"), m.Function("b"), m.Function("b2")
+	opts := lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"}
+	static := map[*ir.Function]*staticExtraction{a: {fn: a}, b: {fn: b}}
+	_, got, err := lower.Lower(m, []*ir.Function{a, b2}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := weightsNote(m, []*ir.Function{a, b}, []*ir.Function{a, b2}, static, got, opts)
+	if !strings.Contains(note, "32.0 KiB of weights, the static choice 16.0 KiB") {
+		t.Errorf("note %q, want it to name 32.0 KiB against 16.0 KiB", note)
+	}
+	_, same, err := lower.Lower(m, []*ir.Function{a, b}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if note := weightsNote(m, []*ir.Function{a, b}, []*ir.Function{a, b}, static, same, opts); note != "" {
+		t.Errorf("winners equal to the static choice, yet a note: %q", note)
+	}
 }
