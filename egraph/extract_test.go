@@ -302,23 +302,7 @@ func TestGreedyDAGProperties(t *testing.T) {
 	beatTree := 0
 	for seed := int64(1); seed <= 300; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		g := New(nil)
-		var ids []Id
-		for i := 0; i < 3; i++ {
-			ids = append(ids, mustAdd(t, g, Node{Op: Op(100 + i)}))
-		}
-		for i := 0; i < 30; i++ {
-			op := []Op{opF, opG, opAdd, opMul}[rng.Intn(4)]
-			n := Node{Op: op, Children: []Id{ids[rng.Intn(len(ids))]}}
-			if op == opAdd || op == opMul {
-				n.Children = append(n.Children, ids[rng.Intn(len(ids))])
-			}
-			ids = append(ids, mustAdd(t, g, n))
-		}
-		for k := 0; k < 8; k++ {
-			g.Union(ids[rng.Intn(len(ids))], ids[rng.Intn(len(ids))], "random")
-		}
-		rebuild(t, g)
+		g, ids := randomCyclicGraph(t, rng)
 		costs := map[Op]float64{opF: float64(rng.Intn(5)), opG: math.Inf(1), opAdd: float64(1 + rng.Intn(5)), opMul: float64(rng.Intn(9)), 100: 1, 101: 2, 102: 3}
 		if rng.Intn(2) == 0 {
 			costs[opG] = float64(rng.Intn(5))

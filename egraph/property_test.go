@@ -175,23 +175,7 @@ func TestLocalSearchEqualsFullEvaluation(t *testing.T) {
 	improvedSome := 0
 	for seed := int64(1); seed <= 200; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		g := New(nil)
-		var ids []Id
-		for i := 0; i < 3; i++ {
-			ids = append(ids, mustAdd(t, g, Node{Op: Op(100 + i)}))
-		}
-		for i := 0; i < 30; i++ {
-			op := []Op{opF, opG, opAdd, opMul}[rng.Intn(4)]
-			n := Node{Op: op, Children: []Id{ids[rng.Intn(len(ids))]}}
-			if op == opAdd || op == opMul {
-				n.Children = append(n.Children, ids[rng.Intn(len(ids))])
-			}
-			ids = append(ids, mustAdd(t, g, n))
-		}
-		for k := 0; k < 8; k++ {
-			g.Union(ids[rng.Intn(len(ids))], ids[rng.Intn(len(ids))], "random")
-		}
-		rebuild(t, g)
+		g, ids := randomCyclicGraph(t, rng)
 		costs := map[Op]float64{opF: float64(rng.Intn(5)), opG: float64(rng.Intn(5)), opAdd: float64(1 + rng.Intn(5)), opMul: float64(rng.Intn(9)), 100: 1, 101: 2, 102: 3}
 		cost := func(_ *EGraph, _ Id, n Node) float64 { return costs[n.Op] }
 		roots := []Id{g.Find(ids[len(ids)-1]), g.Find(ids[len(ids)-5])}
@@ -265,4 +249,28 @@ func (e *extractor) improveDAG(own [][]float64, maxPasses, maxWork int) float64 
 		}
 	}
 	return cur
+}
+
+// randomCyclicGraph builds a random e-graph of 3 leaves and 30 unary or binary nodes over them,
+// with 8 random unions (which make cycles), rebuilt; ids are the nodes in the order added.
+func randomCyclicGraph(t *testing.T, rng *rand.Rand) (*EGraph, []Id) {
+	t.Helper()
+	g := New(nil)
+	var ids []Id
+	for i := 0; i < 3; i++ {
+		ids = append(ids, mustAdd(t, g, Node{Op: Op(100 + i)}))
+	}
+	for i := 0; i < 30; i++ {
+		op := []Op{opF, opG, opAdd, opMul}[rng.Intn(4)]
+		n := Node{Op: op, Children: []Id{ids[rng.Intn(len(ids))]}}
+		if op == opAdd || op == opMul {
+			n.Children = append(n.Children, ids[rng.Intn(len(ids))])
+		}
+		ids = append(ids, mustAdd(t, g, n))
+	}
+	for k := 0; k < 8; k++ {
+		g.Union(ids[rng.Intn(len(ids))], ids[rng.Intn(len(ids))], "random")
+	}
+	rebuild(t, g)
+	return g, ids
 }

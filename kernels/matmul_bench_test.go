@@ -231,25 +231,16 @@ func sweepSpace(b *testing.B, d *runtime.Device, tmpl *kernels.Template, p *kern
 	}
 }
 
-func matmulBenchArgs(p *kernels.Problem) []*ir.Tensor {
-	rng := rand.New(rand.NewSource(2))
-	out := make([]*ir.Tensor, len(p.Args))
-	for i, t := range p.Args {
-		out[i] = kerneltest.Random(rng, t)
-	}
-	return out
-}
-
 // SmolLM2 decode: one row through a 576→1536 projection with f16 weights.
 func BenchmarkMatvecDecode576x1536(b *testing.B) {
 	p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, 1, 576), ir.T(ir.F16, 1536, 576))
-	benchTemplate(b, kernels.MatmulVec, p, matmulBenchArgs(p), p.Args[1])
+	benchTemplate(b, kernels.MatmulVec, p, benchArgs(p, 2), p.Args[1])
 }
 
 // SmolLM2 prefill: 128 rows through the same projection.
 func BenchmarkMatmulPrefill128x576x1536(b *testing.B) {
 	p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, 128, 576), ir.T(ir.F16, 1536, 576))
-	benchTemplate(b, kernels.MatmulTiled, p, matmulBenchArgs(p), p.Args[1])
+	benchTemplate(b, kernels.MatmulTiled, p, benchArgs(p, 2), p.Args[1])
 }
 
 func attnBenchProblem(b *testing.B, sq, kv int) (*kernels.Problem, []*ir.Tensor) {

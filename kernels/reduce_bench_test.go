@@ -170,8 +170,9 @@ func rowsBench(b *testing.B, tmpl *kernels.Template, p *kernels.Problem, args []
 	}
 }
 
-func benchArgs(p *kernels.Problem) []*ir.Tensor {
-	rng := rand.New(rand.NewSource(1))
+// benchArgs returns random arguments for p drawn with seed.
+func benchArgs(p *kernels.Problem, seed int64) []*ir.Tensor {
+	rng := rand.New(rand.NewSource(seed))
 	out := make([]*ir.Tensor, len(p.Args))
 	for i, t := range p.Args {
 		out[i] = kerneltest.Random(rng, t)
@@ -210,7 +211,7 @@ func BenchmarkRows(b *testing.B) {
 		{"whisper_conv2_tiled", kernels.Conv1dTiled, pt(ir.Conv1d, ir.Attrs{"padding": 1, "stride": 2}, ir.T(h, 512, 3000), ir.T(h, 512, 512, 3), ir.T(h, 512))},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			args := benchArgs(tc.p)
+			args := benchArgs(tc.p, 1)
 			if tc.p.Op == ir.Rope || tc.p.Op == ir.RopeNorm {
 				args[len(args)-1] = ir.TensorFromFloat64s(pos, []float64{0})
 			}

@@ -182,21 +182,10 @@ func exampleEndToEnd(t *testing.T, path, name string, optimized bool) {
 
 func compareRun(t *testing.T, exe *runtime.Executable, s *interp.Session, f *ir.Function, in map[string]*ir.Tensor) {
 	t.Helper()
-	raw := map[string][]byte{}
-	for k, v := range in {
-		raw[k] = v.Data
-	}
-	got, err := exe.Run(context.Background(), f.Name, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := s.Run(f.Name, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, want := runPair(t, exe, s, f, in)
 	for _, o := range f.Outputs {
 		typ := o.Value.Type()
-		g := hostTensor(typ, got[o.Name])
+		g := got[o.Name]
 		if !typ.DType.IsFloat() {
 			if msg := kerneltest.Compare(g, want[o.Name], 0); msg != "" {
 				t.Errorf("%s: output %s: %s", f.Name, o.Name, msg)

@@ -91,24 +91,36 @@ func hostTensor(t ir.Type, b []byte) *ir.Tensor {
 	return x
 }
 
-// runBoth runs fn on the executable and in the interpreter session and compares every output.
-func runBoth(t *testing.T, exe *runtime.Executable, s *interp.Session, f *ir.Function, in map[string]*ir.Tensor) {
+// runPair runs fn on the executable and in the interpreter session on the same inputs and
+// returns both results by output name (the executable's decoded as host tensors).
+func runPair(t *testing.T, exe *runtime.Executable, s *interp.Session, f *ir.Function, in map[string]*ir.Tensor) (got, want map[string]*ir.Tensor) {
 	t.Helper()
 	raw := map[string][]byte{}
 	for k, v := range in {
 		raw[k] = v.Data
 	}
-	got, err := exe.Run(context.Background(), f.Name, raw)
+	res, err := exe.Run(context.Background(), f.Name, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := s.Run(f.Name, in)
+	want, err = s.Run(f.Name, in)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got = map[string]*ir.Tensor{}
+	for _, o := range f.Outputs {
+		got[o.Name] = hostTensor(o.Value.Type(), res[o.Name])
+	}
+	return got, want
+}
+
+// runBoth runs fn on the executable and in the interpreter session and compares every output.
+func runBoth(t *testing.T, exe *runtime.Executable, s *interp.Session, f *ir.Function, in map[string]*ir.Tensor) {
+	t.Helper()
+	got, want := runPair(t, exe, s, f, in)
 	for _, o := range f.Outputs {
 		typ := o.Value.Type()
-		if msg := kerneltest.Compare(hostTensor(typ, got[o.Name]), want[o.Name], kerneltest.Tolerance(typ.DType)); msg != "" {
+		if msg := kerneltest.Compare(got[o.Name], want[o.Name], kerneltest.Tolerance(typ.DType)); msg != "" {
 			t.Errorf("%s: output %s: %s", f.Name, o.Name, msg)
 		}
 	}

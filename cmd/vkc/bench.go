@@ -30,9 +30,7 @@ func init() {
 			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
 			return func(args []string) error {
 				args, err := positional(fs, args)
-				if err == errHelpShown {
-					return nil
-				} else if err != nil {
+				if err != nil {
 					return err
 				}
 				if len(args) != 1 {

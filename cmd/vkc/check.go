@@ -22,9 +22,7 @@ func init() {
 			write := fs.String("write-weights", "", "write the model's weights (loaded or generated) to this safetensors `file`, e.g. for a peer implementation")
 			return func(args []string) error {
 				args, err := positional(fs, args)
-				if err == errHelpShown {
-					return nil
-				} else if err != nil {
+				if err != nil {
 					return err
 				}
 				if len(args) != 1 {

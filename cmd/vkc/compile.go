@@ -40,9 +40,7 @@ func init() {
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
 			return func(args []string) error {
 				args, err := positional(fs, args)
-				if err == errHelpShown {
-					return nil
-				} else if err != nil {
+				if err != nil {
 					return err
 				}
 				if len(args) != 1 {

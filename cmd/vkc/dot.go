@@ -24,9 +24,7 @@ func init() {
 			fused := fs.Bool("fused", false, "draw the graph the e-graph optimiser extracts (rules.Optimize), each node a rule introduced labelled with that rule")
 			return func(args []string) error {
 				args, err := positional(fs, args)
-				if err == errHelpShown {
-					return nil
-				} else if err != nil {
+				if err != nil {
 					return err
 				}
 				if len(args) != 1 {

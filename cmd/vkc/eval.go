@@ -40,9 +40,7 @@ func init() {
 			decodeFn := fs.String("decode", "decode", "the function --greedy runs for each new token")
 			return func(args []string) error {
 				args, err := positional(fs, args)
-				if err == errHelpShown {
-					return nil
-				} else if err != nil {
+				if err != nil {
 					return err
 				}
 				if len(args) != 1 {

@@ -22,9 +22,7 @@ func init() {
 			device := fs.String("device", "", "with -check-device: the device to check against, by index or name substring")
 			return func(args []string) error {
 				args, err := positional(fs, args)
-				if err == errHelpShown {
-					return nil
-				} else if err != nil {
+				if err != nil {
 					return err
 				}
 				if len(args) != 1 {

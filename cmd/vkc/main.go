@@ -112,6 +112,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := do(fs.Args()); err != nil {
+		if errors.Is(err, errHelpShown) {
+			return 0 // -h after the positional arguments: the usage is printed
+		}
 		var ue usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintf(stderr, "vkc %s: %s\n", c.name, ue.msg)

@@ -39,9 +39,7 @@ func init() {
 			quiet := fs.Bool("q", false, "no progress on standard error")
 			return func(args []string) error {
 				args, err := positional(fs, args)
-				if err == errHelpShown {
-					return nil
-				} else if err != nil {
+				if err != nil {
 					return err
 				}
 				modes := 0

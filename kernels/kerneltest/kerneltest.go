@@ -4,55 +4,23 @@
 package kerneltest
 
 import (
-	"errors"
 	"math/rand"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"vkc/ir"
 	"vkc/kernels"
 	"vkc/lower/tune"
 	"vkc/runtime"
+	"vkc/runtime/devtest"
 )
 
 // CapsOf converts the runtime's description of a device into what templates need (tune.CapsOf).
 func CapsOf(info *runtime.DeviceInfo) kernels.Caps { return tune.CapsOf(info) }
 
-var (
-	devOnce sync.Once
-	dev     *runtime.Device
-	devErr  error
-)
-
 // Device opens the default device once per test binary, with the Khronos validation layer when
-// it is installed. Without a Vulkan device the test is skipped, saying so.
-func Device(t testing.TB) *runtime.Device {
-	t.Helper()
-	devOnce.Do(func() {
-		dir, _ := os.MkdirTemp("", "vkc-kerneltest-")
-		dev, devErr = runtime.Open(runtime.Options{Validation: true, CacheDir: dir})
-		if devErr != nil && !errors.Is(devErr, runtime.ErrNoVulkan) && !errors.Is(devErr, runtime.ErrNoDevice) {
-			// The validation layer may be missing on a developer machine; run without it.
-			dev, devErr = runtime.Open(runtime.Options{CacheDir: dir})
-		}
-	})
-	if errors.Is(devErr, runtime.ErrNoVulkan) || errors.Is(devErr, runtime.ErrNoDevice) {
-		t.Skipf("no Vulkan device (install mesa-vulkan-drivers): %v", devErr)
-	}
-	if devErr != nil {
-		t.Fatal(devErr)
-	}
-	t.Cleanup(func() {
-		if msgs := dev.TakeMessages(); len(msgs) > 0 {
-			for _, m := range msgs {
-				t.Errorf("validation: %s", m)
-			}
-		}
-	})
-	return dev
-}
+// it is installed. Without a Vulkan device the test is skipped, saying so (devtest.Device).
+func Device(t testing.TB) *runtime.Device { return devtest.Device(t) }
 
 // Run executes a Launch for p on d with the given arguments and returns the results
 // (tune.RunLaunch).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,39 +12,12 @@ import (
 	"vkc/ir"
 	"vkc/kernels"
 	"vkc/runtime"
+	"vkc/runtime/devtest"
 )
 
-var (
-	devOnce sync.Once
-	dev     *runtime.Device
-	devErr  error
-)
-
-// testDevice opens the default Vulkan device once (lavapipe in CI) with the validation layer
-// when it is installed; without Vulkan the test is skipped, saying so. (kerneltest.Device cannot
-// be used: it imports this package.)
-func testDevice(t testing.TB) *runtime.Device {
-	t.Helper()
-	devOnce.Do(func() {
-		dir, _ := os.MkdirTemp("", "vkc-tunetest-")
-		dev, devErr = runtime.Open(runtime.Options{Validation: true, CacheDir: dir})
-		if devErr != nil && !errors.Is(devErr, runtime.ErrNoVulkan) && !errors.Is(devErr, runtime.ErrNoDevice) {
-			dev, devErr = runtime.Open(runtime.Options{CacheDir: dir})
-		}
-	})
-	if errors.Is(devErr, runtime.ErrNoVulkan) || errors.Is(devErr, runtime.ErrNoDevice) {
-		t.Skipf("no Vulkan device (install mesa-vulkan-drivers): %v", devErr)
-	}
-	if devErr != nil {
-		t.Fatal(devErr)
-	}
-	t.Cleanup(func() {
-		for _, m := range dev.TakeMessages() {
-			t.Errorf("validation: %s", m)
-		}
-	})
-	return dev
-}
+// testDevice opens the default Vulkan device once (lavapipe in CI); see devtest.Device.
+// (kerneltest.Device cannot be used: it imports this package.)
+func testDevice(t testing.TB) *runtime.Device { return devtest.Device(t) }
 
 // toyProblem is y = -x over n f32 elements.
 func toyProblem(n int) *kernels.Problem {
