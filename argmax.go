@@ -3,7 +3,7 @@ package vkc
 import (
 	"fmt"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // NextTokenOutput is the name of the output Options.ArgmaxOutput adds.

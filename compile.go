@@ -14,13 +14,13 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/lower"
-	"vkc/lower/tune"
-	"vkc/plan"
-	"vkc/rules"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/rules"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // Version is the compiler's version; plans record it (with the VCS revision when the binary has

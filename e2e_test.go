@@ -18,13 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/ir/safetensors"
-	"vkc/lower"
-	"vkc/lower/tune"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // oracleTol is testdata/hf/README.md's tolerance: max abs error ≤ 1e-4 relative to the row's

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"time"
 
-	"vkc/ir"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // Executable is what Generate needs of a loaded plan; *runtime.Executable provides it.

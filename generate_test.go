@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/ir/safetensors"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // interpExe is an Executable backed by the reference interpreter, so Generate's prompt chunking

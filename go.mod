@@ -1,9 +1,10 @@
-module vkc
+module github.com/vkc-project/vkc
 
 go 1.26.8
 
 require (
-	github.com/emicklei/dot v1.6.2 // indirect
-	github.com/goki/vulkan v1.0.8 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	github.com/emicklei/dot v1.6.2
+	github.com/goki/vulkan v1.0.8
+	github.com/x448/float16 v0.8.4
+	gopkg.in/yaml.v3 v3.0.1
 )

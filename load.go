@@ -3,8 +3,8 @@ package vkc
 import (
 	"fmt"
 
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // LoadOptions configure Load.

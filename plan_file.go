@@ -3,7 +3,7 @@ package vkc
 import (
 	"fmt"
 
-	"vkc/plan"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // LoadPlan reads the plan file at path and makes it self-contained: when its weights are

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math"
 
-	"vkc/ir"
-	"vkc/lower"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // The byte maps of Executable.Run hold each input and output in its plan Value's layout: the

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/plan"
 )
 
 func TestInputsOutputs(t *testing.T) {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/lower"
-	"vkc/lower/tune"
-	"vkc/plan"
-	"vkc/rules"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/rules"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // compileTuned is Compile's measured path (DESIGN.md, "Choosing the graph after tuning, not

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/kernels"
-	"vkc/lower"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower"
 )
 
 // toyModel is small enough to tune on lavapipe within a test: one fused elementwise kernel and a

@@ -256,7 +256,7 @@ func (e *BuildError) Error() string {
 	return s.String()
 }
 
-// pkgPrefix is this package's prefix of function names, "vkc/codegen.".
+// pkgPrefix is this package's prefix of function names, "github.com/vkc-project/vkc/codegen.".
 var pkgPrefix = func() string {
 	pc, _, _, _ := runtime.Caller(0)
 	name := runtime.FuncForPC(pc).Name() // vkc/codegen.init.func1 (or glob..func1)

@@ -3,7 +3,7 @@ package codegen_test
 import (
 	"fmt"
 
-	"vkc/codegen"
+	"github.com/vkc-project/vkc/codegen"
 )
 
 // A kernel with a fused epilogue: y[i] = gelu(2*x[i]) over f16 input and f32 output.

@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"vkc/codegen"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // These tests run the reference kernels on a Vulkan device (lavapipe in CI) through package runtime

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 // oracleTol is the tolerance of testdata/hf/README.md: max abs error ≤ 1e-4 relative to the

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 )
 
 type decCase struct {

@@ -6,6 +6,8 @@ package ir
 import (
 	"fmt"
 	"math"
+
+	"github.com/x448/float16"
 )
 
 // DType is an element type.
@@ -62,65 +64,12 @@ func ParseDType(s string) (DType, error) {
 	return InvalidDType, fmt.Errorf("unknown dtype %q (want f32, f16, bf16, i32, u32 or bool)", s)
 }
 
-// F16Bits converts f to IEEE half precision, rounding to nearest even.
-func F16Bits(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int((b>>23)&0xff) - 127 + 15
-	mant := b & 0x7fffff
-	switch {
-	case (b>>23)&0xff == 0xff: // inf or nan
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	case exp >= 0x1f:
-		return sign | 0x7c00
-	case exp <= 0:
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint(14 - exp)
-		half := uint32(1) << (shift - 1)
-		r := mant >> shift
-		rem := mant & ((1 << shift) - 1)
-		if rem > half || (rem == half && r&1 == 1) {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(exp)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
-		r++ // may carry into the exponent, which is the correct rounding
-	}
-	return sign | uint16(r)
-}
+// F16Bits converts f to IEEE half precision, rounding to nearest even (x448/float16; checked
+// against the conversion vkc had before for every non-NaN float32).
+func F16Bits(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
 
-// F16ToF32 converts IEEE half-precision bits to float32.
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp == 0:
-		if mant == 0 {
-			return math.Float32frombits(sign)
-		}
-		// subnormal: normalise
-		e := uint32(127 - 15 + 1)
-		for mant&0x400 == 0 {
-			mant <<= 1
-			e--
-		}
-		mant &= 0x3ff
-		return math.Float32frombits(sign | e<<23 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
+// F16ToF32 converts IEEE half-precision bits to float32 exactly.
+func F16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
 
 // BF16Bits converts f to bfloat16, rounding to nearest even.
 func BF16Bits(f float32) uint16 {

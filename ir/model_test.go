@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 // baseModel is a small valid model; the error cases each change one line of it.

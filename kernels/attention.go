@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Attention templates. Both are built by one generator (buildAttnPass): a workgroup takes a block

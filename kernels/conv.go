@@ -3,8 +3,8 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Conv1d is a direct 1-D convolution (stride, padding, dilation, groups, optional bias) of x

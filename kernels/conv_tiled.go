@@ -3,7 +3,7 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/codegen"
+	"github.com/vkc-project/vkc/codegen"
 )
 
 // Conv1dTiled computes conv1d as an implicit GEMM per group: out[o, t] = Σ_kk W[o, kk]·X[kk, t]

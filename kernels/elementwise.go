@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Elementwise computes a FusedElementwise problem: any DAG of pointwise ops over broadcast

@@ -4,9 +4,9 @@ import (
 	"math/rand"
 	"testing"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/kernels/kerneltest"
 )
 
 // silu(a)·b + bias with broadcasting, an f16 input, a comparison and a where: one kernel.

@@ -1,8 +1,8 @@
 package kernels
 
 import (
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Embedding gathers rows of a table [rows, d] by i32 (or u32) ids of any shape, one invocation

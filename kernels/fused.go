@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Fused is a DAG of elementwise ops evaluated per output element: the body of an elementwise

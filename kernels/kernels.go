@@ -23,8 +23,8 @@ import (
 	"strconv"
 	"strings"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Caps are the device facts templates depend on. The lowering stage fills them from the runtime's

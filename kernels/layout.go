@@ -3,8 +3,8 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Layout templates: copies whose every output element reads one input element at a statically

@@ -1,8 +1,8 @@
 package kernels
 
 import (
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // CacheWrite writes x into rows pos..pos+len(x)-1 (axis 0) of the state, in place: the result

@@ -4,8 +4,8 @@ import (
 	"math/rand"
 	"testing"
 
-	"vkc/ir"
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 func TestTransposeOnDevice(t *testing.T) {

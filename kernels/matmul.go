@@ -3,8 +3,8 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // This file holds what the matmul templates (matmul_tiled.go, matmul_vec.go) share: the reading

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"vkc/codegen"
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/kernels/kerneltest"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // Benchmarks of the matmul and attention templates at SmolLM2-135M's sizes (d 576, ffn 1536,

@@ -3,8 +3,8 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // MatmulTiled computes matmul, linear and rmsnorm_linear for many rows: each workgroup computes a

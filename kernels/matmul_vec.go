@@ -3,7 +3,7 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/codegen"
+	"github.com/vkc-project/vkc/codegen"
 )
 
 // MatmulVec computes matmul, linear and rmsnorm_linear with 1 to 8 rows per batch (decode): the

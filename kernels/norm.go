@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // The row-normalising templates: softmax (any axis), rmsnorm, layernorm (biased variance, as

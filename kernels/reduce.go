@@ -3,8 +3,8 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Reduce computes sum, mean, max, min and argmax over one axis of any rank (keepdims changes

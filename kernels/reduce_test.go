@@ -5,9 +5,9 @@ import (
 	"math/rand"
 	"testing"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/kernels/kerneltest"
 )
 
 // problem builds a Problem for op on args, inferring the result types.

@@ -3,7 +3,7 @@ package kernels
 import (
 	"fmt"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Reference builds an ir function computing p: inputs "a0", "a1", … (p.Args), outputs "o0", …

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"vkc/codegen"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // The rope templates: rope (any seq_axis, both modes), rope_norm (a per-row rmsnorm and rope in

@@ -4,9 +4,9 @@ import (
 	"math/rand"
 	"testing"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/kernels/kerneltest"
 )
 
 var flatConfigs = []kernels.Config{{"wg": 64, "per_thread": 4}}

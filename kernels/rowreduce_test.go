@@ -3,8 +3,8 @@ package kernels_test
 import (
 	"testing"
 
-	"vkc/ir"
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // Every op of the reduction, norm, rope, layout, embedding and conv families finds its template

@@ -3,8 +3,8 @@ package lower
 import (
 	"time"
 
-	"vkc/kernels"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // DeviceModel is the static roofline of a device: what a kernel costs when it is limited by

@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/ir/safetensors"
-	"vkc/kernels"
-	"vkc/kernels/kerneltest"
-	"vkc/lower"
-	"vkc/rules"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/rules"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // rowTol is the examples' tolerance: the largest |got-want| of a row at most 1e-4 of the row's

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // FoldCache keeps the values of folded constant subgraphs by structure, so that lowering the

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/kernels"
-	"vkc/lower/memplan"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/memplan"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // bufKind is where a buffer lives.

@@ -35,9 +35,9 @@ import (
 	"fmt"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // Options configure Lower.

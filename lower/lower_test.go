@@ -10,14 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/ir/safetensors"
-	"vkc/kernels"
-	"vkc/kernels/kerneltest"
-	"vkc/lower"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // newModel assembles a model from built functions; every parameter and state the functions use

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"vkc/codegen"
-	"vkc/ir"
-	"vkc/ir/safetensors"
-	"vkc/kernels"
-	"vkc/plan"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // lowerer holds what the functions of one plan share: weights, state, modules, kernel choices.

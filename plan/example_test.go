@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"vkc/plan"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // A plan with one function that copies its input to its output through one kernel; the encoded

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strconv"
 
-	"vkc/egraph"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Go right-hand sides (`=> @name` in the rule files), for rewrites whose result needs computed

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"vkc/egraph"
+	"github.com/vkc-project/vkc/egraph"
 )
 
 // OpInfo describes one operator to the rule compiler. The table is supplied by the caller (the ir

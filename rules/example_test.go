@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"vkc/egraph"
-	"vkc/rules"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/rules"
 )
 
 // Example shows the whole flow: an op table, a rule file, compiling, saturating, and extracting

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 )
 
 // TestExamplesOptimized optimises every function of the small example models, as written and

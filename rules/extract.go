@@ -3,8 +3,8 @@ package rules
 import (
 	"slices"
 
-	"vkc/egraph"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Extraction is whole-function: egraph.Extract prices a selection by DAG cost (each shared class

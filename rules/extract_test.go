@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // layerOf assigns each node of f to a layer: the highest layer index among the parameters and

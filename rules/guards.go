@@ -4,8 +4,8 @@ import (
 	"math"
 	"strconv"
 
-	"vkc/egraph"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Guards: conditions on a match, written in Go and named in rule files (`if is_param(?w)`).

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"vkc/egraph"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // The ir adapter: the op table the rule compiler needs, the tensor-type analysis, and the

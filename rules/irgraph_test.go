@@ -3,8 +3,8 @@ package rules
 import (
 	"testing"
 
-	"vkc/egraph"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // TestAnalysisFoldsSmallConstants: arithmetic on small constants becomes a constant node in the

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"vkc/egraph"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // The rule files, grouped by purpose: algebra.rules (identities, transposes, reshapes, scalar

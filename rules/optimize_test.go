@@ -5,9 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"vkc/egraph"
-	"vkc/ir"
-	"vkc/ir/interp"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 )
 
 func TestOptimizeRoundTrip(t *testing.T) {

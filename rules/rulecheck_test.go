@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/egraph"
-	"vkc/ir"
-	"vkc/ir/interp"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 )
 
 // Every rule is checked by the reference interpreter: its recipe below builds the rule's left

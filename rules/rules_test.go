@@ -9,7 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"vkc/egraph"
+	"github.com/vkc-project/vkc/egraph"
 )
 
 const (

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"vkc/egraph"
-	"vkc/ir"
+	"github.com/vkc-project/vkc/egraph"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // smolLM2 parses examples/smollm2-135m with the given number of layers (weights not loaded).

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 // optimizeModel returns a copy of m whose functions are optimized (after DecomposeAll when

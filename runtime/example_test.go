@@ -9,7 +9,7 @@ import (
 	"math"
 	"os"
 
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // A two-dispatch program: c = a + b, then c = 2c in place. The analysis finds the read-after-write

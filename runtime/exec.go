@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"vkc/plan"
+	"github.com/vkc-project/vkc/plan"
 )
 
 // This file executes compiled plans: Device.Load turns a plan.Plan into an Executable (pipelines

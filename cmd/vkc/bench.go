@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"vkc"
-	"vkc/ir"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 func init() {

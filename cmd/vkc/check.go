@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"vkc/ir"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 func init() {

@@ -13,9 +13,9 @@ import (
 	"regexp"
 	"strings"
 
-	"vkc"
-	"vkc/ir"
-	"vkc/plan"
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/plan"
 )
 
 func init() {

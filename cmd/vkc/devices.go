@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 func init() {

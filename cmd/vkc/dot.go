@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 
-	"vkc/ir"
-	"vkc/ir/irdot"
-	"vkc/rules"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/irdot"
+	"github.com/vkc-project/vkc/rules"
 )
 
 func init() {

@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"strings"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/ir/npy"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/npy"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 // multiFlag collects a repeated flag.

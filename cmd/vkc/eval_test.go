@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/npy"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/npy"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 const tinyllama = "../../examples/tinyllama/model.yaml"

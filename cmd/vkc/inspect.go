@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 
-	"vkc"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 func init() {

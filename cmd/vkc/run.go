@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"vkc"
-	"vkc/plan"
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/plan"
 )
 
 func init() {

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"vkc"
-	"vkc/ir"
-	"vkc/ir/npy"
-	"vkc/ir/safetensors"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/npy"
+	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // addPlan is a hand-written plan (no compiler involved) for the device vkc would use: function

@@ -12,13 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"vkc"
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/lower"
-	"vkc/lower/tune"
-	"vkc/rules"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/rules"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 func init() {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"vkc/kernels"
-	"vkc/lower/tune"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 )
 
 func TestTuneListAndClear(t *testing.T) {

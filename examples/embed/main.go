@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"vkc"
+	"github.com/vkc-project/vkc"
 )
 
 func main() {

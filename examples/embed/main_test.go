@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"vkc"
-	"vkc/ir"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // TestEmbed compiles tinyllama for the device and runs the program's two decode loops on it

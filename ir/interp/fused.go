@@ -1,6 +1,6 @@
 package interp
 
-import "vkc/ir"
+import "github.com/vkc-project/vkc/ir"
 
 // Fused ops are evaluated as their compositions (ir/fused.go), through the base ops' reference
 // implementations, with each intermediate rounded to the node's dtype as the unfused graph would.

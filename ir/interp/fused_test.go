@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Each fused op must equal its composition (ir/fused.go) on random values of odd sizes.

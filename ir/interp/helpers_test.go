@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // tn builds a tensor of type t from values.

@@ -19,7 +19,7 @@ import (
 	"sort"
 	"strings"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Env holds every source of a function: inputs by input name, parameters and state by their

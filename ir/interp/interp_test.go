@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // cacheModel is a model with one weight w [2], a state cache [4, 2] and a function step(x [1,2],

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"sync"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // impl evaluates one node from its evaluated arguments. The node has passed type inference, so

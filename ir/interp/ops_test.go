@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // TestEveryOpImplemented fails for an op of the table without a reference implementation, so a

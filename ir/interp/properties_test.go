@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 func TestSoftmaxRowsSumToOne(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 // The tinyllama oracle (testdata/hf/tinyllama, Hugging Face transformers with random weights),

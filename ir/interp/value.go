@@ -3,7 +3,7 @@ package interp
 import (
 	"math"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // val is an evaluated tensor: its type and its elements as float64, already rounded to the

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"vkc/ir"
-	"vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 // The Whisper encoder oracle (testdata/hf/whisper-tiny-encoder) built by hand: conv1d front end

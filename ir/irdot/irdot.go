@@ -13,7 +13,7 @@ import (
 
 	"github.com/emicklei/dot"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // Options adjusts the drawing. The zero value draws every node, clustered by repeat iteration.

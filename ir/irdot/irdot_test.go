@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 func TestTinyLlamaClusters(t *testing.T) {

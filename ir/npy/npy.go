@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 var magic = []byte("\x93NUMPY")

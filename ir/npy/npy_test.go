@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // numpyFile builds a .npy file the way numpy.save does (version 1.0, header padded to 64).

@@ -4,7 +4,7 @@
 // gives it short names.
 package safetensors
 
-import "vkc/ir"
+import "github.com/vkc-project/vkc/ir"
 
 // File is an open safetensors file's index.
 type File = ir.SafetensorsFile

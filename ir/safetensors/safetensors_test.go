@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
+	"github.com/vkc-project/vkc/ir"
 )
 
 func TestRoundTripAndOracle(t *testing.T) {

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/lower/tune"
-	"vkc/runtime"
-	"vkc/runtime/devtest"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/runtime"
+	"github.com/vkc-project/vkc/runtime/devtest"
 )
 
 // CapsOf converts the runtime's description of a device into what templates need (tune.CapsOf).

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // TuneAll tunes problems in the order given (duplicates by key and problems already measured

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // ProblemOf is the kernel problem of one operation as the e-graph sees it (op, attributes,

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // OpCost prices an elementwise e-node by tuning the registered elementwise template on its

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // Key identifies one search in the database: a template on a problem, measured on one device

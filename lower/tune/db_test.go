@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // A second tuning run over the same database tries no configuration and says it reused the

@@ -8,11 +8,11 @@ import (
 	"math"
 	"math/rand"
 
-	"vkc/codegen"
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/kernels"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // CapsOf converts the runtime's description of a device into what templates need.

@@ -3,8 +3,8 @@ package tune
 import (
 	"math/rand"
 
-	"vkc/ir"
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // Inputs returns random arguments of p's real shapes for checking a configuration against the

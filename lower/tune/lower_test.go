@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/lower"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower"
 )
 
 // Two compiles of an example through lower.Lower with the tuner as Options.Choose: the first

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 func opProblem(t *testing.T, op ir.Op, attrs ir.Attrs, args ...ir.Type) *kernels.Problem {

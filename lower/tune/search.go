@@ -4,7 +4,7 @@ import (
 	"math/rand"
 	"sort"
 
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // outcome is what evaluating one point of a space gave.

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"vkc/kernels"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 var bigSpace = []kernels.Param{

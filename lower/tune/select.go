@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"vkc/ir"
-	"vkc/ir/interp"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // Measured selection of whole programs. The e-graph gives k diverse candidate graphs of a

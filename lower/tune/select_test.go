@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"vkc/ir"
-	"vkc/lower"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // planClock is a fake PlanTimer: a fixed time per candidate, and the order of the calls.

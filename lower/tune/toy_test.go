@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"vkc/codegen"
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/runtime"
-	"vkc/runtime/devtest"
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/runtime"
+	"github.com/vkc-project/vkc/runtime/devtest"
 )
 
 // testDevice opens the default Vulkan device once (lavapipe in CI); see devtest.Device.

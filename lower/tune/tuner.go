@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/plan"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // TimingSource times one configuration that has been built, run and checked.

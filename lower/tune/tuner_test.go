@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"vkc/kernels"
-	"vkc/lower"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 var toySpace = []kernels.Param{

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"vkc/ir"
-	"vkc/kernels"
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // BenchmarkIdleThenMeasure shows whether an isolated kernel measured right after the device sat

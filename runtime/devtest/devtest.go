@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"vkc/runtime"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 var (
