@@ -7,7 +7,7 @@ import (
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
-	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
 type attnCase struct {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
-	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
 // silu(a)·b + bias with broadcasting, an f16 input, a comparison and a where: one kernel.

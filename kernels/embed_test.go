@@ -6,7 +6,7 @@ import (
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
-	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
 func idsTensor(t ir.Type, rng *rand.Rand, rows int) *ir.Tensor {

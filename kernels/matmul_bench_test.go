@@ -12,7 +12,7 @@ import (
 	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
-	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 	"github.com/vkc-project/vkc/runtime"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
-	"github.com/vkc-project/vkc/kernels/kerneltest"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
 var flatConfigs = []kernels.Config{{"wg": 64, "per_thread": 4}}

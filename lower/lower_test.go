@@ -14,8 +14,8 @@ import (
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/safetensors"
 	"github.com/vkc-project/vkc/kernels"
-	"github.com/vkc-project/vkc/kernels/kerneltest"
 	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
 )

@@ -1,6 +1,9 @@
 // Package kerneltest runs kernel templates on a Vulkan device (lavapipe in CI) and checks them
-// against the reference interpreter. Tests of kernels and of the tuner use it. The device-side
-// helpers live in package lower/tune (the tuner runs them outside tests); these wrap them.
+// against the reference interpreter. Tests of kernels, of lowering and of the tuner use it. The
+// device-side helpers live in package lower/tune (the tuner runs them outside tests); these wrap
+// them. It sits beside the tuner, not under kernels, because it needs the runtime and the tuner:
+// package kernels itself depends on ir and codegen only, and its tests (an external test
+// package) may reach upwards.
 package kerneltest
 
 import (
