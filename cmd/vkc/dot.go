@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/irdot"
-	"github.com/vkc-project/vkc/rules"
 )
 
 func init() {
@@ -21,7 +21,7 @@ func init() {
 			fn := fs.String("f", "", "the function to draw (default: the model's first)")
 			out := fs.String("o", "", "write the DOT text to this file (default: standard output)")
 			hideConsts := fs.Bool("hide-consts", false, "leave scalar constants out")
-			fused := fs.Bool("fused", false, "draw the graph the e-graph optimiser extracts (rules.Optimize), each node a rule introduced labelled with that rule")
+			fused := fs.Bool("fused", false, "draw the graph the e-graph optimiser extracts (vkc.OptimizeFunction), each node a rule introduced labelled with that rule")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -43,7 +43,7 @@ func init() {
 				}
 				opt := irdot.Options{HideConsts: *hideConsts}
 				if *fused {
-					g, _, err := rules.Optimize(context.Background(), m, f, rules.Options{})
+					g, err := vkc.OptimizeFunction(context.Background(), m, f)
 					if err != nil {
 						return fmt.Errorf("%s: %w", args[0], err)
 					}

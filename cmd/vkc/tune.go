@@ -14,11 +14,6 @@ import (
 
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/ir"
-	"github.com/vkc-project/vkc/kernels"
-	"github.com/vkc-project/vkc/lower"
-	"github.com/vkc-project/vkc/lower/tune"
-	"github.com/vkc-project/vkc/rules"
-	"github.com/vkc-project/vkc/runtime"
 )
 
 func init() {
@@ -80,10 +75,9 @@ type tuneModelOptions struct {
 	optimize   bool
 }
 
-// tuneModel tunes every kernel of the model's functions (optimised as vkc compile optimises them,
-// unless -as-written) by lowering them with the tuner as the kernel choice, saves the database,
-// and prints what tuning gained over the static choice per kernel. The plan is not written: a
-// later vkc compile reuses the searches.
+// tuneModel tunes every kernel of the model's functions (vkc.TuneKernels) and prints what
+// tuning gained over the static choice per kernel. The plan is not written: a later vkc compile
+// reuses the searches.
 func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -91,108 +85,35 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 	if err != nil {
 		return err
 	}
-	fns := m.Functions
-	if len(o.functions) > 0 {
-		fns = nil
-		for _, name := range o.functions {
-			f := m.Function(name)
-			if f == nil {
-				return fmt.Errorf("model %s has no function %q", m.Name, name)
-			}
-			fns = append(fns, f)
-		}
-	}
-	written := fns
-	if o.optimize {
-		var opt []*ir.Function
-		for _, f := range fns {
-			g, _, err := rules.Optimize(ctx, m, f, rules.Options{})
-			if err != nil {
-				fmt.Fprintf(stderr, "optimise %s: %v; tuning the functions as written\n", f.Name, err)
-				opt = nil
-				break
-			}
-			opt = append(opt, g)
-		}
-		if opt != nil {
-			fns = opt
-		}
-	}
-	d, err := runtime.Open(runtime.Options{Device: o.device})
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	db, err := tune.OpenDB(o.db)
-	if err != nil {
-		return err
-	}
-	if db.Warning != "" {
-		fmt.Fprintf(stderr, "warning: %s\n", db.Warning)
-	}
-	caps := tune.CapsOf(&d.Info)
-	model := lower.ModelFor(d.DeviceFingerprint())
-	tu := &tune.Tuner{Device: d, DB: db, Compiler: vkc.CompilerVersion(), Budget: o.configs, Exhaustive: o.configs,
-		Static: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-			return lower.StaticChoice(p, caps, model)
-		}}
-	tu.SearchLimit = o.perSearch
-	if os.Getenv("VKC_TUNE_TRACE") != "" {
-		tu.Trace = stderr
-	}
-	defer tu.Close()
-	tctx := ctx
-	if o.budget > 0 {
-		var cancel context.CancelFunc
-		tctx, cancel = context.WithTimeout(ctx, o.budget)
-		defer cancel()
-	}
 	pp := newProgressPrinter(stderr)
-	start := time.Now()
-	tu.Progress = func(p tune.Progress) {
-		if !pp.tty {
-			return
-		}
-		left := ""
-		if p.Deadline {
-			left = fmt.Sprintf(", %v left", p.TimeLeft.Round(time.Second))
-		}
-		fmt.Fprintf(pp.w, "\r  %d kernels tuned (%d reused), %d configurations tried%s   ", p.Kernels, p.Reused, p.Configs, left)
-		pp.open = true
-	}
-	fmt.Fprintf(stderr, "tune %s on %s (database %s)\n", m.Name, d.Info.Name, db.Path())
-	// The kernels are the lowering's problems: list them with static choices, then tune them
-	// cheapest first, each with a fair share of the budget (tune.Tuner.TuneAll).
-	var probs []*kernels.Problem
-	folds := lower.NewFoldCache()
-	dry := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: vkc.CompilerVersion(), Folds: folds,
-		Choose: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-			probs = append(probs, p)
-			return tu.Static(p)
+	opts := vkc.TuneKernelsOptions{TuneDB: o.db, Device: o.device, Functions: o.functions, Budget: o.budget,
+		PerSearch: o.perSearch, Configs: o.configs, AsWritten: !o.optimize,
+		Warn: func(s string) { pp.done(); fmt.Fprintf(stderr, "warning: %s\n", s) },
+		Progress: func(p vkc.TuneProgress) {
+			if !pp.tty {
+				return
+			}
+			left := ""
+			if p.Deadline {
+				left = fmt.Sprintf(", %v left", p.TimeLeft.Round(time.Second))
+			}
+			fmt.Fprintf(pp.w, "\r  %d kernels tuned (%d reused), %d configurations tried%s   ", p.Kernels, p.Reused, p.Configs, left)
+			pp.open = true
 		}}
-	_, _, err = lower.Lower(m, fns, dry)
-	if errors.Is(err, lower.ErrNoTemplate) && o.optimize {
-		fmt.Fprintf(stderr, "the optimised graph does not lower (%v); tuning the functions as written\n", err)
-		fns, probs = written, nil
-		_, _, err = lower.Lower(m, fns, dry)
+	if os.Getenv("VKC_TUNE_TRACE") != "" {
+		opts.Trace = stderr
 	}
-	if err == nil {
-		tu.TuneAll(tctx, tune.ByEstimate(probs, tu.StaticEstimate(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })))
-		lopts := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: vkc.CompilerVersion(), Choose: tu.Choose(tctx), Folds: folds}
-		_, _, err = lower.Lower(m, fns, lopts)
-	}
+	fmt.Fprintf(stderr, "tune %s\n", m.Name)
+	start := time.Now()
+	rep, err := vkc.TuneKernels(ctx, m, opts)
 	pp.done()
-	// Completed searches are worth keeping even when lowering failed or was interrupted.
-	if serr := db.Save(); serr != nil && err == nil {
-		err = serr
-	}
-	if err != nil {
+	if rep == nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s in %v\n", tu.Summary(), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "%s on %s (database %s) in %v\n", rep.Summary, rep.DeviceName, rep.TuneDB, time.Since(start).Round(time.Millisecond))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "gain\tstatic\ttime\ttuned\ttime\tproblem")
-	for _, g := range tu.Gains() {
+	for _, g := range rep.Gains {
 		gain, st := "-", "-"
 		if g.Ratio() > 0 {
 			gain = fmt.Sprintf("×%.2f", g.Ratio())
@@ -206,18 +127,11 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 	if ctx.Err() != nil {
 		return errors.New("interrupted: the searches completed so far are saved")
 	}
-	return nil
+	return err
 }
 
 func tuneClear(w io.Writer, path string) error {
-	if path == "" {
-		p, err := tune.DefaultPath()
-		if err != nil {
-			return err
-		}
-		path = p
-	}
-	n, err := tune.ClearDB(path)
+	path, n, err := vkc.ClearTuningDB(path)
 	if err != nil {
 		return err
 	}
@@ -226,16 +140,16 @@ func tuneClear(w io.Writer, path string) error {
 }
 
 func tuneList(w io.Writer, path string) error {
-	db, err := tune.OpenDB(path)
+	db, err := vkc.ReadTuningDB(path)
 	if err != nil {
 		return err
 	}
 	if db.Warning != "" {
 		fmt.Fprintf(os.Stderr, "vkc tune: warning: %s\n", db.Warning)
 	}
-	es := db.Entries()
-	fmt.Fprintf(w, "%s: %d searches\n", db.Path(), len(es))
-	var group tune.Key
+	es := db.Searches
+	fmt.Fprintf(w, "%s: %d searches\n", db.Path, len(es))
+	var group vkc.TuningSearch
 	var tw *tabwriter.Writer
 	flush := func() {
 		if tw != nil {
@@ -245,20 +159,20 @@ func tuneList(w io.Writer, path string) error {
 	for i, e := range es {
 		if i == 0 || e.Device != group.Device || e.Driver != group.Driver || e.Compiler != group.Compiler {
 			flush()
-			group = e.Key
+			group = e
 			fmt.Fprintf(w, "\ndevice %s, driver %s, %s\n", e.Device, e.Driver, e.Compiler)
 			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "  template\tbest\ttime\ttried\tinvalid\tstate\tproblem")
 		}
 		best, t := "none valid", "-"
-		if e.Best != nil {
-			best, t = "["+e.Best.Key()+"]", e.Time.Round(100*time.Nanosecond).String()
+		if e.Best != "" {
+			best, t = "["+e.Best+"]", e.Time.Round(100*time.Nanosecond).String()
 		}
 		state := "complete"
 		if !e.Complete {
 			state = "interrupted"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Template, best, t, e.Tried, len(e.Invalid), state, e.Problem)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Template, best, t, e.Tried, e.Invalid, state, e.Problem)
 	}
 	flush()
 	return nil
