@@ -126,6 +126,12 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		if err != nil {
 			return nil, nil, err
 		}
+		ranges, notes, err := inputRanges(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lower: %w", err)
+		}
+		pf.Ranges = ranges
+		l.notes = append(l.notes, notes...)
 		// Nodes that fold or are dead were not reported one by one; count them done now.
 		done = 0
 		for _, g := range fns[:len(pfns)+1] {

@@ -454,7 +454,7 @@ func (d *dec) values() []Value {
 const minDispatch = 4 + 4 + 4 + 4 + 12 + 1 + 4 + 4 + 8 + 8
 
 func decodeFunctions(d *dec, p *Plan) {
-	n := d.count(4 + 4 + 4 + 4)
+	n := d.count(4 + 4 + 4 + 4 + 4)
 	if n == 0 {
 		return
 	}
@@ -498,6 +498,24 @@ func decodeFunctions(d *dec, p *Plan) {
 			x.Measured = d.dur()
 			if d.err != nil {
 				return
+			}
+		}
+		if nr := d.count(4 + 4 + 8 + 8 + 4 + 4); nr > 0 {
+			f.Ranges = make([]Range, nr)
+			for k := range f.Ranges {
+				r := &f.Ranges[k]
+				r.Input = d.u32()
+				if np := d.count(4); np > 0 {
+					r.Plus = make([]uint32, np)
+					for l := range r.Plus {
+						r.Plus[l] = d.u32()
+					}
+				}
+				r.Min, r.Max = d.i64(), d.i64()
+				r.MinWhy, r.MaxWhy = d.str(), d.str()
+				if d.err != nil {
+					return
+				}
 			}
 		}
 	}

@@ -1,6 +1,6 @@
 package plan
 
-// The plan file format, version 1. All integers are little-endian.
+// The plan file format, version 2. All integers are little-endian.
 //
 //	offset  size  field
 //	0       8     magic "\x89vkc\r\n\x1a\n"
@@ -22,9 +22,14 @@ package plan
 //
 //	1 modules     the SPIR-V modules with their interfaces
 //	2 memory      weight tensors and source, state tensors, arena
-//	3 functions   inputs, outputs, dispatches
+//	3 functions   inputs, outputs, dispatches, input ranges
 //	4 record      rules applied, candidates, notes
 //	5 weightdata  the inline weight region's bytes (empty when the weights are external)
+//
+// Version 2 added each function's input ranges (Range) after its dispatches: a list of (input
+// u32, plus list of u32, min i64, max i64, min reason str, max reason str). Version 1 files are
+// rejected with ErrVersion: their functions carry no ranges, so running them would skip the checks
+// that keep kernels inside their buffers.
 //
 // The bulky weight data comes last so that a reader that needs only the description can stop early.
 //
@@ -57,7 +62,7 @@ import (
 const Magic = "\x89vkc\r\n\x1a\n"
 
 // FormatVersion is the version of the file format this package writes and reads.
-const FormatVersion = 1
+const FormatVersion = 2
 
 const (
 	secModules    = 1
@@ -241,6 +246,18 @@ func encodeFunctions(p *Plan) []byte {
 			e.str(d.Label)
 			e.dur(d.Estimated)
 			e.dur(d.Measured)
+		}
+		e.count(len(f.Ranges))
+		for _, r := range f.Ranges {
+			e.u32(r.Input)
+			e.count(len(r.Plus))
+			for _, x := range r.Plus {
+				e.u32(x)
+			}
+			e.i64(r.Min)
+			e.i64(r.Max)
+			e.str(r.MinWhy)
+			e.str(r.MaxWhy)
 		}
 	}
 	return e.b

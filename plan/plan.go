@@ -48,6 +48,7 @@ package plan
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -197,7 +198,42 @@ type Function struct {
 	Inputs     []Value
 	Outputs    []Value
 	Dispatches []Dispatch
+	// Ranges are the bounds the function's integer inputs must keep, derived by the compiler
+	// from the ops that consume them; the runtime checks them before every run (format
+	// version 2).
+	Ranges []Range
 }
+
+// Range bounds the values of an integer input as the ops that consume it require: an embedding
+// index below the table's row count, a cache position with room for the rows written there, an
+// attention length within the keys. Kernels do not check such values (a grid is fixed, a read
+// is not bounds-checked), so a value outside makes them read or write outside their tensors and
+// return plausible numbers where the interpreter reports an error; the runtime therefore checks
+// every Range before it submits anything.
+//
+// For every element v of input Input, with s the sum of the scalar inputs Plus,
+//
+//	Min ≤ v + s ≤ Max
+//
+// must hold (computed in 64 bits, so nothing wraps); NoMin and NoMax mark a missing bound. Plus
+// is how a bound depends on another run-time scalar: a function that writes a run-time number
+// n ≤ 16 of rows at position pos of a 128-row cache has the ranges {Input: n, Min: 1, Max: 16},
+// {Input: pos, Min: 0, Max: NoMax} and {Input: pos, Plus: [n], Min: NoMin, Max: 128}. Today's
+// compiler writes Plus only empty (sequence lengths are static; pos + 16 ≤ 128 is pos ≤ 112).
+//
+// MinWhy and MaxWhy say which op needs the bound, for the error message.
+type Range struct {
+	Input          uint32   // index into the function's Inputs: an i32 or u32 tensor
+	Plus           []uint32 // indices of i32 or u32 scalar inputs added to every element
+	Min, Max       int64
+	MinWhy, MaxWhy string
+}
+
+// NoMin and NoMax are the Min and Max of a Range without that bound.
+const (
+	NoMin int64 = -1 << 63
+	NoMax int64 = 1<<63 - 1
+)
 
 // Placement says where a function's input or output lives.
 type Placement uint8
@@ -347,4 +383,40 @@ func (p *Plan) Function(name string) *Function {
 func (v *Value) Bytes() (uint64, error) {
 	n, err := v.DType.Bytes(v.Shape)
 	return uint64(n), err
+}
+
+// RangeTerm names the checked quantity of r in f: "tokens", "pos + n".
+func (f *Function) RangeTerm(r Range) string {
+	name := func(i uint32) string {
+		if uint64(i) < uint64(len(f.Inputs)) {
+			return f.Inputs[i].Name
+		}
+		return "input" + strconv.FormatUint(uint64(i), 10)
+	}
+	s := name(r.Input)
+	for _, p := range r.Plus {
+		s += " + " + name(p)
+	}
+	return s
+}
+
+// DescribeRange says r in words, as vkc inspect prints it: "0 ≤ tokens ≤ 255 (embedding ...)".
+func (f *Function) DescribeRange(r Range) string {
+	s := f.RangeTerm(r)
+	if r.Min != NoMin {
+		s = strconv.FormatInt(r.Min, 10) + " ≤ " + s
+	}
+	if r.Max != NoMax {
+		s += " ≤ " + strconv.FormatInt(r.Max, 10)
+	}
+	var why []string
+	for _, w := range []string{r.MinWhy, r.MaxWhy} {
+		if w != "" && (len(why) == 0 || why[0] != w) {
+			why = append(why, w)
+		}
+	}
+	if len(why) > 0 {
+		s += " (" + strings.Join(why, "; ") + ")"
+	}
+	return s
 }

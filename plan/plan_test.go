@@ -102,6 +102,8 @@ func smallPlan() *Plan {
 						Ops:           []string{"cache_write"},
 					},
 				},
+				Ranges: []Range{{Input: 1, Min: 0, Max: 7, MinWhy: "cache_write of k_cache.0: a position is not negative",
+					MaxWhy: "cache_write of k_cache.0: rows pos..pos+0 of 8"}},
 			},
 			{Name: "reset_noop"},
 		},
@@ -231,7 +233,7 @@ func TestDeterministic(t *testing.T) {
 func TestFormatStable(t *testing.T) {
 	b := encode(t, smallPlan())
 	got := fmt.Sprintf("%x", sha256.Sum256(b))
-	const want = "4f11384b9b655b43ebf9069dde3ba43ddbddfb61c2e02734c8a76baa5fca88f3"
+	const want = "969e10ace18b44e4fff22fad6cc730946ff5e6ffb39a349eff0d586eb73bd405"
 	if got != want {
 		t.Errorf("smallPlan encodes to %d bytes with SHA-256 %s, want %s", len(b), got, want)
 	}
@@ -290,7 +292,8 @@ func TestVersion(t *testing.T) {
 		version uint32
 		want    string
 	}{
-		{FormatVersion + 1, "format version 2 is newer than this vkc reads (version 1)"},
+		{FormatVersion + 1, "format version 3 is newer than this vkc reads (version 2)"},
+		{1, "format version 1 is not one this vkc reads (version 2); recompile the model"},
 		{0xffffffff, "newer"},
 		{0, "format version 0 is not one this vkc reads"},
 	} {

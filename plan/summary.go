@@ -51,6 +51,9 @@ func (p *Plan) Summary(w io.Writer) error {
 			f.Name, len(f.Dispatches), barriers, durStr(est), durStr(meas))
 		pr("  inputs:  %s\n", valuesStr(f.Inputs))
 		pr("  outputs: %s\n", valuesStr(f.Outputs))
+		for _, r := range f.Ranges {
+			pr("  checked: %s\n", f.DescribeRange(r))
+		}
 		if len(f.Dispatches) == 0 {
 			continue
 		}

@@ -432,6 +432,59 @@ func (v *validator) function(p *Plan, f *Function) {
 		interval = append(interval, spans...)
 	}
 	v.hazards(fwhere, interval)
+	v.ranges(fwhere, f)
+}
+
+// maxPlus bounds Range.Plus: a bound that depends on more than a few run-time scalars is not one
+// a compiler writes, and the runtime sums them per element.
+const maxPlus = 8
+
+func (v *validator) ranges(fwhere string, f *Function) {
+	if !v.list(fwhere+": ranges", len(f.Ranges)) {
+		return
+	}
+	intInput := func(i uint32) (*Value, bool) {
+		if uint64(i) >= uint64(len(f.Inputs)) {
+			return nil, false
+		}
+		x := &f.Inputs[i]
+		return x, x.DType == I32 || x.DType == U32
+	}
+	for k, r := range f.Ranges {
+		where := fmt.Sprintf("%s: range %d", fwhere, k)
+		v.str(where, r.MinWhy)
+		v.str(where, r.MaxWhy)
+		x, ok := intInput(r.Input)
+		switch {
+		case x == nil:
+			v.addf("%s: input %d does not exist (the function has %d)", where, r.Input, len(f.Inputs))
+			continue
+		case !ok:
+			v.addf("%s: input %q is %s, not an i32 or u32 tensor", where, x.Name, x.DType)
+		}
+		if r.Min > r.Max {
+			v.addf("%s (input %s): minimum %d exceeds maximum %d", where, x.Name, r.Min, r.Max)
+		}
+		if len(r.Plus) > maxPlus {
+			v.addf("%s (input %s): %d scalars added, more than %d", where, x.Name, len(r.Plus), maxPlus)
+			continue
+		}
+		seen := map[uint32]bool{r.Input: true}
+		for _, p := range r.Plus {
+			y, ok := intInput(p)
+			switch {
+			case y == nil:
+				v.addf("%s (input %s): added input %d does not exist (the function has %d)", where, x.Name, p, len(f.Inputs))
+				continue
+			case seen[p]:
+				v.addf("%s (input %s): input %s added twice", where, x.Name, y.Name)
+			}
+			seen[p] = true
+			if n, _ := Elements(y.Shape); !ok || n != 1 {
+				v.addf("%s (input %s): added input %s is %s%v, not an i32 or u32 scalar", where, x.Name, y.Name, y.DType, y.Shape)
+			}
+		}
+	}
 }
 
 // hazards reports pairs of dispatches of one barrier interval that use overlapping bytes of a

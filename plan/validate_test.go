@@ -108,6 +108,17 @@ func TestValidateRejects(t *testing.T) {
 			p.Weights.Tensors[0].Layout = "tiled"
 		}, "external weights are copied verbatim"},
 		{"source offset inline", func(p *Plan) { p.Weights.Tensors[0].SourceOffset = 4 }, "source offset 4 but the weights are inline"},
+		{"range input index", func(p *Plan) { p.Functions[0].Ranges[0].Input = 2 }, "range 0: input 2 does not exist (the function has 2)"},
+		{"range of a float", func(p *Plan) { p.Functions[0].Ranges[0].Input = 0 }, `range 0: input "x" is f32, not an i32 or u32 tensor`},
+		{"range empty", func(p *Plan) { p.Functions[0].Ranges[0].Min = 8 }, "range 0 (input pos): minimum 8 exceeds maximum 7"},
+		{"range plus self", func(p *Plan) { p.Functions[0].Ranges[0].Plus = []uint32{1} }, "input pos added twice"},
+		{"range plus tensor", func(p *Plan) {
+			f := &p.Functions[0]
+			f.Inputs = append(f.Inputs, Value{Name: "ids", DType: I32, Shape: []int64{3}, Place: Staging})
+			f.Ranges[0].Plus = []uint32{2}
+		}, "added input ids is i32[3], not an i32 or u32 scalar"},
+		{"range plus missing", func(p *Plan) { p.Functions[0].Ranges[0].Plus = []uint32{9} }, "added input 9 does not exist"},
+		{"range plus many", func(p *Plan) { p.Functions[0].Ranges[0].Plus = make([]uint32, 9) }, "9 scalars added, more than 8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := smallPlan()

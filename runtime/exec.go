@@ -47,7 +47,7 @@ type execFunction struct {
 	f       *plan.Function
 	prog    *Program
 	buffers []*Buffer // staging-slot buffers of inputs and outputs
-	index   map[string]int
+	check   *inputChecker
 	insz    []int
 	outsz   []int
 	in, out [][]byte // reused argument slices
@@ -195,7 +195,11 @@ func wordsToBytes(w []uint32) []byte {
 
 func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error) {
 	d := e.d
-	ef := &execFunction{f: f, index: map[string]int{}}
+	check, err := newInputChecker(f)
+	if err != nil {
+		return nil, err
+	}
+	ef := &execFunction{f: f, check: check}
 	defer func() {
 		if err != nil {
 			for _, b := range ef.buffers {
@@ -229,7 +233,6 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 		inBuf[i] = b
 		spec.Inputs = append(spec.Inputs, r)
 		ef.insz = append(ef.insz, n)
-		ef.index[f.Inputs[i].Name] = i
 	}
 	for i := range f.Outputs {
 		b, r, n, err := slot("output", i, &f.Outputs[i])
@@ -304,26 +307,11 @@ func (e *Executable) function(fn string) (*execFunction, error) {
 	return ef, nil
 }
 
-// bind checks inputs against the function's signature and fills ef.in; it allocates nothing.
+// bind checks inputs against the function's signature and its input ranges and fills ef.in,
+// then writes the run-time scalars into the push constants; it allocates nothing.
 func (ef *execFunction) bind(inputs map[string][]byte) error {
-	f := ef.f
-	for name, b := range inputs {
-		i, ok := ef.index[name]
-		if !ok {
-			return fmt.Errorf("function %s: unknown input %q (inputs: %s)", f.Name, name, signature(f.Inputs))
-		}
-		if len(b) != ef.insz[i] {
-			v := &f.Inputs[i]
-			return fmt.Errorf("function %s: input %q has %d bytes, want %d (%s%v)", f.Name, name, len(b), ef.insz[i], v.DType, v.Shape)
-		}
-		ef.in[i] = b
-	}
-	if len(inputs) != len(f.Inputs) {
-		for i := range f.Inputs {
-			if _, ok := inputs[f.Inputs[i].Name]; !ok {
-				return fmt.Errorf("function %s: missing input %q (%s%v)", f.Name, f.Inputs[i].Name, f.Inputs[i].DType, f.Inputs[i].Shape)
-			}
-		}
+	if err := ef.check.bind(inputs, ef.in); err != nil {
+		return err
 	}
 	for _, s := range ef.scalars {
 		v := binary.LittleEndian.Uint32(ef.in[s.slot.Input]) + uint32(s.slot.Add)

@@ -1,0 +1,313 @@
+package lower
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/plan"
+)
+
+// This file derives the ranges a function's integer inputs must keep (plan.Range) from the ops
+// that consume them, so that the runtime rejects a run the interpreter would reject instead of
+// letting a kernel read or write outside its tensors:
+//
+//	embedding(table, ids)              0 ≤ ids ≤ rows(table) - 1
+//	cache_write(state, x, pos)         0 ≤ pos, pos + rows(x) ≤ rows(state)
+//	rope(x, pos)                       0 ≤ pos
+//	attention(q, k, v, kv_len)         1 ≤ kv_len ≤ keys; kv_len ≥ queries when causal or windowed
+//	rope_norm, rope_cache_write        as rope and cache_write
+//
+// An op's integer argument is followed back to the inputs through the ops that keep it an affine
+// sum (input + input + constant): add, sub of a constant, reshape, expand and casts between
+// integer types. A bound on "pos + 16" becomes a bound on pos; a sum of two inputs becomes a
+// range on one with the other in Plus (how a run-time sequence length n will bound pos + n).
+// An integer input that reaches a bounded op some other way is not checked, and the plan's notes
+// say so: a missing check is written down, never silent.
+
+// affine is an integer value as Σ inputs[terms] + off, each term with coefficient 1; ok is false
+// for a value not of that form.
+type affine struct {
+	ok    bool
+	terms []int // input positions, sorted
+	off   int64
+}
+
+// bound is one constraint lo ≤ value ≤ hi from one op, with the reasons.
+type bound struct {
+	lo, hi       int64
+	loWhy, hiWhy string
+}
+
+// inputRanges returns f's input ranges and notes about integer inputs that reach a bounded op
+// in a way the analysis cannot follow. A function no input value can satisfy (a causal attention
+// with more queries than keys) is an error: every run of it would be refused.
+func inputRanges(f *ir.Function) ([]plan.Range, []string, error) {
+	pos := map[*ir.Node]int{}
+	for i, n := range f.Inputs {
+		pos[n] = i
+	}
+	aff := map[ir.Value]affine{}
+	reach := map[ir.Value][]int{} // integer inputs an integer value depends on
+	for _, n := range f.Nodes {
+		for o, t := range n.Outs {
+			if !t.DType.IsInt() {
+				continue
+			}
+			v := ir.Value{Node: n, Out: o}
+			aff[v] = affineOf(n, o, pos, aff)
+			var r []int
+			if i, ok := pos[n]; ok && n.Op == ir.Input {
+				r = []int{i}
+			}
+			for _, a := range n.Args {
+				r = union(r, reach[a])
+			}
+			reach[v] = r
+		}
+	}
+
+	type key struct {
+		input int
+		plus  string
+	}
+	merged := map[key]*plan.Range{}
+	var order []key
+	var notes []string
+	add := func(n *ir.Node, arg ir.Value, b bound) {
+		a := aff[arg]
+		if !a.ok || len(a.terms) == 0 || len(a.terms) > 1+8 {
+			if r := reach[arg]; len(r) > 0 && !a.ok {
+				names := make([]string, len(r))
+				for i, x := range r {
+					names[i] = f.Inputs[x].Name
+				}
+				notes = append(notes, fmt.Sprintf("%s: input %s reaches %s (node %%%d) through ops whose values the compiler does not follow: its range is not checked at run time",
+					f.Name, strings.Join(names, ", "), n.Op, n.ID))
+			}
+			return
+		}
+		// The checked input is the one tensor term (each of its elements is checked), or the
+		// first scalar; the others are run-time scalars in Plus.
+		main := -1
+		for _, x := range a.terms {
+			if f.Inputs[x].Type().Shape.NumElements() != 1 {
+				if main >= 0 {
+					notes = append(notes, fmt.Sprintf("%s: %s (node %%%d) takes a sum of two tensor inputs: its range is not checked at run time", f.Name, n.Op, n.ID))
+					return
+				}
+				main = x
+			}
+		}
+		if main < 0 {
+			main = a.terms[0]
+		}
+		var plus []uint32
+		for _, x := range a.terms {
+			if x != main {
+				plus = append(plus, uint32(x))
+			}
+		}
+		k := key{main, fmt.Sprint(plus)}
+		r := merged[k]
+		if r == nil {
+			r = &plan.Range{Input: uint32(main), Plus: plus, Min: plan.NoMin, Max: plan.NoMax}
+			merged[k] = r
+			order = append(order, k)
+		}
+		// lo ≤ Σ terms + off ≤ hi  ⇔  lo - off ≤ Σ terms ≤ hi - off.
+		if b.lo != plan.NoMin {
+			if lo := satSub(b.lo, a.off); lo > r.Min {
+				r.Min, r.MinWhy = lo, b.loWhy
+			}
+		}
+		if b.hi != plan.NoMax {
+			if hi := satSub(b.hi, a.off); hi < r.Max {
+				r.Max, r.MaxWhy = hi, b.hiWhy
+			}
+		}
+	}
+	for _, n := range f.Nodes {
+		for _, c := range consumerBounds(n) {
+			add(n, n.Args[c.arg], c.bound)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].input < order[j].input })
+	out := make([]plan.Range, 0, len(order))
+	for _, k := range order {
+		r := merged[k]
+		if r.Min > r.Max {
+			return nil, nil, fmt.Errorf("function %s: no value of %s satisfies both %s and %s: the function can never run",
+				f.Name, (&plan.Function{Inputs: inputValues(f)}).RangeTerm(*r), r.MinWhy, r.MaxWhy)
+		}
+		out = append(out, *r)
+	}
+	return out, notes, nil
+}
+
+// inputValues names f's inputs as plan values do, for RangeTerm.
+func inputValues(f *ir.Function) []plan.Value {
+	vs := make([]plan.Value, len(f.Inputs))
+	for i, n := range f.Inputs {
+		vs[i].Name = n.Name
+	}
+	return vs
+}
+
+// argBound is a bound an op puts on its integer argument arg.
+type argBound struct {
+	arg int
+	bound
+}
+
+// consumerBounds lists the bounds n puts on its integer arguments; nil for an op that has none.
+func consumerBounds(n *ir.Node) []argBound {
+	rows := func(v ir.Value) int64 { return int64(v.Type().Shape[0]) }
+	label := n.Name
+	if label == "" {
+		label = fmt.Sprintf("%%%d", n.ID)
+	}
+	cacheWrite := func(st, x, p int) []argBound {
+		name := n.Args[st].Node.Name
+		if name == "" {
+			name = "the cache"
+		}
+		k, cap := rows(n.Args[x]), rows(n.Args[st])
+		return []argBound{{p, bound{0, cap - k,
+			fmt.Sprintf("%s %s: a position is at least 0", n.Op, label),
+			fmt.Sprintf("%s %s writes %d %s from the position on into %s, which has %d", n.Op, label, k, plural(k, "row"), name, cap)}}}
+	}
+	ropePos := func(p int) argBound {
+		return argBound{p, bound{0, plan.NoMax, fmt.Sprintf("%s %s: a position is at least 0", n.Op, label), ""}}
+	}
+	switch n.Op {
+	case ir.Embedding:
+		name := n.Args[0].Node.Name
+		rowsN := rows(n.Args[0])
+		return []argBound{{1, bound{0, rowsN - 1,
+			fmt.Sprintf("embedding %s: an index is at least 0", label),
+			fmt.Sprintf("embedding %s: the table %s has %d rows", label, name, rowsN)}}}
+	case ir.CacheWrite:
+		return cacheWrite(0, 1, 2)
+	case ir.RopeCacheWrite:
+		return append(cacheWrite(0, 1, 2), ropePos(2))
+	case ir.Rope:
+		return []argBound{ropePos(1)}
+	case ir.RopeNorm:
+		return []argBound{ropePos(2)}
+	case ir.Attention:
+		if len(n.Args) < 4 {
+			return nil
+		}
+		seq := func(v ir.Value) int64 {
+			if n.Attrs.String("layout", "shd") == "hsd" {
+				return int64(v.Type().Shape[1])
+			}
+			return int64(v.Type().Shape[0])
+		}
+		sq, skv := seq(n.Args[0]), seq(n.Args[1])
+		b := bound{1, skv, fmt.Sprintf("attention %s: kv_len is at least 1", label),
+			fmt.Sprintf("attention %s: kv_len is at most the %d keys", label, skv)}
+		if n.Attrs.Bool("causal", false) || n.Attrs.Int("window", 0) > 0 {
+			b.lo = max(b.lo, sq)
+			b.loWhy = fmt.Sprintf("attention %s is causal: kv_len is at least the %d queries", label, sq)
+		}
+		return []argBound{{3, b}}
+	}
+	return nil
+}
+
+// affineOf is the affine form of output o of n, given its arguments' forms.
+func affineOf(n *ir.Node, o int, pos map[*ir.Node]int, aff map[ir.Value]affine) affine {
+	arg := func(i int) affine { return aff[n.Args[i]] }
+	switch n.Op {
+	case ir.Input:
+		return affine{ok: true, terms: []int{pos[n]}}
+	case ir.Const:
+		x := n.Value
+		if x == nil || x.NumElements() == 0 {
+			return affine{}
+		}
+		v := x.Float64(0)
+		for i := 1; i < x.NumElements(); i++ {
+			if x.Float64(i) != v {
+				return affine{}
+			}
+		}
+		if v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+			return affine{}
+		}
+		return affine{ok: true, off: int64(v)}
+	case ir.Reshape, ir.Expand:
+		return arg(0)
+	case ir.Cast:
+		if n.Args[0].Type().DType.IsInt() {
+			return arg(0)
+		}
+	case ir.Add:
+		a, b := arg(0), arg(1)
+		if !a.ok || !b.ok {
+			return affine{}
+		}
+		terms := append(append([]int(nil), a.terms...), b.terms...)
+		sort.Ints(terms)
+		for i := 1; i < len(terms); i++ {
+			if terms[i] == terms[i-1] {
+				return affine{} // 2·x: not a sum with coefficients 1
+			}
+		}
+		return affine{ok: true, terms: terms, off: satAdd(a.off, b.off)}
+	case ir.Sub:
+		a, b := arg(0), arg(1)
+		if !a.ok || !b.ok || len(b.terms) > 0 {
+			return affine{}
+		}
+		return affine{ok: true, terms: a.terms, off: satSub(a.off, b.off)}
+	}
+	return affine{}
+}
+
+func union(a, b []int) []int {
+	out := append([]int(nil), a...)
+	for _, x := range b {
+		found := false
+		for _, y := range out {
+			found = found || x == y
+		}
+		if !found {
+			out = append(out, x)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func satAdd(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}
+
+func satSub(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b
+	}
+	return satAdd(a, -b)
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

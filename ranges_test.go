@@ -1,0 +1,51 @@
+package vkc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vkc-project/vkc/runtime"
+)
+
+// TestRunChecksInputRanges compiles tinyllama (vocab 256, KV caches of 128 rows, prefill of 16
+// tokens) and runs its plan through the library API with token ids and positions the interpreter
+// rejects: each run fails with ErrInputRange naming the input, the value and the bound, where
+// the kernels would have read past the embedding table or written past the caches.
+func TestRunChecksInputRanges(t *testing.T) {
+	d := device(t)
+	m := parseExample(t, "tinyllama")
+	p, _ := compileExample(t, m, Options{Target: targetOf(d)})
+	exe := roundTrip(t, d, p)
+	ctx := context.Background()
+	tokens := func(v ...int32) []byte {
+		for len(v) < 16 {
+			v = append(v, 1)
+		}
+		return Int32Bytes(v...)
+	}
+	for _, tc := range []struct {
+		fn          string
+		tokens, pos []byte
+		want        string // "" runs
+	}{
+		{"prefill", tokens(1, 2, 255), Int32Bytes(0), ""},
+		{"prefill", tokens(), Int32Bytes(112), ""},
+		{"decode", Int32Bytes(7), Int32Bytes(127), ""},
+		{"prefill", tokens(1, 256), Int32Bytes(0), "input tokens[1] is 256: it must be at most 255"},
+		{"prefill", tokens(-5), Int32Bytes(0), "input tokens[0] is -5: it must be at least 0"},
+		{"prefill", tokens(), Int32Bytes(-1), "input pos is -1: it must be at least 0"},
+		{"prefill", tokens(), Int32Bytes(113), "input pos is 113: it must be at most 112"},
+		{"decode", Int32Bytes(7), Int32Bytes(128), "input pos is 128: it must be at most 127"},
+		{"decode", Int32Bytes(1 << 30), Int32Bytes(0), "input tokens[0] is 1073741824"},
+	} {
+		_, err := exe.Run(ctx, tc.fn, map[string][]byte{"tokens": tc.tokens, "pos": tc.pos})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %v at %v: %v", tc.fn, Int32s(tc.tokens), Int32s(tc.pos), err)
+		case tc.want != "" && (!errors.Is(err, runtime.ErrInputRange) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %v at %v: got %v, want ErrInputRange with %q", tc.fn, Int32s(tc.tokens), Int32s(tc.pos), err, tc.want)
+		}
+	}
+}
