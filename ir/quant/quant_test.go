@@ -1,0 +1,326 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand"
+	"testing"
+)
+
+// Hand-written blocks with values worked out by hand from ggml's documented layouts, so a
+// mistake in the table or the reference loops cannot hide behind an interpreter that shares it.
+
+func put16(b []byte, off int, h uint16) { binary.LittleEndian.PutUint16(b[off:], h) }
+
+// f16 bits of a few exact values.
+const (
+	h0_125 = 0x3000
+	h0_25  = 0x3400
+	h0_5   = 0x3800
+	h1     = 0x3C00
+	h2     = 0x4000
+	hm1    = 0xBC00
+)
+
+func deq(t *testing.T, f *Format, b []byte) []float32 {
+	t.Helper()
+	if len(b) != f.BlockBytes {
+		t.Fatalf("%s: test block has %d bytes, the format %d", f.Name, len(b), f.BlockBytes)
+	}
+	y := make([]float32, f.BlockElems)
+	f.DequantizeBlock(b, y)
+	return y
+}
+
+func expect(t *testing.T, f *Format, y []float32, want map[int]float32) {
+	t.Helper()
+	for j, w := range want {
+		if y[j] != w {
+			t.Errorf("%s: element %d = %v, want %v", f.Name, j, y[j], w)
+		}
+	}
+}
+
+func TestSizes(t *testing.T) {
+	// ggml-common.h's static_asserts.
+	want := map[*Format][2]int{Q4_0: {32, 18}, Q4_1: {32, 20}, Q5_0: {32, 22}, Q5_1: {32, 24}, Q8_0: {32, 34},
+		Q4_K: {256, 144}, Q5_K: {256, 176}, Q6_K: {256, 210}, Q8_K: {256, 292},
+		FormatF32: {1, 4}, FormatF16: {1, 2}, FormatBF16: {1, 2}}
+	if len(want) != len(Formats) {
+		t.Fatalf("the table has %d formats, the test knows %d", len(Formats), len(want))
+	}
+	ggml := map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
+		"q4_k": 12, "q5_k": 13, "q6_k": 14, "q8_k": 15, "bf16": 30}
+	for _, f := range Formats {
+		w := want[f]
+		if f.BlockElems != w[0] || f.BlockBytes != w[1] {
+			t.Errorf("%s: %d elements in %d bytes, want %d in %d", f.Name, f.BlockElems, f.BlockBytes, w[0], w[1])
+		}
+		if f.GGML != ggml[f.Name] {
+			t.Errorf("%s: ggml type %d, want %d", f.Name, f.GGML, ggml[f.Name])
+		}
+		if ByName(f.Name) != f || ByGGML(f.GGML) != f {
+			t.Errorf("%s: lookups do not find it", f.Name)
+		}
+		// The fields tile the block exactly, in order.
+		off := 0
+		for _, fd := range f.Fields {
+			if fd.Offset != off {
+				t.Errorf("%s: field %s at %d, want %d", f.Name, fd.Name, fd.Offset, off)
+			}
+			off += fd.Bytes()
+		}
+		if f.Quantized() && off != f.BlockBytes {
+			t.Errorf("%s: fields cover %d of %d bytes", f.Name, off, f.BlockBytes)
+		}
+	}
+	if ByGGML(16) != nil || GGMLName(16) != "iq2_xxs" || GGMLName(99) != "type 99" {
+		t.Errorf("unknown ggml types: ByGGML(16)=%v, names %q %q", ByGGML(16), GGMLName(16), GGMLName(99))
+	}
+}
+
+func TestQ8_0Hand(t *testing.T) {
+	b := make([]byte, 34)
+	put16(b, 0, h0_5)
+	for j, q := range []int8{-128, -1, 0, 1, 127, 64} {
+		b[2+j] = byte(q)
+	}
+	b[2+31] = 0xF9 // int8 −7
+	expect(t, Q8_0, deq(t, Q8_0, b), map[int]float32{0: -64, 1: -0.5, 2: 0, 3: 0.5, 4: 63.5, 5: 32, 6: 0, 31: -3.5})
+}
+
+func TestQ4_0Hand(t *testing.T) {
+	b := make([]byte, 18)
+	put16(b, 0, h2)
+	b[2+0] = 0x1F  // element 0: 15−8 = 7 → 14; element 16: 1−8 → −14
+	b[2+5] = 0x80  // element 5: 0−8 → −16; element 21: 8−8 → 0
+	b[2+15] = 0xA9 // element 15: 9−8 → 2; element 31: 10−8 → 4
+	y := deq(t, Q4_0, b)
+	expect(t, Q4_0, y, map[int]float32{0: 14, 16: -14, 5: -16, 21: 0, 15: 2, 31: 4, 1: -16, 17: -16})
+}
+
+func TestQ4_1Hand(t *testing.T) {
+	b := make([]byte, 20)
+	put16(b, 0, h0_25)
+	put16(b, 2, hm1)
+	b[4+3] = 0xA5 // element 3: 5·0.25 − 1 = 0.25; element 19: 10·0.25 − 1 = 1.5
+	b[4+15] = 0xF0
+	expect(t, Q4_1, deq(t, Q4_1, b), map[int]float32{3: 0.25, 19: 1.5, 0: -1, 16: -1, 15: -1, 31: 2.75})
+}
+
+func TestQ5_0Hand(t *testing.T) {
+	b := make([]byte, 22)
+	put16(b, 0, h1)
+	// qh: bits 0, 17 and 31 set (element j's fifth bit is bit j).
+	binary.LittleEndian.PutUint32(b[2:], 1<<0|1<<17|1<<31)
+	b[6+0] = 0x00  // element 0: 0|16 − 16 = 0; element 16: 0 − 16 = −16
+	b[6+1] = 0x3F  // element 1: 15 − 16 = −1; element 17: 3|16 − 16 = 3
+	b[6+15] = 0xF0 // element 15: 0 − 16 = −16; element 31: 15|16 − 16 = 15
+	expect(t, Q5_0, deq(t, Q5_0, b), map[int]float32{0: 0, 16: -16, 1: -1, 17: 3, 15: -16, 31: 15, 2: -16})
+}
+
+func TestQ5_1Hand(t *testing.T) {
+	b := make([]byte, 24)
+	put16(b, 0, h0_5)
+	put16(b, 2, h2)
+	binary.LittleEndian.PutUint32(b[4:], 1<<3|1<<20)
+	b[8+3] = 0x21 // element 3: 1|16 = 17 → 8.5 + 2 = 10.5; element 19: 2 → 1 + 2 = 3
+	b[8+4] = 0x7E // element 4: 14 → 7 + 2 = 9; element 20: 7|16 = 23 → 11.5 + 2 = 13.5
+	expect(t, Q5_1, deq(t, Q5_1, b), map[int]float32{3: 10.5, 19: 3, 4: 9, 20: 13.5, 0: 2})
+}
+
+// kScales are the sub-block scales and mins of the K-quant test blocks, and kPacked the 12 bytes
+// they pack to, worked out by hand: bytes 0–3 hold sc[j] | (sc[j+4]>>4)<<6, bytes 4–7
+// m[j] | (m[j+4]>>4)<<6, bytes 8–11 (sc[j+4]&15) | (m[j+4]&15)<<4.
+var (
+	kSc     = [8]uint8{1, 2, 3, 4, 33, 40, 63, 17}
+	kMin    = [8]uint8{0, 5, 10, 63, 1, 2, 48, 20}
+	kPacked = [12]byte{0x81, 0x82, 0xC3, 0x44, 0x00, 0x05, 0xCA, 0x7F, 0x11, 0x28, 0x0F, 0x41}
+)
+
+func TestKScaleMinHand(t *testing.T) {
+	for j := 0; j < 8; j++ {
+		sc, m := KScaleMin(kPacked[:], j)
+		if sc != kSc[j] || m != kMin[j] {
+			t.Errorf("sub-block %d: scale %d min %d, want %d and %d", j, sc, m, kSc[j], kMin[j])
+		}
+	}
+}
+
+func TestQ4_KHand(t *testing.T) {
+	b := make([]byte, 144)
+	put16(b, 0, h1)   // d = 1
+	put16(b, 2, h0_5) // dmin = 0.5
+	copy(b[4:], kPacked[:])
+	for i := 0; i < 128; i++ {
+		b[16+i] = byte(i) // qs[i] = i: its low nibble is i%16, its high nibble i/16
+	}
+	y := deq(t, Q4_K, b)
+	// Element j = 64g + 32h + l reads qs[32g + l]: the low nibble (l%16) for h = 0, the high
+	// nibble (2g + l/16) for h = 1; sub-block s = j/32; y = sc[s]·q − 0.5·m[s].
+	for j := 0; j < 256; j++ {
+		g, h, l, s := j/64, j/32%2, j%32, j/32
+		q := l % 16
+		if h == 1 {
+			q = 2*g + l/16
+		}
+		want := float32(kSc[s])*float32(q) - 0.5*float32(kMin[s])
+		if y[j] != want {
+			t.Fatalf("q4_k element %d = %v, want %v", j, y[j], want)
+		}
+	}
+	// Spot values written out: element 0 (s 0, q 0) = 0; 33 (s 1, q 2·0+1/16 = 0 → high nibble
+	// of qs[1] = 0) = 2·0 − 2.5; 255 (s 7, high nibble of qs[127] = 7) = 17·7 − 10 = 109;
+	// 200 (s 6, low nibble of qs[104] = 8) = 63·8 − 24 = 480.
+	expect(t, Q4_K, y, map[int]float32{0: 0, 33: -2.5, 255: 109, 200: 480})
+}
+
+func TestQ5_KHand(t *testing.T) {
+	b := make([]byte, 176)
+	put16(b, 0, h1)
+	put16(b, 2, h0_5)
+	copy(b[4:], kPacked[:])
+	// qh[l] = l·7 mod 256: element 64g + 32h + l has its fifth bit at bit 2g + h of qh[l].
+	for l := 0; l < 32; l++ {
+		b[16+l] = byte(l * 7)
+	}
+	for i := 0; i < 128; i++ {
+		b[48+i] = byte(i)
+	}
+	y := deq(t, Q5_K, b)
+	for j := 0; j < 256; j++ {
+		g, h, l, s := j/64, j/32%2, j%32, j/32
+		q := l % 16
+		if h == 1 {
+			q = 2*g + l/16
+		}
+		if (l*7)&0xFF>>(2*g+h)&1 == 1 {
+			q += 16
+		}
+		want := float32(kSc[s])*float32(q) - 0.5*float32(kMin[s])
+		if y[j] != want {
+			t.Fatalf("q5_k element %d = %v, want %v", j, y[j], want)
+		}
+	}
+	// element 1: qh[1] = 7 has bit 0 → q = 1 + 16 = 17, s 0: 1·17 − 0 = 17.
+	// element 33: qh[1] bit 1 set → q = 0 + 16, s 1: 2·16 − 2.5 = 29.5.
+	expect(t, Q5_K, y, map[int]float32{1: 17, 33: 29.5})
+}
+
+func TestQ6_KHand(t *testing.T) {
+	b := make([]byte, 210)
+	scales := [16]int8{1, -2, 3, -4, 5, -6, 7, -8, 127, -128, 10, 20, 30, 40, 50, 60}
+	for i, s := range scales {
+		b[192+i] = byte(s)
+	}
+	put16(b, 208, h0_25)
+	for i := 0; i < 128; i++ {
+		b[i] = byte(i * 3) // ql
+	}
+	for i := 0; i < 64; i++ {
+		b[128+i] = byte(i * 5) // qh
+	}
+	y := deq(t, Q6_K, b)
+	// Element j = 128n + 32k + l: low 4 bits from ql[64n + 32(k%2) + l] (low nibble for k < 2,
+	// high for k ≥ 2), top 2 bits from bits 2k..2k+1 of qh[32n + l]; q − 32; sub-block j/16.
+	for j := 0; j < 256; j++ {
+		n, k, l := j/128, j/32%4, j%32
+		lo := (64*n + 32*(k%2) + l) * 3 & 0xFF
+		if k >= 2 {
+			lo >>= 4
+		}
+		lo &= 0xF
+		hi := ((32*n + l) * 5 & 0xFF) >> (2 * k) & 3
+		q := lo | hi<<4 - 32
+		want := 0.25 * float32(scales[j/16]) * float32(q)
+		if y[j] != want {
+			t.Fatalf("q6_k element %d = %v, want %v", j, y[j], want)
+		}
+	}
+	// element 0: ql[0] = 0, qh[0] = 0 → q = −32, scale 1: 0.25·1·−32 = −8.
+	// element 1: ql[1] = 3 → 3, qh[1] = 5 → bits 0–1 = 1 → q = 3 + 16 − 32 = −13: −3.25.
+	// element 130 (n 1, k 0, l 2): ql[66] = 198 → low nibble 6, qh[34] = 170 → bits 0–1 = 2,
+	// q = 6 + 32 − 32 = 6, scale scales[8] = 127: 0.25·127·6 = 190.5.
+	expect(t, Q6_K, y, map[int]float32{0: -8, 1: -3.25, 130: 190.5})
+}
+
+func TestQ8_KHand(t *testing.T) {
+	b := make([]byte, 292)
+	binary.LittleEndian.PutUint32(b, math.Float32bits(0.125))
+	b[4+0] = 0x80 // int8 −128
+	b[4+255] = 100
+	expect(t, Q8_K, deq(t, Q8_K, b), map[int]float32{0: -16, 255: 12.5, 1: 0})
+}
+
+func TestPlainHand(t *testing.T) {
+	b := []byte{0x00, 0x3C, 0x00, 0xC0} // f16 1, -2
+	expect(t, FormatF16, func() []float32 { y := make([]float32, 2); FormatF16.Dequantize(b, y); return y }(), map[int]float32{0: 1, 1: -2})
+	bb := []byte{0x80, 0x3F, 0x40, 0xC0} // bf16 1, -3
+	y := make([]float32, 2)
+	if err := FormatBF16.Dequantize(bb, y); err != nil || y[0] != 1 || y[1] != -3 {
+		t.Errorf("bf16: %v %v", y, err)
+	}
+}
+
+// randomBlock fills a block with random bytes but finite, moderate scales.
+func randomBlock(r *rand.Rand, f *Format) []byte {
+	b := make([]byte, f.BlockBytes)
+	r.Read(b)
+	for _, fd := range f.Fields {
+		switch fd.Type {
+		case F16:
+			// exponent in [-8, 7], random sign and mantissa
+			h := uint16(r.Intn(16)+7)<<10 | uint16(r.Intn(1024)) | uint16(r.Intn(2))<<15
+			put16(b, fd.Offset, h)
+		case F32:
+			binary.LittleEndian.PutUint32(b[fd.Offset:], math.Float32bits(float32(r.NormFloat64())))
+		}
+	}
+	return b
+}
+
+// TestLayoutMatchesReference checks the table's Layout (what kernels are generated from)
+// against the reference loops, bit for bit, on random blocks of every format.
+func TestLayoutMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for _, f := range Formats {
+		if !f.Quantized() {
+			continue
+		}
+		if f.Layout.Sub <= 0 || f.BlockElems%f.Layout.Sub != 0 {
+			t.Errorf("%s: sub-block of %d", f.Name, f.Layout.Sub)
+		}
+		y := make([]float32, f.BlockElems)
+		for trial := 0; trial < 200; trial++ {
+			b := randomBlock(r, f)
+			f.DequantizeBlock(b, y)
+			for j := range y {
+				if e := f.Element(b, j); math.Float32bits(e) != math.Float32bits(y[j]) {
+					t.Fatalf("%s trial %d element %d: layout gives %v, reference %v", f.Name, trial, j, e, y[j])
+				}
+			}
+		}
+	}
+}
+
+func TestBytesAndErrors(t *testing.T) {
+	if n, err := Q4_K.Bytes([]int{3, 512}); err != nil || n != 3*2*144 {
+		t.Errorf("q4_k [3,512]: %d %v", n, err)
+	}
+	if _, err := Q4_K.Bytes([]int{3, 100}); err == nil {
+		t.Error("q4_k [3,100]: no error")
+	}
+	if _, err := Q8_0.Bytes(nil); err == nil {
+		t.Error("q8_0 scalar: no error")
+	}
+	if n, err := FormatF16.Bytes([]int{3, 5}); err != nil || n != 30 {
+		t.Errorf("f16 [3,5]: %d %v", n, err)
+	}
+	y := make([]float32, 64)
+	if err := Q8_0.Dequantize(make([]byte, 67), y); err == nil {
+		t.Error("short data: no error")
+	}
+	if err := Q8_0.Dequantize(make([]byte, 68), y[:40]); err == nil {
+		t.Error("partial block: no error")
+	}
+}
