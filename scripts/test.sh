@@ -28,6 +28,7 @@ fuzzcount() {
     FuzzBuilder) echo 20000x ;;
     FuzzDecodeContents) echo 15000x ;;
     FuzzParse | FuzzParseModel) echo 50000x ;;
+    FuzzGGUF) echo 100000x ;;
     *) echo 150000x ;;
   esac
 }
