@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/safetensors"
@@ -95,7 +96,7 @@ func roundTrip(t *testing.T, d *runtime.Device, p *plan.Plan) *runtime.Executabl
 	if err := p.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	q, err := LoadPlan(path)
+	q, err := engine.LoadPlan(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +263,9 @@ func TestTinyLlamaOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ids := Int32s(gold["input_ids"].Data)
+	ids := engine.Int32s(gold["input_ids"].Data)
 	prefill, decode := p.Function("prefill"), p.Function("decode")
-	res, err := exe.Run(ctx, "prefill", map[string][]byte{"tokens": Int32Bytes(ids...), "pos": Int32Bytes(0)})
+	res, err := exe.Run(ctx, "prefill", map[string][]byte{"tokens": engine.Int32Bytes(ids...), "pos": engine.Int32Bytes(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,19 +276,19 @@ func TestTinyLlamaOracle(t *testing.T) {
 	e := compare(t, "prefill logits", out["logits"], gold["prefill_logits"])
 	t.Logf("prefill logits: max row-relative error %.3g", e)
 	// The device's argmax of every row is the argmax of the logits it returned.
-	next, lg := Int32s(out[NextTokenOutput].Data), Float32s(out["logits"].Data)
+	next, lg := engine.Int32s(out[NextTokenOutput].Data), engine.Float32s(out["logits"].Data)
 	for r := range next {
-		if w := Argmax(lg[r*256 : (r+1)*256]); int(next[r]) != w {
+		if w := engine.Argmax(lg[r*256 : (r+1)*256]); int(next[r]) != w {
 			t.Errorf("prefill row %d: next_token %d, argmax of the logits %d", r, next[r], w)
 		}
 	}
 
-	fed := Int32s(gold["decode_tokens"].Data)
+	fed := engine.Int32s(gold["decode_tokens"].Data)
 	wantDecode := gold["decode_logits"]
 	vocab := wantDecode.Type.Shape[1]
 	worst := 0.0
 	for step, tok := range fed {
-		res, err := exe.Run(ctx, "decode", map[string][]byte{"tokens": Int32Bytes(tok), "pos": Int32Bytes(int32(16 + step))})
+		res, err := exe.Run(ctx, "decode", map[string][]byte{"tokens": engine.Int32Bytes(tok), "pos": engine.Int32Bytes(int32(16 + step))})
 		if err != nil {
 			t.Fatalf("decode step %d: %v", step, err)
 		}
@@ -303,11 +304,11 @@ func TestTinyLlamaOracle(t *testing.T) {
 	if err := exe.ResetState(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := Generate(ctx, exe, ids, 9)
+	g, err := engine.Generate(ctx, exe, ids, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Int32s(gold["greedy_tokens"].Data)
+	want := engine.Int32s(gold["greedy_tokens"].Data)
 	if fmt.Sprint(g.Tokens) != fmt.Sprint(want) {
 		t.Errorf("greedy tokens %v, HF %v", g.Tokens, want)
 	}
@@ -382,7 +383,7 @@ func TestExternalWeights(t *testing.T) {
 	if ext.Weights.Source == nil || len(ext.Weights.Data) != 0 {
 		t.Fatalf("external plan has source %v and %d inline weight bytes", ext.Weights.Source, len(ext.Weights.Data))
 	}
-	in := map[string][]byte{"tokens": Int32Bytes(42), "pos": Int32Bytes(0)}
+	in := map[string][]byte{"tokens": engine.Int32Bytes(42), "pos": engine.Int32Bytes(0)}
 	var logits [2][]byte
 	for i, p := range []*plan.Plan{inline, ext} {
 		res, err := roundTrip(t, d, p).Run(context.Background(), "decode", in)
@@ -405,15 +406,15 @@ func TestSmolLM2CompilesDeviceFree(t *testing.T) {
 	}
 	m := parseExample(t, "smollm2-135m")
 	p, rep := compileExample(t, m, Options{Target: &LavapipeTarget})
-	prefill, decode, err := lmFunctions(p)
+	lm, err := engine.CausalLM(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prefill == nil || prefill.seq != 128 || decode.vocab != 49152 {
-		t.Errorf("prefill %+v, decode vocab %d: want prefill of 128 tokens and a 49152-token vocabulary", prefill, decode.vocab)
+	if lm.Prefill == nil || lm.Prefill.Seq != 128 || lm.Decode.Vocab != 49152 {
+		t.Errorf("prefill %+v, decode vocab %d: want prefill of 128 tokens and a 49152-token vocabulary", lm.Prefill, lm.Decode.Vocab)
 	}
-	if n := ContextLength(p); n != 2048 {
-		t.Errorf("context length %d, want 2048", n)
+	if lm.Context != 2048 {
+		t.Errorf("context length %d, want 2048", lm.Context)
 	}
 	for _, f := range rep.Lower.Functions {
 		t.Logf("%s: %d dispatches, %d barriers, arena %d of %d intermediate bytes", f.Name, f.Dispatches, f.Barriers, f.ArenaBytes, f.Intermediates)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/runtime"
 )
 
@@ -23,29 +24,29 @@ func TestRunChecksInputRanges(t *testing.T) {
 		for len(v) < 16 {
 			v = append(v, 1)
 		}
-		return Int32Bytes(v...)
+		return engine.Int32Bytes(v...)
 	}
 	for _, tc := range []struct {
 		fn          string
 		tokens, pos []byte
 		want        string // "" runs
 	}{
-		{"prefill", tokens(1, 2, 255), Int32Bytes(0), ""},
-		{"prefill", tokens(), Int32Bytes(112), ""},
-		{"decode", Int32Bytes(7), Int32Bytes(127), ""},
-		{"prefill", tokens(1, 256), Int32Bytes(0), "input tokens[1] is 256: it must be at most 255"},
-		{"prefill", tokens(-5), Int32Bytes(0), "input tokens[0] is -5: it must be at least 0"},
-		{"prefill", tokens(), Int32Bytes(-1), "input pos is -1: it must be at least 0"},
-		{"prefill", tokens(), Int32Bytes(113), "input pos is 113: it must be at most 112"},
-		{"decode", Int32Bytes(7), Int32Bytes(128), "input pos is 128: it must be at most 127"},
-		{"decode", Int32Bytes(1 << 30), Int32Bytes(0), "input tokens[0] is 1073741824"},
+		{"prefill", tokens(1, 2, 255), engine.Int32Bytes(0), ""},
+		{"prefill", tokens(), engine.Int32Bytes(112), ""},
+		{"decode", engine.Int32Bytes(7), engine.Int32Bytes(127), ""},
+		{"prefill", tokens(1, 256), engine.Int32Bytes(0), "input tokens[1] is 256: it must be at most 255"},
+		{"prefill", tokens(-5), engine.Int32Bytes(0), "input tokens[0] is -5: it must be at least 0"},
+		{"prefill", tokens(), engine.Int32Bytes(-1), "input pos is -1: it must be at least 0"},
+		{"prefill", tokens(), engine.Int32Bytes(113), "input pos is 113: it must be at most 112"},
+		{"decode", engine.Int32Bytes(7), engine.Int32Bytes(128), "input pos is 128: it must be at most 127"},
+		{"decode", engine.Int32Bytes(1 << 30), engine.Int32Bytes(0), "input tokens[0] is 1073741824"},
 	} {
 		_, err := exe.Run(ctx, tc.fn, map[string][]byte{"tokens": tc.tokens, "pos": tc.pos})
 		switch {
 		case tc.want == "" && err != nil:
-			t.Errorf("%s %v at %v: %v", tc.fn, Int32s(tc.tokens), Int32s(tc.pos), err)
+			t.Errorf("%s %v at %v: %v", tc.fn, engine.Int32s(tc.tokens), engine.Int32s(tc.pos), err)
 		case tc.want != "" && (!errors.Is(err, runtime.ErrInputRange) || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s %v at %v: got %v, want ErrInputRange with %q", tc.fn, Int32s(tc.tokens), Int32s(tc.pos), err, tc.want)
+			t.Errorf("%s %v at %v: got %v, want ErrInputRange with %q", tc.fn, engine.Int32s(tc.tokens), engine.Int32s(tc.pos), err, tc.want)
 		}
 	}
 }

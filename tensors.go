@@ -1,10 +1,10 @@
 package vkc
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
+	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/plan"
@@ -12,8 +12,9 @@ import (
 
 // The byte maps of Executable.Run hold each input and output in its plan Value's layout: the
 // dtype's little-endian encoding, dense and row-major, exactly Value.Bytes() long. The helpers
-// below convert between that layout, ir.Tensor (what the interpreter and the weight files use)
-// and plain Go slices.
+// below convert between that layout and ir.Tensor (what the interpreter and the weight files
+// use), for programs that have both the compiler and the engine. Package engine, which does not
+// import ir, converts between that layout and plain Go slices (engine.Encode, engine.Results).
 
 // IRDType is the ir dtype of a plan dtype. Block-quantized plan dtypes have none (they only
 // describe stored weights, never a function's input or output).
@@ -99,42 +100,6 @@ func ValueTensor(v *plan.Value, b []byte) (*ir.Tensor, error) {
 	return &ir.Tensor{Type: typ, Data: b}, nil
 }
 
-// Float32Bytes encodes xs as f32 little-endian bytes.
-func Float32Bytes(xs []float32) []byte {
-	b := make([]byte, 4*len(xs))
-	for i, x := range xs {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-// Int32Bytes encodes xs as i32 little-endian bytes (the layout of token ids and positions).
-func Int32Bytes(xs ...int32) []byte {
-	b := make([]byte, 4*len(xs))
-	for i, x := range xs {
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-	}
-	return b
-}
-
-// Float32s decodes f32 little-endian bytes; a trailing partial element is ignored.
-func Float32s(b []byte) []float32 {
-	xs := make([]float32, len(b)/4)
-	for i := range xs {
-		xs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return xs
-}
-
-// Int32s decodes i32 little-endian bytes; a trailing partial element is ignored.
-func Int32s(b []byte) []int32 {
-	xs := make([]int32, len(b)/4)
-	for i := range xs {
-		xs[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return xs
-}
-
 // Inputs converts named host tensors into Run's byte map for function f, checking that every
 // input of f is given exactly once and that no unknown name is given.
 func Inputs(f *plan.Function, tensors map[string]*ir.Tensor) (map[string][]byte, error) {
@@ -143,7 +108,7 @@ func Inputs(f *plan.Function, tensors map[string]*ir.Tensor) (map[string][]byte,
 		v := &f.Inputs[i]
 		t, ok := tensors[v.Name]
 		if !ok {
-			return nil, fmt.Errorf("function %s: input %s (%s%v) is missing; it takes %s", f.Name, v.Name, v.DType, v.Shape, signature(f.Inputs))
+			return nil, fmt.Errorf("function %s: input %s (%s%v) is missing; it takes %s", f.Name, v.Name, v.DType, v.Shape, engine.Signature(f.Inputs))
 		}
 		b, err := TensorBytes(v, t)
 		if err != nil {
@@ -153,7 +118,7 @@ func Inputs(f *plan.Function, tensors map[string]*ir.Tensor) (map[string][]byte,
 	}
 	for name := range tensors {
 		if _, ok := out[name]; !ok {
-			return nil, fmt.Errorf("function %s has no input %q; it takes %s", f.Name, name, signature(f.Inputs))
+			return nil, fmt.Errorf("function %s has no input %q; it takes %s", f.Name, name, engine.Signature(f.Inputs))
 		}
 	}
 	return out, nil
@@ -175,19 +140,4 @@ func Outputs(f *plan.Function, outs map[string][]byte) (map[string]*ir.Tensor, e
 		res[v.Name] = t
 	}
 	return res, nil
-}
-
-// signature formats values as "tokens i32[16], pos i32[]" for messages.
-func signature(vs []plan.Value) string {
-	s := ""
-	for i, v := range vs {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s %s%v", v.Name, v.DType, v.Shape)
-	}
-	if s == "" {
-		return "no inputs"
-	}
-	return s
 }

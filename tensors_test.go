@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/plan"
 )
@@ -24,16 +25,16 @@ func TestInputsOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := Int32s(in["tokens"]); len(got) != 2 || got[0] != 5 || got[1] != 7 {
+	if got := engine.Int32s(in["tokens"]); len(got) != 2 || got[0] != 5 || got[1] != 7 {
 		t.Errorf("tokens %v", got)
 	}
-	if got := Int32s(in["pos"]); len(got) != 1 || got[0] != 9 {
+	if got := engine.Int32s(in["pos"]); len(got) != 1 || got[0] != 9 {
 		t.Errorf("pos %v", got)
 	}
 	if len(in["x"]) != 6 { // converted to f16
 		t.Errorf("x has %d bytes, want 6", len(in["x"]))
 	}
-	outs, err := Outputs(f, map[string][]byte{"y": Float32Bytes([]float32{1, 2, 3, 4})})
+	outs, err := Outputs(f, map[string][]byte{"y": engine.Float32Bytes([]float32{1, 2, 3, 4})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
@@ -42,7 +43,7 @@ func init() {
 				if *n < 1 {
 					return usagef("-n %d: want at least 1", *n)
 				}
-				return benchCmd(stdout, args[0], vkc.LoadOptions{Device: *device, AllowForeign: *foreign}, *fn, *n, inputs)
+				return benchCmd(stdout, args[0], engine.Options{Device: *device, AllowForeign: *foreign}, *fn, *n, inputs)
 			}
 		},
 	})
@@ -66,12 +67,12 @@ func benchInput(rng *rand.Rand) func(v *plan.Value) ([]byte, error) {
 	}
 }
 
-func benchCmd(w io.Writer, path string, lo vkc.LoadOptions, fn string, reps int, given []string) error {
+func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps int, given []string) error {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	f, err := vkc.FindFunction(p, fn)
+	f, err := engine.FindFunction(p, fn)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -79,7 +80,7 @@ func benchCmd(w io.Writer, path string, lo vkc.LoadOptions, fn string, reps int,
 	if err != nil {
 		return err
 	}
-	l, err := vkc.Load(path, lo)
+	l, err := engine.Load(path, lo)
 	if err != nil {
 		return err
 	}

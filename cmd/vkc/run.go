@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/plan"
 )
 
@@ -37,7 +38,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one plan file, got %d arguments", len(args))
 				}
-				lo := vkc.LoadOptions{Device: *device, AllowForeign: *foreign}
+				lo := engine.Options{Device: *device, AllowForeign: *foreign}
 				if *prompt != "" {
 					if *fn != "" || len(inputs) > 0 || *out != "" {
 						return usagef("--prompt-ids generates through prefill and decode; it takes no -f, --input or -o")
@@ -83,14 +84,14 @@ func interruptible() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt)
 }
 
-func runCmd(w io.Writer, path string, lo vkc.LoadOptions, fn string, inputs []string, out string) error {
+func runCmd(w io.Writer, path string, lo engine.Options, fn string, inputs []string, out string) error {
 	// The plan is read (and the input names checked) before a device is opened, so a wrong
 	// call fails fast with the plan's signature in the message.
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	f, err := vkc.FindFunction(p, fn)
+	f, err := engine.FindFunction(p, fn)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -98,7 +99,7 @@ func runCmd(w io.Writer, path string, lo vkc.LoadOptions, fn string, inputs []st
 	if err != nil {
 		return err
 	}
-	l, err := vkc.Load(path, lo)
+	l, err := engine.Load(path, lo)
 	if err != nil {
 		return err
 	}
@@ -189,9 +190,9 @@ func planSignature(vs []plan.Value) string {
 	return strings.Join(l, ", ")
 }
 
-func generateCmd(w io.Writer, path string, lo vkc.LoadOptions, prompt []int32, steps int) error {
+func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, steps int) error {
 	t0 := time.Now()
-	l, err := vkc.Load(path, lo)
+	l, err := engine.Load(path, lo)
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func generateCmd(w io.Writer, path string, lo vkc.LoadOptions, prompt []int32, s
 	load := time.Since(t0)
 	ctx, stop := interruptible()
 	defer stop()
-	g, err := vkc.Generate(ctx, l, prompt, steps)
+	g, err := l.Generate(ctx, prompt, steps)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
-// Command embed is a Go program that uses vkc as a library: it loads a compiled plan onto the
-// best Vulkan device and runs a greedy decode loop through the API, first step by step with
-// Executable.Run (to show the calls), then with vkc.Generate.
+// Command embed is a Go program that runs a compiled vkc plan through package engine, the
+// runtime-only embedding API (it links none of the compiler): it loads the plan onto the best
+// Vulkan device and runs a greedy decode loop, first step by step with Model.Call (to show the
+// calls), then with Model.Generate.
 //
 //	go run ./cmd/vkc compile examples/tinyllama/model.yaml -o tinyllama.plan
 //	go run ./examples/embed -plan tinyllama.plan -prompt 37,235,140,72 -steps 8
@@ -11,11 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/engine"
 )
 
 func main() {
@@ -32,62 +34,62 @@ func main() {
 func run(planPath, promptArg string, steps int) error {
 	var prompt []int32
 	for _, s := range strings.Split(promptArg, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(s))
+		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
 		if err != nil {
 			return fmt.Errorf("prompt: %q is not a token id", s)
 		}
 		prompt = append(prompt, int32(v))
 	}
+	if steps < 1 {
+		return fmt.Errorf("-steps %d: want at least 1", steps)
+	}
 	ctx := context.Background()
 
 	// Load = read the plan file, open the device it was compiled for, create the pipelines,
 	// upload the weights, zero the KV caches, record every function once.
-	l, err := vkc.Load(planPath, vkc.LoadOptions{})
+	m, err := engine.Load(planPath, engine.Options{})
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	fmt.Printf("%s on %s\n", l.Plan().Model, l.Device.Info.Name)
+	defer m.Close()
+	fmt.Printf("%s on %s\n", m.Plan().Model, m.Device.Info.Name)
 
 	// 1. By hand: every prompt token through decode (one token at position pos), then feed back
-	// the argmax of the logits. Inputs and outputs are byte slices in the plan's layout.
-	decode, err := l.Function("decode")
-	if err != nil {
-		return err
-	}
-	vocab := int(decode.Outputs[0].Shape[1])
+	// the argmax of the logits. Call takes Go values and checks them against the signature.
 	var next int32
 	var tokens []int32
 	t0 := time.Now()
-	for pos := 0; pos < len(prompt)+steps-1; pos++ {
+	runs := len(prompt) + steps - 1
+	for pos := 0; pos < runs; pos++ {
 		tok := next
 		if pos < len(prompt) {
 			tok = prompt[pos]
 		}
-		out, err := l.Run(ctx, "decode", map[string][]byte{
-			"tokens": vkc.Int32Bytes(tok),
-			"pos":    vkc.Int32Bytes(int32(pos)),
-		})
+		res, err := m.Call(ctx, "decode", map[string]any{"tokens": []int32{tok}, "pos": pos})
 		if err != nil {
 			return err
 		}
-		logits := vkc.Float32s(out["logits"])
-		next = int32(vkc.Argmax(logits[:vocab]))
+		logits, err := res.Float32s("logits") // [1, vocab]; f16 logits are widened
+		if err != nil {
+			return err
+		}
+		next = int32(engine.Argmax(logits))
 		if pos >= len(prompt)-1 {
 			tokens = append(tokens, next)
 		}
 	}
-	fmt.Printf("by hand:  %v (%v per run)\n", tokens, (time.Since(t0) / time.Duration(len(prompt)+steps-1)).Round(time.Microsecond))
+	fmt.Printf("by hand:  %v (%v per run)\n", tokens, (time.Since(t0) / time.Duration(runs)).Round(time.Microsecond))
 
-	// 2. The same with vkc.Generate, which uses prefill for full chunks of the prompt. A new
-	// sequence starts at position 0, so the caches need no reset.
-	g, err := vkc.Generate(ctx, l, prompt, steps)
+	// 2. The same with Generate, which uses prefill for full chunks of the prompt and the plan's
+	// argmax output when it has one. A new sequence starts at position 0, so the caches need no
+	// reset.
+	g, err := m.Generate(ctx, prompt, steps)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("Generate: %v (prompt %v, %v per token)\n", g.Tokens, g.Prompt.Round(time.Microsecond), g.PerToken().Round(time.Microsecond))
-	if fmt.Sprint(g.Tokens) != fmt.Sprint(tokens) {
-		return fmt.Errorf("the two loops disagree")
+	if !slices.Equal(g.Tokens, tokens) {
+		return fmt.Errorf("the two loops disagree: %v by hand, %v from Generate", tokens, g.Tokens)
 	}
 	return nil
 }

@@ -1,14 +1,12 @@
-package vkc
+package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/plan"
 )
 
@@ -16,7 +14,7 @@ import (
 type Executable interface {
 	// Plan is the plan the executable was loaded from.
 	Plan() *plan.Plan
-	// Run executes function fn with inputs in their plan layout (see TensorBytes) and returns
+	// Run executes function fn with inputs in their plan layout (see Encode) and returns
 	// the outputs; persistent state (the KV caches) is kept between runs.
 	Run(ctx context.Context, fn string, inputs map[string][]byte) (map[string][]byte, error)
 }
@@ -54,83 +52,92 @@ func (g *Generation) PerToken() time.Duration {
 	return s[len(s)/2]
 }
 
-// stepFn is a function of a causal language model that processes seq tokens at a position:
-// inputs tokens i32[seq] and pos i32[], and either logits [seq, vocab] (f32, f16 or bf16) or the
-// argmax per row
-// (i32[seq]; i32[] or i32[1] for the last row only).
-type stepFn struct {
-	f           *plan.Function
-	seq         int
-	tokens, pos string
-	logits      string // float [seq, vocab] output (f32, f16 or bf16), or ""
-	logitsType  plan.DType
-	vocab       int
-	next        string // i32 argmax output, or ""
-	nextIndex   int    // its index in f.Outputs
-	nextPerRow  bool   // next has one token per row (else: the last row's)
+// Step is a function of a causal language model that processes Seq tokens at a position:
+// inputs Tokens (i32[Seq]) and Pos (i32[]), and either Logits ([Seq, Vocab] of f32, f16 or
+// bf16) or Next, the argmax per row (i32[Seq]; i32[] or i32[1] for the last row only), or both.
+type Step struct {
+	Function    *plan.Function
+	Seq         int
+	Tokens, Pos string     // input names
+	Logits      string     // float [Seq, Vocab] output, or ""
+	LogitsType  plan.DType // its dtype
+	Vocab       int        // 0 when there is no logits output
+	Next        string     // i32 argmax output, or ""
+	NextPerRow  bool       // Next has one token per row (else: the last row's)
+	nextIndex   int        // Next's index in Function.Outputs
 }
 
-// stepFunction recognises f as a step function, or returns nil.
-func stepFunction(f *plan.Function) *stepFn {
+// StepFunction recognises f as a step function of a causal language model, or returns nil.
+func StepFunction(f *plan.Function) *Step {
 	if len(f.Inputs) != 2 {
 		return nil
 	}
-	s := &stepFn{f: f}
+	s := &Step{Function: f}
 	for _, v := range f.Inputs {
 		switch {
-		case v.DType == plan.I32 && len(v.Shape) == 1 && s.tokens == "":
-			s.tokens, s.seq = v.Name, int(v.Shape[0])
-		case v.DType == plan.I32 && len(v.Shape) == 0 && s.pos == "":
-			s.pos = v.Name
+		case v.DType == plan.I32 && len(v.Shape) == 1 && s.Tokens == "":
+			s.Tokens, s.Seq = v.Name, int(v.Shape[0])
+		case v.DType == plan.I32 && len(v.Shape) == 0 && s.Pos == "":
+			s.Pos = v.Name
 		default:
 			return nil
 		}
 	}
-	if s.tokens == "" || s.pos == "" || s.seq < 1 {
+	if s.Tokens == "" || s.Pos == "" || s.Seq < 1 {
 		return nil
 	}
 	for i, v := range f.Outputs {
 		switch {
-		case v.DType == plan.I32 && len(v.Shape) == 1 && int(v.Shape[0]) == s.seq && s.next == "":
-			s.next, s.nextIndex, s.nextPerRow = v.Name, i, true
-		case v.DType == plan.I32 && (len(v.Shape) == 0 || len(v.Shape) == 1 && v.Shape[0] == 1) && s.next == "":
-			s.next, s.nextIndex, s.nextPerRow = v.Name, i, s.seq == 1
+		case v.DType == plan.I32 && len(v.Shape) == 1 && int(v.Shape[0]) == s.Seq && s.Next == "":
+			s.Next, s.nextIndex, s.NextPerRow = v.Name, i, true
+		case v.DType == plan.I32 && (len(v.Shape) == 0 || len(v.Shape) == 1 && v.Shape[0] == 1) && s.Next == "":
+			s.Next, s.nextIndex, s.NextPerRow = v.Name, i, s.Seq == 1
 		case (v.DType == plan.F32 || v.DType == plan.F16 || v.DType == plan.BF16) &&
-			len(v.Shape) == 2 && int(v.Shape[0]) == s.seq && v.Shape[1] > 0 && s.logits == "":
-			s.logits, s.logitsType, s.vocab = v.Name, v.DType, int(v.Shape[1])
+			len(v.Shape) == 2 && int(v.Shape[0]) == s.Seq && v.Shape[1] > 0 && s.Logits == "":
+			s.Logits, s.LogitsType, s.Vocab = v.Name, v.DType, int(v.Shape[1])
 		}
 	}
-	if s.next == "" && s.logits == "" {
+	if s.Next == "" && s.Logits == "" {
 		return nil
 	}
 	return s
 }
 
-// lmFunctions picks the decode function (a step function of one token, preferably named
-// "decode") and the prefill function (the step function with the most tokens, preferably named
-// "prefill"; nil if there is none with more than one).
-func lmFunctions(p *plan.Plan) (prefill, decode *stepFn, err error) {
+// LM is what Generate uses of a causal language model's plan.
+type LM struct {
+	// Decode is the step function of one token, preferably named "decode"; Prefill the step
+	// function with the most tokens, preferably named "prefill" (nil if there is none with more
+	// than one).
+	Prefill, Decode *Step
+	// Context is the number of positions the KV caches hold (ContextLength; 0: unbounded).
+	Context int
+}
+
+// CausalLM finds the prefill and decode functions of p, or says why p is not a causal language
+// model's plan (listing its functions' signatures).
+func CausalLM(p *plan.Plan) (*LM, error) {
+	lm := &LM{Context: ContextLength(p)}
 	for i := range p.Functions {
-		s := stepFunction(&p.Functions[i])
+		s := StepFunction(&p.Functions[i])
 		if s == nil {
 			continue
 		}
-		if s.seq == 1 && (decode == nil || s.f.Name == "decode") {
-			decode = s
+		if s.Seq == 1 && (lm.Decode == nil || s.Function.Name == "decode") {
+			lm.Decode = s
 		}
-		if s.seq > 1 && (prefill == nil || s.f.Name == "prefill" ||
-			prefill.f.Name != "prefill" && s.seq > prefill.seq) {
-			prefill = s
+		if s.Seq > 1 && (lm.Prefill == nil || s.Function.Name == "prefill" ||
+			lm.Prefill.Function.Name != "prefill" && s.Seq > lm.Prefill.Seq) {
+			lm.Prefill = s
 		}
 	}
-	if decode == nil {
+	if lm.Decode == nil {
 		var names []string
 		for _, f := range p.Functions {
-			names = append(names, fmt.Sprintf("%s(%s)", f.Name, signature(f.Inputs)))
+			names = append(names, fmt.Sprintf("%s(%s)", f.Name, Signature(f.Inputs)))
 		}
-		return nil, nil, fmt.Errorf("plan for %q has no decode function (inputs tokens i32[1] and pos i32[], output logits [1, vocab] or an i32 argmax); it has %v", p.Model, names)
+		return nil, fmt.Errorf("plan for %q has no decode function (inputs tokens i32[1] and pos i32[], output logits [1, vocab] or an i32 argmax); it has %v", p.Model, names)
 	}
-	return prefill, decode, nil
+	return lm, nil
 }
 
 // ContextLength is the number of positions the plan's KV caches hold: the smallest leading
@@ -152,8 +159,10 @@ func ContextLength(p *plan.Plan) int {
 // The sequence starts at position 0, overwriting what the KV caches held. The argmax is taken on
 // the device when the plan has an argmax output, otherwise on the host (Generation.HostArgmax).
 //
-//	g, err := vkc.Generate(ctx, exe, []int32{1, 2, 3}, 8)
+//	g, err := engine.Generate(ctx, m, []int32{1, 2, 3}, 8)
 //	fmt.Println(g.Tokens, g.PerToken())
+//
+// exe is usually a *Model; any Executable works (tests pass the reference interpreter).
 func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*Generation, error) {
 	p := exe.Plan()
 	if len(prompt) == 0 {
@@ -162,31 +171,32 @@ func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*
 	if steps < 1 {
 		return nil, fmt.Errorf("generate: %d steps; at least 1 is needed", steps)
 	}
-	prefill, decode, err := lmFunctions(p)
+	lm, err := CausalLM(p)
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
-	if n := ContextLength(p); n > 0 && len(prompt)+steps-1 > n {
+	prefill, decode := lm.Prefill, lm.Decode
+	if n := lm.Context; n > 0 && len(prompt)+steps-1 > n {
 		return nil, fmt.Errorf("generate: %d prompt tokens and %d steps need %d positions; the plan's cache holds %d",
 			len(prompt), steps, len(prompt)+steps-1, n)
 	}
-	if vocab := max(decode.vocab, 0); vocab > 0 {
+	if vocab := max(decode.Vocab, 0); vocab > 0 {
 		for i, t := range prompt {
 			if t < 0 || int(t) >= vocab {
 				return nil, fmt.Errorf("generate: prompt token %d is %d, outside the vocabulary [0, %d)", i, t, vocab)
 			}
 		}
 	}
-	g := &Generation{DecodeFn: decode.f.Name, HostArgmax: decode.next == ""}
+	g := &Generation{DecodeFn: decode.Function.Name, HostArgmax: decode.Next == ""}
 	start := time.Now()
 	pos := 0
 	var next int32
-	for prefill != nil && len(prompt)-pos >= prefill.seq {
-		g.PrefillFn = prefill.f.Name
-		if next, err = step(ctx, exe, prefill, prompt[pos:pos+prefill.seq], pos); err != nil {
+	for prefill != nil && len(prompt)-pos >= prefill.Seq {
+		g.PrefillFn = prefill.Function.Name
+		if next, err = step(ctx, exe, prefill, prompt[pos:pos+prefill.Seq], pos); err != nil {
 			return nil, err
 		}
-		pos += prefill.seq
+		pos += prefill.Seq
 	}
 	g.Prefilled = pos
 	for ; pos < len(prompt); pos++ {
@@ -208,62 +218,57 @@ func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*
 	return g, nil
 }
 
+// Generate is Generate(ctx, m, prompt, steps).
+func (m *Model) Generate(ctx context.Context, prompt []int32, steps int) (*Generation, error) {
+	return Generate(ctx, m, prompt, steps)
+}
+
 // step runs s on tokens at pos and returns the greedy choice after the last token.
-func step(ctx context.Context, exe Executable, s *stepFn, tokens []int32, pos int) (int32, error) {
+func step(ctx context.Context, exe Executable, s *Step, tokens []int32, pos int) (int32, error) {
 	in := map[string][]byte{
-		s.tokens: Int32Bytes(tokens...),
-		s.pos:    Int32Bytes(int32(pos)),
+		s.Tokens: Int32Bytes(tokens...),
+		s.Pos:    Int32Bytes(int32(pos)),
 	}
 	var outs map[string][]byte
 	var err error
-	if ri, ok := exe.(runInto); ok && s.next != "" {
+	if ri, ok := exe.(runInto); ok && s.Next != "" {
 		// Read back the token alone, not the logits.
-		v := s.f.Outputs[s.nextIndex]
+		v := s.Function.Outputs[s.nextIndex]
 		n, berr := v.Bytes()
 		if berr != nil {
 			return 0, berr
 		}
-		outs = map[string][]byte{s.next: make([]byte, n)}
-		err = ri.RunInto(ctx, s.f.Name, in, outs)
+		outs = map[string][]byte{s.Next: make([]byte, n)}
+		err = ri.RunInto(ctx, s.Function.Name, in, outs)
 	} else {
-		outs, err = exe.Run(ctx, s.f.Name, in)
+		outs, err = exe.Run(ctx, s.Function.Name, in)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("generate: %s at position %d: %w", s.f.Name, pos, err)
+		return 0, fmt.Errorf("generate: %s at position %d: %w", s.Function.Name, pos, err)
 	}
-	if s.next != "" {
-		ids := Int32s(outs[s.next])
+	if s.Next != "" {
+		ids := Int32s(outs[s.Next])
 		if len(ids) == 0 {
-			return 0, fmt.Errorf("generate: %s returned no %s", s.f.Name, s.next)
+			return 0, fmt.Errorf("generate: %s returned no %s", s.Function.Name, s.Next)
 		}
-		if s.nextPerRow {
+		if s.NextPerRow {
 			return ids[len(tokens)-1], nil
 		}
 		return ids[len(ids)-1], nil
 	}
-	b := outs[s.logits]
+	b := outs[s.Logits]
 	esize := 4
-	if s.logitsType != plan.F32 {
+	if s.LogitsType != plan.F32 {
 		esize = 2
 	}
-	if len(b) != s.seq*s.vocab*esize {
-		return 0, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.f.Name, len(b), s.seq, s.vocab, s.logitsType)
+	if len(b) != s.Seq*s.Vocab*esize {
+		return 0, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.Function.Name, len(b), s.Seq, s.Vocab, s.LogitsType)
 	}
-	row := b[(len(tokens)-1)*s.vocab*esize : len(tokens)*s.vocab*esize]
-	var logits []float32
-	switch s.logitsType {
-	case plan.F32:
-		logits = Float32s(row)
-	default:
-		logits = make([]float32, s.vocab)
-		for i := range logits {
-			h := binary.LittleEndian.Uint16(row[2*i:])
-			if s.logitsType == plan.F16 {
-				logits[i] = ir.F16ToF32(h)
-			} else {
-				logits[i] = ir.BF16ToF32(h)
-			}
-		}
+	row := b[(len(tokens)-1)*s.Vocab*esize : len(tokens)*s.Vocab*esize]
+	t := &Tensor{DType: s.LogitsType, Shape: []int64{int64(s.Vocab)}, Data: row}
+	logits, err := t.Float32s()
+	if err != nil {
+		return 0, fmt.Errorf("generate: %s: %w", s.Function.Name, err)
 	}
 	return int32(Argmax(logits)), nil
 }

@@ -1,4 +1,4 @@
-package vkc
+package engine_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/safetensors"
@@ -25,7 +27,7 @@ func planSignature(t testing.TB, m *ir.Model) *plan.Plan {
 	t.Helper()
 	p := &plan.Plan{Model: m.Name}
 	val := func(name string, typ ir.Type) plan.Value {
-		d, err := PlanDType(typ.DType)
+		d, err := vkc.PlanDType(typ.DType)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +48,7 @@ func planSignature(t testing.TB, m *ir.Model) *plan.Plan {
 		p.Functions = append(p.Functions, pf)
 	}
 	for _, d := range m.State {
-		pd, _ := PlanDType(d.Type.DType)
+		pd, _ := vkc.PlanDType(d.Type.DType)
 		s := make([]int64, len(d.Type.Shape))
 		for i, n := range d.Type.Shape {
 			s[i] = int64(n)
@@ -65,13 +67,13 @@ func (e *interpExe) Run(_ context.Context, fn string, inputs map[string][]byte) 
 	}
 	ins := map[string]*ir.Tensor{}
 	for i := range f.Inputs {
-		x, err := ValueTensor(&f.Inputs[i], inputs[f.Inputs[i].Name])
+		x, err := vkc.ValueTensor(&f.Inputs[i], inputs[f.Inputs[i].Name])
 		if err != nil {
 			return nil, err
 		}
 		ins[f.Inputs[i].Name] = x
 	}
-	e.runs = append(e.runs, fmt.Sprintf("%s@%d/%d", fn, Int32s(inputs["pos"])[0], len(Int32s(inputs["tokens"]))))
+	e.runs = append(e.runs, fmt.Sprintf("%s@%d/%d", fn, engine.Int32s(inputs["pos"])[0], len(engine.Int32s(inputs["tokens"]))))
 	outs, err := e.s.Run(fn, ins)
 	if err != nil {
 		return nil, err
@@ -84,21 +86,21 @@ func (e *interpExe) Run(_ context.Context, fn string, inputs map[string][]byte) 
 }
 
 func TestGenerateMatchesOracle(t *testing.T) {
-	m, err := ir.ParseModel("examples/tinyllama/model.yaml")
+	m, err := ir.ParseModel(src("examples/tinyllama/model.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gold, err := safetensors.ReadAll("testdata/hf/tinyllama/golden.safetensors")
+	gold, err := safetensors.ReadAll(src("testdata/hf/tinyllama/golden.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	exe := &interpExe{p: planSignature(t, m), s: interp.NewSession(m)}
-	prompt := Int32s(gold["input_ids"].Data)
-	g, err := Generate(context.Background(), exe, prompt, 9)
+	prompt := engine.Int32s(gold["input_ids"].Data)
+	g, err := engine.Generate(context.Background(), exe, prompt, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Int32s(gold["greedy_tokens"].Data)
+	want := engine.Int32s(gold["greedy_tokens"].Data)
 	if fmt.Sprint(g.Tokens) != fmt.Sprint(want) {
 		t.Errorf("tokens %v, want %v", g.Tokens, want)
 	}
@@ -113,7 +115,7 @@ func TestGenerateMatchesOracle(t *testing.T) {
 // A prompt that is not a multiple of prefill's length goes through decode for the rest, and gives
 // the same tokens as feeding everything through decode.
 func TestGenerateChunking(t *testing.T) {
-	m, err := ir.ParseModel("examples/tinyllama/model.yaml")
+	m, err := ir.ParseModel(src("examples/tinyllama/model.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +124,7 @@ func TestGenerateChunking(t *testing.T) {
 		prompt[i] = int32(7*i+3) % 256
 	}
 	exe := &interpExe{p: planSignature(t, m), s: interp.NewSession(m)}
-	g, err := Generate(context.Background(), exe, prompt, 3)
+	g, err := engine.Generate(context.Background(), exe, prompt, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestGenerateChunking(t *testing.T) {
 	p2 := planSignature(t, m)
 	p2.Functions = []plan.Function{*p2.Function("decode")}
 	exe2 := &interpExe{p: p2, s: interp.NewSession(m)}
-	g2, err := Generate(context.Background(), exe2, prompt, 3)
+	g2, err := engine.Generate(context.Background(), exe2, prompt, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestGenerateChunking(t *testing.T) {
 }
 
 func TestGenerateErrors(t *testing.T) {
-	m, err := ir.ParseModel("examples/tinyllama/model.yaml")
+	m, err := ir.ParseModel(src("examples/tinyllama/model.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,16 +166,16 @@ func TestGenerateErrors(t *testing.T) {
 		{"too long", []int32{1, 2}, 200, "cache holds 128"},
 		{"vocab", []int32{1, 256}, 1, "outside the vocabulary"},
 	} {
-		_, err := Generate(ctx, exe, c.prompt, c.steps)
+		_, err := engine.Generate(ctx, exe, c.prompt, c.steps)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
 	}
-	mlp, err := ir.ParseModel("examples/mlp/model.yaml")
+	mlp, err := ir.ParseModel(src("examples/mlp/model.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Generate(ctx, &interpExe{p: planSignature(t, mlp)}, []int32{1}, 1)
+	_, err = engine.Generate(ctx, &interpExe{p: planSignature(t, mlp)}, []int32{1}, 1)
 	if err == nil || !strings.Contains(err.Error(), "no decode function") {
 		t.Errorf("mlp: error %v, want no decode function", err)
 	}
@@ -193,8 +195,8 @@ func TestArgmax(t *testing.T) {
 		{[]float32{nan, nan}, 0},
 		{[]float32{-5, -1, -3}, 1},
 	} {
-		if got := Argmax(c.xs); got != c.want {
-			t.Errorf("Argmax(%v) = %d, want %d", c.xs, got, c.want)
+		if got := engine.Argmax(c.xs); got != c.want {
+			t.Errorf("engine.Argmax(%v) = %d, want %d", c.xs, got, c.want)
 		}
 	}
 }
@@ -223,10 +225,10 @@ func TestGenerateLogitTypes(t *testing.T) {
 		{plan.Value{Name: "logits", DType: plan.F16, Shape: []int64{1, 4}}, ir.TensorFromFloat64s(ir.T(ir.F16, 1, 4), vals).Data, true},
 		{plan.Value{Name: "logits", DType: plan.BF16, Shape: []int64{1, 4}}, ir.TensorFromFloat64s(ir.T(ir.BF16, 1, 4), vals).Data, true},
 		{plan.Value{Name: "logits", DType: plan.F32, Shape: []int64{1, 4}}, ir.TensorFromFloat64s(ir.T(ir.F32, 1, 4), vals).Data, true},
-		{plan.Value{Name: "next", DType: plan.I32, Shape: []int64{1}}, Int32Bytes(2), false},
+		{plan.Value{Name: "next", DType: plan.I32, Shape: []int64{1}}, engine.Int32Bytes(2), false},
 	} {
 		p := &plan.Plan{Model: "toy", Functions: []plan.Function{{Name: "decode", Inputs: in, Outputs: []plan.Value{c.out}}}}
-		g, err := Generate(context.Background(), &fixedExe{p: p, outs: map[string][]byte{c.out.Name: c.data}}, []int32{1}, 3)
+		g, err := engine.Generate(context.Background(), &fixedExe{p: p, outs: map[string][]byte{c.out.Name: c.data}}, []int32{1}, 3)
 		if err != nil {
 			t.Fatalf("%s %s: %v", c.out.Name, c.out.DType, err)
 		}

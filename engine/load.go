@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
+)
+
+// Options configure Load.
+type Options struct {
+	// Device selects the device by index or name substring ("" is $VKC_DEVICE, else the best).
+	Device string
+	// AllowForeign runs a plan compiled for another device (its kernels may be slow there, or
+	// need a capability the device lacks).
+	AllowForeign bool
+	// Runtime is passed to runtime.Open; its Device field is replaced by Device.
+	Runtime runtime.Options
+}
+
+// Model is a plan file loaded on a device, ready to run. The embedded Executable's Run, RunInto,
+// Profile, Measure, Stats, ResetState and ReadState take and return byte slices in the plan's
+// layout; Call takes and returns Go slices. A Model runs one function at a time (calls
+// serialise) and keeps the plan's state (the KV caches) on the device between runs.
+type Model struct {
+	*runtime.Executable
+	// Device is the device the plan runs on (its Info names it); Close closes it.
+	Device *runtime.Device
+	// Path is the plan file's path as Load was given it.
+	Path string
+}
+
+// Load reads the plan file at path (LoadPlan), opens the device and loads the plan on it: the
+// pipelines are created, the weights uploaded, the state zeroed and every function recorded once.
+// Close the result when done.
+//
+// Errors name the file: not a vkc plan, truncated, corrupt, a newer format, a changed external
+// weight file, a plan compiled for another device (unless AllowForeign), no Vulkan (naming what
+// to install).
+func Load(path string, opts Options) (*Model, error) {
+	p, err := LoadPlan(path)
+	if err != nil {
+		return nil, err
+	}
+	ro := opts.Runtime
+	ro.Device = opts.Device
+	dev, err := runtime.Open(ro)
+	if err != nil {
+		return nil, err
+	}
+	// Check the device first for a message that says what to do; Device.Load checks it again.
+	if err := p.CheckDevice(dev.DeviceFingerprint()); err != nil && !opts.AllowForeign {
+		dev.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	exe, err := dev.Load(p, runtime.LoadOptions{AllowForeign: opts.AllowForeign, PlanPath: path})
+	if err != nil {
+		dev.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Model{Executable: exe, Device: dev, Path: path}, nil
+}
+
+// Close frees the executable and closes the device.
+func (m *Model) Close() error {
+	err := m.Executable.Close()
+	if cerr := m.Device.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Function returns the plan's function fn, or an error listing the functions there are.
+func (m *Model) Function(fn string) (*plan.Function, error) {
+	return FindFunction(m.Plan(), fn)
+}
+
+// FindFunction returns p's function fn, or an error listing the functions there are.
+func FindFunction(p *plan.Plan, fn string) (*plan.Function, error) {
+	if f := p.Function(fn); f != nil {
+		return f, nil
+	}
+	names := make([]string, len(p.Functions))
+	for i, f := range p.Functions {
+		names[i] = f.Name
+	}
+	return nil, fmt.Errorf("plan for %s has no function %q (it has %s)", p.Model, fn, strings.Join(names, ", "))
+}
+
+// LoadPlan reads the plan file at path and makes it self-contained: when its weights are
+// external (compiled with weights left in their source file), the weight file it names is read
+// (relative to the plan's folder), checked against the size and SHA-256 the plan recorded, and
+// its tensors are assembled into the plan's weight region, so the runtime needs nothing else.
+// Errors name the file and what is wrong with it (not a plan, truncated, corrupt, a newer
+// format, a changed weight file).
+func LoadPlan(path string) (*plan.Plan, error) {
+	p, err := plan.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if p.Weights.Source != nil {
+		data, err := p.LoadWeights(path)
+		if err != nil {
+			return nil, fmt.Errorf("plan %s: %w", path, err)
+		}
+		p.Weights.Data, p.Weights.Source = data, nil
+		for i := range p.Weights.Tensors {
+			p.Weights.Tensors[i].SourceOffset = 0
+		}
+	}
+	return p, nil
+}
+
+// Call runs function fn with inputs given as Go values (see Encode: []float32, []int32, []uint16
+// for f16, numbers, ...) and returns its outputs with typed accessors:
+//
+//	res, err := m.Call(ctx, "decode", map[string]any{"tokens": []int32{42}, "pos": 0})
+//	logits, err := res.Float32s("logits") // f32, or f16/bf16 widened to float32
+//
+// The inputs are checked against the function's signature (names, dtypes, element counts, and
+// shapes for Shaped values) before anything runs.
+func (m *Model) Call(ctx context.Context, fn string, inputs map[string]any) (*Results, error) {
+	f, err := m.Function(fn)
+	if err != nil {
+		return nil, err
+	}
+	in, err := Inputs(f, inputs)
+	if err != nil {
+		return nil, err
+	}
+	out, err := m.Run(ctx, fn, in)
+	if err != nil {
+		return nil, err
+	}
+	return &Results{Function: f, Bytes: out}, nil
+}
