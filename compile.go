@@ -19,7 +19,6 @@ import (
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/plan"
-	"github.com/vkc-project/vkc/rules"
 	"github.com/vkc-project/vkc/runtime"
 )
 
@@ -148,6 +147,8 @@ type Report struct {
 	Selections []string
 	Notes      []string
 	Total      time.Duration
+
+	selections []*tune.Selection
 }
 
 // WriteTo prints the report for people (what `vkc compile` prints on stderr).
@@ -225,7 +226,8 @@ func CompilerVersion() string {
 //  4. lower them (lower.Lower): kernel templates by the static choice, memory plan, dispatch
 //     order and barriers.
 //
-// With Options.Tune, steps 2 and 4 are measured on the device instead (see compileTuned).
+// With Options.Tune, steps 2 and 4 are measured on the device instead. Both are one pipeline
+// (pipeline.go) with different cost sources (cost.go).
 //
 // It writes nothing; the caller writes the plan with plan.WriteFile (atomic). m must have its
 // weights loaded (ir.ParseModel does).
@@ -280,15 +282,7 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	var p *plan.Plan
-	if opts.Tune && opts.Target == nil {
-		p, err = compileTuned(ctx, m, fns, opts, rep, progress, phase)
-	} else {
-		if opts.Tune {
-			rep.Notes = append(rep.Notes, "Tune needs a device, not a device-free Target: static choice")
-		}
-		p, err = compileStatic(ctx, m, fns, opts, rep, progress, phase)
-	}
+	p, err := compilePipeline(ctx, m, fns, opts, rep, progress, phase)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
 	}
@@ -297,84 +291,6 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	}
 	rep.Total = time.Since(start)
 	return p, rep, nil
-}
-
-// compileStatic is Compile's static path: optimise with the static cost model, find the
-// device's capabilities, lower with the roofline choice of templates and default configurations.
-func compileStatic(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Options, rep *Report,
-	progress func(Progress), phase func(string, time.Time, string)) (*plan.Plan, error) {
-	t0 := time.Now()
-	written := fns
-	var counts []plan.RuleCount
-	var err error
-	if opts.NoOptimize {
-		phase("optimize", t0, "skipped (NoOptimize): functions lowered as written")
-	} else {
-		progress(Progress{Phase: "optimize"})
-		var note string
-		fns, counts, note, err = optimize(ctx, m, fns)
-		if err != nil {
-			return nil, err
-		}
-		rep.Optimized = true
-		phase("optimize", t0, note)
-	}
-
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	t0 = time.Now()
-	progress(Progress{Phase: "device"})
-	target, how, err := findTarget(opts)
-	if err != nil {
-		return nil, err
-	}
-	rep.Device, rep.DeviceFor = target.Device, how
-	phase("device", t0, target.Device.DeviceName)
-
-	var weightsFile string
-	if opts.Weights == WeightsExternal {
-		if weightsFile, err = externalWeightsPath(m, opts); err != nil {
-			return nil, err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	t0 = time.Now()
-	progress(Progress{Phase: "lower"})
-	lopts := lower.Options{
-		Caps:            target.Caps,
-		Device:          target.Device,
-		CompilerVersion: CompilerVersion(),
-		ExternalWeights: weightsFile,
-		Progress: func(done, total int, what string) {
-			progress(Progress{Phase: "lower", Done: done, Total: total, What: what})
-		},
-	}
-	p, lrep, err := lower.Lower(m, fns, lopts)
-	var fallback string
-	if errors.Is(err, lower.ErrNoTemplate) && rep.Optimized {
-		// The extracted graph uses an op (a fusion) that no kernel template implements yet on
-		// this device; the graph as written may still compile. Say so rather than fail.
-		fallback = fmt.Sprintf("the optimised graph does not lower (%v); lowered the functions as written", err)
-		rep.Optimized, counts = false, nil
-		p, lrep, err = lower.Lower(m, written, lopts)
-	}
-	if err != nil {
-		return nil, err
-	}
-	rep.Lower = lrep
-	phase("lower", t0, fmt.Sprintf("%d modules, static choice", lrep.Modules))
-	p.Record.Rules = counts
-	switch {
-	case fallback != "":
-		rep.Notes = append(rep.Notes, fallback)
-		p.Record.Notes = append(p.Record.Notes, fallback)
-	case opts.NoOptimize:
-		p.Record.Notes = append(p.Record.Notes, "e-graph optimisation off (NoOptimize): functions lowered as written")
-	}
-	return p, nil
 }
 
 // externalWeightsPath is the absolute path of the weight file an external-weights plan
@@ -436,29 +352,6 @@ func selectFunctions(m *ir.Model, names []string) ([]*ir.Function, error) {
 		fns = append(fns, f)
 	}
 	return fns, nil
-}
-
-// optimize is the e-graph stage: each function is saturated with the rule files and the
-// cheapest equivalent graph under the static cost model is extracted (rules.Optimize). It returns
-// the optimised functions, the rule applications summed over them (sorted by name), and a note.
-func optimize(ctx context.Context, m *ir.Model, fns []*ir.Function) ([]*ir.Function, []plan.RuleCount, string, error) {
-	out := make([]*ir.Function, len(fns))
-	applied := map[string]uint64{}
-	var parts []string
-	for i, f := range fns {
-		g, rep, err := rules.Optimize(ctx, m, f, rules.Options{})
-		if err != nil {
-			return nil, nil, "", err
-		}
-		out[i] = g
-		for _, r := range rep.Rules {
-			if r.Applied > 0 {
-				applied[r.Name] += uint64(r.Applied)
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s %d→%d nodes (%s, %d iterations)", f.Name, rep.InputNodes, rep.OutputNodes, rep.Stop, rep.Iterations))
-	}
-	return out, ruleCounts(applied), strings.Join(parts, "; "), nil
 }
 
 // findTarget returns the device to compile for and how it was chosen.

@@ -2,17 +2,14 @@ package vkc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/vkc-project/vkc/ir"
-	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/rules"
-	"github.com/vkc-project/vkc/runtime"
 )
 
 // TuningSearch is one kernel search of the tuning database, as `vkc tune --list` shows it.
@@ -123,101 +120,58 @@ type TuneKernelsReport struct {
 
 // TuneKernels measures the kernels of the model's functions (optimised as Compile optimises
 // them, unless AsWritten) into the tuning database, without writing a plan: a later Compile
-// with Options.Tune reuses the searches. It lowers the functions once with static choices to
-// list the kernel problems, tunes them cheapest first with a fair share of the budget each, and
-// saves the database, also when ctx is cancelled (then it returns ctx's error after saving).
+// with Options.Tune reuses the searches. It is the compile pipeline up to the tuning of the
+// kernels that will run, for the static extraction only: the candidates' kernels are listed by
+// lowering it with static choices (the functions as written when it needs a missing template),
+// tuned cheapest first with a fair share of the budget each, and the database is saved, also
+// when ctx is cancelled (then it returns what was done with ctx's error).
 func TuneKernels(ctx context.Context, m *ir.Model, o TuneKernelsOptions) (*TuneKernelsReport, error) {
-	warn := func(s string) {
-		if o.Warn != nil {
-			o.Warn(s)
-		}
-	}
 	fns, err := selectFunctions(m, o.Functions)
 	if err != nil {
 		return nil, err
 	}
-	written := fns
-	if !o.AsWritten {
-		var opt []*ir.Function
-		for _, f := range fns {
-			g, _, err := rules.Optimize(ctx, m, f, rules.Options{})
-			if err != nil {
-				warn(fmt.Sprintf("optimise %s: %v; tuning the functions as written", f.Name, err))
-				opt = nil
-				break
-			}
-			opt = append(opt, g)
-		}
-		if opt != nil {
-			fns = opt
-		}
-	}
-	d, err := runtime.Open(runtime.Options{Device: o.Device})
+	opts := Options{Device: o.Device, TuneDB: o.TuneDB, Budget: o.Budget, TuneTrace: o.Trace, NoOptimize: o.AsWritten}
+	rep := &Report{Model: m.Name}
+	progress := func(Progress) {}
+	pl := &pipeline{m: m, fns: fns, opts: opts, rep: rep, progress: progress, folds: lower.NewFoldCache(),
+		phase: func(string, time.Time, string) {}}
+	src, err := newMeasureSource(ctx, m, fns, measureConfig{configs: o.Configs, perSearch: o.PerSearch}, opts, rep, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	db, err := tune.OpenDB(o.TuneDB)
-	if err != nil {
-		return nil, err
-	}
-	if db.Warning != "" {
-		warn(db.Warning)
-	}
-	caps := tune.CapsOf(&d.Info)
-	model := lower.ModelFor(d.DeviceFingerprint())
-	tu := &tune.Tuner{Device: d, DB: db, Compiler: CompilerVersion(), Budget: o.Configs, Exhaustive: o.Configs,
-		Static: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-			return lower.StaticChoice(p, caps, model)
-		}, Trace: o.Trace, SearchLimit: o.PerSearch}
+	pl.src = src
 	if o.Progress != nil {
-		tu.Progress = func(p tune.Progress) {
+		src.tu.Progress = func(p tune.Progress) {
 			o.Progress(TuneProgress{Kernels: p.Kernels, Reused: p.Reused, Configs: p.Configs, TimeLeft: p.TimeLeft, Deadline: p.Deadline})
 		}
 	}
-	defer tu.Close()
-	tctx := ctx
-	if o.Budget > 0 {
-		var cancel context.CancelFunc
-		tctx, cancel = context.WithTimeout(ctx, o.Budget)
-		defer cancel()
-	}
-	rep := &TuneKernelsReport{Model: m.Name, DeviceName: d.Info.Name, TuneDB: db.Path()}
-	// The kernels are the lowering's problems: list them with static choices, then tune them
-	// cheapest first, each with a fair share of the budget (tune.Tuner.TuneAll).
-	var probs []*kernels.Problem
-	folds := lower.NewFoldCache()
-	dry := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: CompilerVersion(), Folds: folds,
-		Choose: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-			probs = append(probs, p)
-			return tu.Static(p)
-		}}
-	_, _, err = lower.Lower(m, fns, dry)
-	if errors.Is(err, lower.ErrNoTemplate) && !o.AsWritten {
-		warn(fmt.Sprintf("the optimised graph does not lower (%v); tuning the functions as written", err))
-		fns, probs = written, nil
-		_, _, err = lower.Lower(m, fns, dry)
+	out := &TuneKernelsReport{Model: m.Name, DeviceName: src.d.Info.Name, TuneDB: src.db.Path()}
+	err = pl.survey(ctx)
+	if err != nil && ctx.Err() == nil {
+		// The optimiser failed (a rule bug, a limit): tune the functions as written.
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%v; tuning the functions as written", err))
+		pl.opts.NoOptimize, pl.static, err = true, map[*ir.Function]*staticExtraction{}, nil
 	}
 	if err == nil {
-		tu.TuneAll(tctx, tune.ByEstimate(probs, tu.StaticEstimate(caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, model) })))
-		lopts := lower.Options{Caps: caps, Device: d.DeviceFingerprint(), CompilerVersion: CompilerVersion(), Choose: tu.Choose(tctx), Folds: folds}
-		_, _, err = lower.Lower(m, fns, lopts)
+		err = pl.extract(ctx)
 	}
-	// Completed searches are worth keeping even when lowering failed or was interrupted.
-	if serr := db.Save(); serr != nil && err == nil {
-		err = serr
+	if err == nil {
+		err = pl.priceLowering(ctx)
 	}
-	if err != nil {
+	src.close(rep) // saves the database: completed searches are kept, also when interrupted
+	for _, n := range rep.Notes {
+		if o.Warn != nil {
+			o.Warn(n)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
 		return nil, err
 	}
-	rep.Summary = tu.Summary()
-	for _, g := range tu.Gains() {
-		rep.Gains = append(rep.Gains, KernelGain{Problem: g.Problem, Static: g.Static, Tuned: g.Tuned, StaticTime: g.StaticTime, TunedTime: g.TunedTime})
+	out.Summary = src.tu.Summary()
+	for _, g := range src.tu.Gains() {
+		out.Gains = append(out.Gains, KernelGain{Problem: g.Problem, Static: g.Static, Tuned: g.Tuned, StaticTime: g.StaticTime, TunedTime: g.TunedTime})
 	}
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
-	}
-	return rep, nil
+	return out, ctx.Err()
 }
 
 // OptimizeFunction returns f as the e-graph optimiser extracts it under the static cost model

@@ -1,0 +1,405 @@
+package vkc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/rules"
+)
+
+// The compile pipeline. Static and measured compiles are one sequence of stages; what differs is
+// the cost source (see costSource): a roofline estimate, or measurement on the device.
+//
+//  1. survey:  saturate each function in the e-graph and extract it under the static cost model,
+//     listing the kernel problem of every e-node extraction priced (when the source prices);
+//  2. price:   the source prices those problems (the estimate does nothing; measurement tunes
+//     them on the device);
+//  3. extract: the source's candidates per function: under the estimate, the survey's
+//     extraction; under measurement, the k cheapest diverse extractions under measured costs,
+//     plus the static extraction and the function as written;
+//  4. lower:   the kernels that will run are lowering's problems (fused epilogues and
+//     elementwise chains), listed by lowering every candidate, and priced in turn;
+//  5. select:  one candidate per function (a selection of one takes it; measurement runs the
+//     candidates against the interpreter and times them);
+//  6. plan:    the winners are lowered together into the plan, with the source's kernel choices.
+
+// compilePipeline runs the compile pipeline for fns with the cost source the options ask for:
+// measurement on the device with Options.Tune (and no Target), else the static estimate.
+func compilePipeline(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Options, rep *Report,
+	progress func(Progress), phase func(string, time.Time, string)) (_ *plan.Plan, err error) {
+	pl := &pipeline{m: m, fns: fns, opts: opts, rep: rep, progress: progress, phase: phase, folds: lower.NewFoldCache()}
+	if opts.Tune && opts.Target == nil {
+		t0 := time.Now()
+		progress(Progress{Phase: "device"})
+		src, err := newMeasureSource(ctx, m, fns, measureConfig{extract: true, selectFns: true}, opts, rep, progress)
+		if err != nil {
+			return nil, err
+		}
+		defer src.close(rep)
+		phase("device", t0, src.d.Info.Name)
+		pl.src = src
+	} else {
+		if opts.Tune {
+			rep.Notes = append(rep.Notes, "Tune needs a device, not a device-free Target: static choice")
+		}
+		t0 := time.Now()
+		progress(Progress{Phase: "device"})
+		target, how, err := findTarget(opts)
+		if err != nil {
+			return nil, err
+		}
+		rep.Device, rep.DeviceFor = target.Device, how
+		phase("device", t0, target.Device.DeviceName)
+		pl.src = newEstimateSource(target)
+	}
+	if opts.Weights == WeightsExternal {
+		if _, err := externalWeightsPath(m, opts); err != nil {
+			return nil, err
+		}
+	}
+	return pl.run(ctx)
+}
+
+// pipeline is one compile in progress: the model and functions, the cost source, and what each
+// stage leaves for the next.
+type pipeline struct {
+	m    *ir.Model
+	fns  []*ir.Function // as written (with the argmax outputs when asked)
+	opts Options
+	rep  *Report
+	src  costSource
+
+	progress func(Progress)
+	phase    func(name string, t0 time.Time, note string)
+
+	static   map[*ir.Function]*staticExtraction // the survey's extraction of each function
+	problems []*kernels.Problem                 // the e-graph's priced problems (when the source prices)
+	cands    map[*ir.Function][]tune.SelectCandidate
+	first    map[*ir.Function]int // without measured selection: the candidate that lowers
+	applied  map[string]uint64 // rule applications summed over the functions
+	folds    *lower.FoldCache
+}
+
+// staticExtraction is a function's extraction under the static cost model.
+type staticExtraction struct {
+	fn   *ir.Function
+	info rules.CandidateInfo
+}
+
+// run drives the stages and returns the plan. A cancelled ctx ends it with ctx's error (the
+// source has saved what it measured).
+func (pl *pipeline) run(ctx context.Context) (*plan.Plan, error) {
+	if err := pl.survey(ctx); err != nil {
+		return nil, err
+	}
+	if err := pl.price(ctx, "tune", "e-graph problems", pl.problems); err != nil {
+		return nil, err
+	}
+	if err := pl.extract(ctx); err != nil {
+		return nil, err
+	}
+	if err := pl.priceLowering(ctx); err != nil {
+		return nil, err
+	}
+	winners, err := pl.selectWinners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pl.lowerPlan(ctx, winners)
+}
+
+// survey is stage 1. With Options.NoOptimize the functions stay as written.
+func (pl *pipeline) survey(ctx context.Context) error {
+	t0 := time.Now()
+	pl.static = map[*ir.Function]*staticExtraction{}
+	pl.applied = map[string]uint64{}
+	if pl.opts.NoOptimize {
+		pl.phase("optimize", t0, "skipped (NoOptimize): functions lowered as written")
+		return nil
+	}
+	pl.progress(Progress{Phase: "optimize"})
+	var seen map[string]bool
+	cost := rules.DefaultCost
+	if pl.src.extracts() {
+		// Extraction under the source's costs will ask about every implementable e-node.
+		seen = map[string]bool{}
+		cost = rules.CostFunc(func(n rules.CostNode) float64 {
+			if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
+				if k := p.Key(); !seen[k] {
+					seen[k] = true
+					pl.problems = append(pl.problems, p)
+				}
+			}
+			return rules.DefaultCost.Cost(n)
+		})
+	}
+	var notes []string
+	for _, f := range pl.fns {
+		pl.progress(Progress{Phase: "optimize", What: f.Name})
+		g, orep, err := rules.Optimize(ctx, pl.m, f, rules.Options{Cost: cost})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("optimize %s: %w", f.Name, err)
+		}
+		pl.static[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
+		if !pl.src.extracts() {
+			pl.count(orep)
+		}
+		notes = append(notes, fmt.Sprintf("%s %d→%d nodes (%s, %d iterations)", f.Name, orep.InputNodes, orep.OutputNodes, orep.Stop, orep.Iterations))
+	}
+	pl.rep.Optimized = true
+	note := joinNotes(notes)
+	if pl.src.extracts() {
+		note += fmt.Sprintf("; %d kernel problems to price", len(pl.problems))
+	}
+	pl.phase("optimize", t0, note)
+	return nil
+}
+
+// count adds an optimisation's rule applications to the plan's record.
+func (pl *pipeline) count(orep *rules.Report) {
+	for _, r := range orep.Rules {
+		if r.Applied > 0 {
+			pl.applied[r.Name] += uint64(r.Applied)
+		}
+	}
+}
+
+// price is stages 2 and 4: the source prices problems; the phase is reported when it did work.
+func (pl *pipeline) price(ctx context.Context, phase, what string, probs []*kernels.Problem) error {
+	if !pl.src.prices() || len(probs) == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	note, err := pl.src.price(ctx, what, probs)
+	if err != nil {
+		return err
+	}
+	pl.phase(phase, t0, fmt.Sprintf("%d %s: %s", len(tune.ByEstimate(probs, nil)), what, note))
+	return nil
+}
+
+// extract is stage 3.
+func (pl *pipeline) extract(ctx context.Context) error {
+	pl.cands = map[*ir.Function][]tune.SelectCandidate{}
+	k := pl.src.extractions()
+	if !pl.src.extracts() || pl.opts.NoOptimize {
+		for _, f := range pl.fns {
+			var cs []tune.SelectCandidate
+			if st := pl.static[f]; st != nil {
+				cs = append(cs, tune.SelectCandidate{Fn: st.fn, Label: "static extraction: " + st.info.Summary()})
+			}
+			// The function as written, which lowers whenever the model is valid: the static
+			// path falls back to it when the extraction needs a template that does not exist.
+			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
+			pl.cands[f] = cs
+		}
+		return nil
+	}
+	t0 := time.Now()
+	for _, f := range pl.fns {
+		pl.progress(Progress{Phase: "optimize", What: f.Name})
+		gs, orep, err := rules.OptimizeK(ctx, pl.m, f, rules.Options{Cost: rules.CostFunc(pl.src.cost)}, k)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("optimize %s: %w", f.Name, err)
+		}
+		pl.count(orep)
+		var cs []tune.SelectCandidate
+		keys := map[string]bool{}
+		for i, g := range gs {
+			info := orep.Candidates[i]
+			keys[rules.FunctionKey(g)] = true
+			cs = append(cs, tune.SelectCandidate{Fn: g, Label: fmt.Sprintf("extraction %d: %s", i+1, info.Summary()),
+				Estimated: pl.src.duration(info.Cost)})
+		}
+		// The static extraction, when measured costs extracted something else, and the function
+		// as written (valid whenever the model is, so a selection never fails because every
+		// extraction needs a missing template).
+		if sf := pl.static[f]; sf != nil && !keys[rules.FunctionKey(sf.fn)] {
+			keys[rules.FunctionKey(sf.fn)] = true
+			cs = append(cs, tune.SelectCandidate{Fn: sf.fn, Label: "static extraction: " + sf.info.Summary()})
+		}
+		if !keys[rules.FunctionKey(f)] {
+			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
+		}
+		pl.cands[f] = cs
+	}
+	pl.phase("optimize", t0, fmt.Sprintf("up to %d candidates per function under %s, plus the static extraction and the graph as written", k, pl.src.name()))
+	return nil
+}
+
+// priceLowering is stage 4: every candidate is lowered with static choices to list the kernels
+// it runs, and the source prices them.
+func (pl *pipeline) priceLowering(ctx context.Context) error {
+	if !pl.src.prices() {
+		return nil
+	}
+	var probs []*kernels.Problem
+	dry := pl.lowerOptions()
+	static := pl.src.staticChoice
+	dry.Choose = func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+		probs = append(probs, p)
+		return static(p)
+	}
+	pl.first = map[*ir.Function]int{}
+	for _, f := range pl.fns {
+		for i, c := range pl.cands[f] {
+			pl.progress(Progress{Phase: "tune", What: "listing kernels of " + f.Name + " " + c.Label})
+			n := len(probs)
+			// A candidate that cannot lower is rejected by selection, with the reason.
+			_, _, err := lower.Lower(pl.m, []*ir.Function{c.Fn}, dry)
+			if pl.src.selects() {
+				continue
+			}
+			// Without selection the plan takes the first candidate that lowers.
+			if errors.Is(err, lower.ErrNoTemplate) && i+1 < len(pl.cands[f]) {
+				pl.rep.Notes = append(pl.rep.Notes, fmt.Sprintf("%s: the %s does not lower (%v); using the %s", f.Name, c.Label, err, pl.cands[f][i+1].Label))
+				probs = probs[:n]
+				continue
+			}
+			pl.first[f] = i
+			break
+		}
+	}
+	return pl.price(ctx, "tune", "kernel problems of the candidates", probs)
+}
+
+// selectWinners is stage 5.
+func (pl *pipeline) selectWinners(ctx context.Context) ([]*ir.Function, error) {
+	if !pl.src.selects() {
+		winners := make([]*ir.Function, len(pl.fns))
+		for i, f := range pl.fns {
+			winners[i] = pl.cands[f][pl.first[f]].Fn
+		}
+		return winners, nil
+	}
+	t0 := time.Now()
+	lopts := pl.lowerOptions()
+	lopts.Choose = pl.src.choose
+	if pl.opts.Weights == WeightsExternal {
+		// Candidates are lowered with inline weights (they only run here); the plan written
+		// references the file.
+		pl.rep.Notes = append(pl.rep.Notes, "candidates were measured with inline weights; the plan references the weight file")
+	}
+	winners, sels, note, err := pl.src.selectFunctions(ctx, pl.m, pl.fns, pl.cands, lopts)
+	if err != nil {
+		return nil, err
+	}
+	pl.phase("select", t0, note)
+	for _, s := range sels {
+		pl.rep.Selections = append(pl.rep.Selections, s.String())
+	}
+	pl.rep.selections = sels
+	return winners, nil
+}
+
+// lowerPlan is stage 6. Without measured selection, a winner that needs a kernel template that
+// does not exist yet falls back to the functions as written, and the report says why.
+func (pl *pipeline) lowerPlan(ctx context.Context, winners []*ir.Function) (*plan.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	pl.progress(Progress{Phase: "lower"})
+	lopts := pl.lowerOptions()
+	lopts.Choose = pl.src.choose
+	lopts.Progress = func(done, total int, what string) {
+		pl.progress(Progress{Phase: "lower", Done: done, Total: total, What: what})
+	}
+	if pl.opts.Weights == WeightsExternal {
+		var err error
+		if lopts.ExternalWeights, err = externalWeightsPath(pl.m, pl.opts); err != nil {
+			return nil, err
+		}
+		lopts.Folds = nil // external weights fold nothing
+	}
+	p, lrep, err := lower.Lower(pl.m, winners, lopts)
+	var fallback string
+	if errors.Is(err, lower.ErrNoTemplate) && !pl.src.selects() && pl.rep.Optimized {
+		// The extracted graph uses an op (a fusion) that no kernel template implements yet on
+		// this device; the graph as written may still compile. Say so rather than fail.
+		fallback = fmt.Sprintf("the optimised graph does not lower (%v); lowered the functions as written", err)
+		pl.rep.Optimized, pl.applied = false, nil
+		winners = pl.fns
+		p, lrep, err = lower.Lower(pl.m, winners, lopts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pl.rep.Lower = lrep
+	pl.phase("lower", t0, fmt.Sprintf("%d modules, %s", lrep.Modules, pl.src.choiceName()))
+	p.Record.Rules = ruleCounts(pl.applied)
+	switch {
+	case fallback != "":
+		pl.rep.Notes = append(pl.rep.Notes, fallback)
+		p.Record.Notes = append(p.Record.Notes, fallback)
+	case pl.opts.NoOptimize:
+		p.Record.Notes = append(p.Record.Notes, "e-graph optimisation off (NoOptimize): functions lowered as written")
+	}
+	if pl.src.selects() {
+		if note := weightsNote(pl.m, pl.fns, winners, pl.static, lrep, pl.lowerOptions()); note != "" {
+			pl.rep.Notes = append(pl.rep.Notes, note)
+			p.Record.Notes = append(p.Record.Notes, note)
+		}
+	}
+	pl.src.record(p, pl.rep)
+	return p, nil
+}
+
+// lowerOptions are the options every lowering of this compile shares (inline weights, the fold
+// cache, the source's device).
+func (pl *pipeline) lowerOptions() lower.Options {
+	t := pl.src.target()
+	return lower.Options{Caps: t.Caps, Device: t.Device, CompilerVersion: CompilerVersion(), Folds: pl.folds}
+}
+
+func joinNotes(notes []string) string {
+	s := ""
+	for i, n := range notes {
+		if i > 0 {
+			s += "; "
+		}
+		s += n
+	}
+	return s
+}
+
+// weightsNote says when the measured winners hold notably more weight memory than the static
+// choice would: functions selected one at a time may fold or merge weights differently (prefill
+// merging the Q/K/V projections, decode not), and the plan then holds both forms. Selection
+// weighs time only, so the report makes the memory visible. "" when the winners are the static
+// extractions or hold at most 5% more.
+func weightsNote(m *ir.Model, fns, winners []*ir.Function, static map[*ir.Function]*staticExtraction,
+	got *lower.Report, opts lower.Options) string {
+	var sfns []*ir.Function
+	same := true
+	for i, f := range fns {
+		sf := f
+		if st := static[f]; st != nil {
+			sf = st.fn
+		}
+		same = same && winners[i] == sf
+		sfns = append(sfns, sf)
+	}
+	if same {
+		return ""
+	}
+	_, srep, err := lower.Lower(m, sfns, opts)
+	if err != nil || float64(got.Weights) <= 1.05*float64(srep.Weights) {
+		return ""
+	}
+	return fmt.Sprintf("the measured winners hold %s of weights, the static choice %s: the functions fold or merge weights differently (selection weighs time, not memory; --no-tune keeps the smaller plan)",
+		size(got.Weights), size(srep.Weights))
+}
