@@ -165,8 +165,8 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		Progress: func(p tune.Progress) {
 			progress(Progress{Phase: "tune", Done: p.Kernels, What: fmt.Sprintf("%d configurations (%d invalid) %s", p.Configs, p.Invalid, p.Current)})
 		},
-		Log:   func(msg string) { rep.Notes = append(rep.Notes, msg) },
-		Trace: opts.TuneTrace,
+		Log:    func(msg string) { rep.Notes = append(rep.Notes, msg) },
+		Trace:  opts.TuneTrace,
 		Budget: cfg.configs, Exhaustive: cfg.configs, SearchLimit: cfg.perSearch,
 	}
 	s.tctx, s.cancel = ctx, func() {}

@@ -83,7 +83,7 @@ type pipeline struct {
 	problems []*kernels.Problem                 // the e-graph's priced problems (when the source prices)
 	cands    map[*ir.Function][]tune.SelectCandidate
 	first    map[*ir.Function]int // without measured selection: the candidate that lowers
-	applied  map[string]uint64 // rule applications summed over the functions
+	applied  map[string]uint64    // rule applications summed over the functions
 	folds    *lower.FoldCache
 }
 
