@@ -19,9 +19,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "bench",
-		usage: "plan.bin -f NAME [-n reps] [--input name=VALUE...]",
-		short: "time a function of a plan: GPU and wall time per run (median, spread), dispatches, barriers, and a per-kernel table",
+		name:    "bench",
+		usage:   "plan.bin -f NAME [-n reps] [--input name=VALUE...]",
+		short:   "time a function of a plan: GPU and wall time per run (median, spread), dispatches, barriers, and a per-kernel table",
+		example: "vkc bench tinyllama.plan -f decode -n 50 --input pos=16",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to time (required)")
 			n := fs.Int("n", 20, "timed repetitions")

@@ -14,9 +14,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "check",
-		usage: "[-skip-weights] [-write-weights FILE] model.yaml",
-		short: "parse and validate a model; summarise its parameters, state, functions and ops",
+		name:    "check",
+		usage:   "[-skip-weights] [-write-weights FILE] model.yaml",
+		short:   "parse and validate a model; summarise its parameters, state, functions and ops",
+		example: "vkc check examples/tinyllama/model.yaml",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			skip := fs.Bool("skip-weights", false, "do not read or generate the weights (faster for large models)")
 			write := fs.String("write-weights", "", "write the model's weights (loaded or generated) to this safetensors `file`, e.g. for a peer implementation")

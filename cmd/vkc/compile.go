@@ -20,9 +20,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "compile",
-		usage: "model.yaml -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR]",
-		short: "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
+		name:    "compile",
+		usage:   "model.yaml -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR]",
+		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
+		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			out := fs.String("o", "", "the plan file to write (required)")
 			device := fs.String("device", "", "the device to compile for, by index or name substring (default: $VKC_DEVICE, else the best)")

@@ -13,9 +13,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "devices",
-		usage: "[-ext]",
-		short: "list Vulkan devices, their capabilities and fingerprints; * marks the one vkc would use",
+		name:    "devices",
+		usage:   "[-ext]",
+		short:   "list Vulkan devices, their capabilities and fingerprints; * marks the one vkc would use",
+		example: "vkc devices -ext",
 		flags: func(fs *flag.FlagSet) func(args []string) error {
 			ext := fs.Bool("ext", false, "also list each device's extensions")
 			validate := fs.Bool("validate", false, "enable the Khronos validation layer while querying")

@@ -14,9 +14,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "dot",
-		usage: "model.yaml [-f FUNCTION] [--fused] [-o graph.dot]",
-		short: "draw a function of a model as a Graphviz DOT graph (one cluster per repeated layer)",
+		name:    "dot",
+		usage:   "model.yaml [-f FUNCTION] [--fused] [-o graph.dot]",
+		short:   "draw a function of a model as a Graphviz DOT graph (one cluster per repeated layer)",
+		example: "vkc dot examples/tinyllama/model.yaml -f decode -o decode.dot",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to draw (default: the model's first)")
 			out := fs.String("o", "", "write the DOT text to this file (default: standard output)")

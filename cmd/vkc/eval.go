@@ -25,9 +25,10 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
 func init() {
 	register(&command{
-		name:  "eval",
-		usage: "model.yaml -f FUNCTION --input NAME=VALUE ... [--state-from FILE] [-o OUT] [--state-to FILE] [--greedy N]",
-		short: "run a function of a model in the reference interpreter",
+		name:    "eval",
+		usage:   "model.yaml -f FUNCTION --input NAME=VALUE ... [--state-from FILE] [-o OUT] [--state-to FILE] [--greedy N]",
+		short:   "run a function of a model in the reference interpreter",
+		example: "vkc eval examples/tinyllama/model.yaml -f decode --input tokens=37 --input pos=0 --greedy 4",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to run (default: the model's first)")
 			var inputs multiFlag

@@ -14,9 +14,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "inspect",
-		usage: "[-check-device] plan.bin",
-		short: "describe a compiled plan: device, memory, functions and their dispatches, kernels, rules, candidates",
+		name:    "inspect",
+		usage:   "[-check-device] plan.bin",
+		short:   "describe a compiled plan: device, memory, functions and their dispatches, kernels, rules, candidates",
+		example: "vkc inspect tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			check := fs.Bool("check-device", false, "also say whether the plan runs on the device vkc would use here (VKC_DEVICE or the best one)")
 			device := fs.String("device", "", "with -check-device: the device to check against, by index or name substring")

@@ -17,9 +17,10 @@ import (
 
 // command is one vkc subcommand.
 type command struct {
-	name  string
-	usage string // one line: arguments after the command name
-	short string // one line: what it does
+	name    string
+	usage   string // one line: arguments after the command name
+	short   string // one line: what it does
+	example string // one line: a whole command line that works, "vkc bench tinyllama.plan -f decode"
 	// run parses args with fs (already carrying the command's flags) and does the work.
 	// A returned usageError prints the usage and exits 2; any other error exits 1.
 	flags func(fs *flag.FlagSet) func(args []string) error
@@ -55,7 +56,48 @@ func mainUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].short)
 	}
-	fmt.Fprintln(w, "\nRun 'vkc <command> -h' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'vkc help <command>' or 'vkc <command> -h' for the flags of a command.")
+}
+
+// newFlagSet makes c's flag set, with the usage that -h and 'vkc help c' print: the usage line,
+// what the command does, an example and every flag.
+func newFlagSet(c *command, stdout, stderr io.Writer) (*flag.FlagSet, func(args []string) error) {
+	fs := flag.NewFlagSet("vkc "+c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: vkc %s %s\n\n%s\n", c.name, c.usage, c.short)
+		if c.example != "" {
+			fmt.Fprintf(fs.Output(), "\nexample:\n  %s\n", c.example)
+		}
+		fmt.Fprintf(fs.Output(), "\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if c.flagsOut != nil {
+		return fs, c.flagsOut(fs, stdout)
+	}
+	return fs, c.flags(fs)
+}
+
+// help is 'vkc help [COMMAND]': the command's usage, flags and example on stdout, or the list of
+// commands.
+func help(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		mainUsage(stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok || len(args) > 1 {
+		if ok {
+			fmt.Fprintf(stderr, "vkc help: want one command, got %q\n\n", args)
+		} else {
+			fmt.Fprintf(stderr, "vkc help: unknown command %q\n\n", args[0])
+		}
+		mainUsage(stderr)
+		return 2
+	}
+	fs, _ := newFlagSet(c, stdout, stdout)
+	fs.Usage()
+	return 0
 }
 
 func main() {
@@ -80,12 +122,15 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		mainUsage(stdout)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "help" {
+		return help(args[1:], stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -93,18 +138,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		mainUsage(stderr)
 		return 2
 	}
-	fs := flag.NewFlagSet("vkc "+c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: vkc %s %s\n\n%s\n\nflags:\n", c.name, c.usage, c.short)
-		fs.PrintDefaults()
-	}
-	var do func(args []string) error
-	if c.flagsOut != nil {
-		do = c.flagsOut(fs, stdout)
-	} else {
-		do = c.flags(fs)
-	}
+	fs, do := newFlagSet(c, stdout, stderr)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

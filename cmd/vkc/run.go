@@ -18,9 +18,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "run",
-		usage: "plan.bin -f NAME --input name=FILE... [-o out.safetensors|out.npy|DIR]  |  plan.bin --prompt-ids 1,2,3 --steps N",
-		short: "run a function of a compiled plan on inputs, or generate tokens greedily with a causal language model",
+		name:    "run",
+		usage:   "plan.bin -f NAME --input name=FILE... [-o out.safetensors|out.npy|DIR]  |  plan.bin --prompt-ids 1,2,3 --steps N",
+		short:   "run a function of a compiled plan on inputs, or generate tokens greedily with a causal language model",
+		example: "vkc run tinyllama.plan --prompt-ids 37,235,140,72 --steps 8",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to run")
 			var inputs multiFlag

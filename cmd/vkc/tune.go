@@ -18,9 +18,10 @@ import (
 
 func init() {
 	register(&command{
-		name:  "tune",
-		usage: "(model.yaml [-budget D] [-f fn,...] [-device D] | -list | -clear) [-tune-db PATH]",
-		short: "tune a model's kernels on the device into the tuning database, or show or clear the database",
+		name:    "tune",
+		usage:   "(model.yaml [-budget D] [-f fn,...] [-device D] | -list | -clear) [-tune-db PATH]",
+		short:   "tune a model's kernels on the device into the tuning database, or show or clear the database",
+		example: "vkc tune examples/tinyllama/model.yaml -budget 30s",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			list := fs.Bool("list", false, "list the database's searches: device, compiler, template, problem, best configuration and time")
 			clear := fs.Bool("clear", false, "remove the database, so the next compile measures every kernel again")
