@@ -35,7 +35,8 @@ func (b *Builder) Erf(x Value) Value {
 		return b.Convert(b.Erf(b.Convert(x, Vec(F32, x.t.Len()))), x.t)
 	}
 	c := func(v float32) Value { return b.Const(x.t, float64(v)) }
-	x = b.Clamp(x, c(-4), c(4))
+	in := x
+	x = b.Clamp(x, c(-4), c(4)) // FClamp of a NaN is undefined: the NaN is put back at the end
 	x2 := b.Mul(x, x)
 	p := c(erfP[0])
 	for _, k := range erfP[1:] {
@@ -45,7 +46,7 @@ func (b *Builder) Erf(x Value) Value {
 	for _, k := range erfQ[1:] {
 		q = b.Fma(q, x2, c(k))
 	}
-	return b.Div(b.Mul(x, p), q)
+	return b.Select(b.IsNaN(in), in, b.Div(b.Mul(x, p), q))
 }
 
 // ErfF32 computes, in float32, the same operation sequence Builder.Erf emits; tests of kernels use it

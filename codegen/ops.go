@@ -465,23 +465,22 @@ func (b *Builder) Tanh(x Value) Value { return b.ext("Tanh", glslTanh, isFloat, 
 // Floor rounds toward negative infinity.
 func (b *Builder) Floor(x Value) Value { return b.ext("Floor", glslFloor, isFloat, x) }
 
-// Pow is x^y.
-func (b *Builder) Pow(x, y Value) Value { return b.ext("Pow", glslPow, isFloat, x, y) }
-
 // Fma is x*y + z.
 func (b *Builder) Fma(x, y, z Value) Value { return b.ext("Fma", glslFma, isFloat, x, y, z) }
 
-// Min is the smaller of x and y.
+// Min is the smaller of x and y; for a NaN operand of a float it may give either operand (SPIR-V's
+// FMin). MinOrNaN propagates NaN.
 func (b *Builder) Min(x, y Value) Value {
 	return b.ext("Min", pickExt(x.t, glslFMin, glslSMin, glslUMin), isNumeric, x, y)
 }
 
-// Max is the larger of x and y.
+// Max is the larger of x and y; for a NaN operand of a float it may give either operand (SPIR-V's
+// FMax). MaxOrNaN propagates NaN.
 func (b *Builder) Max(x, y Value) Value {
 	return b.ext("Max", pickExt(x.t, glslFMax, glslSMax, glslUMax), isNumeric, x, y)
 }
 
-// Clamp is min(max(x, lo), hi).
+// Clamp is min(max(x, lo), hi); undefined for a NaN x (SPIR-V's FClamp).
 func (b *Builder) Clamp(x, lo, hi Value) Value {
 	return b.ext("Clamp", pickExt(x.t, glslFClamp, glslSClamp, glslUClamp), isNumeric, x, lo, hi)
 }

@@ -209,7 +209,7 @@ func emitNode(b *codegen.Builder, n FusedNode, vals, in []codegen.Value) codegen
 		x := arg(0)
 		return b.Div(x, b.Add(c(1), b.Exp(b.Neg(x))))
 	case ir.Relu:
-		return b.Max(arg(0), c(0))
+		return b.MaxOrNaN(arg(0), c(0)) // relu(NaN) is NaN, as in the interpreter
 	case ir.Gelu:
 		x := arg(0)
 		return b.Mul(b.Mul(c(0.5), x), b.Add(c(1), b.Erf(b.Mul(x, c(1/math.Sqrt2)))))
@@ -232,7 +232,7 @@ func emitNode(b *codegen.Builder, n FusedNode, vals, in []codegen.Value) codegen
 			}
 			return x
 		}
-		return b.Convert(x, ct)
+		return b.ConvertSat(x, ct) // float → int saturates, NaN → 0, as the interpreter's cast
 	case ir.Add:
 		return b.Add(arg(0), arg(1))
 	case ir.Sub:
@@ -242,9 +242,9 @@ func emitNode(b *codegen.Builder, n FusedNode, vals, in []codegen.Value) codegen
 	case ir.Div:
 		return b.Div(arg(0), arg(1))
 	case ir.Maximum:
-		return b.Max(arg(0), arg(1))
+		return b.MaxOrNaN(arg(0), arg(1))
 	case ir.Minimum:
-		return b.Min(arg(0), arg(1))
+		return b.MinOrNaN(arg(0), arg(1))
 	case ir.Pow:
 		return b.Pow(arg(0), arg(1))
 	case ir.Eq:

@@ -769,11 +769,13 @@ func evalConv1d(c *ctx, n *ir.Node, a []*val) (*val, error) {
 				for ci := 0; ci < cpg; ci++ {
 					ch := g*cpg + ci
 					for rr := 0; rr < kw; rr++ {
-						idx := tt*st + rr*dil - pad
-						if idx < 0 || idx >= l {
-							continue
+						// Zero padding is a zero operand, not a skipped tap: a weight of
+						// ±Inf or NaN against it gives NaN, as with torch's padded input.
+						xv := 0.0
+						if idx := tt*st + rr*dil - pad; idx >= 0 && idx < l {
+							xv = x.d[(b*cin+ch)*l+idx]
 						}
-						s += w.d[(o*cpg+ci)*kw+rr] * x.d[(b*cin+ch)*l+idx]
+						s += w.d[(o*cpg+ci)*kw+rr] * xv
 					}
 				}
 				d[(b*cout+o)*lout+tt] = s
