@@ -6,14 +6,22 @@ package ir
 import (
 	"fmt"
 	"math"
+	"strings"
 
+	"github.com/vkc-project/vkc/ir/quant"
 	"github.com/x448/float16"
 )
 
 // DType is an element type.
 //
-// Bool is the result of comparisons; it is one byte per element in host tensors. Block-quantized
-// weight formats (Q8_0, Q4_K) will be added as further DTypes whose Size is per block.
+// Bool is the result of comparisons; it is one byte per element in host tensors.
+//
+// The block-quantized dtypes (Q4_0 … Q8_K) are ggml's weight formats (package ir/quant has
+// their layouts and reference dequantizers). They are valid for parameters only, as the
+// weight operand of linear, matmul (b) and rmsnorm_linear, the table of embedding, and the
+// operands of concat (weights merged row-wise); every other op rejects them (Infer). A tensor
+// of such a dtype holds ggml's blocks byte for byte; its innermost (last) dimension is a
+// whole number of blocks, and its elements are the values ggml's dequantizer gives.
 type DType uint8
 
 const (
@@ -24,9 +32,53 @@ const (
 	I32
 	U32
 	Bool
+	Q4_0
+	Q4_1
+	Q5_0
+	Q5_1
+	Q8_0
+	Q4_K
+	Q5_K
+	Q6_K
+	Q8_K
 )
 
-var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U32: "u32", Bool: "bool"}
+var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U32: "u32", Bool: "bool",
+	Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q8_0: "q8_0", Q4_K: "q4_k", Q5_K: "q5_k", Q6_K: "q6_k", Q8_K: "q8_k"}
+
+// quantFormats maps the block-quantized dtypes to their formats.
+var quantFormats = map[DType]*quant.Format{Q4_0: quant.Q4_0, Q4_1: quant.Q4_1, Q5_0: quant.Q5_0, Q5_1: quant.Q5_1,
+	Q8_0: quant.Q8_0, Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, Q8_K: quant.Q8_K}
+
+// Format is d's storage format in quant's table: the block layout and reference dequantizer of a
+// block-quantized dtype, the plain format of f32, f16 and bf16, or nil (integers and bool).
+func (d DType) Format() *quant.Format {
+	switch d {
+	case F32:
+		return quant.FormatF32
+	case F16:
+		return quant.FormatF16
+	case BF16:
+		return quant.FormatBF16
+	}
+	return quantFormats[d]
+}
+
+// Quantized reports whether d is a block-quantized weight format.
+func (d DType) Quantized() bool { return quantFormats[d] != nil }
+
+// QuantizedDTypes lists the block-quantized dtypes in order.
+func QuantizedDTypes() []DType { return []DType{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K} }
+
+// DTypeOfFormat returns the dtype stored in format f (f32, f16, bf16 or a block format).
+func DTypeOfFormat(f *quant.Format) (DType, bool) {
+	for d := F32; d <= Q8_K; d++ {
+		if d.Format() == f && f != nil {
+			return d, true
+		}
+	}
+	return InvalidDType, false
+}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -35,7 +87,8 @@ func (d DType) String() string {
 	return fmt.Sprintf("dtype(%d)", d)
 }
 
-// Size is the number of bytes of one element.
+// Size is the number of bytes of one element; 0 for the block-quantized dtypes, whose elements
+// share blocks (Type.Bytes gives their storage).
 func (d DType) Size() int {
 	switch d {
 	case F32, I32, U32:
@@ -54,14 +107,19 @@ func (d DType) IsFloat() bool { return d == F32 || d == F16 || d == BF16 }
 // IsInt reports whether d is an integer type.
 func (d DType) IsInt() bool { return d == I32 || d == U32 }
 
-// ParseDType parses "f32", "f16", "bf16", "i32", "u32" or "bool".
+// ParseDType parses "f32", "f16", "bf16", "i32", "u32", "bool" or a block-quantized weight
+// format ("q8_0", "q4_k", …; valid for parameters only).
 func ParseDType(s string) (DType, error) {
 	for i, n := range dtypeNames {
 		if i != 0 && n == s {
 			return DType(i), nil
 		}
 	}
-	return InvalidDType, fmt.Errorf("unknown dtype %q (want f32, f16, bf16, i32, u32 or bool)", s)
+	var q []string
+	for _, d := range QuantizedDTypes() {
+		q = append(q, d.String())
+	}
+	return InvalidDType, fmt.Errorf("unknown dtype %q (want f32, f16, bf16, i32, u32 or bool, or for a parameter one of %s)", s, strings.Join(q, ", "))
 }
 
 // F16Bits converts f to IEEE half precision, rounding to nearest even (x448/float16; checked

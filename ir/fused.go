@@ -37,7 +37,7 @@ func init() {
 			}
 			return []Type{out[0], out[0]}, nil
 		}})
-	def(RMSNormLinear, OpInfo{Name: "rmsnorm_linear", Kind: KindMatmul, MinArgs: 3, MaxArgs: 3, Fused: true, Attrs: []AttrSpec{eps},
+	def(RMSNormLinear, OpInfo{Name: "rmsnorm_linear", Kind: KindMatmul, MinArgs: 3, MaxArgs: 3, Fused: true, Attrs: []AttrSpec{eps}, WeightArgs: []int{2},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			if _, err := normInfer(args[:2]); err != nil {
 				return nil, err

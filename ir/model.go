@@ -149,6 +149,9 @@ func parseModel(file string, src []byte, dir string, opt ParseOptions) (*Model, 
 		if err != nil || n.Kind != yaml.ScalarNode {
 			return nil, p.errAt(n, "dtype", "%v", err)
 		}
+		if d.Quantized() {
+			return nil, p.errAt(n, "dtype", "the default dtype cannot be %s (it applies to state too); give block-quantized dtypes per parameter", d)
+		}
 		p.dtype = d
 	}
 	steps := []struct {
@@ -487,6 +490,14 @@ func (p *modelParser) parseDecls(n *yaml.Node, section string, isParam bool) err
 			}
 		} else if t, err = p.parseType(v, p.dtype, p.lookupDim); err != nil {
 			return p.errAt(v, ctx, "%v", err)
+		}
+		if t.DType.Quantized() {
+			if !isParam {
+				return p.errAt(v, ctx, "state cannot be %s: block-quantized dtypes are for parameters (weights) only", t.DType)
+			}
+			if err := t.CheckBlocks(); err != nil {
+				return p.errAt(v, ctx, "%v", err)
+			}
 		}
 		for _, name := range names {
 			if what := p.nameTaken(name); what != "" {

@@ -92,6 +92,9 @@ func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, e
 			if err != nil {
 				return p.errAt(iv, ictx, "%v", err)
 			}
+			if t.DType.Quantized() {
+				return p.errAt(iv, ictx, "an input cannot be %s: block-quantized dtypes are for parameters (weights) only", t.DType)
+			}
 			fb.b.At(p.pos(ik))
 			val, err := fb.b.Input(k, t)
 			if err != nil {

@@ -77,7 +77,7 @@ func (p *modelParser) parseWeightSpec(n *yaml.Node) error {
 		return p.errAt(n, "weights", "give either file or init, not both (a parameter's own init overrides the file)")
 	}
 	if w.file == "" && w.init == "" {
-		return p.errAt(n, "weights", "give file (a safetensors file) or init (random, zeros or ones)")
+		return p.errAt(n, "weights", "give file (a safetensors or GGUF file) or init (random, zeros or ones)")
 	}
 	if namesNode != nil {
 		if w.file == "" {
@@ -162,14 +162,14 @@ func (p *modelParser) loadWeights() error {
 		d := p.m.Params[0]
 		return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: errors.New("the model declares parameters but has no weights section (weights: {file: ...} or {init: random, seed: ...})")}
 	}
-	var sf *SafetensorsFile
+	var sf weightFile
 	if w.file != "" {
 		path := w.file
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(p.dir, path)
 		}
 		var err error
-		sf, err = OpenSafetensors(path)
+		sf, err = openWeightFile(path)
 		if err != nil {
 			return p.errAt(w.node, "weights", "%v", err)
 		}
@@ -186,9 +186,9 @@ func (p *modelParser) loadWeights() error {
 			if mapped, ok := w.names[d.Name]; ok {
 				name = mapped
 			}
-			if _, ok := sf.Entries[name]; !ok {
+			if !sf.Has(name) {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
-					Err: fmt.Errorf("missing weight: %s has no tensor %q%s", filepath.Base(sf.Path), name, sf.Similar(name))}
+					Err: fmt.Errorf("missing weight: %s has no tensor %q%s", filepath.Base(sf.Name()), name, sf.Similar(name))}
 			}
 			t, err := sf.Read(name)
 			if err != nil {
@@ -196,13 +196,21 @@ func (p *modelParser) loadWeights() error {
 			}
 			if !t.Type.Shape.Equal(d.Type.Shape) {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
-					Err: fmt.Errorf("declared %s but %s in %s is %s", d.Type.Shape, name, filepath.Base(sf.Path), t.Type.Shape)}
+					Err: fmt.Errorf("declared %s but %s in %s is %s", d.Type.Shape, name, filepath.Base(sf.Name()), t.Type.Shape)}
 			}
 			if t.Type.DType != d.Type.DType {
+				if d.Type.DType.Quantized() {
+					return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
+						Err: fmt.Errorf("declared %s but %s in %s is %s; vkc does not quantize (declare %s, or a float dtype to dequantize it)", d.Type.DType, name, filepath.Base(w.file), t.Type.DType, t.Type.DType)}
+				}
 				t = t.Convert(d.Type.DType)
 			}
 			p.m.Weights[d.Name] = t
 			continue
+		}
+		if d.Type.DType.Quantized() {
+			return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
+				Err: fmt.Errorf("a %s parameter comes from a weight file; init %s cannot make quantized blocks", d.Type.DType, kind)}
 		}
 		scale := w.scale
 		if own && init.hasScale {

@@ -1,6 +1,9 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Op identifies an operation. The table opTable gives each its name, arity, attributes and
 // shape/dtype inference; adding an op means adding a constant and a table row (and a reference
@@ -118,6 +121,11 @@ type OpInfo struct {
 	Composite bool
 	// Fused ops are introduced by rewrite rules, never written in models (see fused.go).
 	Fused bool
+	// WeightArgs lists the arguments that may be block-quantized weights (a linear's W, an
+	// embedding's table); AllWeightArgs lets every argument be one (concat merges weights).
+	// Infer rejects a block-quantized argument anywhere else.
+	WeightArgs    []int
+	AllWeightArgs bool
 	// infer computes the output types from the (checked) attributes and argument types.
 	infer func(a Attrs, args []Type) ([]Type, error)
 }
@@ -195,9 +203,41 @@ func Infer(op Op, a Attrs, args []Type) (Attrs, []Type, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkWeightArgs(info, args); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", info.Name, err)
+	}
 	outs, err := info.infer(a, args)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", info.Name, err)
 	}
 	return a, outs, nil
+}
+
+// checkWeightArgs enforces that block-quantized tensors appear only where the op takes a weight
+// (OpInfo.WeightArgs), with a shape their blocks tile.
+func checkWeightArgs(info *OpInfo, args []Type) error {
+	for i, t := range args {
+		if !t.DType.Quantized() {
+			continue
+		}
+		ok := info.AllWeightArgs
+		for _, w := range info.WeightArgs {
+			ok = ok || w == i
+		}
+		if !ok {
+			what := "no argument"
+			if len(info.WeightArgs) > 0 {
+				var n []string
+				for _, w := range info.WeightArgs {
+					n = append(n, fmt.Sprint(w+1))
+				}
+				what = "only argument " + strings.Join(n, ", ")
+			}
+			return fmt.Errorf("argument %d is %s, a block-quantized weight; %s takes %s as a quantized weight (dequantize with cast first)", i+1, t, info.Name, what)
+		}
+		if err := t.CheckBlocks(); err != nil {
+			return fmt.Errorf("argument %d: %w", i+1, err)
+		}
+	}
+	return nil
 }

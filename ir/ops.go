@@ -43,12 +43,17 @@ func init() {
 	def(Neg, OpInfo{Name: "neg", Kind: KindUnary, MinArgs: 1, MaxArgs: 1, infer: unarySigned})
 	def(Abs, OpInfo{Name: "abs", Kind: KindUnary, MinArgs: 1, MaxArgs: 1, infer: unarySigned})
 	def(Relu, OpInfo{Name: "relu", Kind: KindUnary, MinArgs: 1, MaxArgs: 1, infer: unarySigned})
-	def(Cast, OpInfo{Name: "cast", Kind: KindUnary, MinArgs: 1, MaxArgs: 1,
+	// cast of a block-quantized weight dequantizes it (exactly, then rounds to the target);
+	// nothing casts to a block format (vkc has no quantizer).
+	def(Cast, OpInfo{Name: "cast", Kind: KindUnary, MinArgs: 1, MaxArgs: 1, WeightArgs: []int{0},
 		Attrs: []AttrSpec{{Name: "to", Kind: AttrString, Required: true}},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			d, err := ParseDType(a.String("to", ""))
 			if err != nil {
 				return nil, err
+			}
+			if d.Quantized() {
+				return nil, fmt.Errorf("cannot cast to %s: block-quantized dtypes come only from weight files", d)
 			}
 			return one(Type{d, args[0].Shape.Clone()}), nil
 		}})
@@ -150,10 +155,10 @@ func init() {
 	def(LayerNorm, OpInfo{Name: "layernorm", Kind: KindNorm, MinArgs: 3, MaxArgs: 3, Composite: true, Attrs: eps,
 		infer: func(a Attrs, args []Type) ([]Type, error) { return normInfer(args) }})
 
-	def(Matmul, OpInfo{Name: "matmul", Kind: KindMatmul, MinArgs: 2, MaxArgs: 2,
+	def(Matmul, OpInfo{Name: "matmul", Kind: KindMatmul, MinArgs: 2, MaxArgs: 2, WeightArgs: []int{1},
 		Attrs: []AttrSpec{{Name: "ta", Kind: AttrBool, Default: false}, {Name: "tb", Kind: AttrBool, Default: false}},
 		infer: matmulInfer})
-	def(Linear, OpInfo{Name: "linear", Kind: KindMatmul, MinArgs: 2, MaxArgs: 3, Composite: true, infer: linearInfer})
+	def(Linear, OpInfo{Name: "linear", Kind: KindMatmul, MinArgs: 2, MaxArgs: 3, Composite: true, WeightArgs: []int{1}, infer: linearInfer})
 
 	def(Reshape, OpInfo{Name: "reshape", Kind: KindLayout, MinArgs: 1, MaxArgs: 1,
 		Attrs: []AttrSpec{{Name: "shape", Kind: AttrInts, Required: true}},
@@ -194,7 +199,9 @@ func init() {
 			s[ax] = n
 			return one(Type{x.DType, s}), nil
 		}})
-	def(Concat, OpInfo{Name: "concat", Kind: KindLayout, MinArgs: 1, MaxArgs: 1 << 20,
+	// concat takes block-quantized weights (merge-linears joins W1 and W2 row-wise): blocks tile
+	// the last axis of every part, so joining whole rows or whole row segments keeps them whole.
+	def(Concat, OpInfo{Name: "concat", Kind: KindLayout, MinArgs: 1, MaxArgs: 1 << 20, AllWeightArgs: true,
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: 0}},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			first := args[0]
@@ -227,7 +234,8 @@ func init() {
 			return one(Type{args[0].DType, want.Clone()}), nil
 		}})
 
-	def(Embedding, OpInfo{Name: "embedding", Kind: KindOther, MinArgs: 2, MaxArgs: 2,
+	// embedding of a block-quantized table gives f32 rows (ggml's get_rows dequantizes to f32).
+	def(Embedding, OpInfo{Name: "embedding", Kind: KindOther, MinArgs: 2, MaxArgs: 2, WeightArgs: []int{0},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			tab, ids := args[0], args[1]
 			if tab.Shape.Rank() != 2 {
@@ -237,7 +245,11 @@ func init() {
 				return nil, fmt.Errorf("ids must be i32 or u32, got %s", ids)
 			}
 			s := append(ids.Shape.Clone(), tab.Shape[1])
-			return one(Type{tab.DType, s}), nil
+			d := tab.DType
+			if d.Quantized() {
+				d = F32
+			}
+			return one(Type{d, s}), nil
 		}})
 	def(Rope, OpInfo{Name: "rope", Kind: KindOther, MinArgs: 2, MaxArgs: 2, Composite: true,
 		Attrs: []AttrSpec{{Name: "theta", Kind: AttrFloat, Default: 10000.0}, {Name: "mode", Kind: AttrString, Default: "half"},
@@ -400,8 +412,11 @@ func matmulInfer(a Attrs, args []Type) ([]Type, error) {
 	if x.Shape.Rank() < 2 || y.Shape.Rank() < 2 {
 		return nil, fmt.Errorf("operands must have rank ≥ 2, got %s and %s", x, y)
 	}
-	if !x.DType.IsFloat() || !y.DType.IsFloat() {
+	if !x.DType.IsFloat() || !y.DType.IsFloat() && !y.DType.Quantized() {
 		return nil, fmt.Errorf("operands must be float, got %s and %s", x, y)
+	}
+	if y.DType.Quantized() && y.Shape.Rank() != 2 {
+		return nil, fmt.Errorf("a block-quantized b must be a matrix, got %s", y)
 	}
 	rx, ry := x.Shape.Rank(), y.Shape.Rank()
 	m, k := x.Shape[rx-2], x.Shape[rx-1]
@@ -431,7 +446,7 @@ func linearInfer(a Attrs, args []Type) ([]Type, error) {
 	if w.Shape[1] != in {
 		return nil, fmt.Errorf("W %s does not take inputs of width %d from %s", w, in, x)
 	}
-	if !x.DType.IsFloat() || !w.DType.IsFloat() {
+	if !x.DType.IsFloat() || !w.DType.IsFloat() && !w.DType.Quantized() {
 		return nil, fmt.Errorf("operands must be float, got %s and %s", x, w)
 	}
 	if len(args) == 3 {

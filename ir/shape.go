@@ -103,8 +103,35 @@ type Type struct {
 // T is shorthand for a Type.
 func T(d DType, dims ...int) Type { return Type{d, Shape(dims)} }
 
-// Bytes is the size of a tensor of this type.
-func (t Type) Bytes() int { return t.Shape.NumElements() * t.DType.Size() }
+// Bytes is the size of a tensor of this type. A block-quantized type stores its last axis in
+// whole blocks (CheckBlocks); for one that does not, Bytes is 0.
+func (t Type) Bytes() int {
+	if f := quantFormats[t.DType]; f != nil {
+		n, err := f.Bytes(t.Shape)
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	return t.Shape.NumElements() * t.DType.Size()
+}
+
+// CheckBlocks reports whether a block-quantized type has a shape its blocks tile: rank ≥ 1
+// and a last axis that is a whole number of blocks (ggml's blocks never cross a row). Other
+// types always pass.
+func (t Type) CheckBlocks() error {
+	f := quantFormats[t.DType]
+	if f == nil {
+		return nil
+	}
+	if t.Shape.Rank() == 0 {
+		return fmt.Errorf("%s: a block-quantized tensor needs at least one axis", t)
+	}
+	if n := t.Shape[t.Shape.Rank()-1]; n%f.BlockElems != 0 {
+		return fmt.Errorf("%s: the last axis (%d) is not a whole number of %s blocks of %d elements", t, n, f.Name, f.BlockElems)
+	}
+	return nil
+}
 
 // Equal reports whether the dtypes and shapes are equal.
 func (t Type) Equal(u Type) bool { return t.DType == u.DType && t.Shape.Equal(u.Shape) }

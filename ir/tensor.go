@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/vkc-project/vkc/ir/quant"
 )
 
 // Tensor is a host tensor: a type and its elements, little-endian in the dtype's encoding.
@@ -51,10 +53,19 @@ func (x *Tensor) Float64(i int) float64 {
 		}
 		return 0
 	}
+	if f := quantFormats[x.Type.DType]; f != nil {
+		// The block holding element i: blocks tile each row (the last axis) in order, so the
+		// flat index i is in block i/BlockElems.
+		var y [quant.MaxBlockElems]float32
+		b := i / f.BlockElems
+		f.DequantizeBlock(d[b*f.BlockBytes:], y[:])
+		return float64(y[i%f.BlockElems])
+	}
 	panic("ir: Float64 of " + x.Type.DType.String())
 }
 
-// SetFloat64 stores v into element i, rounding to the dtype.
+// SetFloat64 stores v into element i, rounding to the dtype. Block-quantized dtypes cannot be
+// set element by element (vkc has no quantizer): it panics for them.
 func (x *Tensor) SetFloat64(i int, v float64) {
 	d := x.Data
 	switch x.Type.DType {
@@ -79,8 +90,20 @@ func (x *Tensor) SetFloat64(i int, v float64) {
 	}
 }
 
-// Float64s returns all elements as float64.
+// Float64s returns all elements as float64 (a block-quantized tensor dequantized exactly as
+// ggml does, each value exact in float32).
 func (x *Tensor) Float64s() []float64 {
+	if f := quantFormats[x.Type.DType]; f != nil {
+		y := make([]float32, x.NumElements())
+		if err := f.Dequantize(x.Data, y); err != nil {
+			panic("ir: " + x.Type.String() + ": " + err.Error())
+		}
+		out := make([]float64, len(y))
+		for i, v := range y {
+			out[i] = float64(v)
+		}
+		return out
+	}
 	out := make([]float64, x.NumElements())
 	for i := range out {
 		out[i] = x.Float64(i)
@@ -88,7 +111,8 @@ func (x *Tensor) Float64s() []float64 {
 	return out
 }
 
-// Convert returns x converted to dtype d (same shape).
+// Convert returns x converted to dtype d (same shape). A block-quantized x converts to any
+// other dtype (dequantized); d itself must not be block-quantized unless it is x's dtype.
 func (x *Tensor) Convert(d DType) *Tensor {
 	if d == x.Type.DType {
 		return &Tensor{Type: x.Type, Data: append([]byte(nil), x.Data...)}

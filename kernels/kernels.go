@@ -177,6 +177,11 @@ type Template struct {
 	// space), else an error saying why not.
 	Accepts func(p *Problem, caps Caps) error
 	Space   Space
+	// Quantized lists the block-quantized weight dtypes (ir.Q8_0, ir.Q4_K, …) the template
+	// reads. For offers it no problem with a block-quantized operand of another dtype, so a
+	// template written for f32/f16 never sees (and misreads) ggml's blocks; the lowering stage
+	// then dequantizes such a weight at compile time (lower's dequantization fallback).
+	Quantized []ir.DType
 	// Build realises p at configuration c. It may reject a configuration the space's predicates
 	// let through (an error naming the parameter); the tuner records it as invalid.
 	Build func(p *Problem, c Config, caps Caps) (*Launch, error)
@@ -209,7 +214,14 @@ func Templates() []*Template {
 func For(p *Problem, caps Caps) ([]*Template, error) {
 	var ok []*Template
 	var why []string
+	var quantWhy error
 	for _, t := range Templates() {
+		// Checked before Accepts, which a template written for float operands may not be
+		// ready to see ggml's blocks in.
+		if err := t.readsQuantized(p); err != nil {
+			quantWhy = err
+			continue
+		}
 		if err := t.Accepts(p, caps); err != nil {
 			if !errors.Is(err, ErrOtherOp) {
 				why = append(why, t.Name+": "+err.Error())
@@ -219,12 +231,33 @@ func For(p *Problem, caps Caps) ([]*Template, error) {
 		ok = append(ok, t)
 	}
 	if len(ok) == 0 {
+		if len(why) == 0 && quantWhy != nil {
+			return nil, fmt.Errorf("no kernel template implements %s: %v", p.Key(), quantWhy)
+		}
 		if len(why) == 0 {
 			return nil, fmt.Errorf("no kernel template implements %s", p.Key())
 		}
 		return nil, fmt.Errorf("no kernel template implements %s: %s", p.Key(), strings.Join(why, "; "))
 	}
 	return ok, nil
+}
+
+// readsQuantized rejects a problem with a block-quantized operand the template does not list in
+// Quantized.
+func (t *Template) readsQuantized(p *Problem) error {
+	for i, a := range p.Args {
+		if !a.DType.Quantized() {
+			continue
+		}
+		ok := false
+		for _, d := range t.Quantized {
+			ok = ok || d == a.DType
+		}
+		if !ok {
+			return fmt.Errorf("operand %d is %s, and no template of this op reads %s weights", i+1, a, a.DType)
+		}
+	}
+	return nil
 }
 
 // ErrOtherOp is what Accepts returns (wrapped or not) for a problem of an op the template does

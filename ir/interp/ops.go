@@ -180,7 +180,7 @@ func init() {
 	impls[ir.Matmul] = evalMatmul
 	impls[ir.Linear] = evalLinear
 	impls[ir.Reshape] = func(c *ctx, n *ir.Node, a []*val) (*val, error) {
-		return &val{n.Type(), a[0].d}, nil
+		return &val{t: n.Type(), d: a[0].d}, nil
 	}
 	impls[ir.Transpose] = evalTranspose
 	impls[ir.Slice] = evalSlice
@@ -192,7 +192,7 @@ func init() {
 		for i, j := range idx {
 			d[i] = a[0].d[j]
 		}
-		return &val{t, d}, nil
+		return &val{t: t, d: d}, nil
 	}
 	impls[ir.Embedding] = evalEmbedding
 	impls[ir.Rope] = evalRope
@@ -232,7 +232,7 @@ func unary(f func(float64) float64, fi func(int64) int64) impl {
 			for i, x := range a[0].d {
 				d[i] = wrapInt(t.DType, fi(int64(x)))
 			}
-			return &val{t, d}, nil
+			return &val{t: t, d: d}, nil
 		}
 		for i, x := range a[0].d {
 			d[i] = f(x)
@@ -254,7 +254,7 @@ func binary(f func(x, y float64) float64, fi func(x, y int64) (int64, error)) im
 				}
 				d[i] = wrapInt(t.DType, r)
 			}
-			return &val{t, d}, nil
+			return &val{t: t, d: d}, nil
 		}
 		for i := range d {
 			d[i] = f(a[0].d[ix[i]], a[1].d[iy[i]])
@@ -300,7 +300,7 @@ func compare(f func(x, y float64) bool) impl {
 				d[i] = 1
 			}
 		}
-		return &val{t, d}, nil
+		return &val{t: t, d: d}, nil
 	}
 }
 
@@ -544,7 +544,7 @@ func evalTranspose(c *ctx, n *ir.Node, a []*val) (*val, error) {
 			coord[k] = 0
 		}
 	}
-	return &val{t, d}, nil
+	return &val{t: t, d: d}, nil
 }
 
 // evalSlice: start:end:step along one axis, negative bounds counting from the end and bounds
@@ -566,7 +566,7 @@ func evalSlice(c *ctx, n *ir.Node, a []*val) (*val, error) {
 			d = append(d, x.d[src:src+inner]...)
 		}
 	}
-	return &val{t, d}, nil
+	return &val{t: t, d: d}, nil
 }
 
 func evalConcat(c *ctx, n *ir.Node, a []*val) (*val, error) {
@@ -583,7 +583,22 @@ func evalConcat(c *ctx, n *ir.Node, a []*val) (*val, error) {
 			d = append(d, x.d[o*m*inner:(o+1)*m*inner]...)
 		}
 	}
-	return &val{t, d}, nil
+	v := &val{t: t, d: d}
+	if f := t.DType.Format(); t.DType.Quantized() {
+		// The blocks themselves, joined alike: each chunk of m·inner elements is a whole number
+		// of blocks (blocks tile the last axis of every part), so the result is ggml's blocks of
+		// the joined tensor and can be stored as a weight.
+		raw := make([]byte, 0, t.Bytes())
+		for o := 0; o < outer; o++ {
+			for _, x := range a {
+				_, m, inner := split(x.t.Shape, ax)
+				nb := m * inner / f.BlockElems * f.BlockBytes
+				raw = append(raw, x.raw.Data[o*nb:(o+1)*nb]...)
+			}
+		}
+		v.raw = &ir.Tensor{Type: t, Data: raw}
+	}
+	return v, nil
 }
 
 // evalEmbedding gathers rows of the table; an id outside 0..rows-1 is an error.
@@ -658,7 +673,7 @@ func evalCacheWrite(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	d := append([]float64(nil), st.d...)
 	row := len(st.d) / rows
 	copy(d[pos*row:], x.d)
-	return &val{n.Type(), d}, nil
+	return &val{t: n.Type(), d: d}, nil
 }
 
 // evalAttention is scaled dot-product attention with grouped-query heads: query head h reads

@@ -9,14 +9,30 @@ import (
 // val is an evaluated tensor: its type and its elements as float64, already rounded to the
 // dtype (so every element is exactly representable in it and the conversion to ir.Tensor is
 // lossless).
+//
+// A block-quantized value (a parameter, or a concat of them) keeps its blocks in raw too: d holds
+// the values ggml's dequantizer gives (exact in float32), and raw is what tensor() returns,
+// since there is no quantizer to go back from d.
 type val struct {
-	t ir.Type
-	d []float64
+	t   ir.Type
+	d   []float64
+	raw *ir.Tensor
 }
 
-func fromTensor(t *ir.Tensor) *val { return &val{t.Type, t.Float64s()} }
+func fromTensor(t *ir.Tensor) *val {
+	v := &val{t: t.Type, d: t.Float64s()}
+	if t.Type.DType.Quantized() {
+		v.raw = t
+	}
+	return v
+}
 
-func (v *val) tensor() *ir.Tensor { return ir.TensorFromFloat64s(v.t, v.d) }
+func (v *val) tensor() *ir.Tensor {
+	if v.raw != nil {
+		return v.raw
+	}
+	return ir.TensorFromFloat64s(v.t, v.d)
+}
 
 // newVal returns a value of type t with the elements of d rounded to t's dtype (d is reused).
 func newVal(t ir.Type, d []float64) *val {
@@ -24,7 +40,7 @@ func newVal(t ir.Type, d []float64) *val {
 	for i, x := range d {
 		d[i] = r(x)
 	}
-	return &val{t, d}
+	return &val{t: t, d: d}
 }
 
 // rounder returns the function that maps a float64 to the nearest value of dtype d:

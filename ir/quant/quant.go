@@ -25,6 +25,10 @@ import (
 	"github.com/x448/float16"
 )
 
+// MaxBlockElems is the most elements a block of any format has (the K-quants' 256), so a caller
+// can dequantize one block into a fixed array.
+const MaxBlockElems = 256
+
 // Format is one storage format.
 type Format struct {
 	// Name is how model.yaml, plans and messages spell the format: "q4_k", "f16".

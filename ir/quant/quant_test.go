@@ -59,6 +59,9 @@ func TestSizes(t *testing.T) {
 		if f.GGML != ggml[f.Name] {
 			t.Errorf("%s: ggml type %d, want %d", f.Name, f.GGML, ggml[f.Name])
 		}
+		if f.BlockElems > MaxBlockElems {
+			t.Errorf("%s: %d elements per block, more than MaxBlockElems", f.Name, f.BlockElems)
+		}
 		if ByName(f.Name) != f || ByGGML(f.GGML) != f {
 			t.Errorf("%s: lookups do not find it", f.Name)
 		}
