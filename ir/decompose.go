@@ -284,6 +284,13 @@ func DecomposeAll(f *Function) (*Function, error) {
 		}
 		vals[in.V()] = v
 	}
+	if l := f.Length; l != nil {
+		v, err := b.At(l.Node.Pos).CopyLength(l)
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.Name, err)
+		}
+		vals[l.Node.V()] = v
+	}
 	for _, n := range f.Nodes {
 		b.At(n.Pos)
 		var v Value

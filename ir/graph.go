@@ -103,6 +103,9 @@ type Function struct {
 	Updates []StateUpdate
 	Nodes   []*Node // every node, topologically ordered
 	Pos     Pos
+	// Length, when not nil, is the function's run-time dimension (see Length): the function is
+	// built at its capacity and runs for any length up to it.
+	Length *Length
 }
 
 // Decl declares a parameter or a state tensor.

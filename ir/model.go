@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -89,6 +90,9 @@ type modelParser struct {
 	weights weightSpec
 	stmts   map[*yaml.Node]*statement // parsed body statements
 	limit   int                       // ParseOptions.MaxStatements
+	// mu serialises builds of functions at a run-time length (Function.At) after the parse,
+	// which share stmts.
+	mu sync.Mutex
 }
 
 var topKeys = []string{"model", "description", "dims", "dtype", "weights", "params", "state", "functions"}

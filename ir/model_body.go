@@ -28,6 +28,11 @@ type fnBuilder struct {
 	body *yaml.Node // the function's body, for messages
 	// steps counts statements and loop iterations against ParseOptions.MaxStatements.
 	steps int
+	// at is the value the function's run-time dimension takes, or 0 to build it at capacity
+	// with a length node (see Length); lengthName is that dimension, length its node.
+	at         int
+	lengthName string
+	length     Value
 }
 
 type loopVar struct {
@@ -50,10 +55,37 @@ func (p *modelParser) parseFunctions(n *yaml.Node) error {
 }
 
 func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, error) {
+	f, err := p.buildFunction(name, kn, v, 0)
+	if err != nil {
+		return nil, err
+	}
+	if l := f.Length; l != nil {
+		l.inst = &instances{build: func(n int) (*Function, error) {
+			// Builds share the parser's statement cache.
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.buildFunction(name, kn, v, n)
+		}}
+		if err := p.checkLength(f, kn); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// lengthRangeRE matches a run-time dimension's bounds, "1..512" (expressions allowed).
+var lengthRangeRE = regexp.MustCompile(`^\s*(.+?)\s*\.\.\s*(.+?)\s*$`)
+
+// buildFunction builds function name. A run-time dimension (dims: {seq: 1..512}) is built at its
+// capacity with a length node when at is 0, and as the constant at otherwise (Function.At).
+func (p *modelParser) buildFunction(name string, kn, v *yaml.Node, at int) (*Function, error) {
 	fb := &fnBuilder{p: p, name: name, b: NewBuilder(name), dims: map[string]int{},
-		vars: map[string]Value{}, inputs: map[string]bool{}, updated: map[string]Value{}}
+		vars: map[string]Value{}, inputs: map[string]bool{}, updated: map[string]Value{}, at: at}
 	fb.b.f.Pos = p.pos(kn)
 	ctx := "function " + name
+	if at > 0 {
+		ctx += fmt.Sprintf(" (at length %d)", at)
+	}
 	secs := map[string]*yaml.Node{}
 	if err := p.eachKey(v, ctx, functionKeys, func(k string, _, vv *yaml.Node) error {
 		secs[k] = vv
@@ -68,6 +100,9 @@ func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, e
 			}
 			if what := p.nameTaken(k); what != "" {
 				return p.errAt(dk, ctx+": dims: "+k, "duplicate name: %s is already %s", k, what)
+			}
+			if m := lengthRangeRE.FindStringSubmatch(dv.Value); dv.Kind == yaml.ScalarNode && m != nil {
+				return fb.lengthDim(k, dk, dv, m[1], m[2])
 			}
 			val, err := p.dimExpr(dv, fb.lookupStatic)
 			if err != nil {
@@ -131,6 +166,147 @@ func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, e
 		}
 	}
 	return fb.b.Function(), nil
+}
+
+// lengthDim declares the run-time dimension k with bounds lo..hi: at capacity (fb.at == 0) the
+// dimension is hi and the function gets its length node; at a length it is fb.at.
+func (fb *fnBuilder) lengthDim(k string, dk, dv *yaml.Node, lo, hi string) error {
+	p := fb.p
+	ctx := "function " + fb.name + ": dims: " + k
+	if fb.lengthName != "" {
+		return p.errAt(dk, ctx, "a function has one run-time dimension; %s is one already", fb.lengthName)
+	}
+	var bounds [2]int
+	for i, s := range []string{lo, hi} {
+		e, err := parseExprString(s)
+		if err != nil {
+			return p.errAt(dv, ctx, "bound %q: %v", s, err)
+		}
+		if bounds[i], err = intExpr(e, fb.lookupStatic); err != nil {
+			return p.errAt(dv, ctx, "bound %q: %v", s, err)
+		}
+	}
+	if bounds[0] < 1 || bounds[0] > bounds[1] {
+		return p.errAt(dv, ctx, "run-time bounds %d..%d: want 1 ≤ min ≤ max", bounds[0], bounds[1])
+	}
+	if bounds[1] > maxElements {
+		return p.errAt(dv, ctx, "run-time bound %d is too large", bounds[1])
+	}
+	fb.lengthName = k
+	if fb.at > 0 {
+		fb.dims[k] = fb.at
+		return nil
+	}
+	fb.dims[k] = bounds[1]
+	fb.b.At(p.pos(dk))
+	v, err := fb.b.Length(k, bounds[0], bounds[1])
+	if err != nil {
+		return p.errAt(dk, ctx, "%v", err)
+	}
+	fb.length = v
+	return nil
+}
+
+// isLength reports whether e is the bare name of the function's run-time dimension.
+func (fb *fnBuilder) isLength(e *expr) bool {
+	return fb.lengthName != "" && e.kind == eName && len(e.parts) == 1 && e.parts[0].e == nil && e.str == fb.lengthName &&
+		fb.vars[e.str].Node == nil
+}
+
+// mentionsLength reports whether the static expression e uses the run-time dimension.
+func (fb *fnBuilder) mentionsLength(e *expr) bool {
+	if fb.lengthName == "" || e == nil {
+		return false
+	}
+	switch e.kind {
+	case eName:
+		return e.str == fb.lengthName
+	case eNeg:
+		return fb.mentionsLength(e.l)
+	case eBin:
+		return fb.mentionsLength(e.l) || fb.mentionsLength(e.r)
+	case eCall, eList:
+		for _, a := range e.args {
+			if fb.mentionsLength(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lengthValue is the value a use of the run-time dimension denotes at capacity: the length
+// node. An expression of it is an error (its value would be computed at the capacity).
+func (fb *fnBuilder) lengthValue(e *expr) (Value, bool, error) {
+	if fb.at > 0 || fb.lengthName == "" {
+		return Value{}, false, nil
+	}
+	if fb.isLength(e) {
+		return fb.length, true, nil
+	}
+	if fb.isStatic(e) && fb.mentionsLength(e) {
+		return Value{}, true, fb.errf("column %d: %s uses the run-time length %s in arithmetic; use %s alone as a value (e.g. sub(%s, 1))", e.col, e, fb.lengthName, fb.lengthName, fb.lengthName)
+	}
+	return Value{}, false, nil
+}
+
+// checkLength records which inputs and outputs of f the run-time length sets, by building f at
+// another length and comparing the signatures, and checks the graph with LengthRows.
+func (p *modelParser) checkLength(f *Function, kn *yaml.Node) error {
+	l := f.Length
+	ctx := "function " + f.Name
+	probe := l.Max - 1
+	if probe < l.Min {
+		probe = l.Max
+	}
+	g, err := f.At(probe)
+	if err != nil {
+		return err
+	}
+	scales := func(what, name string, ct, pt Type) (bool, error) {
+		if ct.Equal(pt) {
+			return false, nil
+		}
+		r := ct.Shape.Rank()
+		ok := r > 0 && pt.Shape.Rank() == r && ct.DType == pt.DType && ct.Shape[0]%l.Max == 0 &&
+			pt.Shape[0] == ct.Shape[0]/l.Max*probe
+		for i := 1; ok && i < r; i++ {
+			ok = ct.Shape[i] == pt.Shape[i]
+		}
+		if !ok {
+			return false, fmt.Errorf("%s %s: the run-time length %s may set only the leading axis, as a multiple k·%s (it is %s at %s=%d and %s at %s=%d)",
+				what, name, l.Dim, l.Dim, ct, l.Dim, l.Max, pt, l.Dim, probe)
+		}
+		return true, nil
+	}
+	l.Inputs = make([]bool, len(f.Inputs))
+	any := false
+	for i, in := range f.Inputs {
+		b, err := scales("input", in.Name, in.Type(), g.Inputs[i].Type())
+		if err != nil {
+			return &SourceError{Pos: in.Pos, Context: ctx, Err: err}
+		}
+		l.Inputs[i], any = b, any || b
+	}
+	l.Outputs = make([]bool, len(f.Outputs))
+	for i, o := range f.Outputs {
+		b, err := scales("output", o.Name, o.Value.Type(), g.Outputs[i].Value.Type())
+		if err != nil {
+			return &SourceError{Pos: p.pos(kn), Context: ctx, Err: err}
+		}
+		l.Outputs[i] = b
+	}
+	if !any && l.Min < l.Max {
+		return &SourceError{Pos: p.pos(kn), Context: ctx, Err: fmt.Errorf("no input has the run-time length %s as its leading axis, so a run could not say its length", l.Dim)}
+	}
+	if _, err := LengthRows(f); err != nil {
+		if se, ok := err.(*SourceError); ok {
+			se.Context = ctx + ": " + se.Context
+			return se
+		}
+		return fmt.Errorf("%s: %s: %w", p.file, ctx, err)
+	}
+	return nil
 }
 
 func (fb *fnBuilder) nameTaken(name string) string {
@@ -218,6 +394,9 @@ func (fb *fnBuilder) block(n *yaml.Node) error {
 				e, err := parseExprString(s)
 				if err != nil {
 					return fb.errf("repeat bound %q: %v", s, err)
+				}
+				if fb.mentionsLength(e) {
+					return fb.errf("repeat bound %q depends on the run-time length %s; the graph cannot change with it", s, fb.lengthName)
 				}
 				if bounds[i], err = intExpr(e, fb.lookupStatic); err != nil {
 					return fb.errf("repeat bound %q: %v", s, err)
@@ -382,6 +561,9 @@ func (fb *fnBuilder) constant(e *expr, d DType) (Value, error) {
 
 // value builds the tensor an expression denotes. dtype is the dtype a bare constant takes.
 func (fb *fnBuilder) value(e *expr, dtype DType) (Value, error) {
+	if v, ok, err := fb.lengthValue(e); ok {
+		return v, err
+	}
 	if fb.isStatic(e) {
 		return fb.constant(e, dtype)
 	}
@@ -485,6 +667,13 @@ func (fb *fnBuilder) call(e *expr) (Value, error) {
 	var static []int
 	cdt := InvalidDType
 	for i, a := range e.args {
+		if v, ok, err := fb.lengthValue(a); ok {
+			if err != nil {
+				return Value{}, err
+			}
+			args[i] = v
+			continue
+		}
 		if fb.isStatic(a) {
 			static = append(static, i)
 			continue

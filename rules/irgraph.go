@@ -651,6 +651,13 @@ func (a *adapter) buildFunction(f *ir.Function, vals map[ir.Value]egraph.Id, xs 
 		}
 		inputs[in.Name] = v
 	}
+	if l := f.Length; l != nil {
+		v, err := b.At(l.Node.Pos).CopyLength(l)
+		if err != nil {
+			return nil, 0, err
+		}
+		inputs[l.Dim] = v
+	}
 	// Names: a class may hold several named nodes of f; the smallest name wins (deterministic).
 	names := map[egraph.Id]string{}
 	for id, n := range a.names {

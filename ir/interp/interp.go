@@ -30,7 +30,9 @@ type Env struct {
 
 // Eval evaluates every node of f in order and returns the outputs of each node (one tensor per
 // output: one for every op of the base set, two for add_rmsnorm). Each source must be present in env with exactly the
-// node's type; a missing or mistyped source is an error naming it. Eval does not look at f's
+// node's type; a missing or mistyped source is an error naming it. The run-time length node of a
+// bounded function (ir.Length) takes the capacity Max unless env.Inputs holds a value under its
+// name: Eval evaluates the graph as it is, so a run at another length is Run's (or f.At(n)'s). Eval does not look at f's
 // Outputs or Updates, so it also serves functions under construction (rule checks, kernel tests
 // that build a Function with ir.Builder and evaluate one node of it).
 //
@@ -168,7 +170,9 @@ type ctx struct {
 }
 
 // Run evaluates function fn of m once. Parameters come from m.Weights. inputs must hold exactly
-// the function's inputs with their declared types. state maps state names to their current
+// the function's inputs with their declared types. For a function with a run-time length
+// (ir.Length) the inputs it bounds may hold n·k rows for any n in its range, and Run evaluates
+// the function written at that length (f.At(n)): its bounded outputs have n·k rows. state maps state names to their current
 // values; a state tensor absent from the map starts as zeros. newState holds every state tensor of
 // the model after the run: the function's update where it has one, else the value it came in with.
 // The input maps are not modified.
@@ -180,6 +184,21 @@ func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]
 			names[i] = g.Name
 		}
 		return nil, nil, fmt.Errorf("interp: model %s has no function %q (it has %s)", m.Name, fn, strings.Join(names, ", "))
+	}
+	if f.Length != nil {
+		n, err := f.LengthOf(func(i int) int {
+			t := inputs[f.Inputs[i].Name]
+			if t == nil || t.Type.Shape.Rank() == 0 {
+				return -1
+			}
+			return t.Type.Shape[0]
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("interp: %w", err)
+		}
+		if f, err = f.At(n); err != nil {
+			return nil, nil, fmt.Errorf("interp: %w", err)
+		}
 	}
 	if err := checkInputs(f, inputs); err != nil {
 		return nil, nil, err

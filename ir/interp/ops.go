@@ -23,7 +23,13 @@ var (
 )
 
 func init() {
-	impls[ir.Input] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) { return source(n, "input", c.env.Inputs) }
+	impls[ir.Input] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) {
+		if c.fn.IsLength(n) && c.env.Inputs[n.Name] == nil {
+			// The capacity graph of a run-time-bounded function, evaluated as written: n = Max.
+			return fromTensor(ir.TensorFromFloat64s(n.Type(), []float64{float64(c.fn.Length.Max)})), nil
+		}
+		return source(n, "input", c.env.Inputs)
+	}
 	impls[ir.Param] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) { return source(n, "parameter", c.env.Params) }
 	impls[ir.State] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) { return source(n, "state", c.env.State) }
 	impls[ir.Const] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) {
