@@ -439,22 +439,22 @@ func decodeMemory(d *dec, p *Plan) {
 }
 
 func (d *dec) values() []Value {
-	n := d.count(4 + 1 + 4 + 1 + 8)
+	n := d.count(4 + 1 + 4 + 1 + 8 + 1)
 	if n == 0 {
 		return nil
 	}
 	vs := make([]Value, n)
 	for i := range vs {
-		vs[i] = Value{Name: d.str(), DType: d.dtype(), Shape: d.shape(), Place: d.place(), Offset: d.u64()}
+		vs[i] = Value{Name: d.str(), DType: d.dtype(), Shape: d.shape(), Place: d.place(), Offset: d.u64(), Bounded: d.bool()}
 	}
 	return vs
 }
 
 // minDispatch is the encoded size of a dispatch with empty lists.
-const minDispatch = 4 + 4 + 4 + 4 + 12 + 1 + 4 + 4 + 8 + 8
+const minDispatch = 4 + 4 + 4 + 4 + 12 + 1 + 1 + 4 + 4 + 8 + 8
 
 func decodeFunctions(d *dec, p *Plan) {
-	n := d.count(4 + 4 + 4 + 4 + 4)
+	n := d.count(4 + 4 + 4 + 1 + 4 + 4)
 	if n == 0 {
 		return
 	}
@@ -464,6 +464,9 @@ func decodeFunctions(d *dec, p *Plan) {
 		f.Name = d.str()
 		f.Inputs = d.values()
 		f.Outputs = d.values()
+		if d.bool() {
+			f.Length = &Length{Name: d.str(), Min: d.u32(), Max: d.u32()}
+		}
 		nd := d.count(minDispatch)
 		if nd > 0 {
 			f.Dispatches = make([]Dispatch, nd)
@@ -490,6 +493,9 @@ func decodeFunctions(d *dec, p *Plan) {
 			}
 			for k := range x.Grid {
 				x.Grid[k] = d.u32()
+			}
+			if d.bool() {
+				x.Scale = &GridScale{Axis: d.u8(), Num: d.u32(), Den: d.u32()}
 			}
 			x.BarrierBefore = d.bool()
 			x.Ops = d.strs()

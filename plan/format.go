@@ -29,7 +29,10 @@ package plan
 // Version 2 added each function's input ranges (Range) after its dispatches: a list of (input
 // u32, plus list of u32, min i64, max i64, min reason str, max reason str). Version 1 files are
 // rejected with ErrVersion: their functions carry no ranges, so running them would skip the checks
-// that keep kernels inside their buffers.
+// that keep kernels inside their buffers. Version 2 also added run-time lengths: a function's
+// length after its outputs (a bool, then name str, min u32, max u32), a value's bounded flag (a
+// bool after its offset), the length region (kind 6) and a dispatch's grid scale (a bool after
+// its grid, then axis u8, num u32, den u32).
 //
 // The bulky weight data comes last so that a reader that needs only the description can stop early.
 //
@@ -208,6 +211,7 @@ func (e *enc) values(vs []Value) {
 		e.shape(v.Shape)
 		e.u8(uint8(v.Place))
 		e.u64(v.Offset)
+		e.bool(v.Bounded)
 	}
 }
 
@@ -219,6 +223,12 @@ func encodeFunctions(p *Plan) []byte {
 		e.str(f.Name)
 		e.values(f.Inputs)
 		e.values(f.Outputs)
+		e.bool(f.Length != nil)
+		if l := f.Length; l != nil {
+			e.str(l.Name)
+			e.u32(l.Min)
+			e.u32(l.Max)
+		}
 		e.count(len(f.Dispatches))
 		for j := range f.Dispatches {
 			d := &f.Dispatches[j]
@@ -240,6 +250,12 @@ func encodeFunctions(p *Plan) []byte {
 			}
 			for _, g := range d.Grid {
 				e.u32(g)
+			}
+			e.bool(d.Scale != nil)
+			if s := d.Scale; s != nil {
+				e.u8(s.Axis)
+				e.u32(s.Num)
+				e.u32(s.Den)
 			}
 			e.bool(d.BarrierBefore)
 			e.strs(d.Ops)

@@ -20,17 +20,36 @@
 // or read by the host after it) or in a range of the arena (the runtime copies it in before the first
 // dispatch, or out after the last).
 //
-// # Run-time scalars and fixed grids
+// # Run-time scalars, run-time lengths and grids
 //
-// Shapes are static; what varies between runs (a decode position, a KV length) is a scalar input.
-// Grids are fixed in the plan and never depend on run-time values: a dispatch is sized for the
-// largest case (e.g. the full KV capacity) and the kernel reads the scalar and returns early for the
-// idle part. This keeps every function recordable once into a reusable command buffer, at the cost
-// of launching some idle workgroups. A kernel reads a run-time scalar either from a buffer (bind the
-// input's staging slot, and the command buffer stays unchanged between runs) or from push constants
-// through a ScalarSlot, whose bytes the runtime must write per run (by re-recording the small
-// push-constant command, or patching a secondary command buffer); which one a kernel uses is the
-// compiler's choice and the plan says which.
+// Shapes are static capacities; what varies between runs (a decode position, a KV length, the
+// number of prompt tokens) is a scalar on the device, so every function is recorded once into a
+// reusable command buffer. A kernel reads a run-time scalar either from a buffer (bind the
+// input's staging slot, and the command buffer stays unchanged between runs) or from push
+// constants through a ScalarSlot, whose bytes the runtime must write per run (by re-recording the
+// small push-constant command, or patching a secondary command buffer); which one a kernel uses
+// is the compiler's choice and the plan says which.
+//
+// A function with a Length runs for any length n in Min..Max without being recompiled or
+// re-recorded. Its buffers are sized for Max; the inputs and outputs marked Bounded carry
+// n·Shape[0]/Max rows of their leading axis in a run (the caller passes and gets exactly those
+// rows), and the runtime derives n from the bounded inputs' sizes. n reaches kernels two ways:
+//
+//   - RegionLength: a 4-byte region holding n as an i32, written by the runtime before each run,
+//     which kernels bind like any scalar operand (an attention kernel places its queries at
+//     kv_len − n + i; a cache write writes n rows).
+//   - GridScale: a dispatch whose workgroups walk the rows of a bounded tensor shrinks its grid
+//     with n (ceil(n·Num/Den) groups along one axis). The runtime issues such a dispatch with
+//     vkCmdDispatchIndirect and writes the group counts, computed from n, into the indirect
+//     buffer before each run, so a run at length n launches about the work of a plan compiled
+//     for n while the command buffer stays as recorded.
+//
+// Rows of bounded intermediates past n are undefined (a partly filled workgroup computes some),
+// and every kernel keeps rows independent, so they never reach a valid row, an output or the
+// state.
+//
+// A dispatch without a GridScale keeps its grid: one that reads a run-time scalar is sized for
+// the largest case (e.g. the full KV capacity) and the kernel returns early for the idle part.
 //
 // # Barriers
 //
@@ -202,6 +221,16 @@ type Function struct {
 	// from the ops that consume them; the runtime checks them before every run (format
 	// version 2).
 	Ranges []Range
+	// Length, when not nil, makes the function run for any length n in Length.Min..Max (see
+	// the package comment); nil for a function of static shapes.
+	Length *Length
+}
+
+// Length is a function's run-time length: its name in the model (e.g. "seq") and its bounds,
+// 1 ≤ Min ≤ Max. Buffers are sized for Max.
+type Length struct {
+	Name     string
+	Min, Max uint32
 }
 
 // Range bounds the values of an integer input as the ops that consume it require: an embedding
@@ -263,6 +292,19 @@ type Value struct {
 	Place Placement
 	// Offset is the byte offset in the arena when Place is InArena; 0 otherwise.
 	Offset uint64
+	// Bounded says that the function's run-time length sets the leading axis: Shape[0] is a
+	// multiple k·Length.Max and a run at length n passes (or returns) k·n rows.
+	Bounded bool
+}
+
+// RowBytes is the size of the rows of a bounded value that one unit of the run-time length
+// covers (k rows of Shape[0] = k·max); for an unbounded value it is its whole size.
+func (v *Value) RowBytes(max uint32) (uint64, error) {
+	n, err := v.Bytes()
+	if err != nil || !v.Bounded || max == 0 {
+		return n, err
+	}
+	return n / uint64(max), nil
 }
 
 // RegionKind is the kind of memory a buffer reference points into.
@@ -274,6 +316,9 @@ const (
 	RegionArena   RegionKind = 3
 	RegionInput   RegionKind = 4 // staging slot of input Region.Index
 	RegionOutput  RegionKind = 5 // staging slot of output Region.Index
+	// RegionLength holds the run-time length n of a function with a Length, as an i32 at byte 0
+	// (4 bytes), written by the runtime before each run.
+	RegionLength RegionKind = 6
 )
 
 // Region names one region; Index is the input or output index for RegionInput and RegionOutput and
@@ -295,6 +340,8 @@ func (r Region) String() string {
 		return "input" + strconv.FormatUint(uint64(r.Index), 10)
 	case RegionOutput:
 		return "output" + strconv.FormatUint(uint64(r.Index), 10)
+	case RegionLength:
+		return "length"
 	}
 	return "region(?)"
 }
@@ -322,6 +369,41 @@ type ScalarSlot struct {
 	Add    int32
 }
 
+// GridScale says how a dispatch's grid follows the run-time length n of its function: along grid
+// axis Axis the workgroup count is ceil(n·Num/Den), never more than Grid's; the other axes keep
+// theirs. Axis LinearAxis is for a grid laid out by kernels.Grid1D, whose linear workgroup index
+// x + y·gridX is split over x and y: the count is then g = ceil(n·Num/Den) linear groups,
+// issued as min(g, Grid[0]) × ceil(g/Grid[0]).
+type GridScale struct {
+	Axis     uint8 // 0, 1, 2 or LinearAxis
+	Num, Den uint32
+}
+
+// LinearAxis is GridScale.Axis for a linear (Grid1D) grid.
+const LinearAxis = 3
+
+// Groups returns the grid for length n.
+func (s *GridScale) Groups(grid [3]uint32, n uint32) [3]uint32 {
+	if s == nil || s.Den == 0 {
+		return grid
+	}
+	g := (uint64(n)*uint64(s.Num) + uint64(s.Den) - 1) / uint64(s.Den)
+	g = max(g, 1)
+	if s.Axis == LinearAxis {
+		total := uint64(grid[0]) * uint64(grid[1])
+		g = min(g, total)
+		x := min(g, uint64(grid[0]))
+		y := (g + x - 1) / x
+		return [3]uint32{uint32(x), uint32(min(y, uint64(grid[1]))), grid[2]}
+	}
+	if s.Axis > 2 {
+		return grid
+	}
+	out := grid
+	out[s.Axis] = uint32(min(g, uint64(grid[s.Axis])))
+	return out
+}
+
 // Dispatch is one vkCmdDispatch of a module.
 type Dispatch struct {
 	Module   uint32 // index into Plan.Modules
@@ -330,7 +412,9 @@ type Dispatch struct {
 	// overwrite parts of it at run time.
 	Push    []byte
 	Scalars []ScalarSlot
-	Grid    [3]uint32 // workgroup counts; fixed, see the package comment
+	Grid    [3]uint32 // workgroup counts, for the largest case (see the package comment)
+	// Scale, when not nil, shrinks the grid with the function's run-time length.
+	Scale *GridScale
 	// BarrierBefore makes this dispatch wait for every earlier one (see the package comment).
 	BarrierBefore bool
 

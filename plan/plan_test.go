@@ -106,6 +106,27 @@ func smallPlan() *Plan {
 					MaxWhy: "cache_write of k_cache.0: rows pos..pos+0 of 8"}},
 			},
 			{Name: "reset_noop"},
+			{
+				Name:   "prefill",
+				Length: &Length{Name: "seq", Min: 1, Max: 4},
+				Inputs: []Value{
+					{Name: "x", DType: F32, Shape: []int64{4}, Place: Staging, Bounded: true},
+					{Name: "pos", DType: I32, Shape: nil, Place: Staging},
+				},
+				Outputs: []Value{{Name: "y", DType: F32, Shape: []int64{4}, Place: Staging, Bounded: true}},
+				Dispatches: []Dispatch{{
+					Module: 0,
+					Bindings: []Binding{
+						{0, BufferRef{Region{RegionWeights, 0}, 0, 64}},
+						{1, BufferRef{Region{RegionLength, 0}, 0, 4}},
+						{2, BufferRef{Region{RegionOutput, 0}, 0, 16}},
+					},
+					Push:  make([]byte, 8),
+					Grid:  [3]uint32{4, 1, 1},
+					Scale: &GridScale{Axis: LinearAxis, Num: 1, Den: 1},
+					Ops:   []string{"linear"},
+				}},
+			},
 		},
 		Record: Record{
 			Rules: []RuleCount{{"fuse-add-rmsnorm", 2}, {"matmul-assoc", 5}},
@@ -233,7 +254,7 @@ func TestDeterministic(t *testing.T) {
 func TestFormatStable(t *testing.T) {
 	b := encode(t, smallPlan())
 	got := fmt.Sprintf("%x", sha256.Sum256(b))
-	const want = "969e10ace18b44e4fff22fad6cc730946ff5e6ffb39a349eff0d586eb73bd405"
+	const want = "df96a5181d709222e34487ce2da6e599d6937501f52292296cc38c0f995b605f"
 	if got != want {
 		t.Errorf("smallPlan encodes to %d bytes with SHA-256 %s, want %s", len(b), got, want)
 	}

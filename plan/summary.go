@@ -49,6 +49,16 @@ func (p *Plan) Summary(w io.Writer) error {
 		}
 		pr("\nfunction %s: %d dispatches, %d barriers, estimated %v, measured %v\n",
 			f.Name, len(f.Dispatches), barriers, durStr(est), durStr(meas))
+		if l := f.Length; l != nil {
+			scaled := 0
+			for _, d := range f.Dispatches {
+				if d.Scale != nil {
+					scaled++
+				}
+			}
+			pr("  run-time length %s in %d..%d (buffers sized for %d); %d of %d grids follow it\n",
+				l.Name, l.Min, l.Max, l.Max, scaled, len(f.Dispatches))
+		}
 		pr("  inputs:  %s\n", valuesStr(f.Inputs))
 		pr("  outputs: %s\n", valuesStr(f.Outputs))
 		for _, r := range f.Ranges {
@@ -72,7 +82,15 @@ func (p *Plan) Summary(w io.Writer) error {
 			if d.Label != "" {
 				ops += " (" + d.Label + ")"
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%dx%dx%d\t%s\t%s\t%s\n", i, bar, key, d.Grid[0], d.Grid[1], d.Grid[2],
+			grid := fmt.Sprintf("%dx%dx%d", d.Grid[0], d.Grid[1], d.Grid[2])
+			if s := d.Scale; s != nil {
+				ax := "xyz"[min(s.Axis, 2) : min(s.Axis, 2)+1]
+				if s.Axis == LinearAxis {
+					ax = "linear"
+				}
+				grid += fmt.Sprintf(" (%s: n·%d/%d)", ax, s.Num, s.Den)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", i, bar, key, grid,
 				ops, durStr(d.Estimated), durStr(d.Measured))
 		}
 		tw.Flush()
@@ -149,6 +167,9 @@ func valuesStr(vs []Value) string {
 		place := v.Place.String()
 		if v.Place == InArena {
 			place = fmt.Sprintf("arena@%d", v.Offset)
+		}
+		if v.Bounded {
+			place += ", rows follow the length"
 		}
 		parts[i] = fmt.Sprintf("%s %s%v (%s)", v.Name, v.DType, v.Shape, place)
 	}

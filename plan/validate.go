@@ -238,7 +238,7 @@ func (v *validator) memory(p *Plan) {
 }
 
 // values checks a function's inputs or outputs and returns each one's byte size (0 if invalid).
-func (v *validator) values(p *Plan, fwhere, kind string, vs []Value) []uint64 {
+func (v *validator) values(p *Plan, f *Function, fwhere, kind string, vs []Value) []uint64 {
 	sizes := make([]uint64, len(vs))
 	if !v.list(fwhere+": "+kind+"s", len(vs)) {
 		return nil
@@ -263,6 +263,14 @@ func (v *validator) values(p *Plan, fwhere, kind string, vs []Value) []uint64 {
 			}
 		default:
 			v.addf("%s: unknown placement %d", where, x.Place)
+		}
+		if x.Bounded {
+			switch {
+			case f.Length == nil:
+				v.addf("%s: bounded, but the function has no run-time length", where)
+			case len(x.Shape) == 0 || f.Length.Max == 0 || x.Shape[0]%int64(f.Length.Max) != 0:
+				v.addf("%s: bounded, but its leading axis %v is not a multiple of the capacity %d", where, x.Shape, f.Length.Max)
+			}
 		}
 		sizes[i] = n
 		if x.Place == InArena && n > 0 {
@@ -293,8 +301,14 @@ type arenaRange struct {
 
 func (v *validator) function(p *Plan, f *Function) {
 	fwhere := fmt.Sprintf("function %q", f.Name)
-	in := v.values(p, fwhere, "input", f.Inputs)
-	out := v.values(p, fwhere, "output", f.Outputs)
+	if l := f.Length; l != nil {
+		v.str(fwhere+": length name", l.Name)
+		if l.Min < 1 || l.Min > l.Max {
+			v.addf("%s: run-time length %s has bounds %d..%d, want 1 ≤ min ≤ max", fwhere, l.Name, l.Min, l.Max)
+		}
+	}
+	in := v.values(p, f, fwhere, "input", f.Inputs)
+	out := v.values(p, f, fwhere, "output", f.Outputs)
 	if in == nil && len(f.Inputs) > 0 || out == nil && len(f.Outputs) > 0 || !v.list(fwhere+": dispatches", len(f.Dispatches)) {
 		return
 	}
@@ -312,6 +326,14 @@ func (v *validator) function(p *Plan, f *Function) {
 			return p.StateSize, ""
 		case RegionArena:
 			return p.Arena.Size, ""
+		case RegionLength:
+			if f.Length == nil {
+				return 0, "the length region, but the function has no run-time length"
+			}
+			if r.Index != 0 {
+				return 0, fmt.Sprintf("%s region with index %d, want 0", r, r.Index)
+			}
+			return 4, ""
 		case RegionInput, RegionOutput:
 			vs, sizes, kind := f.Inputs, in, "input"
 			if r.Kind == RegionOutput {
@@ -344,6 +366,14 @@ func (v *validator) function(p *Plan, f *Function) {
 		}
 		if d.Grid[0] == 0 || d.Grid[1] == 0 || d.Grid[2] == 0 {
 			v.addf("%s: grid %v has a zero dimension", where, d.Grid)
+		}
+		if sc := d.Scale; sc != nil {
+			switch {
+			case f.Length == nil:
+				v.addf("%s: a grid scale, but the function has no run-time length", where)
+			case sc.Axis > LinearAxis || sc.Num == 0 || sc.Den == 0:
+				v.addf("%s: grid scale axis %d, %d/%d: want axis 0..%d and a positive ratio", where, sc.Axis, sc.Num, sc.Den, LinearAxis)
+			}
 		}
 		if d.Estimated < 0 || d.Measured < 0 {
 			v.addf("%s: negative time", where)
@@ -414,8 +444,8 @@ func (v *validator) function(p *Plan, f *Function) {
 				v.addf("%s: %s bytes %d..%d+%d lie outside the %d-byte region", bwhere, r.Region, r.Offset, r.Offset, r.Range, size)
 				continue
 			}
-			if r.Region.Kind == RegionWeights && acc.writes() {
-				v.addf("%s: writes the read-only weight region", bwhere)
+			if (r.Region.Kind == RegionWeights || r.Region.Kind == RegionLength) && acc.writes() {
+				v.addf("%s: writes the read-only %s region", bwhere, map[RegionKind]string{RegionWeights: "weight", RegionLength: "length"}[r.Region.Kind])
 			}
 			spans = append(spans, span{r.Region, r.Offset, r.Offset + r.Range, acc.writes(), j, b.Binding})
 		}

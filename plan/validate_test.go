@@ -58,6 +58,22 @@ func TestValidateRejects(t *testing.T) {
 		{"scalar input index", func(p *Plan) { p.Functions[0].Dispatches[0].Scalars[0].Input = 3 },
 			"reads input 3, but the function has 2"},
 		{"zero grid", func(p *Plan) { p.Functions[0].Dispatches[1].Grid[2] = 0 }, "grid [1 1 0] has a zero dimension"},
+		{"length bounds", func(p *Plan) { p.Functions[2].Length.Min = 5 }, "run-time length seq has bounds 5..4"},
+		{"bounded without length", func(p *Plan) { p.Functions[0].Inputs[0].Bounded = true }, "bounded, but the function has no run-time length"},
+		{"bounded not a multiple", func(p *Plan) { p.Functions[2].Length.Max = 3 }, "is not a multiple of the capacity 3"},
+		{"length region without length", func(p *Plan) {
+			p.Functions[0].Dispatches[0].Bindings[1].Buffer = BufferRef{Region{RegionLength, 0}, 0, 4}
+		}, "the length region, but the function has no run-time length"},
+		{"length region range", func(p *Plan) { p.Functions[2].Dispatches[0].Bindings[1].Buffer.Range = 8 },
+			"length bytes 0..0+8 lie outside the 4-byte region"},
+		{"write to length", func(p *Plan) {
+			d := &p.Functions[2].Dispatches[0]
+			d.Bindings[1].Buffer, d.Bindings[2].Buffer = d.Bindings[2].Buffer, d.Bindings[1].Buffer
+		}, "writes the read-only length region"},
+		{"scale without length", func(p *Plan) { p.Functions[0].Dispatches[0].Scale = &GridScale{Num: 1, Den: 1} },
+			"a grid scale, but the function has no run-time length"},
+		{"scale axis", func(p *Plan) { p.Functions[2].Dispatches[0].Scale.Axis = 4 }, "grid scale axis 4"},
+		{"scale ratio", func(p *Plan) { p.Functions[2].Dispatches[0].Scale.Den = 0 }, "a positive ratio"},
 		{"missing barrier", func(p *Plan) { p.Functions[0].Dispatches[1].BarrierBefore = false },
 			"dispatch 0 (binding 2) and dispatch 1 (binding 0) use overlapping arena bytes 16..32 and 16..32 in one barrier interval, and dispatch 0 writes; a barrier is missing"},
 		{"duplicate function", func(p *Plan) { p.Functions[1].Name = "decode" }, `duplicate name "decode"`},
@@ -184,5 +200,29 @@ func TestValidateCapsProblems(t *testing.T) {
 	var ve *ValidationError
 	if err := p.Validate(); !errors.As(err, &ve) || len(ve.Problems) != maxProblems || !ve.More || !strings.HasSuffix(err.Error(), "; ...") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestGridScaleGroups(t *testing.T) {
+	for _, tc := range []struct {
+		s    *GridScale
+		grid [3]uint32
+		n    uint32
+		want [3]uint32
+	}{
+		{nil, [3]uint32{8, 2, 1}, 3, [3]uint32{8, 2, 1}},
+		{&GridScale{Axis: 1, Num: 1, Den: 32}, [3]uint32{9, 16, 1}, 1, [3]uint32{9, 1, 1}},
+		{&GridScale{Axis: 1, Num: 1, Den: 32}, [3]uint32{9, 16, 1}, 33, [3]uint32{9, 2, 1}},
+		{&GridScale{Axis: 1, Num: 1, Den: 32}, [3]uint32{9, 16, 1}, 512, [3]uint32{9, 16, 1}},
+		{&GridScale{Axis: 0, Num: 2, Den: 32}, [3]uint32{32, 2, 1}, 300, [3]uint32{19, 2, 1}},
+		{&GridScale{Axis: 0, Num: 1, Den: 1}, [3]uint32{4, 1, 1}, 9, [3]uint32{4, 1, 1}}, // never more than the grid
+		{&GridScale{Axis: LinearAxis, Num: 576, Den: 256}, [3]uint32{1152, 1, 1}, 7, [3]uint32{16, 1, 1}},
+		// A split linear grid: 100000 groups as 50000 × 2; 70000 of them need both rows.
+		{&GridScale{Axis: LinearAxis, Num: 1, Den: 1}, [3]uint32{50000, 2, 1}, 70000, [3]uint32{50000, 2, 1}},
+		{&GridScale{Axis: LinearAxis, Num: 1, Den: 1}, [3]uint32{50000, 2, 1}, 30000, [3]uint32{30000, 1, 1}},
+	} {
+		if got := tc.s.Groups(tc.grid, tc.n); got != tc.want {
+			t.Errorf("%+v.Groups(%v, %d) = %v, want %v", tc.s, tc.grid, tc.n, got, tc.want)
+		}
 	}
 }
