@@ -506,7 +506,7 @@ func decodeFunctions(d *dec, p *Plan) {
 				return
 			}
 		}
-		if nr := d.count(4 + 4 + 8 + 8 + 4 + 4); nr > 0 {
+		if nr := d.count(4 + 4 + 1 + 8 + 8 + 4 + 4); nr > 0 {
 			f.Ranges = make([]Range, nr)
 			for k := range f.Ranges {
 				r := &f.Ranges[k]
@@ -517,6 +517,7 @@ func decodeFunctions(d *dec, p *Plan) {
 						r.Plus[l] = d.u32()
 					}
 				}
+				r.PlusLength = d.bool()
 				r.Min, r.Max = d.i64(), d.i64()
 				r.MinWhy, r.MaxWhy = d.str(), d.str()
 				if d.err != nil {

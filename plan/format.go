@@ -32,7 +32,7 @@ package plan
 // that keep kernels inside their buffers. Version 2 also added run-time lengths: a function's
 // length after its outputs (a bool, then name str, min u32, max u32), a value's bounded flag (a
 // bool after its offset), the length region (kind 6) and a dispatch's grid scale (a bool after
-// its grid, then axis u8, num u32, den u32).
+// its grid, then axis u8, num u32, den u32), and a range's PlusLength (a bool after its plus list).
 //
 // The bulky weight data comes last so that a reader that needs only the description can stop early.
 //
@@ -270,6 +270,7 @@ func encodeFunctions(p *Plan) []byte {
 			for _, x := range r.Plus {
 				e.u32(x)
 			}
+			e.bool(r.PlusLength)
 			e.i64(r.Min)
 			e.i64(r.Max)
 			e.str(r.MinWhy)

@@ -240,20 +240,22 @@ type Length struct {
 // return plausible numbers where the interpreter reports an error; the runtime therefore checks
 // every Range before it submits anything.
 //
-// For every element v of input Input, with s the sum of the scalar inputs Plus,
+// For every element v of input Input, with s the sum of the scalar inputs Plus (and of the
+// function's run-time length n when PlusLength is set),
 //
 //	Min ≤ v + s ≤ Max
 //
 // must hold (computed in 64 bits, so nothing wraps); NoMin and NoMax mark a missing bound. Plus
-// is how a bound depends on another run-time scalar: a function that writes a run-time number
-// n ≤ 16 of rows at position pos of a 128-row cache has the ranges {Input: n, Min: 1, Max: 16},
-// {Input: pos, Min: 0, Max: NoMax} and {Input: pos, Plus: [n], Min: NoMin, Max: 128}. Today's
-// compiler writes Plus only empty (sequence lengths are static; pos + 16 ≤ 128 is pos ≤ 112).
+// is how a bound depends on another run-time scalar: a prefill with a run-time length n (1 ≤ n
+// ≤ 16, the function's Length, checked by the runtime itself) that writes its n rows at position
+// pos of a 128-row cache has the ranges {Input: pos, Min: 0, Max: NoMax} and {Input: pos,
+// PlusLength: true, Min: NoMin, Max: 128}; with a static length 16 the second is pos ≤ 112.
 //
 // MinWhy and MaxWhy say which op needs the bound, for the error message.
 type Range struct {
 	Input          uint32   // index into the function's Inputs: an i32 or u32 tensor
 	Plus           []uint32 // indices of i32 or u32 scalar inputs added to every element
+	PlusLength     bool     // the run-time length n is added too (a function with a Length)
 	Min, Max       int64
 	MinWhy, MaxWhy string
 }
@@ -480,6 +482,13 @@ func (f *Function) RangeTerm(r Range) string {
 	s := name(r.Input)
 	for _, p := range r.Plus {
 		s += " + " + name(p)
+	}
+	if r.PlusLength {
+		if f.Length != nil {
+			s += " + " + f.Length.Name
+		} else {
+			s += " + length"
+		}
 	}
 	return s
 }

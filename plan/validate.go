@@ -495,6 +495,9 @@ func (v *validator) ranges(fwhere string, f *Function) {
 		if r.Min > r.Max {
 			v.addf("%s (input %s): minimum %d exceeds maximum %d", where, x.Name, r.Min, r.Max)
 		}
+		if r.PlusLength && f.Length == nil {
+			v.addf("%s (input %s): adds the run-time length, but the function has none", where, x.Name)
+		}
 		if len(r.Plus) > maxPlus {
 			v.addf("%s (input %s): %d scalars added, more than %d", where, x.Name, len(r.Plus), maxPlus)
 			continue

@@ -73,6 +73,8 @@ func TestValidateRejects(t *testing.T) {
 		{"scale without length", func(p *Plan) { p.Functions[0].Dispatches[0].Scale = &GridScale{Num: 1, Den: 1} },
 			"a grid scale, but the function has no run-time length"},
 		{"scale axis", func(p *Plan) { p.Functions[2].Dispatches[0].Scale.Axis = 4 }, "grid scale axis 4"},
+		{"plus length without length", func(p *Plan) { p.Functions[0].Ranges[0].PlusLength = true },
+			"adds the run-time length, but the function has none"},
 		{"scale ratio", func(p *Plan) { p.Functions[2].Dispatches[0].Scale.Den = 0 }, "a positive ratio"},
 		{"missing barrier", func(p *Plan) { p.Functions[0].Dispatches[1].BarrierBefore = false },
 			"dispatch 0 (binding 2) and dispatch 1 (binding 0) use overlapping arena bytes 16..32 and 16..32 in one barrier interval, and dispatch 0 writes; a barrier is missing"},

@@ -420,6 +420,7 @@ struct vkc_device {
 	void (*CmdPushDescriptorSetKHR)(vkc_handle, uint32_t, vkc_handle, uint32_t, uint32_t, const write_descriptor_set*);
 	void (*CmdPushConstants)(vkc_handle, vkc_handle, uint32_t, uint32_t, uint32_t, const void*);
 	void (*CmdDispatch)(vkc_handle, uint32_t, uint32_t, uint32_t);
+	void (*CmdDispatchIndirect)(vkc_handle, vkc_handle, uint64_t);
 	void (*CmdPipelineBarrier)(vkc_handle, uint32_t, uint32_t, uint32_t, uint32_t, const memory_barrier*, uint32_t, const void*, uint32_t, const void*);
 	void (*CmdWriteTimestamp)(vkc_handle, uint32_t, vkc_handle, uint32_t);
 	void (*CmdResetQueryPool)(vkc_handle, vkc_handle, uint32_t, uint32_t);
@@ -453,6 +454,7 @@ vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle qu
 	LOAD(CmdBindDescriptorSets)
 	LOAD(CmdPushConstants)
 	LOAD(CmdDispatch)
+	LOAD(CmdDispatchIndirect)
 	LOAD(CmdPipelineBarrier)
 	LOAD(CmdWriteTimestamp)
 	LOAD(CmdResetQueryPool)
@@ -473,6 +475,8 @@ void vkc_device_free(vkc_device* d) { free(d); }
 
 enum {
 	STAGE_TOP = 0x1,
+	STAGE_DRAW_INDIRECT = 0x2,
+	ACCESS_INDIRECT_COMMAND_READ = 0x1,
 	STAGE_COMPUTE = 0x800,
 	STAGE_TRANSFER = 0x1000,
 	STAGE_BOTTOM = 0x2000,
@@ -496,10 +500,11 @@ static void barrier(vkc_device* d, vkc_handle cb, uint32_t bits) {
 		da |= ACCESS_SHADER_READ | ACCESS_SHADER_WRITE;
 	}
 	if (bits & 2) {
+		// Inputs copied in; they include the group counts of indirect dispatches.
 		src |= STAGE_TRANSFER;
-		dst |= STAGE_COMPUTE;
+		dst |= STAGE_COMPUTE | STAGE_DRAW_INDIRECT;
 		sa |= ACCESS_TRANSFER_WRITE;
-		da |= ACCESS_SHADER_READ | ACCESS_SHADER_WRITE;
+		da |= ACCESS_SHADER_READ | ACCESS_SHADER_WRITE | ACCESS_INDIRECT_COMMAND_READ;
 	}
 	if (bits & 4) {
 		src |= STAGE_COMPUTE;
@@ -568,7 +573,11 @@ int vkc_record(vkc_device* d, vkc_handle cb, const vkc_cmd* cmds, uint32_t n,
 				if (c->push_size) {
 					d->CmdPushConstants(cb, c->layout, SHADER_STAGE_COMPUTE, 0, c->push_size, push + c->push_first);
 				}
-				d->CmdDispatch(cb, c->gx, c->gy, c->gz);
+				if (c->kind == 2) {
+					d->CmdDispatchIndirect(cb, c->src, c->src_off);
+				} else {
+					d->CmdDispatch(cb, c->gx, c->gy, c->gz);
+				}
 			}
 			if (qpool && c->timestamp_after >= 0) {
 				d->CmdWriteTimestamp(cb, STAGE_BOTTOM, qpool, (uint32_t)c->timestamp_after);

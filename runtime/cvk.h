@@ -84,7 +84,8 @@ typedef struct vkc_device vkc_device;
 vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle queue, int push_descriptors);
 void vkc_device_free(vkc_device* d);
 
-// One recorded command. kind: 0 dispatch, 1 copy.
+// One recorded command. kind: 0 dispatch, 1 copy, 2 indirect dispatch (group counts read from
+// src at src_off; gx, gy, gz are the largest counts, for checks only).
 typedef struct {
 	uint32_t kind;
 	uint32_t barrier_before; // bit 0: compute->compute memory barrier before this command
@@ -96,7 +97,7 @@ typedef struct {
 	uint32_t push_size, push_first; // into the push-constant bytes
 	uint32_t gx, gy, gz;
 	int32_t timestamp_after; // query index written after this command, or -1
-	// copy
+	// copy (and the indirect dispatch's buffer: src, src_off)
 	vkc_handle src, dst;
 	uint64_t src_off, dst_off, size;
 } vkc_cmd;

@@ -24,6 +24,10 @@ type LoadOptions struct {
 	// PlanPath is the plan file's path, for resolving external weights relative to it; "" is the
 	// working directory.
 	PlanPath string
+	// FullGrids issues every dispatch of a function with a run-time length at its largest grid
+	// (the kernels still read n, so results are the same): the baseline that shows what the
+	// grids that follow n save. For benchmarks.
+	FullGrids bool
 }
 
 // Executable is a plan loaded on a device. Runs of its functions share the weights, the state
@@ -41,6 +45,8 @@ type Executable struct {
 
 	mu     sync.Mutex // one run at a time: runs share the arena, the state and the argument slices
 	closed bool
+
+	fullGrids bool
 }
 
 type execFunction struct {
@@ -56,7 +62,33 @@ type execFunction struct {
 	outScratch [][]byte
 	// scalars lists the dispatches whose push constants take run-time scalar inputs.
 	scalars []scalarPatch
+
+	// A function with a run-time length: n of the last bind; length is the block the runtime
+	// writes before each run (n as an i32 at byte 0, then the group counts of each scaled
+	// dispatch), the program's last input; scaled lists those dispatches.
+	n      uint32
+	length []byte
+	scaled []scaledDispatch
+	// outRow[i] is the bytes of one unit of the length of bounded output i (0 for the others).
+	outRow []int
 }
+
+// scaledDispatch is a dispatch whose grid follows the run-time length: its group counts are at
+// byte off of the length block.
+type scaledDispatch struct {
+	off   int
+	grid  [3]uint32
+	scale *plan.GridScale
+}
+
+// lengthHeader is the bytes before the first group counts in the length block: n, padded to
+// 16 bytes.
+const lengthHeader = 16
+
+// indirectGrids says whether scaled dispatches are issued with indirect group counts; false runs
+// every grid at its largest, for benchmarks that price the indirect dispatch (see
+// LoadOptions.FullGrids).
+func (e *Executable) indirectGrids() bool { return !e.fullGrids }
 
 type scalarPatch struct {
 	dispatch int
@@ -90,7 +122,7 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
 	}
-	e := &Executable{d: d, plan: p, fns: map[string]*execFunction{}}
+	e := &Executable{d: d, plan: p, fns: map[string]*execFunction{}, fullGrids: opts.FullGrids}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -215,7 +247,13 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 		if v.Place == plan.InArena {
 			return nil, Region{Buffer: e.arena, Offset: int64(v.Offset), Size: int64(n)}, int(n), nil
 		}
-		b, err := d.NewBuffer(int64(max(n, 16)))
+		alloc := d.NewBuffer
+		if kind == "output" && v.Bounded {
+			// A bounded output is written straight into host-visible memory: a recorded copy
+			// would move all Max rows whatever n is, and only n of them are read back.
+			alloc = d.NewStagingBuffer
+		}
+		b, err := alloc(int64(max(n, 16)))
 		if err != nil {
 			return nil, Region{}, 0, fmt.Errorf("%s %s: %w", kind, v.Name, err)
 		}
@@ -225,6 +263,10 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 	var spec ProgramSpec
 	inBuf := make([]*Buffer, len(f.Inputs))
 	outBuf := make([]*Buffer, len(f.Outputs))
+	max32 := uint32(0)
+	if f.Length != nil {
+		max32 = f.Length.Max
+	}
 	for i := range f.Inputs {
 		b, r, n, err := slot("input", i, &f.Inputs[i])
 		if err != nil {
@@ -242,7 +284,30 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 		outBuf[i] = b
 		spec.Outputs = append(spec.Outputs, r)
 		ef.outsz = append(ef.outsz, n)
+		rb := 0
+		if f.Outputs[i].Bounded {
+			rb = n / int(max32)
+		}
+		ef.outRow = append(ef.outRow, rb)
 	}
+	// The length block: n and the group counts of the dispatches whose grids follow it.
+	var lenBuf *Buffer
+	if f.Length != nil {
+		size := lengthHeader
+		for j := range f.Dispatches {
+			if f.Dispatches[j].Scale != nil && e.indirectGrids() {
+				ef.scaled = append(ef.scaled, scaledDispatch{off: size, grid: f.Dispatches[j].Grid, scale: f.Dispatches[j].Scale})
+				size += 12
+			}
+		}
+		if lenBuf, err = d.NewBuffer(int64(size)); err != nil {
+			return nil, fmt.Errorf("length block: %w", err)
+		}
+		ef.buffers = append(ef.buffers, lenBuf)
+		ef.length = make([]byte, size)
+		spec.Inputs = append(spec.Inputs, Region{Buffer: lenBuf, Size: int64(size)})
+	}
+	scaled := 0
 	for j := range f.Dispatches {
 		pd := &f.Dispatches[j]
 		m := &e.plan.Modules[pd.Module]
@@ -264,6 +329,8 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 				buf = inBuf[b.Buffer.Region.Index]
 			case plan.RegionOutput:
 				buf = outBuf[b.Buffer.Region.Index]
+			case plan.RegionLength:
+				buf = lenBuf
 			}
 			binds[b.Binding] = Binding{Buffer: buf, Offset: int64(b.Buffer.Offset), Size: int64(b.Buffer.Range), Access: Access(acc[b.Binding])}
 		}
@@ -271,8 +338,13 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 		if name == "" {
 			name = m.Key
 		}
-		spec.Dispatches = append(spec.Dispatches, Dispatch{Name: name, Pipeline: e.pipes[pd.Module], Bindings: binds,
-			Push: append([]byte(nil), pd.Push...), Grid: pd.Grid})
+		ds := Dispatch{Name: name, Pipeline: e.pipes[pd.Module], Bindings: binds,
+			Push: append([]byte(nil), pd.Push...), Grid: pd.Grid}
+		if pd.Scale != nil && e.indirectGrids() {
+			ds.Indirect, ds.IndirectOffset = lenBuf, int64(ef.scaled[scaled].off)
+			scaled++
+		}
+		spec.Dispatches = append(spec.Dispatches, ds)
 		for _, s := range pd.Scalars {
 			ef.scalars = append(ef.scalars, scalarPatch{j, s})
 		}
@@ -285,7 +357,7 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 		return nil, err
 	}
 	ef.prog = prog
-	ef.in = make([][]byte, len(f.Inputs))
+	ef.in = make([][]byte, len(spec.Inputs))
 	ef.out = make([][]byte, len(f.Outputs))
 	for _, n := range ef.outsz {
 		ef.outScratch = append(ef.outScratch, make([]byte, n))
@@ -308,10 +380,25 @@ func (e *Executable) function(fn string) (*execFunction, error) {
 }
 
 // bind checks inputs against the function's signature and its input ranges and fills ef.in,
-// then writes the run-time scalars into the push constants; it allocates nothing.
+// then writes the run-time scalars into the push constants; it allocates nothing. For a
+// function with a run-time length the checker derives n from the bounded inputs (k·n rows
+// each) and bind writes the length block.
 func (ef *execFunction) bind(inputs map[string][]byte) error {
+	f := ef.f
 	if err := ef.check.bind(inputs, ef.in); err != nil {
 		return err
+	}
+	if f.Length != nil {
+		n := ef.check.n
+		ef.n = uint32(n)
+		binary.LittleEndian.PutUint32(ef.length, uint32(n))
+		for _, s := range ef.scaled {
+			g := s.scale.Groups(s.grid, uint32(n))
+			for a := 0; a < 3; a++ {
+				binary.LittleEndian.PutUint32(ef.length[s.off+4*a:], g[a])
+			}
+		}
+		ef.in[len(ef.in)-1] = ef.length
 	}
 	for _, s := range ef.scalars {
 		v := binary.LittleEndian.Uint32(ef.in[s.slot.Input]) + uint32(s.slot.Add)
@@ -322,6 +409,14 @@ func (ef *execFunction) bind(inputs map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// outBytes is the size of output i in a run at the last bound length.
+func (ef *execFunction) outBytes(i int) int {
+	if rb := ef.outRow[i]; rb > 0 {
+		return rb * int(ef.n)
+	}
+	return ef.outsz[i]
 }
 
 func signature(vs []plan.Value) string {
@@ -336,23 +431,34 @@ func signature(vs []plan.Value) string {
 // input exactly once, with exactly its size) and returns the outputs by name. Inputs are checked
 // before anything is submitted; an error names the input. The state persists between runs. Run
 // allocates only the returned output slices; RunInto allocates nothing.
+//
+// A function with a run-time length (plan.Function.Length) takes its bounded inputs with k·n
+// rows for any n in the length's range (tokens: n i32 values) and returns its bounded outputs
+// with k·n rows; the other inputs and outputs keep their sizes.
 func (e *Executable) Run(ctx context.Context, fn string, inputs map[string][]byte) (map[string][]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	ef, err := e.function(fn)
 	if err != nil {
 		return nil, err
 	}
+	if err := ef.bind(inputs); err != nil {
+		return nil, err
+	}
 	out := make(map[string][]byte, len(ef.f.Outputs))
 	for i := range ef.f.Outputs {
-		out[ef.f.Outputs[i].Name] = make([]byte, ef.outsz[i])
+		b := make([]byte, ef.outBytes(i))
+		out[ef.f.Outputs[i].Name] = b
+		ef.out[i] = b
 	}
-	if err := e.RunInto(ctx, fn, inputs, out); err != nil {
+	if err := e.execute(ctx, ef); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // RunInto is Run writing the outputs into caller-provided slices (by output name, each exactly the
-// output's size; outputs not in the map are not read back).
+// output's size — for a bounded output, its k·n rows; outputs not in the map are not read back).
 func (e *Executable) RunInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -372,7 +478,11 @@ func (e *Executable) runInto(ctx context.Context, fn string, inputs, outputs map
 		b, ok := outputs[o.Name]
 		if !ok {
 			b = nil
-		} else if len(b) != ef.outsz[i] {
+		} else if len(b) != ef.outBytes(i) {
+			if ef.outRow[i] > 0 {
+				return fmt.Errorf("function %s: output %q buffer has %d bytes, want %d (%d rows of %d bytes for %s=%d)",
+					fn, o.Name, len(b), ef.outBytes(i), ef.n, ef.outRow[i], ef.f.Length.Name, ef.n)
+			}
 			return fmt.Errorf("function %s: output %q buffer has %d bytes, want %d", fn, o.Name, len(b), ef.outsz[i])
 		}
 		ef.out[i] = b
@@ -386,8 +496,22 @@ func (e *Executable) runInto(ctx context.Context, fn string, inputs, outputs map
 			return fmt.Errorf("function %s: unknown output %q (outputs: %s)", fn, name, signature(ef.f.Outputs))
 		}
 	}
+	return e.execute(ctx, ef)
+}
+
+// execute runs ef with the inputs bind set and copies the outputs into ef.out (nil: not read).
+func (e *Executable) execute(ctx context.Context, ef *execFunction) error {
+	for i := range ef.outScratch {
+		// Only the outputs asked for are read back, and of a bounded one only the rows a run
+		// at this length produces.
+		n := ef.outBytes(i)
+		if ef.out[i] == nil {
+			n = 0
+		}
+		ef.outScratch[i] = ef.outScratch[i][:n:cap(ef.outScratch[i])]
+	}
 	if err := ef.prog.Run(ctx, ef.in, ef.outScratch); err != nil {
-		return fmt.Errorf("function %s: %w", fn, err)
+		return fmt.Errorf("function %s: %w", ef.f.Name, err)
 	}
 	for i, b := range ef.out {
 		copy(b, ef.outScratch[i])

@@ -71,6 +71,10 @@ type inputChecker struct {
 	size   []int
 	signed []bool // i32 (true) or u32, for integer inputs
 	ranges []plan.Range
+	// A function with a run-time length: rowBytes[i] is the bytes of one unit of the length of
+	// bounded input i (0 for the others), and n the length the last bind derived.
+	rowBytes []int
+	n        int
 }
 
 func newInputChecker(f *plan.Function) (*inputChecker, error) {
@@ -87,6 +91,14 @@ func newInputChecker(f *plan.Function) (*inputChecker, error) {
 		c.index[v.Name] = i
 		c.size = append(c.size, int(n))
 		c.signed = append(c.signed, v.DType == plan.I32)
+		rb := 0
+		if v.Bounded {
+			if f.Length == nil || f.Length.Max == 0 || n%uint64(f.Length.Max) != 0 {
+				return nil, fmt.Errorf("input %s: bounded without a run-time length that divides its size", v.Name)
+			}
+			rb = int(n / uint64(f.Length.Max))
+		}
+		c.rowBytes = append(c.rowBytes, rb)
 	}
 	// plan.Validate checked the ranges' indices and dtypes; check again what an index out of
 	// bounds would turn into a panic here, for a Function that did not come through Validate.
@@ -95,7 +107,7 @@ func newInputChecker(f *plan.Function) (*inputChecker, error) {
 		for _, p := range r.Plus {
 			ok = ok && uint64(p) < uint64(len(f.Inputs)) && isInt(f.Inputs[p].DType) && c.size[p] == 4
 		}
-		if !ok {
+		if !ok || r.PlusLength && f.Length == nil {
 			return nil, fmt.Errorf("range %s: not a range over integer inputs", f.RangeTerm(r))
 		}
 	}
@@ -107,20 +119,41 @@ const maxInt = int(^uint(0) >> 1)
 func isInt(d plan.DType) bool { return d == plan.I32 || d == plan.U32 }
 
 // bind checks inputs (every input of the function exactly once, each exactly its size, every
-// range kept) and stores them in in, by input index.
+// range kept) and stores them in in, by input index. For a function with a run-time length a
+// bounded input holds k·n rows for one n in the length's range, and c.n is set to it (to the
+// capacity when no input is bounded).
 func (c *inputChecker) bind(inputs map[string][]byte, in [][]byte) error {
 	f := c.f
+	n, from := -1, ""
 	for name, b := range inputs {
 		i, ok := c.index[name]
 		if !ok {
 			return fmt.Errorf("function %s: unknown input %s (inputs: %s)", f.Name, quote(name), signature(f.Inputs))
 		}
-		if len(b) != c.size[i] {
-			v := &f.Inputs[i]
+		v := &f.Inputs[i]
+		if rb := c.rowBytes[i]; rb > 0 {
+			l := f.Length
+			if len(b)%rb != 0 || len(b) == 0 {
+				return fmt.Errorf("function %s: input %q has %d bytes, not a whole number of %s rows of %d bytes (%s%v holds %s = %d..%d of them)",
+					f.Name, name, len(b), l.Name, rb, v.DType, v.Shape, l.Name, l.Min, l.Max)
+			}
+			m := len(b) / rb
+			if m < int(l.Min) || m > int(l.Max) {
+				return fmt.Errorf("function %s: input %q has %d rows of %d bytes: %s=%d is outside %d..%d", f.Name, name, m, rb, l.Name, m, l.Min, l.Max)
+			}
+			if n >= 0 && m != n {
+				return fmt.Errorf("function %s: input %q gives %s=%d but input %q gives %d", f.Name, name, l.Name, m, from, n)
+			}
+			n, from = m, name
+		} else if len(b) != c.size[i] {
 			return fmt.Errorf("function %s: input %q has %d bytes, want %d (%s%v)", f.Name, name, len(b), c.size[i], v.DType, v.Shape)
 		}
 		in[i] = b
 	}
+	if f.Length != nil && n < 0 {
+		n = int(f.Length.Max)
+	}
+	c.n = n
 	if len(inputs) != len(f.Inputs) {
 		for i := range f.Inputs {
 			if _, ok := inputs[f.Inputs[i].Name]; !ok {
@@ -150,8 +183,11 @@ func (c *inputChecker) checkRange(r *plan.Range, in [][]byte) error {
 	for _, p := range r.Plus {
 		plus += c.element(in, int(p), 0)
 	}
+	if r.PlusLength {
+		plus += int64(c.n)
+	}
 	x := int(r.Input)
-	n := c.size[x] / 4
+	n := len(in[x]) / 4 // a bounded input: its rows in this run
 	for j := 0; j < n; j++ {
 		v := c.element(in, x, j)
 		s := v + plus
@@ -165,6 +201,10 @@ func (c *inputChecker) checkRange(r *plan.Range, in [][]byte) error {
 		for _, p := range r.Plus {
 			e.Plus = append(e.Plus, c.f.Inputs[p].Name)
 			e.PlusValue = append(e.PlusValue, c.element(in, int(p), 0))
+		}
+		if r.PlusLength {
+			e.Plus = append(e.Plus, c.f.Length.Name)
+			e.PlusValue = append(e.PlusValue, int64(c.n))
 		}
 		if s < r.Min {
 			e.Below, e.Bound, e.Why = true, r.Min, r.MinWhy

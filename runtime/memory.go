@@ -146,7 +146,7 @@ func (d *Device) createVkBuffer(size uint64) (vk.Buffer, error) {
 	ci := &vk.BufferCreateInfo{
 		SType:       vk.StructureTypeBufferCreateInfo,
 		Size:        vk.DeviceSize(size),
-		Usage:       vk.BufferUsageFlags(vk.BufferUsageStorageBufferBit | vk.BufferUsageTransferSrcBit | vk.BufferUsageTransferDstBit),
+		Usage:       vk.BufferUsageFlags(vk.BufferUsageStorageBufferBit | vk.BufferUsageTransferSrcBit | vk.BufferUsageTransferDstBit | vk.BufferUsageIndirectBufferBit),
 		SharingMode: vk.SharingModeExclusive,
 	}
 	r := vk.CreateBuffer(d.dev, ci, nil, &buf)

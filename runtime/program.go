@@ -42,6 +42,13 @@ type Dispatch struct {
 	Bindings []Binding // one per binding of the pipeline's kernel, in binding order
 	Push     []byte    // exactly Kernel.PushConstantSize bytes
 	Grid     [3]uint32 // workgroup counts, each at least 1
+	// Indirect, when set, issues the dispatch with vkCmdDispatchIndirect: its group counts are
+	// the three u32 at IndirectOffset (a multiple of 4) in Indirect, read when the dispatch runs,
+	// so a caller changes them between runs without re-recording (by making them one of the
+	// program's Inputs). Grid is then the largest counts the caller will write; the runtime
+	// checks it, not the buffer's values, which must stay within it and each be at least 1.
+	Indirect       *Buffer
+	IndirectOffset int64
 	// BarrierBefore makes the dispatch wait for every earlier one even without a hazard (a
 	// plan's explicit barrier, or work the analysis cannot see, such as indirect accesses).
 	BarrierBefore bool
@@ -171,6 +178,14 @@ func (p *Program) validate() ([][]Use, error) {
 				return nil, fmt.Errorf("%s: grid %v: dimension %d must be in [1, %d] (maxComputeWorkGroupCount)", where, ds.Grid, a, caps.MaxWorkgroupCount[a])
 			}
 		}
+		if b := ds.Indirect; b != nil {
+			if b.freed || b.d != d {
+				return nil, fmt.Errorf("%s: indirect group counts: no live buffer of this device", where)
+			}
+			if ds.IndirectOffset < 0 || ds.IndirectOffset%4 != 0 || ds.IndirectOffset+12 > b.Size() {
+				return nil, fmt.Errorf("%s: indirect group counts at byte %d: want a multiple of 4 with 12 bytes inside the %d-byte buffer", where, ds.IndirectOffset, b.Size())
+			}
+		}
 		for j, b := range ds.Bindings {
 			if b.Buffer == nil || b.Buffer.freed || b.Buffer.d != d {
 				return nil, fmt.Errorf("%s: binding %d: no live buffer of this device", where, j)
@@ -293,6 +308,11 @@ func (p *Program) build() error {
 		}
 		if sets != nil {
 			c.set = handle(unsafe.Pointer(sets[i]))
+		}
+		if b := ds.Indirect; b != nil {
+			c.kind = 2
+			c.src = handle(unsafe.Pointer(b.blk.buf))
+			c.src_off = C.uint64_t(b.off + uint64(ds.IndirectOffset))
 		}
 		if n == 0 && len(copyIn) > 0 {
 			c.barrier_before |= 2
@@ -463,7 +483,9 @@ func (p *Program) Rerecord() error {
 }
 
 // Run writes inputs[i] into spec.Inputs[i], submits the recorded command buffer, waits for it
-// and reads spec.Outputs[i] into outputs[i]. Lengths must match the regions exactly. A context
+// and reads spec.Outputs[i] into outputs[i]. A slice may be shorter than its region: it is then
+// the region's first bytes (the rest of an input region keeps what it held; the rest of an output
+// is not read back), which is how a run at a run-time length passes and returns fewer rows. A context
 // already done returns its error without submitting; once submitted, Run waits for the GPU
 // (bounded by Options.SubmitTimeout).
 func (p *Program) Run(ctx context.Context, inputs, outputs [][]byte) error {
@@ -482,12 +504,12 @@ func (p *Program) Run(ctx context.Context, inputs, outputs [][]byte) error {
 		return fmt.Errorf("run: %d inputs and %d outputs given, program has %d and %d", len(inputs), len(outputs), len(p.spec.Inputs), len(p.spec.Outputs))
 	}
 	for i, r := range p.spec.Inputs {
-		if int64(len(inputs[i])) != r.Size {
+		if int64(len(inputs[i])) > r.Size {
 			return fmt.Errorf("run: input %d: %d bytes, region has %d", i, len(inputs[i]), r.Size)
 		}
 	}
 	for i, r := range p.spec.Outputs {
-		if int64(len(outputs[i])) != r.Size {
+		if int64(len(outputs[i])) > r.Size {
 			return fmt.Errorf("run: output %d: %d bytes, region has %d", i, len(outputs[i]), r.Size)
 		}
 	}
