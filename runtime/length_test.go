@@ -48,11 +48,11 @@ func lengthPlan(t *testing.T, d *Device) *plan.Plan {
 		StateSize: 32,
 		Arena:     plan.Arena{Size: 16},
 		Functions: []plan.Function{{
-			Name:    "f",
-			Length:  &plan.Length{Name: "seq", Min: 1, Max: 8},
+			Name:   "f",
+			Length: &plan.Length{Name: "seq", Min: 1, Max: 8},
 			Inputs: []plan.Value{{Name: "x", DType: plan.F32, Shape: []int64{8}, Place: plan.Staging, Bounded: true},
 				{Name: "pos", DType: plan.I32, Place: plan.Staging}},
-			Ranges: []plan.Range{{Input: 1, PlusLength: true, Min: plan.NoMin, Max: 8, MaxWhy: "rows pos..pos+seq of 8"}},
+			Ranges:  []plan.Range{{Input: 1, PlusLength: true, Min: plan.NoMin, Max: 8, MaxWhy: "rows pos..pos+seq of 8"}},
 			Outputs: []plan.Value{{Name: "y", DType: plan.F32, Shape: []int64{8}, Place: plan.Staging, Bounded: true}},
 			Dispatches: []plan.Dispatch{
 				{Module: 0, Grid: [3]uint32{8, 1, 1}, Scale: &plan.GridScale{Axis: 0, Num: 1, Den: 1},
