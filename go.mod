@@ -9,3 +9,5 @@ require (
 	github.com/x448/float16 v0.8.4
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require golang.org/x/text v0.44.0
