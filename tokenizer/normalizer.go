@@ -17,15 +17,15 @@ type normalizer interface {
 }
 
 type (
-	nfNormalizer      struct{ form norm.Form }
-	lowercaseNorm     struct{}
-	stripNorm         struct{ left, right bool }
-	stripAccentsNorm  struct{}
-	prependNorm       struct{ prepend string }
-	replaceNorm       struct{ pat pattern }
-	sequenceNorm      []normalizer
-	byteLevelNorm     struct{}
-	bertNormalizer    struct{ cleanText, chinese, stripAccents, lowercase bool }
+	nfNormalizer     struct{ form norm.Form }
+	lowercaseNorm    struct{}
+	stripNorm        struct{ left, right bool }
+	stripAccentsNorm struct{}
+	prependNorm      struct{ prepend string }
+	replaceNorm      struct{ pat pattern }
+	sequenceNorm     []normalizer
+	byteLevelNorm    struct{}
+	bertNormalizer   struct{ cleanText, chinese, stripAccents, lowercase bool }
 )
 
 // pattern is a Replace/Split pattern: {"String": "…"} (a literal) or {"Regex": "…"}.
