@@ -29,6 +29,7 @@ fuzzcount() {
     FuzzDecodeContents) echo 15000x ;;
     FuzzParse | FuzzParseModel) echo 50000x ;;
     FuzzGGUF) echo 100000x ;;
+    FuzzByteLevelRoundTrip | FuzzRegexAgainstStdlib) echo 40000x ;;
     *) echo 150000x ;;
   esac
 }

@@ -28,8 +28,13 @@ type bpeModel struct {
 	byteFallback bool
 	ignoreMerges bool
 	byteIDs      [256]int32 // <0xNN>, -1 where absent
+	// byteChars[b] is the id of byte b's ByteLevel character; set (allByteChars) when all 256
+	// are in the vocabulary and no affix applies, so a raw word's symbols are one per byte.
+	byteChars    [256]int32
+	allByteChars bool
 
-	cache wordCache
+	cache    wordCache // by word
+	rawCache wordCache // by the unmapped text of a ByteLevel word (tokenizeRaw)
 }
 
 type bpeMerge struct{ rank, id int32 }
@@ -63,11 +68,15 @@ func (m *bpeModel) init(vocab map[string]int32, merges [][2]string, where string
 		}
 		m.merges[pairKey(a, b)] = bpeMerge{int32(i), id}
 	}
+	m.allByteChars = m.prefix == "" && m.suffix == ""
 	for b := range m.byteIDs {
 		m.byteIDs[b] = -1
 		if id, ok := m.vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
 			m.byteIDs[b] = id
 		}
+		id, ok := m.vocab[byteToStr[b]]
+		m.byteChars[b] = id
+		m.allByteChars = m.allByteChars && ok
 	}
 	return nil
 }
@@ -99,22 +108,70 @@ func (m *bpeModel) tokenize(dst []int32, w string, sc *scratch) ([]int32, error)
 			return append(dst, ids...), nil
 		}
 	}
+	mark := len(dst)
 	syms, err := m.initialSymbols(sc.syms[:0], w)
 	if err != nil {
 		return dst, err
 	}
-	syms = m.mergeAll(syms, sc)
-	sc.syms = syms[:0]
+	dst = m.merge(dst, syms, sc)
+	if len(w) < maxCachedWord {
+		m.cache.put(strings.Clone(w), dst[mark:])
+	}
+	return dst, nil
+}
+
+// tokenizeRaw tokenizes the ByteLevel mapping of raw. Mapping here rather than in the
+// pre-tokenizer lets the cache be keyed by the input's own text, so that a cached word costs no
+// allocation.
+func (m *bpeModel) tokenizeRaw(dst []int32, raw string, sc *scratch) ([]int32, error) {
+	if raw == "" {
+		return dst, nil
+	}
+	if len(raw) < maxCachedWord {
+		if ids, ok := m.rawCache.get(raw); ok {
+			return append(dst, ids...), nil
+		}
+	}
 	mark := len(dst)
+	sc.buf = appendByteLevel(sc.buf[:0], raw)
+	id, whole := int32(0), false
+	if m.ignoreMerges {
+		id, whole = m.vocab[string(sc.buf)]
+	}
+	switch {
+	case whole:
+		dst = append(dst, id)
+	case m.allByteChars:
+		syms := sc.syms[:0]
+		for i := 0; i < len(raw); i++ {
+			n := int32(len(syms))
+			syms = append(syms, bpeSym{id: m.byteChars[raw[i]], prev: n - 1, next: n + 1})
+		}
+		syms[len(syms)-1].next = -1
+		dst = m.merge(dst, syms, sc)
+	default:
+		syms, err := m.initialSymbols(sc.syms[:0], string(sc.buf))
+		if err != nil {
+			return dst, err
+		}
+		dst = m.merge(dst, syms, sc)
+	}
+	if len(raw) < maxCachedWord {
+		m.rawCache.put(strings.Clone(raw), dst[mark:])
+	}
+	return dst, nil
+}
+
+// merge merges syms and appends the ids that remain.
+func (m *bpeModel) merge(dst []int32, syms []bpeSym, sc *scratch) []int32 {
+	syms = m.mergeAll(syms, sc)
 	for i := range syms {
 		if !syms[i].gone {
 			dst = append(dst, syms[i].id)
 		}
 	}
-	if len(w) < maxCachedWord {
-		m.cache.put(w, dst[mark:])
-	}
-	return dst, nil
+	sc.syms = syms[:0]
+	return dst
 }
 
 // initialSymbols splits w into its characters' ids (HF's merge_word before merging).

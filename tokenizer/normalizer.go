@@ -74,10 +74,11 @@ func (p *pattern) replaceAll(s string, sc *scratch) string {
 		}
 		return strings.ReplaceAll(s, p.lit, p.content)
 	}
-	spans := p.spans(sc.spans[:0], s, sc)
-	sc.spans = spans[:0]
+	mark := len(sc.st)
+	sc.st = p.spans(sc.st, s, sc)
+	defer func() { sc.st = sc.st[:mark] }()
 	var b strings.Builder
-	for _, sp := range spans {
+	for _, sp := range sc.st[mark:] {
 		if sp.match {
 			b.WriteString(p.content)
 		} else {

@@ -37,25 +37,11 @@ type goldenCase struct {
 // oracleDir returns ../shared/oracles/tokenizers relative to the module root, or skips.
 func oracleDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
+	dir, ok := oracleDirIfPresent()
+	if !ok {
+		t.Skip("oracle ../shared/oracles/tokenizers missing")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("oracle ../shared/oracles/tokenizers missing (no go.mod above the test)")
-		}
-		dir = parent
-	}
-	o := filepath.Join(dir, "..", "shared", "oracles", "tokenizers")
-	if _, err := os.Stat(filepath.Join(o, "corpus.json")); err != nil {
-		t.Skipf("oracle ../shared/oracles/tokenizers missing: %v", err)
-	}
-	return o
+	return dir
 }
 
 var (

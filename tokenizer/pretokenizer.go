@@ -9,16 +9,31 @@ import (
 )
 
 // pretok is one piece of text on its way to the model. atStart says whether it begins at the
-// start of the input (Metaspace's prepend_scheme "first" asks).
+// start of the input (Metaspace's prepend_scheme "first" asks). raw says that the ByteLevel
+// pre-tokenizer's byte-to-character mapping is still to be applied to text: the BPE model does it
+// itself, after its cache lookup by the unmapped text; any other stage maps it first (mapped).
 type pretok struct {
 	text    string
 	atStart bool
+	raw     bool
 }
 
+func (p pretok) mapped() pretok {
+	if p.raw {
+		p.text, p.raw = string(appendByteLevel(nil, p.text)), false
+	}
+	return p
+}
+
+// emitFn receives the words of a pre-tokenizer, in order; an error stops the split.
+type emitFn func(pretok) error
+
 // A preTokenizer splits a piece into the words the model tokenizes separately (HF's
-// PreTokenizer). It appends the pieces of p to dst.
+// PreTokenizer), handing each to emit as it is found, so a long text is never held as a list of
+// words. Stages keep their spans on sc.st above the mark they found, so that a stage emitting
+// into the next one can share the scratch.
 type preTokenizer interface {
-	preTokenize(dst []pretok, p pretok, sc *scratch) []pretok
+	preTokenize(p pretok, sc *scratch, emit emitFn) error
 }
 
 type (
@@ -53,41 +68,47 @@ const (
 	prependNever
 )
 
-// emitSpans appends the pieces of p that spans and the behavior keep.
-func emitSpans(dst []pretok, p pretok, spans []span, b splitBehavior, invert bool) []pretok {
-	applyBehavior(spans, b, invert, func(start, end int) {
-		dst = append(dst, pretok{p.text[start:end], p.atStart && start == 0})
-	})
-	return dst
+// emitPieces hands emit the pieces of p that the spans above mark on sc.st and the behavior
+// keep, then pops the spans.
+func emitPieces(p pretok, sc *scratch, mark int, b splitBehavior, invert bool, emit emitFn) error {
+	n := len(sc.st)
+	sc.st = applyBehavior(sc.st, sc.st[mark:n], b, invert)
+	defer func() { sc.st = sc.st[:mark] }()
+	for k := n; k < len(sc.st); k++ {
+		sp := sc.st[k] // read afresh: a nested stage may have grown sc.st
+		if err := emit(pretok{p.text[sp.start:sp.end], p.atStart && sp.start == 0, p.raw}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (b byteLevelPre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
+func (b byteLevelPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	p = p.mapped()
 	if b.addPrefixSpace && !strings.HasPrefix(p.text, " ") {
 		p.text = " " + p.text
 	}
-	mark := len(dst)
-	if b.useRegex {
-		spans := matchSpans(sc.spans[:0], gpt2Regex, &sc.m, p.text)
-		dst = emitSpans(dst, p, spans, splitIsolated, false)
-		sc.spans = spans[:0]
-	} else if p.text != "" {
-		dst = append(dst, p)
+	p.raw = true
+	if !b.useRegex {
+		if p.text == "" {
+			return nil
+		}
+		return emit(p)
 	}
-	for i := mark; i < len(dst); i++ {
-		sc.buf = appendByteLevel(sc.buf[:0], dst[i].text)
-		dst[i].text = string(sc.buf)
-	}
-	return dst
+	mark := len(sc.st)
+	sc.st = matchSpans(sc.st, gpt2Regex, &sc.m, p.text)
+	return emitPieces(p, sc, mark, splitIsolated, false, emit)
 }
 
-func (s splitPre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
-	spans := s.pat.spans(sc.spans[:0], p.text, sc)
-	dst = emitSpans(dst, p, spans, s.behavior, s.invert)
-	sc.spans = spans[:0]
-	return dst
+func (s splitPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	p = p.mapped()
+	mark := len(sc.st)
+	sc.st = s.pat.spans(sc.st, p.text, sc)
+	return emitPieces(p, sc, mark, s.behavior, s.invert, emit)
 }
 
-func (m metaspacePre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
+func (m metaspacePre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	p = p.mapped()
 	text := strings.ReplaceAll(p.text, " ", m.replacement)
 	switch m.prepend {
 	case prependAlways:
@@ -101,34 +122,31 @@ func (m metaspacePre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok 
 	}
 	p.text = text
 	if !m.split {
-		if text != "" {
-			dst = append(dst, p)
+		if text == "" {
+			return nil
 		}
-		return dst
+		return emit(p)
 	}
-	spans := literalSpans(sc.spans[:0], m.replacement, text)
-	dst = emitSpans(dst, p, spans, splitMergedWithNext, false)
-	sc.spans = spans[:0]
-	return dst
+	mark := len(sc.st)
+	sc.st = literalSpans(sc.st, m.replacement, text)
+	return emitPieces(p, sc, mark, splitMergedWithNext, false, emit)
 }
 
-func (s sequencePre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
-	cur := []pretok{p}
-	for _, stage := range s {
-		var next []pretok
-		for _, q := range cur {
-			next = stage.preTokenize(next, q, sc)
-		}
-		cur = next
+func (s sequencePre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	fns := make([]emitFn, len(s)+1)
+	fns[len(s)] = emit
+	for i := len(s) - 1; i >= 0; i-- {
+		stage, next := s[i], fns[i+1]
+		fns[i] = func(q pretok) error { return stage.preTokenize(q, sc, next) }
 	}
-	return append(dst, cur...)
+	return fns[0](p)
 }
 
-func (ps predicateSplitter) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
-	spans := predSpans(sc.spans[:0], ps.pred, p.text)
-	dst = emitSpans(dst, p, spans, ps.behavior, false)
-	sc.spans = spans[:0]
-	return dst
+func (ps predicateSplitter) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	p = p.mapped()
+	mark := len(sc.st)
+	sc.st = predSpans(sc.st, ps.pred, p.text)
+	return emitPieces(p, sc, mark, ps.behavior, false, emit)
 }
 
 // isRustWord is the Rust regex crate's Unicode \w (Alphabetic, M, Nd, Pc, Join_Control), which
@@ -139,7 +157,8 @@ func isRustWord(r rune) bool {
 }
 
 // Whitespace keeps the runs of word characters and the runs of other non-space characters.
-func (whitespacePre) preTokenize(dst []pretok, p pretok, _ *scratch) []pretok {
+func (whitespacePre) preTokenize(p pretok, _ *scratch, emit emitFn) error {
+	p = p.mapped()
 	s := p.text
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
@@ -156,14 +175,16 @@ func (whitespacePre) preTokenize(dst []pretok, p pretok, _ *scratch) []pretok {
 			}
 			j += n2
 		}
-		dst = append(dst, pretok{s[i:j], p.atStart && i == 0})
+		if err := emit(pretok{s[i:j], p.atStart && i == 0, false}); err != nil {
+			return err
+		}
 		i = j
 	}
-	return dst
+	return nil
 }
 
-func (whitespaceSplit) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
-	return predicateSplitter{unicode.IsSpace, splitRemoved}.preTokenize(dst, p, sc)
+func (whitespaceSplit) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	return predicateSplitter{unicode.IsSpace, splitRemoved}.preTokenize(p, sc, emit)
 }
 
 // isBertPunct is HF's is_bert_punc / is_punc: ASCII punctuation or a Unicode P character.
@@ -171,28 +192,27 @@ func isBertPunct(r rune) bool {
 	return r > ' ' && r < 127 && !isASCIIAlnum(r) || unicode.IsPunct(r)
 }
 
-func (bertPre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
-	words := predicateSplitter{unicode.IsSpace, splitRemoved}.preTokenize(nil, p, sc)
-	for _, w := range words {
-		dst = predicateSplitter{isBertPunct, splitIsolated}.preTokenize(dst, w, sc)
-	}
-	return dst
+func (bertPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	punct := predicateSplitter{isBertPunct, splitIsolated}
+	return predicateSplitter{unicode.IsSpace, splitRemoved}.preTokenize(p, sc, func(w pretok) error {
+		return punct.preTokenize(w, sc, emit)
+	})
 }
 
-func (pp punctuationPre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
-	return predicateSplitter{isBertPunct, pp.behavior}.preTokenize(dst, p, sc)
+func (pp punctuationPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	return predicateSplitter{isBertPunct, pp.behavior}.preTokenize(p, sc, emit)
 }
 
-func (d digitsPre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
+func (d digitsPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
 	b := splitContiguous
 	if d.individual {
 		b = splitIsolated
 	}
-	return predicateSplitter{unicode.IsNumber, b}.preTokenize(dst, p, sc)
+	return predicateSplitter{unicode.IsNumber, b}.preTokenize(p, sc, emit)
 }
 
-func (c charDelimiterPre) preTokenize(dst []pretok, p pretok, sc *scratch) []pretok {
-	return predicateSplitter{func(r rune) bool { return r == c.delim }, splitRemoved}.preTokenize(dst, p, sc)
+func (c charDelimiterPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
+	return predicateSplitter{func(r rune) bool { return r == c.delim }, splitRemoved}.preTokenize(p, sc, emit)
 }
 
 func parsePrependScheme(scheme *string, addPrefixSpace *bool, where string) (prependScheme, error) {

@@ -148,7 +148,79 @@ type inst struct {
 	class *reClass
 }
 
-type reProg struct{ insts []inst }
+type reProg struct {
+	insts []inst
+	first []firstSet // first[pc]: what a match continuing at pc can start with
+}
+
+// firstSet over-approximates the first byte a match from some pc consumes: the ASCII bytes in
+// ascii, any non-ASCII rune when nonASCII, and anything at all (even no byte: the match may
+// succeed without consuming, or the instruction is a lookaround) when any. The machine uses it
+// to skip alternatives that cannot match here, which is most of them.
+type firstSet struct {
+	ascii    [2]uint64
+	nonASCII bool
+	any      bool
+}
+
+func (f *firstSet) canStart(s string, pos int) bool {
+	if f.any {
+		return true
+	}
+	if pos >= len(s) {
+		return false
+	}
+	if b := s[pos]; b < utf8.RuneSelf {
+		return f.ascii[b>>6]>>(b&63)&1 != 0
+	}
+	return f.nonASCII
+}
+
+func (f *firstSet) union(g firstSet) bool {
+	n := firstSet{[2]uint64{f.ascii[0] | g.ascii[0], f.ascii[1] | g.ascii[1]}, f.nonASCII || g.nonASCII, f.any || g.any}
+	changed := n != *f
+	*f = n
+	return changed
+}
+
+// classNonASCII reports whether a class may hold a rune of 128 or above.
+func classNonASCII(c *reClass) bool {
+	if c.neg {
+		return true
+	}
+	for _, it := range c.items {
+		if it.table != nil || it.fn != nil || it.not || it.hi >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}
+
+// computeFirst fills p.first by iterating to a fixed point (loops make the graph cyclic).
+func (p *reProg) computeFirst() {
+	p.first = make([]firstSet, len(p.insts))
+	for changed := true; changed; {
+		changed = false
+		for pc := len(p.insts) - 1; pc >= 0; pc-- {
+			in := &p.insts[pc]
+			var f firstSet
+			switch in.op {
+			case iClass:
+				f = firstSet{ascii: in.class.ascii, nonASCII: classNonASCII(in.class)}
+			case iSplit:
+				f = p.first[in.x]
+				f.union(p.first[in.y])
+			case iJmp:
+				f = p.first[in.x]
+			default:
+				f.any = true
+			}
+			if p.first[pc].union(f) {
+				changed = true
+			}
+		}
+	}
+}
 
 // maxRepeat bounds counted repetition, whose copies the compiler expands.
 const maxRepeat = 1000
@@ -807,6 +879,7 @@ func (re *Regex) compileInto(pi int, n *reNode) error {
 		return err
 	}
 	c.add(inst{op: iMatch})
+	re.progs[pi].computeFirst()
 	return nil
 }
 
@@ -944,7 +1017,7 @@ type reThread struct{ pc, pos int32 }
 // matchAt runs program pi anchored at pos and returns the end of the first match in priority
 // order, or -1.
 func (re *Regex) matchAt(m *reMachine, pi int, s string, pos int) int {
-	insts := re.progs[pi].insts
+	insts, first := re.progs[pi].insts, re.progs[pi].first
 	base := len(m.stack)
 	pc := int32(0)
 	for {
@@ -965,9 +1038,19 @@ func (re *Regex) matchAt(m *reMachine, pi int, s string, pos int) int {
 				}
 			}
 		case iSplit:
-			m.stack = append(m.stack, reThread{in.y, int32(pos)})
-			pc = in.x
-			continue
+			okX, okY := first[in.x].canStart(s, pos), first[in.y].canStart(s, pos)
+			switch {
+			case okX && okY:
+				m.stack = append(m.stack, reThread{in.y, int32(pos)})
+				pc = in.x
+				continue
+			case okX:
+				pc = in.x
+				continue
+			case okY:
+				pc = in.y
+				continue
+			}
 		case iJmp:
 			pc = in.x
 			continue
@@ -1035,10 +1118,13 @@ func (re *Regex) findAll(m *reMachine, s string, fn func(start, end int)) {
 	lastEnd, lastMatchEnd := 0, -1
 	for lastEnd <= len(s) {
 		start, end := -1, -1
+		first := &re.progs[0].first[0]
 		for st := lastEnd; st <= len(s); {
-			if e := re.matchAt(m, 0, s, st); e >= 0 {
-				start, end = st, e
-				break
+			if first.canStart(s, st) {
+				if e := re.matchAt(m, 0, s, st); e >= 0 {
+					start, end = st, e
+					break
+				}
 			}
 			if st == len(s) {
 				break

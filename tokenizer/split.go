@@ -108,19 +108,16 @@ func literalSpans(dst []span, lit, s string) []span {
 	return dst
 }
 
-// applyBehavior turns the spans of a pattern into the pieces to keep, in order (HF
+// applyBehavior appends to dst the pieces to keep of the spans of a pattern, in order (HF
 // NormalizedString::split). Empty pieces are dropped, as HF's PreTokenizedString::split does.
-func applyBehavior(spans []span, b splitBehavior, invert bool, emit func(start, end int)) {
-	if invert {
-		for i := range spans {
-			spans[i].match = !spans[i].match
-		}
-	}
+// spans must not alias dst's free capacity.
+func applyBehavior(dst, spans []span, b splitBehavior, invert bool) []span {
 	out := func(st, en int) {
 		if en > st {
-			emit(st, en)
+			dst = append(dst, span{st, en, false})
 		}
 	}
+	isMatch := func(sp span) bool { return sp.match != invert }
 	switch b {
 	case splitIsolated:
 		for _, sp := range spans {
@@ -128,7 +125,7 @@ func applyBehavior(spans []span, b splitBehavior, invert bool, emit func(start, 
 		}
 	case splitRemoved:
 		for _, sp := range spans {
-			if !sp.match {
+			if !isMatch(sp) {
 				out(sp.start, sp.end)
 			}
 		}
@@ -138,11 +135,12 @@ func applyBehavior(spans []span, b splitBehavior, invert bool, emit func(start, 
 		have, prevMatch := false, false
 		curS, curE := 0, 0
 		for _, sp := range spans {
+			m := isMatch(sp)
 			var merge bool
 			if b == splitContiguous {
-				merge = sp.match == prevMatch
+				merge = m == prevMatch
 			} else {
-				merge = sp.match && !prevMatch
+				merge = m && !prevMatch
 			}
 			if merge && have {
 				curE = sp.end
@@ -152,27 +150,35 @@ func applyBehavior(spans []span, b splitBehavior, invert bool, emit func(start, 
 				}
 				curS, curE, have = sp.start, sp.end, true
 			}
-			prevMatch = sp.match
+			prevMatch = m
 		}
 		if have {
 			out(curS, curE)
 		}
 	case splitMergedWithNext:
-		// Walk backwards, folding a match into the piece after it.
-		type piece struct{ s, e int }
-		var rev []piece
+		// Walk backwards, folding a match into the piece after it, then reverse.
+		mark := len(dst)
 		prevMatch := false
 		for i := len(spans) - 1; i >= 0; i-- {
 			sp := spans[i]
-			if sp.match && !prevMatch && len(rev) > 0 {
-				rev[len(rev)-1].s = sp.start
+			m := isMatch(sp)
+			if m && !prevMatch && len(dst) > mark {
+				dst[len(dst)-1].start = sp.start
 			} else {
-				rev = append(rev, piece{sp.start, sp.end})
+				dst = append(dst, span{sp.start, sp.end, false})
 			}
-			prevMatch = sp.match
+			prevMatch = m
 		}
-		for i := len(rev) - 1; i >= 0; i-- {
-			out(rev[i].s, rev[i].e)
+		for i, j := mark, len(dst)-1; i < j; i, j = i+1, j-1 {
+			dst[i], dst[j] = dst[j], dst[i]
 		}
+		kept := dst[:mark]
+		for _, sp := range dst[mark:] {
+			if sp.end > sp.start {
+				kept = append(kept, sp)
+			}
+		}
+		dst = kept
 	}
+	return dst
 }

@@ -63,11 +63,11 @@ type Tokenizer struct {
 
 // scratch is the reusable working memory of one Encode call.
 type scratch struct {
-	m     reMachine
-	spans []span
-	buf   []byte
-	syms  []bpeSym
-	heap  []bpeCand
+	m    reMachine
+	st   []span // a stack of spans (see preTokenizer)
+	buf  []byte
+	syms []bpeSym
+	heap []bpeCand
 }
 
 // Load reads a tokenizer: a tokenizer.json (or tokenizer.json.gz) file, or a directory holding
@@ -394,7 +394,25 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 	}
 	defer t.pool.Put(sc)
 	var ids []int32
-	var words []pretok
+	word := func(w pretok) error {
+		var err error
+		switch {
+		case w.raw:
+			if bpe, ok := t.model.(*bpeModel); ok {
+				ids, err = bpe.tokenizeRaw(ids, w.text, sc)
+				return err
+			}
+			w = w.mapped()
+			fallthrough
+		default:
+			if t.wordSplit != "" {
+				ids, err = t.tokenizeSplit(ids, w.text, sc)
+			} else {
+				ids, err = t.model.tokenize(ids, w.text, sc)
+			}
+		}
+		return err
+	}
 	for _, seg := range t.rawAdded.split(nil, text, true) {
 		if seg.id >= 0 {
 			ids = append(ids, seg.id)
@@ -409,23 +427,15 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 				ids = append(ids, sub.id)
 				continue
 			}
-			p := pretok{sub.text, sub.atStart}
-			words = words[:0]
+			p := pretok{sub.text, sub.atStart, false}
+			var err error
 			if t.pre != nil {
-				words = t.pre.preTokenize(words, p, sc)
+				err = t.pre.preTokenize(p, sc, word)
 			} else {
-				words = append(words, p)
+				err = word(p)
 			}
-			for _, w := range words {
-				var err error
-				if t.wordSplit != "" {
-					ids, err = t.tokenizeSplit(ids, w.text, sc)
-				} else {
-					ids, err = t.model.tokenize(ids, w.text, sc)
-				}
-				if err != nil {
-					return nil, err
-				}
+			if err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -1,0 +1,94 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// benchTexts returns the oracle corpus joined and repeated to about 1 MiB ("corpus": every
+// script, emoji, code), and its English strings alone repeated the same way ("english").
+func benchTexts(b *testing.B) map[string]string {
+	data, err := os.ReadFile(filepath.Join(oracleDir(b), "corpus.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var corpus []string
+	if err := json.Unmarshal(data, &corpus); err != nil {
+		b.Fatal(err)
+	}
+	// The English cases: plain prose, contractions, punctuation, numbers, code, the paragraph.
+	english := []int{0, 1, 2, 3, 4, 5, 6, 18, 19, 20, 21, 24, 25, 26, 27, 29, 30, 31, 34, 35, 72}
+	var en []string
+	for _, i := range english {
+		en = append(en, corpus[i])
+	}
+	rep := func(parts []string) string {
+		one := strings.Join(parts, "\n")
+		return strings.Repeat(one+"\n", 1<<20/len(one)+1)
+	}
+	return map[string]string{"corpus": rep(corpus), "english": rep(en)}
+}
+
+// BenchmarkEncode measures encoding throughput (MB/s of input) with a warm word cache, as a
+// long-running tokenizer has. Run on one core: go test -bench Encode -cpu 1 ./tokenizer
+func BenchmarkEncode(b *testing.B) {
+	texts := benchTexts(b)
+	for _, name := range oracleNames {
+		tk, _ := oracleTokenizer(b, name)
+		for _, kind := range []string{"english", "corpus"} {
+			text := texts[kind]
+			b.Run(name+"/"+kind, func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					if _, err := tk.Encode(text, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkEncodeCold is BenchmarkEncode/english with the word cache emptied before every
+// pass: the cost of merging every word once.
+func BenchmarkEncodeCold(b *testing.B) {
+	text := benchTexts(b)["english"]
+	for _, name := range oracleNames {
+		tk, _ := oracleTokenizer(b, name)
+		bpe := tk.model.(*bpeModel)
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				bpe.cache.mu.Lock()
+				bpe.cache.m = nil
+				bpe.cache.mu.Unlock()
+				if _, err := tk.Encode(text, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecode measures decoding throughput (MB/s of text produced).
+func BenchmarkDecode(b *testing.B) {
+	text := benchTexts(b)["english"]
+	for _, name := range oracleNames {
+		tk, _ := oracleTokenizer(b, name)
+		ids, err := tk.Encode(text, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if _, err := tk.Decode(ids, DecodeOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
