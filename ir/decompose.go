@@ -6,7 +6,7 @@ import (
 )
 
 // Decompose adds to b the composition of primitive ops that computes the composite op (rmsnorm,
-// layernorm, softmax, silu, gelu, gelu_tanh, rope, linear, attention) on args, and returns its
+// layernorm, softmax, silu, gelu, gelu_tanh, rope, linear, attention, batch_norm) on args, and returns its
 // result. The composition uses only ops of the table that are not Composite, so the e-graph
 // rules that recognise these shapes of graph can be checked against it, and a model written
 // either way computes the same function (up to rounding at the extra node boundaries).
@@ -25,6 +25,8 @@ import (
 //	      "interleaved"), cast to x's dtype and reshaped to broadcast along seq_axis; then
 //	      x·cos + rotate(x)·sin with rotate(x) = concat(−x2, x1) of the two halves ("half"), or
 //	      the pairs (−x[2i+1], x[2i]) ("interleaved").
+//	batch_norm(x, s, b, m, v) = (x − m') · (s' · rsqrt(v' + eps)) + b', each parameter reshaped
+//	      to [c, 1, …, 1] so it broadcasts along the channel axis (nchw; as it is for nhwc)
 //	attention: heads first (transpose for "shd"), k and v repeated per query-head group by
 //	      reshape [hkv,1,s,d] → expand [hkv,g,s,d] → reshape [hq,s,d]; scores = matmul(q, k, tb)·scale;
 //	      masks from constant aranges: key j < kv_len, j ≤ p (causal), p − window < j ≤ p (window),
@@ -89,6 +91,8 @@ func Decompose(b *Builder, op Op, attrs Attrs, args ...Value) (Value, error) {
 		v = d.rope(a, args[0], args[1])
 	case Attention:
 		v = d.attention(a, args)
+	case BatchNorm:
+		v = d.batchNorm(a, args)
 	default:
 		return Value{}, fmt.Errorf("decompose: no composition for %s", op)
 	}
@@ -268,6 +272,23 @@ func (d *decomposer) attention(a Attrs, args []Value) Value {
 		out = d.op(Transpose, Attrs{"perm": []int{1, 0, 2}}, out)
 	}
 	return out
+}
+
+func (d *decomposer) batchNorm(a Attrs, args []Value) Value {
+	x := args[0]
+	xt := x.Type()
+	dt := xt.DType
+	c := xt.Shape[BatchNormChannelAxis(a, xt)]
+	shape := []int{c}
+	if a.String("layout", "nchw") == "nchw" {
+		for i := 2; i < xt.Shape.Rank(); i++ {
+			shape = append(shape, 1)
+		}
+	}
+	p := func(i int) Value { return d.op(Reshape, Attrs{"shape": shape}, d.castTo(args[i], dt)) }
+	scale, bias, mean, vr := p(1), p(2), p(3), p(4)
+	inv := d.op(Rsqrt, nil, d.op(Add, nil, vr, d.b.Scalar(dt, a.Float("eps", 1e-5))))
+	return d.op(Add, nil, d.op(Mul, nil, d.op(Sub, nil, x, mean), d.op(Mul, nil, scale, inv)), bias)
 }
 
 // DecomposeAll returns a copy of f in which every composite node is replaced by its composition

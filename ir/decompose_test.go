@@ -49,6 +49,16 @@ func decCases(rng *rand.Rand, dt ir.DType) []decCase {
 	add("rank 3", ir.RMSNorm, nil, rnd(rng, T(2, 3, 9), 3), rnd(rng, T(9), 2))
 	add("", ir.LayerNorm, nil, rnd(rng, T(2, 3, 9), 3), rnd(rng, T(9), 2), rnd(rng, T(9), 1))
 	add("eps", ir.LayerNorm, ir.Attrs{"eps": 0.1}, rnd(rng, T(5), 3), rnd(rng, T(5), 2), rnd(rng, T(5), 1))
+	pos := func(n int) *ir.Tensor { // a positive variance
+		v := rnd(rng, T(n), 1).Float64s()
+		for i := range v {
+			v[i] = math.Abs(v[i]) + 0.05
+		}
+		return ir.TensorFromFloat64s(T(n), v)
+	}
+	add("nchw", ir.BatchNorm, nil, rnd(rng, T(2, 3, 4, 5), 3), rnd(rng, T(3), 2), rnd(rng, T(3), 1), rnd(rng, T(3), 1), pos(3))
+	add("nhwc eps", ir.BatchNorm, ir.Attrs{"layout": "nhwc", "eps": 0.01}, rnd(rng, T(2, 4, 5, 3), 3), rnd(rng, T(3), 2), rnd(rng, T(3), 1), rnd(rng, T(3), 1), pos(3))
+	add("rank 2", ir.BatchNorm, nil, rnd(rng, T(4, 7), 3), rnd(rng, T(7), 2), rnd(rng, T(7), 1), rnd(rng, T(7), 1), pos(7))
 	add("rank 1", ir.Linear, nil, rnd(rng, T(9), 1), rnd(rng, T(7, 9), 1))
 	add("bias", ir.Linear, nil, rnd(rng, T(3, 5), 1), rnd(rng, T(7, 5), 1), rnd(rng, T(7), 1))
 	add("rank 3", ir.Linear, nil, rnd(rng, T(2, 3, 5), 1), rnd(rng, T(7, 5), 1))

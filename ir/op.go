@@ -91,6 +91,14 @@ const (
 	Attention
 	Conv1d // conv1d(x [cin, L] or [n, cin, L], w [cout, cin/groups, k][, b [cout]])
 
+	// Vision ops (ops_vision.go): 2-D convolution and pooling over [n, c, h, w] (layout nchw)
+	// or [n, h, w, c] (layout nhwc) activations, and batch normalisation in inference form.
+	Conv2d        // conv2d(x, w [cout, cin/groups, kh, kw][, b [cout]])
+	MaxPool2d     // max_pool2d(x): kernel, strides, pads, dilations, ceil_mode
+	AvgPool2d     // avg_pool2d(x): as max_pool2d, and count_include_pad
+	GlobalAvgPool // global_avg_pool(x): the mean over h and w, keeping them as 1
+	BatchNorm     // batch_norm(x, scale, bias, mean, var): (x − mean)·scale/√(var + eps) + bias per channel
+
 	numBaseOps
 )
 

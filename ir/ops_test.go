@@ -92,6 +92,28 @@ func TestInfer(t *testing.T) {
 		{"conv1d groups", Conv1d, Attrs{"groups": 4}, []Type{f32(16, 10), f32(8, 4, 3)}, f32(8, 8), ""},
 		{"conv1d channels", Conv1d, nil, []Type{f32(16, 10), f32(8, 3, 3)}, Type{}, "does not fit 16 input channels in 1 groups"},
 		{"conv1d short", Conv1d, nil, []Type{f32(16, 2), f32(8, 16, 3)}, Type{}, "too short for kernel 3"},
+		// vision
+		{"conv2d", Conv2d, Attrs{"strides": []int{2, 2}, "pads": []int{1, 1, 1, 1}}, []Type{f32(1, 3, 7, 5), f32(8, 3, 3, 3), f32(8)}, f32(1, 8, 4, 3), ""},
+		{"conv2d asymmetric pads", Conv2d, Attrs{"strides": []int{2, 2}, "pads": []int{1, 0, 1, 0}}, []Type{f32(1, 1, 7, 5), f32(1, 1, 3, 3)}, f32(1, 1, 4, 2), ""},
+		{"conv2d nhwc depthwise", Conv2d, Attrs{"groups": 6, "layout": "nhwc", "dilations": []int{2, 1}}, []Type{f32(2, 9, 8, 6), f32(6, 1, 3, 3)}, f32(2, 5, 6, 6), ""},
+		{"conv2d groups", Conv2d, Attrs{"groups": 2}, []Type{f32(1, 6, 5, 5), f32(4, 2, 3, 3)}, Type{}, "does not fit 6 input channels in 2 groups"},
+		{"conv2d rank", Conv2d, nil, []Type{f32(6, 5, 5), f32(4, 6, 3, 3)}, Type{}, "x must have rank 4"},
+		{"conv2d small", Conv2d, Attrs{"dilations": []int{3, 3}}, []Type{f32(1, 1, 5, 5), f32(1, 1, 3, 3)}, Type{}, "smaller than the dilated kernel 7x7"},
+		{"conv2d pads", Conv2d, Attrs{"pads": []int{1, 1}}, []Type{f32(1, 1, 5, 5), f32(1, 1, 3, 3)}, Type{}, "pads must have 4 entries"},
+		{"conv2d bias", Conv2d, nil, []Type{f32(1, 1, 5, 5), f32(2, 1, 3, 3), f32(3)}, Type{}, "bias must be a float [2]"},
+		{"conv2d layout", Conv2d, Attrs{"layout": "chw"}, []Type{f32(1, 1, 5, 5), f32(2, 1, 3, 3)}, Type{}, `layout must be nchw or nhwc, got "chw"`},
+		{"max_pool2d", MaxPool2d, Attrs{"kernel": []int{3, 3}, "strides": []int{2, 2}}, []Type{f32(1, 2, 7, 6)}, f32(1, 2, 3, 2), ""},
+		{"max_pool2d ceil", MaxPool2d, Attrs{"kernel": []int{3, 3}, "strides": []int{2, 2}, "ceil_mode": true}, []Type{f32(1, 2, 7, 6)}, f32(1, 2, 3, 3), ""},
+		// ceil_mode's last window would start on the trailing pad: dropped.
+		{"avg_pool2d ceil last window", AvgPool2d, Attrs{"kernel": []int{3, 3}, "strides": []int{3, 3}, "pads": []int{1, 1, 1, 1}, "ceil_mode": true}, []Type{f32(1, 3, 2, 2)}, f32(1, 3, 1, 1), ""},
+		{"avg_pool2d nhwc", AvgPool2d, Attrs{"kernel": []int{2, 2}, "layout": "nhwc"}, []Type{f32(2, 5, 4, 3)}, f32(2, 4, 3, 3), ""},
+		{"pool kernel", MaxPool2d, nil, []Type{f32(1, 2, 7, 6)}, Type{}, "max_pool2d needs attribute kernel"},
+		{"pool pads", MaxPool2d, Attrs{"kernel": []int{2, 2}, "pads": []int{2, 0, 0, 0}}, []Type{f32(1, 2, 7, 6)}, Type{}, "must be smaller than the dilated kernel 2x2"},
+		{"global_avg_pool", GlobalAvgPool, nil, []Type{f32(2, 3, 7, 5)}, f32(2, 3, 1, 1), ""},
+		{"global_avg_pool nhwc", GlobalAvgPool, Attrs{"layout": "nhwc"}, []Type{f32(2, 7, 5, 3)}, f32(2, 1, 1, 3), ""},
+		{"batch_norm", BatchNorm, Attrs{"eps": 1e-3}, []Type{f32(2, 3, 4, 4), f32(3), f32(3), f32(3), f32(3)}, f32(2, 3, 4, 4), ""},
+		{"batch_norm nhwc", BatchNorm, Attrs{"layout": "nhwc"}, []Type{f32(2, 4, 4, 3), f32(3), f32(3), f32(3), f32(3)}, f32(2, 4, 4, 3), ""},
+		{"batch_norm params", BatchNorm, nil, []Type{f32(2, 3, 4, 4), f32(3), f32(4), f32(3), f32(3)}, Type{}, "bias must be a float [3] (one per channel of f32[2,3,4,4]), got f32[4]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, outs, err := Infer(c.op, c.attrs, c.args)

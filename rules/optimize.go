@@ -556,6 +556,9 @@ func (c StaticCost) Cost(n CostNode) float64 {
 	case ir.Attention:
 		q, k := n.Args[0].Shape, n.Args[1].Shape
 		flops = 4 * float64(q.NumElements()) * float64(max(k[0], k[1]))
+	case ir.Conv2d:
+		w := n.Args[1].Shape // [cout, cin/groups, kh, kw]
+		flops = 2 * float64(n.Outs[0].Shape.NumElements()) * float64(w[1]*w[2]*w[3])
 	}
 	return c.Launch + math.Max(bytes, flops/c.FlopsPerByte) + extra
 }

@@ -104,3 +104,12 @@ func randT(rng *rand.Rand, t ir.Type, r float64) *ir.Tensor {
 	}
 	return ir.TensorFromFloat64s(t, v)
 }
+
+// ramp is an f32 tensor whose elements are 0, 1, 2, … in row-major order.
+func ramp(shape []int) *ir.Tensor {
+	v := make([]float64, ir.Shape(shape).NumElements())
+	for i := range v {
+		v[i] = float64(i)
+	}
+	return ir.TensorFromFloat64s(ir.T(ir.F32, shape...), v)
+}

@@ -155,6 +155,38 @@ func handCases() []opCase {
 		{"conv1d stride dilation", ir.Conv1d, ir.Attrs{"stride": 2, "dilation": 2}, a(f32(sh(1, 1, 6), 1, 2, 3, 4, 5, 6), f32(sh(1, 1, 2), 1, 10)), f32(sh(1, 1, 2), 31, 53), 0},
 		// groups 2: channel 0 → output 0, channel 1 → output 1.
 		{"conv1d groups", ir.Conv1d, ir.Attrs{"groups": 2}, a(f32(sh(2, 2), 1, 2, 3, 4), f32(sh(2, 1, 1), 2, -1)), f32(sh(2, 2), 2, 4, -3, -4), 0},
+
+		// x = [[1,2],[3,4]], w = [[1,2],[3,4]], padding 1 on top and left only: out[y,x] sums
+		// the taps that land inside: out[0,0] = 4·1, out[0,1] = 3·1 + 4·2, …, out[1,1] = 30.
+		{"conv2d pads", ir.Conv2d, ir.Attrs{"pads": []int{1, 1, 0, 0}}, a(f32(sh(1, 1, 2, 2), 1, 2, 3, 4), f32(sh(1, 1, 2, 2), 1, 2, 3, 4), f32(sh(1), 0.5)),
+			f32(sh(1, 1, 2, 2), 4.5, 11.5, 14.5, 30.5), 0},
+		// The same in nhwc with two channels that are two groups (depthwise): channel 1 is 10× channel 0.
+		{"conv2d nhwc depthwise", ir.Conv2d, ir.Attrs{"pads": []int{1, 1, 0, 0}, "groups": 2, "layout": "nhwc"},
+			a(f32(sh(1, 2, 2, 2), 1, 10, 2, 20, 3, 30, 4, 40), f32(sh(2, 1, 2, 2), 1, 2, 3, 4, 1, 2, 3, 4)),
+			f32(sh(1, 2, 2, 2), 4, 40, 11, 110, 14, 140, 30, 300), 0},
+		// stride 2, dilation 2 on a 5×5 ramp (x[y,x] = 5y + x) with a 2×2 kernel of ones:
+		// out[0,0] = x[0,0]+x[0,2]+x[2,0]+x[2,2] = 24.
+		{"conv2d stride dilation", ir.Conv2d, ir.Attrs{"strides": []int{2, 2}, "dilations": []int{2, 2}}, a(ramp(sh(1, 1, 5, 5)), f32(sh(1, 1, 2, 2), 1, 1, 1, 1)),
+			f32(sh(1, 1, 2, 2), 24, 32, 64, 72), 0},
+		{"max_pool2d", ir.MaxPool2d, ir.Attrs{"kernel": []int{2, 2}, "strides": []int{2, 2}, "ceil_mode": true}, a(ramp(sh(1, 1, 3, 3))),
+			f32(sh(1, 1, 2, 2), 4, 5, 7, 8), 0},
+		// 2×2 windows of a 2×2 input padded by one all round: the corners see one element; with
+		// count_include_pad they divide by 4.
+		{"avg_pool2d", ir.AvgPool2d, ir.Attrs{"kernel": []int{2, 2}, "strides": []int{2, 2}, "pads": []int{1, 1, 1, 1}}, a(f32(sh(1, 1, 2, 2), 1, 2, 3, 4)),
+			f32(sh(1, 1, 2, 2), 1, 2, 3, 4), 0},
+		{"avg_pool2d count_include_pad", ir.AvgPool2d, ir.Attrs{"kernel": []int{2, 2}, "strides": []int{2, 2}, "pads": []int{1, 1, 1, 1}, "count_include_pad": true},
+			a(f32(sh(1, 1, 2, 2), 1, 2, 3, 4)), f32(sh(1, 1, 2, 2), 0.25, 0.5, 0.75, 1), 0},
+		// ceil_mode past the trailing pad: the window at row 3 covers rows 3..4 of a 4-row input
+		// padded by 0, so only row 3 counts, even with count_include_pad.
+		{"avg_pool2d ceil count_include_pad", ir.AvgPool2d, ir.Attrs{"kernel": []int{2, 1}, "strides": []int{3, 1}, "ceil_mode": true, "count_include_pad": true},
+			a(f32(sh(1, 1, 4, 1), 1, 2, 3, 4)), f32(sh(1, 1, 2, 1), 1.5, 4), 0},
+		{"global_avg_pool", ir.GlobalAvgPool, nil, a(f32(sh(1, 2, 1, 3), 1, 2, 3, 4, 5, 9)), f32(sh(1, 2, 1, 1), 2, 6), 0},
+		{"global_avg_pool nhwc", ir.GlobalAvgPool, ir.Attrs{"layout": "nhwc"}, a(f32(sh(1, 1, 3, 2), 1, 4, 2, 5, 3, 9)), f32(sh(1, 1, 1, 2), 2, 6), 0},
+		// (x − 1)/√(3 + 1)·2 + 5 for channel 0, (x − 0)/√(0 + 1)·1 + 0 for channel 1.
+		{"batch_norm", ir.BatchNorm, ir.Attrs{"eps": 1.0}, a(f32(sh(1, 2, 1, 2), 3, 5, 7, 8), f32(sh(2), 2, 1), f32(sh(2), 5, 0), f32(sh(2), 1, 0), f32(sh(2), 3, 0)),
+			f32(sh(1, 2, 1, 2), 7, 9, 7, 8), 0},
+		{"batch_norm nhwc", ir.BatchNorm, ir.Attrs{"eps": 1.0, "layout": "nhwc"}, a(f32(sh(1, 2, 2), 3, 7, 5, 8), f32(sh(2), 2, 1), f32(sh(2), 5, 0), f32(sh(2), 1, 0), f32(sh(2), 3, 0)),
+			f32(sh(1, 2, 2), 7, 7, 9, 8), 0},
 	}
 	return c
 }

@@ -309,3 +309,49 @@ func TestParallelProductsAreExact(t *testing.T) {
 		t.Error("matmul:", msg)
 	}
 }
+
+// conv2d over one row (h = kh = 1) is conv1d with the same stride, padding, dilation and
+// groups; conv2d and the pools in nhwc are their nchw forms between transposes.
+func TestConv2dAgainstConv1dAndLayouts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, c := range []struct{ n, cin, l, cout, k, stride, pad, dil, groups int }{
+		{1, 3, 11, 5, 3, 1, 1, 1, 1},
+		{2, 4, 9, 6, 3, 2, 1, 1, 2},
+		{1, 6, 13, 6, 2, 3, 2, 2, 6}, // depthwise
+	} {
+		x := randT(rng, ir.T(ir.F32, c.n, c.cin, c.l), 1)
+		w := randT(rng, ir.T(ir.F32, c.cout, c.cin/c.groups, c.k), 1)
+		b := randT(rng, ir.T(ir.F32, c.cout), 1)
+		want := mustEval(t, ir.Conv1d, ir.Attrs{"stride": c.stride, "padding": c.pad, "dilation": c.dil, "groups": c.groups}, x, w, b)
+		x4 := &ir.Tensor{Type: ir.T(ir.F32, c.n, c.cin, 1, c.l), Data: x.Data}
+		w4 := &ir.Tensor{Type: ir.T(ir.F32, c.cout, c.cin/c.groups, 1, c.k), Data: w.Data}
+		attrs := ir.Attrs{"strides": []int{1, c.stride}, "pads": []int{0, c.pad, 0, c.pad}, "dilations": []int{1, c.dil}, "groups": c.groups}
+		got := mustEval(t, ir.Conv2d, attrs, x4, w4, b)
+		if msg := closeTo(&ir.Tensor{Type: want.Type, Data: got.Data}, want, 1e-12); msg != "" {
+			t.Errorf("conv2d %+v against conv1d: %s", c, msg)
+		}
+	}
+	toNHWC, toNCHW := ir.Attrs{"perm": []int{0, 2, 3, 1}}, ir.Attrs{"perm": []int{0, 3, 1, 2}}
+	x := randT(rng, ir.T(ir.F32, 2, 6, 7, 9), 1)
+	xh := mustEval(t, ir.Transpose, toNHWC, x)
+	w := randT(rng, ir.T(ir.F32, 4, 3, 3, 2), 1)
+	for _, c := range []struct {
+		op    ir.Op
+		attrs ir.Attrs
+		args  []*ir.Tensor
+	}{
+		{ir.Conv2d, ir.Attrs{"groups": 2, "strides": []int{2, 1}, "pads": []int{1, 0, 2, 1}, "dilations": []int{1, 2}}, []*ir.Tensor{w}},
+		{ir.MaxPool2d, ir.Attrs{"kernel": []int{3, 2}, "strides": []int{2, 2}, "pads": []int{1, 1, 0, 1}, "ceil_mode": true}, nil},
+		{ir.AvgPool2d, ir.Attrs{"kernel": []int{3, 3}, "strides": []int{2, 3}, "pads": []int{1, 2, 1, 0}, "count_include_pad": true}, nil},
+		{ir.AvgPool2d, ir.Attrs{"kernel": []int{2, 3}, "dilations": []int{2, 1}, "pads": []int{1, 1, 1, 1}}, nil},
+		{ir.GlobalAvgPool, nil, nil},
+	} {
+		want := mustEval(t, c.op, c.attrs, append([]*ir.Tensor{x}, c.args...)...)
+		ha := c.attrs.Clone()
+		ha["layout"] = "nhwc"
+		got := mustEval(t, ir.Transpose, toNCHW, mustEval(t, c.op, ha, append([]*ir.Tensor{xh}, c.args...)...))
+		if msg := closeTo(got, want, 1e-12); msg != "" {
+			t.Errorf("%s nhwc against nchw: %s", c.op, msg)
+		}
+	}
+}
