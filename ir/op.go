@@ -99,6 +99,8 @@ const (
 	GlobalAvgPool // global_avg_pool(x): the mean over h and w, keeping them as 1
 	BatchNorm     // batch_norm(x, scale, bias, mean, var): (x − mean)·scale/√(var + eps) + bias per channel
 
+	Reverse // reverse(x): the elements of one axis in reverse order (a slice with a negative step)
+
 	numBaseOps
 )
 

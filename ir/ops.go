@@ -199,6 +199,14 @@ func init() {
 			s[ax] = n
 			return one(Type{x.DType, s}), nil
 		}})
+	def(Reverse, OpInfo{Name: "reverse", Kind: KindLayout, MinArgs: 1, MaxArgs: 1,
+		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: 0}},
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			if _, err := NormAxis(a.Int("axis", 0), args[0].Shape.Rank()); err != nil {
+				return nil, err
+			}
+			return one(args[0]), nil
+		}})
 	// concat takes block-quantized weights (merge-linears joins W1 and W2 row-wise): blocks tile
 	// the last axis of every part, so joining whole rows or whole row segments keeps them whole.
 	def(Concat, OpInfo{Name: "concat", Kind: KindLayout, MinArgs: 1, MaxArgs: 1 << 20, AllWeightArgs: true,

@@ -67,6 +67,8 @@ func TestInfer(t *testing.T) {
 		{"slice", Slice, Attrs{"axis": 1, "start": 1, "end": -1}, []Type{f32(2, 6)}, f32(2, 4), ""},
 		{"slice step", Slice, Attrs{"end": 5, "step": 2}, []Type{f32(6)}, f32(3), ""},
 		{"slice empty", Slice, Attrs{"start": 4, "end": 2}, []Type{f32(6)}, Type{}, "is empty"},
+		{"reverse", Reverse, Attrs{"axis": -1}, []Type{f32(2, 6)}, f32(2, 6), ""},
+		{"reverse axis", Reverse, Attrs{"axis": 2}, []Type{f32(2, 6)}, Type{}, "axis 2 out of range for rank 2"},
 		{"concat", Concat, Attrs{"axis": 1}, []Type{f32(2, 3), f32(2, 5)}, f32(2, 8), ""},
 		{"concat mismatch", Concat, Attrs{"axis": 1}, []Type{f32(2, 3), f32(3, 5)}, Type{}, "cannot concatenate f32[2,3] and f32[3,5] along axis 1"},
 		{"expand", Expand, Attrs{"shape": []int{4, 3}}, []Type{f32(1, 3)}, f32(4, 3), ""},

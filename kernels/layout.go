@@ -15,6 +15,7 @@ var (
 	Transpose = gatherTemplate("transpose", ir.Transpose, transposeIndex)
 	Slice     = gatherTemplate("slice", ir.Slice, sliceIndex)
 	Expand    = gatherTemplate("expand", ir.Expand, expandIndex)
+	Reverse   = gatherTemplate("reverse", ir.Reverse, reverseIndex)
 	// ReshapeCopy materialises a reshape (a plain copy), for completeness: the compiler normally
 	// makes reshape a view.
 	ReshapeCopy = gatherTemplate("reshape_copy", ir.Reshape, func(p *Problem) func(b *codegen.Builder, e codegen.Value) codegen.Value {
@@ -36,7 +37,7 @@ func init() {
 		}
 		return nil
 	}
-	for _, t := range []*Template{Transpose, Slice, Expand, ReshapeCopy} {
+	for _, t := range []*Template{Transpose, Slice, Expand, Reverse, ReshapeCopy} {
 		Register(t)
 	}
 }
@@ -123,6 +124,20 @@ func sliceIndex(p *Problem) func(b *codegen.Builder, e codegen.Value) codegen.Va
 		ok := b.Div(e, b.U32(uint32(inner)))
 		k, o := b.Rem(ok, b.U32(uint32(cnt))), b.Div(ok, b.U32(uint32(cnt)))
 		row := b.Add(b.Mul(o, b.U32(uint32(m))), b.Add(b.U32(uint32(start)), b.Mul(k, b.U32(uint32(step)))))
+		return b.Add(b.Mul(row, b.U32(uint32(inner))), i)
+	}
+}
+
+// reverseIndex: element (o, k, i) of the [outer, m, inner] output reads (o, m−1−k, i).
+func reverseIndex(p *Problem) func(b *codegen.Builder, e codegen.Value) codegen.Value {
+	x := p.Args[0].Shape
+	ax, _ := ir.NormAxis(p.Attrs.Int("axis", 0), x.Rank())
+	_, m, inner := splitAxis(x, ax)
+	return func(b *codegen.Builder, e codegen.Value) codegen.Value {
+		i := b.Rem(e, b.U32(uint32(inner)))
+		ok := b.Div(e, b.U32(uint32(inner)))
+		k, o := b.Rem(ok, b.U32(uint32(m))), b.Div(ok, b.U32(uint32(m)))
+		row := b.Add(b.Mul(o, b.U32(uint32(m))), b.Sub(b.U32(uint32(m-1)), k))
 		return b.Add(b.Mul(row, b.U32(uint32(inner))), i)
 	}
 }

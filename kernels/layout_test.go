@@ -69,6 +69,17 @@ func TestSliceOnDevice(t *testing.T) {
 	}
 }
 
+func TestReverseOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(19))
+	for i, tc := range []struct {
+		axis int
+		x    ir.Type
+	}{{1, ir.T(ir.F32, 3, 37, 5)}, {-1, ir.T(ir.F16, 4, 7)}, {0, ir.T(ir.I32, 9)}} {
+		p := problem(t, ir.Reverse, ir.Attrs{"axis": tc.axis}, tc.x)
+		checkConfigs(t, kernels.Reverse, p, randomArgs(rng, p), firstOnly(i, flatConfigs))
+	}
+}
+
 func TestConcatOnDevice(t *testing.T) {
 	rng := rand.New(rand.NewSource(15))
 	for i, tc := range []struct {

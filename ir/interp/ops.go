@@ -191,6 +191,21 @@ func init() {
 	impls[ir.Transpose] = evalTranspose
 	impls[ir.Slice] = evalSlice
 	impls[ir.Concat] = evalConcat
+	impls[ir.Reverse] = func(c *ctx, n *ir.Node, a []*val) (*val, error) {
+		x := a[0]
+		ax, err := ir.NormAxis(n.Attrs.Int("axis", 0), x.t.Shape.Rank())
+		if err != nil {
+			return nil, err
+		}
+		outer, m, inner := split(x.t.Shape, ax)
+		d := make([]float64, len(x.d))
+		for o := 0; o < outer; o++ {
+			for k := 0; k < m; k++ {
+				copy(d[(o*m+k)*inner:(o*m+k+1)*inner], x.d[(o*m+m-1-k)*inner:(o*m+m-k)*inner])
+			}
+		}
+		return &val{t: n.Type(), d: d}, nil
+	}
 	impls[ir.Expand] = func(c *ctx, n *ir.Node, a []*val) (*val, error) {
 		t := n.Type()
 		idx := bcastIndex(t.Shape, a[0].t.Shape)

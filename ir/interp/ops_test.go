@@ -120,6 +120,8 @@ func handCases() []opCase {
 		{"transpose 3d", ir.Transpose, ir.Attrs{"perm": []int{2, 0, 1}}, a(f32(sh(2, 2, 2), 0, 1, 10, 11, 100, 101, 110, 111)), f32(sh(2, 2, 2), 0, 10, 100, 110, 1, 11, 101, 111), 0},
 		{"slice negative bounds and step", ir.Slice, ir.Attrs{"start": -8, "end": -1, "step": 3}, a(f32(sh(10), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)), f32(sh(3), 2, 5, 8), 0},
 		{"slice axis -1 clamped", ir.Slice, ir.Attrs{"axis": -1, "start": 1, "end": 100}, a(f32(sh(2, 3), 1, 2, 3, 4, 5, 6)), f32(sh(2, 2), 2, 3, 5, 6), 0},
+		{"reverse axis 1", ir.Reverse, ir.Attrs{"axis": 1}, a(f32(sh(2, 3), 1, 2, 3, 4, 5, 6)), f32(sh(2, 3), 3, 2, 1, 6, 5, 4), 0},
+		{"reverse axis 0", ir.Reverse, nil, a(f32(sh(2, 2, 1), 1, 2, 3, 4)), f32(sh(2, 2, 1), 3, 4, 1, 2), 0},
 		{"concat axis 1", ir.Concat, ir.Attrs{"axis": 1}, a(f32(sh(2, 1), 1, 2), f32(sh(2, 2), 3, 4, 5, 6)), f32(sh(2, 3), 1, 3, 4, 2, 5, 6), 0},
 		{"expand", ir.Expand, ir.Attrs{"shape": []int{2, 2, 3}}, a(f32(sh(2, 1), 1, 2)), f32(sh(2, 2, 3), 1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2), 0},
 		{"embedding", ir.Embedding, nil, a(f32(sh(3, 2), 1, 2, 3, 4, 5, 6), i32(sh(2, 2), 2, 0, 1, 1)), f32(sh(2, 2, 2), 5, 6, 1, 2, 3, 4, 3, 4), 0},
