@@ -1,0 +1,41 @@
+// Package importer turns model files written by other tools into vkc models (ir.Model): ONNX
+// files (onnx.go), and model.yaml itself, so that every command taking a model takes any of
+// them through Load. The CLI and the API share it.
+package importer
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/vkc-project/vkc/ir"
+)
+
+// Options configure Load.
+type Options struct {
+	// Dims fixes symbolic dimensions of the inputs (ONNX dim_param names) to sizes: vkc's
+	// shapes are static, so a dimension left symbolic is an error naming it.
+	Dims map[string]int
+}
+
+// Load reads the model at path by its kind: model.yaml (.yaml, .yml) or ONNX (.onnx). The
+// result has its weights loaded.
+func Load(path string) (*ir.Model, error) { return LoadWith(path, Options{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, opts Options) (*ir.Model, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		if len(opts.Dims) > 0 {
+			return nil, fmt.Errorf("%s: --dim fixes the symbolic dimensions of imported models; a model.yaml has none", path)
+		}
+		return ir.ParseModel(path)
+	case ".onnx":
+		im, err := ImportONNX(path, ONNXOptions{Dims: opts.Dims})
+		if err != nil {
+			return nil, err
+		}
+		return im.Model, nil
+	}
+	return nil, fmt.Errorf("%s: unknown model kind %q (want model.yaml or .onnx)", path, filepath.Ext(path))
+}
