@@ -74,10 +74,11 @@ type fnLowerer struct {
 	absorb  map[*ir.Node]int // matmul node → group whose epilogue it takes
 	unitPos map[*ir.Node]int // the node position at which the node's unit runs
 
-	bufs  []buffer
-	locs  map[ir.Value]loc
-	units []*unit
-	rep   *FunctionReport
+	bufs    []buffer
+	locs    map[ir.Value]loc
+	deqLocs map[deqLocKey]loc // dequantized weights (dequant.go)
+	units   []*unit
+	rep     *FunctionReport
 }
 
 // pwGroup is a set of pointwise nodes computed by one kernel (or one epilogue).

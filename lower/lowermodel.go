@@ -48,6 +48,10 @@ type lowerer struct {
 	chosen map[string]*choice // by problem key
 	notes  []string
 	cands  []plan.Candidate
+
+	// dequant holds the weights the compile-time dequantization fallback made, by source
+	// name and storage dtype ("wq@f16"; dequant.go).
+	dequant map[string]*dequantWeight
 }
 
 type weightBuf struct {
@@ -162,6 +166,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		l.notes = append(l.notes, fmt.Sprintf("%s: %d dispatches, %d barriers, arena %d bytes for %d bytes of intermediates, estimated %v",
 			fr.Name, fr.Dispatches, fr.Barriers, fr.ArenaBytes, fr.Intermediates, fr.Estimated))
 	}
+	l.notes = append(l.notes, l.dequantNotes()...)
 	p.Record.Notes = l.notes
 	rep.Modules = len(p.Modules)
 	rep.Weights = p.Weights.Size
@@ -224,6 +229,24 @@ func PlanDType(d ir.DType) (plan.DType, error) {
 		return plan.I32, nil
 	case ir.U32, ir.Bool: // kernels keep bool as u32 (0 or 1)
 		return plan.U32, nil
+	case ir.Q4_0:
+		return plan.Q4_0, nil
+	case ir.Q4_1:
+		return plan.Q4_1, nil
+	case ir.Q5_0:
+		return plan.Q5_0, nil
+	case ir.Q5_1:
+		return plan.Q5_1, nil
+	case ir.Q8_0:
+		return plan.Q8_0, nil
+	case ir.Q4_K:
+		return plan.Q4_K, nil
+	case ir.Q5_K:
+		return plan.Q5_K, nil
+	case ir.Q6_K:
+		return plan.Q6_K, nil
+	case ir.Q8_K:
+		return plan.Q8_K, nil
 	}
 	return plan.InvalidDType, fmt.Errorf("dtype %s has no plan form", d)
 }

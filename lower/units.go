@@ -17,6 +17,11 @@ func (fl *fnLowerer) lowerNode(n *ir.Node) error {
 		if fl.constScalar(n) && fl.onlyInGroups(n) {
 			return nil // embedded in the kernels that use it
 		}
+		if n.Type().DType.Quantized() {
+			// Placed when a unit reads it: as blocks, or dequantized by the fallback
+			// (dequant.go), so a plan never carries a form no kernel reads.
+			return nil
+		}
 		_, err := fl.locOf(n.V())
 		return err
 	case n.Op == ir.Reshape:
@@ -115,6 +120,10 @@ func (fl *fnLowerer) lowerGroup(g *pwGroup) error {
 // very value, or a private copy).
 func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Value, outs []ir.Value) error {
 	root := nodes[len(nodes)-1]
+	p, deq, err := fl.dequantFallback(p, args)
+	if err != nil {
+		return err
+	}
 	ch := fl.l.choose(p)
 	if ch.err != nil {
 		if nt, ok := ch.err.(*NoTemplateError); ok {
@@ -125,8 +134,14 @@ func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Val
 		return fmt.Errorf("function %s: %s: %w", fl.f.Name, fl.where(root), ch.err)
 	}
 	u := &unit{nodes: nodes, prob: p, ch: ch, label: label(nodes)}
-	for _, a := range args {
-		lc, err := fl.locOf(a)
+	for i, a := range args {
+		var lc loc
+		var err error
+		if dt, ok := deq[i]; ok {
+			lc, err = fl.dequantLoc(a, dt)
+		} else {
+			lc, err = fl.locOf(a)
+		}
 		if err != nil {
 			return err
 		}

@@ -19,10 +19,17 @@ const (
 	I32          DType = 4
 	U32          DType = 5
 
-	// Block-quantized weight formats (the ggml layouts). Values 16.. are reserved for them; no kernel
-	// reads them yet, but plans may already describe weights stored this way.
+	// Block-quantized weight formats: ggml's blocks, byte for byte (package ir/quant has the
+	// layouts; lower checks this table against it). Values 16.. are reserved for them.
 	Q8_0 DType = 16 // blocks of 32 elements: f16 scale + 32 × i8 = 34 bytes
 	Q4_K DType = 17 // super-blocks of 256 elements: 144 bytes
+	Q4_0 DType = 18 // 32 elements: f16 scale + 16 bytes of nibbles = 18 bytes
+	Q4_1 DType = 19 // 32 elements: f16 scale and min + 16 bytes = 20 bytes
+	Q5_0 DType = 20 // 32 elements: f16 scale + 4 bytes of fifth bits + 16 = 22 bytes
+	Q5_1 DType = 21 // 32 elements: f16 scale and min + 4 + 16 = 24 bytes
+	Q5_K DType = 22 // 256 elements: 176 bytes
+	Q6_K DType = 23 // 256 elements: 210 bytes
+	Q8_K DType = 24 // 256 elements: f32 scale + 256 × i8 + 16 × i16 sums = 292 bytes
 )
 
 var dtypeInfo = map[DType]struct {
@@ -37,6 +44,20 @@ var dtypeInfo = map[DType]struct {
 	U32:  {"u32", 1, 4},
 	Q8_0: {"q8_0", 32, 34},
 	Q4_K: {"q4_k", 256, 144},
+	Q4_0: {"q4_0", 32, 18},
+	Q4_1: {"q4_1", 32, 20},
+	Q5_0: {"q5_0", 32, 22},
+	Q5_1: {"q5_1", 32, 24},
+	Q5_K: {"q5_k", 256, 176},
+	Q6_K: {"q6_k", 256, 210},
+	Q8_K: {"q8_k", 256, 292},
+}
+
+// BlockSize returns the elements and bytes of one block (1 and the element size for plain
+// dtypes); 0, 0 for an unknown dtype.
+func (t DType) BlockSize() (elems, bytes int64) {
+	i := dtypeInfo[t]
+	return i.blockElems, i.blockBytes
 }
 
 // Valid reports whether t is a known dtype.
@@ -96,6 +117,11 @@ func (t DType) Bytes(shape []int64) (int64, error) {
 	if n%i.blockElems != 0 {
 		return 0, fmt.Errorf("%s needs a multiple of %d elements, shape %v has %d", i.name, i.blockElems, shape, n)
 	}
-	// n <= 2^60 and blockBytes/blockElems <= 4, so this cannot overflow.
+	if i.blockElems > 1 && (len(shape) == 0 || shape[len(shape)-1]%i.blockElems != 0) {
+		// ggml's blocks never cross a row: the last axis is a whole number of blocks.
+		return 0, fmt.Errorf("%s stores its last axis in blocks of %d elements, shape %v does not", i.name, i.blockElems, shape)
+	}
+	// n <= 2^60 and blockBytes/blockElems <= 4 (q4_0's 18/32 … q8_k's 292/256 are below 2),
+	// so this cannot overflow.
 	return n / i.blockElems * i.blockBytes, nil
 }

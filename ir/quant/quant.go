@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand"
 
 	"github.com/x448/float16"
 )
@@ -296,6 +297,46 @@ func (f *Format) Element(block []byte, j int) float32 {
 		return float32(d*float32(sc)) * float32(q)
 	}
 	panic("quant: layout of " + f.Name + " has no combine rule")
+}
+
+// RandomBlocks returns n random blocks of f for tests: random quants, packed scales and mins,
+// with every f16 or f32 scale field finite and moderate (|d| in [2⁻⁸, 2⁻¹)), so dequantized
+// values are finite and dot products stay well inside float32's range.
+func (f *Format) RandomBlocks(r *rand.Rand, n int) []byte {
+	out := make([]byte, n*f.BlockBytes)
+	r.Read(out)
+	if !f.Quantized() {
+		// plain formats: random values in [-1, 1)
+		for i := 0; i < n; i++ {
+			v := float32(r.Float64()*2 - 1)
+			switch f {
+			case FormatF32:
+				binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+			case FormatF16:
+				binary.LittleEndian.PutUint16(out[2*i:], float16.Fromfloat32(v).Bits())
+			case FormatBF16:
+				binary.LittleEndian.PutUint16(out[2*i:], uint16(math.Float32bits(v)>>16))
+			}
+		}
+		return out
+	}
+	for i := 0; i < n; i++ {
+		b := out[i*f.BlockBytes : (i+1)*f.BlockBytes]
+		for _, fd := range f.Fields {
+			switch fd.Type {
+			case F16:
+				h := uint16(r.Intn(7)+7)<<10 | uint16(r.Intn(1024)) | uint16(r.Intn(2))<<15
+				binary.LittleEndian.PutUint16(b[fd.Offset:], h)
+			case F32:
+				v := float32(math.Ldexp(1+r.Float64(), r.Intn(7)-8))
+				if r.Intn(2) == 0 {
+					v = -v
+				}
+				binary.LittleEndian.PutUint32(b[fd.Offset:], math.Float32bits(v))
+			}
+		}
+	}
+	return out
 }
 
 // KScaleMin unpacks the 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes of a

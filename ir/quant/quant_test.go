@@ -265,23 +265,6 @@ func TestPlainHand(t *testing.T) {
 	}
 }
 
-// randomBlock fills a block with random bytes but finite, moderate scales.
-func randomBlock(r *rand.Rand, f *Format) []byte {
-	b := make([]byte, f.BlockBytes)
-	r.Read(b)
-	for _, fd := range f.Fields {
-		switch fd.Type {
-		case F16:
-			// exponent in [-8, 7], random sign and mantissa
-			h := uint16(r.Intn(16)+7)<<10 | uint16(r.Intn(1024)) | uint16(r.Intn(2))<<15
-			put16(b, fd.Offset, h)
-		case F32:
-			binary.LittleEndian.PutUint32(b[fd.Offset:], math.Float32bits(float32(r.NormFloat64())))
-		}
-	}
-	return b
-}
-
 // TestLayoutMatchesReference checks the table's Layout (what kernels are generated from)
 // against the reference loops, bit for bit, on random blocks of every format.
 func TestLayoutMatchesReference(t *testing.T) {
@@ -295,7 +278,7 @@ func TestLayoutMatchesReference(t *testing.T) {
 		}
 		y := make([]float32, f.BlockElems)
 		for trial := 0; trial < 200; trial++ {
-			b := randomBlock(r, f)
+			b := f.RandomBlocks(r, 1)
 			f.DequantizeBlock(b, y)
 			for j := range y {
 				if e := f.Element(b, j); math.Float32bits(e) != math.Float32bits(y[j]) {
