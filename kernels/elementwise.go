@@ -141,5 +141,5 @@ func buildElementwise(p *Problem, c Config, caps Caps) (*Launch, error) {
 	for _, t := range p.Outs {
 		bytes += float64(t.Bytes())
 	}
-	return &Launch{Steps: []Step{st}, Flops: float64(n * len(f.Nodes)), Bytes: bytes}, nil
+	return &Launch{Steps: []Step{st}, Flops: float64(n * f.Ops()), Bytes: bytes}, nil
 }

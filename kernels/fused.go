@@ -29,6 +29,18 @@ type FusedNode struct {
 	DType ir.DType // the result's dtype
 }
 
+// Ops is the number of arithmetic nodes, the FLOPs per element (inputs, constants and casts
+// count none).
+func (f *Fused) Ops() int {
+	n := 0
+	for _, x := range f.Nodes {
+		if x.Op != ir.Input && x.Op != ir.Const && x.Op != ir.Cast {
+			n++
+		}
+	}
+	return n
+}
+
 // Key is a canonical text of the DAG, part of the Problem key.
 func (f *Fused) Key() string {
 	var b strings.Builder

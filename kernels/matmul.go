@@ -177,7 +177,7 @@ func epilogueFlops(p *Problem) int {
 	if p.Expr == nil {
 		return 0
 	}
-	return len(p.Expr.Nodes)
+	return p.Expr.Ops()
 }
 
 // problemBytes is the sum of the problem's operand and result sizes: the least traffic.
@@ -271,8 +271,12 @@ func (g *gemm) finish(b *codegen.Builder, p *Problem, bufs gemmBufs, v, ss, col 
 
 // cost fills a Launch's roofline figures.
 func (g *gemm) cost(p *Problem, l *Launch) {
+	extra := epilogueFlops(p)
+	if g.biasArg >= 0 {
+		extra++ // linear's bias add
+	}
 	l.Flops = 2*float64(g.batches())*float64(g.m)*float64(g.n)*float64(g.k) +
-		float64(g.batches()*g.m*g.n*epilogueFlops(p))
+		float64(g.batches()*g.m*g.n*extra)
 	l.Bytes = problemBytes(p)
 }
 

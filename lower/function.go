@@ -43,6 +43,7 @@ type unit struct {
 	label   string
 	prob    *kernels.Problem
 	ch      *choice
+	vals    []ir.Value // the values bound to prob.Args (nil for copies)
 	args    []loc
 	outs    []loc
 	scratch []int // buffer indices
@@ -76,7 +77,8 @@ type fnLowerer struct {
 
 	bufs    []buffer
 	locs    map[ir.Value]loc
-	deqLocs map[deqLocKey]loc // dequantized weights (dequant.go)
+	deqLocs map[deqLocKey]loc   // dequantized weights (dequant.go)
+	aff     map[ir.Value]affine // integer values as sums of inputs (work.go), computed on first use
 	units   []*unit
 	rep     *FunctionReport
 }

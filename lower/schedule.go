@@ -122,6 +122,7 @@ func (fl *fnLowerer) emit(pf *plan.Function) {
 		if n := len(u.ch.launch.Steps); n > 0 {
 			d.Estimated = u.ch.est / time.Duration(n)
 		}
+		d.Work = fl.stepWork(u, s.index)
 		m := &fl.l.modules[mi]
 		var spans []span
 		for bi, op := range st.Bindings {

@@ -133,7 +133,7 @@ func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Val
 		}
 		return fmt.Errorf("function %s: %s: %w", fl.f.Name, fl.where(root), ch.err)
 	}
-	u := &unit{nodes: nodes, prob: p, ch: ch, label: label(nodes)}
+	u := &unit{nodes: nodes, prob: p, ch: ch, label: label(nodes), vals: args}
 	for i, a := range args {
 		var lc loc
 		var err error

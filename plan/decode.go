@@ -292,6 +292,30 @@ func (d *dec) place() Placement    { return Placement(d.u8()) }
 func (d *dec) access() Access      { return Access(d.u8()) }
 func (d *dec) regionK() RegionKind { return RegionKind(d.u8()) }
 
+func (d *dec) f64() float64 { return math.Float64frombits(d.u64()) }
+func (d *dec) work(w *Work) {
+	w.FLOPs, w.Bytes = d.f64(), d.f64()
+	if n := d.count(1 + 1 + 8 + 8); n > 0 {
+		w.Terms = make([]WorkTerm, n)
+		for i := range w.Terms {
+			w.Terms[i] = WorkTerm{Length: d.u8(), Count: d.bool(), FLOPs: d.f64(), Bytes: d.f64()}
+		}
+	}
+	if !d.bool() {
+		return
+	}
+	c := &WorkCount{}
+	if n := d.count(4); n > 0 {
+		c.Inputs = make([]uint32, n)
+		for i := range c.Inputs {
+			c.Inputs[i] = d.u32()
+		}
+	}
+	c.PlusLength = d.bool()
+	c.Add, c.Min, c.Max = d.i64(), d.i64(), d.i64()
+	w.Count = c
+}
+
 func (d *dec) bool() bool {
 	switch v := d.u8(); v {
 	case 0:
@@ -451,7 +475,7 @@ func (d *dec) values() []Value {
 }
 
 // minDispatch is the encoded size of a dispatch with empty lists.
-const minDispatch = 4 + 4 + 4 + 4 + 12 + 1 + 1 + 4 + 4 + 8 + 8
+const minDispatch = 4 + 4 + 4 + 4 + 12 + 1 + 1 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1
 
 func decodeFunctions(d *dec, p *Plan) {
 	n := d.count(4 + 4 + 4 + 1 + 4 + 4)
@@ -502,6 +526,7 @@ func decodeFunctions(d *dec, p *Plan) {
 			x.Label = d.str()
 			x.Estimated = d.dur()
 			x.Measured = d.dur()
+			d.work(&x.Work)
 			if d.err != nil {
 				return
 			}

@@ -27,7 +27,10 @@ package plan
 //	5 weightdata  the inline weight region's bytes (empty when the weights are external)
 //
 // Version 2 added each function's input ranges (Range) after its dispatches: a list of (input
-// u32, plus list of u32, min i64, max i64, min reason str, max reason str). Version 1 files are
+// u32, plus list of u32, min i64, max i64, min reason str, max reason str); and each dispatch's
+// Work after its measured time: FLOPs f64, bytes f64, a list of terms (length power u8, count
+// bool, FLOPs f64, bytes f64), a bool for a count and, when set, the count's inputs (list of
+// u32), plus-length bool, add i64, min i64, max i64 (an f64 is its IEEE 754 bits as a u64). Version 1 files are
 // rejected with ErrVersion: their functions carry no ranges, so running them would skip the checks
 // that keep kernels inside their buffers. Version 2 also added run-time lengths: a function's
 // length after its outputs (a bool, then name str, min u32, max u32), a value's bounded flag (a
@@ -95,6 +98,29 @@ func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
 func (e *enc) i64(v int64)  { e.u64(uint64(v)) }
 func (e *enc) dur(d time.Duration) {
 	e.i64(int64(d))
+}
+func (e *enc) f64(v float64) { e.u64(math.Float64bits(v)) }
+func (e *enc) work(w *Work) {
+	e.f64(w.FLOPs)
+	e.f64(w.Bytes)
+	e.count(len(w.Terms))
+	for _, t := range w.Terms {
+		e.u8(t.Length)
+		e.bool(t.Count)
+		e.f64(t.FLOPs)
+		e.f64(t.Bytes)
+	}
+	e.bool(w.Count != nil)
+	if c := w.Count; c != nil {
+		e.count(len(c.Inputs))
+		for _, i := range c.Inputs {
+			e.u32(i)
+		}
+		e.bool(c.PlusLength)
+		e.i64(c.Add)
+		e.i64(c.Min)
+		e.i64(c.Max)
+	}
 }
 func (e *enc) bool(v bool) {
 	if v {
@@ -262,6 +288,7 @@ func encodeFunctions(p *Plan) []byte {
 			e.str(d.Label)
 			e.dur(d.Estimated)
 			e.dur(d.Measured)
+			e.work(&d.Work)
 		}
 		e.count(len(f.Ranges))
 		for _, r := range f.Ranges {

@@ -428,6 +428,104 @@ type Dispatch struct {
 	// unknown.
 	Estimated time.Duration
 	Measured  time.Duration
+	// Work is what the dispatch computes, for vkc bench's throughput and roofline figures; the
+	// runtime ignores it. The zero Work is unknown (a plan that records none).
+	Work Work
+}
+
+// Work is the arithmetic and the memory traffic of one dispatch, as the compiler counts them
+// from the kernel's problem: FLOPs are floating-point operations (a multiply-add counts 2; an
+// exp, a division or a comparison 1), Bytes the bytes the dispatch must read and write in device
+// memory, each tensor element once (caches may serve repeated reads; a kernel that rereads
+// memory moves more). A launch of several dispatches (a split reduction's passes) shares its
+// work among them by the bytes each binds.
+//
+// What a run computes can follow two run-time quantities: the function's run-time length n
+// (Function.Length: a prompt of n tokens), and a count c read from scalar inputs, such as the keys
+// an attention sees (kv_len = pos + seq, the valid rows of a KV cache):
+//
+//	c = clamp(Σ Inputs[Count.Inputs] (+ n with Count.PlusLength) + Count.Add, Count.Min, Count.Max)
+//	FLOPs(n, c) = FLOPs + Σ_t t.FLOPs · n^t.Length · c^[t.Count],  likewise Bytes
+//
+// FLOPs and Bytes alone are the fixed part (which may be negative: causal attention over c keys
+// sees c·seq − seq·(seq−1)/2 query-key pairs).
+type Work struct {
+	FLOPs, Bytes float64
+	Terms        []WorkTerm
+	Count        *WorkCount
+}
+
+// WorkTerm is a part of a Work that follows n, c or both.
+type WorkTerm struct {
+	Length       uint8 // the power of the run-time length n: 0, 1 or 2
+	Count        bool  // multiplied by the count c
+	FLOPs, Bytes float64
+}
+
+// WorkCount is the run-time count c of a Work.
+type WorkCount struct {
+	Inputs     []uint32 // indices of i32 or u32 scalar inputs of the function, summed
+	PlusLength bool     // the function's run-time length n is added too
+	Add        int64
+	Min, Max   int64
+}
+
+// Known reports whether the plan recorded this work.
+func (w *Work) Known() bool { return w.FLOPs != 0 || w.Bytes != 0 || len(w.Terms) > 0 }
+
+// At is the work of one run at run-time length n (ignored by terms without a Length power)
+// whose scalar inputs have the values scalar(i) (called only for the count's inputs), and the
+// count c it used (0 without a count).
+func (w *Work) At(n int64, scalar func(input uint32) int64) (flops, bytes float64, c int64) {
+	if k := w.Count; k != nil {
+		c = k.Add
+		for _, i := range k.Inputs {
+			c += scalar(i)
+		}
+		if k.PlusLength {
+			c += n
+		}
+		c = min(max(c, k.Min), k.Max)
+	}
+	flops, bytes = w.at(float64(n), float64(c))
+	return flops, bytes, c
+}
+
+func (w *Work) at(n, c float64) (flops, bytes float64) {
+	flops, bytes = w.FLOPs, w.Bytes
+	for _, t := range w.Terms {
+		x := 1.0
+		for range t.Length {
+			x *= n
+		}
+		if t.Count {
+			x *= c
+		}
+		flops += t.FLOPs * x
+		bytes += t.Bytes * x
+	}
+	return flops, bytes
+}
+
+// MaxWork is the function's work at its largest run-time length and counts, and whether any
+// dispatch recorded its work.
+func (f *Function) MaxWork() (flops, bytes float64, known bool) {
+	n := 0.0
+	if f.Length != nil {
+		n = float64(f.Length.Max)
+	}
+	for i := range f.Dispatches {
+		w := &f.Dispatches[i].Work
+		known = known || w.Known()
+		c := 0.0
+		if w.Count != nil {
+			c = float64(w.Count.Max)
+		}
+		fl, b := w.at(n, c)
+		flops += fl
+		bytes += b
+	}
+	return flops, bytes, known
 }
 
 // Record is what the compiler decided, for people and tools; it does not affect execution.

@@ -88,6 +88,7 @@ func smallPlan() *Plan {
 						Label:     "y = linear(x, w)",
 						Estimated: 3 * time.Microsecond,
 						Measured:  2500 * time.Nanosecond,
+						Work:      Work{FLOPs: 32, Bytes: 96},
 					},
 					{
 						Module: 1,
@@ -100,6 +101,8 @@ func smallPlan() *Plan {
 						Grid:          [3]uint32{1, 1, 1},
 						BarrierBefore: true,
 						Ops:           []string{"cache_write"},
+						Work: Work{FLOPs: -2, Bytes: 32, Terms: []WorkTerm{{Count: true, FLOPs: 3, Bytes: 16}},
+							Count: &WorkCount{Inputs: []uint32{1}, Add: 1, Min: 1, Max: 8}},
 					},
 				},
 				Ranges: []Range{{Input: 1, Min: 0, Max: 7, MinWhy: "cache_write of k_cache.0: a position is not negative",
@@ -255,7 +258,7 @@ func TestDeterministic(t *testing.T) {
 func TestFormatStable(t *testing.T) {
 	b := encode(t, smallPlan())
 	got := fmt.Sprintf("%x", sha256.Sum256(b))
-	const want = "bd2b03f56d5e31242688a7ed382c8abf2140ba4d7defbe98742e2bfc4cccc872"
+	const want = "3fc9c9f458121877fa60e5bd6d81311e73cc1f702f74ecd7ae1e5a71aeb002fa"
 	if got != want {
 		t.Errorf("smallPlan encodes to %d bytes with SHA-256 %s, want %s", len(b), got, want)
 	}

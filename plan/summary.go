@@ -64,6 +64,9 @@ func (p *Plan) Summary(w io.Writer) error {
 		for _, r := range f.Ranges {
 			pr("  checked: %s\n", f.DescribeRange(r))
 		}
+		if fl, b, known := f.MaxWork(); known {
+			pr("  work:    %s FLOP, %s moved (at the largest run-time counts)\n", siStr(fl), sizeStr(uint64(b)))
+		}
 		if len(f.Dispatches) == 0 {
 			continue
 		}
@@ -207,4 +210,17 @@ func sizeStr(n uint64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/k)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// siStr writes x with an SI prefix: "1.23 G".
+func siStr(x float64) string {
+	for _, u := range []struct {
+		f float64
+		p string
+	}{{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if x >= u.f {
+			return fmt.Sprintf("%.3g %s", x/u.f, u.p)
+		}
+	}
+	return fmt.Sprintf("%.3g", x)
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -378,6 +379,7 @@ func (v *validator) function(p *Plan, f *Function) {
 		if d.Estimated < 0 || d.Measured < 0 {
 			v.addf("%s: negative time", where)
 		}
+		v.work(where, f, &d.Work)
 		if uint64(d.Module) >= uint64(len(p.Modules)) {
 			v.addf("%s: module %d does not exist (the plan has %d)", where, d.Module, len(p.Modules))
 			continue
@@ -611,5 +613,78 @@ func (v *validator) record(r *Record) {
 	}
 	for _, n := range r.Notes {
 		v.str("record: note", n)
+	}
+}
+
+// work checks a dispatch's Work: finite figures; terms with a length power only in a function
+// with a run-time length (at most n²), with a count only when there is one; a count over scalar
+// integer inputs of f with Min ≤ Max; and no negative work at the corners of the run-time range.
+func (v *validator) work(where string, f *Function, w *Work) {
+	finite := func(xs ...float64) bool {
+		for _, x := range xs {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return false
+			}
+		}
+		return true
+	}
+	if !finite(w.FLOPs, w.Bytes) {
+		v.addf("%s: work %g FLOPs, %g bytes is not finite", where, w.FLOPs, w.Bytes)
+		return
+	}
+	if !v.list(where+": work terms", len(w.Terms)) {
+		return
+	}
+	for i, t := range w.Terms {
+		switch {
+		case !finite(t.FLOPs, t.Bytes):
+			v.addf("%s: work term %d: %g FLOPs, %g bytes is not finite", where, i, t.FLOPs, t.Bytes)
+		case t.Length > 2:
+			v.addf("%s: work term %d: the run-time length to the power %d (at most 2)", where, i, t.Length)
+		case t.Length > 0 && f.Length == nil:
+			v.addf("%s: work term %d follows the run-time length, but the function has none", where, i)
+		case t.Count && w.Count == nil:
+			v.addf("%s: work term %d follows a count, but the work defines none", where, i)
+		default:
+			continue
+		}
+		return
+	}
+	ns := []float64{0}
+	if f.Length != nil {
+		ns = []float64{float64(f.Length.Min), float64(f.Length.Max)}
+	}
+	cs := []float64{0}
+	if c := w.Count; c != nil {
+		if c.Min > c.Max {
+			v.addf("%s: work count [%d, %d] is empty", where, c.Min, c.Max)
+			return
+		}
+		if c.PlusLength && f.Length == nil {
+			v.addf("%s: work count adds the run-time length, but the function has none", where)
+			return
+		}
+		if !v.list(where+": work count inputs", len(c.Inputs)) {
+			return
+		}
+		for _, i := range c.Inputs {
+			if uint64(i) >= uint64(len(f.Inputs)) {
+				v.addf("%s: work count reads input %d (the function has %d)", where, i, len(f.Inputs))
+				return
+			}
+			if in := &f.Inputs[i]; len(in.Shape) != 0 || (in.DType != I32 && in.DType != U32) {
+				v.addf("%s: work count reads input %s (%s%v), not an i32 or u32 scalar", where, in.Name, in.DType, in.Shape)
+				return
+			}
+		}
+		cs = []float64{float64(c.Min), float64(c.Max)}
+	}
+	for _, n := range ns {
+		for _, c := range cs {
+			if fl, b := w.at(n, c); fl < 0 || b < 0 {
+				v.addf("%s: negative work at length %g, count %g (%g FLOPs, %g bytes)", where, n, c, fl, b)
+				return
+			}
+		}
 	}
 }

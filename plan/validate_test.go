@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -137,6 +138,23 @@ func TestValidateRejects(t *testing.T) {
 		}, "added input ids is i32[3], not an i32 or u32 scalar"},
 		{"range plus missing", func(p *Plan) { p.Functions[0].Ranges[0].Plus = []uint32{9} }, "added input 9 does not exist"},
 		{"range plus many", func(p *Plan) { p.Functions[0].Ranges[0].Plus = make([]uint32, 9) }, "9 scalars added, more than 8"},
+		{"work NaN", func(p *Plan) { p.Functions[0].Dispatches[0].Work.FLOPs = math.NaN() }, "dispatch 0: work NaN FLOPs, 96 bytes is not finite"},
+		{"work negative", func(p *Plan) { p.Functions[0].Dispatches[0].Work.Bytes = -1 },
+			"dispatch 0: negative work at length 0, count 0 (32 FLOPs, -1 bytes)"},
+		{"work count input", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Count.Inputs = []uint32{0} },
+			"dispatch 1: work count reads input x (f32[4]), not an i32 or u32 scalar"},
+		{"work count missing input", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Count.Inputs = []uint32{4} },
+			"work count reads input 4 (the function has 2)"},
+		{"work count empty", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Count.Min = 9 }, "work count [9, 8] is empty"},
+		{"work negative at min", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Count.Min = 0 },
+			"dispatch 1: negative work at length 0, count 0 (-2 FLOPs, 32 bytes)"},
+		{"work term without count", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Count = nil },
+			"dispatch 1: work term 0 follows a count, but the work defines none"},
+		{"work term of length", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Terms[0].Length = 1 },
+			"dispatch 1: work term 0 follows the run-time length, but the function has none"},
+		{"work term cubic", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Terms[0].Length = 3 }, "to the power 3 (at most 2)"},
+		{"work count plus length", func(p *Plan) { p.Functions[0].Dispatches[1].Work.Count.PlusLength = true },
+			"work count adds the run-time length, but the function has none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := smallPlan()
