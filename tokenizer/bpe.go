@@ -48,6 +48,17 @@ func (m *bpeModel) init(vocab map[string]int32, merges [][2]string, where string
 	if err := m.vocabTable.init(vocab, where); err != nil {
 		return err
 	}
+	return m.setMerges(merges, where)
+}
+
+// initList is init for a vocabulary given as a list by id (GGUF), whose strings may repeat:
+// vocab maps each string to the id that encodes it.
+func (m *bpeModel) initList(tokens []string, vocab map[string]int32, merges [][2]string, where string) error {
+	m.vocabTable = vocabTable{vocab: vocab, tokens: tokens}
+	return m.setMerges(merges, where)
+}
+
+func (m *bpeModel) setMerges(merges [][2]string, where string) error {
 	m.merges = make(map[uint64]bpeMerge, len(merges))
 	for i, mg := range merges {
 		a, ok := m.vocab[mg[0]]

@@ -129,6 +129,7 @@ func parseModel(raw json.RawMessage, where string) (model, error) {
 type vocabTable struct {
 	vocab  map[string]int32
 	tokens []string
+	set    []bool // which ids have a token; nil: all (a GGUF list)
 }
 
 func (v *vocabTable) init(vocab map[string]int32, where string) error {
@@ -151,6 +152,7 @@ func (v *vocabTable) init(vocab map[string]int32, where string) error {
 		}
 		v.tokens[id], set[id] = tok, true
 	}
+	v.set = set
 	return nil
 }
 
@@ -163,10 +165,8 @@ func (v *vocabTable) idToken(id int32) (string, bool) {
 	if id < 0 || int(id) >= len(v.tokens) {
 		return "", false
 	}
-	if v.tokens[id] == "" {
-		if _, ok := v.vocab[""]; !ok {
-			return "", false
-		}
+	if v.tokens[id] == "" && v.set != nil && !v.set[id] {
+		return "", false // a gap in the ids of a tokenizer.json vocabulary
 	}
 	return v.tokens[id], true
 }

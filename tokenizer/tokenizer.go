@@ -33,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/vkc-project/vkc/ir/gguf"
 )
 
 // Tokenizer encodes and decodes text. It is safe for concurrent use.
@@ -71,11 +73,20 @@ type scratch struct {
 }
 
 // Load reads a tokenizer: a tokenizer.json (or tokenizer.json.gz) file, or a directory holding
-// one. A tokenizer_config.json beside it is read too.
+// one, with the tokenizer_config.json beside it when there is one; or the vocabulary of a GGUF
+// file (recognised by its magic bytes, see FromGGUF).
 func Load(path string) (*Tokenizer, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
+	}
+	if !st.IsDir() && isGGUF(path) {
+		f, err := gguf.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return FromGGUF(f)
 	}
 	if st.IsDir() {
 		dir := path
@@ -104,6 +115,17 @@ func Load(path string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+func isGGUF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	_, err = io.ReadFull(f, magic[:])
+	return err == nil && string(magic[:]) == gguf.Magic
 }
 
 // readMaybeGzip reads a file, gunzipping it when it starts with the gzip magic bytes.
