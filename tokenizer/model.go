@@ -8,17 +8,45 @@ import (
 	"unicode/utf8"
 )
 
+// modelJSON is tokenizer.json's model, decoded in the same pass as the rest of the file (the
+// vocabulary and merges are most of a 10 MB file; decoding them once keeps loading fast).
 type modelJSON struct {
-	Vocab                   json.RawMessage `json:"vocab"`
-	Merges                  json.RawMessage `json:"merges"`
-	UnkToken                *string         `json:"unk_token"`
-	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-	FuseUnk                 bool            `json:"fuse_unk"`
-	ByteFallback            bool            `json:"byte_fallback"`
-	IgnoreMerges            bool            `json:"ignore_merges"`
-	Dropout                 *float64        `json:"dropout"`
-	MaxInputCharsPerWord    *int            `json:"max_input_chars_per_word"`
+	Type                    *string    `json:"type"`
+	Vocab                   vocabJSON  `json:"vocab"`
+	Merges                  mergesJSON `json:"merges"`
+	UnkToken                *string    `json:"unk_token"`
+	ContinuingSubwordPrefix *string    `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string    `json:"end_of_word_suffix"`
+	FuseUnk                 bool       `json:"fuse_unk"`
+	ByteFallback            bool       `json:"byte_fallback"`
+	IgnoreMerges            bool       `json:"ignore_merges"`
+	Dropout                 *float64   `json:"dropout"`
+	MaxInputCharsPerWord    *int       `json:"max_input_chars_per_word"`
+}
+
+// vocabJSON is a {"token": id} object; a list (Unigram's [[piece, score], …]) is noted, not read.
+type vocabJSON struct {
+	m      map[string]int32
+	isList bool
+}
+
+func (v *vocabJSON) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		v.isList = true
+		return nil
+	}
+	return json.Unmarshal(b, &v.m)
+}
+
+// mergesJSON holds the merges in either form (see parseMerges).
+type mergesJSON struct {
+	pairs [][2]string
+	err   error // reported by parseModel, with the place in the file
+}
+
+func (m *mergesJSON) UnmarshalJSON(b []byte) error {
+	m.pairs, m.err = parseMerges(b, "merges")
+	return nil
 }
 
 // parseMerges reads BPE merges in either form the Rust library writes: ["a b", …] (split at the
@@ -63,11 +91,11 @@ func parseMerges(raw json.RawMessage, where string) ([][2]string, error) {
 	return out, nil
 }
 
-func parseModel(raw json.RawMessage, where string) (model, error) {
-	typ, err := stageType(raw, where)
-	if err != nil {
-		return nil, err
+func parseModel(c *modelJSON, where string) (model, error) {
+	if c.Type == nil {
+		return nil, fmt.Errorf("%s: no \"type\" field", where)
 	}
+	typ := *c.Type
 	switch typ {
 	case "BPE", "WordPiece", "WordLevel":
 	case "Unigram":
@@ -75,14 +103,10 @@ func parseModel(raw json.RawMessage, where string) (model, error) {
 	default:
 		return nil, fmt.Errorf("%s: unknown model type %q", where, typ)
 	}
-	var c modelJSON
-	if err := unmarshalStage(raw, where, &c); err != nil {
-		return nil, err
+	if c.Vocab.isList {
+		return nil, fmt.Errorf("%s.vocab: a list, want a {\"token\": id} object for %s", where, typ)
 	}
-	var vocab map[string]int32
-	if err := json.Unmarshal(c.Vocab, &vocab); err != nil {
-		return nil, fmt.Errorf("%s.vocab: %v", where, err)
-	}
+	vocab := c.Vocab.m
 	if len(vocab) == 0 {
 		return nil, fmt.Errorf("%s.vocab: empty", where)
 	}
@@ -97,13 +121,12 @@ func parseModel(raw json.RawMessage, where string) (model, error) {
 		if c.Dropout != nil && *c.Dropout > 0 {
 			return nil, fmt.Errorf("%s: BPE dropout %g is not supported (it makes encoding random; it is for training)", where, *c.Dropout)
 		}
-		merges, err := parseMerges(c.Merges, where+".merges")
-		if err != nil {
-			return nil, err
+		if c.Merges.err != nil {
+			return nil, fmt.Errorf("%s.%w", where, c.Merges.err)
 		}
 		m := &bpeModel{prefix: str(c.ContinuingSubwordPrefix, ""), suffix: str(c.EndOfWordSuffix, ""),
 			unk: str(c.UnkToken, ""), fuseUnk: c.FuseUnk, byteFallback: c.ByteFallback, ignoreMerges: c.IgnoreMerges}
-		if err := m.init(vocab, merges, where); err != nil {
+		if err := m.init(vocab, c.Merges.pairs, where); err != nil {
 			return nil, err
 		}
 		return m, nil

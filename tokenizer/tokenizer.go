@@ -154,7 +154,7 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
-	Model         json.RawMessage  `json:"model"`
+	Model         *modelJSON       `json:"model"`
 }
 
 type addedTokenJSON struct {
@@ -182,7 +182,7 @@ func Parse(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	if t.pre, err = parsePreTokenizer(f.PreTokenizer, "pre_tokenizer"); err != nil {
 		return nil, err
 	}
-	if isNull(f.Model) {
+	if f.Model == nil {
 		return nil, fmt.Errorf("model: missing")
 	}
 	if t.model, err = parseModel(f.Model, "model"); err != nil {
