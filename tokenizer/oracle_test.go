@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/vkc-project/vkc/internal/oracles"
 )
 
 // The oracle: ../shared/oracles/tokenizers (written by no one in this project) holds real
@@ -37,11 +39,7 @@ type goldenCase struct {
 // oracleDir returns ../shared/oracles/tokenizers relative to the module root, or skips.
 func oracleDir(t testing.TB) string {
 	t.Helper()
-	dir, ok := oracleDirIfPresent()
-	if !ok {
-		t.Skip("oracle ../shared/oracles/tokenizers missing")
-	}
-	return dir
+	return filepath.Dir(oracles.File(t, "tokenizers", "corpus.json"))
 }
 
 var (

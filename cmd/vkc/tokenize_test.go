@@ -8,15 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir/gguf"
 )
 
 // tokenizerOracle returns ../shared/oracles/tokenizers (beside the module root), or skips.
 func tokenizerOracle(t *testing.T) string {
 	t.Helper()
-	dir, _ := filepath.Abs("../../../shared/oracles/tokenizers")
-	if _, err := os.Stat(filepath.Join(dir, "corpus.json")); err != nil {
-		t.Skipf("oracle ../shared/oracles/tokenizers missing: %v", err)
+	dir, err := filepath.Abs(oracles.Dir(t, "tokenizers"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
