@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/npy"
 	"github.com/vkc-project/vkc/runtime"
 )
 
@@ -146,4 +148,55 @@ func TestBinaryRunChecksRanges(t *testing.T) {
 			t.Errorf("vkc %s: exit %d, stderr %q; want exit 1 and %q", strings.Join(tc.args[2:], " "), r.code, r.stderr, tc.want)
 		}
 	}
+}
+
+// TestBinaryInputParsing: values that the CLI used to change silently (truncated to integers,
+// reshaped, overflowed to Inf, an empty id dropped) are errors naming the input; what is merely
+// written differently (a [1,4,16] file for f32[4,16], spaces) still works.
+func TestBinaryInputParsing(t *testing.T) {
+	dir := t.TempDir()
+	mlp, _ := filepath.Abs("../../examples/mlp/model.yaml")
+	tiny, _ := filepath.Abs("../../examples/tinyllama/model.yaml")
+	npyFile := func(name string, shape ...int) string {
+		x := ir.NewTensor(ir.T(ir.F32, shape...))
+		path := filepath.Join(dir, name)
+		if err := npy.WriteFile(path, x); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	transposed := npyFile("t.npy", 16, 4)
+	flat := npyFile("flat.npy", 64)
+	lead := npyFile("lead.npy", 1, 4, 16)
+	floats := strings.Repeat("0.5,", 63)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"eval", tiny, "-f", "decode", "--input", "tokens=3", "--input", "pos=0.7"}, 1, "input pos: value 1: 0.7 is not an integer (the input is i32)"},
+		{[]string{"eval", tiny, "-f", "decode", "--input", "tokens=1.9", "--input", "pos=0"}, 1, "input tokens: value 1: 1.9 is not an integer"},
+		{[]string{"eval", tiny, "-f", "decode", "--input", "tokens=3", "--input", "pos=3e9"}, 1, "input pos: value 1: 3e+09 is outside the range of i32"},
+		{[]string{"eval", tiny, "-f", "decode", "--input", "tokens=nan", "--input", "pos=0"}, 1, "input tokens: value 1: NaN is not an integer"},
+		{[]string{"eval", mlp, "--input", "x=" + transposed}, 1, "is f32[16,4], the input is f32[4,16] (only dimensions of size 1 may differ)"},
+		{[]string{"eval", mlp, "--input", "x=" + flat}, 1, "is f32[64], the input is f32[4,16]"},
+		{[]string{"eval", mlp, "--input", "x=" + lead}, 0, "probs f32[4,10]"},
+		{[]string{"eval", mlp, "--input", "x=[" + floats + "1e40]"}, 1, "input x: value 64: 1e+40 overflows f32"},
+		{[]string{"eval", mlp, "--input", "x=[" + floats + "1e999]"}, 1, "value 64 (\"1e999\") overflows any float"},
+		{[]string{"eval", mlp, "--input", "x=[" + floats + "]"}, 1, "value 64 is empty"},
+		{[]string{"eval", mlp, "--input", "x=[ " + strings.ReplaceAll(floats, ",", " , ") + "-inf ]"}, 0, "probs f32[4,10]"},
+		{[]string{"run", "no.plan", "--prompt-ids", "1,,2"}, 2, `--prompt-ids: id 2 of "1,,2" is empty`},
+		{[]string{"run", "no.plan", "--prompt-ids", "1,2,"}, 2, "id 3 of \"1,2,\" is empty"},
+		{[]string{"run", "no.plan", "--prompt-ids", "1,2.5"}, 2, `id 2: "2.5" is not a token id`},
+	} {
+		r := runVKC(t, dir, nil, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+			t.Errorf("vkc %s: exit %d, output %q%q; want exit %d and %q", strings.Join(tc.args[2:], " "), r.code, r.stdout, firstLine(r.stderr), tc.code, tc.want)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }

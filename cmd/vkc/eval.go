@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -147,8 +148,11 @@ func inputList(f *ir.Function) string {
 }
 
 // readInput reads one input (a .npy file, FILE.safetensors[:TENSOR] or literal numbers) and
-// converts it to the declared dtype; the element count must match
-// (a file's shape may differ only by reshaping, e.g. [16] for [1,16]).
+// converts it to the declared type, refusing what would change its values or meaning: a file's
+// shape may differ from the input's only in dimensions of size 1 ([16] for [1,16], not [16,4]
+// for [4,16]); values for an integer input must be integers within the dtype's range (no
+// truncation of 0.7 to 0); a finite value must stay finite in the input's dtype (1e40 is not an
+// f32).
 func readInput(name, val string, want ir.Type) (*ir.Tensor, error) {
 	var x *ir.Tensor
 	var err error
@@ -165,42 +169,103 @@ func readInput(name, val string, want ir.Type) (*ir.Tensor, error) {
 		var all map[string]*ir.Tensor
 		if all, err = safetensors.ReadAll(file); err == nil {
 			if x = all[tensor]; x == nil {
-				err = fmt.Errorf("%s has no tensor %q", file, tensor)
+				err = fmt.Errorf("%s has no tensor %s", file, quote(tensor))
 			}
 		}
 	default:
-		x, err = parseValues(val, want)
+		return parseValues(val, want)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if x.NumElements() != want.Shape.NumElements() {
-		return nil, fmt.Errorf("%s has %d elements, the input is %s", x.Type, x.NumElements(), want)
+	if !squeezed(x.Type.Shape).Equal(squeezed(want.Shape)) {
+		return nil, fmt.Errorf("%s is %s, the input is %s (only dimensions of size 1 may differ)", quote(val), x.Type, want)
 	}
 	if x.Type.DType != want.DType {
+		v := x.Float64s()
+		for i, f := range v {
+			if err := fits(f, want.DType); err != nil {
+				return nil, fmt.Errorf("%s: element %d: %w", quote(val), i, err)
+			}
+		}
 		x = x.Convert(want.DType)
 	}
 	x.Type.Shape = want.Shape.Clone()
 	return x, nil
 }
 
-// parseValues reads "3", "[1, 2, 3]" or "1,2,3" as a tensor of type want.
-func parseValues(s string, want ir.Type) (*ir.Tensor, error) {
-	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]"))
-	var vals []float64
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
+// squeezed is s without its dimensions of size 1.
+func squeezed(s ir.Shape) ir.Shape {
+	var out ir.Shape
+	for _, d := range s {
+		if d != 1 {
+			out = append(out, d)
 		}
-		v, err := strconv.ParseFloat(p, 64)
-		if err != nil {
-			if _, serr := os.Stat(s); serr == nil {
-				return nil, fmt.Errorf("%s: only .npy and .safetensors files are read", s)
+	}
+	return out
+}
+
+// fits says why the value v cannot become dtype to unchanged in kind: a
+// non-integer, NaN or out-of-range value for an integer type, or a finite value that overflows
+// a float type. Rounding to a narrower float is allowed.
+func fits(v float64, to ir.DType) error {
+	num := strconv.FormatFloat(v, 'g', -1, 64)
+	switch {
+	case to == ir.Bool:
+		if v != 0 && v != 1 {
+			return fmt.Errorf("%s is not a bool (0 or 1)", num)
+		}
+	case to.IsInt():
+		lo, hi := float64(math.MinInt32), float64(math.MaxInt32)
+		if to == ir.U32 {
+			lo, hi = 0, math.MaxUint32
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) || v != math.Trunc(v) {
+			return fmt.Errorf("%s is not an integer (the input is %s)", num, to)
+		}
+		if v < lo || v > hi {
+			return fmt.Errorf("%s is outside the range of %s (%d..%d)", num, to, int64(lo), int64(hi))
+		}
+	case to.IsFloat():
+		if !math.IsInf(v, 0) && !math.IsNaN(v) {
+			if r := ir.TensorFromFloat64s(ir.T(to), []float64{v}).Float64(0); math.IsInf(r, 0) {
+				return fmt.Errorf("%s overflows %s", num, to)
 			}
-			return nil, fmt.Errorf("%q is not a number, a .npy or a .safetensors file", s)
 		}
-		vals = append(vals, v)
+	}
+	return nil
+}
+
+// parseValues reads "3", "[1, 2, 3]" or "1,2,3" as a tensor of type want; an empty element
+// ("1,,2"), a value that does not fit the dtype (see fits) or a wrong count is an error.
+func parseValues(s string, want ir.Type) (*ir.Tensor, error) {
+	body := strings.TrimSpace(s)
+	if strings.HasPrefix(body, "[") && strings.HasSuffix(body, "]") {
+		body = strings.TrimSpace(body[1 : len(body)-1])
+	}
+	var vals []float64
+	if body != "" {
+		for i, p := range strings.Split(body, ",") {
+			p = strings.TrimSpace(p)
+			if p == "" {
+				return nil, fmt.Errorf("%s: value %d is empty", quote(s), i+1)
+			}
+			v, err := strconv.ParseFloat(p, 64)
+			if err != nil {
+				var ne *strconv.NumError
+				if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+					return nil, fmt.Errorf("%s: value %d (%s) overflows any float", quote(s), i+1, quote(p))
+				}
+				if _, serr := os.Stat(s); serr == nil {
+					return nil, fmt.Errorf("%s: only .npy and .safetensors files are read", quote(s))
+				}
+				return nil, fmt.Errorf("%s is not a number, a .npy or a .safetensors file", quote(s))
+			}
+			if err := fits(v, want.DType); err != nil {
+				return nil, fmt.Errorf("value %d: %w", i+1, err)
+			}
+			vals = append(vals, v)
+		}
 	}
 	if len(vals) != want.Shape.NumElements() {
 		return nil, fmt.Errorf("%d values for %s", len(vals), want)

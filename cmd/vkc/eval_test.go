@@ -92,7 +92,7 @@ func TestEvalErrors(t *testing.T) {
 		{[]string{"eval", tinyllama, "-f", "decode", "--input", "tokens=[1,2]", "--input", "pos=0"}, 1, "2 values for i32[1]"},
 		{[]string{"eval", tinyllama, "-f", "decode", "--input", "tokens=abc", "--input", "pos=0"}, 1, "not a number"},
 		{[]string{"eval", tinyllama, "-f", "decode", "--input", "tokens=" + golden + ":nope", "--input", "pos=0"}, 1, `no tensor "nope"`},
-		{[]string{"eval", tinyllama, "-f", "decode", "--input", "tokens=" + golden + ":input_ids", "--input", "pos=0"}, 1, "16 elements, the input is i32[1]"},
+		{[]string{"eval", tinyllama, "-f", "decode", "--input", "tokens=" + golden + ":input_ids", "--input", "pos=0"}, 1, "is i32[16], the input is i32[1]"},
 		{[]string{"eval", tinyllama, "-f", "decode", "--input", "tokens=1", "--input", "pos=0", "--state-from", golden}, 1, "has no state"},
 	} {
 		code, _, errs := runCLI(t, c.args...)

@@ -62,21 +62,20 @@ func init() {
 	})
 }
 
+// parseIDs reads comma-separated token ids; an empty element ("1,,2", "1,2,") is an error, not a
+// silently shorter prompt.
 func parseIDs(s string) ([]int32, error) {
 	var ids []int32
-	for _, p := range strings.Split(s, ",") {
+	for i, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			continue
+			return nil, fmt.Errorf("id %d of %s is empty", i+1, quote(s))
 		}
 		v, err := strconv.ParseInt(p, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a token id", p)
+			return nil, fmt.Errorf("id %d: %s is not a token id (an integer of 32 bits)", i+1, quote(p))
 		}
 		ids = append(ids, int32(v))
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("no token ids in %q", s)
 	}
 	return ids, nil
 }

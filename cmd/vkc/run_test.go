@@ -196,7 +196,7 @@ func TestPlanCommandErrors(t *testing.T) {
 		{[]string{"bench", corruptPath, "-f", "add"}, 1, "corrupt plan"},
 		{[]string{"run", path, "-f", "add", "--input", "a=" + a}, 2, "missing --input b"},
 		{[]string{"run", path, "-f", "add", "--input", "a=" + a, "--input", "b=" + a, "--input", "x=1"}, 2, `no input "x"`},
-		{[]string{"run", path, "-f", "add", "--input", "a=" + short, "--input", "b=" + a}, 1, "f32[3] has 3 elements, the input is f32[256]"},
+		{[]string{"run", path, "-f", "add", "--input", "a=" + short, "--input", "b=" + a}, 1, "is f32[3], the input is f32[256]"},
 		{[]string{"run", path, "-f", "mul"}, 2, `no function "mul" (it has add)`},
 		{[]string{"run", path}, 2, "-f NAME"},
 		{[]string{"run"}, 2, "want one plan file"},
