@@ -110,6 +110,9 @@ type Options struct {
 	// TuneDB is the tuning database file ("" is the user cache directory's); completed searches
 	// are reused by later compiles for the same device, driver and compiler.
 	TuneDB string
+	// ForceTuneDB lets a Tune compile replace a TuneDB file that is not a tuning database
+	// (otherwise refused before tuning starts).
+	ForceTuneDB bool
 	// TuneTrace, when set, receives a line for every configuration the tuner is about to run
 	// and one for its outcome, so a configuration that crashes a driver is named by the last
 	// line written (vkc sets it from VKC_TUNE_TRACE).

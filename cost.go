@@ -110,9 +110,11 @@ type measureSource struct {
 	model lower.DeviceModel
 	d     *runtime.Device
 	db    *tune.DB
-	tu    *tune.Tuner
-	refs  map[*ir.Function]*tune.Reference
-	k     int
+	// saveErr is what saving the database at close returned.
+	saveErr error
+	tu      *tune.Tuner
+	refs    map[*ir.Function]*tune.Reference
+	k       int
 
 	stage          int // price calls so far
 	tctx, kctx     context.Context
@@ -148,6 +150,16 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	rep.Device = s.t.Device
 	rep.DeviceFor = fmt.Sprintf("device %d, opened for tuning", d.Info.Index)
 	if s.db, err = tune.OpenDB(opts.TuneDB); err != nil {
+		d.Close()
+		return nil, err
+	}
+	// The database is not written over the model or its weights, nor over a file of another
+	// kind unless forced; say so now rather than after tuning.
+	s.db.Inputs, s.db.Force = []string{m.Source}, opts.ForceTuneDB
+	if f, err := ModelWeightsFile(m); err == nil {
+		s.db.Inputs = append(s.db.Inputs, f)
+	}
+	if err := s.db.CheckWritable(); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -270,12 +282,15 @@ func (s *measureSource) record(p *plan.Plan, rep *Report) {
 	}
 }
 
+// close saves the database and releases the device; a failed save is a note in rep and kept in
+// saveErr.
 func (s *measureSource) close(rep *Report) {
 	s.kcanel()
 	s.cancel()
 	s.tu.Close()
-	if err := s.db.Save(); err != nil && rep != nil {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("tuning database not saved: %v", err))
+	s.saveErr = s.db.Save()
+	if s.saveErr != nil && rep != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("tuning database not saved: %v", s.saveErr))
 	}
 	s.d.Close()
 }

@@ -248,6 +248,7 @@ func (pl *pipeline) priceLowering(ctx context.Context) error {
 	}
 	var probs []*kernels.Problem
 	dry := pl.lowerOptions()
+	dry.Context = ctx
 	static := pl.src.staticChoice
 	dry.Choose = func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
 		probs = append(probs, p)
@@ -288,6 +289,7 @@ func (pl *pipeline) selectWinners(ctx context.Context) ([]*ir.Function, error) {
 	t0 := time.Now()
 	lopts := pl.lowerOptions()
 	lopts.Choose = pl.src.choose
+	lopts.Context = ctx
 	if pl.opts.Weights == WeightsExternal {
 		// Candidates are lowered with inline weights (they only run here); the plan written
 		// references the file.
@@ -315,6 +317,7 @@ func (pl *pipeline) lowerPlan(ctx context.Context, winners []*ir.Function) (*pla
 	pl.progress(Progress{Phase: "lower"})
 	lopts := pl.lowerOptions()
 	lopts.Choose = pl.src.choose
+	lopts.Context = ctx
 	lopts.Progress = func(done, total int, what string) {
 		pl.progress(Progress{Phase: "lower", Done: done, Total: total, What: what})
 	}

@@ -54,9 +54,9 @@ func ReadTuningDB(path string) (*TuningDB, error) {
 }
 
 // ClearTuningDB removes the tuning database at path ("" is the user cache directory's), so the
-// next compile measures every kernel again. It returns the file's path and how many searches
-// it held.
-func ClearTuningDB(path string) (string, int, error) {
+// next compile measures every kernel again. It refuses to remove a file that is not a tuning
+// database unless force. It returns the file's path and how many searches it held.
+func ClearTuningDB(path string, force bool) (string, int, error) {
 	if path == "" {
 		p, err := tune.DefaultPath()
 		if err != nil {
@@ -64,13 +64,14 @@ func ClearTuningDB(path string) (string, int, error) {
 		}
 		path = p
 	}
-	n, err := tune.ClearDB(path)
+	n, err := tune.ClearDB(path, force)
 	return path, n, err
 }
 
 // TuneKernelsOptions configure TuneKernels.
 type TuneKernelsOptions struct {
 	TuneDB    string   // the tuning database ("" is the user cache directory's)
+	Force     bool     // replace a TuneDB file that is not a tuning database
 	Device    string   // as Options.Device
 	Functions []string // the functions whose kernels to tune (empty: all)
 	// Budget bounds all measuring (0: none); PerSearch each template's search (0: none; a later
@@ -130,7 +131,7 @@ func TuneKernels(ctx context.Context, m *ir.Model, o TuneKernelsOptions) (*TuneK
 	if err != nil {
 		return nil, err
 	}
-	opts := Options{Device: o.Device, TuneDB: o.TuneDB, Budget: o.Budget, TuneTrace: o.Trace, NoOptimize: o.AsWritten}
+	opts := Options{Device: o.Device, TuneDB: o.TuneDB, ForceTuneDB: o.Force, Budget: o.Budget, TuneTrace: o.Trace, NoOptimize: o.AsWritten}
 	rep := &Report{Model: m.Name}
 	progress := func(Progress) {}
 	pl := &pipeline{m: m, fns: fns, opts: opts, rep: rep, progress: progress, folds: lower.NewFoldCache(),
@@ -158,7 +159,12 @@ func TuneKernels(ctx context.Context, m *ir.Model, o TuneKernelsOptions) (*TuneK
 	if err == nil {
 		err = pl.priceLowering(ctx)
 	}
-	src.close(rep) // saves the database: completed searches are kept, also when interrupted
+	// Saving the database is what TuneKernels is for: completed searches are kept, also when
+	// interrupted, and a failed save is the error.
+	src.close(rep)
+	if err == nil {
+		err = src.saveErr
+	}
 	for _, n := range rep.Notes {
 		if o.Warn != nil {
 			o.Warn(n)

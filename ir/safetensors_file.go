@@ -5,13 +5,15 @@ package ir
 // loader reads weights with it; package ir/safetensors is the short-named API for everyone else.
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/vkc-project/vkc/internal/safefile"
 )
 
 var safetensorsDTypes = map[string]DType{"F32": F32, "F16": F16, "BF16": BF16, "I32": I32, "U32": U32, "BOOL": Bool}
@@ -173,8 +175,45 @@ func ReadSafetensors(path string) (map[string]*Tensor, error) {
 	return out, nil
 }
 
-// WriteSafetensors writes tensors to path atomically (a temporary file renamed into place), in name order.
+// WriteSafetensors writes tensors to path atomically (a temporary file renamed into place), in
+// name order, with safefile's checks: it refuses to replace a directory, a special file (a
+// character device or FIFO is written through) or a non-empty file that is not a safetensors
+// file.
 func WriteSafetensors(path string, tensors map[string]*Tensor) error {
+	return safefile.Write(context.Background(), path, SafetensorsFileOptions(nil, false),
+		func(w io.Writer) error { return EncodeSafetensors(w, tensors) })
+}
+
+// SafetensorsFileOptions are safefile's checks for a safetensors file written by a command that
+// reads inputs, optionally forced over a file of another kind.
+func SafetensorsFileOptions(inputs []string, force bool) safefile.Options {
+	return safefile.Options{What: "safetensors file", Inputs: inputs, Force: force, Check: checkSafetensorsFile}
+}
+
+// checkSafetensorsFile recognises a safetensors file by its first bytes: a header length that
+// fits the file and a header that starts with '{'.
+func checkSafetensorsFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	var b [9]byte
+	if n, _ := io.ReadFull(f, b[:]); n < len(b) {
+		return fmt.Errorf("%d bytes, shorter than a safetensors header", n)
+	}
+	if n := binary.LittleEndian.Uint64(b[:]); n > uint64(st.Size())-8 || b[8] != '{' {
+		return fmt.Errorf("no safetensors header")
+	}
+	return nil
+}
+
+// EncodeSafetensors writes tensors in the safetensors format to w, in name order.
+func EncodeSafetensors(w io.Writer, tensors map[string]*Tensor) error {
 	names := make([]string, 0, len(tensors))
 	for k := range tensors {
 		names = append(names, k)
@@ -186,7 +225,7 @@ func WriteSafetensors(path string, tensors map[string]*Tensor) error {
 		t := tensors[n]
 		dn, ok := safetensorsDTypeName(t.Type.DType)
 		if !ok {
-			return fmt.Errorf("%s: tensor %q: dtype %s cannot be written to safetensors", path, n, t.Type.DType)
+			return fmt.Errorf("tensor %q: dtype %s cannot be written to safetensors", n, t.Type.DType)
 		}
 		shape := t.Type.Shape
 		if shape == nil {
@@ -202,37 +241,19 @@ func WriteSafetensors(path string, tensors map[string]*Tensor) error {
 	for len(hb)%8 != 0 {
 		hb = append(hb, ' ')
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".vkc-*.safetensors.tmp")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
 	var lenb [8]byte
 	binary.LittleEndian.PutUint64(lenb[:], uint64(len(hb)))
-	if _, err := tmp.Write(lenb[:]); err != nil {
+	if _, err := w.Write(lenb[:]); err != nil {
 		return err
 	}
-	if _, err := tmp.Write(hb); err != nil {
+	if _, err := w.Write(hb); err != nil {
 		return err
 	}
 	for _, n := range names {
-		if _, err := tmp.Write(tensors[n].Data); err != nil {
+		if _, err := w.Write(tensors[n].Data); err != nil {
 			return err
 		}
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	ok = true
 	return nil
 }
 

@@ -93,7 +93,7 @@ func (fl *fnLowerer) analyse() error {
 				sub.Nodes = append(sub.Nodes, n)
 			}
 		}
-		vals, err := interp.Eval(sub, interp.Env{Params: fl.l.m.Weights})
+		vals, err := interp.EvalContext(fl.l.ctx(), sub, interp.Env{Params: fl.l.m.Weights})
 		if err != nil {
 			return fmt.Errorf("function %s: folding constant subgraphs: %w", f.Name, err)
 		}

@@ -154,6 +154,9 @@ func (fl *fnLowerer) lower(progress func(string)) (*plan.Function, *FunctionRepo
 		if !fl.live[n] {
 			continue
 		}
+		if err := fl.l.cancelled("function " + f.Name); err != nil {
+			return nil, nil, err
+		}
 		progress(n.Op.String())
 		if err := fl.lowerNode(n); err != nil {
 			return nil, nil, err

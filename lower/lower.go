@@ -31,6 +31,7 @@
 package lower
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -60,6 +61,10 @@ type Options struct {
 	Folds *FoldCache
 	// Progress, when set, is called after each lowered kernel.
 	Progress func(done, total int, what string)
+	// Context, when set, stops lowering with its error once it is done: checked before every
+	// node, between the folded constants' nodes and while the weights are assembled, so an
+	// interrupted compile ends within moments and returns no plan.
+	Context context.Context
 }
 
 // Report summarises what Lower did, per function.

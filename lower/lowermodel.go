@@ -1,6 +1,7 @@
 package lower
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -195,6 +196,22 @@ func fileSum(path string) ([32]byte, uint64, error) {
 	return sum, uint64(n), nil
 }
 
+// ctx is the lowering's context (Options.Context, else one that is never done).
+func (l *lowerer) ctx() context.Context {
+	if l.opts.Context != nil {
+		return l.opts.Context
+	}
+	return context.Background()
+}
+
+// cancelled is the lowering's context error, wrapped to say where it stopped.
+func (l *lowerer) cancelled(where string) error {
+	if err := l.ctx().Err(); err != nil {
+		return fmt.Errorf("lower: %s: %w", where, err)
+	}
+	return nil
+}
+
 func alignUp(x, a uint64) uint64 { return (x + a - 1) / a * a }
 
 // deviceBytes is a tensor's size in device memory: kernels keep bool as u32.
@@ -359,6 +376,10 @@ func (l *lowerer) finishWeights(p *plan.Plan) error {
 	}
 	p.Weights.Data = make([]byte, size)
 	for _, w := range l.weights {
+		if err := l.cancelled("copying the weights"); err != nil {
+			p.Weights.Data = nil
+			return err
+		}
 		copy(p.Weights.Data[w.off:], w.data)
 	}
 	return nil

@@ -1,6 +1,8 @@
 package lower_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -125,5 +127,41 @@ functions:
 	_, _, err = lower.Lower(m, m.Functions, lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"})
 	if err == nil || !strings.Contains(err.Error(), "no value of kv_len satisfies both") {
 		t.Fatalf("got %v, want an error that no kv_len satisfies both bounds", err)
+	}
+}
+
+// TestLowerStopsWhenCancelled: lowering checks its context before every node and while it
+// assembles the weights, and returns the context's error and no plan.
+func TestLowerStopsWhenCancelled(t *testing.T) {
+	m, err := ir.ParseModelBytes("ranges.yaml", []byte(rangesModel), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		at    func(done, total int, what string) bool // cancel after this progress report
+		where string
+	}{
+		{"before", func(int, int, string) bool { return false }, "function f"},
+		{"after the third node", func(done, _ int, _ string) bool { return done == 3 }, "function f"},
+		{"after the last function", func(_, _ int, what string) bool { return what == "causal: lowered" }, "copying the weights"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.name == "before" {
+				cancel()
+			}
+			opts := lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t", Context: ctx,
+				Progress: func(done, total int, what string) {
+					if tc.at(done, total, what) {
+						cancel()
+					}
+				}}
+			p, _, err := lower.Lower(m, m.Functions, opts)
+			if !errors.Is(err, context.Canceled) || p != nil || !strings.Contains(err.Error(), tc.where) {
+				t.Fatalf("got plan %v, error %v; want no plan and context.Canceled in %s", p != nil, err, tc.where)
+			}
+		})
 	}
 }

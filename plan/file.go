@@ -2,12 +2,15 @@ package plan
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/vkc-project/vkc/internal/safefile"
 )
 
 // Encode validates p and writes its file form to w. The bytes depend on p alone: encoding the same
@@ -28,58 +31,57 @@ func (p *Plan) Encode(w io.Writer) error {
 	return nil
 }
 
-// WriteFile writes the plan to path atomically: the file is written to a temporary file in the same
-// directory, synced, and renamed over path. On any error nothing is left behind and an existing
-// file at path is unchanged.
+// WriteFile writes the plan to path atomically: a temporary file in the same folder (mode 0644
+// less the umask) is written, synced and renamed over path. On any error nothing is left behind
+// and an existing file at path is unchanged. It refuses to replace a directory, a special file
+// other than a character device or FIFO (written through, e.g. /dev/null) and a non-empty file
+// that is not a plan (see WriteFileContext for the options).
 func (p *Plan) WriteFile(path string) error {
-	if err := writeFileAtomic(path, p.Encode); err != nil {
+	return p.WriteFileContext(context.Background(), path, WriteOptions{})
+}
+
+// WriteOptions are the checks of WriteFileContext.
+type WriteOptions struct {
+	// Inputs are files the caller read to make the plan (a model, its weights); the plan is
+	// not written over one of them.
+	Inputs []string
+	// Force replaces a file that is not a plan.
+	Force bool
+}
+
+// WriteFileContext is WriteFile with options, stopping (and writing nothing) when ctx is done.
+func (p *Plan) WriteFileContext(ctx context.Context, path string, o WriteOptions) error {
+	if err := p.Validate(); err != nil {
 		return fmt.Errorf("write plan %s: %w", path, err)
 	}
-	return nil
+	return safefile.Write(ctx, path, p.FileOptions(o), p.Encode)
 }
 
 // writeFileAtomic is WriteFile with the encoder as a parameter, so tests can make it fail midway.
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	return safefile.Write(context.Background(), path, safefile.Options{What: "plan", Check: CheckFile}, write)
+}
+
+// FileOptions are the safefile checks of a plan file written with o, for writing a plan with
+// other files all or none (safefile.Batch).
+func (p *Plan) FileOptions(o WriteOptions) safefile.Options {
+	return safefile.Options{What: "plan", Inputs: o.Inputs, Force: o.Force, Check: CheckFile}
+}
+
+// CheckFile returns nil if the file at path starts with a plan's magic number (any format
+// version), else what it looks like instead.
+func CheckFile(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err = write(bw); err != nil {
-		return err
+	defer f.Close()
+	var b [16]byte
+	n, _ := io.ReadFull(f, b[:])
+	if n >= len(Magic) && string(b[:len(Magic)]) == Magic {
+		return nil
 	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// Make the rename itself durable. Not every file system can sync a directory; the file is
-	// complete either way, so a failure here is not reported.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return errors.New(sniff(b[:n]))
 }
 
 // ReadFile reads and decodes the plan file at path; errors name the file (see Decode).

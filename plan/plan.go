@@ -4,7 +4,8 @@
 // memory layout (weights, persistent state, one arena for intermediates), and for each function its
 // inputs, outputs and a fixed list of dispatches. It also records what the compiler decided (rules
 // applied, kernels and configurations, candidates and their times) for `vkc inspect` and `vkc dot`.
-// The package knows nothing of Vulkan and imports nothing from the project.
+// The package knows nothing of Vulkan and imports nothing from the project but internal/safefile
+// (how output files are written).
 //
 // # Memory model
 //

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -462,10 +463,20 @@ func TestWriteFileAtomic(t *testing.T) {
 		}
 		assertDir(t, dir)
 	})
-	t.Run("replaces", func(t *testing.T) {
+	t.Run("replaces a plan, not another file unless forced", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "p.bin")
 		if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := smallPlan().WriteFile(path); err == nil || !strings.Contains(err.Error(), "is not a plan") {
+			t.Fatalf("replacing a non-plan: got %v", err)
+		}
+		if err := smallPlan().WriteFileContext(context.Background(), path, WriteOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		other := largePlan()
+		if err := other.WriteFile(path); err != nil {
 			t.Fatal(err)
 		}
 		if err := smallPlan().WriteFile(path); err != nil {

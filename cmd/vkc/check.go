@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/ir"
-	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
 func init() {
@@ -21,6 +22,7 @@ func init() {
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			skip := fs.Bool("skip-weights", false, "do not read or generate the weights (faster for large models)")
 			write := fs.String("write-weights", "", "write the model's weights (loaded or generated) to this safetensors `file`, e.g. for a peer implementation")
+			force := fs.Bool("force", false, "with -write-weights: replace a file that is not a safetensors file")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -38,7 +40,15 @@ func init() {
 					if *skip {
 						return usagef("-write-weights needs the weights; drop -skip-weights")
 					}
-					if err := safetensors.Write(*write, m.Weights); err != nil {
+					inputs := []string{args[0]}
+					if wf, err := vkc.ModelWeightsFile(m); err == nil {
+						inputs = append(inputs, wf)
+					}
+					w := &outputs{ctx: context.Background(), inputs: inputs, force: *force}
+					if err := w.safetensors(*write, m.Weights); err != nil {
+						return fmt.Errorf("write weights: %w", err)
+					}
+					if err := w.commit(); err != nil {
 						return fmt.Errorf("write weights: %w", err)
 					}
 					fmt.Fprintf(stdout, "weights written to %s\n", *write)

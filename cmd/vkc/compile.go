@@ -1,19 +1,18 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/plan"
 )
@@ -39,6 +38,7 @@ func init() {
 			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
 			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
+			force := fs.Bool("force", false, "replace -o, --dot and --tune-db files that are not a plan, a DOT graph or a tuning database")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -60,8 +60,11 @@ func init() {
 				if !*tuneFlag && (*budget != 0 || *tuneDB != "") {
 					return usagef("--budget and --tune-db go with --tune")
 				}
+				if *budget < 0 {
+					return usagef("--budget %v: want a positive duration (or 0: no limit)", *budget)
+				}
 				opts := vkc.Options{Device: *device, Weights: wm, Tune: *tuneFlag, Budget: *budget,
-					TuneDB: *tuneDB, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax}
+					TuneDB: *tuneDB, ForceTuneDB: *force, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax}
 				if os.Getenv("VKC_TUNE_TRACE") != "" {
 					opts.TuneTrace = os.Stderr
 				}
@@ -72,19 +75,43 @@ func init() {
 				if *quiet {
 					stderr = io.Discard
 				}
-				return compileCmd(args[0], *out, *dotFile, *dump, opts, stderr)
+				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr)
 			}
 		},
 	})
 }
 
-func compileCmd(model, out, dotFile, dump string, opts vkc.Options, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+// compileCmd compiles the model and writes the plan and the --dot graph all or none: both are
+// prepared as temporary files and renamed into place only when both are complete (and the
+// kernels dumped), and nothing is written after an interrupt (SIGINT or SIGTERM).
+func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, stderr io.Writer) error {
+	ctx, stop := interruptible()
 	defer stop()
 	fmt.Fprintf(stderr, "parse %s\n", model)
 	m, err := ir.ParseModel(model)
 	if err != nil {
 		return err
+	}
+	// The outputs may not replace what the compile reads; check before the work, not after.
+	inputs := []string{model, opts.TuneDB}
+	if f, err := vkc.ModelWeightsFile(m); err == nil {
+		inputs = append(inputs, f)
+	}
+	for _, o := range []struct {
+		path string
+		opts safefile.Options
+	}{
+		{out, (&plan.Plan{}).FileOptions(plan.WriteOptions{Inputs: inputs, Force: force})},
+		{dotFile, safefile.Options{What: "DOT graph", Inputs: append(inputs, out), Force: force, Check: checkDOTFile}},
+	} {
+		if o.path != "" {
+			if err := safefile.Check(o.path, o.opts); err != nil {
+				return err
+			}
+		}
+	}
+	if dotFile != "" && sameFile(dotFile, out) {
+		return usagef("--dot %s is the plan file -o %s", dotFile, out)
 	}
 	pr := newProgressPrinter(stderr)
 	opts.Progress = pr.report
@@ -92,6 +119,9 @@ func compileCmd(model, out, dotFile, dump string, opts vkc.Options, stderr io.Wr
 	pr.done()
 	if err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w; nothing written", err)
 	}
 	if src := p.Weights.Source; src != nil {
 		// Record the weight file relative to the plan's folder, so that the two can be moved
@@ -102,27 +132,46 @@ func compileCmd(model, out, dotFile, dump string, opts vkc.Options, stderr io.Wr
 			}
 		}
 	}
-	if err := p.WriteFile(out); err != nil {
+	w := &outputs{ctx: ctx, inputs: inputs, force: force}
+	defer w.abort()
+	if err := w.plan(out, p); err != nil {
+		return err
+	}
+	if dotFile != "" {
+		if err := w.dot(dotFile, planDOT(p)); err != nil {
+			return err
+		}
+	}
+	dumped := 0
+	if dump != "" {
+		if dumped, err = dumpKernels(p, dump); err != nil {
+			return fmt.Errorf("--dump-kernels: %w", err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w; nothing written", err)
+	}
+	if err := w.commit(); err != nil {
 		return err
 	}
 	rep.WriteTo(stderr)
-	st, _ := os.Stat(out)
-	if st != nil {
+	if st, _ := os.Stat(out); st != nil {
 		fmt.Fprintf(stderr, "wrote %s (%s)\n", out, byteSize(uint64(st.Size())))
 	}
-	if dotFile != "" {
-		if err := os.WriteFile(dotFile, []byte(planDOT(p)), 0o644); err != nil {
-			return fmt.Errorf("--dot: %w", err)
-		}
-	}
 	if dump != "" {
-		n, err := dumpKernels(p, dump)
-		if err != nil {
-			return fmt.Errorf("--dump-kernels: %w", err)
-		}
-		fmt.Fprintf(stderr, "wrote %d kernels to %s\n", n, dump)
+		fmt.Fprintf(stderr, "wrote %d kernels to %s\n", dumped, dump)
 	}
 	return nil
+}
+
+// sameFile reports whether a and b name one existing file, or are the same path.
+func sameFile(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 // progressPrinter shows Compile's progress: one line per phase, and on a terminal a counter

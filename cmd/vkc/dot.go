@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/ir"
@@ -22,6 +21,7 @@ func init() {
 			fn := fs.String("f", "", "the function to draw (default: the model's first)")
 			out := fs.String("o", "", "write the DOT text to this file (default: standard output)")
 			hideConsts := fs.Bool("hide-consts", false, "leave scalar constants out")
+			force := fs.Bool("force", false, "replace an -o file that is not a DOT graph")
 			fused := fs.Bool("fused", false, "draw the graph the e-graph optimiser extracts (vkc.OptimizeFunction), each node a rule introduced labelled with that rule")
 			return func(args []string) error {
 				args, err := positional(fs, args)
@@ -61,7 +61,11 @@ func init() {
 					_, err := io.WriteString(stdout, text)
 					return err
 				}
-				return os.WriteFile(*out, []byte(text), 0o644)
+				w := &outputs{ctx: context.Background(), inputs: []string{args[0]}, force: *force}
+				if err := w.dot(*out, text); err != nil {
+					return err
+				}
+				return w.commit()
 			}
 		},
 	})

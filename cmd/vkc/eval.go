@@ -1,17 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/npy"
@@ -40,6 +40,7 @@ func init() {
 			stateTo := fs.String("state-to", "", "write the state after the run to this .safetensors file")
 			greedy := fs.Int("greedy", 0, "after the run, generate N tokens greedily with the decode function (inputs tokens and pos, output logits)")
 			decodeFn := fs.String("decode", "decode", "the function --greedy runs for each new token")
+			force := fs.Bool("force", false, "replace -o and --state-to files that are not safetensors or .npy files")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -73,11 +74,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				if *out != "" {
-					if err := writeOutputs(*out, f.Name, res); err != nil {
-						return err
-					}
-				} else {
+				if *out == "" {
 					for _, o := range f.Outputs {
 						fmt.Fprintf(stdout, "%s %s\n", o.Name, describe(res[o.Name]))
 					}
@@ -87,12 +84,26 @@ func init() {
 						return err
 					}
 				}
-				if *stateTo != "" {
-					if err := safetensors.Write(*stateTo, state); err != nil {
+				// The outputs and the state are written all or none, over none of the files
+				// read (but --state-to may update the --state-from file).
+				inputs := append([]string{args[0]}, inputFiles(inputs)...)
+				if wf, err := vkc.ModelWeightsFile(m); err == nil {
+					inputs = append(inputs, wf)
+				}
+				w := &outputs{ctx: context.Background(), inputs: append(inputs, *stateFrom), force: *force}
+				defer w.abort()
+				if *out != "" {
+					if err := w.tensors(*out, f.Name, res); err != nil {
 						return err
 					}
 				}
-				return nil
+				if *stateTo != "" {
+					w.inputs = inputs
+					if err := w.safetensors(*stateTo, state); err != nil {
+						return err
+					}
+				}
+				return w.commit()
 			}
 		},
 	})
@@ -296,36 +307,6 @@ func describe(x *ir.Tensor) string {
 		fmt.Fprintf(&b, " min %.5g max %.5g mean %.5g", lo, hi, sum/float64(len(v)))
 	}
 	return b.String()
-}
-
-// writeOutputs writes a function's results to path: a .safetensors file, a .npy file (one
-// result only) or a folder of NAME.npy files. fn names the function for the message.
-func writeOutputs(path, fn string, res map[string]*ir.Tensor) error {
-	switch {
-	case strings.HasSuffix(path, ".safetensors"):
-		return safetensors.Write(path, res)
-	case strings.HasSuffix(path, ".npy"):
-		if len(res) != 1 {
-			return usagef("-o %s: function %s has %d outputs; give a folder or a .safetensors file", path, fn, len(res))
-		}
-		for _, x := range res {
-			return npy.WriteFile(path, x)
-		}
-	}
-	if err := os.MkdirAll(path, 0o755); err != nil {
-		return err
-	}
-	names := make([]string, 0, len(res))
-	for k := range res {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if err := npy.WriteFile(filepath.Join(path, n+".npy"), res[n]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // generate continues a prompt greedily: the argmax of the last logits row is fed to decodeFn

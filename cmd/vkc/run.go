@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +28,7 @@ func init() {
 			steps := fs.Int("steps", 16, "with --prompt-ids: tokens to generate")
 			device := fs.String("device", "", "the device, by index or name substring (default: $VKC_DEVICE, else the best)")
 			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
+			force := fs.Bool("force", false, "replace an -o file that is not a safetensors or .npy file")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -56,7 +54,7 @@ func init() {
 				if *fn == "" {
 					return usagef("-f NAME (the function to run) or --prompt-ids is required")
 				}
-				return runCmd(stdout, args[0], lo, *fn, inputs, *out)
+				return runCmd(stdout, args[0], lo, *fn, inputs, *out, *force)
 			}
 		},
 	})
@@ -80,11 +78,7 @@ func parseIDs(s string) ([]int32, error) {
 	return ids, nil
 }
 
-func interruptible() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt)
-}
-
-func runCmd(w io.Writer, path string, lo engine.Options, fn string, inputs []string, out string) error {
+func runCmd(w io.Writer, path string, lo engine.Options, fn string, inputs []string, out string, force bool) error {
 	// The plan is read (and the input names checked) before a device is opened, so a wrong
 	// call fails fast with the plan's signature in the message.
 	p, err := plan.ReadFile(path)
@@ -118,7 +112,13 @@ func runCmd(w io.Writer, path string, lo engine.Options, fn string, inputs []str
 	}
 	fmt.Fprintf(w, "%s on %s: %v wall (first run: includes pipeline warm-up)\n", fn, l.Device.Info.Name, wall.Round(time.Microsecond))
 	if out != "" {
-		if err := writeOutputs(out, f.Name, outs); err != nil {
+		files := append([]string{path, p.ResolveSource(path)}, inputFiles(inputs)...)
+		o := &outputs{ctx: ctx, inputs: files, force: force}
+		defer o.abort()
+		if err := o.tensors(out, f.Name, outs); err != nil {
+			return err
+		}
+		if err := o.commit(); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "wrote %s\n", out)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,6 +31,7 @@ func init() {
 			configs := fs.Int("configs", 0, "with a model: at most this many configurations measured per template (default: the tuner's, 64 points in full or 32 of a larger space)")
 			asWritten := fs.Bool("as-written", false, "with a model: tune the functions as written, without e-graph optimisation")
 			quiet := fs.Bool("q", false, "no progress on standard error")
+			force := fs.Bool("force", false, "write (or with -clear, remove) a -tune-db file that is not a tuning database")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -49,7 +48,7 @@ func init() {
 				}
 				switch {
 				case *clear:
-					return tuneClear(stdout, *path)
+					return tuneClear(stdout, *path, *force)
 				case *list:
 					return tuneList(stdout, *path)
 				}
@@ -57,7 +56,15 @@ func init() {
 				if *quiet {
 					stderr = io.Discard
 				}
-				opts := tuneModelOptions{db: *path, budget: *budget, perSearch: *perSearch, device: *device, configs: *configs, optimize: !*asWritten}
+				for _, d := range []struct {
+					flag string
+					v    time.Duration
+				}{{"-budget", *budget}, {"-per-search", *perSearch}} {
+					if d.v < 0 {
+						return usagef("%s %v: want a positive duration (or 0: no limit)", d.flag, d.v)
+					}
+				}
+				opts := tuneModelOptions{db: *path, budget: *budget, perSearch: *perSearch, device: *device, configs: *configs, optimize: !*asWritten, force: *force}
 				if *fns != "" {
 					opts.functions = strings.Split(*fns, ",")
 				}
@@ -74,13 +81,14 @@ type tuneModelOptions struct {
 	perSearch  time.Duration
 	configs    int
 	optimize   bool
+	force      bool
 }
 
 // tuneModel tunes every kernel of the model's functions (vkc.TuneKernels) and prints what
 // tuning gained over the static choice per kernel. The plan is not written: a later vkc compile
 // reuses the searches.
 func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptible()
 	defer stop()
 	m, err := ir.ParseModel(path)
 	if err != nil {
@@ -88,7 +96,7 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 	}
 	pp := newProgressPrinter(stderr)
 	opts := vkc.TuneKernelsOptions{TuneDB: o.db, Device: o.device, Functions: o.functions, Budget: o.budget,
-		PerSearch: o.perSearch, Configs: o.configs, AsWritten: !o.optimize,
+		PerSearch: o.perSearch, Configs: o.configs, AsWritten: !o.optimize, Force: o.force,
 		Warn: func(s string) { pp.done(); fmt.Fprintf(stderr, "warning: %s\n", s) },
 		Progress: func(p vkc.TuneProgress) {
 			if !pp.tty {
@@ -131,8 +139,8 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 	return err
 }
 
-func tuneClear(w io.Writer, path string) error {
-	path, n, err := vkc.ClearTuningDB(path)
+func tuneClear(w io.Writer, path string, force bool) error {
+	path, n, err := vkc.ClearTuningDB(path, force)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@
 package interp
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -44,7 +45,13 @@ type Env struct {
 //	vals, err := interp.Eval(b.Function(), interp.Env{Inputs: map[string]*ir.Tensor{"x": xt}})
 //	// vals[y.Node][0] is the softmax of xt
 func Eval(f *ir.Function, env Env) (map[*ir.Node][]*ir.Tensor, error) {
-	vals, err := eval(f, env)
+	return EvalContext(context.Background(), f, env)
+}
+
+// EvalContext is Eval stopping with ctx's error, between nodes, once ctx is done (a compile's
+// constant folding runs big subgraphs).
+func EvalContext(ctx context.Context, f *ir.Function, env Env) (map[*ir.Node][]*ir.Tensor, error) {
+	vals, err := eval(ctx, f, env)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +68,7 @@ func Eval(f *ir.Function, env Env) (map[*ir.Node][]*ir.Tensor, error) {
 
 // EvalValues evaluates f and returns the tensors of the given values, in order.
 func EvalValues(f *ir.Function, env Env, vs ...ir.Value) ([]*ir.Tensor, error) {
-	vals, err := eval(f, env)
+	vals, err := eval(context.Background(), f, env)
 	if err != nil {
 		return nil, err
 	}
@@ -76,10 +83,13 @@ func EvalValues(f *ir.Function, env Env, vs ...ir.Value) ([]*ir.Tensor, error) {
 	return out, nil
 }
 
-func eval(f *ir.Function, env Env) (map[*ir.Node][]*val, error) {
+func eval(cx context.Context, f *ir.Function, env Env) (map[*ir.Node][]*val, error) {
 	vals := make(map[*ir.Node][]*val, len(f.Nodes))
 	c := &ctx{env: env, fn: f}
 	for _, node := range f.Nodes {
+		if err := cx.Err(); err != nil {
+			return nil, fmt.Errorf("interp: function %s: %w", f.Name, err)
+		}
 		n := node
 		args := make([]*val, len(n.Args))
 		for i, a := range n.Args {
@@ -230,7 +240,7 @@ func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]
 			st[d.Name] = ir.NewTensor(d.Type)
 		}
 	}
-	vals, err := eval(f, Env{Inputs: inputs, Params: params, State: st})
+	vals, err := eval(context.Background(), f, Env{Inputs: inputs, Params: params, State: st})
 	if err != nil {
 		return nil, nil, err
 	}

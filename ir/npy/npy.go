@@ -6,16 +6,17 @@ package npy
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/ir"
 )
 
@@ -215,28 +216,30 @@ func Write(w io.Writer, x *ir.Tensor) error {
 	return err
 }
 
-// WriteFile writes x to path atomically (a temporary file renamed into place).
+// WriteFile writes x to path atomically (a temporary file renamed into place); it refuses to
+// replace a directory, a special file (a character device or FIFO is written through) or a
+// non-empty file that is not a .npy file.
 func WriteFile(path string, x *ir.Tensor) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".vkc-*.npy.tmp")
+	return safefile.Write(context.Background(), path, FileOptions(nil, false), func(w io.Writer) error { return Write(w, x) })
+}
+
+// FileOptions are the checks WriteFile makes (safefile): a command passes the files it reads, and
+// force to replace a file that is not a .npy file.
+func FileOptions(inputs []string, force bool) safefile.Options {
+	return safefile.Options{What: ".npy file", Inputs: inputs, Force: force, Check: checkFile}
+}
+
+// checkFile recognises a .npy file by its magic string.
+func checkFile(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	if err := Write(tmp, x); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes it 0600
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	defer f.Close()
+	var b [6]byte
+	n, _ := io.ReadFull(f, b[:])
+	if string(b[:n]) != "\x93NUMPY" {
+		return fmt.Errorf("no .npy magic")
 	}
 	return nil
 }

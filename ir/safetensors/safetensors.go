@@ -4,7 +4,12 @@
 // gives it short names.
 package safetensors
 
-import "github.com/vkc-project/vkc/ir"
+import (
+	"io"
+
+	"github.com/vkc-project/vkc/internal/safefile"
+	"github.com/vkc-project/vkc/ir"
+)
 
 // File is an open safetensors file's index.
 type File = ir.SafetensorsFile
@@ -18,7 +23,19 @@ func Open(path string) (*File, error) { return ir.OpenSafetensors(path) }
 // ReadAll loads every tensor of a file.
 func ReadAll(path string) (map[string]*ir.Tensor, error) { return ir.ReadSafetensors(path) }
 
-// Write writes tensors to path atomically (a temporary file renamed into place), in name order.
+// Write writes tensors to path atomically (a temporary file renamed into place), in name order;
+// it refuses to replace a directory or a file that is not a safetensors file (ir.WriteSafetensors).
 func Write(path string, tensors map[string]*ir.Tensor) error {
 	return ir.WriteSafetensors(path, tensors)
+}
+
+// Encode writes tensors in the safetensors format to w, in name order.
+func Encode(w io.Writer, tensors map[string]*ir.Tensor) error {
+	return ir.EncodeSafetensors(w, tensors)
+}
+
+// FileOptions are the checks Write makes (safefile): a command passes the files it reads, and
+// force to replace a file that is not a safetensors file.
+func FileOptions(inputs []string, force bool) safefile.Options {
+	return ir.SafetensorsFileOptions(inputs, force)
 }

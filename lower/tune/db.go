@@ -1,16 +1,20 @@
 package tune
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/kernels"
 )
 
@@ -80,15 +84,21 @@ type dbFile struct {
 }
 
 // DB is the tuning database: one JSON file holding completed (and interrupted) searches. It is
-// safe for concurrent use within a process. Two processes saving at once may lose one's new
-// entries (the last rename wins; each save merges the file as it then is), never corrupt it.
+// safe for concurrent use within a process and between processes: Save holds an advisory lock
+// (flock on .NAME.lock beside the file) while it reads the file, merges its entries and writes
+// it back, so processes saving at once keep each other's entries.
 type DB struct {
 	path    string
 	mu      sync.Mutex
 	entries map[Key]*Entry
 	// Warning is set when the file existed but could not be used (corrupt, another format):
-	// the database started empty and the next Save replaces the file.
+	// the database started empty, and the next Save replaces a file of another format version
+	// but refuses to replace one that is not a tuning database at all unless Force.
 	Warning string
+	// Inputs are files the command reads (a model, its weights): Save refuses to write over one.
+	Inputs []string
+	// Force lets Save replace a file that is not a tuning database.
+	Force bool
 }
 
 // DefaultPath is the database file in the user cache directory: $XDG_CACHE_HOME/vkc/tune/tune.json
@@ -210,11 +220,19 @@ func sortEntries(es []*Entry) {
 }
 
 // Save writes the database atomically (a temporary file in the same folder, then a rename), so a
-// reader sees the old file or the new one, never part of one. Entries another process saved
-// since OpenDB are kept unless this database has the same key.
+// reader sees the old file or the new one, never part of one. Under the lock, entries another
+// process saved since OpenDB are kept unless this database has the same key.
 func (db *DB) Save() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(db.path), 0o755); err != nil {
+		return fmt.Errorf("tuning database: %w", err)
+	}
+	unlock, err := lockDB(db.path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	merged := map[Key]*Entry{}
 	if disk, err := readDB(db.path); err == nil {
 		for k, e := range disk {
@@ -233,47 +251,74 @@ func (db *DB) Save() error {
 	if err != nil {
 		return fmt.Errorf("tuning database: %w", err)
 	}
-	if err := writeAtomic(db.path, append(b, '\n')); err != nil {
-		return fmt.Errorf("tuning database: %w", err)
-	}
-	return nil
+	b = append(b, '\n')
+	return safefile.Write(context.Background(), db.path, db.fileOptions(), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
-// writeAtomic writes data to path through a temporary file in the same folder and a rename.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+// CheckWritable says whether Save could write the database's file (see Save's refusals), without
+// writing: a command that tunes for minutes checks first.
+func (db *DB) CheckWritable() error {
+	return safefile.Check(db.path, db.fileOptions())
+}
+
+func (db *DB) fileOptions() safefile.Options {
+	return safefile.Options{What: "tuning database", Inputs: db.Inputs, Force: db.Force, Check: checkDBFile}
+}
+
+// lockDB takes the database's advisory lock (flock, exclusive) and returns its release. The lock
+// file .NAME.lock stays beside the database: removing it while another process waits on it
+// would let a third lock a new file at once.
+func lockDB(path string) (func(), error) {
+	dir, base := filepath.Split(path)
+	lp := filepath.Join(dir, "."+base+".lock")
+	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("tuning database: lock: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("tuning database: lock %s: %w", lp, err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// checkDBFile recognises a tuning database of any format version: a JSON object with the keys
+// "format" and "entries".
+func checkDBFile(path string) error {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("not JSON: %v", err)
 	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
+	if _, ok := f["format"]; !ok {
+		return errors.New(`a JSON file without the key "format"`)
 	}
-	if werr == nil {
-		werr = os.Chmod(name, 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return werr
+	if _, ok := f["entries"]; !ok {
+		return errors.New(`a JSON file without the key "entries"`)
 	}
 	return nil
 }
 
 // ClearDB removes the database file at path ("" is DefaultPath) and any temporary files a
-// crashed save left next to it. It reports how many entries the file held (0 when it did not
-// exist or was corrupt).
-func ClearDB(path string) (int, error) {
+// crashed save left next to it, under the lock. It refuses to remove a file that is not a tuning
+// database (a mistyped --tune-db) unless force. It reports how many entries the file held (0
+// when it did not exist or was of another format).
+func ClearDB(path string, force bool) (int, error) {
 	if path == "" {
 		p, err := DefaultPath()
 		if err != nil {
@@ -281,13 +326,25 @@ func ClearDB(path string) (int, error) {
 		}
 		path = p
 	}
+	if _, err := os.Stat(filepath.Dir(path)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("tuning database: %w", err)
+	}
+	unlock, err := lockDB(path)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	n := 0
 	if es, err := readDB(path); err == nil {
 		n = len(es)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("tuning database: %w", err)
+	if _, err := safefile.Remove(path, safefile.Options{What: "tuning database", Force: force, Check: checkDBFile}); err != nil {
+		return 0, err
 	}
+	// Temporary files of the naming before safefile's (NAME.tmp-*), from a crashed older vkc.
 	if tmps, err := filepath.Glob(path + ".tmp-*"); err == nil {
 		for _, t := range tmps {
 			os.Remove(t)

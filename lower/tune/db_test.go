@@ -2,7 +2,9 @@ package tune
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,7 +104,20 @@ func TestDBCorruptFileStartsFresh(t *testing.T) {
 			t.Errorf("%s: warning %q, %d entries", name, db.Warning, db.Len())
 		}
 		db.Put(&Entry{Key: Key{Device: "d", Compiler: "c", Template: "t", Problem: "p"}, Best: kernels.Config{"wg": 64}, Time: time.Millisecond, Tried: 3, Complete: true})
-		if err := db.Save(); err != nil {
+		// A database of another format version is replaced; a file that is no database at all
+		// (not JSON, or cut short) only with Force.
+		err = db.Save()
+		if name != "format" {
+			if err == nil || !strings.Contains(err.Error(), "is not a tuning database") {
+				t.Fatalf("%s: save over a file that is no database: %v", name, err)
+			}
+			if b, _ := os.ReadFile(path); string(b) != content {
+				t.Fatalf("%s: the file changed", name)
+			}
+			db.Force = true
+			err = db.Save()
+		}
+		if err != nil {
 			t.Fatalf("%s: save: %v", name, err)
 		}
 		again, err := OpenDB(path)
@@ -133,14 +148,14 @@ func TestDBMergeAndClear(t *testing.T) {
 	if c.Len() != 2 {
 		t.Errorf("after two saves the file holds %d entries, want 2", c.Len())
 	}
-	n, err := ClearDB(path)
+	n, err := ClearDB(path, false)
 	if err != nil || n != 2 {
 		t.Errorf("ClearDB = %d, %v; want 2 entries removed", n, err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the file is still there: %v", err)
 	}
-	if n, err := ClearDB(path); err != nil || n != 0 {
+	if n, err := ClearDB(path, false); err != nil || n != 0 {
 		t.Errorf("clearing a missing database: %d, %v", n, err)
 	}
 }
@@ -183,5 +198,76 @@ func TestDBStaleEntrySearchedAgain(t *testing.T) {
 	}
 	if c.Config.Key() != "wg=64" || clock.count() != 2 || len(logs) != 1 || !strings.Contains(logs[0], "stale") {
 		t.Errorf("chose [%s] after timing %d; logs %q", c.Config.Key(), clock.count(), logs)
+	}
+}
+
+// TestDBConcurrentWriters runs four processes that each save 25 entries of their own, one save
+// per entry, into one database file: every one of the 100 entries survives (the read-merge-write
+// of Save is under a file lock; without it the last rename wins and entries are lost).
+func TestDBConcurrentWriters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts four processes")
+	}
+	path := filepath.Join(t.TempDir(), "tune.json")
+	const writers, each = 4, 25
+	var cmds []*exec.Cmd
+	for w := 0; w < writers; w++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDBWriterProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("VKC_DB_WRITER=%s,%d,%d", path, w, each))
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("writer %d: %s", w, out.String())
+			}
+		})
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	db, err := OpenDB(path)
+	if err != nil || db.Warning != "" {
+		t.Fatalf("open: %v %q", err, db.Warning)
+	}
+	for w := 0; w < writers; w++ {
+		for i := 0; i < each; i++ {
+			if _, ok := db.Get(Key{Template: fmt.Sprint(w), Problem: fmt.Sprint(i)}); !ok {
+				t.Errorf("entry %d of writer %d is lost", i, w)
+			}
+		}
+	}
+	if db.Len() != writers*each {
+		t.Errorf("%d entries, want %d", db.Len(), writers*each)
+	}
+}
+
+// TestDBWriterProcess is one writer of TestDBConcurrentWriters (it does nothing unless started
+// by it).
+func TestDBWriterProcess(t *testing.T) {
+	arg := os.Getenv("VKC_DB_WRITER")
+	if arg == "" {
+		t.Skip("a helper process of TestDBConcurrentWriters")
+	}
+	var path string
+	var w, each int
+	parts := strings.Split(arg, ",")
+	path = parts[0]
+	fmt.Sscan(parts[1], &w)
+	fmt.Sscan(parts[2], &each)
+	db, err := OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < each; i++ {
+		db.Put(&Entry{Key: Key{Template: fmt.Sprint(w), Problem: fmt.Sprint(i)}, Tried: 1, Complete: true})
+		if err := db.Save(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

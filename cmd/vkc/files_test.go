@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// copyModel copies examples/mlp (random weights: no weight file) into dir.
+func copyModel(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/mlp/model.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "model.yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func fileIs(t *testing.T, path, want string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != want {
+		t.Errorf("%s changed: %q, %v", path, b, err)
+	}
+}
+
+// temporaries lists the .*.tmp-* files in dir.
+func temporaries(t *testing.T, dir string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
+	return m
+}
+
+// nullDevice returns a character device to write to: as root a private copy of /dev/null made
+// with mknod (so a bug that replaced it would not replace the system's), else /dev/null itself
+// (which a non-root process cannot replace).
+func nullDevice(t *testing.T, dir string) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		p := filepath.Join(dir, "null")
+		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, 1<<8|3); err == nil {
+			return p
+		}
+	}
+	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Skip("no character device to write to (/dev/null is missing)")
+	}
+	return "/dev/null"
+}
+
+// TestBinarySafeWrites: outputs never replace a directory or special file, an input of the same
+// command, or a file of another kind (without --force); a character device or FIFO is written
+// through; new files get 0644 less the umask; stale temporary files of a killed writer go; and
+// the plan and --dot graph are written both or neither.
+func TestBinarySafeWrites(t *testing.T) {
+	needDevice(t) // compile finds the device to compile for
+	dir := t.TempDir()
+	model := copyModel(t, dir)
+	modelText, _ := os.ReadFile(model)
+	notes := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notes, []byte("my notes\n"), 0o644)
+	fakeNpy := filepath.Join(dir, "notes.safetensors")
+	os.WriteFile(fakeNpy, []byte("not numbers\n"), 0o644)
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+	plan := filepath.Join(dir, "m.plan")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"compile", model, "-o", model}, "it is an input of this command"},
+		{[]string{"compile", model, "-o", sub}, "it is a directory"},
+		{[]string{"compile", model, "-o", notes}, "the file there is not a plan"},
+		{[]string{"compile", model, "-o", plan, "--dot", model}, "it is an input of this command"},
+		{[]string{"compile", model, "-o", plan, "--dot", notes}, "the file there is not a DOT graph"},
+		{[]string{"compile", model, "-o", plan, "--dot", plan}, "the plan file"},
+		{[]string{"compile", model, "-o", plan, "--tune", "--tune-db", model}, "it is an input of this command"},
+		{[]string{"compile", model, "-o", plan, "--tune", "--tune-db", notes}, "is not a tuning database"},
+		{[]string{"tune", "-clear", "-tune-db", notes}, "is not a tuning database"},
+		{[]string{"tune", "-clear", "-tune-db", model}, "is not a tuning database"},
+		{[]string{"check", model, "-write-weights", model}, "it is an input of this command"},
+		{[]string{"check", model, "-write-weights", notes}, "the file there is not a safetensors file"},
+		{[]string{"eval", model, "--input", "x=" + strings.Repeat("0,", 63) + "0", "-o", fakeNpy}, "the file there is not a safetensors file"},
+		{[]string{"eval", model, "--input", "x=" + strings.Repeat("0,", 63) + "0", "-o", model + ".safetensors", "--state-to", model}, "it is an input of this command"},
+		{[]string{"dot", model, "-o", model}, "it is an input of this command"},
+		// --dot into a folder that does not exist fails after the plan was prepared: the plan
+		// must not be written either.
+		{[]string{"compile", model, "-o", plan, "--dot", filepath.Join(dir, "nodir", "g.dot")}, "no such file or directory"},
+	} {
+		r := runVKC(t, dir, nil, tc.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("vkc %s: exit %d, stderr %q; want a failure with %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+	// run -o onto its own plan.
+	tiny := tinyllamaPlan(t)
+	tinyText, _ := os.ReadFile(tiny)
+	if r := runVKC(t, dir, nil, "run", tiny, "-f", "decode", "--input", "tokens=1", "--input", "pos=0", "-o", tiny); r.code == 0 || !strings.Contains(r.stderr, "it is an input of this command") {
+		t.Errorf("run -o its own plan: exit %d: %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(tiny); string(b) != string(tinyText) {
+		t.Errorf("run -o replaced its plan")
+	}
+	fileIs(t, model, string(modelText))
+	fileIs(t, notes, "my notes\n")
+	fileIs(t, fakeNpy, "not numbers\n")
+	if _, err := os.Stat(model + ".safetensors"); !os.IsNotExist(err) {
+		t.Errorf("eval wrote -o although --state-to was refused: %v", err)
+	}
+	if _, err := os.Stat(plan); !os.IsNotExist(err) {
+		t.Errorf("a refused compile wrote %s: %v", plan, err)
+	}
+	if st, err := os.Stat(sub); err != nil || !st.IsDir() {
+		t.Errorf("the folder %s was replaced", sub)
+	}
+
+	// A character device is written through, and stays a character device.
+	null := nullDevice(t, dir)
+	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", null); r.code != 0 {
+		t.Errorf("compile -o %s: exit %d: %s", null, r.code, r.stderr)
+	}
+	if st, err := os.Stat(null); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("%s is no longer a character device: %v", null, err)
+	}
+	// So is a FIFO, which a reader gets the plan from.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			got <- nil
+			return
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		got <- b
+	}()
+	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", fifo); r.code != 0 {
+		t.Errorf("compile -o fifo: exit %d: %s", r.code, r.stderr)
+	}
+	if b := <-got; !strings.HasPrefix(string(b), "\x89vkc") {
+		t.Errorf("the FIFO's reader got %d bytes, not a plan", len(b))
+	}
+
+	// --force replaces a file of another kind; --force on tune -clear removes it.
+	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", notes, "--force"); r.code != 0 {
+		t.Errorf("compile --force: exit %d: %s", r.code, r.stderr)
+	}
+	if r := runVKC(t, dir, nil, "tune", "-clear", "-tune-db", notes, "--force"); r.code != 0 {
+		t.Errorf("tune -clear --force: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(notes); !os.IsNotExist(err) {
+		t.Errorf("tune -clear --force left %s", notes)
+	}
+
+	// A new plan and its graph are written together, mode 0644 less the umask; a stale
+	// temporary file of a killed writer is removed, a recent one of a live process kept.
+	old := time.Now().Add(-time.Hour)
+	stale := filepath.Join(dir, ".m.plan.tmp-1073741824-x") // no such PID
+	os.WriteFile(stale, []byte("partial"), 0o600)
+	os.Chtimes(stale, old, old)
+	live := filepath.Join(dir, fmt.Sprintf(".m.plan.tmp-%d-y", os.Getpid()))
+	os.WriteFile(live, []byte("partial"), 0o600)
+	dot := filepath.Join(dir, "m.dot")
+	cmd := exec.Command("sh", "-c", `umask 027 && exec "$0" "$@"`, vkcBinary(t), "compile", "-q", model, "-o", plan, "--dot", dot)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compile: %v\n%s", err, out)
+	}
+	for _, p := range []string{plan, dot} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if m := st.Mode().Perm(); m != 0o640 {
+			t.Errorf("%s has mode %v, want 0640 (0644 less the umask 027)", filepath.Base(p), m)
+		}
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale temporary file is still there")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live process's temporary file was removed")
+	}
+	os.Remove(live)
+	if tmp := temporaries(t, dir); len(tmp) > 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+}
+
+// TestBinaryInterruptedCompileWritesNothing interrupts static SmolLM2 compiles (a few seconds of
+// weight generation, optimisation and lowering on lavapipe) with SIGINT as lowering starts and
+// with SIGTERM as the optimiser starts: each exits non-zero and leaves no plan and no temporary
+// file, where the plan used to be written with exit 0.
+func TestBinaryInterruptedCompileWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: compiles SmolLM2-135M's shape twice")
+	}
+	needDevice(t)
+	dir := t.TempDir()
+	model, _ := filepath.Abs("../../examples/smollm2-135m/model.yaml")
+	type run struct {
+		sig   syscall.Signal
+		phase string
+		done  chan string
+	}
+	runs := []*run{{syscall.SIGINT, "lower", make(chan string, 1)}, {syscall.SIGTERM, "optimize", make(chan string, 1)}}
+	for i, r := range runs {
+		out := filepath.Join(dir, fmt.Sprintf("p%d.plan", i))
+		cmd := exec.Command(vkcBinary(t), "compile", model, "-o", out)
+		cmd.Dir = dir
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			var log strings.Builder
+			sc := bufio.NewScanner(stderr)
+			sent := false
+			for sc.Scan() {
+				log.WriteString(sc.Text() + "\n")
+				if !sent && strings.TrimSpace(sc.Text()) == r.phase {
+					cmd.Process.Signal(r.sig)
+					sent = true
+				}
+			}
+			err := cmd.Wait()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			msg := ""
+			switch {
+			case !sent:
+				msg = "the phase line never came"
+			case code == 0:
+				msg = "exit 0 after the signal"
+			}
+			if _, err := os.Stat(out); err == nil {
+				msg += "; the plan was written"
+			}
+			if msg != "" {
+				msg = fmt.Sprintf("%v at %q: %s\n%s", r.sig, r.phase, msg, log.String())
+			}
+			r.done <- msg
+		}()
+	}
+	for _, r := range runs {
+		if msg := <-r.done; msg != "" {
+			t.Error(msg)
+		}
+	}
+	if tmp := temporaries(t, dir); len(tmp) > 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/vkc-project/vkc/internal/safefile"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/npy"
+	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/plan"
+)
+
+// interruptible is a context that ends at Ctrl-C (SIGINT) or SIGTERM, so that work stops and
+// outputs are not written (or their temporary files removed) instead of the process dying
+// mid-write. A second signal is not caught: it ends the process as usual.
+func interruptible() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the next signal has its default effect
+	}()
+	return ctx, stop
+}
+
+// outputs collects a command's output files and writes them all or none (safefile.Batch): each
+// is checked (no directory, no input of the command, nothing of another kind unless --force) and
+// written to a temporary file as it is added, and commit renames them all into place.
+type outputs struct {
+	ctx    context.Context
+	inputs []string // files the command reads
+	force  bool
+	batch  safefile.Batch
+}
+
+func (o *outputs) add(path string, opts safefile.Options, write func(io.Writer) error) error {
+	opts.Inputs = append(opts.Inputs, o.inputs...)
+	opts.Force = o.force
+	return o.batch.Add(o.ctx, path, opts, write)
+}
+
+func (o *outputs) plan(path string, p *plan.Plan) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return o.add(path, p.FileOptions(plan.WriteOptions{}), p.Encode)
+}
+
+func (o *outputs) dot(path, text string) error {
+	return o.add(path, safefile.Options{What: "DOT graph", Check: checkDOTFile}, func(w io.Writer) error {
+		_, err := io.WriteString(w, text)
+		return err
+	})
+}
+
+func (o *outputs) safetensors(path string, ts map[string]*ir.Tensor) error {
+	return o.add(path, safetensors.FileOptions(nil, false), func(w io.Writer) error { return safetensors.Encode(w, ts) })
+}
+
+func (o *outputs) npy(path string, x *ir.Tensor) error {
+	return o.add(path, npy.FileOptions(nil, false), func(w io.Writer) error { return npy.Write(w, x) })
+}
+
+// tensors writes a function's results to path: a .safetensors file, a .npy file (one result
+// only) or a folder of NAME.npy files (created if missing). fn names the function for the message.
+func (o *outputs) tensors(path, fn string, res map[string]*ir.Tensor) error {
+	switch {
+	case strings.HasSuffix(path, ".safetensors"):
+		return o.safetensors(path, res)
+	case strings.HasSuffix(path, ".npy"):
+		if len(res) != 1 {
+			return usagef("-o %s: function %s has %d outputs; give a folder or a .safetensors file", path, fn, len(res))
+		}
+		for _, x := range res {
+			return o.npy(path, x)
+		}
+	}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(res))
+	for k := range res {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := o.npy(filepath.Join(path, n+".npy"), res[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *outputs) commit() error { return o.batch.Commit() }
+func (o *outputs) abort()        { o.batch.Abort() }
+
+// checkDOTFile recognises a Graphviz file by its first word: digraph, graph or strict (after
+// blank space and comments).
+func checkDOTFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<16))
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "//") || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "/*") {
+			continue
+		}
+		for _, w := range []string{"digraph", "graph", "strict"} {
+			if strings.HasPrefix(l, w) {
+				return nil
+			}
+		}
+		break
+	}
+	return errors.New("no digraph or graph statement at its start")
+}
+
+// inputFiles returns the files named by --input values (NAME=FILE.npy, NAME=FILE.safetensors[:T]).
+func inputFiles(args []string) []string {
+	var files []string
+	for _, a := range args {
+		_, val, _ := strings.Cut(a, "=")
+		switch {
+		case strings.HasSuffix(val, ".npy"):
+			files = append(files, val)
+		case strings.Contains(val, ".safetensors"):
+			file, _, ok := strings.Cut(val, ".safetensors:")
+			if ok {
+				file += ".safetensors"
+			} else {
+				file = val
+			}
+			files = append(files, file)
+		}
+	}
+	return files
+}
