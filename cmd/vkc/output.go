@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -82,6 +83,13 @@ func (o *outputs) tensors(path, fn string, res map[string]*ir.Tensor) error {
 		for _, x := range res {
 			return o.npy(path, x)
 		}
+	}
+	// A folder of .npy files: an existing file there is not replaced by one.
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		if err := safefile.Check(path, safefile.Options{What: "output folder", Inputs: o.inputs}); err != nil {
+			return err
+		}
+		return fmt.Errorf("output folder %s: %w: it is a file (-o takes a .safetensors or .npy file, or a folder)", path, safefile.ErrRefused)
 	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return err
