@@ -29,12 +29,13 @@ type FusedNode struct {
 	DType ir.DType // the result's dtype
 }
 
-// Ops is the number of arithmetic nodes, the FLOPs per element (inputs, constants and casts
-// count none).
+// Ops is the number of floating-point operations per element: nodes with a float result
+// other than inputs, constants and casts (integer arithmetic, on positions and lengths, is not
+// a FLOP).
 func (f *Fused) Ops() int {
 	n := 0
 	for _, x := range f.Nodes {
-		if x.Op != ir.Input && x.Op != ir.Const && x.Op != ir.Cast {
+		if x.Op != ir.Input && x.Op != ir.Const && x.Op != ir.Cast && x.DType.IsFloat() {
 			n++
 		}
 	}

@@ -4,8 +4,11 @@
 #   run: . .gpu/prelude.sh && bash scripts/gpu-bench.sh
 # It compiles SmolLM2-135M and the Whisper encoder statically and with measured tuning (cold and
 # warm, to show the tuning database reused), benches prefill-128 and decode at position 127, and
-# runs the PyTorch peer on the same weights and tokens in the same session. Everything goes to
-# $OUT (or ./out): one log per part, so a failing part does not hide the others.
+# runs the PyTorch peer on the same weights and tokens in the same session, and measures prompt and
+# generation throughput the way llama-bench does (pp128, pp512, tg32). Every -f bench prints
+# GFLOP/s and roofline shares against the device's copy bandwidth and f32 peak, which vkc measures
+# on the device the first time (cached in ~/.cache/vkc/peaks). Everything goes to $OUT (or ./out):
+# one log per part, so a failing part does not hide the others.
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT" /tmp/vb
@@ -13,7 +16,7 @@ V=${VKC:-.gpu/vkc}
 S=examples/smollm2-135m/model.yaml
 W=examples/whisper-tiny-encoder/model.yaml
 part() { echo "=== $*"; }
-# PARTS selects parts by name (default: all): smollm2-static whisper-static peer smollm2-tuned whisper-tuned
+# PARTS selects parts by name (default: all): smollm2-static whisper-static peer smollm2-tuned whisper-tuned throughput
 want() { [ -z "${PARTS:-}" ] || [[ " $PARTS " == *" $1 "* ]]; }
 t() { local s=$(date +%s.%N); "$@"; local rc=$?; echo "[wall $(awk -v a="$s" -v b="$(date +%s.%N)" "BEGIN{printf \"%.2f\", b-a}") s, rc $rc] $*"; return $rc; }
 
@@ -74,5 +77,18 @@ t $V bench /tmp/vb/w_tuned2.plan -f encode -n 50 | head -4
 part whisper gains
 t $V tune $W -budget 1s -tune-db /tmp/vb/tune.json
 } > "$OUT/whisper.txt" 2>&1
+fi
+if want throughput; then
+{
+part "smollm2 throughput, llama-bench's tests pp128 pp512 tg32, 5 repetitions (the peer: ../shared/peers/llamacpp/run.sh runs llama-bench -p 128 -n 32 -r 5)"
+[ -f /tmp/vb/s_static.plan ] || t $V compile $S -o /tmp/vb/s_static.plan --no-tune -q
+t $V bench /tmp/vb/s_static.plan --pp 128,512 --tg 32 -r 5
+[ -f /tmp/vb/s_tuned.plan ] && t $V bench /tmp/vb/s_tuned.plan --pp 128,512 --tg 32 -r 5
+part the same as JSON
+t $V bench /tmp/vb/s_static.plan --pp 128,512 --tg 32 -r 5 --json
+part roofline of prefill-128 and decode at 127 as JSON, with the device peaks vkc measured
+t $V bench /tmp/vb/s_static.plan -f prefill -n 20 --json
+t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127 --json
+} > "$OUT/throughput.txt" 2>&1
 fi
 echo done
