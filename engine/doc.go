@@ -30,6 +30,9 @@
 //
 // # Limits
 //
-// Shapes are the plan's: a function runs for exactly its compiled shapes. Generate is greedy
-// (argmax) only. A Model runs one function at a time.
+// A function runs for its compiled shapes, or, when it has a run-time length (a prompt of 1..512
+// tokens), for k·n rows of its bounded inputs and outputs (Inputs and Results handle both).
+// Generate is greedy (argmax) only, and runs a prompt through the prefill function in chunks of
+// its full length (the rest one token at a time through decode); it does not yet pass a shorter
+// chunk to a prefill of run-time length. A Model runs one function at a time.
 package engine

@@ -297,13 +297,30 @@ func Decode(v *plan.Value, b []byte) (*Tensor, error) {
 
 // Inputs encodes named values (see Encode) into Run's byte map for function f, checking that
 // every input of f is given exactly once and that no unknown name is given.
+//
+// A function with a run-time length (plan.Function.Length: a prompt of 1..512 tokens) takes its
+// bounded inputs with k·n rows for one n in the length's range, where the plan's shape has k·max
+// rows: tokens i32[512] takes 1 to 512 token ids. Every bounded input must give the same n.
 func Inputs(f *plan.Function, values map[string]any) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(f.Inputs))
+	n, nFrom := -1, ""
 	for i := range f.Inputs {
 		v := &f.Inputs[i]
 		x, ok := values[v.Name]
 		if !ok {
 			return nil, fmt.Errorf("function %s: input %s (%s%v) is missing; it takes %s", f.Name, v.Name, v.DType, v.Shape, Signature(f.Inputs))
+		}
+		if v.Bounded && f.Length != nil {
+			rows, err := boundedRows(f.Length, v, x)
+			if err != nil {
+				return nil, fmt.Errorf("function %s: %w", f.Name, err)
+			}
+			if n >= 0 && rows != n {
+				return nil, fmt.Errorf("function %s: input %s gives %s = %d, input %s gives %d", f.Name, v.Name, f.Length.Name, rows, nFrom, n)
+			}
+			n, nFrom = rows, v.Name
+			w := atLength(f.Length, v, n)
+			v = &w
 		}
 		b, err := Encode(v, x)
 		if err != nil {
@@ -317,6 +334,63 @@ func Inputs(f *plan.Function, values map[string]any) (map[string][]byte, error) 
 		}
 	}
 	return out, nil
+}
+
+// atLength is the bounded value v as a run at length n has it: k·n rows of its leading axis.
+func atLength(l *plan.Length, v *plan.Value, n int) plan.Value {
+	w := *v
+	w.Shape = append([]int64(nil), v.Shape...)
+	w.Shape[0] = v.Shape[0] / int64(l.Max) * int64(n)
+	return w
+}
+
+// boundedRows is the run-time length n that x gives the bounded input v: its element count (or
+// its shape's leading axis, or its bytes) over one length unit's worth.
+func boundedRows(l *plan.Length, v *plan.Value, x any) (int, error) {
+	if len(v.Shape) == 0 || l.Max == 0 || v.Shape[0]%int64(l.Max) != 0 {
+		return 0, fmt.Errorf("input %s: %s%v is not bounded by %s ≤ %d", v.Name, v.DType, v.Shape, l.Name, l.Max)
+	}
+	k := v.Shape[0] / int64(l.Max)
+	unit := k // elements per unit of n
+	for _, d := range v.Shape[1:] {
+		unit *= d
+	}
+	var count int64
+	switch x := x.(type) {
+	case Shaped:
+		count = 1
+		for _, d := range x.Shape {
+			count *= d
+		}
+	case *Tensor:
+		if x == nil {
+			return 0, fmt.Errorf("input %s: a nil *Tensor", v.Name)
+		}
+		count = int64(x.Len())
+	case []byte:
+		size, err := v.DType.Bytes([]int64{unit})
+		if err != nil || size == 0 || int64(len(x))%size != 0 {
+			return 0, fmt.Errorf("input %s: %d bytes, not whole rows of %s%v", v.Name, len(x), v.DType, v.Shape)
+		}
+		count = int64(len(x)) / size * unit
+	case []float32:
+		count = int64(len(x))
+	case []uint16:
+		count = int64(len(x))
+	case []int32:
+		count = int64(len(x))
+	case []int:
+		count = int64(len(x))
+	case []uint32:
+		count = int64(len(x))
+	default:
+		count = 1
+	}
+	if count%unit != 0 || count/unit < int64(l.Min) || count/unit > int64(l.Max) {
+		return 0, fmt.Errorf("input %s: %d values for %s%v, which takes %d·%s values for %s in %d..%d",
+			v.Name, count, v.DType, v.Shape, unit, l.Name, l.Name, l.Min, l.Max)
+	}
+	return int(count / unit), nil
 }
 
 // Results are the outputs of one Call, by name, in the plan's layout (Bytes), with typed
@@ -336,6 +410,13 @@ func (r *Results) Tensor(name string) (*Tensor, error) {
 		b, ok := r.Bytes[name]
 		if !ok {
 			return nil, fmt.Errorf("function %s: output %s was not read back", r.Function.Name, name)
+		}
+		if l := r.Function.Length; v.Bounded && l != nil && l.Max > 0 {
+			// A run at length n returns k·n rows.
+			if rb, err := v.RowBytes(l.Max); err == nil && rb > 0 && uint64(len(b))%rb == 0 {
+				w := atLength(l, v, int(uint64(len(b))/rb))
+				return Decode(&w, b)
+			}
 		}
 		return Decode(v, b)
 	}
@@ -381,8 +462,12 @@ func (r *Results) Uint16s(name string) ([]uint16, error) {
 	return xs, nil
 }
 
-// Shape is output name's shape, or nil when the function has no such output.
+// Shape is output name's shape in these results (for a bounded output, the rows this run
+// returned), or nil when the function has no such output.
 func (r *Results) Shape(name string) []int64 {
+	if t, err := r.Tensor(name); err == nil {
+		return t.Shape
+	}
 	for _, v := range r.Function.Outputs {
 		if v.Name == name {
 			return v.Shape

@@ -195,3 +195,48 @@ func TestInputsAndResults(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundedValues: a function with a run-time length takes k·n rows of its bounded inputs for
+// one n in range and returns k·n rows of its bounded outputs; the other values keep their sizes.
+func TestBoundedValues(t *testing.T) {
+	tok := *val("tokens", plan.I32, 8)
+	tok.Bounded = true
+	x := *val("x", plan.F32, 16, 2) // two rows per unit of the length
+	x.Bounded = true
+	lg := *val("logits", plan.F32, 8, 3)
+	lg.Bounded = true
+	f := &plan.Function{Name: "prefill", Length: &plan.Length{Name: "seq", Min: 1, Max: 8},
+		Inputs: []plan.Value{tok, *val("pos", plan.I32), x}, Outputs: []plan.Value{lg, *val("last", plan.I32, 1)}}
+	in, err := engine.Inputs(f, map[string]any{"tokens": []int32{4, 5, 6}, "pos": 2,
+		"x": engine.WithShape(make([]float32, 12), 6, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]byte{"tokens": le32(4, 5, 6), "pos": le32(2), "x": make([]byte, 48)}, in); diff != "" {
+		t.Errorf("inputs at seq = 3 (-want +got):\n%s", diff)
+	}
+	for _, c := range []struct {
+		in   map[string]any
+		want string
+	}{
+		{map[string]any{"tokens": []int32{}, "pos": 0, "x": []float32{}}, "input tokens: 0 values for i32[8], which takes 1·seq values for seq in 1..8"},
+		{map[string]any{"tokens": make([]int32, 9), "pos": 0, "x": make([]float32, 18)}, "9 values for i32[8]"},
+		{map[string]any{"tokens": []int32{1, 2}, "pos": 0, "x": make([]float32, 12)}, "input x gives seq = 3, input tokens gives 2"},
+		{map[string]any{"tokens": []int32{1}, "pos": 0, "x": make([]float32, 3)}, "input x: 3 values for f32[16 2], which takes 4·seq values"},
+		{map[string]any{"tokens": []int32{1}, "pos": 0, "x": engine.WithShape(make([]float32, 4), 1, 4)}, "input x: shape [1 4], the plan wants f32[2 2]"},
+	} {
+		if _, err := engine.Inputs(f, c.in); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Inputs: error %v, want one containing %q", err, c.want)
+		}
+	}
+	r := &engine.Results{Function: f, Bytes: map[string][]byte{"logits": f32bits(1, 2, 3, 4, 5, 6), "last": le32(7)}}
+	if got := r.Shape("logits"); !cmp.Equal(got, []int64{2, 3}) {
+		t.Errorf("logits of a run at seq = 2 have shape %v, want [2 3]", got)
+	}
+	if got, err := r.Float32s("logits"); err != nil || !cmp.Equal(got, []float32{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("logits %v, %v", got, err)
+	}
+	if got := r.Shape("last"); !cmp.Equal(got, []int64{1}) {
+		t.Errorf("an unbounded output keeps its shape: %v", got)
+	}
+}
