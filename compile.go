@@ -399,6 +399,9 @@ func ModelWeightsFile(m *ir.Model) (string, error) {
 	if m.Source == "" {
 		return "", errors.New("the model has no source file to find its weights file from")
 	}
+	if isGGUF, _ := ir.IsGGUF(m.Source); isGGUF {
+		return m.Source, nil // imported from a GGUF file, which holds the weights
+	}
 	src, err := os.ReadFile(m.Source)
 	if err != nil {
 		return "", err

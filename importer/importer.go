@@ -1,6 +1,6 @@
 // Package importer turns model files written by other tools into vkc models (ir.Model): ONNX
-// files (onnx.go), and model.yaml itself, so that every command taking a model takes any of
-// them through Load. The CLI and the API share it.
+// files (onnx.go), GGUF files of known architectures (gguf.go), and model.yaml itself, so that
+// every command taking a model takes any of them through Load. The CLI and the API share it.
 package importer
 
 import (
@@ -16,10 +16,15 @@ type Options struct {
 	// Dims fixes symbolic dimensions of the inputs (ONNX dim_param names) to sizes: vkc's
 	// shapes are static, so a dimension left symbolic is an error naming it.
 	Dims map[string]int
+	// GGUF configures the import of a GGUF file (context, prefill length).
+	GGUF GGUFOptions
+	// SkipWeights builds and validates the model without loading its weights (model.yaml and
+	// GGUF files; Model.Weights stays nil), for tools that need only the graph.
+	SkipWeights bool
 }
 
-// Load reads the model at path by its kind: model.yaml (.yaml, .yml) or ONNX (.onnx). The
-// result has its weights loaded.
+// Load reads the model at path by its kind: model.yaml (.yaml, .yml), ONNX (.onnx) or GGUF
+// (.gguf). The result has its weights loaded.
 func Load(path string) (*ir.Model, error) { return LoadWith(path, Options{}) }
 
 // LoadWith is Load with options.
@@ -29,13 +34,21 @@ func LoadWith(path string, opts Options) (*ir.Model, error) {
 		if len(opts.Dims) > 0 {
 			return nil, fmt.Errorf("%s: --dim fixes the symbolic dimensions of imported models; a model.yaml has none", path)
 		}
-		return ir.ParseModel(path)
+		return ir.ParseModelWith(path, ir.ParseOptions{SkipWeights: opts.SkipWeights})
 	case ".onnx":
 		im, err := ImportONNX(path, ONNXOptions{Dims: opts.Dims})
 		if err != nil {
 			return nil, err
 		}
 		return im.Model, nil
+	case ".gguf":
+		g := opts.GGUF
+		g.SkipWeights = g.SkipWeights || opts.SkipWeights
+		im, err := ImportGGUF(path, g)
+		if err != nil {
+			return nil, err
+		}
+		return im.Model, nil
 	}
-	return nil, fmt.Errorf("%s: unknown model kind %q (want model.yaml or .onnx)", path, filepath.Ext(path))
+	return nil, fmt.Errorf("%s: unknown model kind %q (want model.yaml, .onnx or .gguf)", path, filepath.Ext(path))
 }

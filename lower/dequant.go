@@ -136,6 +136,9 @@ func (fl *fnLowerer) dequantLoc(v ir.Value, dt ir.DType) (loc, error) {
 	if err != nil {
 		return loc{}, err
 	}
+	if v.Node.Op != ir.Param {
+		fl.l.folded++ // a compile-time concatenation of blocks (merge-linears), as locOf counts
+	}
 	b := fl.newBuf(buffer{kind: bufWeight, index: wi, size: fl.l.weights[wi].size})
 	lc := loc{buf: b, size: fl.l.weights[wi].size}
 	if fl.deqLocs == nil {

@@ -93,6 +93,9 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		return nil, nil, fmt.Errorf("lower: Options.Caps is empty (fill it from the device, or use kernels.Lavapipe)")
 	}
 	if opts.ExternalWeights != "" {
+		if isGGUF, _ := ir.IsGGUF(opts.ExternalWeights); isGGUF {
+			return nil, nil, fmt.Errorf("lower: external weights: %s is a GGUF file; a plan references safetensors files only (compile with inline weights)", opts.ExternalWeights)
+		}
 		f, err := safetensors.Open(opts.ExternalWeights)
 		if err != nil {
 			return nil, nil, fmt.Errorf("lower: external weights: %w", err)

@@ -1,0 +1,91 @@
+package importer_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vkc-project/vkc/importer"
+	"github.com/vkc-project/vkc/internal/oracles"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+)
+
+type interpRunner struct{ s *interp.Session }
+
+func (r *interpRunner) Reset() error { r.s.Reset(); return nil }
+func (r *interpRunner) Run(fn string, tokens []int, pos int) ([]float64, error) {
+	f := make([]float64, len(tokens))
+	for i, x := range tokens {
+		f[i] = float64(x)
+	}
+	out, err := r.s.Run(fn, map[string]*ir.Tensor{
+		"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, len(tokens)), f),
+		"pos":    ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(pos)}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out["logits"].Float64s(), nil
+}
+
+// TestGGUFOracleInterpreter imports every GGUF file of the llama.cpp oracle and runs it through
+// the reference interpreter: prefill and decode logits against the float64 reference over
+// ggml's dequantized weights (≤ 1e-4) and against llama.cpp's own logits (the file's tolerance
+// (2)), and the greedy tokens.
+func TestGGUFOracleInterpreter(t *testing.T) {
+	for _, name := range oracles.LlamaCppNames() {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			path, gold := oracles.LlamaCpp(t, name)
+			prompt := gold["input_ids"].NumElements()
+			im, err := importer.ImportGGUF(path, importer.GGUFOptions{Prefill: prompt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := oracles.RunLlamaCpp(t, &interpRunner{interp.NewSession(im.Model)}, gold)
+			oracles.CheckLlamaCpp(t, name, run, gold, oracles.LlamaCppRefTol)
+		})
+	}
+}
+
+// TestGGUFImportChoices: the generated model keeps the file's formats, maps GGUF names, picks the
+// rope mode by architecture, ties the output when output.weight is absent, and declares layers
+// apart when their formats differ.
+func TestGGUFImportChoices(t *testing.T) {
+	path, _ := oracles.LlamaCpp(t, "llama-tiny/llama-tiny-Q4_K_M")
+	im, err := importer.ImportGGUF(path, importer.GGUFOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(im.YAML)
+	for _, want := range []string{"mode=interleaved", "layers.0.wv: q4_k[kv_heads*hd, d]", "layers.1.wv: q6_k[kv_heads*hd, d]",
+		"lm_head: output.weight", "layers.{i}.wq: blk.{i}.attn_q.weight", "ctx: 128", "dims: {seq: 128}", "eps=9.999999747378752e-06"} {
+		if !strings.Contains(y, want) {
+			t.Errorf("llama model.yaml lacks %q", want)
+		}
+	}
+	m := im.Model
+	if m.Param("lm_head").Type.DType != ir.Q6_K || m.Param("layers.1.w_gate").Type.DType != ir.Q4_K || len(m.State) != 4 {
+		t.Errorf("params: lm_head %s, w_gate %s, %d state", m.Param("lm_head").Type, m.Param("layers.1.w_gate").Type, len(m.State))
+	}
+	path, _ = oracles.LlamaCpp(t, "qwen3-tiny/qwen3-tiny-Q4_K_M")
+	im, err = importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 64, Prefill: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y = string(im.YAML)
+	for _, want := range []string{"mode=half", "layers.{i}.q_norm: blk.{i}.attn_q_norm.weight", "linear(rmsnorm(x, out_norm, eps=9.999999974752427e-07), embed)",
+		"ctx: 64", "dims: {seq: 7}", "theta=1000000"} {
+		if !strings.Contains(y, want) {
+			t.Errorf("qwen3 model.yaml lacks %q", want)
+		}
+	}
+	if strings.Contains(y, "lm_head") || !strings.Contains(strings.Join(im.Notes, "\n"), "tied") {
+		t.Errorf("qwen3 should tie its output: notes %v", im.Notes)
+	}
+	// Load dispatches on the extension.
+	m, err = importer.Load(path)
+	if err != nil || m.Function("decode") == nil || m.Function("prefill") == nil {
+		t.Fatalf("Load: %v", err)
+	}
+}
