@@ -292,6 +292,13 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	if err := p.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("compile %s: lowering produced an %w", m.Name, err)
 	}
+	for _, n := range p.Record.Notes {
+		// Weights no kernel reads in their block format were dequantized (lower/dequant.go):
+		// the person compiling should know what the plan holds.
+		if strings.HasPrefix(n, lower.DequantNotePrefix) {
+			rep.Notes = append(rep.Notes, n)
+		}
+	}
 	rep.Total = time.Since(start)
 	return p, rep, nil
 }

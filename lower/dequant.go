@@ -162,6 +162,9 @@ type dequantWeight struct {
 	quantBytes int
 }
 
+// DequantNotePrefix starts the plan-record notes of the dequantization fallback.
+const DequantNotePrefix = "compile-time dequantization: "
+
 // dequantNotes summarises the fallback for the plan's record: one line per format and storage
 // dtype, e.g. "compile-time dequantization: 13 q4_k weights (1.1 MiB as blocks) stored as f16
 // (3.9 MiB): no kernel template reads q4_k yet (first for linear)".
@@ -200,7 +203,7 @@ func (l *lowerer) dequantNotes() []string {
 	var out []string
 	for _, k := range keys {
 		s := sums[k]
-		out = append(out, fmt.Sprintf("compile-time dequantization: %d %s weights (%s as blocks) stored as %s (%s): no kernel template reads %s yet (first for %s)",
+		out = append(out, fmt.Sprintf(DequantNotePrefix+"%d %s weights (%s as blocks) stored as %s (%s): no kernel template reads %s yet (first for %s)",
 			s.n, k.from, byteCount(s.qb), k.to, byteCount(s.db), k.from, s.op))
 	}
 	return out

@@ -27,6 +27,23 @@ func (p *Plan) Summary(w io.Writer) error {
 		where = fmt.Sprintf("external: %s, %s, sha256 %x", s.Path, sizeStr(s.Size), s.SHA256)
 	}
 	pr("  weights  %10s  %d tensors (%s)\n", sizeStr(wt.Size), len(wt.Tensors), where)
+	// bytes per weight dtype, in dtype order (f32, f16, …, the block formats)
+	byDType := map[DType]uint64{}
+	var dts []DType
+	for _, t := range wt.Tensors {
+		if _, ok := byDType[t.DType]; !ok {
+			dts = append(dts, t.DType)
+		}
+		byDType[t.DType] += t.Size
+	}
+	sort.Slice(dts, func(i, j int) bool { return dts[i] < dts[j] })
+	if len(dts) > 0 {
+		parts := make([]string, len(dts))
+		for i, d := range dts {
+			parts[i] = fmt.Sprintf("%s %s", d, sizeStr(byDType[d]))
+		}
+		pr("           by dtype: %s\n", strings.Join(parts, ", "))
+	}
 	pr("  state    %10s  %d tensors\n", sizeStr(p.StateSize), len(p.State))
 	for _, t := range p.State {
 		pr("           %-24s %s%v at %d\n", t.Name, t.DType, t.Shape, t.Offset)

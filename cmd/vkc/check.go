@@ -16,7 +16,7 @@ import (
 func init() {
 	register(&command{
 		name:    "check",
-		usage:   "[-skip-weights] [-write-weights FILE] model.yaml",
+		usage:   "[-skip-weights] [-write-weights FILE] model.yaml|model.gguf",
 		short:   "parse and validate a model; summarise its parameters, state, functions and ops",
 		example: "vkc check examples/tinyllama/model.yaml",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -29,9 +29,9 @@ func init() {
 					return err
 				}
 				if len(args) != 1 {
-					return usagef("want one model.yaml, got %d arguments", len(args))
+					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := ir.ParseModelWith(args[0], ir.ParseOptions{SkipWeights: *skip})
+				m, err := loadModel(args[0], *skip)
 				if err != nil {
 					return err
 				}
@@ -78,7 +78,7 @@ func summarize(w io.Writer, m *ir.Model, weights bool) {
 	}
 	var dts []string
 	for _, d := range sortedDTypes(byDType) {
-		dts = append(dts, d.String())
+		dts = append(dts, d.String()+" "+humanBytes(byDType[d]))
 	}
 	fmt.Fprintf(w, "parameters: %d tensors, %s elements, %s (%s)", len(m.Params), groupDigits(elems), humanBytes(bytes), strings.Join(dts, ", "))
 	if weights {

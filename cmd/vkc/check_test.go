@@ -37,7 +37,7 @@ func TestCheckSkipWeightsAfterPositional(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(out, "134,515,008 elements, 256.6 MiB (f16); weights not loaded") {
+	if !strings.Contains(out, "134,515,008 elements, 256.6 MiB (f16 256.6 MiB); weights not loaded") {
 		t.Errorf("output:\n%s", out)
 	}
 }

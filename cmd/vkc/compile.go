@@ -13,14 +13,13 @@ import (
 
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/internal/safefile"
-	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/plan"
 )
 
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR]",
+		usage:   "model.yaml|model.gguf -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -88,7 +87,7 @@ func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, 
 	ctx, stop := interruptible()
 	defer stop()
 	fmt.Fprintf(stderr, "parse %s\n", model)
-	m, err := ir.ParseModel(model)
+	m, err := loadModel(model, false)
 	if err != nil {
 		return err
 	}

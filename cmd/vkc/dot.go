@@ -14,7 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:    "dot",
-		usage:   "model.yaml [-f FUNCTION] [--fused] [-o graph.dot]",
+		usage:   "model.yaml|model.gguf [-f FUNCTION] [--fused] [-o graph.dot]",
 		short:   "draw a function of a model as a Graphviz DOT graph (one cluster per repeated layer)",
 		example: "vkc dot examples/tinyllama/model.yaml -f decode -o decode.dot",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -29,9 +29,9 @@ func init() {
 					return err
 				}
 				if len(args) != 1 {
-					return usagef("want one model.yaml, got %d arguments", len(args))
+					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := ir.ParseModelWith(args[0], ir.ParseOptions{SkipWeights: true})
+				m, err := loadModel(args[0], true)
 				if err != nil {
 					return err
 				}

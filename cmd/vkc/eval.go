@@ -27,7 +27,7 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 func init() {
 	register(&command{
 		name:    "eval",
-		usage:   "model.yaml -f FUNCTION --input NAME=VALUE ... [--state-from FILE] [-o OUT] [--state-to FILE] [--greedy N]",
+		usage:   "model.yaml|model.gguf -f FUNCTION --input NAME=VALUE ... [--state-from FILE] [-o OUT] [--state-to FILE] [--greedy N]",
 		short:   "run a function of a model in the reference interpreter",
 		example: "vkc eval examples/tinyllama/model.yaml -f decode --input tokens=37 --input pos=0 --greedy 4",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -47,9 +47,9 @@ func init() {
 					return err
 				}
 				if len(args) != 1 {
-					return usagef("want one model.yaml, got %d arguments", len(args))
+					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := ir.ParseModel(args[0])
+				m, err := loadModel(args[0], false)
 				if err != nil {
 					return err
 				}

@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"github.com/vkc-project/vkc"
-	"github.com/vkc-project/vkc/ir"
 )
 
 func init() {
 	register(&command{
 		name:    "tune",
-		usage:   "(model.yaml [-budget D] [-f fn,...] [-device D] | -list | -clear) [-tune-db PATH]",
+		usage:   "(model.yaml|model.gguf [-budget D] [-f fn,...] [-device D] | -list | -clear) [-tune-db PATH]",
 		short:   "tune a model's kernels on the device into the tuning database, or show or clear the database",
 		example: "vkc tune examples/tinyllama/model.yaml -budget 30s",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -90,7 +89,7 @@ type tuneModelOptions struct {
 func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error {
 	ctx, stop := interruptible()
 	defer stop()
-	m, err := ir.ParseModel(path)
+	m, err := loadModel(path, false)
 	if err != nil {
 		return err
 	}

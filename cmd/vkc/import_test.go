@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vkc-project/vkc/internal/oracles"
+	"github.com/vkc-project/vkc/ir/gguf"
+)
+
+// TestImportGGUF: vkc import writes a model.yaml that vkc check and eval read, naming the GGUF
+// file relative to it; check and eval also take the .gguf itself.
+func TestImportGGUF(t *testing.T) {
+	path := oracles.File(t, "llamacpp", "qwen3-tiny/qwen3-tiny-Q8_0.gguf")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "sub", "model.yaml")
+	os.MkdirAll(filepath.Dir(out), 0o755)
+	code, stdout, errs := runCLI(t, "import", path, "-o", out, "--ctx", "32", "--prefill", "4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(stdout, "qwen3-tiny (qwen3)") || !strings.Contains(stdout, "tied to token_embd.weight") {
+		t.Errorf("import output:\n%s", stdout)
+	}
+	src, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(filepath.Dir(out), path)
+	if !strings.Contains(string(src), "file: "+filepath.ToSlash(rel)) || !strings.Contains(string(src), "ctx: 32") {
+		t.Errorf("model.yaml does not name the GGUF file as %s or lacks ctx 32", rel)
+	}
+	for _, m := range []string{out, path} {
+		code, stdout, errs = runCLI(t, "check", m)
+		if code != 0 {
+			t.Fatalf("check %s: exit %d: %s", m, code, errs)
+		}
+		if !strings.Contains(stdout, "q8_0 ") || !strings.Contains(stdout, "weights loaded: 24") {
+			t.Errorf("check %s:\n%s", m, stdout)
+		}
+	}
+	code, stdout, errs = runCLI(t, "eval", out, "-f", "prefill", "--input", "tokens=[1,2,3,4]", "--input", "pos=0")
+	if code != 0 || !strings.Contains(stdout, "logits") {
+		t.Errorf("eval: exit %d: %s%s", code, stdout, errs)
+	}
+}
+
+func TestImportErrors(t *testing.T) {
+	dir := t.TempDir()
+	b := &gguf.Builder{}
+	b.Add("general.architecture", gguf.MustValue("mamba"))
+	data, _ := b.Bytes()
+	mamba := filepath.Join(dir, "m.gguf")
+	os.WriteFile(mamba, data, 0o644)
+	out := filepath.Join(dir, "model.yaml")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"import", mamba}, 2, "-o model.yaml is required"},
+		{[]string{"import", mamba, "-o", out}, 1, `architecture "mamba" is not one vkc imports (it knows llama, qwen2, qwen3)`},
+		{[]string{"import", "../../go.mod", "-o", out}, 1, "reads GGUF files"},
+		{[]string{"import"}, 2, "want one GGUF file"},
+		{[]string{"check", mamba}, 1, `architecture "mamba"`},
+	} {
+		code, _, errs := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a failed import left a model.yaml")
+	}
+	// An existing file that is not a model.yaml is not replaced without --force.
+	other := filepath.Join(dir, "notes.txt")
+	os.WriteFile(other, []byte("keep me\n"), 0o644)
+	path := oracles.File(t, "llamacpp", "qwen3-tiny/qwen3-tiny-Q8_0.gguf")
+	if code, _, errs := runCLI(t, "import", path, "-o", other); code != 1 || !strings.Contains(errs, "not a model.yaml") {
+		t.Errorf("import over a text file: exit %d, %q", code, errs)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "keep me\n" {
+		t.Error("the text file was replaced")
+	}
+	if code, _, errs := runCLI(t, "import", path, "-o", path); code != 1 || !strings.Contains(errs, "refused") {
+		t.Errorf("import over its own input: exit %d, %q", code, errs)
+	}
+}
