@@ -78,6 +78,13 @@ func TestGGUFOraclePlans(t *testing.T) {
 					t.Errorf("a quantized model compiled without the fallback's note: %s", notes)
 				}
 			}
+			var sum strings.Builder
+			if err := p.Summary(&sum); err != nil {
+				t.Fatal(err)
+			}
+			if want := "by dtype: f32 "; !strings.Contains(sum.String(), want) || !strings.Contains(sum.String(), ", f16 ") {
+				t.Errorf("the plan summary (vkc inspect) lacks the bytes per weight dtype:\n%.600s", sum.String())
+			}
 			run := oracles.RunLlamaCpp(t, &planRunner{roundTrip(t, d, p)}, gold)
 			oracles.CheckLlamaCpp(t, name, run, gold, tol)
 		})
