@@ -20,13 +20,25 @@ func (p *Plan) Encode(w io.Writer) error {
 		return err
 	}
 	secs := p.sections()
-	if _, err := w.Write(p.header(secs)); err != nil {
+	sums, err := p.sums(secs)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(p.header(sums)); err != nil {
 		return fmt.Errorf("plan: write: %w", err)
 	}
 	for _, s := range secs {
 		if _, err := w.Write(s); err != nil {
 			return fmt.Errorf("plan: write: %w", err)
 		}
+	}
+	if p.Weights.Source != nil {
+		return nil
+	}
+	// The weights stream from where they are, a second time; a file that changed in between
+	// makes the CRC fail when the plan is read, never a plan that loads wrong weights.
+	if err := p.Weights.stream(writeAll(w)); err != nil {
+		return fmt.Errorf("plan: write: %w", err)
 	}
 	return nil
 }
@@ -130,7 +142,7 @@ func (p *Plan) ResolveSource(planPath string) string {
 func (p *Plan) LoadWeights(planPath string) ([]byte, error) {
 	w := &p.Weights
 	if w.Source == nil {
-		return w.Data, nil
+		return w.Bytes()
 	}
 	path := p.ResolveSource(planPath)
 	src, err := os.ReadFile(path)

@@ -329,17 +329,40 @@ func encodeRecord(p *Plan) []byte {
 	return e.b
 }
 
-// sections returns the payloads in file order; index 0 is section id 1.
-func (p *Plan) sections() [numSections][]byte {
-	var data []byte
-	if p.Weights.Source == nil {
-		data = p.Weights.Data // not copied: may be gigabytes
-	}
-	return [numSections][]byte{encodeModules(p), encodeMemory(p), encodeFunctions(p), encodeRecord(p), data}
+// sections returns the payloads in file order; index 0 is section id 1. The weight data is not
+// among them: it may be gigabytes, held in pieces (see Weights.stream).
+func (p *Plan) sections() [numSections - 1][]byte {
+	return [numSections - 1][]byte{encodeModules(p), encodeMemory(p), encodeFunctions(p), encodeRecord(p)}
 }
 
-// header returns the prefix, header body and header CRC for the given section payloads.
-func (p *Plan) header(secs [numSections][]byte) []byte {
+// sectionSum is a section's length and CRC-32C.
+type sectionSum struct {
+	length uint64
+	crc    uint32
+}
+
+// sums returns the length and CRC of every section, the weight data's by one streaming pass.
+func (p *Plan) sums(secs [numSections - 1][]byte) ([numSections]sectionSum, error) {
+	var out [numSections]sectionSum
+	for i, s := range secs {
+		out[i] = sectionSum{uint64(len(s)), crc32.Checksum(s, castagnoli)}
+	}
+	if p.Weights.Source == nil {
+		w := &out[secWeightData-1]
+		err := p.Weights.stream(func(b []byte) error {
+			w.length += uint64(len(b))
+			w.crc = crc32.Update(w.crc, castagnoli, b)
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// header returns the prefix, header body and header CRC for the given section sums.
+func (p *Plan) header(secs [numSections]sectionSum) []byte {
 	var body enc
 	body.str(p.CompilerVersion)
 	body.str(p.Model)
@@ -352,8 +375,8 @@ func (p *Plan) header(secs [numSections][]byte) []byte {
 	body.u32(numSections)
 	for i, s := range secs {
 		body.u32(uint32(i + 1))
-		body.u64(uint64(len(s)))
-		body.u32(crc32.Checksum(s, castagnoli))
+		body.u64(s.length)
+		body.u32(s.crc)
 	}
 	var h enc
 	h.b = append(h.b, Magic...)

@@ -67,6 +67,7 @@
 package plan
 
 import (
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -167,11 +168,27 @@ type Weights struct {
 	Size    uint64 // bytes of the weight region
 	Tensors []WeightTensor
 	// Data is the region's bytes when the weights are inline (len(Data) == Size). It is nil when
-	// Source is set.
+	// Source is set, and when Pieces hold the inline region.
 	Data []byte
+	// Pieces, when Data and Source are nil, make up the inline region: byte ranges in memory or
+	// in files, sorted by offset and not overlapping, with zeros between them. A compiler builds
+	// the region this way so that the weights are written into the plan file from where they
+	// already are (a memory-mapped or open weight file, a folded tensor) and never copied into one
+	// buffer; the file form is the same as for Data, and a decoded plan has Data.
+	Pieces []WeightPiece
 	// Source, when non-nil, says that the weights are not in the plan: the runtime reads each
 	// tensor's bytes verbatim from this file (at SourceOffset) into the region (at Offset).
 	Source *Source
+}
+
+// WeightPiece is one byte range of an inline weight region held outside Weights.Data: Data, or
+// Size bytes of File at FileOffset, read when the plan is encoded or loaded.
+type WeightPiece struct {
+	Offset     uint64 // in the weight region
+	Size       uint64
+	Data       []byte // len(Data) == Size; nil when the bytes are read from File
+	File       io.ReaderAt
+	FileOffset int64
 }
 
 // Source is an external weight file (e.g. the model's safetensors file).

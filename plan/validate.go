@@ -189,10 +189,33 @@ func (v *validator) memory(p *Plan) {
 	w := &p.Weights
 	seen := map[string]bool{}
 	if w.Source == nil {
-		if uint64(len(w.Data)) != w.Size {
+		switch {
+		case w.Pieces != nil && w.Data != nil:
+			v.addf("weights: both inline data and pieces")
+		case w.Pieces != nil:
+			end := uint64(0)
+			for i, pc := range w.Pieces {
+				switch {
+				case pc.Offset < end:
+					v.addf("weights: piece %d at byte %d overlaps or precedes the one before it (which ends at %d)", i, pc.Offset, end)
+				case !inside(pc.Offset, pc.Size, w.Size):
+					v.addf("weights: piece %d, bytes %d..%d+%d, lies outside the %d-byte weight region", i, pc.Offset, pc.Offset, pc.Size, w.Size)
+				case pc.Data != nil && uint64(len(pc.Data)) != pc.Size:
+					v.addf("weights: piece %d has %d bytes of data for a size of %d", i, len(pc.Data), pc.Size)
+				case pc.Data == nil && pc.Size > 0 && pc.File == nil:
+					v.addf("weights: piece %d has neither data nor a file", i)
+				}
+				if inside(pc.Offset, pc.Size, w.Size) {
+					end = max(end, pc.Offset+pc.Size)
+				}
+			}
+		case uint64(len(w.Data)) != w.Size:
 			v.addf("weights: inline data has %d bytes, the region %d", len(w.Data), w.Size)
 		}
 	} else {
+		if w.Pieces != nil {
+			v.addf("weights: both pieces and an external source")
+		}
 		if w.Data != nil {
 			v.addf("weights: both inline data and an external source")
 		}

@@ -147,16 +147,22 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	if a := p.Arena.Align; a > 1 && e.arena.off%a != 0 {
 		return nil, fmt.Errorf("load plan of %s: the arena's base is not aligned to %d bytes", p.Model, a)
 	}
-	w := p.Weights.Data
 	if p.Weights.Source != nil {
-		if w, err = p.LoadWeights(opts.PlanPath); err != nil {
+		w, err := p.LoadWeights(opts.PlanPath)
+		if err != nil {
 			return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
 		}
-	}
-	if len(w) > 0 {
-		if err := d.Upload(e.weights, 0, w); err != nil {
-			return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+		if len(w) > 0 {
+			if err := d.Upload(e.weights, 0, w); err != nil {
+				return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+			}
 		}
+	} else if err := p.Weights.Spans(16<<20, func(off uint64, b []byte) error {
+		// A plan fresh from the compiler holds its weights in pieces (plan.Weights.Pieces):
+		// they are uploaded from where they are in staging-sized runs, not assembled first.
+		return d.Upload(e.weights, int64(off), b)
+	}); err != nil {
+		return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
 	}
 	e.zeros = make([]byte, p.StateSize)
 	if err := e.resetState(); err != nil {
