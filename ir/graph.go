@@ -125,6 +125,8 @@ type Model struct {
 	// Weights holds the parameter tensors by name, once loaded (LoadWeights or random init).
 	Weights map[string]*Tensor
 	Source  string // the model file, for messages
+
+	mappings []*Mapping // files the weights alias (see Close)
 }
 
 // Function returns the named function or nil.

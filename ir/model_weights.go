@@ -152,7 +152,12 @@ func expandNameString(s string, lookup func(string) (int, bool)) (string, error)
 	}
 }
 
-func (p *modelParser) loadWeights() error {
+func (p *modelParser) loadWeights() (err error) {
+	defer func() {
+		if err != nil {
+			p.m.Close() // the mapping of a model that failed to load
+		}
+	}()
 	w := &p.weights
 	p.m.Weights = map[string]*Tensor{}
 	if len(p.m.Params) == 0 {
@@ -174,6 +179,15 @@ func (p *modelParser) loadWeights() error {
 			return p.errAt(w.node, "weights", "%v", err)
 		}
 		defer sf.Close()
+		// The weights alias the memory-mapped file: no copy now, and lowering writes them into
+		// a plan by reading the file (Model.WeightFile).
+		mp, err := sf.Map()
+		if err != nil {
+			return p.errAt(w.node, "weights", "%v", err)
+		}
+		if mp != nil {
+			p.m.AddMapping(mp)
+		}
 	}
 	for _, d := range p.m.Params {
 		init, own := p.inits[d.Name]
@@ -190,7 +204,7 @@ func (p *modelParser) loadWeights() error {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
 					Err: fmt.Errorf("missing weight: %s has no tensor %q%s", filepath.Base(sf.Name()), name, sf.Similar(name))}
 			}
-			t, err := sf.Read(name)
+			t, err := sf.View(name)
 			if err != nil {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: err}
 			}

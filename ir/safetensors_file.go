@@ -44,6 +44,7 @@ type SafetensorsFile struct {
 	Entries  map[string]SafetensorsEntry
 	Metadata map[string]string
 	f        *os.File
+	mapping  *Mapping
 }
 
 type safetensorsHeaderEntry struct {
@@ -154,8 +155,39 @@ func (f *SafetensorsFile) Read(name string) (*Tensor, error) {
 	return t, nil
 }
 
-// Close closes the file.
-func (f *SafetensorsFile) Close() error { return f.f.Close() }
+// Map memory-maps the file (read-only) for View; the Mapping then owns the open file, and
+// closing it (not f) releases both. On systems without mmap, and for an empty file, it returns
+// nil and View reads instead.
+func (f *SafetensorsFile) Map() (*Mapping, error) {
+	mp, err := mapFile(f.f)
+	if err != nil || mp == nil {
+		return nil, err
+	}
+	f.mapping = mp
+	return mp, nil
+}
+
+// View returns the named tensor with Data aliasing the file's mapping (see Map), or read into
+// memory when the file is not mapped.
+func (f *SafetensorsFile) View(name string) (*Tensor, error) {
+	if f.mapping == nil {
+		return f.Read(name)
+	}
+	e, ok := f.Entries[name]
+	if !ok || e.Unsupported != "" {
+		return f.Read(name) // its error
+	}
+	// parseSafetensors checked that every tensor lies inside the file.
+	return &Tensor{Type: e.Type, Data: f.mapping.Data[e.Offset : e.Offset+e.Size : e.Offset+e.Size]}, nil
+}
+
+// Close closes the file, unless a Mapping took it over (Map).
+func (f *SafetensorsFile) Close() error {
+	if f.mapping != nil {
+		return nil
+	}
+	return f.f.Close()
+}
 
 // ReadSafetensors loads every tensor of a safetensors file.
 func ReadSafetensors(path string) (map[string]*Tensor, error) {

@@ -60,36 +60,76 @@ func (fl *fnLowerer) analyse() error {
 			fl.consumers[a.Node] = append(fl.consumers[a.Node], n)
 		}
 	}
-	// Evaluate the folded nodes (and whatever static nodes they need) in the interpreter.
-	need := map[*ir.Node]bool{}
-	var walk func(n *ir.Node)
-	walk = func(n *ir.Node) {
-		if need[n] {
+	// Evaluate the folded nodes. Values folded before (by another function or another lowering
+	// of the same model) come from the fold cache. The rest are computed in node order: views,
+	// concatenations, transposes and float casts of known values natively (foldNative), in the
+	// weights' own dtype and mostly without copying; anything else, with the subgraph it needs,
+	// by the interpreter.
+	cache, keys := fl.l.folds, structKeys{}
+	known := map[*ir.Node]*blob{}
+	req := map[*ir.Node]bool{}
+	var require func(n *ir.Node)
+	require = func(n *ir.Node) {
+		if req[n] || known[n] != nil {
 			return
 		}
-		need[n] = true
+		req[n] = true
 		for _, a := range n.Args {
-			walk(a.Node)
+			require(a.Node)
 		}
 	}
-	// Values folded before (by another function or another lowering of the same model) are
-	// taken from the fold cache; only the rest are evaluated.
-	cache, keys := fl.l.folds, structKeys{}
-	any := false
 	for _, n := range f.Nodes {
 		if fl.live[n] && fl.folds(n) && n.Op != ir.Const {
 			if v, ok := cache.get(keys.key(n)); ok {
-				fl.values[n] = v
+				fl.values[n], known[n] = v, v
 				continue
 			}
-			walk(n)
-			any = true
+			require(n)
 		}
 	}
-	if any {
+	interpNodes := map[*ir.Node]bool{}
+	var toInterp func(n *ir.Node)
+	toInterp = func(n *ir.Node) {
+		if interpNodes[n] {
+			return
+		}
+		interpNodes[n] = true
+		for _, a := range n.Args {
+			toInterp(a.Node)
+		}
+	}
+	for _, n := range f.Nodes {
+		if !req[n] {
+			continue
+		}
+		switch {
+		case n.Op == ir.Param:
+			if w := fl.l.m.Weights[n.Name]; w != nil {
+				known[n] = blobOf(w)
+				continue
+			}
+		case n.Op == ir.Const:
+			known[n] = blobOf(n.Value)
+			continue
+		}
+		args := make([]*blob, len(n.Args))
+		ok := n.Op.Info().Kind != ir.KindSource
+		for i, a := range n.Args {
+			args[i] = known[a.Node]
+			ok = ok && args[i] != nil && a.Out == 0
+		}
+		if ok {
+			if v, done := foldNative(n, args); done {
+				known[n] = v
+				continue
+			}
+		}
+		toInterp(n)
+	}
+	if len(interpNodes) > 0 {
 		sub := &ir.Function{Name: f.Name + ":fold"}
 		for _, n := range f.Nodes {
-			if need[n] {
+			if interpNodes[n] {
 				sub.Nodes = append(sub.Nodes, n)
 			}
 		}
@@ -98,15 +138,23 @@ func (fl *fnLowerer) analyse() error {
 			return fmt.Errorf("function %s: folding constant subgraphs: %w", f.Name, err)
 		}
 		for n, v := range vals {
-			if fl.live[n] && fl.folds(n) && fl.values[n] == nil {
-				fl.values[n] = v[0]
-				cache.put(keys.key(n), v[0])
+			if known[n] == nil {
+				known[n] = blobOf(v[0])
 			}
 		}
 	}
 	for _, n := range f.Nodes {
-		if n.Op == ir.Const && fl.live[n] {
-			fl.values[n] = n.Value
+		if fl.live[n] && fl.folds(n) && fl.values[n] == nil {
+			if n.Op == ir.Const {
+				fl.values[n] = blobOf(n.Value)
+				continue
+			}
+			v := known[n]
+			if v == nil {
+				return fmt.Errorf("function %s: %s: folding left no value (a bug in lower)", f.Name, fl.where(n))
+			}
+			fl.values[n] = v
+			cache.put(keys.key(n), v)
 		}
 	}
 	return nil
@@ -240,7 +288,7 @@ func (fl *fnLowerer) groupProblem(g *pwGroup, epi *ir.Node) (*kernels.Problem, [
 			case fl.group[a.Node] == gi && fl.pointwise(a.Node):
 				args[k] = idx[a.Node]
 			case fl.constScalar(a.Node):
-				fu.Nodes = append(fu.Nodes, kernels.FusedNode{Op: ir.Const, Value: fl.values[a.Node].Float64(0), DType: a.Type().DType})
+				fu.Nodes = append(fu.Nodes, kernels.FusedNode{Op: ir.Const, Value: fl.values[a.Node].tensor().Float64(0), DType: a.Type().DType})
 				args[k] = len(fu.Nodes) - 1
 			default:
 				args[k] = input(a)

@@ -19,14 +19,14 @@ import (
 // It is safe for concurrent use.
 type FoldCache struct {
 	mu   sync.Mutex
-	vals map[[32]byte]*ir.Tensor
+	vals map[[32]byte]*blob
 	hits int
 }
 
 // NewFoldCache returns an empty cache.
-func NewFoldCache() *FoldCache { return &FoldCache{vals: map[[32]byte]*ir.Tensor{}} }
+func NewFoldCache() *FoldCache { return &FoldCache{vals: map[[32]byte]*blob{}} }
 
-func (c *FoldCache) get(k [32]byte) (*ir.Tensor, bool) {
+func (c *FoldCache) get(k [32]byte) (*blob, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.vals[k]
@@ -36,7 +36,7 @@ func (c *FoldCache) get(k [32]byte) (*ir.Tensor, bool) {
 	return v, ok
 }
 
-func (c *FoldCache) put(k [32]byte, v *ir.Tensor) {
+func (c *FoldCache) put(k [32]byte, v *blob) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.vals[k] = v

@@ -67,8 +67,8 @@ type fnLowerer struct {
 	isResult  map[*ir.Node]bool // some output is a function output or a state update
 	static    map[*ir.Node]bool
 	live      map[*ir.Node]bool
-	values    map[*ir.Node]*ir.Tensor // evaluated static nodes (folded and constants)
-	pos       map[*ir.Node]int        // node index
+	values    map[*ir.Node]*blob // evaluated static nodes (folded and constants)
+	pos       map[*ir.Node]int   // node index
 
 	group   map[*ir.Node]int // pointwise group of a node
 	groups  []*pwGroup
@@ -95,7 +95,7 @@ type pwGroup struct {
 
 func newFnLowerer(l *lowerer, f *ir.Function) *fnLowerer {
 	return &fnLowerer{l: l, f: f, consumers: map[*ir.Node][]*ir.Node{}, isResult: map[*ir.Node]bool{},
-		static: map[*ir.Node]bool{}, live: map[*ir.Node]bool{}, values: map[*ir.Node]*ir.Tensor{},
+		static: map[*ir.Node]bool{}, live: map[*ir.Node]bool{}, values: map[*ir.Node]*blob{},
 		pos: map[*ir.Node]int{}, group: map[*ir.Node]int{}, absorb: map[*ir.Node]int{}, unitPos: map[*ir.Node]int{},
 		locs: map[ir.Value]loc{}, rep: &FunctionReport{Name: f.Name}}
 }

@@ -1,10 +1,11 @@
 package lower
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"sort"
@@ -28,14 +29,17 @@ type lowerer struct {
 
 	weights      []*weightBuf
 	wsize        uint64
-	weightByHash map[[32]byte]int
-	weightByName map[string]int // weight tensor name → index in weights
+	weightByHash map[uint64][]int // quickHash → weight buffers
+	weightByName map[string]int   // weight tensor name → index in weights
 	wtensors     []plan.WeightTensor
 	wtensorBuf   []int // weight buffer of each entry of wtensors
 	external     *safetensors.File
 	extByHash    map[[32]byte]uint64 // content → offset in the external file
 	extSize      uint64
 	extSum       [32]byte
+	extStat      os.FileInfo
+	seed         maphash.Seed
+	readBuf      []byte
 	folded       int
 	folds        *FoldCache
 
@@ -57,7 +61,7 @@ type lowerer struct {
 
 type weightBuf struct {
 	t      ir.Type
-	data   []byte // device bytes (nil for external weights)
+	pieces [][]byte // device bytes (for external weights: compared for deduplication, not written)
 	size   uint64
 	off    uint64 // in the weight region
 	srcOff uint64 // in the external file
@@ -80,7 +84,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		fns = m.Functions
 	}
 	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
-		weightByHash: map[[32]byte]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
+		weightByHash: map[uint64][]int{}, seed: maphash.MakeSeed(), weightByName: map[string]int{}, stateIndex: map[string]int{},
 		moduleByKey: map[string]int{}, chosen: map[string]*choice{}, folds: opts.Folds}
 	if l.folds == nil {
 		l.folds = NewFoldCache()
@@ -107,6 +111,9 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 			return nil, nil, fmt.Errorf("lower: external weights: %w", err)
 		}
 		l.extSum, l.extSize = sum, size
+		if st, err := os.Stat(opts.ExternalWeights); err == nil {
+			l.extStat = st
+		}
 	}
 	// State: every declared tensor, in declaration order, aligned.
 	for i, d := range m.State {
@@ -225,17 +232,6 @@ func deviceBytes(t ir.Type) uint64 {
 	return uint64(t.Bytes())
 }
 
-func deviceData(x *ir.Tensor) []byte {
-	if x.Type.DType != ir.Bool {
-		return x.Data
-	}
-	out := make([]byte, 4*len(x.Data))
-	for i, v := range x.Data {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(v))
-	}
-	return out
-}
-
 // PlanDType is the plan dtype a tensor of ir dtype d has in device memory (bool as u32).
 func PlanDType(d ir.DType) (plan.DType, error) {
 	switch d {
@@ -281,52 +277,95 @@ func shape64(s ir.Shape) []int64 {
 
 // weight returns the weight buffer holding x under name (deduplicated by content: two tensors
 // with the same type and bytes share storage, e.g. zero biases, or a folded constant computed by
-// two functions).
-func (l *lowerer) weight(name string, x *ir.Tensor) (int, error) {
+// two functions). The buffer keeps x's pieces: the bytes are copied only into the plan file.
+func (l *lowerer) weight(name string, x *blob) (int, error) {
 	if i, ok := l.weightByName[name]; ok {
 		return l.wtensorBuf[i], nil
 	}
-	data := deviceData(x)
-	h := sha256.New()
-	fmt.Fprintf(h, "%s|", x.Type)
-	h.Write(data)
-	var key [32]byte
-	copy(key[:], h.Sum(nil))
-	bi, ok := l.weightByHash[key]
-	if !ok {
+	x = deviceBlob(x)
+	size := uint64(x.size())
+	h := l.quickHash(x)
+	bi := -1
+	for _, i := range l.weightByHash[h] {
+		if w := l.weights[i]; w.t.Equal(x.t) && w.size == size && bytes.Equal((&blob{pieces: w.pieces}).bytes(), x.bytes()) {
+			bi = i
+			break
+		}
+	}
+	if bi < 0 {
 		// Offsets are given as weights appear (the dispatches that bind them are emitted before
 		// the last function is lowered).
 		l.wsize = alignUp(l.wsize, l.align)
-		wb := &weightBuf{t: x.Type, data: data, size: uint64(len(data)), off: l.wsize}
+		wb := &weightBuf{t: x.t, pieces: x.pieces, size: size, off: l.wsize}
 		l.wsize += wb.size
 		if l.external != nil {
 			off, err := l.findExternal(name, x)
 			if err != nil {
 				return 0, err
 			}
-			wb.data, wb.srcOff = nil, off
+			wb.srcOff = off
 		}
 		bi = len(l.weights)
 		l.weights = append(l.weights, wb)
-		l.weightByHash[key] = bi
+		l.weightByHash[h] = append(l.weightByHash[h], bi)
 	}
-	dt, err := PlanDType(x.Type.DType)
+	dt, err := PlanDType(x.t.DType)
 	if err != nil {
 		return 0, fmt.Errorf("weight %s: %w", name, err)
 	}
 	l.weightByName[name] = len(l.wtensors)
-	l.wtensors = append(l.wtensors, plan.WeightTensor{Name: name, DType: dt, Shape: shape64(x.Type.Shape), Size: uint64(len(data))})
+	l.wtensors = append(l.wtensors, plan.WeightTensor{Name: name, DType: dt, Shape: shape64(x.t.Shape), Size: size})
 	l.wtensorBuf = append(l.wtensorBuf, bi)
 	return bi, nil
+}
+
+// visit calls fn with x's bytes in order. Bytes that lie in a file the model's weights are
+// mapped from are read through the file into a buffer instead (ir.Model.WeightFile): hashing
+// every weight then does not make the whole mapping resident.
+func (l *lowerer) visit(x *blob, fn func([]byte)) {
+	for _, p := range x.pieces {
+		f, off, ok := l.m.WeightFile(p)
+		if !ok {
+			fn(p)
+			continue
+		}
+		if l.readBuf == nil {
+			l.readBuf = make([]byte, 1<<20)
+		}
+		for done := 0; done < len(p); {
+			n := min(len(l.readBuf), len(p)-done)
+			if _, err := f.ReadAt(l.readBuf[:n], off+int64(done)); err != nil {
+				fn(p[done:]) // the mapping has the same bytes; reading it is only slower
+				break
+			}
+			fn(l.readBuf[:n])
+			done += n
+		}
+	}
+}
+
+// quickHash is a fast hash of x's type and bytes for deduplication (equal contents are then
+// compared byte for byte): maphash runs at memory speed, where SHA-256 took a third of a
+// second over SmolLM2's weights.
+func (l *lowerer) quickHash(x *blob) uint64 {
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	h.WriteString(x.t.String())
+	h.WriteByte('|')
+	l.visit(x, func(b []byte) { h.Write(b) })
+	return h.Sum64()
 }
 
 // findExternal finds the bytes of parameter name in the external safetensors file: the tensor of
 // that name, or else the tensor with the same type and bytes (the model may map names). The
 // content index is built once, reading each tensor of the file once.
-func (l *lowerer) findExternal(name string, x *ir.Tensor) (uint64, error) {
+func (l *lowerer) findExternal(name string, x *blob) (uint64, error) {
 	f := l.external
-	if e, ok := f.Entries[name]; ok && e.Type.Equal(x.Type) && e.Size == int64(len(x.Data)) {
-		if t, err := f.Read(e.Name); err == nil && string(t.Data) == string(x.Data) {
+	if e, ok := f.Entries[name]; ok && e.Type.Equal(x.t) && e.Size == int64(x.size()) {
+		if l.sameFileRange(x, e.Offset) {
+			return uint64(e.Offset), nil
+		}
+		if t, err := f.Read(e.Name); err == nil && bytes.Equal(t.Data, x.bytes()) {
 			return uint64(e.Offset), nil
 		}
 	}
@@ -337,29 +376,45 @@ func (l *lowerer) findExternal(name string, x *ir.Tensor) (uint64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("lower: external weights: %w", err)
 			}
-			h := contentHash(t)
+			h := l.contentHash(blobOf(t))
 			if _, dup := l.extByHash[h]; !dup {
 				l.extByHash[h] = uint64(f.Entries[n].Offset)
 			}
 		}
 	}
-	if off, ok := l.extByHash[contentHash(x)]; ok {
+	if off, ok := l.extByHash[l.contentHash(x)]; ok {
 		return off, nil
 	}
 	return 0, fmt.Errorf("lower: external weights %s hold no tensor equal to %s (%s); constants and folded or converted weights cannot be external: compile with inline weights",
-		f.Path, name, x.Type)
+		f.Path, name, x.t)
 }
 
-func contentHash(x *ir.Tensor) [32]byte {
+// sameFileRange reports whether x is one piece mapped from the external weight file at offset
+// off: the parameter was loaded from that very file, so its bytes are the file's.
+func (l *lowerer) sameFileRange(x *blob, off int64) bool {
+	if len(x.pieces) != 1 || l.extStat == nil {
+		return false
+	}
+	f, at, ok := l.m.WeightFile(x.pieces[0])
+	if !ok || at != off {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && os.SameFile(st, l.extStat)
+}
+
+func (l *lowerer) contentHash(x *blob) [32]byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|", x.Type)
-	h.Write(x.Data)
+	fmt.Fprintf(h, "%s|", x.t)
+	l.visit(x, func(b []byte) { h.Write(b) })
 	var k [32]byte
 	copy(k[:], h.Sum(nil))
 	return k
 }
 
-// finishWeights lays out the weight region and fills p.Weights.
+// finishWeights lays out the weight region and fills p.Weights: the tensors' pieces, each read
+// from its file when it lies in a mapped weight file (plan.WeightPiece), so that writing the
+// plan streams the weights from their source rather than from a copy.
 func (l *lowerer) finishWeights(p *plan.Plan) error {
 	size := l.wsize
 	p.Weights.Size = size
@@ -377,13 +432,23 @@ func (l *lowerer) finishWeights(p *plan.Plan) error {
 		p.Weights.Source = &plan.Source{Path: l.opts.ExternalWeights, Size: l.extSize, SHA256: l.extSum}
 		return nil
 	}
-	p.Weights.Data = make([]byte, size)
+	if size == 0 {
+		p.Weights.Data = []byte{}
+		return nil
+	}
 	for _, w := range l.weights {
-		if err := l.cancelled("copying the weights"); err != nil {
-			p.Weights.Data = nil
-			return err
+		off := w.off
+		for _, pc := range w.pieces {
+			wp := plan.WeightPiece{Offset: off, Size: uint64(len(pc)), Data: pc}
+			if f, at, ok := l.m.WeightFile(pc); ok {
+				wp.Data, wp.File, wp.FileOffset = nil, f, at
+			}
+			p.Weights.Pieces = append(p.Weights.Pieces, wp)
+			off += uint64(len(pc))
 		}
-		copy(p.Weights.Data[w.off:], w.data)
+	}
+	if p.Weights.Pieces == nil {
+		p.Weights.Data = make([]byte, size) // weights of zero bytes only
 	}
 	return nil
 }

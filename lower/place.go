@@ -26,13 +26,14 @@ func (fl *fnLowerer) locOf(v ir.Value) (loc, error) {
 	}
 	n := v.Node
 	var name string
-	var x *ir.Tensor
+	var x *blob
 	switch {
 	case n.Op == ir.Param:
-		name, x = n.Name, fl.l.m.Weights[n.Name]
-		if x == nil {
+		w := fl.l.m.Weights[n.Name]
+		if w == nil {
 			return loc{}, fmt.Errorf("function %s: parameter %s has no weights loaded", fl.f.Name, n.Name)
 		}
+		name, x = n.Name, blobOf(w)
 	case n.Op == ir.State:
 		i, ok := fl.l.stateIndex[n.Name]
 		if !ok {
@@ -50,7 +51,7 @@ func (fl *fnLowerer) locOf(v ir.Value) (loc, error) {
 		if fl.l.external != nil {
 			return loc{}, fmt.Errorf("function %s: %s: a constant tensor needs inline weights (the plan cannot add bytes to an external weight file)", fl.f.Name, fl.where(n))
 		}
-		name = constName(x)
+		name = fl.l.constName(x)
 		if n.Op != ir.Const {
 			fl.l.folded++
 		}
@@ -69,9 +70,9 @@ func (fl *fnLowerer) locOf(v ir.Value) (loc, error) {
 
 // constName names a compile-time tensor by its type and content (SHA-256), so two functions
 // folding the same subgraph share one weight and two different tensors never share a name.
-func constName(x *ir.Tensor) string {
-	h := contentHash(x)
-	return fmt.Sprintf("const.%s.%x", strings.ReplaceAll(x.Type.String(), ",", "x"), h[:12])
+func (l *lowerer) constName(x *blob) string {
+	h := l.contentHash(x)
+	return fmt.Sprintf("const.%s.%x", strings.ReplaceAll(x.t.String(), ",", "x"), h[:12])
 }
 
 // inPlace decides the storage of result o that the launch writes over argument a (held at
