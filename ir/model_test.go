@@ -1,6 +1,7 @@
 package ir_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -177,6 +178,38 @@ func TestParseWeightsFile(t *testing.T) {
 	}
 	if n := m.Weights["layers.1.n"]; n.Type.DType != ir.F32 || n.Float64(3) != 3.0/8 {
 		t.Errorf("layers.1.n: %s", n.Type)
+	}
+	// A tensor of the file's own dtype aliases the file's mapping (WeightFile finds it at its
+	// entry's offset, the file holds its bytes there); a converted one is a copy of its own.
+	sf, err := safetensors.Open(filepath.Join(dir, "good.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	if _, _, ok := m.WeightFile(m.Weights["layers.0.n"].Data); ok { // bf16 in the file, f32 here
+		t.Errorf("a converted weight is reported as mapped from the file")
+	}
+	m2, err := ir.ParseModelBytes("t.yaml", []byte(strings.Replace(src("good.safetensors"), "  w: f16[d, d]", "  w: [d, d]", 1)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m2.Weights["w"]
+	f, off, ok := m2.WeightFile(w.Data[4:])
+	if !ok || off != sf.Entries["proj.weight"].Offset+4 {
+		t.Fatalf("w is not found in its file: %v at %d, want %d", ok, off, sf.Entries["proj.weight"].Offset+4)
+	}
+	buf := make([]byte, len(w.Data)-4)
+	if _, err := f.ReadAt(buf, off); err != nil || !bytes.Equal(buf, w.Data[4:]) {
+		t.Errorf("the file's bytes at the reported offset are not w's: %v", err)
+	}
+	if _, _, ok := m2.WeightFile(make([]byte, 8)); ok {
+		t.Errorf("a slice of other memory is reported as mapped")
+	}
+	if err := m2.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if _, _, ok := m2.WeightFile(w.Data); ok {
+		t.Errorf("WeightFile after Close still finds the mapping")
 	}
 	_, err = ir.ParseModelBytes("t.yaml", []byte(src("missing.safetensors")), dir)
 	if err == nil || !strings.Contains(err.Error(), "missing weight") || !strings.Contains(err.Error(), `"blocks.1.norm"`) || !strings.Contains(err.Error(), "layers.1.n") {
