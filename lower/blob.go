@@ -16,6 +16,7 @@ import (
 type blob struct {
 	t      ir.Type
 	pieces [][]byte
+	name   string // a folded value's weight name ("" for parameters and constants)
 }
 
 // maxPieces bounds a blob's list: a concatenation or slice on an inner axis of a large outer

@@ -51,7 +51,10 @@ func (fl *fnLowerer) locOf(v ir.Value) (loc, error) {
 		if fl.l.external != nil {
 			return loc{}, fmt.Errorf("function %s: %s: a constant tensor needs inline weights (the plan cannot add bytes to an external weight file)", fl.f.Name, fl.where(n))
 		}
-		name = fl.l.constName(x)
+		name = x.name
+		if name == "" {
+			name = fl.l.constName(x)
+		}
 		if n.Op != ir.Const {
 			fl.l.folded++
 		}
@@ -68,8 +71,9 @@ func (fl *fnLowerer) locOf(v ir.Value) (loc, error) {
 	return lc, nil
 }
 
-// constName names a compile-time tensor by its type and content (SHA-256), so two functions
-// folding the same subgraph share one weight and two different tensors never share a name.
+// constName names a constant tensor of the graph by its type and content (SHA-256), so two
+// functions using the same constant share one weight and two different tensors never share a
+// name. (Folded values are named by their subgraph, see analyse.)
 func (l *lowerer) constName(x *blob) string {
 	h := l.contentHash(x)
 	return fmt.Sprintf("const.%s.%x", strings.ReplaceAll(x.t.String(), ",", "x"), h[:12])
