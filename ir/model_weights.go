@@ -7,7 +7,9 @@ import (
 	"hash/fnv"
 	"math"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -189,6 +191,12 @@ func (p *modelParser) loadWeights() (err error) {
 			p.m.AddMapping(mp)
 		}
 	}
+	type pending struct {
+		d     *Decl
+		kind  string
+		scale float64
+	}
+	var inits []pending
 	for _, d := range p.m.Params {
 		init, own := p.inits[d.Name]
 		kind := w.init
@@ -230,7 +238,30 @@ func (p *modelParser) loadWeights() (err error) {
 		if own && init.hasScale {
 			scale = init.scale
 		}
-		p.m.Weights[d.Name] = InitTensor(d.Type, kind, w.seed, d.Name, scale)
+		inits = append(inits, pending{d, kind, scale})
+	}
+	// Generated weights are made in parallel: each tensor's values depend on its name and the
+	// seed alone, so the result is the same; SmolLM2's 135 M random values took 1.9 s on one core.
+	out := make([]*Tensor, len(inits))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(goruntime.GOMAXPROCS(0), len(inits)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				q := inits[i]
+				out[i] = InitTensor(q.d.Type, q.kind, w.seed, q.d.Name, q.scale)
+			}
+		}()
+	}
+	for i := range inits {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, q := range inits {
+		p.m.Weights[q.d.Name] = out[i]
 	}
 	return nil
 }
