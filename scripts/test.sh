@@ -18,6 +18,10 @@ go test -count=1 -timeout 70m ./...
 
 echo "== benchmarks (one iteration each: saturation and extraction at 2, 8 and 30 layers)"
 go test -run '^$' -bench 'Layers|Saturate' -benchtime 1x ./egraph ./rules
+echo "== benchmarks (one iteration each: static compiles of SmolLM2-135M and a 1.2 B Llama shape, time and peak RSS)"
+# The 1.2 B compile makes 2.5 GB of random weights once and writes a plan of the same size; it
+# skips itself, saying why, without 5.3 GB of free disk or 4 GiB of available memory.
+go test -run '^$' -bench 'CompileSmolLM2|CompileLlama1B' -benchmem -benchtime 1x .
 
 echo "== fuzz (briefly, each target)"
 # Budgets are counts of executions, about 8 s each on a 2-core machine: a duration -fuzztime
