@@ -14,6 +14,10 @@ type weightFile interface {
 	Name() string
 	Has(name string) bool
 	Read(name string) (*Tensor, error)
+	// Map memory-maps the file for View (nil where mmap is not available); View returns a
+	// tensor aliasing the mapping, or read into memory when there is none.
+	Map() (*Mapping, error)
+	View(name string) (*Tensor, error)
 	Similar(name string) string
 	Close() error
 }
@@ -34,7 +38,7 @@ func openWeightFile(path string) (weightFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ggufWeights{g}, nil
+		return &ggufWeights{f: g}, nil
 	}
 	return OpenSafetensors(path)
 }
@@ -55,14 +59,53 @@ func IsGGUF(path string) (bool, error) {
 
 // ggufWeights reads parameters from a GGUF file: a tensor's dtype is its ggml type (f32, f16,
 // bf16 or a block format, kept as ggml's blocks) and its shape ggml's ne reversed.
-type ggufWeights struct{ f *gguf.File }
+type ggufWeights struct {
+	f  *gguf.File
+	mp *Mapping // a mapping of the file of the loader's own, which the model keeps (Map)
+}
 
-func (g ggufWeights) Name() string         { return g.f.Path }
-func (g ggufWeights) Has(name string) bool { _, ok := g.f.Tensor(name); return ok }
-func (g ggufWeights) Close() error         { return g.f.Close() }
+func (g *ggufWeights) Name() string         { return g.f.Path }
+func (g *ggufWeights) Has(name string) bool { _, ok := g.f.Tensor(name); return ok }
+func (g *ggufWeights) Close() error         { return g.f.Close() }
 
-func (g ggufWeights) Read(name string) (*Tensor, error) {
+func (g *ggufWeights) Read(name string) (*Tensor, error) {
 	return ReadGGUFTensor(g.f, name)
+}
+
+// Map maps the file once more, for the model to keep: the gguf.File's own mapping ends with
+// Close, when loading is done.
+func (g *ggufWeights) Map() (*Mapping, error) {
+	f, err := os.Open(g.f.Path)
+	if err != nil {
+		return nil, err
+	}
+	mp, err := mapFile(f)
+	if err != nil || mp == nil {
+		f.Close()
+		return nil, err
+	}
+	g.mp = mp
+	return mp, nil
+}
+
+// View is Read without the copy when the file is mapped (Map).
+func (g *ggufWeights) View(name string) (*Tensor, error) {
+	if g.mp == nil {
+		return g.Read(name)
+	}
+	b, err := g.f.Data(name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := ggufType(g.f, name, len(b))
+	if err != nil {
+		return nil, err
+	}
+	ti, _ := g.f.Tensor(name)
+	if ti.Offset < 0 || ti.Offset+ti.Size > int64(len(g.mp.Data)) {
+		return nil, fmt.Errorf("%s: tensor %s lies outside the file", g.f.Path, name)
+	}
+	return &Tensor{Type: t, Data: g.mp.Data[ti.Offset : ti.Offset+ti.Size : ti.Offset+ti.Size]}, nil
 }
 
 // ReadGGUFTensor copies the named tensor of a GGUF file into a Tensor (block formats stay
@@ -72,22 +115,31 @@ func ReadGGUFTensor(f *gguf.File, name string) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := ggufType(f, name, len(b))
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{Type: t, Data: append([]byte(nil), b...)}, nil
+}
+
+// ggufType is the ir type of a GGUF tensor of n bytes.
+func ggufType(f *gguf.File, name string, n int) (Type, error) {
 	ti, _ := f.Tensor(name)
 	d, ok := DTypeOfFormat(ti.Format)
 	if !ok {
-		return nil, fmt.Errorf("%s: tensor %s has type %s, which has no ir dtype", f.Path, name, ti.TypeName())
+		return Type{}, fmt.Errorf("%s: tensor %s has type %s, which has no ir dtype", f.Path, name, ti.TypeName())
 	}
 	t := Type{DType: d, Shape: Shape(ti.Shape())}
 	if len(t.Shape) == 0 {
 		t.Shape = Shape{}
 	}
-	if t.Bytes() != len(b) {
-		return nil, fmt.Errorf("%s: tensor %s: %s needs %d bytes, the file gives %d", f.Path, name, t, t.Bytes(), len(b))
+	if t.Bytes() != n {
+		return Type{}, fmt.Errorf("%s: tensor %s: %s needs %d bytes, the file gives %d", f.Path, name, t, t.Bytes(), n)
 	}
-	return &Tensor{Type: t, Data: append([]byte(nil), b...)}, nil
+	return t, nil
 }
 
-func (g ggufWeights) Similar(name string) string {
+func (g *ggufWeights) Similar(name string) string {
 	best, bestN := "", 0
 	for _, k := range g.f.Names() {
 		n := 0

@@ -116,18 +116,21 @@ func foldNative(n *ir.Node, args []*blob) (*blob, bool) {
 			return nil, false
 		}
 		outer, _, _ := splitShape(t.Shape, ax)
-		elem := elemBytes(t.DType)
+		if t.DType.Quantized() && ax == t.Shape.Rank()-1 {
+			return nil, false // blocks split along the last axis: the interpreter's
+		}
 		out := &blob{t: t}
 		for o := 0; o < outer; o++ {
 			for _, a := range args {
-				_, m, inner := splitShape(a.t.Shape, ax)
-				row := m * inner * elem
+				// Each argument's part of one outer index: whole rows, so block-quantized
+				// rows (ggml's blocks never cross a row) are copied as they are.
+				row := ir.Type{DType: a.t.DType, Shape: a.t.Shape[ax:]}.Bytes()
 				out.pieces = a.slice(o*row, row, out.pieces)
 			}
 		}
 		return out.compact(), true
 	case ir.Slice:
-		if n.Attrs.Int("step", 1) != 1 {
+		if n.Attrs.Int("step", 1) != 1 || t.DType.Quantized() {
 			return nil, false
 		}
 		x := args[0]
@@ -148,7 +151,7 @@ func foldNative(n *ir.Node, args []*blob) (*blob, bool) {
 		x := args[0]
 		perm := n.Attrs.Ints("perm")
 		r := len(perm)
-		if r != x.t.Shape.Rank() {
+		if r != x.t.Shape.Rank() || t.DType.Quantized() {
 			return nil, false
 		}
 		src := x.bytes()
@@ -201,8 +204,9 @@ func splitShape(s ir.Shape, ax int) (outer, m, inner int) {
 	return outer, s[ax], inner
 }
 
-// elemBytes is the size of one element of d in ir's encoding (bool: one byte).
-func elemBytes(d ir.DType) int { return ir.Type{DType: d, Shape: ir.Shape{1}}.Bytes() }
+// elemBytes is the size of one element of d in ir's encoding (bool: one byte); d is not
+// block-quantized.
+func elemBytes(d ir.DType) int { return d.Size() }
 
 // deviceBlob is b in device memory's form: bool elements widened to u32.
 func deviceBlob(b *blob) *blob {

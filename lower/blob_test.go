@@ -16,6 +16,10 @@ func TestNativeFold(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	random := func(tt ir.Type) *ir.Tensor {
 		x := ir.NewTensor(tt)
+		if tt.DType.Quantized() {
+			rng.Read(x.Data) // blocks are moved, never decoded, by the folds tested
+			return x
+		}
 		for i := 0; i < x.NumElements(); i++ {
 			x.SetFloat64(i, rng.NormFloat64()*100)
 		}
@@ -48,6 +52,10 @@ func TestNativeFold(t *testing.T) {
 		}
 		cases = append(cases, tc{"cast to i32 is the interpreter's", ir.Cast, ir.Attrs{"to": "i32"}, []ir.Type{ir.T(d, 3)}, false})
 	}
+	cases = append(cases,
+		tc{"concat of q8_0 rows", ir.Concat, ir.Attrs{"axis": 0}, []ir.Type{ir.T(ir.Q8_0, 2, 64), ir.T(ir.Q8_0, 3, 64)}, true},
+		tc{"concat of q4_k rows, axis 1 of 3", ir.Concat, ir.Attrs{"axis": 1}, []ir.Type{ir.T(ir.Q4_K, 2, 1, 256), ir.T(ir.Q4_K, 2, 2, 256)}, true},
+	)
 	for _, c := range cases {
 		b := ir.NewBuilder("f")
 		params := map[string]*ir.Tensor{}

@@ -76,7 +76,11 @@ func (fl *fnLowerer) dequantSource(v ir.Value) (string, *ir.Tensor, error) {
 		return n.Name, x, nil
 	case fl.folds(n) && fl.values[n] != nil:
 		x := fl.values[n]
-		return constName(x), x, nil
+		name := x.name
+		if name == "" {
+			name = fl.l.constName(x)
+		}
+		return name, x.tensor(), nil
 	}
 	return "", nil, fmt.Errorf("function %s: %s: a block-quantized operand that is neither a parameter nor computed at compile time (no kernel reads %s)",
 		fl.f.Name, fl.where(n), v.Type().DType)
@@ -132,7 +136,7 @@ func (fl *fnLowerer) dequantLoc(v ir.Value, dt ir.DType) (loc, error) {
 	if d == nil {
 		return loc{}, fmt.Errorf("function %s: %s: no dequantized weight (a bug in lower)", fl.f.Name, fl.where(v.Node))
 	}
-	wi, err := fl.l.weight(d.name, d.t)
+	wi, err := fl.l.weight(d.name, blobOf(d.t))
 	if err != nil {
 		return loc{}, err
 	}
