@@ -437,6 +437,10 @@ func (l *lowerer) finishWeights(p *plan.Plan) error {
 		return nil
 	}
 	for _, w := range l.weights {
+		if err := l.cancelled("placing the weights"); err != nil {
+			p.Weights.Pieces = nil
+			return err
+		}
 		off := w.off
 		for _, pc := range w.pieces {
 			wp := plan.WeightPiece{Offset: off, Size: uint64(len(pc)), Data: pc}

@@ -131,7 +131,7 @@ functions:
 }
 
 // TestLowerStopsWhenCancelled: lowering checks its context before every node and while it
-// assembles the weights, and returns the context's error and no plan.
+// places the weights, and returns the context's error and no plan.
 func TestLowerStopsWhenCancelled(t *testing.T) {
 	m, err := ir.ParseModelBytes("ranges.yaml", []byte(rangesModel), "")
 	if err != nil {
@@ -144,7 +144,7 @@ func TestLowerStopsWhenCancelled(t *testing.T) {
 	}{
 		{"before", func(int, int, string) bool { return false }, "function f"},
 		{"after the third node", func(done, _ int, _ string) bool { return done == 3 }, "function f"},
-		{"after the last function", func(_, _ int, what string) bool { return what == "causal: lowered" }, "copying the weights"},
+		{"after the last function", func(_, _ int, what string) bool { return what == "causal: lowered" }, "placing the weights"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
