@@ -1,6 +1,7 @@
 package lower
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sort"
@@ -63,6 +64,35 @@ func (fl *fnLowerer) dequantFallback(p *kernels.Problem, args []ir.Value) (*kern
 	return &q, deq, nil
 }
 
+// dequantTo dequantizes block-quantized x (ggml's values, exact in f32) into a tensor of dtype
+// dt (f32, or f16 rounded to nearest even), a chunk at a time so a large table never needs
+// more than its result in memory; false when dt is f16 and a value exceeds its range.
+func dequantTo(x *ir.Tensor, dt ir.DType) (*ir.Tensor, bool) {
+	f := x.Type.DType.Format()
+	out := ir.NewTensor(ir.Type{DType: dt, Shape: x.Type.Shape.Clone()})
+	n := x.NumElements()
+	chunk := (1 << 16) / f.BlockElems * f.BlockElems
+	y := make([]float32, chunk)
+	for lo := 0; lo < n; lo += chunk {
+		m := min(chunk, n-lo)
+		b0 := lo / f.BlockElems * f.BlockBytes
+		if err := f.Dequantize(x.Data[b0:b0+m/f.BlockElems*f.BlockBytes], y[:m]); err != nil {
+			panic("lower: " + err.Error()) // the tensor's type guarantees whole blocks
+		}
+		for i, v := range y[:m] {
+			if dt == ir.F32 {
+				binary.LittleEndian.PutUint32(out.Data[4*(lo+i):], math.Float32bits(v))
+				continue
+			}
+			if math.Abs(float64(v)) > 65504 {
+				return nil, false
+			}
+			binary.LittleEndian.PutUint16(out.Data[2*(lo+i):], ir.F16Bits(v))
+		}
+	}
+	return out, true
+}
+
 // dequantSource is the block-quantized tensor of v (a parameter, or a folded concatenation of
 // parameters) and the name its dequantized weight is known by.
 func (fl *fnLowerer) dequantSource(v ir.Value) (string, *ir.Tensor, error) {
@@ -101,18 +131,15 @@ func (fl *fnLowerer) dequantized(v ir.Value, op string, exact bool) (*ir.Tensor,
 	if d, ok := l.dequant[name+"@f16"]; ok && !exact {
 		return d.t, nil
 	}
-	vals := x.Float64s() // ggml's values, exact in float32
 	dt := ir.F16
 	if !l.caps.Storage16 || exact {
 		dt = ir.F32
 	}
-	for _, f := range vals {
-		if math.Abs(f) > 65504 {
-			dt = ir.F32
-			break
-		}
+	t, ok := dequantTo(x, dt)
+	if !ok {
+		dt = ir.F32 // a value beyond f16's range
+		t, _ = dequantTo(x, dt)
 	}
-	t := ir.TensorFromFloat64s(ir.Type{DType: dt, Shape: x.Type.Shape.Clone()}, vals)
 	if l.dequant == nil {
 		l.dequant = map[string]*dequantWeight{}
 	}

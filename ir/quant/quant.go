@@ -255,6 +255,10 @@ func (f *Format) Dequantize(data []byte, y []float32) error {
 	if len(data) != nb*f.BlockBytes {
 		return fmt.Errorf("%s: %d elements need %d bytes, got %d", f.Name, len(y), nb*f.BlockBytes, len(data))
 	}
+	if !f.Quantized() {
+		f.dequant(data, y) // the plain formats' loops take any number of elements
+		return nil
+	}
 	for i := 0; i < nb; i++ {
 		f.dequant(data[i*f.BlockBytes:(i+1)*f.BlockBytes], y[i*f.BlockElems:(i+1)*f.BlockElems])
 	}

@@ -310,3 +310,22 @@ func TestBytesAndErrors(t *testing.T) {
 		t.Error("partial block: no error")
 	}
 }
+
+// BenchmarkDequantize measures the reference dequantizers (the interpreter's and the compile-time
+// fallback's cost), per format, over a 4096×256 tensor.
+func BenchmarkDequantize(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	for _, f := range Formats {
+		n := 4096 * 256
+		data := f.RandomBlocks(r, n/f.BlockElems)
+		y := make([]float32, n)
+		b.Run(f.Name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for i := 0; i < b.N; i++ {
+				if err := f.Dequantize(data, y); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
