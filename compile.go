@@ -20,6 +20,7 @@ import (
 	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
+	"github.com/vkc-project/vkc/tokenizer"
 )
 
 // Version is the compiler's version; plans record it (with the VCS revision when the binary has
@@ -126,6 +127,11 @@ type Options struct {
 	ArgmaxOutput bool
 	// Progress, when set, receives progress reports (from the calling goroutine).
 	Progress func(Progress)
+	// Tokenizer, when set, is a tokenizer the plan records (a tokenizer.json, a folder holding
+	// one, or a GGUF file; see tokenizer.Record): inline, or with TokenizerRef by reference to
+	// the file with its SHA-256. It is read and checked before anything is compiled.
+	Tokenizer    string
+	TokenizerRef bool
 }
 
 // Phase is one stage of a compile and its wall time.
@@ -250,6 +256,16 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		rep.Phases = append(rep.Phases, Phase{Name: name, Time: time.Since(t0), Note: note})
 	}
 
+	var tok *plan.Tokenizer
+	if opts.Tokenizer != "" {
+		t0 := time.Now()
+		var err error
+		if tok, err = tokenizer.Record(opts.Tokenizer, opts.TokenizerRef); err != nil {
+			return nil, nil, fmt.Errorf("compile %s: tokenizer: %w", m.Name, err)
+		}
+		phase("tokenizer", t0, tok.String())
+	}
+
 	t0 := time.Now()
 	fns, err := selectFunctions(m, opts.Functions)
 	if err != nil {
@@ -289,6 +305,7 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	if err != nil {
 		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
 	}
+	p.Tokenizer = tok
 	if err := p.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("compile %s: lowering produced an %w", m.Name, err)
 	}

@@ -174,7 +174,7 @@ func decode(r io.Reader, size int64) (*Plan, error) {
 	}
 
 	off := uint64(prefixSize) + uint64(hlen)
-	for i, parse := range [...]func(*dec, *Plan){decodeModules, decodeMemory, decodeFunctions, decodeRecord} {
+	for i, parse := range [...]func(*dec, *Plan){decodeModules, decodeMemory, decodeFunctions, decodeRecord, decodeTokenizer} {
 		d := &dec{b: payload[i], name: "section " + sectionNames[i+1], base: off}
 		parse(d, p)
 		if err := d.end(); err != nil {

@@ -24,7 +24,8 @@ package plan
 //	2 memory      weight tensors and source, state tensors, arena
 //	3 functions   inputs, outputs, dispatches, input ranges
 //	4 record      rules applied, candidates, notes
-//	5 weightdata  the inline weight region's bytes (empty when the weights are external)
+//	5 tokenizer   the language model's tokenizer, BOS/EOS and chat template, when recorded
+//	6 weightdata  the inline weight region's bytes (empty when the weights are external)
 //
 // Version 2 added each function's input ranges (Range) after its dispatches: a list of (input
 // u32, plus list of u32, min i64, max i64, min reason str, max reason str); and each dispatch's
@@ -36,6 +37,7 @@ package plan
 // length after its outputs (a bool, then name str, min u32, max u32), a value's bounded flag (a
 // bool after its offset), the length region (kind 6) and a dispatch's grid scale (a bool after
 // its grid, then axis u8, num u32, den u32), and a range's PlusLength (a bool after its plus list).
+// Version 2 also added the tokenizer section (see encodeTokenizer), before weightdata.
 //
 // The bulky weight data comes last so that a reader that needs only the description can stop early.
 //
@@ -75,11 +77,12 @@ const (
 	secMemory     = 2
 	secFunctions  = 3
 	secRecord     = 4
-	secWeightData = 5
-	numSections   = 5
+	secTokenizer  = 5
+	secWeightData = 6
+	numSections   = 6
 )
 
-var sectionNames = [...]string{"", "modules", "memory", "functions", "record", "weightdata"}
+var sectionNames = [...]string{"", "modules", "memory", "functions", "record", "tokenizer", "weightdata"}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -332,7 +335,7 @@ func encodeRecord(p *Plan) []byte {
 // sections returns the payloads in file order; index 0 is section id 1. The weight data is not
 // among them: it may be gigabytes, held in pieces (see Weights.stream).
 func (p *Plan) sections() [numSections - 1][]byte {
-	return [numSections - 1][]byte{encodeModules(p), encodeMemory(p), encodeFunctions(p), encodeRecord(p)}
+	return [numSections - 1][]byte{encodeModules(p), encodeMemory(p), encodeFunctions(p), encodeRecord(p), encodeTokenizer(p)}
 }
 
 // sectionSum is a section's length and CRC-32C.

@@ -95,6 +95,9 @@ type Plan struct {
 
 	// Record is what the compiler decided and why; the runtime ignores it.
 	Record Record
+
+	// Tokenizer, when non-nil, is the language model's tokenizer (see Tokenizer).
+	Tokenizer *Tokenizer
 }
 
 // Fingerprint identifies a Vulkan device and driver.

@@ -49,6 +49,9 @@ func (p *Plan) Summary(w io.Writer) error {
 		pr("           %-24s %s%v at %d\n", t.Name, t.DType, t.Shape, t.Offset)
 	}
 	pr("  arena    %10s  aligned to %d\n", sizeStr(p.Arena.Size), max(p.Arena.Align, 1))
+	if p.Tokenizer != nil {
+		pr("\ntokenizer: %v\n", p.Tokenizer)
+	}
 
 	uses := make([]int, len(p.Modules))
 	for _, f := range p.Functions {

@@ -118,6 +118,7 @@ func (v *validator) check(p *Plan) {
 		v.function(p, f)
 	}
 	v.record(&p.Record)
+	v.tokenizer(p.Tokenizer)
 }
 
 func (v *validator) config(where string, m map[string]int64) {

@@ -137,13 +137,21 @@ func readMaybeGzip(path string) ([]byte, error) {
 	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
 		return data, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	out, err := gunzip(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return out, nil
+}
+
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
 	out, err := io.ReadAll(zr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: gzip: %w", path, err)
+		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml|model.gguf -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR]",
+		usage:   "model.yaml|model.gguf -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE [--tokenizer-ref]]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -27,6 +27,8 @@ func init() {
 			device := fs.String("device", "", "the device to compile for, by index or name substring (default: $VKC_DEVICE, else the best)")
 			fns := fs.String("f", "", "comma-separated functions to compile (default: all)")
 			weights := fs.String("weights", "inline", "inline: weights in the plan; external: the plan references the model's safetensors file")
+			tok := fs.String("tokenizer", "", "record this tokenizer in the plan: a tokenizer.json (with the tokenizer_config.json beside it), a folder holding one, or a .gguf file's vocabulary")
+			tokRef := fs.Bool("tokenizer-ref", false, "with --tokenizer: record the file by path and SHA-256 instead of its bytes")
 			dotFile := fs.String("dot", "", "also write the chosen kernels of every function as a Graphviz DOT graph to this file")
 			dump := fs.String("dump-kernels", "", "also write every SPIR-V module (and its disassembly when spirv-dis is installed) to this folder")
 			tuneFlag := fs.Bool("tune", false, "measure: tune kernels on the device, extract under measured costs, time whole-program candidates and keep the fastest valid one")
@@ -70,6 +72,10 @@ func init() {
 				if *fns != "" {
 					opts.Functions = strings.Split(*fns, ",")
 				}
+				if *tokRef && *tok == "" {
+					return usagef("--tokenizer-ref goes with --tokenizer FILE")
+				}
+				opts.Tokenizer, opts.TokenizerRef = *tok, *tokRef
 				stderr := fs.Output()
 				if *quiet {
 					stderr = io.Discard
@@ -122,9 +128,17 @@ func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w; nothing written", err)
 	}
-	if src := p.Weights.Source; src != nil {
-		// Record the weight file relative to the plan's folder, so that the two can be moved
-		// together (plan.ResolveSource resolves it against the plan file's folder).
+	srcs := []*plan.Source{p.Weights.Source}
+	if p.Tokenizer != nil {
+		srcs = append(srcs, p.Tokenizer.Ref)
+	}
+	for _, src := range srcs {
+		if src == nil {
+			continue
+		}
+		// Record the weight (or tokenizer) file relative to the plan's folder, so that the two
+		// can be moved together (plan.ResolveSource and tokenizer.FromPlan resolve it against
+		// the plan file's folder).
 		if dir, err := filepath.Abs(filepath.Dir(out)); err == nil {
 			if rel, err := filepath.Rel(dir, src.Path); err == nil {
 				src.Path = rel
