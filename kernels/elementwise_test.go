@@ -40,3 +40,23 @@ func TestElementwiseFusedOnDevice(t *testing.T) {
 		kerneltest.Check(t, kernels.Elementwise, p, c, args)
 	}
 }
+
+// Integer powers, i32 with negative bases and exponents (and the interpreter's wrap-around past
+// 2³¹) and u32, against the interpreter.
+func TestElementwiseIntPowOnDevice(t *testing.T) {
+	for _, d := range []ir.DType{ir.I32, ir.U32} {
+		x, y := ir.T(d, 12), ir.T(d, 12)
+		xs := []float64{2, -3, 1, -1, -1, 0, 5, 7, -2, 3, 2, 10}
+		ys := []float64{10, 3, -4, -3, -2, 3, 0, 12, 31, -1, 33, 9}
+		if d == ir.U32 {
+			for i := range xs {
+				xs[i], ys[i] = float64(int(xs[i]+4)), float64(int(ys[i]+5))
+			}
+		}
+		f := &kernels.Fused{Inputs: []ir.Type{x, y}, Nodes: []kernels.FusedNode{
+			{Op: ir.Input, Index: 0, DType: d}, {Op: ir.Input, Index: 1, DType: d}, {Op: ir.Pow, Args: []int{0, 1}, DType: d},
+		}, Outputs: []int{2}}
+		p := &kernels.Problem{Op: kernels.FusedElementwise, Args: f.Inputs, Expr: f, Outs: []ir.Type{x}}
+		kerneltest.Check(t, kernels.Elementwise, p, nil, []*ir.Tensor{ir.TensorFromFloat64s(x, xs), ir.TensorFromFloat64s(y, ys)})
+	}
+}

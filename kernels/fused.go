@@ -259,6 +259,9 @@ func emitNode(b *codegen.Builder, n FusedNode, vals, in []codegen.Value) codegen
 	case ir.Minimum:
 		return b.MinOrNaN(arg(0), arg(1))
 	case ir.Pow:
+		if t := arg(0).Type(); t == codegen.I32 || t == codegen.U32 {
+			return intPow(b, arg(0), arg(1))
+		}
 		return b.Pow(arg(0), arg(1))
 	case ir.Eq:
 		return b.Eq(arg(0), arg(1))
@@ -276,6 +279,32 @@ func emitNode(b *codegen.Builder, n FusedNode, vals, in []codegen.Value) codegen
 		return b.Select(arg(0), arg(1), arg(2))
 	}
 	panic(fmt.Sprintf("kernels: %s is not an elementwise op", n.Op))
+}
+
+// intPow is x**y on 32-bit integers as the interpreter computes it: square and multiply over
+// the exponent's 32 bits, wrapping; a negative exponent gives 1 for x = 1, ±1 for x = −1 and 0
+// otherwise (the interpreter's error for 0 to a negative power has no device form: 0).
+func intPow(b *codegen.Builder, x, y codegen.Value) codegen.Value {
+	t := x.Type()
+	one := b.Const(t, 1)
+	e := y
+	if t == codegen.I32 {
+		e = b.Bitcast(y, codegen.U32)
+	}
+	r, base := one, x
+	for i := 0; i < 32; i++ {
+		bit := b.Ne(b.And(b.Shr(e, b.U32(uint32(i))), b.U32(1)), b.U32(0))
+		r = b.Select(bit, b.Mul(r, base), r)
+		if i < 31 {
+			base = b.Mul(base, base)
+		}
+	}
+	if t == codegen.I32 {
+		odd := b.Ne(b.And(y, b.I32(1)), b.I32(0))
+		neg := b.Select(b.Eq(x, one), one, b.Select(b.Eq(x, b.I32(-1)), b.Select(odd, b.I32(-1), one), b.I32(0)))
+		r = b.Select(b.Lt(y, b.I32(0)), neg, r)
+	}
+	return r
 }
 
 // BroadcastIndex maps a row-major index into a tensor of shape out to the index of the element of
