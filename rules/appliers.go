@@ -25,6 +25,7 @@ func (a *adapter) appliers() map[string]egraph.Applier {
 		"merge_linears":      egraph.ApplyFunc(a.mergeLinears),
 		"attention":          egraph.ApplyFunc(a.recogniseAttention),
 		"rope":               egraph.ApplyFunc(a.recogniseRope),
+		"fold_batchnorm":     egraph.ApplyFunc(a.foldBatchNorm),
 	}
 }
 
@@ -698,4 +699,69 @@ func thetaOf(inv *ir.Tensor, d int) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// foldBatchNorm: batch_norm(conv2d(x, w[, b]), scale, beta, mean, var) in one layout is
+// conv2d(x, w·k, (b − mean)·k + beta) with k = scale·rsqrt(var + eps) per output channel, w·k
+// scaling each output channel's filter (k reshaped to [cout, 1, 1, 1]). When the weights and
+// statistics are parameters the new weights and bias are computed once at compile time.
+func (a *adapter) foldBatchNorm(g *egraph.EGraph, m egraph.Match, rule string) (bool, error) {
+	x, _ := m.Subst.Class("?x")
+	w, _ := m.Subst.Class("?w")
+	sc, _ := m.Subst.Class("?sc")
+	beta, _ := m.Subst.Class("?bi")
+	mean, _ := m.Subst.Class("?m")
+	vr, _ := m.Subst.Class("?v")
+	get := func(v egraph.Var) string { s, _ := m.Subst.Attr(v); return s }
+	if get("?l1") != get("?l2") {
+		return false, nil // the norm's channels are not the convolution's
+	}
+	eps, err := strconv.ParseFloat(get("?e"), 64)
+	strides, err1 := parseInts(get("?s"))
+	pads, err2 := parseInts(get("?p"))
+	dil, err3 := parseInts(get("?d"))
+	groups, err4 := strconv.Atoi(get("?g"))
+	if err != nil || err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+		return false, nil
+	}
+	wt := a.typeOf(w)
+	dt, cout := wt.DType, wt.Shape[0]
+	cast := func(id egraph.Id) (egraph.Id, error) {
+		if a.typeOf(id).DType == dt {
+			return id, nil
+		}
+		return a.addNode(ir.Cast, ir.Attrs{"to": dt.String()}, id)
+	}
+	var ids [4]egraph.Id
+	for i, id := range []egraph.Id{sc, beta, mean, vr} {
+		if ids[i], err = cast(id); err != nil {
+			return a.union(m.Roots[0], rule, 0, err)
+		}
+	}
+	epsID, err := a.addConst(ir.TensorFromFloat64s(ir.T(dt), []float64{eps}))
+	if err != nil {
+		return false, err
+	}
+	step := func(op ir.Op, at ir.Attrs, args ...egraph.Id) egraph.Id {
+		if err != nil {
+			return 0
+		}
+		var id egraph.Id
+		id, err = a.addNode(op, at, args...)
+		return id
+	}
+	k := step(ir.Mul, nil, ids[0], step(ir.Rsqrt, nil, step(ir.Add, nil, ids[3], epsID)))
+	w2 := step(ir.Mul, nil, w, step(ir.Reshape, ir.Attrs{"shape": []int{cout, 1, 1, 1}}, k))
+	var b2 egraph.Id
+	if b, ok := m.Subst.Class("?b"); ok {
+		bc, cerr := cast(b)
+		if cerr != nil {
+			return a.union(m.Roots[0], rule, 0, cerr)
+		}
+		b2 = step(ir.Add, nil, step(ir.Mul, nil, step(ir.Sub, nil, bc, ids[2]), k), ids[1])
+	} else {
+		b2 = step(ir.Sub, nil, ids[1], step(ir.Mul, nil, ids[2], k))
+	}
+	conv := step(ir.Conv2d, ir.Attrs{"strides": strides, "pads": pads, "dilations": dil, "groups": groups, "layout": get("?l2")}, x, w2, b2)
+	return a.union(m.Roots[0], rule, conv, err)
 }

@@ -70,6 +70,11 @@ func (a *adapter) guards() map[string]Guard {
 			want, err := strconv.ParseFloat(args[1], 64)
 			return ok && err == nil && v == roundTo(d, want)
 		}},
+		// layout_perm(?p): ?p takes nchw to nhwc ([0,2,3,1]) or back ([0,3,1,2]).
+		"layout_perm": {Args: 1, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
+			s, ok := attrArg(m, args[0])
+			return ok && (s == "[0,2,3,1]" || s == "[0,3,1,2]")
+		}},
 		// identity_perm(?p): the permutation leaves every axis in place.
 		"identity_perm": {Args: 1, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
 			s, ok := attrArg(m, args[0])
