@@ -33,7 +33,7 @@ import (
 const oracleTol = 1e-4
 
 // ciExamples are the examples CI compiles and runs on lavapipe.
-var ciExamples = []string{"mlp", "tinyllama", "whisper-tiny-encoder", "qwen3-tiny", "llama-tied"}
+var ciExamples = []string{"mlp", "tinyllama", "whisper-tiny-encoder", "qwen3-tiny", "llama-tied", "resnet-tiny"}
 
 var (
 	e2eOnce sync.Once

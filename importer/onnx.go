@@ -197,10 +197,6 @@ func importModel(m *onnx.Model, dir, name string, opts ONNXOptions) (*ONNX, erro
 			return nil, fmt.Errorf("output %q: %w", o.Name, err)
 		}
 		irName := im.names.ident(o.Name)
-		if v.Node.Op == ir.Input && v.Node.Name != irName {
-			// An output that is an input still needs a name of its own in model.yaml.
-			irName = v.Node.Name
-		}
 		if irName != o.Name {
 			im.notes = append(im.notes, fmt.Sprintf("output %q is named %s", o.Name, irName))
 		}

@@ -1,6 +1,9 @@
 package importer_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/vkc-project/vkc/importer"
@@ -54,4 +57,54 @@ func TestONNXNodeInterpreter(t *testing.T) {
 		tally.Reasons[excused]++
 	}
 	t.Logf("ONNX node tests through the interpreter: %s", tally)
+}
+
+// TestONNXNodeYAMLRoundTrip writes every imported node-test model as model.yaml (with its
+// weights file) and parses it back: the parsed model computes bit for bit what the import does.
+func TestONNXNodeYAMLRoundTrip(t *testing.T) {
+	dir, why := onnxnode.Dir()
+	if dir == "" {
+		t.Skip(why)
+	}
+	es, err := onnxnode.Manifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	n := 0
+	for _, e := range es {
+		c, err := onnxnode.Load(dir, e)
+		if err != nil {
+			continue // TestONNXNodeInterpreter accounts for these
+		}
+		path := filepath.Join(out, e.Test+".yaml")
+		if _, err := importer.WriteModelYAML(c.Import.Model, path, []string{"imported from " + e.Test}); err != nil {
+			t.Errorf("%s: write: %v", e.Test, err)
+			continue
+		}
+		m, err := ir.ParseModel(path)
+		if err != nil {
+			src, _ := os.ReadFile(path)
+			t.Errorf("%s: parse: %v\n%s", e.Test, err, src)
+			continue
+		}
+		want, _, err := interp.Run(c.Import.Model, importer.FunctionName, c.Inputs, nil)
+		if err != nil {
+			t.Errorf("%s: %v", e.Test, err)
+			continue
+		}
+		got, _, err := interp.Run(m, importer.FunctionName, c.Inputs, nil)
+		if err != nil {
+			t.Errorf("%s: parsed model: %v", e.Test, err)
+			continue
+		}
+		for name, w := range want {
+			g := got[name]
+			if g == nil || !g.Type.Equal(w.Type) || !bytes.Equal(g.Data, w.Data) {
+				t.Errorf("%s: output %s differs after model.yaml", e.Test, name)
+			}
+		}
+		n++
+	}
+	t.Logf("%d models round-tripped through model.yaml", n)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/onnx"
@@ -489,9 +490,16 @@ func (im *importer) attrInt(n *onnx.Node, name string, def int) int {
 	return def
 }
 
+// attrFloat reads a float attribute. ONNX's are float32; the shortest decimal that rounds to
+// the same float32 (1e-05, not 9.999999747378752e-06) is what the exporter meant and what
+// model.yaml shows.
 func (im *importer) attrFloat(n *onnx.Node, name string, def float64) float64 {
 	if a := n.Attr(name); a != nil {
-		return float64(a.F)
+		v, err := strconv.ParseFloat(strconv.FormatFloat(float64(a.F), 'g', -1, 32), 64)
+		if err != nil {
+			return float64(a.F)
+		}
+		return v
 	}
 	return def
 }

@@ -41,6 +41,10 @@ func acceptConv2dGemm(p *Problem, caps Caps) error {
 	if err := acceptConv2d(p, caps); err != nil {
 		return err
 	}
+	if w := p.Args[1].Shape; w[0]/p.Attrs.Int("groups", 1) < 4 {
+		// A tile row per output channel would idle at least 3 of every 4 register rows.
+		return fmt.Errorf("%d output channels per group: the direct conv2d serves depthwise convolutions", w[0]/p.Attrs.Int("groups", 1))
+	}
 	if n := p.Args[0].Shape[0]; n > caps.MaxGroups[2] {
 		return fmt.Errorf("batch %d exceeds the device's %d workgroups in z", n, caps.MaxGroups[2])
 	}

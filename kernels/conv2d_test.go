@@ -22,9 +22,10 @@ func TestConv2dOnDevice(t *testing.T) {
 		gemm  bool
 	}{
 		{ir.T(ir.F32, 1, 3, 9, 7), ir.T(ir.F32, 5, 3, 3, 3), true, ir.Attrs{"pads": []int{1, 1, 1, 1}}, true},
-		{ir.T(ir.F32, 2, 4, 11, 6), ir.T(ir.F32, 6, 2, 3, 2), false, ir.Attrs{"strides": []int{2, 1}, "pads": []int{1, 0, 2, 1}, "groups": 2, "dilations": []int{1, 2}}, true},
-		{ir.T(ir.F32, 1, 7, 5, 6), ir.T(ir.F32, 6, 1, 3, 3), true, ir.Attrs{"layout": "nhwc", "groups": 6, "strides": []int{2, 2}, "pads": []int{1, 1, 1, 1}}, true}, // depthwise nhwc
-		{ir.T(ir.F16, 1, 5, 8, 3), ir.T(ir.F16, 4, 5, 1, 1), true, nil, false},                                                                                       // 1×1, f16
+		{ir.T(ir.F32, 2, 4, 11, 6), ir.T(ir.F32, 10, 2, 3, 2), false, ir.Attrs{"strides": []int{2, 1}, "pads": []int{1, 0, 2, 1}, "groups": 2, "dilations": []int{1, 2}}, true},
+		{ir.T(ir.F32, 1, 7, 5, 6), ir.T(ir.F32, 6, 1, 3, 3), true, ir.Attrs{"layout": "nhwc", "groups": 6, "strides": []int{2, 2}, "pads": []int{1, 1, 1, 1}}, false}, // depthwise nhwc
+		{ir.T(ir.F32, 1, 5, 6, 4), ir.T(ir.F32, 8, 2, 3, 3), false, ir.Attrs{"layout": "nhwc", "groups": 2, "pads": []int{0, 1, 2, 1}}, true},
+		{ir.T(ir.F16, 1, 5, 8, 3), ir.T(ir.F16, 4, 5, 1, 1), true, nil, false}, // 1×1, f16
 		{ir.T(ir.F32, 3, 1, 1, 1), ir.T(ir.F32, 2, 1, 1, 1), false, nil, false},
 	} {
 		args := []ir.Type{tc.x, tc.w}

@@ -190,6 +190,8 @@ func BenchmarkRows(b *testing.B) {
 	}
 	h := ir.F16
 	pos := ir.T(ir.I32)
+	pads1 := ir.Attrs{"pads": []int{1, 1, 1, 1}}
+	nhwc1 := ir.Attrs{"pads": []int{1, 1, 1, 1}, "layout": "nhwc"}
 	for _, tc := range []struct {
 		name string
 		tmpl *kernels.Template
@@ -209,6 +211,13 @@ func BenchmarkRows(b *testing.B) {
 		{"whisper_conv1_tiled", kernels.Conv1dTiled, pt(ir.Conv1d, ir.Attrs{"padding": 1}, ir.T(h, 80, 3000), ir.T(h, 512, 80, 3), ir.T(h, 512))},
 		{"whisper_conv2", kernels.Conv1d, pt(ir.Conv1d, ir.Attrs{"padding": 1, "stride": 2}, ir.T(h, 512, 3000), ir.T(h, 512, 512, 3), ir.T(h, 512))},
 		{"whisper_conv2_tiled", kernels.Conv1dTiled, pt(ir.Conv1d, ir.Attrs{"padding": 1, "stride": 2}, ir.T(h, 512, 3000), ir.T(h, 512, 512, 3), ir.T(h, 512))},
+		// a ResNet-18 stage-2 convolution (3x3, 64 channels, 56x56) in both layouts, both templates
+		{"resnet_conv3x3", kernels.Conv2d, pt(ir.Conv2d, pads1, ir.T(h, 1, 64, 56, 56), ir.T(h, 64, 64, 3, 3), ir.T(h, 64))},
+		{"resnet_conv3x3_gemm", kernels.Conv2dGemm, pt(ir.Conv2d, pads1, ir.T(h, 1, 64, 56, 56), ir.T(h, 64, 64, 3, 3), ir.T(h, 64))},
+		{"resnet_conv3x3_nhwc", kernels.Conv2d, pt(ir.Conv2d, nhwc1, ir.T(h, 1, 56, 56, 64), ir.T(h, 64, 64, 3, 3), ir.T(h, 64))},
+		{"resnet_conv3x3_nhwc_gemm", kernels.Conv2dGemm, pt(ir.Conv2d, nhwc1, ir.T(h, 1, 56, 56, 64), ir.T(h, 64, 64, 3, 3), ir.T(h, 64))},
+		{"mobilenet_depthwise", kernels.Conv2d, pt(ir.Conv2d, ir.Attrs{"pads": []int{1, 1, 1, 1}, "groups": 96}, ir.T(h, 1, 96, 56, 56), ir.T(h, 96, 1, 3, 3), ir.T(h, 96))},
+		{"resnet_maxpool", kernels.Pool2d, pt(ir.MaxPool2d, ir.Attrs{"kernel": []int{3, 3}, "strides": []int{2, 2}, "pads": []int{1, 1, 1, 1}}, ir.T(h, 1, 64, 112, 112))},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			args := benchArgs(tc.p, 1)
