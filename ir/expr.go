@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -397,14 +398,14 @@ func (p *exprParser) primary() (*expr, error) {
 		isInt := !strings.ContainsAny(t.text, ".eE")
 		if isInt {
 			v, err := strconv.ParseInt(t.text, 10, 64)
-			if err != nil || v > math.MaxInt32*1024 {
-				return nil, fmt.Errorf("column %d: integer %s out of range", t.col, t.text)
+			if err != nil || v > maxInt {
+				return nil, fmt.Errorf("column %d: integer %s is out of range (at most %d)", t.col, cut(t.text), maxInt)
 			}
 			return &expr{kind: eNum, num: float64(v), isInt: true, col: t.col}, nil
 		}
 		v, err := strconv.ParseFloat(t.text, 64)
 		if err != nil {
-			return nil, fmt.Errorf("column %d: bad number %s", t.col, t.text)
+			return nil, fmt.Errorf("column %d: bad number %s (out of the float range?)", t.col, cut(t.text))
 		}
 		return &expr{kind: eNum, num: v, col: t.col}, nil
 	case tStr:
@@ -489,6 +490,26 @@ func (p *exprParser) primary() (*expr, error) {
 	return nil, fmt.Errorf("column %d: want an expression, got %s", t.col, describeTok(t))
 }
 
+// maxInt bounds every integer of a static expression: a literal, a dimension and every
+// intermediate result (2^41 - 1024, about 2.2e12: far above any dimension, and small enough that
+// a sum of two never overflows an int).
+const maxInt = math.MaxInt32 * 1024
+
+func absU(x int) uint64 {
+	if x < 0 {
+		return uint64(-x)
+	}
+	return uint64(x)
+}
+
+// cut shortens a long piece of source for a message.
+func cut(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
 // num is the value of a static (dimension) expression: an int or a float.
 type num struct {
 	isInt bool
@@ -558,6 +579,8 @@ func evalNum(e *expr, lookup func(string) (int, bool)) (num, error) {
 			return num{}, err
 		}
 		if a.isInt && b.isInt {
+			// Operands are within ±maxInt, so a sum fits an int; a product is checked before it
+			// is formed (a wrapped product such as 4294967296*4294967296 would read as 0).
 			var r int
 			switch e.op {
 			case '+':
@@ -565,6 +588,10 @@ func evalNum(e *expr, lookup func(string) (int, bool)) (num, error) {
 			case '-':
 				r = a.i - b.i
 			case '*':
+				hi, lo := bits.Mul64(absU(a.i), absU(b.i))
+				if hi != 0 || lo > maxInt {
+					return num{}, fmt.Errorf("%s overflows: %s × %s is more than %d", e, a, b, maxInt)
+				}
 				r = a.i * b.i
 			case '/', '%':
 				if b.i == 0 {
@@ -576,8 +603,8 @@ func evalNum(e *expr, lookup func(string) (int, bool)) (num, error) {
 					r = a.i % b.i
 				}
 			}
-			if r > math.MaxInt32*1024 || r < -math.MaxInt32*1024 {
-				return num{}, fmt.Errorf("%s overflows", e)
+			if r > maxInt || r < -maxInt {
+				return num{}, fmt.Errorf("%s overflows: %d is beyond ±%d", e, r, maxInt)
 			}
 			return num{isInt: true, i: r}, nil
 		}

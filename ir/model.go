@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,7 +44,18 @@ type ParseOptions struct {
 	// how many names one templated declaration may stand for; 0 means 65536. A hostile
 	// "repeat i in 0..1000000000" then fails at once instead of running for hours.
 	MaxStatements int
+	// MaxBytes bounds the size of the model file; 0 means DefaultMaxModelBytes. The YAML
+	// decoder takes some 70 times a file's size in memory, so an outsized file is refused
+	// before it is read.
+	MaxBytes int64
+	// MaxNodes bounds the nodes of one function's graph; 0 means 1<<20 (a billion-parameter
+	// model has some thousands).
+	MaxNodes int
 }
+
+// DefaultMaxModelBytes is the largest model file parsed without ParseOptions.MaxBytes: 4 MiB,
+// a thousand times a real model.yaml (repeat blocks and templated names keep them small).
+const DefaultMaxModelBytes = 4 << 20
 
 // ParseModel reads a model.yaml file, builds and validates its functions, and loads its weights
 // (a safetensors file named relative to the model file, or deterministic random values).
@@ -57,11 +69,28 @@ func ParseModel(path string) (*Model, error) {
 
 // ParseModelWith is ParseModel with options.
 func ParseModelWith(path string, opt ParseOptions) (*Model, error) {
-	src, err := os.ReadFile(path)
+	max := opt.maxBytes()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > max {
+		return nil, fmt.Errorf("%s: %d bytes, more than a model file may have (%d; ParseOptions.MaxBytes)", path, st.Size(), max)
+	}
+	// A pipe or device has no size: read one byte past the bound to know.
+	src, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
 	}
 	return parseModel(path, src, filepath.Dir(path), opt)
+}
+
+func (o ParseOptions) maxBytes() int64 {
+	if o.MaxBytes > 0 {
+		return o.MaxBytes
+	}
+	return DefaultMaxModelBytes
 }
 
 // ParseModelBytes parses a model from src; name is used in messages and dir is the folder that
@@ -82,14 +111,15 @@ type modelParser struct {
 	m     *Model
 	dtype DType // the default dtype of parameters and state
 
-	dims    map[string]int
-	dimPos  map[string]Pos
-	params  map[string]*Decl
-	state   map[string]*Decl
-	inits   map[string]initSpec // per-parameter init overrides
-	weights weightSpec
-	stmts   map[*yaml.Node]*statement // parsed body statements
-	limit   int                       // ParseOptions.MaxStatements
+	dims      map[string]int
+	dimPos    map[string]Pos
+	params    map[string]*Decl
+	state     map[string]*Decl
+	inits     map[string]initSpec // per-parameter init overrides
+	weights   weightSpec
+	stmts     map[*yaml.Node]*statement // parsed body statements
+	limit     int                       // ParseOptions.MaxStatements
+	nodeLimit int                       // ParseOptions.MaxNodes
 	// mu serialises builds of functions at a run-time length (Function.At) after the parse,
 	// which share stmts.
 	mu sync.Mutex
@@ -100,17 +130,24 @@ var topKeys = []string{"model", "description", "dims", "dtype", "weights", "para
 func parseModel(file string, src []byte, dir string, opt ParseOptions) (*Model, error) {
 	p := &modelParser{
 		file: file, dir: dir, dtype: F32,
-		m:      &Model{Dims: map[string]int{}, Source: file},
-		dims:   map[string]int{},
-		dimPos: map[string]Pos{},
-		params: map[string]*Decl{},
-		state:  map[string]*Decl{},
-		inits:  map[string]initSpec{},
-		stmts:  map[*yaml.Node]*statement{},
-		limit:  opt.MaxStatements,
+		m:         &Model{Dims: map[string]int{}, Source: file},
+		dims:      map[string]int{},
+		dimPos:    map[string]Pos{},
+		params:    map[string]*Decl{},
+		state:     map[string]*Decl{},
+		inits:     map[string]initSpec{},
+		stmts:     map[*yaml.Node]*statement{},
+		limit:     opt.MaxStatements,
+		nodeLimit: opt.MaxNodes,
 	}
 	if p.limit <= 0 {
 		p.limit = 1 << 16
+	}
+	if p.nodeLimit <= 0 {
+		p.nodeLimit = 1 << 20
+	}
+	if max := opt.maxBytes(); int64(len(src)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes, more than a model file may have (ParseOptions.MaxBytes)", file, max)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
@@ -313,8 +350,8 @@ func (p *modelParser) parseType(n *yaml.Node, def DType, lookup func(string) (in
 				return Type{}, fmt.Errorf("dimension %s is %d; dimensions must be positive", d.Value, v)
 			}
 			s = append(s, v)
-			if s.NumElements() > maxElements {
-				return Type{}, fmt.Errorf("shape %s is too large", s)
+			if n, ok := s.CheckedElements(); !ok || n > maxElements {
+				return Type{}, fmt.Errorf("shape %s is too large (more than %d elements)", s, maxElements)
 			}
 		}
 		return Type{def, s}, nil
@@ -353,8 +390,8 @@ func parseTypeString(s string, def DType, lookup func(string) (int, bool)) (Type
 			return Type{}, fmt.Errorf("type %q: dimension %s is %d; dimensions must be positive", s, de, v)
 		}
 		sh = append(sh, v)
-		if sh.NumElements() > maxElements {
-			return Type{}, fmt.Errorf("type %q is too large", s)
+		if n, ok := sh.CheckedElements(); !ok || n > maxElements {
+			return Type{}, fmt.Errorf("type %q is too large (more than %d elements)", s, maxElements)
 		}
 	}
 	return Type{d, sh}, nil

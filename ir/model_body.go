@@ -424,6 +424,9 @@ func (fb *fnBuilder) statement(n *yaml.Node) error {
 	if fb.steps++; fb.steps > fb.p.limit {
 		return fb.p.errAt(n, fb.context(), "the function expands to more than %d statements", fb.p.limit)
 	}
+	if nodes := len(fb.b.Function().Nodes); nodes > fb.p.nodeLimit {
+		return fb.p.errAt(n, fb.context(), "the function has more than %d nodes (ParseOptions.MaxNodes)", fb.p.nodeLimit)
+	}
 	fb.stmt = strings.TrimSpace(n.Value)
 	fb.line = n.Line
 	defer func() { fb.stmt = "" }()

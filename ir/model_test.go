@@ -2,6 +2,7 @@ package ir_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,6 +118,16 @@ func TestParseModelErrors(t *testing.T) {
 		{"bad init", withLine(6, "  layers.{i}.n: {shape: [d], init: gaussian}"), 6, []string{"init must be one of"}},
 		{"multi-output arity", withLine(16, "      - h, g = linear(x, w)"), 16, []string{"2 targets", "1 output"}},
 		{"cast target", withLine(20, "      - y = cast(h, to=f64)"), 20, []string{`unknown dtype "f64"`}},
+		// Integer overflow in dimension expressions, repeat bounds and shape attributes is an
+		// error, not a wrapped value (32, or "dimension is 0").
+		{"product overflow", withLine(2, "dims: {d: 8, heads: 2, hd: d/heads, layers: 2, ctx: 4, hidden: 105305443*175173699936}"), 2, []string{"overflows", "105305443 × 175173699936 is more than 2199023254528"}},
+		{"product wraps to 0", withLine(2, "dims: {d: 8, heads: 2, hd: d/heads, layers: 2, ctx: 4, big: 4294967296*4294967296}"), 2, []string{"overflows"}},
+		{"sum overflow", withLine(2, "dims: {d: 8, heads: 2, hd: d/heads, layers: 2, ctx: 4, big: 2199023254528+2199023254528}"), 2, []string{"overflows", "beyond"}},
+		{"literal too large", withLine(2, "dims: {d: 8, heads: 2, hd: d/heads, layers: 2, ctx: 4, big: 99999999999999999999}"), 2, []string{"out of range"}},
+		{"shape elements overflow", withLine(5, "  w: [2000000000, 2000000000, 2000000000]"), 5, []string{"too large"}},
+		{"repeat bound overflow", withLine(17, "      - repeat i in 0..4294967296*4294967296:"), 17, []string{"repeat bound", "overflows"}},
+		{"reshape shape overflow", withLine(20, "      - y = reshape(h, shape=[4294967296, 4294967296, 4294967296])"), 20, []string{"reshape", "overflows"}},
+		{"expand shape overflow", withLine(20, "      - y = expand(h, shape=[4294967296, 4294967296, 4294967296, 8])"), 20, []string{"expand", "overflows"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ir.ParseModelBytes("t.yaml", []byte(c.src), ".")
@@ -323,4 +334,54 @@ func FuzzParseModel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestModelSizeBounds: a model file larger than ParseOptions.MaxBytes is refused before it is
+// read (a sparse file claiming gigabytes, or an endless pipe, costs nothing), and a function
+// graph larger than MaxNodes stops the build.
+func TestModelSizeBounds(t *testing.T) {
+	dir := t.TempDir()
+	sparse := filepath.Join(dir, "sparse.yaml")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(baseModel)
+	f.Truncate(30 << 30) // 30 GiB of holes
+	f.Close()
+	_, err = ir.ParseModel(sparse)
+	if err == nil || !strings.Contains(err.Error(), "32212254720 bytes, more than a model file may have (4194304") {
+		t.Errorf("sparse 30 GiB file: %v", err)
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		chunk := []byte(strings.Repeat("# padding\n", 1<<16))
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				w.Close()
+				return
+			}
+		}
+	}()
+	_, err = ir.ParseModel(fmt.Sprintf("/dev/fd/%d", r.Fd()))
+	r.Close()
+	if err == nil || !strings.Contains(err.Error(), "more than 4194304 bytes") {
+		t.Errorf("endless pipe: %v", err)
+	}
+
+	small := filepath.Join(dir, "m.yaml")
+	os.WriteFile(small, []byte(baseModel), 0o644)
+	if _, err := ir.ParseModelWith(small, ir.ParseOptions{MaxBytes: 100}); err == nil || !strings.Contains(err.Error(), "more than a model file may have (100") {
+		t.Errorf("MaxBytes 100: %v", err)
+	}
+	if _, err := ir.ParseModelWith(small, ir.ParseOptions{MaxNodes: 4}); err == nil || !strings.Contains(err.Error(), "more than 4 nodes") {
+		t.Errorf("MaxNodes 4: %v", err)
+	}
+	if _, err := ir.ParseModelWith(small, ir.ParseOptions{}); err != nil {
+		t.Errorf("the default bounds refuse the base model: %v", err)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vkc-project/vkc/internal/hostmem"
 )
 
 // initSpec is how a parameter is initialised when it does not come from a file.
@@ -168,6 +170,16 @@ func (p *modelParser) loadWeights() (err error) {
 	if w.node == nil {
 		d := p.m.Params[0]
 		return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: errors.New("the model declares parameters but has no weights section (weights: {file: ...} or {init: random, seed: ...})")}
+	}
+	// Every parameter is allocated in full: refuse a model whose parameters cannot fit the
+	// host memory limit before allocating any (Go ends the process on an allocation it cannot
+	// satisfy).
+	var total uint64
+	for i, d := range p.m.Params {
+		total += uint64(d.Type.Bytes())
+		if err := hostmem.Check(fmt.Sprintf("%s: the %d parameters up to this one", d.Type, i+1), total); err != nil {
+			return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: err}
+		}
 	}
 	var sf weightFile
 	if w.file != "" {

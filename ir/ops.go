@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 func one(t Type) []Type { return []Type{t} }
@@ -235,6 +236,9 @@ func init() {
 		Attrs: []AttrSpec{{Name: "shape", Kind: AttrInts, Required: true}},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			want := Shape(a.Ints("shape"))
+			if _, ok := want.CheckedElements(); !ok {
+				return nil, fmt.Errorf("expand to %s: the shape's element count overflows (or a dimension is negative)", want)
+			}
 			s, err := Broadcast(args[0].Shape, want)
 			if err != nil || !s.Equal(want) {
 				return nil, fmt.Errorf("cannot expand %s to %s", args[0].Shape, want)
@@ -366,7 +370,11 @@ func ResolveReshape(from Shape, to []int) (Shape, error) {
 		case d <= 0:
 			return nil, fmt.Errorf("bad dimension %d in reshape to %s", d, Shape(to))
 		default:
-			n *= d
+			hi, lo := bits.Mul64(uint64(n), uint64(d))
+			if hi != 0 || lo > 1<<62 {
+				return nil, fmt.Errorf("reshape to %s: the shape's element count overflows", Shape(to))
+			}
+			n = int(lo)
 		}
 	}
 	total := from.NumElements()

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -19,6 +20,23 @@ func (s Shape) NumElements() int {
 		n *= d
 	}
 	return n
+}
+
+// CheckedElements is NumElements, with ok false when a dimension is negative or the product
+// exceeds 2^62 (where NumElements would wrap around, e.g. to 0 for [2^32, 2^32]).
+func (s Shape) CheckedElements() (n int, ok bool) {
+	n = 1
+	for _, d := range s {
+		if d < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(uint64(n), uint64(d))
+		if hi != 0 || lo > 1<<62 {
+			return 0, false
+		}
+		n = int(lo)
+	}
+	return n, true
 }
 
 // Equal reports whether both shapes have the same dimensions.

@@ -41,6 +41,11 @@ type Caps struct {
 	MaxGroups          [3]int // maxComputeWorkGroupCount
 	// MinStorageOffsetAlign is minStorageBufferOffsetAlignment: operands start at multiples of it.
 	MinStorageOffsetAlign int
+	// Memory limits a compiled plan must keep (0: unknown, not checked): MaxAllocation is
+	// maxMemoryAllocationSize (each of the weight, state and arena regions is one allocation),
+	// MaxBindingRange maxStorageBufferRange (every binding), DeviceMemory the largest
+	// device-local heap (all regions together).
+	MaxAllocation, MaxBindingRange, DeviceMemory uint64
 	// Later: IntegerDot, CooperativeMatrix shapes.
 }
 
@@ -50,6 +55,7 @@ var Lavapipe = Caps{
 	SubgroupSize: 8, SubgroupArithmetic: true, SubgroupShuffle: true, Float16: true, Storage16: true,
 	MaxSharedBytes: 32768, MaxInvocations: 1024, MaxWorkgroupSize: [3]int{1024, 1024, 1024},
 	MaxGroups: [3]int{65535, 65535, 65535}, MinStorageOffsetAlign: 16,
+	MaxAllocation: 2 << 30, MaxBindingRange: 128 << 20, DeviceMemory: 2 << 30,
 }
 
 // Supports reports whether the device has the features kernel k declares.

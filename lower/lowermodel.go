@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/safetensors"
 	"github.com/vkc-project/vkc/kernels"
@@ -161,6 +162,9 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 	}
 	p := &plan.Plan{CompilerVersion: opts.CompilerVersion, Model: m.Name, Device: opts.Device,
 		Modules: l.modules, Functions: pfns, Arena: plan.Arena{Size: arena, Align: l.align}}
+	if err := checkDeviceLimits(p, l.wsize, l.stateSize, l.caps); err != nil {
+		return nil, nil, err
+	}
 	if err := l.finishWeights(p); err != nil {
 		return nil, nil, err
 	}
@@ -452,6 +456,9 @@ func (l *lowerer) finishWeights(p *plan.Plan) error {
 		}
 	}
 	if p.Weights.Pieces == nil {
+		if err := hostmem.Check(fmt.Sprintf("lower: the plan's weight region (%d tensors)", len(l.weights)), size); err != nil {
+			return err
+		}
 		p.Weights.Data = make([]byte, size) // weights of zero bytes only
 	}
 	return nil

@@ -9,14 +9,17 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/vkc-project/vkc/internal/hostmem"
 )
 
 // Decode reads a plan written by Encode. It checks the magic, the format version, every checksum
 // and, finally, the plan's consistency (Validate), and returns a *FormatError saying what is wrong
 // and where: ErrForeign (not a plan; it names the format when it recognises one), ErrVersion (a
 // newer or unknown format version), ErrTruncated, ErrCorrupt (checksum mismatch or malformed
-// contents) or ErrInvalid. Decode never panics and allocates in proportion to the input actually
-// read, whatever lengths the input claims.
+// contents), ErrInvalid or ErrTooLarge (the declared sections exceed the host memory limit,
+// internal/hostmem). Decode never panics and allocates in proportion to the input actually read,
+// whatever lengths the input claims.
 //
 //	p, err := plan.Decode(bytes.NewReader(data))
 //	if errors.Is(err, plan.ErrVersion) { /* recompile */ }
@@ -147,6 +150,23 @@ func decode(r io.Reader, size int64) (*Plan, error) {
 	}
 	if err := d.end(); err != nil {
 		return nil, err
+	}
+
+	// Everything the header declares is read into memory: refuse more than the host memory
+	// limit before reading any of it (a pipe claiming terabytes, a sparse file with a valid
+	// header). Bytes past the input's end are not counted: they are a truncation, reported as
+	// such below.
+	var total uint64
+	for _, s := range table {
+		if total += s.length; total < s.length {
+			total = math.MaxUint64
+		}
+	}
+	if size >= 0 {
+		total = min(total, uint64(size))
+	}
+	if err := hostmem.Check("the plan's sections", total); err != nil {
+		return nil, formatErr(ErrTooLarge, "%v", err)
 	}
 
 	// Read and check every section before interpreting any of them.

@@ -13,12 +13,15 @@ var (
 	ErrTruncated = errors.New("truncated plan")
 	ErrCorrupt   = errors.New("corrupt plan")
 	ErrInvalid   = errors.New("invalid plan")
+	// ErrTooLarge: the sections the header declares are more than the host memory limit
+	// (internal/hostmem) lets a decoder allocate.
+	ErrTooLarge = errors.New("plan too large to read")
 )
 
 // FormatError is a failure to read a plan file.
 type FormatError struct {
 	Path   string // the file, if known
-	Kind   error  // one of ErrForeign, ErrVersion, ErrTruncated, ErrCorrupt, ErrInvalid
+	Kind   error  // one of ErrForeign, ErrVersion, ErrTruncated, ErrCorrupt, ErrInvalid, ErrTooLarge
 	Detail string // what exactly is wrong, and where
 }
 

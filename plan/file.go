@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/internal/safefile"
 )
 
@@ -145,7 +147,14 @@ func (p *Plan) LoadWeights(planPath string) ([]byte, error) {
 		return w.Bytes()
 	}
 	path := p.ResolveSource(planPath)
-	src, err := os.ReadFile(path)
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && uint64(st.Size()) != w.Source.Size {
+		return nil, fmt.Errorf("plan weights %s: file has %d bytes, the plan was compiled from one of %d bytes; recompile the plan", path, st.Size(), w.Source.Size)
+	}
+	// The file and the region are both held: refuse what does not fit before reading.
+	if err := hostmem.Check(fmt.Sprintf("plan weights %s (file and region)", path), w.Source.Size+w.Size); err != nil {
+		return nil, err
+	}
+	src, err := readAtMost(path, w.Source.Size)
 	if err != nil {
 		return nil, fmt.Errorf("plan weights: %w", err)
 	}
@@ -161,4 +170,22 @@ func (p *Plan) LoadWeights(planPath string) ([]byte, error) {
 		copy(region[t.Offset:t.Offset+t.Size], src[t.SourceOffset:t.SourceOffset+t.Size])
 	}
 	return region, nil
+}
+
+// readAtMost reads the file at path, or fails once it holds more than n bytes (a file that grew,
+// or a FIFO, is not read without end).
+func readAtMost(path string, n uint64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(min(n, math.MaxInt64-1))+1))
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(b)) > n {
+		return nil, fmt.Errorf("%s holds more than the %d bytes the plan was compiled from; recompile the plan", path, n)
+	}
+	return b, nil
 }

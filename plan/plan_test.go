@@ -619,7 +619,9 @@ func TestSummary(t *testing.T) {
 }
 
 // TestDecodeBoundsAllocation gives the decoder a file whose header claims a terabyte of weight data
-// but which ends right after the header: it must fail as truncated without allocating the claim.
+// but which ends right after the header: it must fail as truncated (its size known) or too large
+// (a stream, such as a pipe, whose claim exceeds the host memory limit) without allocating the
+// claim.
 func TestDecodeBoundsAllocation(t *testing.T) {
 	b := encode(t, &Plan{})
 	hlen := binary.LittleEndian.Uint32(b[12:])
@@ -636,11 +638,64 @@ func TestDecodeBoundsAllocation(t *testing.T) {
 		runtime.ReadMemStats(&before)
 		_, err := Decode(r)
 		runtime.ReadMemStats(&after)
-		if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "section weightdata needs bytes") {
-			t.Errorf("sized=%v: got %v, want ErrTruncated for section weightdata", sized, err)
+		switch {
+		case sized && (!errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "section weightdata needs")):
+			t.Errorf("sized: got %v, want ErrTruncated for section weightdata", err)
+		case !sized && (!errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "1.0 TiB (1099511627")):
+			t.Errorf("streamed: got %v, want ErrTooLarge naming the terabyte", err)
 		}
 		if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
 			t.Errorf("sized=%v: decoding a %d-byte input allocated %d bytes", sized, len(b), n)
 		}
+	}
+}
+
+// TestReadFileBoundsBySize: a sparse 30 GiB file whose valid header declares its 30 GiB, and a
+// pipe that would stream as much, are refused before anything past the header is read, with the
+// limit set low (VKC_HOST_MEMORY) so the test does not depend on the machine.
+func TestReadFileBoundsBySize(t *testing.T) {
+	t.Setenv("VKC_HOST_MEMORY", "64MiB")
+	b := encode(t, &Plan{})
+	hlen := binary.LittleEndian.Uint32(b[12:])
+	end := prefixSize + int(hlen) - 4
+	const claim = 30 << 30
+	binary.LittleEndian.PutUint64(b[end-12:], claim)
+	binary.LittleEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
+	path := filepath.Join(t.TempDir(), "sparse.plan")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(len(b))+claim); err != nil {
+		t.Skipf("no sparse files here: %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadFile(path)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "30.0 GiB") || !strings.Contains(err.Error(), "VKC_HOST_MEMORY=64MiB") || !strings.Contains(err.Error(), path) {
+		t.Errorf("sparse file: got %v, want ErrTooLarge naming the file, 30 GiB and the limit", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+		t.Errorf("reading the sparse file allocated %d bytes", n)
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.Write(b)
+		zeros := make([]byte, 1<<20)
+		for {
+			if _, err := w.Write(zeros); err != nil {
+				w.Close()
+				return
+			}
+		}
+	}()
+	_, err = ReadFile(fmt.Sprintf("/dev/fd/%d", r.Fd()))
+	r.Close()
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("pipe: got %v, want ErrTooLarge", err)
 	}
 }

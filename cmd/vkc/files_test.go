@@ -272,3 +272,38 @@ func TestBinaryInterruptedCompileWritesNothing(t *testing.T) {
 		t.Errorf("temporary files left: %v", tmp)
 	}
 }
+
+// TestBinaryMemoryLimits: sizes beyond the host memory limit are errors naming the tensor and
+// both sizes (exit 1), not Go's fatal out-of-memory error (a stack trace, exit 2). The limit is
+// set low with VKC_HOST_MEMORY, so nothing large is allocated.
+func TestBinaryMemoryLimits(t *testing.T) {
+	dir := t.TempDir()
+	tiny, _ := filepath.Abs("../../examples/tinyllama/model.yaml")
+	// A graph whose one intermediate is 8 MiB in the interpreter (float64 per element).
+	big := "big.yaml"
+	os.WriteFile(filepath.Join(dir, big), []byte(`model: big
+weights: {init: random, seed: 1}
+functions:
+  f:
+    inputs:
+      x: f32[]
+    outputs: [y]
+    body:
+      - y = sum(expand(x, shape=[1024, 1024]), axis=0)
+`), 0o644)
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"VKC_HOST_MEMORY=100KiB", []string{"check", tiny}, "parameter layers.0.wk: f32[32,64]: the 6 parameters up to this one: 104.5 KiB (107008 bytes) of host memory, more than the limit of 100.0 KiB (VKC_HOST_MEMORY=100KiB)"},
+		{"VKC_HOST_MEMORY=4MiB", []string{"eval", big, "--input", "x=0"},
+			"interp: function f: big.yaml:9: %1 = expand[shape=[1024,1024]](%0) : f32[1024,1024]: 8.0 MiB (8388608 bytes) of host memory, more than the limit of 4.0 MiB (VKC_HOST_MEMORY=4MiB)"},
+		{"VKC_HOST_MEMORY=lots", []string{"check", tiny}, `VKC_HOST_MEMORY: "lots" is not a size in bytes`},
+	} {
+		r := runVKC(t, dir, []string{tc.env}, tc.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("%s vkc %s: exit %d, stderr %q; want exit 1 and %q", tc.env, tc.args[0], r.code, r.stderr, tc.want)
+		}
+	}
+}

@@ -17,9 +17,11 @@ package interp
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/ir"
 )
 
@@ -119,6 +121,20 @@ func eval(cx context.Context, f *ir.Function, env Env) (map[*ir.Node][]*val, err
 				nn.Attrs = attrs
 				n = &nn
 			}
+		}
+		// Values are float64 per element: refuse a result the host memory limit cannot hold
+		// before the implementation allocates it.
+		var need uint64
+		for _, t := range n.Outs {
+			if e, ok := t.Shape.CheckedElements(); ok {
+				need += 8 * uint64(e)
+			} else {
+				need = math.MaxUint64
+				break
+			}
+		}
+		if err := hostmem.Check(fmt.Sprintf("interp: function %s: %s%s", f.Name, posPrefix(n), n), need); err != nil {
+			return nil, err
 		}
 		var outs []*val
 		var err error

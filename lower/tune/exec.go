@@ -31,6 +31,9 @@ func CapsOf(info *runtime.DeviceInfo) kernels.Caps {
 		MaxWorkgroupSize:      [3]int{int(c.MaxWorkgroupSize[0]), int(c.MaxWorkgroupSize[1]), int(c.MaxWorkgroupSize[2])},
 		MaxGroups:             [3]int{int(c.MaxWorkgroupCount[0]), int(c.MaxWorkgroupCount[1]), int(c.MaxWorkgroupCount[2])},
 		MinStorageOffsetAlign: int(max(c.MinStorageBufferOffset, 4)),
+		MaxAllocation:         c.MaxMemoryAllocationSize,
+		MaxBindingRange:       uint64(c.MaxStorageBufferRange),
+		DeviceMemory:          info.DeviceLocalBytes(),
 	}
 }
 
