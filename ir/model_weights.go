@@ -171,16 +171,20 @@ func (p *modelParser) loadWeights() (err error) {
 		d := p.m.Params[0]
 		return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: errors.New("the model declares parameters but has no weights section (weights: {file: ...} or {init: random, seed: ...})")}
 	}
-	// Every parameter is allocated in full: refuse a model whose parameters cannot fit the
-	// host memory limit before allocating any (Go ends the process on an allocation it cannot
-	// satisfy).
+	// Parameters that are allocated (generated, converted to another dtype, or read from a file
+	// that is not memory-mapped) count against the host memory limit, checked before each is
+	// allocated: Go ends the process on an allocation it cannot satisfy.
 	var total uint64
-	for i, d := range p.m.Params {
+	var n int
+	alloc := func(d *Decl) error {
 		total += uint64(d.Type.Bytes())
-		if err := hostmem.Check(fmt.Sprintf("%s: the %d parameters up to this one", d.Type, i+1), total); err != nil {
+		n++
+		if err := hostmem.Check(fmt.Sprintf("%s: the %d parameters allocated up to this one", d.Type, n), total); err != nil {
 			return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: err}
 		}
+		return nil
 	}
+	mapped := false
 	var sf weightFile
 	if w.file != "" {
 		path := w.file
@@ -201,6 +205,7 @@ func (p *modelParser) loadWeights() (err error) {
 		}
 		if mp != nil {
 			p.m.AddMapping(mp)
+			mapped = true
 		}
 	}
 	type pending struct {
@@ -224,6 +229,11 @@ func (p *modelParser) loadWeights() (err error) {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
 					Err: fmt.Errorf("missing weight: %s has no tensor %q%s", filepath.Base(sf.Name()), name, sf.Similar(name))}
 			}
+			if !mapped {
+				if err := alloc(d); err != nil {
+					return err
+				}
+			}
 			t, err := sf.View(name)
 			if err != nil {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: err}
@@ -237,6 +247,11 @@ func (p *modelParser) loadWeights() (err error) {
 					return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
 						Err: fmt.Errorf("declared %s but %s in %s is %s; vkc does not quantize (declare %s, or a float dtype to dequantize it)", d.Type.DType, name, filepath.Base(w.file), t.Type.DType, t.Type.DType)}
 				}
+				if mapped {
+					if err := alloc(d); err != nil {
+						return err
+					}
+				}
 				t = t.Convert(d.Type.DType)
 			}
 			p.m.Weights[d.Name] = t
@@ -249,6 +264,9 @@ func (p *modelParser) loadWeights() (err error) {
 		scale := w.scale
 		if own && init.hasScale {
 			scale = init.scale
+		}
+		if err := alloc(d); err != nil {
+			return err
 		}
 		inits = append(inits, pending{d, kind, scale})
 	}

@@ -278,7 +278,7 @@ func TestBinaryInterruptedCompileWritesNothing(t *testing.T) {
 // set low with VKC_HOST_MEMORY, so nothing large is allocated.
 func TestBinaryMemoryLimits(t *testing.T) {
 	dir := t.TempDir()
-	tiny, _ := filepath.Abs("../../examples/tinyllama/model.yaml")
+	smol, _ := filepath.Abs("../../examples/smollm2-135m/model.yaml")
 	// A graph whose one intermediate is 8 MiB in the interpreter (float64 per element).
 	big := "big.yaml"
 	os.WriteFile(filepath.Join(dir, big), []byte(`model: big
@@ -296,10 +296,12 @@ functions:
 		args []string
 		want string
 	}{
-		{"VKC_HOST_MEMORY=100KiB", []string{"check", tiny}, "parameter layers.0.wk: f32[32,64]: the 6 parameters up to this one: 104.5 KiB (107008 bytes) of host memory, more than the limit of 100.0 KiB (VKC_HOST_MEMORY=100KiB)"},
+		// SmolLM2's 135 M random parameters are refused before any is generated.
+		{"VKC_HOST_MEMORY=64MiB", []string{"check", smol}, "parameter layers.15.wq: f16[576,576]: the 47 parameters allocated up to this one: 64.2 MiB (67274496 bytes) of host memory, more than the limit of 64.0 MiB (VKC_HOST_MEMORY=64MiB)"},
+		{"VKC_HOST_MEMORY=60MiB", []string{"check", smol}, "more than the limit of 60.0 MiB (VKC_HOST_MEMORY=60MiB)"},
 		{"VKC_HOST_MEMORY=4MiB", []string{"eval", big, "--input", "x=0"},
 			"interp: function f: big.yaml:9: %1 = expand[shape=[1024,1024]](%0) : f32[1024,1024]: 8.0 MiB (8388608 bytes) of host memory, more than the limit of 4.0 MiB (VKC_HOST_MEMORY=4MiB)"},
-		{"VKC_HOST_MEMORY=lots", []string{"check", tiny}, `VKC_HOST_MEMORY: "lots" is not a size in bytes`},
+		{"VKC_HOST_MEMORY=lots", []string{"check", smol}, `VKC_HOST_MEMORY: "lots" is not a size in bytes`},
 	} {
 		r := runVKC(t, dir, []string{tc.env}, tc.args...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "goroutine") {
