@@ -109,10 +109,14 @@ func acceptAttn(p *Problem, caps Caps) (*attn, error) {
 func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.Kernel, []Operand, int, error) {
 	b := codegen.NewBuilder("attention_combine")
 	var binds []Operand
-	var lenBuf *codegen.Buffer
+	var lenBuf, nBuf *codegen.Buffer
 	if a.kvLen {
 		lenBuf = b.Buffer("kv_len", StorageType(p.Args[3].DType), codegen.ReadOnly)
 		binds = append(binds, Operand{Arg, 3})
+	}
+	if readsLength(p) {
+		nBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
+		binds = append(binds, Operand{Len, 0})
 	}
 	scratch := b.Buffer("partial", codegen.F32, codegen.ReadOnly)
 	binds = append(binds, Operand{Scratch, 0})
@@ -133,7 +137,7 @@ func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.
 		kvlen = b.Convert(b.Min(b.Max(b.Convert(b.Load(lenBuf, u(0)), codegen.I32), b.I32(0)), b.I32(int32(a.skv))), codegen.U32)
 	}
 	i32 := func(x codegen.Value) codegen.Value { return b.Convert(x, codegen.I32) }
-	p0 := b.Add(b.Sub(i32(kvlen), b.I32(int32(a.sq))), i32(i))
+	p0 := b.Add(b.Sub(i32(kvlen), queries(b, p, a, nBuf)), i32(i))
 	lo, hi := b.I32(0), i32(kvlen)
 	if a.causal || a.window > 0 {
 		hi = b.Min(hi, b.Add(p0, b.I32(1)))
@@ -217,7 +221,10 @@ var AttentionFlash = &Template{
 			return nil, err
 		}
 		grid := [3]uint32{uint32(ceilDiv(a.rows(), cfg.br)), uint32(a.hkv), 1}
-		l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds}}}
+		// Row blocks walk (query, head) rows query-major: with a run-time length only the
+		// blocks of the run's queries are launched.
+		l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds,
+			Scale: scaleItems(p, p.Rows.Arg(0), 0, a.rows(), cfg.br)}}}
 		a.cost(p, l)
 		return l, nil
 	},
@@ -286,8 +293,28 @@ var AttentionSplit = &Template{
 const maxSplitRows = 32
 
 func init() {
+	// Both place their queries at kv_len − n + i with a run-time length n.
+	AttentionFlash.ReadsLength = true
+	AttentionSplit.ReadsLength = true
 	Register(AttentionFlash)
 	Register(AttentionSplit)
+}
+
+// readsLength reports whether p's meaning depends on its run-time length (Rows.Reads).
+func readsLength(p *Problem) bool { return p.Rows != nil && p.Rows.Reads }
+
+// queries is the number of queries as an i32: sq, or the run-time length n read from nBuf
+// (times the query rows per unit of n) when the problem has one. Query i sits at kv_len −
+// queries + i.
+func queries(b *codegen.Builder, p *Problem, a *attn, nBuf *codegen.Buffer) codegen.Value {
+	if nBuf == nil {
+		return b.I32(int32(a.sq))
+	}
+	n := b.Bitcast(b.Load(nBuf, b.U32(0)), codegen.I32)
+	if k := a.sq / p.Rows.Max; k != 1 {
+		n = b.Mul(n, b.I32(int32(k)))
+	}
+	return n
 }
 
 // cost: two products of sq × skv × d per query head (scores and values), all keys counted.

@@ -65,6 +65,7 @@ type attnGen struct {
 
 	qb, kb, vb      *codegen.Buffer
 	lenBuf, scratch *codegen.Buffer // kv_len (when an operand), the split pass's partials
+	nBuf            *codegen.Buffer // the run-time length n (Problem.Rows.Reads): the queries
 	epi             *epilogue       // the result and its epilogue (not split)
 	binds           []Operand
 	vals            map[string]int // specialization constants' values
@@ -77,6 +78,7 @@ type attnGen struct {
 
 	li, t0, kh, zsplit codegen.Value // local index, first row, key/value head, key range
 	kvlen              codegen.Value // keys seen, u32
+	qlen               codegen.Value // queries: sq, or the run-time length n (i32)
 	T, chunk           int           // rows per key/value head; keys per range
 	lo, hi             codegen.Value // the workgroup's key range [lo, hi), i32
 	loU, hiU           codegen.Value // the same, u32, hi ≥ lo
@@ -121,7 +123,7 @@ func (g *attnGen) i32(x codegen.Value) codegen.Value { return g.b.Convert(x, cod
 // pos is the absolute position of query i (i32: kv_len < sq is legal without masks).
 func (g *attnGen) pos(i codegen.Value) codegen.Value {
 	b := g.b
-	return b.Add(b.Sub(g.i32(g.kvlen), b.I32(int32(g.a.sq))), g.i32(i))
+	return b.Add(b.Sub(g.i32(g.kvlen), g.qlen), g.i32(i))
 }
 
 // declare declares the bindings, the specialization constants and the shared tiles.
@@ -152,6 +154,10 @@ func (g *attnGen) declare() {
 	if a.kvLen {
 		g.lenBuf = b.Buffer("kv_len", StorageType(p.Args[3].DType), codegen.ReadOnly)
 		g.binds = append(g.binds, Operand{Arg, 3})
+	}
+	if readsLength(p) {
+		g.nBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
+		g.binds = append(g.binds, Operand{Len, 0})
 	}
 	if cfg.split {
 		g.scratch = b.Buffer("partial", codegen.F32, codegen.WriteOnly)
@@ -199,6 +205,7 @@ func (g *attnGen) keyRange() {
 	if a.kvLen {
 		g.kvlen = b.Convert(b.Min(b.Max(b.Convert(b.Load(g.lenBuf, u(0)), codegen.I32), b.I32(0)), b.I32(int32(a.skv))), codegen.U32)
 	}
+	g.qlen = queries(b, g.p, a, g.nBuf)
 	g.chunk = ceilDiv(a.skv, cfg.splits)
 	// The workgroup's key range [lo, hi), as i32.
 	tLast := b.Sub(b.Min(b.Add(g.t0, g.BR), u(g.T)), u(1))

@@ -127,7 +127,7 @@ func buildElementwise(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	groups := (n + wg*per - 1) / (wg * per)
-	st := Step{Kernel: k, Grid: Grid1D(groups, caps)}
+	st := Step{Kernel: k, Grid: Grid1D(groups, caps), Scale: scaleItems(p, p.Rows.Out(0), Linear, n, wg*per)}
 	for i := range p.Args {
 		st.Bindings = append(st.Bindings, Operand{Arg, i})
 	}

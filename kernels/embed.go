@@ -45,6 +45,7 @@ func buildEmbedding(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := Step{Kernel: k, Spec: spec, Grid: flatGrid(n, c, caps), Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Out, 0}}}
+	st := Step{Kernel: k, Spec: spec, Grid: flatGrid(n, c, caps), Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Out, 0}},
+		Scale: flatScale(p, p.Rows.Out(0), n, c)}
 	return &Launch{Steps: []Step{st}, Bytes: 2*float64(out.Bytes()) + float64(ids.Bytes())}, nil
 }

@@ -96,6 +96,8 @@ type Problem struct {
 	Expr *Fused
 	// NumOpArgs is the number of Args that belong to the op itself (the rest feed the epilogue).
 	NumOpArgs int
+	// Rows, when not nil, says that the problem runs on a run-time prefix of its rows (see Rows).
+	Rows *Rows
 }
 
 // OpName names the problem's op for messages and keys.
@@ -132,6 +134,7 @@ func (p *Problem) Key() string {
 	if p.Expr != nil {
 		b.WriteString("{" + p.Expr.Key() + "}")
 	}
+	b.WriteString(p.Rows.key())
 	return b.String()
 }
 
@@ -142,6 +145,8 @@ const (
 	Arg     OperandKind = iota + 1 // Problem.Args[Index]
 	Out                            // Problem.Outs[Index]
 	Scratch                        // Launch.Scratch[Index]
+	// Len is the run-time length n of a problem with Rows (an i32 scalar; Index 0).
+	Len
 )
 
 // Operand is what one kernel binding is bound to.
@@ -151,7 +156,7 @@ type Operand struct {
 }
 
 func (o Operand) String() string {
-	return [...]string{"?", "arg", "out", "scratch"}[o.Kind] + strconv.Itoa(o.Index)
+	return [...]string{"?", "arg", "out", "scratch", "len"}[o.Kind] + strconv.Itoa(o.Index)
 }
 
 // Step is one dispatch of a Launch.
@@ -161,6 +166,9 @@ type Step struct {
 	Grid     [3]uint32 // workgroups
 	Bindings []Operand // one per kernel binding, in binding order
 	Push     []byte    // push-constant bytes (static: shapes, strides)
+	// Scale, for a problem with Rows, says how the grid shrinks with the run-time length; nil
+	// keeps the full grid.
+	Scale *GridScale
 }
 
 // Launch is a template's realisation of a Problem: one or more dispatches run in order (with a
@@ -191,6 +199,10 @@ type Template struct {
 	// Build realises p at configuration c. It may reject a configuration the space's predicates
 	// let through (an error naming the parameter); the tuner records it as invalid.
 	Build func(p *Problem, c Config, caps Caps) (*Launch, error)
+	// ReadsLength says that Build implements Rows.Reads: it binds the Len operand and gives the
+	// op its meaning at the run-time length. For offers a problem whose meaning depends on the
+	// length only to such templates.
+	ReadsLength bool
 }
 
 var registry []*Template
@@ -226,6 +238,12 @@ func For(p *Problem, caps Caps) ([]*Template, error) {
 		// ready to see ggml's blocks in.
 		if err := t.readsQuantized(p); err != nil {
 			quantWhy = err
+			continue
+		}
+		if p.Rows != nil && p.Rows.Reads && !t.ReadsLength {
+			if t.Accepts(p, caps) == nil {
+				why = append(why, t.Name+": does not read the run-time length, which this op's meaning depends on")
+			}
 			continue
 		}
 		if err := t.Accepts(p, caps); err != nil {

@@ -84,7 +84,10 @@ func gatherTemplate(name string, op ir.Op, index func(p *Problem) func(b *codege
 			if err != nil {
 				return nil, err
 			}
-			st := Step{Kernel: k, Spec: spec, Grid: flatGrid(n, c, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}}}
+			// A bounded result's rows read the input's rows at the same index (ir.LengthRows
+			// allows no transpose, slice or expand along the run-time axis).
+			st := Step{Kernel: k, Spec: spec, Grid: flatGrid(n, c, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}},
+				Scale: flatScale(p, p.Rows.Out(0), n, c)}
 			return &Launch{Steps: []Step{st}, Bytes: 2 * float64(out.Bytes())}, nil
 		},
 	}
@@ -196,8 +199,10 @@ func buildConcat(p *Problem, c Config, caps Caps) (*Launch, error) {
 	for i, t := range p.Args {
 		m := t.Shape[ax]
 		ne := t.Shape.NumElements()
+		// Along an axis after the run-time one, the first n rows of the result take the first
+		// n rows of every input, bounded or not.
 		l.Steps = append(l.Steps, Step{Kernel: k, Spec: spec, Grid: flatGrid(ne, c, caps),
-			Bindings: []Operand{{Arg, i}, {Out, 0}},
+			Bindings: []Operand{{Arg, i}, {Out, 0}}, Scale: flatScale(p, p.Rows.Out(0), ne, c),
 			Push:     PushU32(uint32(ne), uint32(m*inner), uint32(total*inner), uint32(at*inner))})
 		at += m
 	}
@@ -302,5 +307,9 @@ func buildTransposeTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, fmt.Errorf("tile=%d: a %d×%d matrix needs more workgroups than the device allows", t, R, C)
 	}
 	st := Step{Kernel: k, Spec: spec, Grid: grid, Bindings: []Operand{{Arg, 0}, {Out, 0}}}
+	if r > 2 {
+		// A run-time length is a batch axis here (LengthRows keeps it leading).
+		st.Scale = scaleItems(p, p.Rows.Out(0), 2, batch, 1)
+	}
 	return &Launch{Steps: []Step{st}, Bytes: 2 * float64(x.Bytes())}, nil
 }

@@ -98,6 +98,23 @@ func readGemm(p *Problem) (*gemm, error) {
 	return g, nil
 }
 
+// scale is the grid scale of a gemm kernel whose grid walks the rows of A along rowAxis (-1:
+// none) in tiles of tileM and its batches along batchAxis: a run-time length is the leading axis
+// of A, which is a batch axis when the result has batches and otherwise the row axis M
+// (ir.LengthRows admits no bounded B and no transposed bounded A).
+func (g *gemm) scale(p *Problem, rowAxis, tileM, batchAxis int) *GridScale {
+	if !p.Rows.Arg(g.aArg) {
+		return nil
+	}
+	if g.batch.Rank() > 0 {
+		return scaleItems(p, true, batchAxis, g.batches(), 1)
+	}
+	if rowAxis < 0 {
+		return nil
+	}
+	return scaleItems(p, true, rowAxis, g.m, tileM)
+}
+
 // batches is the number of matrices in the result.
 func (g *gemm) batches() int { return g.batch.NumElements() }
 

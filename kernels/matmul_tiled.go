@@ -230,7 +230,7 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
-	l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds}}}
+	l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds, Scale: g.scale(p, 1, c["tile_m"], 2)}}}
 	g.cost(p, l)
 	return l, nil
 }

@@ -254,7 +254,9 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if int(grid[0]) > caps.MaxGroups[0] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
-	l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds}}}
+	// Batches are the grid's y; a run-time length along M (few rows, all in one workgroup)
+	// keeps the grid.
+	l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds, Scale: g.scale(p, -1, 0, 1)}}}
 	g.cost(p, l)
 	return l, nil
 }

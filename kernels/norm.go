@@ -171,6 +171,6 @@ func buildNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(rows, c, caps), Bindings: ops}
+	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(rows, c, caps), Bindings: ops, Scale: rowScale(p, p.Rows.Out(0), rows, c)}
 	return &Launch{Steps: []Step{st}, Flops: float64(5 * outer * n * inner), Bytes: tensorBytes(p.Args, p.Outs)}, nil
 }

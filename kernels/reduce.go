@@ -240,10 +240,12 @@ func buildReduce(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	l := &Launch{Flops: float64(outer * n * inner), Bytes: tensorBytes(p.Args, p.Outs)}
 	if split == 1 {
-		l.Steps = []Step{{Kernel: k, Spec: spec, Grid: RowGrid(rows, c, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}}}}
+		l.Steps = []Step{{Kernel: k, Spec: spec, Grid: RowGrid(rows, c, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}},
+			Scale: rowScale(p, p.Rows.Out(0), rows, c)}}
 		return l, nil
 	}
-	l.Steps = []Step{{Kernel: k, Spec: spec, Grid: RowGrid(rows*split, c, caps), Bindings: []Operand{{Arg, 0}, {Scratch, 0}}}}
+	l.Steps = []Step{{Kernel: k, Spec: spec, Grid: RowGrid(rows*split, c, caps), Bindings: []Operand{{Arg, 0}, {Scratch, 0}},
+		Scale: rowScale(p, p.Rows.Out(0), rows*split, c)}}
 	per := 1
 	if p.Op == ir.Argmax {
 		per = 2
@@ -284,6 +286,7 @@ func buildReduce(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.Steps = append(l.Steps, Step{Kernel: k2, Spec: spec2, Grid: RowGrid(rows, c, caps), Bindings: []Operand{{Scratch, 0}, {Out, 0}}})
+	l.Steps = append(l.Steps, Step{Kernel: k2, Spec: spec2, Grid: RowGrid(rows, c, caps), Bindings: []Operand{{Scratch, 0}, {Out, 0}},
+		Scale: rowScale(p, p.Rows.Out(0), rows, c)})
 	return l, nil
 }

@@ -23,6 +23,8 @@ var (
 )
 
 func init() {
+	// With a run-time length, rope_cache_write writes the run's rows only (the Len operand).
+	RopeCacheWrite.ReadsLength = true
 	Register(Rope)
 	Register(RopeCacheWrite)
 	Register(RopeNorm)
@@ -130,6 +132,11 @@ func buildRope(p *Problem, c Config, caps Caps) (*Launch, error) {
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
 	y := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
+	reads := g.cache && p.Rows != nil && p.Rows.Reads
+	var lenBuf *codegen.Buffer
+	if reads {
+		lenBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
+	}
 	pos := loadPos(b, posBuf)
 	eachFlat(b, c, g.rows*g.h, func(q codegen.Value) {
 		row, i := b.Div(q, b.U32(uint32(g.h))), b.Rem(q, b.U32(uint32(g.h)))
@@ -143,9 +150,14 @@ func buildRope(p *Problem, c Config, caps Caps) (*Launch, error) {
 			StoreAs(b, y, i1, y1, ot.DType)
 			return
 		}
-		// Rows outside the cache (pos < 0 or past its end) are not written.
+		// Rows outside the cache (pos < 0 or past its end) are not written, nor, with a
+		// run-time length n, the rows past the run's n.
 		t := b.Add(pos, b.Bitcast(s, codegen.I32))
-		b.If(b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(g.cacheRows)))), func() {
+		in := b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(g.cacheRows))))
+		if reads {
+			in = b.And(in, b.Lt(s, b.Load(lenBuf, b.U32(0))))
+		}
+		b.If(in, func() {
 			off := b.Mul(b.Bitcast(pos, codegen.U32), b.U32(uint32(g.cacheRowLength)))
 			StoreAs(b, y, b.Add(off, i0), y0, ot.DType)
 			StoreAs(b, y, b.Add(off, i1), y1, ot.DType)
@@ -156,7 +168,11 @@ func buildRope(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	st := Step{Kernel: k, Spec: spec, Grid: flatGrid(g.rows*g.h, c, caps),
-		Bindings: []Operand{{Arg, g.xArg}, {Arg, g.posArg}, {Out, 0}}}
+		Bindings: []Operand{{Arg, g.xArg}, {Arg, g.posArg}, {Out, 0}},
+		Scale:    flatScale(p, p.Rows.Arg(g.xArg), g.rows*g.h, c)}
+	if reads {
+		st.Bindings = append(st.Bindings, Operand{Len, 0})
+	}
 	l := &Launch{Steps: []Step{st}, Flops: float64(8 * g.rows * g.h), Bytes: 2 * float64(xt.Bytes())}
 	if g.cache {
 		l.InPlace = map[int]int{0: 0}
@@ -204,6 +220,6 @@ func buildRopeNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	st := Step{Kernel: k, Spec: spec, Grid: RowGrid(g.rows, c, caps),
-		Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}, {Out, 0}}}
+		Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}, {Out, 0}}, Scale: rowScale(p, p.Rows.Arg(0), g.rows, c)}
 	return &Launch{Steps: []Step{st}, Flops: float64(12 * g.rows * g.h), Bytes: 2 * float64(xt.Bytes())}, nil
 }

@@ -142,8 +142,21 @@ type Bench struct {
 }
 
 // NewBench allocates the buffers of p and l on d and records the launch as a program. Pipelines
-// come from pipes (nil: the bench makes and owns its own).
+// come from pipes (nil: the bench makes and owns its own). A problem with a run-time length
+// (kernels.Rows) runs at its capacity, where its meaning is the static problem's.
 func NewBench(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *Pipelines) (_ *Bench, err error) {
+	n := 0
+	if p.Rows != nil {
+		n = p.Rows.Max
+	}
+	return NewBenchAt(d, p, l, pipes, n)
+}
+
+// NewBenchAt is NewBench for a problem with a run-time length, run at length n: the Len operand
+// holds n and every step with a GridScale is issued with the grid for n (an indirect dispatch,
+// as the runtime issues it). Only the first rows of the bounded results are then defined (see
+// kernels.Problem.At for the problem they are the results of).
+func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *Pipelines, n int) (_ *Bench, err error) {
 	b := &Bench{d: d, p: p}
 	defer func() {
 		if err != nil {
@@ -186,6 +199,30 @@ func NewBench(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *P
 			return nil, err
 		}
 	}
+	// The length block: n, then the group counts of the scaled steps (as the runtime lays out).
+	var lenBuf *runtime.Buffer
+	var block []byte
+	if p.Rows != nil {
+		if n < 1 || n > p.Rows.Max {
+			return nil, fmt.Errorf("length %d outside 1..%d", n, p.Rows.Max)
+		}
+		block = binary.LittleEndian.AppendUint32(nil, uint32(n))
+		block = append(block, make([]byte, 12)...)
+		for _, s := range l.Steps {
+			if s.Scale != nil {
+				for _, g := range s.Scale.Groups(s.Grid, n) {
+					block = binary.LittleEndian.AppendUint32(block, g)
+				}
+			}
+		}
+		if lenBuf, err = alloc(len(block)); err != nil {
+			return nil, err
+		}
+		if err := d.Upload(lenBuf, 0, block); err != nil {
+			return nil, err
+		}
+	}
+	indirect := 16
 	var spec runtime.ProgramSpec
 	for si, s := range l.Steps {
 		k := s.Kernel
@@ -197,9 +234,16 @@ func NewBench(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *P
 			return nil, fmt.Errorf("step %d (%s): %w", si, k.Name, err)
 		}
 		disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
+		if s.Scale != nil && lenBuf != nil {
+			disp.Indirect, disp.IndirectOffset = lenBuf, int64(indirect)
+			indirect += 12
+		}
 		for bi, op := range s.Bindings {
 			var buf *runtime.Buffer
+			size := int64(0)
 			switch {
+			case op.Kind == kernels.Len && lenBuf != nil:
+				buf, size = lenBuf, 4
 			case op.Kind == kernels.Arg && op.Index >= 0 && op.Index < len(b.args):
 				buf = b.args[op.Index]
 			case op.Kind == kernels.Out && op.Index >= 0 && op.Index < len(b.outs):
@@ -216,7 +260,7 @@ func NewBench(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *P
 			case codegen.WriteOnly:
 				acc = runtime.Write
 			}
-			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: acc})
+			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Size: size, Access: acc})
 		}
 		spec.Dispatches = append(spec.Dispatches, disp)
 	}
@@ -277,10 +321,20 @@ func (b *Bench) Close() {
 // RunLaunch executes a Launch for p on d once with the given arguments and returns the results;
 // everything it creates is freed before it returns.
 func RunLaunch(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, args []*ir.Tensor) ([]*ir.Tensor, error) {
+	n := 0
+	if p.Rows != nil {
+		n = p.Rows.Max
+	}
+	return RunLaunchAt(d, p, l, args, n)
+}
+
+// RunLaunchAt is RunLaunch for a problem with a run-time length, at length n (see NewBenchAt):
+// args have p's capacity types, and only the first rows of the bounded results are defined.
+func RunLaunchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, args []*ir.Tensor, n int) ([]*ir.Tensor, error) {
 	if len(args) != len(p.Args) {
 		return nil, fmt.Errorf("%d arguments for a problem of %d", len(args), len(p.Args))
 	}
-	b, err := NewBench(d, p, l, nil)
+	b, err := NewBenchAt(d, p, l, nil, n)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@
 package kerneltest
 
 import (
+	"math"
 	"math/rand"
 	"strings"
 	"testing"
@@ -86,4 +87,67 @@ func Names(ts []*kernels.Template) string {
 		n[i] = t.Name
 	}
 	return strings.Join(n, ", ")
+}
+
+// CheckAt is Check for a problem with a run-time length (kernels.Rows), run at length n: the
+// launch is built for p's capacity and run with the grids and the Len operand of length n (as a
+// plan runs it), the rows of the bounded arguments past the run's are poisoned (NaN for floats),
+// and the results' first rows (the whole of an unbounded result, such as a cache written in
+// place) are compared with the interpreter's evaluation of the static problem p.At(n).
+func CheckAt(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, n int) {
+	t.Helper()
+	d := Device(t)
+	caps := CapsOf(&d.Info)
+	var l *kernels.Launch
+	var err error
+	if c == nil {
+		l, c, err = kernels.Build(tmpl, p, caps)
+	} else if err = tmpl.Space.Valid(p, c, caps); err == nil {
+		l, err = tmpl.Build(p, c, caps)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", tmpl.Name, p.Key(), err)
+	}
+	at, err := p.At(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The run's arguments: the first rows of the bounded ones; the device gets them followed
+	// by poison.
+	cut := make([]*ir.Tensor, len(args))
+	dev := make([]*ir.Tensor, len(args))
+	for i, a := range args {
+		cut[i], dev[i] = a, a
+		if !p.Rows.Arg(i) {
+			continue
+		}
+		keep := at.Args[i].Bytes()
+		cut[i] = &ir.Tensor{Type: at.Args[i], Data: a.Data[:keep]}
+		poisoned := &ir.Tensor{Type: a.Type, Data: append([]byte(nil), a.Data...)}
+		if a.Type.DType.IsFloat() {
+			nan := ir.TensorFromFloat64s(ir.Type{DType: a.Type.DType, Shape: ir.Shape{}}, []float64{math.NaN()})
+			size := a.Type.DType.Size()
+			for off := keep; off+size <= len(poisoned.Data); off += size {
+				copy(poisoned.Data[off:], nan.Data[:size])
+			}
+		}
+		dev[i] = poisoned
+	}
+	got, err := tune.RunLaunchAt(d, p, l, dev, n)
+	if err != nil {
+		t.Fatalf("%s %s [%s] n=%d: run: %v", tmpl.Name, p.Key(), c.Key(), n, err)
+	}
+	want, err := Expect(at, cut)
+	if err != nil {
+		t.Fatalf("%s %s n=%d: reference: %v", tmpl.Name, at.Key(), n, err)
+	}
+	for i := range want {
+		g := got[i]
+		if p.Rows.Out(i) {
+			g = &ir.Tensor{Type: want[i].Type, Data: g.Data[:want[i].Type.Bytes()]}
+		}
+		if msg := Compare(g, want[i], Tolerance(p.Outs[i].DType)); msg != "" {
+			t.Errorf("%s %s [%s] n=%d: result %d: %s", tmpl.Name, p.Key(), c.Key(), n, i, msg)
+		}
+	}
 }
