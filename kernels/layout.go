@@ -203,7 +203,7 @@ func buildConcat(p *Problem, c Config, caps Caps) (*Launch, error) {
 		// n rows of every input, bounded or not.
 		l.Steps = append(l.Steps, Step{Kernel: k, Spec: spec, Grid: flatGrid(ne, c, caps),
 			Bindings: []Operand{{Arg, i}, {Out, 0}}, Scale: flatScale(p, p.Rows.Out(0), ne, c),
-			Push:     PushU32(uint32(ne), uint32(m*inner), uint32(total*inner), uint32(at*inner))})
+			Push: PushU32(uint32(ne), uint32(m*inner), uint32(total*inner), uint32(at*inner))})
 		at += m
 	}
 	return l, nil
