@@ -55,6 +55,7 @@ func withArgmax(f *ir.Function) (*ir.Function, error) {
 		return f, nil
 	}
 	var logits *ir.Output
+	li := -1
 	for i := range f.Outputs {
 		o := &f.Outputs[i]
 		if o.Name == NextTokenOutput {
@@ -62,7 +63,7 @@ func withArgmax(f *ir.Function) (*ir.Function, error) {
 		}
 		t := o.Value.Type()
 		if logits == nil && t.DType.IsFloat() && t.Shape.Rank() == 2 && t.Shape[0] == seq && t.Shape[1] > 1 {
-			logits = o
+			logits, li = o, i
 		}
 	}
 	if logits == nil {
@@ -78,5 +79,12 @@ func withArgmax(f *ir.Function) (*ir.Function, error) {
 	g := *f
 	g.Nodes = append(append([]*ir.Node(nil), f.Nodes...), n)
 	g.Outputs = append(append([]ir.Output(nil), f.Outputs...), ir.Output{Name: NextTokenOutput, Value: n.V()})
+	if f.Length != nil {
+		// next_token has the logits' rows: a run at length n returns n tokens, and the function
+		// at length n (the interpreter's) has the output too.
+		l := f.Length.Derived(withArgmax)
+		l.Outputs = append(l.Outputs, f.Length.Outputs[li])
+		g.Length = l
+	}
 	return &g, nil
 }

@@ -120,6 +120,11 @@ type Options struct {
 	TuneTrace io.Writer
 	// Candidates is the number of diverse extractions measured per function (0: 4).
 	Candidates int
+	// Length, when positive, compiles every function that has a run-time length (ir.Length) at
+	// that fixed length instead (the function written with the dimension equal to Length, static
+	// shapes): a plan compiled for exactly n, the baseline a run-time-length plan is measured
+	// against. A length outside a function's bounds is an error.
+	Length int
 	// ArgmaxOutput adds an output next_token = argmax(logits, axis=-1) (i32[seq]) to every
 	// causal-language-model function (tokens and position in, [seq, vocab] logits out), so greedy
 	// generation takes the argmax on the device and reads back one token per step (Generate uses
@@ -275,6 +280,14 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		rep.Functions = append(rep.Functions, f.Name)
 	}
 	phase("select", t0, strings.Join(rep.Functions, ", "))
+	if opts.Length > 0 {
+		mm, ff, err := atLength(m, fns, opts.Length)
+		if err != nil {
+			return nil, nil, fmt.Errorf("compile %s: --length %d: %w", m.Name, opts.Length, err)
+		}
+		m, fns = mm, ff
+		rep.Notes = append(rep.Notes, fmt.Sprintf("functions with a run-time length compiled at length %d", opts.Length))
+	}
 	if opts.ArgmaxOutput {
 		var changed []string
 		if fns, changed, err = addArgmaxOutputs(m, fns); err != nil {
@@ -446,4 +459,29 @@ func ModelWeightsFile(m *ir.Model) (string, error) {
 		f = filepath.Join(filepath.Dir(m.Source), f)
 	}
 	return f, nil
+}
+
+// atLength returns m and fns with every function that has a run-time length replaced by the
+// function at length n (Options.Length); the model seen from there on has them, so the
+// interpreter checks what is compiled.
+func atLength(m *ir.Model, fns []*ir.Function, n int) (*ir.Model, []*ir.Function, error) {
+	mm := *m
+	mm.Functions = append([]*ir.Function(nil), m.Functions...)
+	out := append([]*ir.Function(nil), fns...)
+	for i, f := range out {
+		if f.Length == nil {
+			continue
+		}
+		g, err := f.At(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = g
+		for j, h := range mm.Functions {
+			if h == f {
+				mm.Functions[j] = g
+			}
+		}
+	}
+	return &mm, out, nil
 }

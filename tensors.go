@@ -63,6 +63,14 @@ func ValueType(v *plan.Value) (ir.Type, error) {
 // v's (a scalar input also accepts a one-element tensor). The dtype is converted when it differs,
 // except from a float type to an integer type, which would truncate silently and is refused.
 func TensorBytes(v *plan.Value, t *ir.Tensor) ([]byte, error) {
+	if v.Bounded && t.Type.Shape.Rank() > 0 {
+		// A bounded input takes the rows of the run: its leading axis is the run-time length.
+		w, err := v.WithRows(int64(t.Type.Shape[0]))
+		if err != nil {
+			return nil, fmt.Errorf("input %w", err)
+		}
+		v = &w
+	}
 	want, err := ValueType(v)
 	if err != nil {
 		return nil, err
@@ -89,7 +97,22 @@ func TensorBytes(v *plan.Value, t *ir.Tensor) ([]byte, error) {
 }
 
 // ValueTensor wraps the bytes of output (or input) v as an ir.Tensor. The bytes are not copied.
+// A bounded value (plan.Value.Bounded) holds the rows of its run.
 func ValueTensor(v *plan.Value, b []byte) (*ir.Tensor, error) {
+	if v.Bounded {
+		rowBytes, _, err := v.RowOf()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.Name, err)
+		}
+		if rowBytes == 0 || uint64(len(b))%rowBytes != 0 {
+			return nil, fmt.Errorf("%s: %d bytes are not whole rows of %s%v", v.Name, len(b), v.DType, v.Shape)
+		}
+		w, err := v.WithRows(int64(uint64(len(b)) / rowBytes))
+		if err != nil {
+			return nil, err
+		}
+		v = &w
+	}
 	typ, err := ValueType(v)
 	if err != nil {
 		return nil, err

@@ -34,9 +34,9 @@ type Generation struct {
 	Steps  []time.Duration
 	// PrefillFn and DecodeFn are the functions used ("" for PrefillFn when the prompt went
 	// through DecodeFn one token at a time); Prefilled is the number of prompt tokens that went
-	// through PrefillFn (the rest went through DecodeFn).
+	// through PrefillFn (the rest went through DecodeFn) in Chunks runs of it.
 	PrefillFn, DecodeFn string
-	Prefilled           int
+	Prefilled, Chunks   int
 	// HostArgmax says that the plan outputs logits only, so each next token was chosen on the
 	// host from a read-back logits row; false when the plan's argmax output was used.
 	HostArgmax bool
@@ -55,9 +55,11 @@ func (g *Generation) PerToken() time.Duration {
 // Step is a function of a causal language model that processes Seq tokens at a position:
 // inputs Tokens (i32[Seq]) and Pos (i32[]), and either Logits ([Seq, Vocab] of f32, f16 or
 // bf16) or Next, the argmax per row (i32[Seq]; i32[] or i32[1] for the last row only), or both.
+// A function with a run-time length (plan.Function.Length) over its tokens takes any MinSeq to
+// Seq tokens and returns as many rows; a static one takes exactly Seq (MinSeq = Seq).
 type Step struct {
 	Function    *plan.Function
-	Seq         int
+	Seq, MinSeq int
 	Tokens, Pos string     // input names
 	Logits      string     // float [Seq, Vocab] output, or ""
 	LogitsType  plan.DType // its dtype
@@ -86,6 +88,21 @@ func StepFunction(f *plan.Function) *Step {
 	if s.Tokens == "" || s.Pos == "" || s.Seq < 1 {
 		return nil
 	}
+	s.MinSeq = s.Seq
+	tokensBounded := false
+	for _, v := range f.Inputs {
+		if v.Name == s.Tokens && v.Bounded {
+			tokensBounded = true
+		}
+	}
+	if l := f.Length; l != nil && tokensBounded {
+		if int(l.Max) != s.Seq {
+			return nil // k tokens per unit of the length: not a prompt of n tokens
+		}
+		s.MinSeq = int(l.Min)
+	} else if tokensBounded {
+		return nil
+	}
 	for i, v := range f.Outputs {
 		switch {
 		case v.DType == plan.I32 && len(v.Shape) == 1 && int(v.Shape[0]) == s.Seq && s.Next == "":
@@ -103,11 +120,14 @@ func StepFunction(f *plan.Function) *Step {
 	return s
 }
 
+// Bounded reports whether s takes a run-time number of tokens (MinSeq to Seq).
+func (s *Step) Bounded() bool { return s.MinSeq < s.Seq }
+
 // LM is what Generate uses of a causal language model's plan.
 type LM struct {
-	// Decode is the step function of one token, preferably named "decode"; Prefill the step
-	// function with the most tokens, preferably named "prefill" (nil if there is none with more
-	// than one).
+	// Decode is the step function of one token, preferably named "decode" (or, when there is
+	// none, a prefill with a run-time length from 1); Prefill the step function with the most
+	// tokens, preferably named "prefill" (nil if there is none with more than one).
 	Prefill, Decode *Step
 	// Context is the number of positions the KV caches hold (ContextLength; 0: unbounded).
 	Context int
@@ -129,6 +149,9 @@ func CausalLM(p *plan.Plan) (*LM, error) {
 			lm.Prefill.Function.Name != "prefill" && s.Seq > lm.Prefill.Seq) {
 			lm.Prefill = s
 		}
+	}
+	if lm.Decode == nil && lm.Prefill != nil && lm.Prefill.MinSeq == 1 {
+		lm.Decode = lm.Prefill
 	}
 	if lm.Decode == nil {
 		var names []string
@@ -153,9 +176,11 @@ func ContextLength(p *plan.Plan) int {
 	return n
 }
 
-// Generate runs a greedy decode: the prompt goes through the plan's prefill function in full
-// chunks and through its decode function for the rest (so no chunk is ever padded, whatever the
-// model's masking), then steps tokens are generated, each the argmax of the previous logits.
+// Generate runs a greedy decode: the prompt goes through the plan's prefill function, then steps
+// tokens are generated, each the argmax of the previous logits. A prefill with a run-time length
+// takes the whole prompt in one run when it fits and in chunks of its capacity otherwise (the
+// last chunk shorter); a prefill of static length takes full chunks and the decode function the
+// rest (so no chunk is ever padded, whatever the model's masking).
 // The sequence starts at position 0, overwriting what the KV caches held. The argmax is taken on
 // the device when the plan has an argmax output, otherwise on the host (Generation.HostArgmax).
 //
@@ -191,12 +216,14 @@ func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*
 	start := time.Now()
 	pos := 0
 	var next int32
-	for prefill != nil && len(prompt)-pos >= prefill.Seq {
+	for prefill != nil && len(prompt)-pos >= prefill.MinSeq && (prefill.Bounded() || len(prompt)-pos >= prefill.Seq) {
 		g.PrefillFn = prefill.Function.Name
-		if next, err = step(ctx, exe, prefill, prompt[pos:pos+prefill.Seq], pos); err != nil {
+		n := min(len(prompt)-pos, prefill.Seq)
+		if next, err = step(ctx, exe, prefill, prompt[pos:pos+n], pos); err != nil {
 			return nil, err
 		}
-		pos += prefill.Seq
+		pos += n
+		g.Chunks++
 	}
 	g.Prefilled = pos
 	for ; pos < len(prompt); pos++ {
@@ -238,6 +265,9 @@ func step(ctx context.Context, exe Executable, s *Step, tokens []int32, pos int)
 		if berr != nil {
 			return 0, berr
 		}
+		if v.Bounded {
+			n = 4 * uint64(len(tokens)) // one token per row of the run
+		}
 		outs = map[string][]byte{s.Next: make([]byte, n)}
 		err = ri.RunInto(ctx, s.Function.Name, in, outs)
 	} else {
@@ -261,8 +291,12 @@ func step(ctx context.Context, exe Executable, s *Step, tokens []int32, pos int)
 	if s.LogitsType != plan.F32 {
 		esize = 2
 	}
-	if len(b) != s.Seq*s.Vocab*esize {
-		return 0, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.Function.Name, len(b), s.Seq, s.Vocab, s.LogitsType)
+	rows := s.Seq
+	if s.Bounded() {
+		rows = len(tokens) // a run at length n returns n rows
+	}
+	if len(b) != rows*s.Vocab*esize {
+		return 0, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.Function.Name, len(b), rows, s.Vocab, s.LogitsType)
 	}
 	row := b[(len(tokens)-1)*s.Vocab*esize : len(tokens)*s.Vocab*esize]
 	t := &Tensor{DType: s.LogitsType, Shape: []int64{int64(s.Vocab)}, Data: row}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -39,11 +40,19 @@ func planSignature(t testing.TB, m *ir.Model) *plan.Plan {
 	}
 	for _, f := range m.Functions {
 		pf := plan.Function{Name: f.Name}
-		for _, in := range f.Inputs {
-			pf.Inputs = append(pf.Inputs, val(in.Name, in.Type()))
+		l := f.Length
+		if l != nil {
+			pf.Length = &plan.Length{Name: l.Dim, Min: uint32(l.Min), Max: uint32(l.Max)}
 		}
-		for _, o := range f.Outputs {
-			pf.Outputs = append(pf.Outputs, val(o.Name, o.Value.Type()))
+		for i, in := range f.Inputs {
+			v := val(in.Name, in.Type())
+			v.Bounded = l != nil && l.Inputs[i]
+			pf.Inputs = append(pf.Inputs, v)
+		}
+		for i, o := range f.Outputs {
+			v := val(o.Name, o.Value.Type())
+			v.Bounded = l != nil && l.Outputs[i]
+			pf.Outputs = append(pf.Outputs, v)
 		}
 		p.Functions = append(p.Functions, pf)
 	}
@@ -112,38 +121,89 @@ func TestGenerateMatchesOracle(t *testing.T) {
 	}
 }
 
-// A prompt that is not a multiple of prefill's length goes through decode for the rest, and gives
-// the same tokens as feeding everything through decode.
+// staticTinyllama is examples/tinyllama with a prefill of static length 16.
+func staticTinyllama(t *testing.T) *ir.Model {
+	t.Helper()
+	b, err := os.ReadFile(src("examples/tinyllama/model.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(b), "dims: {seq: 1..64}", "dims: {seq: 16}", 1)
+	if s == string(b) {
+		t.Fatal("examples/tinyllama's prefill is not 1..64")
+	}
+	m, err := ir.ParseModelBytes(src("examples/tinyllama/model.yaml"), []byte(s), src("examples/tinyllama"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A prefill with a run-time length (1..64) takes a prompt in one run when it fits and in chunks
+// of 64 when it does not; a prefill of static length 16 takes full chunks and decode the rest.
+// Every way gives the tokens of feeding the prompt through decode alone.
 func TestGenerateChunking(t *testing.T) {
+	bounded, err := ir.ParseModel(src("examples/tinyllama/model.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := staticTinyllama(t)
+	prompt := make([]int32, 100)
+	for i := range prompt {
+		prompt[i] = int32(7*i+3) % 256
+	}
+	// The same model without prefill: everything through decode.
+	p0 := planSignature(t, static)
+	p0.Functions = []plan.Function{*p0.Function("decode")}
+	ref := &interpExe{p: p0, s: interp.NewSession(static)}
+	for _, tc := range []struct {
+		m      *ir.Model
+		prompt int
+		runs   string
+		chunks int
+	}{
+		{bounded, 19, "[prefill@0/19 decode@19/1 decode@20/1]", 1},
+		{bounded, 1, "[prefill@0/1 decode@1/1 decode@2/1]", 1},
+		{bounded, 100, "[prefill@0/64 prefill@64/36 decode@100/1 decode@101/1]", 2},
+		{static, 19, "[prefill@0/16 decode@16/1 decode@17/1 decode@18/1 decode@19/1 decode@20/1]", 1},
+	} {
+		exe := &interpExe{p: planSignature(t, tc.m), s: interp.NewSession(tc.m)}
+		g, err := engine.Generate(context.Background(), exe, prompt[:tc.prompt], 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(exe.runs); got != tc.runs {
+			t.Errorf("%d tokens: runs %s, want %s", tc.prompt, got, tc.runs)
+		}
+		if g.Chunks != tc.chunks || g.PrefillFn != "prefill" {
+			t.Errorf("%d tokens: %d prefill runs of %q, want %d", tc.prompt, g.Chunks, g.PrefillFn, tc.chunks)
+		}
+		ref.s.Reset()
+		g0, err := engine.Generate(context.Background(), ref, prompt[:tc.prompt], 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(g.Tokens) != fmt.Sprint(g0.Tokens) || g0.PrefillFn != "" || g0.Prefilled != 0 {
+			t.Errorf("%d tokens: with prefill %v, decode only %v (prefill fn %q)", tc.prompt, g.Tokens, g0.Tokens, g0.PrefillFn)
+		}
+	}
+}
+
+// Without a decode function, a prefill with a run-time length from 1 decodes too.
+func TestGenerateBoundedPrefillDecodes(t *testing.T) {
 	m, err := ir.ParseModel(src("examples/tinyllama/model.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt := make([]int32, 19)
-	for i := range prompt {
-		prompt[i] = int32(7*i+3) % 256
-	}
-	exe := &interpExe{p: planSignature(t, m), s: interp.NewSession(m)}
-	g, err := engine.Generate(context.Background(), exe, prompt, 3)
+	p := planSignature(t, m)
+	p.Functions = []plan.Function{*p.Function("prefill")}
+	exe := &interpExe{p: p, s: interp.NewSession(m)}
+	g, err := engine.Generate(context.Background(), exe, []int32{5, 6, 7}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(exe.runs); got != "[prefill@0/16 decode@16/1 decode@17/1 decode@18/1 decode@19/1 decode@20/1]" {
-		t.Errorf("runs %s", got)
-	}
-	// The same model without prefill: everything through decode.
-	p2 := planSignature(t, m)
-	p2.Functions = []plan.Function{*p2.Function("decode")}
-	exe2 := &interpExe{p: p2, s: interp.NewSession(m)}
-	g2, err := engine.Generate(context.Background(), exe2, prompt, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g.Prefilled != 16 || g2.Prefilled != 0 {
-		t.Errorf("prefilled %d and %d tokens, want 16 and 0", g.Prefilled, g2.Prefilled)
-	}
-	if fmt.Sprint(g.Tokens) != fmt.Sprint(g2.Tokens) || g2.PrefillFn != "" {
-		t.Errorf("with prefill %v, decode only %v (prefill fn %q)", g.Tokens, g2.Tokens, g2.PrefillFn)
+	if got := fmt.Sprint(exe.runs); got != "[prefill@0/3 prefill@3/1 prefill@4/1]" || g.DecodeFn != "prefill" {
+		t.Errorf("runs %s, decode fn %q", got, g.DecodeFn)
 	}
 }
 

@@ -88,6 +88,42 @@ func (b *Builder) CopyLength(l *Length) (Value, error) {
 	return node.V(), nil
 }
 
+// Derived returns a copy of l for a function derived from l's function by a transformation that
+// keeps its meaning at every length (such as one more output): the derived function's At(n) is
+// fn applied to the original's At(n). The caller adjusts Inputs and Outputs to the derived
+// signature.
+func (l *Length) Derived(fn func(*Function) (*Function, error)) *Length {
+	c := l.copyFor(l.Node)
+	if orig := l.inst; orig != nil {
+		c.inst = &instances{build: func(n int) (*Function, error) {
+			g, err := orig.at(n)
+			if err != nil {
+				return nil, err
+			}
+			return fn(g)
+		}}
+	}
+	return c
+}
+
+// at returns the function at n from the cache, building it on first use.
+func (in *instances) at(n int) (*Function, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if g, ok := in.cache[n]; ok {
+		return g, nil
+	}
+	g, err := in.build(n)
+	if err != nil {
+		return nil, err
+	}
+	if in.cache == nil {
+		in.cache = map[int]*Function{}
+	}
+	in.cache[n] = g
+	return g, nil
+}
+
 // IsLength reports whether n is f's run-time length node.
 func (f *Function) IsLength(n *Node) bool { return f.Length != nil && f.Length.Node == n }
 
@@ -107,19 +143,10 @@ func (f *Function) At(n int) (*Function, error) {
 	if l.inst == nil {
 		return nil, fmt.Errorf("function %s was not parsed from a model file, so it cannot be built at %s=%d", f.Name, l.Dim, n)
 	}
-	l.inst.mu.Lock()
-	defer l.inst.mu.Unlock()
-	if g, ok := l.inst.cache[n]; ok {
-		return g, nil
-	}
-	g, err := l.inst.build(n)
+	g, err := l.inst.at(n)
 	if err != nil {
 		return nil, fmt.Errorf("function %s at %s=%d: %w", f.Name, l.Dim, n, err)
 	}
-	if l.inst.cache == nil {
-		l.inst.cache = map[int]*Function{}
-	}
-	l.inst.cache[n] = g
 	return g, nil
 }
 

@@ -10,9 +10,15 @@ import (
 	"github.com/vkc-project/vkc/kernels"
 )
 
-// analyse finds consumers, compile-time (static) nodes, live nodes, and evaluates what folds.
+// analyse finds consumers, compile-time (static) nodes, live nodes, and evaluates what folds;
+// for a function with a run-time length, the values that hold its rows.
 func (fl *fnLowerer) analyse() error {
 	f := fl.f
+	rows, err := ir.LengthRows(f)
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.Name, err)
+	}
+	fl.rows = rows
 	for i, n := range f.Nodes {
 		fl.pos[n] = i
 		switch n.Op {
@@ -312,8 +318,14 @@ func (fl *fnLowerer) groupProblem(g *pwGroup, epi *ir.Node) (*kernels.Problem, [
 		fu.Outputs = append(fu.Outputs, idx[o])
 		outs = append(outs, o.Type())
 	}
+	var outVals []ir.Value
+	for _, o := range g.outputs {
+		outVals = append(outVals, o.V())
+	}
 	if epi == nil {
-		return &kernels.Problem{Op: kernels.FusedElementwise, Args: append([]ir.Type(nil), fu.Inputs...), Outs: outs, Expr: fu}, inputs
+		p := &kernels.Problem{Op: kernels.FusedElementwise, Args: append([]ir.Type(nil), fu.Inputs...), Outs: outs, Expr: fu}
+		p.Rows = fl.problemRows(inputs, outVals, false)
+		return p, inputs
 	}
 	p := &kernels.Problem{Op: epi.Op, Attrs: epi.Attrs, Outs: outs, Expr: fu, NumOpArgs: len(epi.Args)}
 	var vals []ir.Value
@@ -322,5 +334,7 @@ func (fl *fnLowerer) groupProblem(g *pwGroup, epi *ir.Node) (*kernels.Problem, [
 		vals = append(vals, a)
 	}
 	p.Args = append(p.Args, fu.Inputs[1:]...)
-	return p, append(vals, inputs[1:]...)
+	vals = append(vals, inputs[1:]...)
+	p.Rows = fl.problemRows(vals, outVals, ir.NeedsLength(epi, fl.rows))
+	return p, vals
 }

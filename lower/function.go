@@ -17,6 +17,7 @@ const (
 	bufInput
 	bufOutput
 	bufArena
+	bufLength // the run-time length n (plan.RegionLength)
 )
 
 // buffer is one tensor's storage: a weight, a state tensor, an input or output slot, or an
@@ -81,6 +82,11 @@ type fnLowerer struct {
 	aff     map[ir.Value]affine // integer values as sums of inputs (work.go), computed on first use
 	units   []*unit
 	rep     *FunctionReport
+
+	// A function with a run-time length: the values that hold its rows (ir.LengthRows) and the
+	// buffer of n.
+	rows      map[ir.Value]bool
+	lengthBuf int
 }
 
 // pwGroup is a set of pointwise nodes computed by one kernel (or one epilogue).
@@ -134,21 +140,29 @@ func (fl *fnLowerer) lower(progress func(string)) (*plan.Function, *FunctionRepo
 	fl.chooseEpilogues()
 	// Inputs.
 	pf := &plan.Function{Name: f.Name}
+	l := f.Length
+	if l != nil {
+		pf.Length = &plan.Length{Name: l.Dim, Min: uint32(l.Min), Max: uint32(l.Max)}
+		fl.lengthBuf = fl.newBuf(buffer{kind: bufLength, size: 4})
+		fl.locs[l.Node.V()] = loc{buf: fl.lengthBuf, size: 4}
+	}
 	for i, n := range f.Inputs {
 		dt, err := PlanDType(n.Type().DType)
 		if err != nil {
 			return nil, nil, fmt.Errorf("function %s: input %s: %w", f.Name, n.Name, err)
 		}
-		pf.Inputs = append(pf.Inputs, plan.Value{Name: n.Name, DType: dt, Shape: shape64(n.Type().Shape), Place: plan.Staging})
+		pf.Inputs = append(pf.Inputs, plan.Value{Name: n.Name, DType: dt, Shape: shape64(n.Type().Shape), Place: plan.Staging,
+			Bounded: l != nil && i < len(l.Inputs) && l.Inputs[i]})
 		b := fl.newBuf(buffer{kind: bufInput, index: i, size: deviceBytes(n.Type())})
 		fl.locs[n.V()] = loc{buf: b, size: deviceBytes(n.Type())}
 	}
-	for _, o := range f.Outputs {
+	for i, o := range f.Outputs {
 		dt, err := PlanDType(o.Value.Type().DType)
 		if err != nil {
 			return nil, nil, fmt.Errorf("function %s: output %s: %w", f.Name, o.Name, err)
 		}
-		pf.Outputs = append(pf.Outputs, plan.Value{Name: o.Name, DType: dt, Shape: shape64(o.Value.Type().Shape), Place: plan.Staging})
+		pf.Outputs = append(pf.Outputs, plan.Value{Name: o.Name, DType: dt, Shape: shape64(o.Value.Type().Shape), Place: plan.Staging,
+			Bounded: l != nil && i < len(l.Outputs) && l.Outputs[i]})
 	}
 	for _, n := range f.Nodes {
 		if !fl.live[n] {

@@ -101,7 +101,7 @@ func (fl *fnLowerer) inPlace(u *unit, a ir.Value, src loc, o ir.Value) (loc, err
 	}
 	if n.Op == ir.State && b.kind == bufState && src.off == 0 && fl.updates(n.Name, o) && !viewed {
 		if late {
-			cp, err := fl.addCopy(src, n.Type(), "old "+n.Name)
+			cp, err := fl.addCopy(src, n.Type(), false, "old "+n.Name)
 			if err != nil {
 				return loc{}, err
 			}
@@ -116,7 +116,7 @@ func (fl *fnLowerer) inPlace(u *unit, a ir.Value, src loc, o ir.Value) (loc, err
 		len(n.Outs) == 1 && !fl.isResult[n] && len(fl.consumers[n]) == 1 {
 		return src, nil
 	}
-	cp, err := fl.addCopy(src, a.Type(), "in-place "+label([]*ir.Node{n}))
+	cp, err := fl.addCopy(src, a.Type(), fl.rows[a], "in-place "+label([]*ir.Node{n}))
 	if err != nil {
 		return loc{}, err
 	}
@@ -168,7 +168,7 @@ func (fl *fnLowerer) placeResults() error {
 			continue
 		}
 		dst := loc{buf: fl.newBuf(buffer{kind: bufOutput, index: i, size: size}), size: size}
-		if err := fl.copyTo(src, dst, o.Value.Type(), "output "+o.Name); err != nil {
+		if err := fl.copyTo(src, dst, o.Value.Type(), fl.rows[o.Value], "output "+o.Name); err != nil {
 			return err
 		}
 	}
@@ -184,7 +184,7 @@ func (fl *fnLowerer) placeResults() error {
 		size := deviceBytes(u.Value.Type())
 		dst := loc{buf: fl.newBuf(buffer{kind: bufState, index: si, size: size}), size: size}
 		fl.rep.StateCopies++
-		if err := fl.copyTo(src, dst, u.Value.Type(), "state "+u.Name); err != nil {
+		if err := fl.copyTo(src, dst, u.Value.Type(), fl.rows[u.Value], "state "+u.Name); err != nil {
 			return err
 		}
 	}

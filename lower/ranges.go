@@ -26,13 +26,18 @@ import (
 // range on one with the other in Plus (how a run-time sequence length n will bound pos + n).
 // An integer input that reaches a bounded op some other way is not checked, and the plan's notes
 // say so: a missing check is written down, never silent.
+//
+// A function with a run-time length n (ir.Length) has n as one more term (plan.Range.PlusLength;
+// the runtime checks n's own bounds): a cache write of the run's rows bounds pos + n by the
+// cache's rows, and a causal attention over them asks kv_len − n ≥ 0 (pos ≥ 0 for kv_len = pos + n).
 
 // affine is an integer value as Σ inputs[terms] + off, each term with coefficient 1; ok is false
 // for a value not of that form.
 type affine struct {
-	ok    bool
-	terms []int // input positions, sorted
-	off   int64
+	ok     bool
+	terms  []int // input positions, sorted
+	length bool  // the run-time length n is a term too
+	off    int64
 }
 
 // bound is one constraint lo ≤ value ≤ hi from one op, with the reasons.
@@ -51,12 +56,20 @@ func inputRanges(f *ir.Function) ([]plan.Range, []string, error) {
 	}
 	aff := map[ir.Value]affine{}
 	reach := map[ir.Value][]int{} // integer inputs an integer value depends on
+	rows, err := ir.LengthRows(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("function %s: %w", f.Name, err)
+	}
 	for _, n := range f.Nodes {
 		for o, t := range n.Outs {
 			if !t.DType.IsInt() {
 				continue
 			}
 			v := ir.Value{Node: n, Out: o}
+			if f.IsLength(n) {
+				aff[v] = affine{ok: true, length: true}
+				continue
+			}
 			aff[v] = affineOf(n, o, pos, aff)
 			var r []int
 			if i, ok := pos[n]; ok && n.Op == ir.Input {
@@ -70,14 +83,26 @@ func inputRanges(f *ir.Function) ([]plan.Range, []string, error) {
 	}
 
 	type key struct {
-		input int
-		plus  string
+		input  int
+		plus   string
+		length bool
 	}
 	merged := map[key]*plan.Range{}
 	var order []key
 	var notes []string
-	add := func(n *ir.Node, arg ir.Value, b bound) {
+	add := func(n *ir.Node, arg ir.Value, b bound, length int) {
 		a := aff[arg]
+		// The bound is on arg + length·n: fold the term into arg's form.
+		switch {
+		case length == 0 || !a.ok:
+		case length == 1 && !a.length:
+			a.length = true
+		case length == -1 && a.length:
+			a.length = false
+		default:
+			notes = append(notes, fmt.Sprintf("%s: %s (node %%%d) bounds its argument with the run-time length in a form the compiler does not check at run time", f.Name, n.Op, n.ID))
+			return
+		}
 		if !a.ok || len(a.terms) == 0 || len(a.terms) > 1+8 {
 			if r := reach[arg]; len(r) > 0 && !a.ok {
 				names := make([]string, len(r))
@@ -110,10 +135,10 @@ func inputRanges(f *ir.Function) ([]plan.Range, []string, error) {
 				plus = append(plus, uint32(x))
 			}
 		}
-		k := key{main, fmt.Sprint(plus)}
+		k := key{main, fmt.Sprint(plus), a.length}
 		r := merged[k]
 		if r == nil {
-			r = &plan.Range{Input: uint32(main), Plus: plus, Min: plan.NoMin, Max: plan.NoMax}
+			r = &plan.Range{Input: uint32(main), Plus: plus, PlusLength: a.length, Min: plan.NoMin, Max: plan.NoMax}
 			merged[k] = r
 			order = append(order, k)
 		}
@@ -130,8 +155,8 @@ func inputRanges(f *ir.Function) ([]plan.Range, []string, error) {
 		}
 	}
 	for _, n := range f.Nodes {
-		for _, c := range consumerBounds(n) {
-			add(n, n.Args[c.arg], c.bound)
+		for _, c := range consumerBounds(n, f.Length, rows) {
+			add(n, n.Args[c.arg], c.bound, c.length)
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return order[i].input < order[j].input })
@@ -139,8 +164,12 @@ func inputRanges(f *ir.Function) ([]plan.Range, []string, error) {
 	for _, k := range order {
 		r := merged[k]
 		if r.Min > r.Max {
+			pf := &plan.Function{Inputs: inputValues(f)}
+			if l := f.Length; l != nil {
+				pf.Length = &plan.Length{Name: l.Dim}
+			}
 			return nil, nil, fmt.Errorf("function %s: no value of %s satisfies both %s and %s: the function can never run",
-				f.Name, (&plan.Function{Inputs: inputValues(f)}).RangeTerm(*r), r.MinWhy, r.MaxWhy)
+				f.Name, pf.RangeTerm(*r), r.MinWhy, r.MaxWhy)
 		}
 		out = append(out, *r)
 	}
@@ -156,14 +185,18 @@ func inputValues(f *ir.Function) []plan.Value {
 	return vs
 }
 
-// argBound is a bound an op puts on its integer argument arg.
+// argBound is a bound an op puts on its integer argument arg, or with length ±1 on arg ± n (the
+// run-time length).
 type argBound struct {
 	arg int
 	bound
+	length int
 }
 
 // consumerBounds lists the bounds n puts on its integer arguments; nil for an op that has none.
-func consumerBounds(n *ir.Node) []argBound {
+// l and rows describe the function's run-time length (nil, empty without one): a bounded
+// operand's rows are the run's.
+func consumerBounds(n *ir.Node, l *ir.Length, bounded map[ir.Value]bool) []argBound {
 	rows := func(v ir.Value) int64 { return int64(v.Type().Shape[0]) }
 	label := n.Name
 	if label == "" {
@@ -175,18 +208,28 @@ func consumerBounds(n *ir.Node) []argBound {
 			name = "the cache"
 		}
 		k, cap := rows(n.Args[x]), rows(n.Args[st])
-		return []argBound{{p, bound{0, cap - k,
+		lo := bound{0, plan.NoMax, fmt.Sprintf("%s %s: a position is at least 0", n.Op, label), ""}
+		if bounded[n.Args[x]] && l != nil {
+			if k != int64(l.Max) {
+				// k·n rows with k > 1: not a sum the ranges express; checked only at capacity.
+				return []argBound{{arg: p, bound: lo}, {arg: p, bound: bound{plan.NoMin, cap - k, "",
+					fmt.Sprintf("%s %s writes up to %d rows from the position on into %s, which has %d", n.Op, label, k, name, cap)}}}
+			}
+			return []argBound{{arg: p, bound: lo}, {arg: p, length: 1, bound: bound{plan.NoMin, cap, "",
+				fmt.Sprintf("%s %s writes the run's %s rows from the position on into %s, which has %d", n.Op, label, l.Dim, name, cap)}}}
+		}
+		return []argBound{{arg: p, bound: bound{0, cap - k,
 			fmt.Sprintf("%s %s: a position is at least 0", n.Op, label),
 			fmt.Sprintf("%s %s writes %d %s from the position on into %s, which has %d", n.Op, label, k, plural(k, "row"), name, cap)}}}
 	}
 	ropePos := func(p int) argBound {
-		return argBound{p, bound{0, plan.NoMax, fmt.Sprintf("%s %s: a position is at least 0", n.Op, label), ""}}
+		return argBound{arg: p, bound: bound{0, plan.NoMax, fmt.Sprintf("%s %s: a position is at least 0", n.Op, label), ""}}
 	}
 	switch n.Op {
 	case ir.Embedding:
 		name := n.Args[0].Node.Name
 		rowsN := rows(n.Args[0])
-		return []argBound{{1, bound{0, rowsN - 1,
+		return []argBound{{arg: 1, bound: bound{0, rowsN - 1,
 			fmt.Sprintf("embedding %s: an index is at least 0", label),
 			fmt.Sprintf("embedding %s: the table %s has %d rows", label, name, rowsN)}}}
 	case ir.CacheWrite:
@@ -211,10 +254,15 @@ func consumerBounds(n *ir.Node) []argBound {
 		b := bound{1, skv, fmt.Sprintf("attention %s: kv_len is at least 1", label),
 			fmt.Sprintf("attention %s: kv_len is at most the %d keys", label, skv)}
 		if n.Attrs.Bool("causal", false) || n.Attrs.Int("window", 0) > 0 {
+			if bounded[n.Args[0]] && l != nil && sq == int64(l.Max) {
+				// The run's n queries: kv_len − n ≥ 0.
+				return []argBound{{arg: 3, bound: b}, {arg: 3, length: -1, bound: bound{0, plan.NoMax,
+					fmt.Sprintf("attention %s is causal: kv_len is at least the run's %s queries", label, l.Dim), ""}}}
+			}
 			b.lo = max(b.lo, sq)
 			b.loWhy = fmt.Sprintf("attention %s is causal: kv_len is at least the %d queries", label, sq)
 		}
-		return []argBound{{3, b}}
+		return []argBound{{arg: 3, bound: b}}
 	}
 	return nil
 }
@@ -248,7 +296,7 @@ func affineOf(n *ir.Node, o int, pos map[*ir.Node]int, aff map[ir.Value]affine) 
 		}
 	case ir.Add:
 		a, b := arg(0), arg(1)
-		if !a.ok || !b.ok {
+		if !a.ok || !b.ok || a.length && b.length {
 			return affine{}
 		}
 		terms := append(append([]int(nil), a.terms...), b.terms...)
@@ -258,13 +306,13 @@ func affineOf(n *ir.Node, o int, pos map[*ir.Node]int, aff map[ir.Value]affine) 
 				return affine{} // 2·x: not a sum with coefficients 1
 			}
 		}
-		return affine{ok: true, terms: terms, off: satAdd(a.off, b.off)}
+		return affine{ok: true, terms: terms, length: a.length || b.length, off: satAdd(a.off, b.off)}
 	case ir.Sub:
 		a, b := arg(0), arg(1)
-		if !a.ok || !b.ok || len(b.terms) > 0 {
+		if !a.ok || !b.ok || len(b.terms) > 0 || b.length {
 			return affine{}
 		}
-		return affine{ok: true, terms: a.terms, off: satSub(a.off, b.off)}
+		return affine{ok: true, terms: a.terms, length: a.length, off: satSub(a.off, b.off)}
 	}
 	return affine{}
 }

@@ -115,7 +115,7 @@ func (fl *fnLowerer) emit(pf *plan.Function) {
 		key := u.ch.tmpl.Name + " " + u.prob.Key()
 		mi := fl.l.module(st, key, u.ch.cfg)
 		d := plan.Dispatch{Module: uint32(mi), Push: append([]byte(nil), st.Push...), Grid: st.Grid,
-			Ops: opsOf(u.nodes), Label: u.label}
+			Ops: opsOf(u.nodes), Label: u.label, Scale: planScale(st.Scale)}
 		if u.copy {
 			d.Ops = []string{"copy"}
 		}
@@ -134,6 +134,8 @@ func (fl *fnLowerer) emit(pf *plan.Function) {
 				lc = u.outs[op.Index]
 			case kernels.Scratch:
 				lc = loc{buf: u.scratch[op.Index], size: fl.bufs[u.scratch[op.Index]].size}
+			case kernels.Len:
+				lc = loc{buf: fl.lengthBuf, size: 4}
 			}
 			ref := fl.ref(lc)
 			d.Bindings = append(d.Bindings, plan.Binding{Binding: uint32(bi), Buffer: ref})
@@ -169,6 +171,8 @@ func (fl *fnLowerer) ref(lc loc) plan.BufferRef {
 		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionInput, Index: uint32(b.index)}, Offset: lc.off, Range: lc.size}
 	case bufOutput:
 		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionOutput, Index: uint32(b.index)}, Offset: lc.off, Range: lc.size}
+	case bufLength:
+		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionLength}, Offset: lc.off, Range: lc.size}
 	}
 	return plan.BufferRef{Region: plan.Region{Kind: plan.RegionArena}, Offset: b.off + lc.off, Range: lc.size}
 }

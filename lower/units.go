@@ -56,6 +56,7 @@ func (fl *fnLowerer) lowerNode(n *ir.Node) error {
 	for i := range n.Outs {
 		outs = append(outs, ir.Value{Node: n, Out: i})
 	}
+	p.Rows = fl.problemRows(vals, outs, ir.NeedsLength(n, fl.rows))
 	return fl.addUnit([]*ir.Node{n}, p, vals, outs)
 }
 
@@ -173,16 +174,20 @@ func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Val
 }
 
 // addCopy appends a copy of src (a tensor of type t) into a new arena buffer.
-func (fl *fnLowerer) addCopy(src loc, t ir.Type, what string) (loc, error) {
+func (fl *fnLowerer) addCopy(src loc, t ir.Type, bounded bool, what string) (loc, error) {
 	size := deviceBytes(t)
 	dst := loc{buf: fl.arenaBuf(size), size: size}
-	return dst, fl.copyTo(src, dst, t, what)
+	return dst, fl.copyTo(src, dst, t, bounded, what)
 }
 
 // copyTo appends a kernel copying src into dst (an identity elementwise problem).
-func (fl *fnLowerer) copyTo(src, dst loc, t ir.Type, what string) error {
+func (fl *fnLowerer) copyTo(src, dst loc, t ir.Type, bounded bool, what string) error {
 	fu := &kernels.Fused{Inputs: []ir.Type{t}, Nodes: []kernels.FusedNode{{Op: ir.Input, DType: t.DType}}, Outputs: []int{0}}
 	p := &kernels.Problem{Op: kernels.FusedElementwise, Args: []ir.Type{t}, Outs: []ir.Type{t}, Expr: fu}
+	if bounded && fl.f.Length != nil {
+		// A bounded value's copy moves the run's rows only.
+		p.Rows = &kernels.Rows{Max: fl.f.Length.Max, Args: []bool{true}, Outs: []bool{true}}
+	}
 	ch := fl.l.choose(p)
 	if ch.err != nil {
 		return fmt.Errorf("function %s: copy for %s: %w", fl.f.Name, what, ch.err)

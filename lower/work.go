@@ -10,14 +10,18 @@ import (
 // kernel problem (kernels.Work), with attention's run-time key count followed back to the
 // function's inputs, so that vkc bench can say what a run computed at the positions it ran.
 //
-// Limit: a function with a run-time length (plan.Function.Length) needs terms in n too (a
-// matmul's rows, an attention's queries, kv_len = pos + n through Count.PlusLength). This
-// lowering does not compile such functions yet; when it does, kernels.Work must give those
-// terms, or a bench of a short prompt is credited with the capacity's work.
+// A problem with a run-time length n (kernels.Rows) does the work of its n rows: its FLOPs and the
+// bytes of its bounded operands are terms in n (the capacity's over Max), the bytes of the rest
+// (weights, caches) are fixed; attention over n queries sees kv_len − n + i + 1 keys for query
+// i, which with kv_len = pos + n is n·pos + n(n+1)/2 query-key pairs (count pos, terms in n and
+// n²). The capacity's work is then an upper bound of no run.
 
 // unitWork is the plan Work of u's whole launch.
 func (fl *fnLowerer) unitWork(u *unit) plan.Work {
 	wm := kernels.Work(u.prob, u.ch.launch)
+	if u.prob.Rows != nil {
+		return fl.boundedWork(u, wm)
+	}
 	w := plan.Work{FLOPs: wm.Flops, Bytes: wm.Bytes}
 	if wm.CountArg < 0 {
 		return w
@@ -88,7 +92,72 @@ func (fl *fnLowerer) stepWork(u *unit, i int) plan.Work {
 	return out
 }
 
-// affineOf is v as a sum of the function's inputs plus a constant (see ranges.go), or not ok.
+// boundedWork is unitWork for a problem with a run-time length.
+func (fl *fnLowerer) boundedWork(u *unit, wm kernels.WorkModel) plan.Work {
+	p, r := u.prob, u.prob.Rows
+	max := float64(r.Max)
+	var bounded float64
+	for i, t := range p.Args {
+		if r.Arg(i) {
+			bounded += float64(t.Bytes())
+		}
+	}
+	for i, t := range p.Outs {
+		if r.Out(i) {
+			bounded += float64(t.Bytes())
+		}
+	}
+	if wm.CountArg >= 0 && wm.CountArg < len(u.vals) && r.Arg(0) && p.Op == ir.Attention {
+		a := fl.affineOf(u.vals[wm.CountArg])
+		sq := float64(p.Args[0].Shape[0])
+		if a.ok && sq == max && wm.FlopsPerN > 0 {
+			perPair := wm.FlopsPerN / sq
+			scalar := true
+			for _, t := range a.terms {
+				scalar = scalar && fl.f.Inputs[t].Type().Shape.NumElements() == 1
+			}
+			causal := wm.MinN == int(sq) // kernels.Work's causal model: at least sq keys
+			if scalar && (!causal || a.length) {
+				c := &plan.WorkCount{Add: a.off, Min: 0, Max: int64(wm.MaxN)}
+				for _, t := range a.terms {
+					c.Inputs = append(c.Inputs, uint32(t))
+				}
+				w := plan.Work{Count: c}
+				if causal {
+					// Count kv_len − n (= pos): pairs n·c + n(n+1)/2; the capacity's figure
+					// holds epi − perPair·sq(sq−1)/2.
+					epi := wm.Flops + perPair*sq*(sq-1)/2
+					w.Terms = []plan.WorkTerm{
+						{Length: 1, Count: true, FLOPs: perPair},
+						{Length: 2, FLOPs: perPair / 2},
+						{Length: 1, FLOPs: perPair/2 + epi/max, Bytes: wm.Bytes/max + wm.BytesPerN},
+						{Count: true, Bytes: wm.BytesPerN},
+					}
+				} else {
+					c.PlusLength = a.length
+					w.Terms = []plan.WorkTerm{
+						{Length: 1, Count: true, FLOPs: perPair},
+						{Length: 1, FLOPs: wm.Flops / max, Bytes: wm.Bytes / max},
+						{Count: true, Bytes: wm.BytesPerN},
+					}
+				}
+				return w
+			}
+		}
+	}
+	// Linear in n: every FLOP and the bounded operands' bytes; the capacity's count (an upper
+	// bound) for a count the analysis cannot follow.
+	flops, bytes := wm.Flops, wm.Bytes
+	if wm.CountArg >= 0 {
+		flops += float64(wm.MaxN) * wm.FlopsPerN
+		bytes += float64(wm.MaxN) * wm.BytesPerN
+	}
+	bounded = min(bounded, bytes)
+	return plan.Work{Bytes: bytes - bounded, Terms: []plan.WorkTerm{{Length: 1, FLOPs: flops / max, Bytes: bounded / max}}}
+}
+
+// affineOf is v as a sum of the function's inputs (and its run-time length) plus a constant
+// (see ranges.go), or not ok.
 func (fl *fnLowerer) affineOf(v ir.Value) affine {
 	if fl.aff == nil {
 		fl.aff = map[ir.Value]affine{}
@@ -98,9 +167,14 @@ func (fl *fnLowerer) affineOf(v ir.Value) affine {
 		}
 		for _, n := range fl.f.Nodes {
 			for o, t := range n.Outs {
-				if t.DType.IsInt() {
-					fl.aff[ir.Value{Node: n, Out: o}] = affineOf(n, o, pos, fl.aff)
+				if !t.DType.IsInt() {
+					continue
 				}
+				if fl.f.IsLength(n) {
+					fl.aff[ir.Value{Node: n, Out: o}] = affine{ok: true, length: true}
+					continue
+				}
+				fl.aff[ir.Value{Node: n, Out: o}] = affineOf(n, o, pos, fl.aff)
 			}
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // here from the model's dimensions: the attention dispatches of a run at position pos do
 // 2·(hd+hd)·heads FLOPs per query-key pair the causal mask lets through (decode at pos: pos+1
 // keys; prefill of 16 at pos: 16·(pos+16) − 16·15/2 pairs), per layer, counted through the pos
-// input.
+// input. The prefill has a run-time length (1..64): its work is taken at the run's length 16.
 func TestWorkRecorded(t *testing.T) {
 	m, err := ir.ParseModel("../examples/tinyllama/model.yaml")
 	if err != nil {
@@ -51,7 +51,11 @@ func TestWorkRecorded(t *testing.T) {
 			if !contains(d.Ops, "attention") {
 				continue
 			}
-			fl, _, _ := d.Work.At(0, scalar)
+			n := int64(0)
+			if f.Length != nil {
+				n = seq
+			}
+			fl, _, _ := d.Work.At(n, scalar)
 			attn += fl
 			if d.Work.Count != nil {
 				counted++

@@ -67,6 +67,7 @@
 package plan
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -328,6 +329,42 @@ func (v *Value) RowBytes(max uint32) (uint64, error) {
 		return n, err
 	}
 	return n / uint64(max), nil
+}
+
+// WithRows returns v as a run passes or returns it when its leading axis holds rows rows: for a
+// bounded value, Shape[0] replaced by rows and Bounded cleared; v itself otherwise. rows must be
+// in 1..Shape[0] (the runtime further checks it is k·n for a length n in range).
+func (v Value) WithRows(rows int64) (Value, error) {
+	if !v.Bounded {
+		return v, nil
+	}
+	if len(v.Shape) == 0 || rows < 1 || rows > v.Shape[0] {
+		limit := int64(0)
+		if len(v.Shape) > 0 {
+			limit = v.Shape[0]
+		}
+		return Value{}, fmt.Errorf("%s: %d rows for %s%v, whose leading axis holds 1 to %d in a run", v.Name, rows, v.DType, v.Shape, limit)
+	}
+	v.Shape = append([]int64{rows}, v.Shape[1:]...)
+	v.Bounded = false
+	return v, nil
+}
+
+// RowOf returns the size of one row of v's leading axis (its size for a scalar), for finding
+// how many rows a bounded value's bytes or elements hold.
+func (v *Value) RowOf() (bytes, elements uint64, err error) {
+	n, err := v.Bytes()
+	if err != nil {
+		return 0, 0, err
+	}
+	e, err := Elements(v.Shape)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v.Shape) == 0 || v.Shape[0] == 0 {
+		return n, uint64(e), nil
+	}
+	return n / uint64(v.Shape[0]), uint64(e) / uint64(v.Shape[0]), nil
 }
 
 // RegionKind is the kind of memory a buffer reference points into.

@@ -27,7 +27,7 @@ import (
 func init() {
 	register(&command{
 		name:    "bench",
-		usage:   "plan.bin (-f NAME [-n reps] [--input name=VALUE...] | --pp N,... [--tg N] [-r reps]) [--json]",
+		usage:   "plan.bin (-f NAME [-n reps] [--length N] [--input name=VALUE...] | --pp N,... [--tg N] [-r reps]) [--json]",
 		short:   "time a function of a plan (GPU and wall time, GFLOP/s, roofline %, a per-kernel table), or a language model's prompt and generation throughput in tokens/s",
 		example: "vkc bench tinyllama.plan --pp 16,64 --tg 32",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -35,6 +35,7 @@ func init() {
 			n := fs.Int("n", 20, "with -f: timed repetitions")
 			var inputs multiFlag
 			fs.Var(&inputs, "input", "with -f: NAME=VALUE as for vkc run; inputs not given are zero integers (token ids, positions) and random floats in [-1, 1]")
+			length := fs.Int("length", 0, "with -f, for a function with a run-time length: run it at this length (bounded inputs not given get this many rows; default: the capacity)")
 			pp := fs.String("pp", "", "prompt lengths (comma-separated): prompt tokens/s through the plan's prefill and decode functions, as engine.Generate runs a prompt")
 			tg := fs.String("tg", "", "generation lengths (comma-separated): generated tokens/s, greedy decode steps from position 0")
 			reps := fs.Int("r", 5, "with --pp/--tg: repetitions per test, after one warm-up")
@@ -54,8 +55,8 @@ func init() {
 				}
 				lo := engine.Options{Device: *device, AllowForeign: *foreign}
 				if *pp != "" || *tg != "" {
-					if *fn != "" || len(inputs) > 0 {
-						return usagef("--pp and --tg time whole prompts and generations; they take no -f or --input")
+					if *fn != "" || len(inputs) > 0 || *length != 0 {
+						return usagef("--pp and --tg time whole prompts and generations; they take no -f or --input (nor --length)")
 					}
 					pps, err := parseLengths("--pp", *pp)
 					if err != nil {
@@ -76,8 +77,11 @@ func init() {
 				if *n < 1 {
 					return usagef("-n %d: want at least 1", *n)
 				}
+				if *length < 0 {
+					return usagef("--length %d: want a positive length", *length)
+				}
 				pk := peakOptions{use: *peaks, remeasure: *remeasure, dir: *peaksDir}
-				return benchCmd(stdout, args[0], lo, *fn, *n, inputs, pk, *jsonOut)
+				return benchCmd(stdout, args[0], lo, *fn, *n, *length, inputs, pk, *jsonOut)
 			}
 		},
 	})
@@ -209,7 +213,7 @@ func toTiming(m runtime.Measurement) timing {
 	return timing{Median: int64(m.Median), P10: int64(m.P10), P90: int64(m.P90), Spread: m.Spread, Noisy: m.Noisy, Host: m.HostTimed}
 }
 
-func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps int, given []string, pk peakOptions, jsonOut bool) error {
+func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps, length int, given []string, pk peakOptions, jsonOut bool) error {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return err
@@ -218,7 +222,27 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps int, 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	in, err := readPlanInputs(f, given, benchInput(rand.New(rand.NewPCG(1, 2))))
+	fill := benchInput(rand.New(rand.NewPCG(1, 2)))
+	if length > 0 {
+		if f.Length == nil {
+			return usagef("--length %d: function %s has no run-time length", length, fn)
+		}
+		if length < int(f.Length.Min) || length > int(f.Length.Max) {
+			return usagef("--length %d: function %s runs for %s in %d..%d", length, fn, f.Length.Name, f.Length.Min, f.Length.Max)
+		}
+		whole := fill
+		fill = func(v *plan.Value) ([]byte, error) {
+			if !v.Bounded {
+				return whole(v)
+			}
+			w, err := v.WithRows(v.Shape[0] / int64(f.Length.Max) * int64(length)) // k rows per unit
+			if err != nil {
+				return nil, err
+			}
+			return whole(&w)
+		}
+	}
+	in, err := readPlanInputs(f, given, fill)
 	if err != nil {
 		return err
 	}
@@ -234,8 +258,14 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps int, 
 	// outputs), after two warm-up runs.
 	out := map[string][]byte{}
 	for i := range f.Outputs {
-		b, _ := f.Outputs[i].Bytes()
-		out[f.Outputs[i].Name] = make([]byte, b)
+		v := &f.Outputs[i]
+		b, _ := v.Bytes()
+		if v.Bounded && f.Length != nil {
+			// A run at length n returns the n rows.
+			rb, _ := v.RowBytes(f.Length.Max)
+			b = rb * uint64(runLength(f, in))
+		}
+		out[v.Name] = make([]byte, b)
 	}
 	var wall []time.Duration
 	for i := 0; i < reps+2; i++ {

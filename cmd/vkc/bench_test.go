@@ -109,7 +109,7 @@ func TestBenchThroughput(t *testing.T) {
 		via    string
 	}{
 		{"pp16", 16, 0, "prefill: 16 tokens"},
-		{"pp20", 20, 0, "prefill: 16 tokens, decode: 4 tokens one at a time"},
+		{"pp20", 20, 0, "prefill: 20 tokens"}, // one run of the run-time-length prefill
 		{"tg4", 0, 4, "decode ×4"},
 	}
 	if len(rs) != len(want) {

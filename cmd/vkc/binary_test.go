@@ -136,7 +136,7 @@ func TestBinaryRunChecksRanges(t *testing.T) {
 		{[]string{"run", plan, "-f", "prefill", "--input", "tokens=" + toks, "--input", "pos=-2"},
 			"input pos is -2: it must be at least 0"},
 		{[]string{"run", plan, "-f", "prefill", "--input", "tokens=" + toks, "--input", "pos=120"},
-			"input pos is 120: it must be at most 112"},
+			"input pos is 120, seq is 16: pos + seq = 136 must be at most 128"},
 		{[]string{"bench", plan, "-f", "decode", "-n", "1", "--input", "pos=128"}, "input pos is 128: it must be at most 127"},
 		{[]string{"bench", plan, "-f", "decode", "-n", "1", "--input", "tokens=256"}, "input tokens[0] is 256: it must be at most 255"},
 	} {

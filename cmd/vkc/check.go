@@ -119,6 +119,10 @@ func summarize(w io.Writer, m *ir.Model, weights bool) {
 	fmt.Fprintln(w, "functions:")
 	for _, f := range m.Functions {
 		fmt.Fprintf(w, "  %s\n", signature(f))
+		if l := f.Length; l != nil {
+			fmt.Fprintf(w, "    run-time length %s in %d..%d: shapes above are at the capacity %d; a run takes %s rows of the inputs that mention it\n",
+				l.Dim, l.Min, l.Max, l.Max, l.Dim)
+		}
 		if len(f.Updates) > 0 {
 			names := make([]string, len(f.Updates))
 			for i, u := range f.Updates {

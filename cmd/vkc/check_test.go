@@ -23,7 +23,7 @@ func TestCheckTinyLlama(t *testing.T) {
 	}
 	for _, want := range []string{
 		"model tinyllama", "parameters: 21 tensors, 125,248 elements", "weights loaded: 21",
-		"state: 4 tensors, 64.0 KiB", "prefill(tokens: i32[16], pos: i32[]) -> (logits: f32[16,256])",
+		"state: 4 tensors, 64.0 KiB", "prefill(tokens: i32[64], pos: i32[]) -> (logits: f32[64,256])", "run-time length seq in 1..64",
 		"decode(tokens: i32[1], pos: i32[]) -> (logits: f32[1,256])", "attention 2", "cache_write 4",
 	} {
 		if !strings.Contains(out, want) {

@@ -37,6 +37,7 @@ func init() {
 			tuneDB := fs.String("tune-db", "", "with --tune: the tuning database (default: in the user cache directory)")
 			cands := fs.Int("candidates", 4, "with --tune: diverse extractions measured per function")
 			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
+			length := fs.Int("length", 0, "compile the functions with a run-time length (dims: {seq: 1..N}) at this fixed length instead: the baseline a run-time-length plan is measured against")
 			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
 			force := fs.Bool("force", false, "replace -o, --dot and --tune-db files that are not a plan, a DOT graph or a tuning database")
@@ -65,7 +66,10 @@ func init() {
 					return usagef("--budget %v: want a positive duration (or 0: no limit)", *budget)
 				}
 				opts := vkc.Options{Device: *device, Weights: wm, Tune: *tuneFlag, Budget: *budget,
-					TuneDB: *tuneDB, ForceTuneDB: *force, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax}
+					TuneDB: *tuneDB, ForceTuneDB: *force, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax, Length: *length}
+				if *length < 0 {
+					return usagef("--length %d: want a positive length", *length)
+				}
 				if os.Getenv("VKC_TUNE_TRACE") != "" {
 					opts.TuneTrace = os.Stderr
 				}

@@ -120,8 +120,10 @@ func functionNames(m *ir.Model) string {
 // readInputs builds the function's inputs from NAME=VALUE arguments.
 func readInputs(f *ir.Function, args []string) (map[string]*ir.Tensor, error) {
 	decl := map[string]ir.Type{}
-	for _, n := range f.Inputs {
+	bounded := map[string]bool{}
+	for i, n := range f.Inputs {
 		decl[n.Name] = n.Type()
+		bounded[n.Name] = f.Length != nil && f.Length.Inputs[i]
 	}
 	in := map[string]*ir.Tensor{}
 	for _, a := range args {
@@ -136,7 +138,7 @@ func readInputs(f *ir.Function, args []string) (map[string]*ir.Tensor, error) {
 		if _, dup := in[name]; dup {
 			return nil, usagef("input %s given twice", name)
 		}
-		x, err := readInput(name, val, t)
+		x, err := readInputRows(name, val, t, bounded[name])
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", name, err)
 		}
@@ -202,6 +204,62 @@ func readInput(name, val string, want ir.Type) (*ir.Tensor, error) {
 		x = x.Convert(want.DType)
 	}
 	x.Type.Shape = want.Shape.Clone()
+	return x, nil
+}
+
+// readInputRows is readInput for an input whose leading axis may be the function's run-time
+// length (rows): it then takes any whole number of rows up to want's (a prompt of n tokens for
+// tokens i32[512]).
+func readInputRows(name, val string, want ir.Type, rows bool) (*ir.Tensor, error) {
+	if !rows || want.Shape.Rank() == 0 {
+		return readInput(name, val, want)
+	}
+	// Count the values as given, then read them as whole rows.
+	var n int
+	switch {
+	case strings.HasSuffix(val, ".npy"), strings.Contains(val, ".safetensors"):
+		x, err := readFileAny(name, val)
+		if err != nil {
+			return nil, err
+		}
+		n = x.NumElements()
+	default:
+		body := strings.TrimSpace(val)
+		if strings.HasPrefix(body, "[") && strings.HasSuffix(body, "]") {
+			body = strings.TrimSpace(body[1 : len(body)-1])
+		}
+		if body != "" {
+			n = len(strings.Split(body, ","))
+		}
+	}
+	per := max(want.Shape[1:].NumElements(), 1)
+	if n == 0 || n%per != 0 || n > want.Shape.NumElements() {
+		return nil, fmt.Errorf("%s holds %d values: want 1 to %d rows of %d (the input is %s; its leading axis is the run-time length)",
+			quote(val), n, want.Shape[0], per, want)
+	}
+	want.Shape = append(ir.Shape{n / per}, want.Shape[1:]...)
+	return readInput(name, val, want)
+}
+
+// readFileAny reads a .npy or safetensors input whatever its shape.
+func readFileAny(name, val string) (*ir.Tensor, error) {
+	if strings.HasSuffix(val, ".npy") {
+		return npy.ReadFile(val)
+	}
+	file, tensor, ok := strings.Cut(val, ".safetensors:")
+	if ok {
+		file += ".safetensors"
+	} else {
+		file, tensor = val, name
+	}
+	all, err := safetensors.ReadAll(file)
+	if err != nil {
+		return nil, err
+	}
+	x := all[tensor]
+	if x == nil {
+		return nil, fmt.Errorf("%s has no tensor %s", file, quote(tensor))
+	}
 	return x, nil
 }
 

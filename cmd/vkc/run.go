@@ -155,7 +155,7 @@ func readPlanInputs(f *plan.Function, args []string, fill func(v *plan.Value) ([
 		if err != nil {
 			return nil, err
 		}
-		x, err := readInput(name, val, want)
+		x, err := readInputRows(name, val, want, v.Bounded)
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", name, err)
 		}
@@ -207,6 +207,8 @@ func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, st
 	fmt.Fprintf(w, "device: %s (plan loaded in %v)\n", l.Device.Info.Name, load.Round(time.Millisecond))
 	var via string
 	switch {
+	case g.Prefilled == len(prompt) && g.Chunks > 1:
+		via = fmt.Sprintf("%s in %d runs (its capacity is %d)", g.PrefillFn, g.Chunks, (len(prompt)+g.Chunks-1)/g.Chunks)
 	case g.Prefilled == len(prompt):
 		via = g.PrefillFn
 	case g.Prefilled > 0:
