@@ -674,6 +674,9 @@ func throughputCmd(w io.Writer, path string, lo engine.Options, pps, tgs []int, 
 		}
 		r.MedianTS, r.MeanTS, r.StddevTS = medianMeanSD(r.SamplesTS)
 		results = append(results, r)
+		if !jsonOut {
+			fmt.Fprintf(os.Stderr, "vkc bench: %s: %.2f ± %.2f t/s\n", test, r.MedianTS, r.StddevTS)
+		}
 		return nil
 	}
 	for _, n := range pps {
