@@ -32,7 +32,7 @@
 //
 // A function runs for its compiled shapes, or, when it has a run-time length (a prompt of 1..512
 // tokens), for k·n rows of its bounded inputs and outputs (Inputs and Results handle both).
-// Generate is greedy (argmax) only, and runs a prompt through the prefill function in chunks of
-// its full length (the rest one token at a time through decode); it does not yet pass a shorter
-// chunk to a prefill of run-time length. A Model runs one function at a time.
+// Generate is greedy (argmax) only: a prefill of run-time length takes the prompt in one run when
+// it fits (in chunks of its capacity when not), a static prefill takes full chunks and decode the
+// rest. A Model runs one function at a time.
 package engine
