@@ -53,7 +53,7 @@ func TestGGUFOraclePlans(t *testing.T) {
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			path, gold := oracles.LlamaCpp(t, name)
 			dir := t.TempDir()
-			im, err := importer.ImportGGUF(path, importer.GGUFOptions{Prefill: gold["input_ids"].NumElements(), Ctx: 32, YAMLDir: dir})
+			im, err := importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 32, YAMLDir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}

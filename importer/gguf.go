@@ -21,7 +21,7 @@ var GGUFArchitectures = []string{"llama", "qwen2", "qwen3"}
 // caches at 1 GiB. GGUFOptions.Ctx (vkc import --ctx) asks for more.
 const MaxCtx = 4096
 
-// DefaultPrefill is the prompt length of the prefill function when GGUFOptions.Prefill is 0
+// DefaultPrefill is the most tokens the prefill function takes when GGUFOptions.Prefill is 0
 // (capped at the context).
 const DefaultPrefill = 128
 
@@ -30,8 +30,8 @@ type GGUFOptions struct {
 	// Ctx is the number of KV cache rows (positions) the model holds; 0 means the file's
 	// {arch}.context_length capped at MaxCtx.
 	Ctx int
-	// Prefill is the number of tokens the prefill function takes; 0 means DefaultPrefill,
-	// capped at Ctx.
+	// Prefill is the most tokens the prefill function takes (a run-time length 1..Prefill: a
+	// run takes any prompt up to it); 0 means DefaultPrefill, capped at Ctx.
 	Prefill int
 	// YAMLDir is the folder the model.yaml will be written to: the weights file is named
 	// relative to it. "" means the GGUF file's folder (an in-memory import).
@@ -51,8 +51,9 @@ type GGUF struct {
 }
 
 // ImportGGUF reads a GGUF file of a known architecture and writes a model.yaml for it (kept in
-// GGUF.YAML) with the conventions of vkc's examples: functions prefill and decode, inputs
-// tokens (i32[seq]) and pos (i32 scalar), output logits (f32[seq, vocab]), state
+// GGUF.YAML) with the conventions of vkc's examples: functions prefill (seq a run-time length
+// 1..Prefill) and decode (seq 1), inputs tokens (i32[seq]) and pos (i32 scalar), output logits
+// (f32[seq, vocab]), state
 // k_cache.{i} and v_cache.{i} ([ctx, kv_heads, head_dim], f32). Weights keep their GGUF
 // formats (block-quantized ones stay blocks) and are read from the file by their GGUF names.
 //
@@ -328,7 +329,11 @@ func (g *ggufImport) generate() ([]byte, error) {
 		name string
 		seq  int
 	}{{"prefill", seq}, {"decode", 1}} {
-		w("  %s:\n    dims: {seq: %d}\n    inputs:\n      tokens: i32[seq]\n      pos: i32[]\n    outputs:\n      logits: f32[seq, vocab]\n", fn.name, fn.seq)
+		dims := fmt.Sprint(fn.seq)
+		if fn.seq > 1 {
+			dims = fmt.Sprintf("1..%d", fn.seq) // a run-time length: a prompt of any length up to it
+		}
+		w("  %s:\n    dims: {seq: %s}\n    inputs:\n      tokens: i32[seq]\n      pos: i32[]\n    outputs:\n      logits: f32[seq, vocab]\n", fn.name, dims)
 		if fi > 0 {
 			w("    body: *body\n")
 			continue
@@ -362,7 +367,7 @@ func (g *ggufImport) generate() ([]byte, error) {
 		w("        - x = add(x, linear(mul(silu(linear(h, layers.{i}.w_gate)), linear(h, layers.{i}.w_up)), layers.{i}.w_down))\n")
 		w("      - logits = linear(rmsnorm(x, out_norm, eps=%s), %s)\n", epsS, lmHead)
 	}
-	g.note("context %d, prefill %d tokens, %d layers, %d heads over %d KV heads of %d", ctx, seq, layers, heads, kvHeads, hd)
+	g.note("context %d, prefill up to %d tokens, %d layers, %d heads over %d KV heads of %d", ctx, seq, layers, heads, kvHeads, hd)
 	return []byte(b.String()), nil
 }
 

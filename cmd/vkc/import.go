@@ -26,7 +26,7 @@ func init() {
 			out := fs.String("o", "", "the model.yaml to write (required); the GGUF file is named relative to it")
 			ctx := fs.Int("ctx", 0, fmt.Sprintf("KV cache positions (default: the model's context length, at most %d)", importer.MaxCtx))
 			force := fs.Bool("force", false, "replace an existing file that is not a model.yaml")
-			prefill := fs.Int("prefill", 0, fmt.Sprintf("tokens the prefill function takes (default %d, at most the context)", importer.DefaultPrefill))
+			prefill := fs.Int("prefill", 0, fmt.Sprintf("the most tokens the prefill function takes, a run-time length 1..N (default %d, at most the context)", importer.DefaultPrefill))
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
