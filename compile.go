@@ -137,6 +137,12 @@ type Options struct {
 	// the file with its SHA-256. It is read and checked before anything is compiled.
 	Tokenizer    string
 	TokenizerRef bool
+
+	// Tests replace the device clocks: timing times kernel configurations, planTimer whole
+	// candidates, and tuneConfigs caps each template's search.
+	timing      tune.TimingSource
+	planTimer   tune.PlanTimer
+	tuneConfigs int
 }
 
 // Phase is one stage of a compile and its wall time.

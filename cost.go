@@ -38,8 +38,12 @@ type costSource interface {
 	// extractions is the number of diverse extractions per function when extracts.
 	extractions() int
 	// price prices problems (tuning them, for measurement) and says what it did; what names
-	// the stage ("e-graph problems", "kernel problems of the candidates").
-	price(ctx context.Context, what string, probs []*kernels.Problem) (string, error)
+	// the stage ("e-graph problems", "kernel problems of the candidates"). Each problem comes
+	// with its share of its function's estimated time, for the source to spend its effort by.
+	price(ctx context.Context, what string, probs []tune.Ranked) (string, error)
+	// estimate is a problem's static estimate (its static choice's roofline time) and a floor
+	// no kernel of it can beat (0: unknown).
+	estimate(p *kernels.Problem) (est, floor time.Duration)
 	// cost is an e-node's price in the static cost model's unit (bytes), duration converts
 	// that unit back to time.
 	cost(n rules.CostNode) float64
@@ -75,8 +79,26 @@ func (s *estimateSource) prices() bool       { return false }
 func (s *estimateSource) extracts() bool     { return false }
 func (s *estimateSource) selects() bool      { return false }
 func (s *estimateSource) extractions() int   { return 1 }
-func (s *estimateSource) price(context.Context, string, []*kernels.Problem) (string, error) {
+func (s *estimateSource) price(context.Context, string, []tune.Ranked) (string, error) {
 	return "", nil
+}
+func (s *estimateSource) estimate(p *kernels.Problem) (time.Duration, time.Duration) {
+	return staticEstimate(p, s.t.Caps, s.model)
+}
+
+// staticEstimate is the roofline time of p's static choice and a floor for any kernel of p: its
+// bytes at twice the device model's bandwidth (a model's bandwidth is what good kernels reach,
+// not a hard limit; twice it is beyond the H200's peak).
+func staticEstimate(p *kernels.Problem, caps kernels.Caps, model lower.DeviceModel) (time.Duration, time.Duration) {
+	tm, cfg, err := lower.StaticChoice(p, caps, model)
+	if err != nil {
+		return 0, 0
+	}
+	l, err := tm.Build(p, cfg, caps)
+	if err != nil {
+		return 0, 0
+	}
+	return lower.Estimate(l, model), time.Duration(l.Bytes / (2 * model.Bandwidth) * 1e9)
 }
 func (s *estimateSource) cost(n rules.CostNode) float64 { return rules.DefaultCost.Cost(n) }
 func (s *estimateSource) duration(c float64) time.Duration {
@@ -116,7 +138,9 @@ type measureSource struct {
 	refs    map[*ir.Function]*tune.Reference
 	k       int
 
-	stage          int // price calls so far
+	small          map[string]bool // problems left at the static choice as too small to tune
+	stage          int             // price calls so far
+	notes          []string
 	tctx, kctx     context.Context
 	cancel, kcanel context.CancelFunc
 	sels           []*tune.Selection
@@ -167,8 +191,12 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		rep.Notes = append(rep.Notes, s.db.Warning)
 	}
 	if cfg.selectFns {
+		// A function whose selection the database holds needs no reference unless its
+		// candidates turn out different (SelectFunction then evaluates it itself).
 		for _, f := range fns {
-			s.refs[f] = tune.StartReference(m, f, 0)
+			if e, ok := s.db.GetSelection(s.selectionKey(f)); !ok || !e.Complete {
+				s.refs[f] = tune.StartReference(m, f, 0)
+			}
 		}
 	}
 	s.tu = &tune.Tuner{
@@ -180,6 +208,7 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		Log:    func(msg string) { rep.Notes = append(rep.Notes, msg) },
 		Trace:  opts.TuneTrace,
 		Budget: cfg.configs, Exhaustive: cfg.configs, SearchLimit: cfg.perSearch,
+		Timing: opts.timing,
 	}
 	s.tctx, s.cancel = ctx, func() {}
 	s.kctx, s.kcanel = ctx, func() {}
@@ -198,14 +227,16 @@ func (s *measureSource) extracts() bool     { return s.cfg.extract }
 func (s *measureSource) selects() bool      { return s.cfg.selectFns }
 func (s *measureSource) extractions() int   { return s.k }
 
-func (s *measureSource) estimate() func(*kernels.Problem) time.Duration {
-	return s.tu.StaticEstimate(s.t.Caps, func(l *kernels.Launch) time.Duration { return lower.Estimate(l, s.model) })
+func (s *measureSource) estimate(p *kernels.Problem) (time.Duration, time.Duration) {
+	return staticEstimate(p, s.t.Caps, s.model)
 }
 
-// price tunes the problems cheapest first, each with a fair share of its stage's budget: the
-// e-graph's problems (the first call) within 3/8 of the budget, the candidates' kernels (the
-// second) within what is left of 3/4.
-func (s *measureSource) price(ctx context.Context, what string, probs []*kernels.Problem) (string, error) {
+// price tunes the problems by their share of their functions' estimated time, largest first
+// (tune.Tuner.TunePlan): the e-graph's problems (the first call) within 3/8 of the budget, the
+// candidates' kernels (the second) within what is left of 3/4; the last quarter is the
+// selection's, reserved up front. Problems too small to move their function by more than the
+// noise stay at the static choice, and the report says so.
+func (s *measureSource) price(ctx context.Context, what string, probs []tune.Ranked) (string, error) {
 	pctx, cancel := s.kctx, context.CancelFunc(func() {})
 	if !s.cfg.selectFns {
 		pctx = s.tctx // nothing to keep for selection
@@ -213,10 +244,28 @@ func (s *measureSource) price(ctx context.Context, what string, probs []*kernels
 		pctx, cancel = context.WithTimeout(s.kctx, s.opts.Budget*3/8)
 	}
 	s.stage++
-	s.tu.TuneAll(pctx, tune.ByEstimate(probs, s.estimate()))
+	pr := s.tu.TunePlan(pctx, probs)
 	cancel()
+	if s.small == nil {
+		s.small = map[string]bool{}
+	}
+	for _, r := range pr.Small {
+		s.small[r.Problem.Key()] = true
+	}
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	if len(pr.Small) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("%s: %d left at the static choice, each under %.0f%% of its function's estimated time (%.1f%% together): tuning one cannot move its function by more than the noise",
+			what, len(pr.Small), 100*tune.Noise, 100*pr.SmallOf))
+	}
+	if len(pr.Unmet) > 0 {
+		share := 0.0
+		for _, r := range pr.Unmet {
+			share += r.Share
+		}
+		s.notes = append(s.notes, fmt.Sprintf("%s: %d not searched to the end (%.1f%% of their functions' estimated time together): the budget ran out first; a larger --budget, or compiling again, continues them",
+			what, len(pr.Unmet), 100*share))
 	}
 	return s.tu.Summary(), nil
 }
@@ -245,9 +294,18 @@ func (s *measureSource) staticChoice(p *kernels.Problem) (*kernels.Template, ker
 // choose takes the tuner's choices as they stand: tuning is over when lowering asks (a problem
 // first seen here gets the static choice, measured nothing).
 func (s *measureSource) choose(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+	if s.small[p.Key()] {
+		return s.staticChoice(p) // not worth a measurement (see price)
+	}
 	over, cancel := context.WithCancel(context.Background())
 	cancel()
 	return s.tu.Choose(over)(p)
+}
+
+// selectionKey is the database key of function f's selection on this device and compiler.
+func (s *measureSource) selectionKey(f *ir.Function) tune.SelectionKey {
+	return tune.SelectionKey{Device: s.d.Info.Fingerprint.String(), Driver: s.d.Info.DriverVersion, Compiler: CompilerVersion(),
+		Function: f.Name, Graph: rules.FunctionKey(f)}
 }
 
 func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []*ir.Function,
@@ -258,15 +316,85 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 	}
 	winners, sels, err := tune.SelectFunctions(s.tctx, s.d, m, fns,
 		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn,
-		tune.SelectOptions{Trace: s.opts.TuneTrace, References: s.refs})
+		tune.SelectOptions{Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer})
 	if ctx.Err() != nil {
 		return nil, nil, "", ctx.Err()
 	}
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("measured selection: %w", err)
 	}
+	winners = s.weighWeights(m, fns, cands, sels, winners, lopts)
 	s.sels = sels
 	return winners, sels, s.tu.Summary(), nil
+}
+
+// weighWeights weighs the weight memory the winners add against what they gain. Functions
+// are selected one at a time, so their winners may fold or merge weights differently (prefill
+// merging the Q/K/V projections, decode not) and the plan then holds both forms. When the
+// winners' plan holds more than 5% more weight bytes than the static choices' would, the
+// function whose winner gains least over its static extraction (measured, paired) gets the
+// static extraction back unless that gain exceeds twice the noise plus half the extra memory
+// (22% more weights asks for a winner 13% faster); then the next, until the plan is within 5%
+// or every remaining winner pays for its memory. The database records the decision, so a warm
+// compile makes the same plan.
+func (s *measureSource) weighWeights(m *ir.Model, fns []*ir.Function, cands map[*ir.Function][]tune.SelectCandidate,
+	sels []*tune.Selection, winners []*ir.Function, lopts lower.Options) []*ir.Function {
+	differ := false
+	for i, sel := range sels {
+		differ = differ || i < len(fns) && !cands[fns[i]][sel.Winner].Static
+	}
+	if len(sels) != len(fns) || !differ {
+		return winners
+	}
+	weights := func(fs []*ir.Function) (uint64, bool) {
+		_, r, err := lower.Lower(m, fs, lopts)
+		if err != nil {
+			return 0, false
+		}
+		return r.Weights, true
+	}
+	static := make([]int, len(fns))
+	sfns := make([]*ir.Function, len(fns))
+	for i, f := range fns {
+		static[i], sfns[i] = -1, winners[i]
+		for j, c := range cands[f] {
+			if c.Static {
+				static[i], sfns[i] = j, c.Fn
+			}
+		}
+	}
+	sw, ok := weights(sfns)
+	if !ok || sw == 0 {
+		return winners
+	}
+	for {
+		w, ok := weights(winners)
+		if !ok {
+			return winners
+		}
+		extra := float64(w)/float64(sw) - 1
+		if extra <= 0.05 {
+			return winners
+		}
+		least, gain := -1, 0.0
+		for i, sel := range sels {
+			j := static[i]
+			if j < 0 || sel.Winner == j || !sel.Results[j].Valid || sel.Results[j].Ratio <= 0 {
+				continue
+			}
+			if g := sel.Results[j].Ratio - 1; least < 0 || g < gain {
+				least, gain = i, g
+			}
+		}
+		if least < 0 || gain > 2*tune.Noise+extra/2 {
+			return winners
+		}
+		sel := sels[least]
+		why := fmt.Sprintf("%s was %.1f%% faster than the static extraction, but with it the plan holds %.0f%% more weight memory (%s against %s): the static extraction stands",
+			cands[fns[least]][sel.Winner].Label, 100*gain, 100*extra, size(w), size(sw))
+		sel.SetWinner(static[least], why, s.db, s.selectionKey(fns[least]))
+		winners[least] = sfns[least]
+	}
 }
 
 func (s *measureSource) record(p *plan.Plan, rep *Report) {
@@ -274,8 +402,22 @@ func (s *measureSource) record(p *plan.Plan, rep *Report) {
 	for _, sel := range s.sels {
 		p.Record.Candidates = append(p.Record.Candidates, sel.Record()...)
 	}
-	p.Record.Candidates = append(p.Record.Candidates, s.tu.Record()...)
-	p.Record.Notes = append(p.Record.Notes, s.tu.Summary())
+	// The tuner's decisions for the kernels the plan runs (not every problem it priced), so
+	// that the record, like the plan, depends only on the model and the database.
+	runs := map[string]bool{}
+	if rep.Lower != nil {
+		for _, f := range rep.Lower.Functions {
+			for _, k := range f.Kernels {
+				runs[k.Problem] = true
+			}
+		}
+	}
+	for _, c := range s.tu.Record() {
+		if runs[c.Subject] {
+			p.Record.Candidates = append(p.Record.Candidates, c)
+		}
+	}
+	rep.Notes = append(rep.Notes, s.notes...)
 	rep.Notes = append(rep.Notes, s.tu.Summary())
 	if errors.Is(s.kctx.Err(), context.DeadlineExceeded) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("the tuning budget (%v) was spent: unmeasured problems kept the static choice", s.opts.Budget))

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/vkc-project/vkc/ir"
@@ -38,7 +41,7 @@ func compilePipeline(ctx context.Context, m *ir.Model, fns []*ir.Function, opts 
 	if opts.Tune && opts.Target == nil {
 		t0 := time.Now()
 		progress(Progress{Phase: "device"})
-		src, err := newMeasureSource(ctx, m, fns, measureConfig{extract: true, selectFns: true}, opts, rep, progress)
+		src, err := newMeasureSource(ctx, m, fns, measureConfig{extract: true, selectFns: true, configs: opts.tuneConfigs}, opts, rep, progress)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +83,7 @@ type pipeline struct {
 	phase    func(name string, t0 time.Time, note string)
 
 	static   map[*ir.Function]*staticExtraction // the survey's extraction of each function
-	problems []*kernels.Problem                 // the e-graph's priced problems (when the source prices)
+	problems []tune.Ranked                      // the e-graph's priced problems (when the source extracts)
 	cands    map[*ir.Function][]tune.SelectCandidate
 	first    map[*ir.Function]int // without measured selection: the candidate that lowers
 	applied  map[string]uint64    // rule applications summed over the functions
@@ -125,16 +128,15 @@ func (pl *pipeline) survey(ctx context.Context) error {
 		return nil
 	}
 	pl.progress(Progress{Phase: "optimize"})
-	var seen map[string]bool
+	var seen map[string]*kernels.Problem
 	cost := rules.DefaultCost
 	if pl.src.extracts() {
 		// Extraction under the source's costs will ask about every implementable e-node.
-		seen = map[string]bool{}
+		seen = map[string]*kernels.Problem{}
 		cost = rules.CostFunc(func(n rules.CostNode) float64 {
 			if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
-				if k := p.Key(); !seen[k] {
-					seen[k] = true
-					pl.problems = append(pl.problems, p)
+				if k := p.Key(); seen[k] == nil {
+					seen[k] = p
 				}
 			}
 			return rules.DefaultCost.Cost(n)
@@ -151,6 +153,10 @@ func (pl *pipeline) survey(ctx context.Context) error {
 			return fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
 		pl.static[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
+		if seen != nil {
+			pl.problems = append(pl.problems, pl.rankEGraph(g, pl.src.duration(orep.Candidates[0].Cost), seen)...)
+			clear(seen)
+		}
 		if !pl.src.extracts() {
 			pl.count(orep)
 		}
@@ -174,8 +180,44 @@ func (pl *pipeline) count(orep *rules.Report) {
 	}
 }
 
+// rankEGraph ranks the problems the extraction of function g priced: each by its uses in the
+// static extraction g (at least one: an alternative costs a kernel where it is used) times its
+// estimate, over g's estimated time.
+func (pl *pipeline) rankEGraph(g *ir.Function, fnEst time.Duration, seen map[string]*kernels.Problem) []tune.Ranked {
+	uses := map[string]int{}
+	for _, n := range g.Nodes {
+		args := make([]ir.Type, len(n.Args))
+		for i, a := range n.Args {
+			args[i] = a.Type()
+		}
+		if p, ok := tune.ProblemOf(n.Op, n.Attrs, args, n.Outs); ok {
+			uses[p.Key()]++
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []tune.Ranked
+	for _, k := range keys {
+		out = append(out, pl.rank(seen[k], max(uses[k], 1), fnEst))
+	}
+	return out
+}
+
+// rank is a problem's share of a function's estimated time fnEst when it runs uses times.
+func (pl *pipeline) rank(p *kernels.Problem, uses int, fnEst time.Duration) tune.Ranked {
+	est, floor := pl.src.estimate(p)
+	r := tune.Ranked{Problem: p, Uses: uses, Floor: floor, Share: 1}
+	if fnEst > 0 {
+		r.Share = min(1, float64(uses)*float64(est)/float64(fnEst))
+	}
+	return r
+}
+
 // price is stages 2 and 4: the source prices problems; the phase is reported when it did work.
-func (pl *pipeline) price(ctx context.Context, phase, what string, probs []*kernels.Problem) error {
+func (pl *pipeline) price(ctx context.Context, phase, what string, probs []tune.Ranked) error {
 	if !pl.src.prices() || len(probs) == 0 {
 		return nil
 	}
@@ -184,7 +226,11 @@ func (pl *pipeline) price(ctx context.Context, phase, what string, probs []*kern
 	if err != nil {
 		return err
 	}
-	pl.phase(phase, t0, fmt.Sprintf("%d %s: %s", len(tune.ByEstimate(probs, nil)), what, note))
+	distinct := map[string]bool{}
+	for _, r := range probs {
+		distinct[r.Problem.Key()] = true
+	}
+	pl.phase(phase, t0, fmt.Sprintf("%d %s: %s", len(distinct), what, note))
 	return nil
 }
 
@@ -196,11 +242,12 @@ func (pl *pipeline) extract(ctx context.Context) error {
 		for _, f := range pl.fns {
 			var cs []tune.SelectCandidate
 			if st := pl.static[f]; st != nil {
-				cs = append(cs, tune.SelectCandidate{Fn: st.fn, Label: "static extraction: " + st.info.Summary()})
+				cs = append(cs, tune.SelectCandidate{Fn: st.fn, Label: "static extraction: " + st.info.Summary(),
+					Key: rules.FunctionKey(st.fn), Static: true})
 			}
 			// The function as written, which lowers whenever the model is valid: the static
 			// path falls back to it when the extraction needs a template that does not exist.
-			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
+			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written", Key: rules.FunctionKey(f), Static: len(cs) == 0})
 			pl.cands[f] = cs
 		}
 		return nil
@@ -216,23 +263,33 @@ func (pl *pipeline) extract(ctx context.Context) error {
 			return fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
 		pl.count(orep)
+		// The static extraction comes first: it is what a --no-tune plan runs, it wins ties,
+		// and it stands when nothing could be measured. Then the measured extractions that
+		// differ from it, and the function as written (valid whenever the model is, so a
+		// selection never fails because every extraction needs a missing template).
 		var cs []tune.SelectCandidate
 		keys := map[string]bool{}
+		if sf := pl.static[f]; sf != nil {
+			k := rules.FunctionKey(sf.fn)
+			keys[k] = true
+			cs = append(cs, tune.SelectCandidate{Fn: sf.fn, Label: "static extraction: " + sf.info.Summary(), Key: k, Static: true})
+		}
 		for i, g := range gs {
 			info := orep.Candidates[i]
-			keys[rules.FunctionKey(g)] = true
+			k := rules.FunctionKey(g)
+			if keys[k] {
+				if len(cs) > 0 && cs[0].Key == k && cs[0].Estimated == 0 {
+					cs[0].Estimated = pl.src.duration(info.Cost)
+					cs[0].Label = fmt.Sprintf("static extraction = extraction %d: %s", i+1, info.Summary())
+				}
+				continue
+			}
+			keys[k] = true
 			cs = append(cs, tune.SelectCandidate{Fn: g, Label: fmt.Sprintf("extraction %d: %s", i+1, info.Summary()),
-				Estimated: pl.src.duration(info.Cost)})
+				Estimated: pl.src.duration(info.Cost), Key: k})
 		}
-		// The static extraction, when measured costs extracted something else, and the function
-		// as written (valid whenever the model is, so a selection never fails because every
-		// extraction needs a missing template).
-		if sf := pl.static[f]; sf != nil && !keys[rules.FunctionKey(sf.fn)] {
-			keys[rules.FunctionKey(sf.fn)] = true
-			cs = append(cs, tune.SelectCandidate{Fn: sf.fn, Label: "static extraction: " + sf.info.Summary()})
-		}
-		if !keys[rules.FunctionKey(f)] {
-			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written"})
+		if k := rules.FunctionKey(f); !keys[k] {
+			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written", Key: k, Static: len(cs) == 0})
 		}
 		pl.cands[f] = cs
 	}
@@ -246,32 +303,92 @@ func (pl *pipeline) priceLowering(ctx context.Context) error {
 	if !pl.src.prices() {
 		return nil
 	}
-	var probs []*kernels.Problem
-	dry := pl.lowerOptions()
-	dry.Context = ctx
-	static := pl.src.staticChoice
-	dry.Choose = func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-		probs = append(probs, p)
-		return static(p)
+	// Each candidate is lowered with static choices; the problems it asks for (once per
+	// distinct key) are ranked by their uses (its units) and its estimated time. With
+	// selection every candidate is listed, in parallel (they share only the fold cache);
+	// without, the first that lowers is the plan's.
+	type listing struct {
+		probs []tune.Ranked
+		err   error
 	}
+	list := func(c tune.SelectCandidate) listing {
+		dry := pl.lowerOptions()
+		dry.Context = ctx
+		var mu sync.Mutex
+		byKey := map[string]*kernels.Problem{}
+		dry.Choose = func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+			mu.Lock()
+			byKey[p.Key()] = p
+			mu.Unlock()
+			return pl.src.staticChoice(p)
+		}
+		_, lrep, err := lower.Lower(pl.m, []*ir.Function{c.Fn}, dry)
+		if err != nil {
+			return listing{err: err}
+		}
+		uses := map[string]int{}
+		for _, k := range lrep.Functions[0].Kernels {
+			uses[k.Problem]++
+		}
+		keys := make([]string, 0, len(byKey))
+		for k := range byKey {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var out listing
+		for _, k := range keys {
+			out.probs = append(out.probs, pl.rank(byKey[k], max(uses[k], 1), lrep.Functions[0].Estimated))
+		}
+		return out
+	}
+	var probs []tune.Ranked
 	pl.first = map[*ir.Function]int{}
-	for _, f := range pl.fns {
-		for i, c := range pl.cands[f] {
-			pl.progress(Progress{Phase: "tune", What: "listing kernels of " + f.Name + " " + c.Label})
-			n := len(probs)
-			// A candidate that cannot lower is rejected by selection, with the reason.
-			_, _, err := lower.Lower(pl.m, []*ir.Function{c.Fn}, dry)
-			if pl.src.selects() {
-				continue
+	if pl.src.selects() {
+		// A candidate that cannot lower is rejected by selection, with the reason.
+		var jobs []tune.SelectCandidate
+		for _, f := range pl.fns {
+			jobs = append(jobs, pl.cands[f]...)
+		}
+		pl.progress(Progress{Phase: "tune", What: fmt.Sprintf("listing the kernels of %d candidates", len(jobs))})
+		res := make([]listing, len(jobs))
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range min(goruntime.GOMAXPROCS(0), len(jobs)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					res[i] = list(jobs[i])
+				}
+			}()
+		}
+		for i := range jobs {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, r := range res {
+			probs = append(probs, r.probs...)
+		}
+	} else {
+		for _, f := range pl.fns {
+			for i, c := range pl.cands[f] {
+				pl.progress(Progress{Phase: "tune", What: "listing kernels of " + f.Name + " " + c.Label})
+				r := list(c)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if errors.Is(r.err, lower.ErrNoTemplate) && i+1 < len(pl.cands[f]) {
+					pl.rep.Notes = append(pl.rep.Notes, fmt.Sprintf("%s: the %s does not lower (%v); using the %s", f.Name, c.Label, r.err, pl.cands[f][i+1].Label))
+					continue
+				}
+				probs = append(probs, r.probs...)
+				pl.first[f] = i
+				break
 			}
-			// Without selection the plan takes the first candidate that lowers.
-			if errors.Is(err, lower.ErrNoTemplate) && i+1 < len(pl.cands[f]) {
-				pl.rep.Notes = append(pl.rep.Notes, fmt.Sprintf("%s: the %s does not lower (%v); using the %s", f.Name, c.Label, err, pl.cands[f][i+1].Label))
-				probs = probs[:n]
-				continue
-			}
-			pl.first[f] = i
-			break
 		}
 	}
 	return pl.price(ctx, "tune", "kernel problems of the candidates", probs)

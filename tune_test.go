@@ -1,10 +1,13 @@
 package vkc
 
 import (
+	"bytes"
 	"context"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // toyModel is small enough to tune on lavapipe within a test: one fused elementwise kernel and a
@@ -160,5 +165,166 @@ functions:
 	}
 	if note := weightsNote(m, []*ir.Function{a, b}, []*ir.Function{a, b}, static, same, opts); note != "" {
 		t.Errorf("winners equal to the static choice, yet a note: %q", note)
+	}
+}
+
+// fakeClock stands in for the device's clocks in tuned compiles: kernel configurations and
+// whole candidates get times derived from what they are (so a cold compile decides something),
+// and every call is counted (so a warm compile can be shown to measure nothing).
+type fakeClock struct {
+	mu            sync.Mutex
+	kernels, plan int
+}
+
+func (c *fakeClock) Time(_ context.Context, k *tune.Candidate) (time.Duration, error) {
+	c.mu.Lock()
+	c.kernels++
+	c.mu.Unlock()
+	h := fnv.New32a()
+	h.Write([]byte(k.Template.Name + " " + k.Config.Key() + " " + k.Problem.Key()))
+	return time.Duration(10000+h.Sum32()%5000) * time.Nanosecond, nil
+}
+
+func (c *fakeClock) TimePlan(_ context.Context, _ *runtime.Executable, fn string, _ map[string][]byte, candidate int) (time.Duration, error) {
+	c.mu.Lock()
+	c.plan++
+	c.mu.Unlock()
+	return time.Duration(100+7*((candidate+1)%3)) * time.Microsecond, nil // candidate 2 wins
+}
+
+func (c *fakeClock) counts() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kernels, c.plan
+}
+
+// tunedTwice compiles m with measurement twice on one tuning database, each time with a fresh
+// fake clock, and returns both plans' encodings, both reports and both clocks.
+func tunedTwice(t *testing.T, m *ir.Model, opts Options) (enc [2][]byte, reps [2]*Report, clocks [2]*fakeClock) {
+	t.Helper()
+	opts.Tune, opts.TuneDB = true, filepath.Join(t.TempDir(), "tune.json")
+	for i := range enc {
+		clocks[i] = &fakeClock{}
+		o := opts
+		o.timing, o.planTimer = clocks[i], clocks[i]
+		p, rep, err := Compile(context.Background(), m, o)
+		if err != nil {
+			t.Fatalf("compile %d: %v", i+1, err)
+		}
+		var b bytes.Buffer
+		if err := p.Encode(&b); err != nil {
+			t.Fatal(err)
+		}
+		enc[i], reps[i] = b.Bytes(), rep
+	}
+	return enc, reps, clocks
+}
+
+// A warm compile, one whose kernel problems and selections the database holds complete, does
+// no measurement: the fake clock is never asked, no configuration is built or run, and the
+// selection is the recorded one. Its plan is byte-identical to the cold compile's.
+func TestWarmCompileMeasuresNothing(t *testing.T) {
+	device(t)
+	m, err := ir.ParseModelBytes("toy.yaml", []byte(toyModel), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, reps, clocks := tunedTwice(t, m, Options{Candidates: 2, tuneConfigs: 3})
+	if k, p := clocks[0].counts(); k == 0 || p == 0 {
+		t.Fatalf("the cold compile measured %d kernel configurations and %d candidates; want some of each", k, p)
+	}
+	if k, p := clocks[1].counts(); k != 0 || p != 0 {
+		t.Errorf("the warm compile measured %d kernel configurations and %d candidates, want none", k, p)
+	}
+	notes := strings.Join(reps[1].Notes, "\n")
+	if !strings.Contains(notes, " 0 searched (0 configurations") {
+		t.Errorf("the warm compile searched: %s", notes)
+	}
+	if sel := strings.Join(reps[1].Selections, ""); !strings.Contains(sel, "recorded by an earlier compile") {
+		t.Errorf("the warm selection is not the recorded one:\n%s", sel)
+	}
+	if !bytes.Equal(enc[0], enc[1]) {
+		t.Errorf("the warm plan (%d bytes) differs from the cold one (%d bytes)", len(enc[1]), len(enc[0]))
+	}
+}
+
+// Two tuned compiles of tinyllama on one database write the same plan: the second takes every
+// kernel and both selections from the database (on lavapipe, with the device's own clocks
+// replaced so that the test is quick; the kernels are still built, run and checked).
+func TestWarmTinyLlamaPlanIdentical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a cold tuned compile of tinyllama checks hundreds of kernels on lavapipe")
+	}
+	device(t)
+	m := parseExample(t, "tinyllama")
+	enc, reps, clocks := tunedTwice(t, m, Options{Functions: []string{"decode"}, Candidates: 3, tuneConfigs: 1, ArgmaxOutput: true})
+	if k, p := clocks[1].counts(); k != 0 || p != 0 {
+		t.Errorf("the warm compile measured %d kernel configurations and %d candidates, want none", k, p)
+	}
+	if !bytes.Equal(enc[0], enc[1]) {
+		t.Errorf("two tuned compiles on one database differ: %d and %d bytes", len(enc[0]), len(enc[1]))
+	}
+	t.Logf("cold %v, warm %v\n%s", reps[0].Total.Round(time.Millisecond), reps[1].Total.Round(time.Millisecond), strings.Join(reps[1].Selections, ""))
+}
+
+// weighWeights gives a function its static extraction back when its measured winner makes the
+// plan hold much more weight memory and gains too little for it, and keeps a winner whose gain
+// pays for the memory.
+func TestWeighWeights(t *testing.T) {
+	d := device(t)
+	const src = `
+model: ww
+dims: {n: 64}
+weights: {init: random, seed: 1}
+params:
+  w: [n, n]
+functions:
+  a:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
+  b:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
+  b2:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, mul(w, 2))
+`
+	m, err := ir.ParseModelBytes("ww.yaml", []byte(src), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, b2 := m.Function("a"), m.Function("b"), m.Function("b2")
+	s := &measureSource{d: d}
+	lopts := lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"}
+	for _, tc := range []struct {
+		staticRatio float64 // the static extraction's time over the winner's
+		keep        bool
+	}{{1.01, false}, {3, true}} {
+		cands := map[*ir.Function][]tune.SelectCandidate{
+			a: {{Fn: a, Label: "static extraction", Static: true}},
+			b: {{Fn: b, Label: "static extraction", Static: true}, {Fn: b2, Label: "extraction 2"}},
+		}
+		sels := []*tune.Selection{
+			{Function: "a", Winner: 0, Results: []tune.SelectResult{{SelectCandidate: cands[a][0], Valid: true, Ratio: 1}}},
+			{Function: "b", Winner: 1, Results: []tune.SelectResult{
+				{SelectCandidate: cands[b][0], Valid: true, Ratio: tc.staticRatio},
+				{SelectCandidate: cands[b][1], Valid: true, Ratio: 1}}},
+		}
+		got := s.weighWeights(m, []*ir.Function{a, b}, cands, sels, []*ir.Function{a, b2}, lopts)
+		if kept := got[1] == b2; kept != tc.keep {
+			t.Errorf("static ×%.2f: winner kept %v, want %v (why: %q)", tc.staticRatio, kept, tc.keep, sels[1].Why)
+		}
+		if !tc.keep && (sels[1].Winner != 0 || !strings.Contains(sels[1].Why, "more weight memory") || sels[1].Results[0].Ratio != 1) {
+			t.Errorf("reverted selection: winner %d, ratio %v, why %q", sels[1].Winner, sels[1].Results[0].Ratio, sels[1].Why)
+		}
 	}
 }

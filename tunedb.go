@@ -32,6 +32,32 @@ type TuningDB struct {
 	// listing is then empty.
 	Warning  string
 	Searches []TuningSearch // sorted by device, driver, compiler, template, problem
+	// Selections are the recorded measured selections of whole functions, sorted by device,
+	// driver, compiler and function.
+	Selections []TuningSelection
+}
+
+// TuningSelection is one recorded measured selection: a function (by its graph) on one
+// device, its candidates and the winner. A warm compile takes it instead of measuring.
+type TuningSelection struct {
+	Device, Driver, Compiler string
+	Function                 string
+	Graph                    string // the key of the function's graph as written (abbreviated)
+	Candidates               []TuningCandidate
+	Winner                   int // index into Candidates
+	Rounds                   int
+	Complete                 bool   // false: the budget cut it short; the next compile measures it again
+	Why                      string // how the winner was decided when not by time alone
+}
+
+// TuningCandidate is one candidate of a recorded selection.
+type TuningCandidate struct {
+	Label   string
+	Valid   bool
+	Reason  string
+	Median  time.Duration
+	Ratio   float64 // its time over the winner's, median of the paired rounds
+	Weights uint64  // the weight bytes of its plan
 }
 
 // ReadTuningDB reads the tuning database at path ("" is the user cache directory's). A missing
@@ -50,12 +76,25 @@ func ReadTuningDB(path string) (*TuningDB, error) {
 		}
 		out.Searches = append(out.Searches, s)
 	}
+	for _, e := range db.Selections() {
+		g := e.Graph
+		if len(g) > 12 {
+			g = g[:12]
+		}
+		ts := TuningSelection{Device: e.Device, Driver: e.Driver, Compiler: e.Compiler, Function: e.Function, Graph: g,
+			Winner: e.Winner, Rounds: e.Rounds, Complete: e.Complete, Why: e.Why}
+		for _, c := range e.Candidates {
+			ts.Candidates = append(ts.Candidates, TuningCandidate{Label: c.Label, Valid: c.Valid, Reason: c.Reason,
+				Median: c.Median, Ratio: c.Ratio, Weights: c.Weights})
+		}
+		out.Selections = append(out.Selections, ts)
+	}
 	return out, nil
 }
 
 // ClearTuningDB removes the tuning database at path ("" is the user cache directory's), so the
 // next compile measures every kernel again. It refuses to remove a file that is not a tuning
-// database unless force. It returns the file's path and how many searches it held.
+// database unless force. It returns the file's path and how many entries (searches and selections) it held.
 func ClearTuningDB(path string, force bool) (string, int, error) {
 	if path == "" {
 		p, err := tune.DefaultPath()

@@ -143,7 +143,7 @@ func tuneClear(w io.Writer, path string, force bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "cleared %s (%d searches)\n", path, n)
+	fmt.Fprintf(w, "cleared %s (%d entries)\n", path, n)
 	return nil
 }
 
@@ -183,5 +183,36 @@ func tuneList(w io.Writer, path string) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Template, best, t, e.Tried, e.Invalid, state, e.Problem)
 	}
 	flush()
+	if len(db.Selections) > 0 {
+		fmt.Fprintf(w, "\n%d measured selections\n", len(db.Selections))
+	}
+	for _, s := range db.Selections {
+		state := "complete"
+		if !s.Complete {
+			state = "interrupted: measured again by the next compile"
+		}
+		fmt.Fprintf(w, "\nfunction %s (graph %s) on device %s, driver %s, %s: %d candidates, %d paired rounds, %s\n",
+			s.Function, s.Graph, s.Device, s.Driver, s.Compiler, len(s.Candidates), s.Rounds, state)
+		if s.Why != "" {
+			fmt.Fprintf(w, "  %s\n", s.Why)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "    \tmeasured\tratio\tweights\tcandidate")
+		for i, c := range s.Candidates {
+			mark, med, ratio := " ", "-", "-"
+			if i == s.Winner {
+				mark = "*"
+			}
+			if c.Median > 0 {
+				med, ratio = c.Median.Round(time.Microsecond).String(), fmt.Sprintf("×%.3f", c.Ratio)
+			}
+			label := c.Label
+			if !c.Valid {
+				label += " (rejected: " + c.Reason + ")"
+			}
+			fmt.Fprintf(tw, "  %s %d\t%s\t%s\t%s\t%s\n", mark, i, med, ratio, byteSize(c.Weights), label)
+		}
+		tw.Flush()
+	}
 	return nil
 }

@@ -20,6 +20,10 @@ func TestTuneListAndClear(t *testing.T) {
 	db.Put(&tune.Entry{Key: tune.Key{Device: "10005:0000:00000001:00", Driver: "24.2.8", Compiler: "vkc 0.1.0-dev", Template: "elementwise", Problem: "elementwise(f32[4])->(f32[4]){…}"},
 		Best: kernels.Config{"wg": 64, "per_thread": 2}, Time: 12300 * time.Nanosecond, Tried: 9, Complete: true, Invalid: map[string]string{"per_thread=4,wg=256": "wrong result"}})
 	db.Put(&tune.Entry{Key: tune.Key{Device: "10005:0000:00000001:00", Driver: "24.2.8", Compiler: "vkc 0.1.0-dev", Template: "reduce", Problem: "sum[axis=0](f32[8])->(f32[])"}, Tried: 2})
+	db.PutSelection(&tune.SelectionEntry{SelectionKey: tune.SelectionKey{Device: "10005:0000:00000001:00", Driver: "24.2.8", Compiler: "vkc 0.1.0-dev",
+		Function: "decode", Graph: "0123456789abcdef"}, Winner: 1, Rounds: 5, Complete: true,
+		Candidates: []tune.SelectionRecord{{Graph: "a", Label: "static extraction: merge-linears×2", Valid: true, Median: 3100 * time.Microsecond, Ratio: 1.034, Weights: 3 << 20},
+			{Graph: "b", Label: "extraction 2: rmsnorm-linear×3", Valid: true, Median: 3 * time.Millisecond, Ratio: 1, Weights: 3 << 20}}})
 	if err := db.Save(); err != nil {
 		t.Fatal(err)
 	}
@@ -28,13 +32,15 @@ func TestTuneListAndClear(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{path + ": 2 searches", "device 10005:0000:00000001:00, driver 24.2.8, vkc 0.1.0-dev",
-		"elementwise  [per_thread=2,wg=64]  12.3µs", "complete", "reduce", "none valid", "interrupted"} {
+		"elementwise  [per_thread=2,wg=64]  12.3µs", "complete", "reduce", "none valid", "interrupted",
+		"1 measured selections", "function decode (graph 0123456789ab) on device 10005:0000:00000001:00", "2 candidates, 5 paired rounds, complete",
+		"* 1  3ms", "×1.034", "3.0 MiB", "extraction 2: rmsnorm-linear×3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list lacks %q:\n%s", want, out)
 		}
 	}
 	code, out, errs = runCLI(t, "tune", "--clear", "--tune-db", path)
-	if code != 0 || !strings.Contains(out, "cleared "+path+" (2 searches)") {
+	if code != 0 || !strings.Contains(out, "cleared "+path+" (3 entries)") {
 		t.Fatalf("clear: exit %d: %s%s", code, out, errs)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

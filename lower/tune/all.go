@@ -124,3 +124,112 @@ func (t *Tuner) StaticEstimate(caps kernels.Caps, estimate func(*kernels.Launch)
 		return estimate(l)
 	}
 }
+
+// Ranked is a problem with what tuning it can be worth to its function.
+type Ranked struct {
+	Problem *kernels.Problem
+	// Share is the problem's part of its function's estimated time: its uses times its static
+	// estimate over the function's estimate (the largest over the functions and candidates
+	// that use it).
+	Share float64
+	Uses  int
+	// Floor is a time no kernel of the problem can beat (its bytes at well above the device
+	// model's bandwidth); 0 when unknown.
+	Floor time.Duration
+}
+
+// Noise is the smallest change of a whole function's time that measured selection can tell
+// apart from noise (paired rounds of a function agree to about 1%): tuning that cannot move a
+// function by more is not worth a measurement.
+const Noise = 0.01
+
+// PlanReport says what TunePlan did with each problem.
+type PlanReport struct {
+	Tuned   int      // problems searched or taken from the database
+	Small   []Ranked // left at the static choice: each under Noise of its function
+	Unmet   []Ranked // left at the static choice (or a partial search) because the time ran out
+	SmallOf float64  // the shares of Small, summed
+}
+
+// TunePlan tunes problems by what they are worth: the largest share first, each with a part of
+// the time ctx has left proportional to its share of what is left to tune, so the kernels that
+// dominate their functions get the time, and what a quick search leaves passes on. A problem
+// whose whole share is under Noise is left at the static choice: tuning it cannot move its
+// function by more than the noise, and a warm compile makes the same decision without
+// measuring. A search stops once its best is so close to the problem's floor that the rest of
+// its space cannot move the function by more than the noise (Tuner.BestWithin). Without a
+// deadline on ctx every worthwhile search runs until it is complete or stopped so.
+func (t *Tuner) TunePlan(ctx context.Context, rs []Ranked) PlanReport {
+	var rep PlanReport
+	byKey := map[string]int{}
+	var todo []Ranked
+	for _, r := range rs {
+		k := r.Problem.Key()
+		if i, ok := byKey[k]; ok {
+			if r.Share > todo[i].Share {
+				todo[i].Share, todo[i].Uses = r.Share, r.Uses
+			}
+			continue
+		}
+		byKey[k] = len(todo)
+		todo = append(todo, r)
+	}
+	sort.SliceStable(todo, func(i, j int) bool {
+		if todo[i].Share != todo[j].Share {
+			return todo[i].Share > todo[j].Share
+		}
+		return todo[i].Problem.Key() < todo[j].Problem.Key()
+	})
+	var big []Ranked
+	for _, r := range todo {
+		if r.Share < Noise {
+			rep.Small = append(rep.Small, r)
+			rep.SmallOf += r.Share
+			continue
+		}
+		big = append(big, r)
+	}
+	left := 0.0
+	for _, r := range big {
+		left += r.Share
+	}
+	for _, r := range big {
+		if c := t.known(r.Problem.Key()); c != nil && !c.Static {
+			rep.Tuned++
+			left -= r.Share
+			continue
+		}
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if d, ok := ctx.Deadline(); ok && left > 0 {
+			pctx, cancel = context.WithTimeout(ctx, time.Duration(float64(time.Until(d))*r.Share/left))
+		}
+		left -= r.Share
+		share, floor := r.Share, r.Floor
+		enough := func(best time.Duration) bool {
+			return share*float64(best-floor)/float64(best) < Noise
+		}
+		c, err := t.BestWithin(pctx, r.Problem, enough)
+		cancel()
+		switch {
+		case err != nil:
+			// No template serves it, or none computes it right: lowering reports it.
+		case c.Static:
+			rep.Unmet = append(rep.Unmet, r)
+		default:
+			rep.Tuned++
+			if !allComplete(c) {
+				rep.Unmet = append(rep.Unmet, r)
+			}
+		}
+	}
+	return rep
+}
+
+func allComplete(c *Choice) bool {
+	for _, e := range c.Entries {
+		if !e.Complete {
+			return false
+		}
+	}
+	return true
+}

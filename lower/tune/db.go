@@ -46,7 +46,10 @@ type Entry struct {
 	// configuration with the reason (a predicate, a build or pipeline error, a wrong result).
 	Times   map[string]time.Duration `json:"times,omitempty"`
 	Invalid map[string]string        `json:"invalid,omitempty"`
-	Updated time.Time                `json:"updated"`
+	// Stopped says why a complete search ended before its space did ("" when it did not): its
+	// best could no longer move its function by more than the noise (Tuner.BestWithin).
+	Stopped string    `json:"stopped,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 func (e *Entry) clone() *Entry {
@@ -79,8 +82,9 @@ func cloneConfig(c kernels.Config) kernels.Config {
 const dbFormat = 1
 
 type dbFile struct {
-	Format  int      `json:"format"`
-	Entries []*Entry `json:"entries"`
+	Format     int               `json:"format"`
+	Entries    []*Entry          `json:"entries"`
+	Selections []*SelectionEntry `json:"selections,omitempty"`
 }
 
 // DB is the tuning database: one JSON file holding completed (and interrupted) searches. It is
@@ -88,9 +92,10 @@ type dbFile struct {
 // (flock on .NAME.lock beside the file) while it reads the file, merges its entries and writes
 // it back, so processes saving at once keep each other's entries.
 type DB struct {
-	path    string
-	mu      sync.Mutex
-	entries map[Key]*Entry
+	path       string
+	mu         sync.Mutex
+	entries    map[Key]*Entry
+	selections map[SelectionKey]*SelectionEntry
 	// Warning is set when the file existed but could not be used (corrupt, another format):
 	// the database started empty, and the next Save replaces a file of another format version
 	// but refuses to replace one that is not a tuning database at all unless Force.
@@ -122,8 +127,8 @@ func OpenDB(path string) (*DB, error) {
 		}
 		path = p
 	}
-	db := &DB{path: path, entries: map[Key]*Entry{}}
-	entries, err := readDB(path)
+	db := &DB{path: path, entries: map[Key]*Entry{}, selections: map[SelectionKey]*SelectionEntry{}}
+	entries, sels, err := readDB(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case errors.Is(err, errCorrupt):
@@ -131,24 +136,24 @@ func OpenDB(path string) (*DB, error) {
 	case err != nil:
 		return nil, fmt.Errorf("tuning database: %w", err)
 	default:
-		db.entries = entries
+		db.entries, db.selections = entries, sels
 	}
 	return db, nil
 }
 
 var errCorrupt = errors.New("corrupt")
 
-func readDB(path string) (map[Key]*Entry, error) {
+func readDB(path string) (map[Key]*Entry, map[SelectionKey]*SelectionEntry, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var f dbFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
 	if f.Format != dbFormat {
-		return nil, fmt.Errorf("%w: format %d, this vkc reads format %d", errCorrupt, f.Format, dbFormat)
+		return nil, nil, fmt.Errorf("%w: format %d, this vkc reads format %d", errCorrupt, f.Format, dbFormat)
 	}
 	out := make(map[Key]*Entry, len(f.Entries))
 	for _, e := range f.Entries {
@@ -157,7 +162,14 @@ func readDB(path string) (map[Key]*Entry, error) {
 		}
 		out[e.Key] = e
 	}
-	return out, nil
+	sels := make(map[SelectionKey]*SelectionEntry, len(f.Selections))
+	for _, e := range f.Selections {
+		if e == nil {
+			continue
+		}
+		sels[e.SelectionKey] = e
+	}
+	return out, sels, nil
 }
 
 // Path is the database's file.
@@ -234,19 +246,30 @@ func (db *DB) Save() error {
 	}
 	defer unlock()
 	merged := map[Key]*Entry{}
-	if disk, err := readDB(db.path); err == nil {
+	msels := map[SelectionKey]*SelectionEntry{}
+	if disk, dsels, err := readDB(db.path); err == nil {
 		for k, e := range disk {
 			merged[k] = e
+		}
+		for k, e := range dsels {
+			msels[k] = e
 		}
 	}
 	for k, e := range db.entries {
 		merged[k] = e
+	}
+	for k, e := range db.selections {
+		msels[k] = e
 	}
 	f := dbFile{Format: dbFormat}
 	for _, e := range merged {
 		f.Entries = append(f.Entries, e)
 	}
 	sortEntries(f.Entries)
+	for _, e := range msels {
+		f.Selections = append(f.Selections, e)
+	}
+	sortSelections(f.Selections)
 	b, err := json.MarshalIndent(&f, "", " ")
 	if err != nil {
 		return fmt.Errorf("tuning database: %w", err)
@@ -316,7 +339,8 @@ func checkDBFile(path string) error {
 
 // ClearDB removes the database file at path ("" is DefaultPath) and any temporary files a
 // crashed save left next to it, under the lock. It refuses to remove a file that is not a tuning
-// database (a mistyped --tune-db) unless force. It reports how many entries the file held (0
+// database (a mistyped --tune-db) unless force. It reports how many entries (searches and
+// selections) the file held (0
 // when it did not exist or was of another format).
 func ClearDB(path string, force bool) (int, error) {
 	if path == "" {
@@ -338,8 +362,8 @@ func ClearDB(path string, force bool) (int, error) {
 	}
 	defer unlock()
 	n := 0
-	if es, err := readDB(path); err == nil {
-		n = len(es)
+	if es, ss, err := readDB(path); err == nil {
+		n = len(es) + len(ss)
 	}
 	if _, err := safefile.Remove(path, safefile.Options{What: "tuning database", Force: force, Check: checkDBFile}); err != nil {
 		return 0, err

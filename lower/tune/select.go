@@ -31,6 +31,12 @@ type SelectCandidate struct {
 	Label string
 	// Estimated is its cost under the extraction's cost model (0 if unknown).
 	Estimated time.Duration
+	// Key identifies its graph (rules.FunctionKey) for the tuning database's record of the
+	// selection; "" never matches a record.
+	Key string
+	// Static marks the candidate the compile would take without measurement (the static
+	// extraction): when no paired round could be measured it is kept.
+	Static bool
 }
 
 // PlanTimer times one function of a loaded plan; tests pass a fake clock.
@@ -74,6 +80,11 @@ type SelectOptions struct {
 	// this Seed), so that the interpreter runs while kernels are tuned; a function without one
 	// is evaluated when its selection starts.
 	References map[*ir.Function]*Reference
+	// DB and Key, when set, record each selection in the tuning database under Key(function)
+	// (SelectionEntry) and reuse a complete record whose candidates are the same graphs: the
+	// function's winner is then the recorded one, and nothing is lowered, run or timed.
+	DB  *DB
+	Key func(f *ir.Function) SelectionKey
 }
 
 func (o SelectOptions) trace(format string, args ...any) {
@@ -120,6 +131,7 @@ type SelectResult struct {
 	// rounds of its time divided by the winner's time in the same round (1 for the winner).
 	Median time.Duration
 	Ratio  float64
+	Times  []time.Duration // per paired round
 	Plan   *plan.Plan
 }
 
@@ -129,6 +141,68 @@ type Selection struct {
 	Winner   int // index into Results; -1 when no candidate is valid
 	Results  []SelectResult
 	Rounds   int // rounds measured (fewer than asked when the context ended)
+	// Recorded: the selection was taken from the tuning database (measured by an earlier
+	// compile), nothing was measured now.
+	Recorded bool
+	// Why says how the winner was decided when not by its measured time alone.
+	Why string
+
+	asked int // rounds asked for
+}
+
+// recorded returns the selection the database holds for ref when it is complete and its
+// candidates are exactly cands' graphs, rebuilt for cands (nil otherwise).
+func recorded(opts SelectOptions, ref *ir.Function, cands []SelectCandidate) *Selection {
+	if opts.DB == nil || opts.Key == nil {
+		return nil
+	}
+	e, ok := opts.DB.GetSelection(opts.Key(ref))
+	if !ok || !e.Complete || len(e.Candidates) != len(cands) || e.Winner < 0 || e.Winner >= len(e.Candidates) {
+		return nil
+	}
+	byGraph := map[string]int{}
+	for i, r := range e.Candidates {
+		byGraph[r.Graph] = i
+	}
+	sel := &Selection{Function: ref.Name, Winner: -1, Rounds: e.Rounds, Recorded: true, Why: e.Why}
+	for _, c := range cands {
+		i, ok := byGraph[c.Key]
+		if c.Key == "" || !ok {
+			return nil
+		}
+		r := e.Candidates[i]
+		if i == e.Winner {
+			sel.Winner = len(sel.Results)
+		}
+		sel.Results = append(sel.Results, SelectResult{SelectCandidate: c, Valid: r.Valid, Reason: r.Reason,
+			Median: r.Median, Ratio: r.Ratio, Times: append([]time.Duration(nil), r.Times...)})
+	}
+	if sel.Winner < 0 || !sel.Results[sel.Winner].Valid {
+		return nil
+	}
+	return sel
+}
+
+// record stores a measured selection in the database (see SelectOptions.DB). It is complete when
+// every candidate was checked and every round asked for was measured.
+func record(opts SelectOptions, ref *ir.Function, sel *Selection) {
+	if opts.DB == nil || opts.Key == nil || sel.Recorded || sel.Winner < 0 {
+		return
+	}
+	e := &SelectionEntry{SelectionKey: opts.Key(ref), Winner: sel.Winner, Rounds: sel.Rounds, Why: sel.Why,
+		Complete: sel.Rounds >= sel.asked, Updated: time.Now().UTC().Truncate(time.Second)}
+	for _, r := range sel.Results {
+		if strings.HasPrefix(r.Reason, "not checked") {
+			e.Complete = false
+		}
+		rec := SelectionRecord{Graph: r.Key, Label: r.Label, Valid: r.Valid, Reason: r.Reason, Estimated: r.Estimated,
+			Median: r.Median, Ratio: r.Ratio, Times: r.Times}
+		if r.Plan != nil {
+			rec.Weights = r.Plan.Weights.Size
+		}
+		e.Candidates = append(e.Candidates, rec)
+	}
+	opts.DB.PutSelection(e)
 }
 
 // SelectFunction lowers each candidate (equivalent versions of ref, a function of m) with lowerFn,
@@ -156,6 +230,10 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		opts.Tolerance = 1e-3
 	}
 	sel := &Selection{Function: ref.Name, Winner: -1}
+	if rec := recorded(opts, ref, cands); rec != nil {
+		return rec, nil
+	}
+	defer func() { record(opts, ref, sel) }()
 	r := opts.References[ref]
 	if r == nil || r.seed != opts.Seed {
 		r = StartReference(m, ref, opts.Seed)
@@ -233,9 +311,22 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		}
 		sel.Rounds++
 	}
+	for i := range sel.Results {
+		sel.Results[i].Times = times[i]
+	}
+	sel.asked = opts.Rounds
 	if sel.Rounds == 0 {
+		// Nothing measured: the static choice stands (when valid), not a candidate that only
+		// an extraction estimate put first.
 		sel.Winner = valid[0]
-		sel.Results[valid[0]].Ratio = 1
+		for _, i := range valid {
+			if cands[i].Static {
+				sel.Winner = i
+				break
+			}
+		}
+		sel.Results[sel.Winner].Ratio = 1
+		sel.Why = "no paired round was measured before the budget ran out: the static choice stands"
 		return sel, nil
 	}
 	// Each candidate's paired figure: the median over rounds of its time over the round's
@@ -454,7 +545,14 @@ func (s *Selection) Record() []plan.Candidate {
 // String is a table of the candidates for `vkc compile --report`.
 func (s *Selection) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "function %s: %d candidates, %d paired rounds\n", s.Function, len(s.Results), s.Rounds)
+	from := ""
+	if s.Recorded {
+		from = " (recorded by an earlier compile: nothing measured now)"
+	}
+	fmt.Fprintf(&b, "function %s: %d candidates, %d paired rounds%s\n", s.Function, len(s.Results), s.Rounds, from)
+	if s.Why != "" {
+		fmt.Fprintf(&b, "   %s\n", s.Why)
+	}
 	for i, r := range s.Results {
 		mark := " "
 		if i == s.Winner {

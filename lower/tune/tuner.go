@@ -293,6 +293,13 @@ func (t *Tuner) Cost(ctx context.Context, p *kernels.Problem) (time.Duration, bo
 // for p, the choice is Static. It is an error when no template accepts p, or when every
 // template's search completed and found no valid configuration.
 func (t *Tuner) Best(ctx context.Context, p *kernels.Problem) (*Choice, error) {
+	return t.BestWithin(ctx, p, nil)
+}
+
+// BestWithin is Best with a criterion for ending each template's search early: once enough
+// returns true for the search's best time so far, the search stops and is recorded complete
+// (Entry.Stopped says why), so later compiles reuse it as they reuse a finished one.
+func (t *Tuner) BestWithin(ctx context.Context, p *kernels.Problem, enough func(best time.Duration) bool) (*Choice, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.init(); err != nil {
@@ -306,14 +313,14 @@ func (t *Tuner) Best(ctx context.Context, p *kernels.Problem) (*Choice, error) {
 	if err, ok := t.failed[pk]; ok {
 		return nil, err
 	}
-	c, err := t.best(ctx, p, pk, seen)
+	c, err := t.best(ctx, p, pk, seen, enough)
 	if err != nil {
 		t.failed[pk] = err
 	}
 	return c, err
 }
 
-func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bool) (*Choice, error) {
+func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bool, enough func(time.Duration) bool) (*Choice, error) {
 	tmpls, err := t.Templates(p, t.Caps)
 	if err != nil {
 		return nil, err
@@ -337,7 +344,7 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 	choice := &Choice{Problem: p}
 	allComplete := true
 	for _, tm := range tmpls {
-		e, err := t.search(ctx, p, tm, in)
+		e, err := t.search(ctx, p, tm, in, enough)
 		if err != nil {
 			return nil, err
 		}
@@ -538,7 +545,7 @@ func (c *checkData) get() ([]*ir.Tensor, []*ir.Tensor, error) {
 }
 
 // search runs (or reuses, or resumes) the search of template tm on p and returns its entry.
-func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Template, in *checkData) (*Entry, error) {
+func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Template, in *checkData, enough func(time.Duration) bool) (*Entry, error) {
 	key := t.Key(tm, p)
 	e := &Entry{Key: key, Times: map[string]time.Duration{}, Invalid: map[string]string{}}
 	if t.DB != nil {
@@ -570,16 +577,21 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	var fatal error
 	start := time.Now()
 	limited := false
+	early := false
+	var bestSoFar time.Duration
 	stop := func() bool {
 		if t.SearchLimit > 0 && time.Since(start) > t.SearchLimit {
 			limited = true
 		}
-		return fatal != nil || ctx.Err() != nil || limited
+		if enough != nil && bestSoFar > 0 && enough(bestSoFar) {
+			early = true
+		}
+		return fatal != nil || ctx.Err() != nil || limited || early
 	}
 	// Configurations that realise the same launch (a parameter the template ignores for this
 	// problem) share one run and one time.
 	sameLaunch := map[string]string{} // launch signature → config key measured
-	_, bestSoFar := bestOf(e.Times)
+	_, bestSoFar = bestOf(e.Times)
 	eval := func(c kernels.Config) (outcome, float64) {
 		ck := c.Key()
 		if d, ok := e.Times[ck]; ok {
@@ -621,7 +633,10 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	if fatal != nil {
 		return nil, fmt.Errorf("tune %s with %s: %w", key.Problem, tm.Name, fatal)
 	}
-	e.Complete = complete && ctx.Err() == nil && !limited
+	e.Complete = (complete || early) && ctx.Err() == nil && !limited
+	if early && !complete && e.Complete {
+		e.Stopped = "its best can no longer move its function by more than the noise"
+	}
 	if !e.Complete {
 		t.stats.Stopped = true
 	}

@@ -1,0 +1,137 @@
+package tune
+
+import (
+	"sort"
+	"time"
+)
+
+// SelectionKey identifies one measured selection in the database: a function, by the key of its
+// graph as written (rules.FunctionKey: ops, attributes, types, structure), measured on one
+// device and driver by one compiler. A changed graph, device, driver or compiler is a miss.
+type SelectionKey struct {
+	Device   string `json:"device"`
+	Driver   string `json:"driver"`
+	Compiler string `json:"compiler"`
+	Function string `json:"function"` // the function's name, for listing (the graph key decides)
+	Graph    string `json:"graph"`
+}
+
+// SelectionEntry is a selection's outcome: every candidate's structure (the key of its graph)
+// and its paired measurements, and the winner. A compile whose candidates for the function are
+// exactly the recorded ones takes the recorded winner without measuring (a warm compile); any
+// other set of candidates is measured again and replaces the entry.
+type SelectionEntry struct {
+	SelectionKey
+	Candidates []SelectionRecord `json:"candidates"`
+	Winner     int               `json:"winner"` // index into Candidates
+	Rounds     int               `json:"rounds"`
+	// Complete is false when the budget ended the rounds early (or none ran): a later compile
+	// measures the selection again.
+	Complete bool      `json:"complete"`
+	Why      string    `json:"why,omitempty"` // how the winner was decided when not by time alone
+	Updated  time.Time `json:"updated"`
+}
+
+// SelectionRecord is one candidate of a recorded selection.
+type SelectionRecord struct {
+	Graph     string          `json:"graph"` // rules.FunctionKey of the candidate
+	Label     string          `json:"label"`
+	Valid     bool            `json:"valid"`
+	Reason    string          `json:"reason,omitempty"`
+	Estimated time.Duration   `json:"estimated_ns,omitempty"`
+	Median    time.Duration   `json:"median_ns,omitempty"`
+	Ratio     float64         `json:"ratio,omitempty"`
+	Times     []time.Duration `json:"times_ns,omitempty"` // per paired round
+	Weights   uint64          `json:"weight_bytes,omitempty"`
+}
+
+func (e *SelectionEntry) clone() *SelectionEntry {
+	c := *e
+	c.Candidates = make([]SelectionRecord, len(e.Candidates))
+	for i, r := range e.Candidates {
+		r.Times = append([]time.Duration(nil), r.Times...)
+		c.Candidates[i] = r
+	}
+	return &c
+}
+
+// GetSelection returns a copy of the selection recorded for k.
+func (db *DB) GetSelection(k SelectionKey) (*SelectionEntry, bool) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	e, ok := db.selections[k]
+	if !ok {
+		return nil, false
+	}
+	return e.clone(), true
+}
+
+// PutSelection stores a copy of e (replacing the entry of its key). Save writes it.
+func (db *DB) PutSelection(e *SelectionEntry) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.selections[e.SelectionKey] = e.clone()
+}
+
+// Selections returns copies of all recorded selections, sorted by device, compiler, function
+// name and graph.
+func (db *DB) Selections() []*SelectionEntry {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	out := make([]*SelectionEntry, 0, len(db.selections))
+	for _, e := range db.selections {
+		out = append(out, e.clone())
+	}
+	sortSelections(out)
+	return out
+}
+
+func sortSelections(es []*SelectionEntry) {
+	sort.Slice(es, func(i, j int) bool {
+		a, b := es[i].SelectionKey, es[j].SelectionKey
+		if a.Device != b.Device {
+			return a.Device < b.Device
+		}
+		if a.Driver != b.Driver {
+			return a.Driver < b.Driver
+		}
+		if a.Compiler != b.Compiler {
+			return a.Compiler < b.Compiler
+		}
+		if a.Function != b.Function {
+			return a.Function < b.Function
+		}
+		return a.Graph < b.Graph
+	})
+}
+
+// SetWinner changes the winner of a selection (and of its record in db, when there is one
+// under key) to candidate w, restating every ratio against it; why says what decided. The
+// compile uses it when the measured winner is not worth the weight memory it adds.
+func (s *Selection) SetWinner(w int, why string, db *DB, key SelectionKey) {
+	if w < 0 || w >= len(s.Results) || w == s.Winner {
+		return
+	}
+	base := s.Results[w].Ratio
+	for i := range s.Results {
+		if base > 0 && s.Results[i].Ratio > 0 {
+			s.Results[i].Ratio /= base
+		}
+	}
+	s.Winner, s.Why = w, why
+	if db == nil {
+		return
+	}
+	e, ok := db.GetSelection(key)
+	if !ok || len(e.Candidates) != len(s.Results) {
+		return
+	}
+	for i, r := range s.Results {
+		if e.Candidates[i].Graph != r.Key {
+			return
+		}
+		e.Candidates[i].Ratio = r.Ratio
+	}
+	e.Winner, e.Why = w, why
+	db.PutSelection(e)
+}
