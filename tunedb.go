@@ -94,7 +94,8 @@ func ReadTuningDB(path string) (*TuningDB, error) {
 
 // ClearTuningDB removes the tuning database at path ("" is the user cache directory's), so the
 // next compile measures every kernel again. It refuses to remove a file that is not a tuning
-// database unless force. It returns the file's path and how many entries (searches and selections) it held.
+// database unless force. It returns the file's path and how many entries (searches and
+// selections) it held.
 func ClearTuningDB(path string, force bool) (string, int, error) {
 	if path == "" {
 		p, err := tune.DefaultPath()

@@ -340,8 +340,7 @@ func checkDBFile(path string) error {
 // ClearDB removes the database file at path ("" is DefaultPath) and any temporary files a
 // crashed save left next to it, under the lock. It refuses to remove a file that is not a tuning
 // database (a mistyped --tune-db) unless force. It reports how many entries (searches and
-// selections) the file held (0
-// when it did not exist or was of another format).
+// selections) the file held (0 when it did not exist or was of another format).
 func ClearDB(path string, force bool) (int, error) {
 	if path == "" {
 		p, err := DefaultPath()
