@@ -95,13 +95,37 @@ func (b byteLevelPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
 		}
 		return emit(p)
 	}
-	mark := len(sc.st)
-	sc.st = matchSpans(sc.st, gpt2Regex, &sc.m, p.text)
-	return emitPieces(p, sc, mark, splitIsolated, false, emit)
+	return emitIsolated(p, gpt2Regex, sc, emit)
+}
+
+// emitIsolated is emitPieces for the matches of re with behavior Isolated, handing each piece
+// on as it is found rather than collecting the spans of the whole text first (a long text
+// would otherwise hold a span per word). Between two matches the machine holds nothing, so the
+// stages emit calls may use it.
+func emitIsolated(p pretok, re *Regex, sc *scratch, emit emitFn) error {
+	s := p.text
+	prev := 0
+	var err error
+	piece := func(start, end int) {
+		if err == nil && end > start {
+			err = emit(pretok{s[start:end], p.atStart && start == 0, p.raw})
+		}
+	}
+	re.findAll(&sc.m, s, func(start, end int) bool {
+		piece(prev, start)
+		piece(start, end)
+		prev = end
+		return err == nil
+	})
+	piece(prev, len(s))
+	return err
 }
 
 func (s splitPre) preTokenize(p pretok, sc *scratch, emit emitFn) error {
 	p = p.mapped()
+	if s.pat.re != nil && s.behavior == splitIsolated && !s.invert {
+		return emitIsolated(p, s.pat.re, sc, emit)
+	}
 	mark := len(sc.st)
 	sc.st = s.pat.spans(sc.st, p.text, sc)
 	return emitPieces(p, sc, mark, s.behavior, s.invert, emit)

@@ -1113,8 +1113,8 @@ func assertHolds(k assertKind, s string, pos int) bool {
 
 // findAll calls fn for every match in s, left to right, the way the onig crate's find_iter does:
 // each search starts where the previous match ended, and an empty match right where the previous
-// match ended is skipped.
-func (re *Regex) findAll(m *reMachine, s string, fn func(start, end int)) {
+// match ended is skipped. fn returns false to stop.
+func (re *Regex) findAll(m *reMachine, s string, fn func(start, end int) bool) {
 	lastEnd, lastMatchEnd := 0, -1
 	for lastEnd <= len(s) {
 		start, end := -1, -1
@@ -1142,7 +1142,9 @@ func (re *Regex) findAll(m *reMachine, s string, fn func(start, end int)) {
 			continue
 		}
 		lastEnd, lastMatchEnd = end, end
-		fn(start, end)
+		if !fn(start, end) {
+			return
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ func findAllStrings(t testing.TB, pattern, s string) []string {
 		t.Fatalf("compile %q: %v", pattern, err)
 	}
 	var out []string
-	re.findAll(&reMachine{}, s, func(a, b int) { out = append(out, s[a:b]) })
+	re.findAll(&reMachine{}, s, func(a, b int) bool { out = append(out, s[a:b]); return true })
 	return out
 }
 
@@ -72,7 +72,7 @@ func TestRegexEmptyMatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got [][2]int
-	re.findAll(&reMachine{}, "axxb", func(a, b int) { got = append(got, [2]int{a, b}) })
+	re.findAll(&reMachine{}, "axxb", func(a, b int) bool { got = append(got, [2]int{a, b}); return true })
 	want := [][2]int{{0, 0}, {1, 3}, {4, 4}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -137,7 +137,7 @@ func FuzzRegexAgainstStdlib(f *testing.F) {
 		m := &reMachine{}
 		for i := range res {
 			var got [][2]int
-			res[i].findAll(m, s, func(a, b int) { got = append(got, [2]int{a, b}) })
+			res[i].findAll(m, s, func(a, b int) bool { got = append(got, [2]int{a, b}); return true })
 			want := std[i].FindAllStringIndex(s, -1)
 			ok := len(got) == len(want)
 			for j := 0; ok && j < len(got); j++ {

@@ -45,12 +45,13 @@ func matchSpans(dst []span, re *Regex, m *reMachine, s string) []span {
 		return append(dst, span{0, 0, false})
 	}
 	prev := 0
-	re.findAll(m, s, func(start, end int) {
+	re.findAll(m, s, func(start, end int) bool {
 		if prev != start {
 			dst = append(dst, span{prev, start, false})
 		}
 		dst = append(dst, span{start, end, true})
 		prev = end
+		return true
 	})
 	if prev != len(s) {
 		dst = append(dst, span{prev, len(s), false})

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/vkc-project/vkc/tokenizer"
 )
@@ -89,11 +88,14 @@ func init() {
 						Tokens []string `json:"tokens"`
 					}{ids, tokens})
 				}
-				strs := make([]string, len(ids))
+				line := make([]byte, 0, 7*len(ids)+1)
 				for i, id := range ids {
-					strs[i] = strconv.Itoa(int(id))
+					if i > 0 {
+						line = append(line, ',')
+					}
+					line = strconv.AppendInt(line, int64(id), 10)
 				}
-				_, err = fmt.Fprintln(stdout, strings.Join(strs, ","))
+				_, err = stdout.Write(append(line, '\n'))
 				return err
 			}
 		},
