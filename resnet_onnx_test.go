@@ -179,7 +179,7 @@ func TestResNetONNXEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(yaml), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := importer.WriteModelYAML(im.Model, yaml, nil); err != nil {
+	if _, err := importer.WriteModelYAML(context.Background(), im.Model, yaml, importer.YAMLOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	back, err := ir.ParseModel(yaml)

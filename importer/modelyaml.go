@@ -1,7 +1,9 @@
 package importer
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,18 +12,32 @@ import (
 	"strconv"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/safetensors"
 )
+
+// YAMLOptions configure WriteModelYAML.
+type YAMLOptions struct {
+	// Header lines are written as comments at the top.
+	Header []string
+	// Inputs are the files the model was read from: neither output may replace one of them.
+	Inputs []string
+	// Force replaces existing files that are not a model.yaml and a safetensors file.
+	Force bool
+}
 
 // WriteModelYAML writes m as a model.yaml file at path and its parameters, once, to a
 // safetensors file beside it (path with .safetensors for .yaml), so that ir.ParseModel(path)
 // gives back the same functions and weights. Each node becomes one statement; a scalar constant
 // is written as a number where model.yaml's rule for bare numbers gives it the same dtype, and
-// any other constant becomes a parameter named const.N. Both files are written atomically
-// (nothing is left half-written, and an existing file is replaced only by a complete one).
-// header is written as comment lines at the top. It returns the weights file's path.
-func WriteModelYAML(m *ir.Model, path string, header []string) (string, error) {
+// any other constant becomes a parameter named const.N. The two files are written all or none
+// (internal/safefile): nothing is half-written, and an existing file is replaced only by a
+// complete one, and only when it is a model.yaml or a safetensors file (or opts.Force). It
+// returns the weights file's path ("" when the model has no parameters).
+func WriteModelYAML(ctx context.Context, m *ir.Model, path string, opts YAMLOptions) (string, error) {
 	weights := strings.TrimSuffix(path, filepath.Ext(path)) + ".safetensors"
 	if filepath.Clean(weights) == filepath.Clean(path) {
 		weights = path + ".safetensors"
@@ -42,7 +58,7 @@ func WriteModelYAML(m *ir.Model, path string, header []string) (string, error) {
 		}
 	}
 	var b strings.Builder
-	for _, h := range header {
+	for _, h := range opts.Header {
 		fmt.Fprintf(&b, "# %s\n", h)
 	}
 	fmt.Fprintf(&b, "model: %s\n", m.Name)
@@ -57,15 +73,35 @@ func WriteModelYAML(m *ir.Model, path string, header []string) (string, error) {
 	}
 	b.WriteString("functions:\n")
 	b.WriteString(body.String())
+	var batch safefile.Batch
 	if len(params) > 0 {
-		if err := safetensors.Write(weights, w.tensors); err != nil {
+		err := batch.Add(ctx, weights, safetensors.FileOptions(opts.Inputs, opts.Force),
+			func(out io.Writer) error { return safetensors.Encode(out, w.tensors) })
+		if err != nil {
 			return "", err
 		}
+	} else {
+		weights = ""
 	}
-	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
+	err := batch.Add(ctx, path, safefile.Options{What: "model.yaml", Inputs: opts.Inputs, Check: isModelYAML, Force: opts.Force},
+		func(out io.Writer) error { _, err := io.WriteString(out, b.String()); return err })
+	if err != nil {
 		return "", err
 	}
-	return weights, nil
+	return weights, batch.Commit()
+}
+
+// isModelYAML recognises a file WriteModelYAML may replace: YAML with a top-level model key.
+func isModelYAML(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if yaml.Unmarshal(b, &doc) != nil || doc["model"] == nil {
+		return fmt.Errorf("it is not a model.yaml")
+	}
+	return nil
 }
 
 type yamlWriter struct {
@@ -320,28 +356,4 @@ func attrString(n *ir.Node) ([]string, error) {
 		out = append(out, k+"="+s)
 	}
 	return out, nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(name, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -67,12 +67,18 @@ func ImportONNX(path string, opts ONNXOptions) (*ONNX, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
-	im, err := importModel(m, filepath.Dir(path), name, opts)
+	im, err := ImportONNXModel(m, filepath.Dir(path), name, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	im.Model.Source = path
 	return im, nil
+}
+
+// ImportONNXModel is ImportONNX for a decoded model; dir is the folder external data is read
+// from.
+func ImportONNXModel(m *onnx.Model, dir, name string, opts ONNXOptions) (*ONNX, error) {
+	return importModel(m, dir, name, opts)
 }
 
 // onnxValue is what the importer knows of one ONNX value name.

@@ -2,6 +2,7 @@ package importer_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,7 +79,7 @@ func TestONNXNodeYAMLRoundTrip(t *testing.T) {
 			continue // TestONNXNodeInterpreter accounts for these
 		}
 		path := filepath.Join(out, e.Test+".yaml")
-		if _, err := importer.WriteModelYAML(c.Import.Model, path, []string{"imported from " + e.Test}); err != nil {
+		if _, err := importer.WriteModelYAML(context.Background(), c.Import.Model, path, importer.YAMLOptions{Header: []string{"imported from " + e.Test}}); err != nil {
 			t.Errorf("%s: write: %v", e.Test, err)
 			continue
 		}

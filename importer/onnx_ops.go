@@ -1523,8 +1523,8 @@ func foldConstantOfShape(im *importer, n *onnx.Node) (bool, error) {
 	}
 	total := int64(1)
 	for _, d := range shape {
-		if d <= 0 || d > 1<<28 || total*d > 1<<28 {
-			return false, fmt.Errorf("shape %v: vkc has no empty tensors and folds at most 2^28 elements", shape)
+		if d <= 0 || d > 1<<24 || total*d > 1<<24 {
+			return false, fmt.Errorf("shape %v: vkc has no empty tensors and folds at most 2^24 elements", shape)
 		}
 		total *= d
 	}

@@ -32,6 +32,7 @@ fuzzcount() {
     FuzzBuilder) echo 20000x ;;
     FuzzDecodeContents) echo 15000x ;;
     FuzzParse | FuzzParseModel) echo 50000x ;;
+    FuzzImportONNX) echo 60000x ;;
     FuzzGGUF) echo 100000x ;;
     FuzzByteLevelRoundTrip | FuzzRegexAgainstStdlib) echo 40000x ;;
     *) echo 150000x ;;

@@ -16,10 +16,11 @@ import (
 func init() {
 	register(&command{
 		name:    "check",
-		usage:   "[-skip-weights] [-write-weights FILE] model.yaml|model.gguf",
+		usage:   "[-skip-weights] [-write-weights FILE] [--dim NAME=VALUE] model.yaml|model.gguf|model.onnx",
 		short:   "parse and validate a model; summarise its parameters, state, functions and ops",
 		example: "vkc check examples/tinyllama/model.yaml",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			dims := dimFlags(fs)
 			skip := fs.Bool("skip-weights", false, "do not read or generate the weights (faster for large models)")
 			write := fs.String("write-weights", "", "write the model's weights (loaded or generated) to this safetensors `file`, e.g. for a peer implementation")
 			force := fs.Bool("force", false, "with -write-weights: replace a file that is not a safetensors file")
@@ -31,7 +32,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := loadModel(args[0], *skip)
+				m, err := loadModel(args[0], *skip, dims)
 				if err != nil {
 					return err
 				}

@@ -19,10 +19,11 @@ import (
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml|model.gguf -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE [--tokenizer-ref]]",
+		usage:   "model.yaml|model.gguf|model.onnx [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE [--tokenizer-ref]]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			dims := dimFlags(fs)
 			out := fs.String("o", "", "the plan file to write (required)")
 			device := fs.String("device", "", "the device to compile for, by index or name substring (default: $VKC_DEVICE, else the best)")
 			fns := fs.String("f", "", "comma-separated functions to compile (default: all)")
@@ -84,7 +85,7 @@ func init() {
 				if *quiet {
 					stderr = io.Discard
 				}
-				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr)
+				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr, dims)
 			}
 		},
 	})
@@ -93,11 +94,11 @@ func init() {
 // compileCmd compiles the model and writes the plan and the --dot graph all or none: both are
 // prepared as temporary files and renamed into place only when both are complete (and the
 // kernels dumped), and nothing is written after an interrupt (SIGINT or SIGTERM).
-func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, stderr io.Writer) error {
+func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, stderr io.Writer, dims dimFlag) error {
 	ctx, stop := interruptible()
 	defer stop()
 	fmt.Fprintf(stderr, "parse %s\n", model)
-	m, err := loadModel(model, false)
+	m, err := loadModel(model, false, dims)
 	if err != nil {
 		return err
 	}

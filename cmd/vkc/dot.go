@@ -14,10 +14,11 @@ import (
 func init() {
 	register(&command{
 		name:    "dot",
-		usage:   "model.yaml|model.gguf [-f FUNCTION] [--fused] [-o graph.dot]",
+		usage:   "model.yaml|model.gguf|model.onnx [--dim NAME=VALUE] [-f FUNCTION] [--fused] [-o graph.dot]",
 		short:   "draw a function of a model as a Graphviz DOT graph (one cluster per repeated layer)",
 		example: "vkc dot examples/tinyllama/model.yaml -f decode -o decode.dot",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			dims := dimFlags(fs)
 			fn := fs.String("f", "", "the function to draw (default: the model's first)")
 			out := fs.String("o", "", "write the DOT text to this file (default: standard output)")
 			hideConsts := fs.Bool("hide-consts", false, "leave scalar constants out")
@@ -31,7 +32,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := loadModel(args[0], true)
+				m, err := loadModel(args[0], true, dims)
 				if err != nil {
 					return err
 				}

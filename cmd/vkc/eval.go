@@ -12,9 +12,11 @@ import (
 	"strings"
 
 	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/npy"
+	"github.com/vkc-project/vkc/ir/onnx"
 	"github.com/vkc-project/vkc/ir/safetensors"
 )
 
@@ -27,13 +29,14 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 func init() {
 	register(&command{
 		name:    "eval",
-		usage:   "model.yaml|model.gguf -f FUNCTION --input NAME=VALUE ... [--state-from FILE] [-o OUT] [--state-to FILE] [--greedy N]",
+		usage:   "model.yaml|model.gguf|model.onnx [--dim NAME=VALUE] -f FUNCTION --input NAME=VALUE ... [--state-from FILE] [-o OUT] [--state-to FILE] [--greedy N]",
 		short:   "run a function of a model in the reference interpreter",
 		example: "vkc eval examples/tinyllama/model.yaml -f decode --input tokens=37 --input pos=0 --greedy 4",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			dims := dimFlags(fs)
 			fn := fs.String("f", "", "the function to run (default: the model's first)")
 			var inputs multiFlag
-			fs.Var(&inputs, "input", "an input: NAME=FILE.npy, NAME=FILE.safetensors[:TENSOR] (default tensor: NAME), "+
+			fs.Var(&inputs, "input", "an input: NAME=FILE.npy, NAME=FILE.safetensors[:TENSOR] (default tensor: NAME), NAME=FILE.pb (ONNX TensorProto), "+
 				"or NAME=VALUES with numbers, e.g. pos=0 or tokens=[1,2,3]; repeat for each input")
 			stateFrom := fs.String("state-from", "", "a .safetensors file with the state to start from (default: zeros)")
 			out := fs.String("o", "", "write the outputs to OUT: a .safetensors file, a .npy file (one output) or a directory (NAME.npy each)")
@@ -49,7 +52,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := loadModel(args[0], false)
+				m, err := loadModel(args[0], false, dims)
 				if err != nil {
 					return err
 				}
@@ -160,7 +163,8 @@ func inputList(f *ir.Function) string {
 	return strings.Join(l, ", ")
 }
 
-// readInput reads one input (a .npy file, FILE.safetensors[:TENSOR] or literal numbers) and
+// readInput reads one input (a .npy file, FILE.safetensors[:TENSOR], an ONNX TensorProto
+// FILE.pb or literal numbers) and
 // converts it to the declared type, refusing what would change its values or meaning: a file's
 // shape may differ from the input's only in dimensions of size 1 ([16] for [1,16], not [16,4]
 // for [4,16]); values for an integer input must be integers within the dtype's range (no
@@ -172,6 +176,13 @@ func readInput(name, val string, want ir.Type) (*ir.Tensor, error) {
 	switch {
 	case strings.HasSuffix(val, ".npy"):
 		x, err = npy.ReadFile(val)
+	case strings.HasSuffix(val, ".pb"):
+		// An ONNX TensorProto file (as ONNX's test data sets hold them): its element type in
+		// the vkc type that holds it (int64 as i32 when every value fits, and so on).
+		var t *onnx.Tensor
+		if t, err = onnx.ReadTensor(val); err == nil {
+			x, err = importer.TensorFromONNX(val, t.DataType, t.Dims, t.RawData)
+		}
 	case strings.Contains(val, ".safetensors"):
 		file, tensor, ok := strings.Cut(val, ".safetensors:")
 		if ok {

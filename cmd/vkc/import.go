@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -19,11 +20,12 @@ import (
 func init() {
 	register(&command{
 		name:    "import",
-		usage:   "model.gguf -o model.yaml [--ctx N] [--prefill N] [--force]",
-		short:   "write a model.yaml for a GGUF file (llama, qwen2, qwen3) that reads its weights from the file",
+		usage:   "model.gguf -o model.yaml [--ctx N] [--prefill N] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
+		short:   "write a model.yaml for a GGUF file (llama, qwen2, qwen3; weights read from the file) or an ONNX file (weights written beside it)",
 		example: "vkc import model.gguf -o model.yaml --ctx 2048",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
-			out := fs.String("o", "", "the model.yaml to write (required); the GGUF file is named relative to it")
+			dims := dimFlags(fs)
+			out := fs.String("o", "", "the model.yaml to write (required); a GGUF file is named relative to it, an ONNX file's weights go beside it (.safetensors)")
 			ctx := fs.Int("ctx", 0, fmt.Sprintf("KV cache positions (default: the model's context length, at most %d)", importer.MaxCtx))
 			force := fs.Bool("force", false, "replace an existing file that is not a model.yaml")
 			prefill := fs.Int("prefill", 0, fmt.Sprintf("the most tokens the prefill function takes, a run-time length 1..N (default %d, at most the context)", importer.DefaultPrefill))
@@ -33,16 +35,25 @@ func init() {
 					return err
 				}
 				if len(args) != 1 {
-					return usagef("want one GGUF file, got %d arguments", len(args))
+					return usagef("want one GGUF or ONNX file, got %d arguments", len(args))
 				}
 				if *out == "" {
 					return usagef("-o model.yaml is required")
+				}
+				if strings.EqualFold(filepath.Ext(args[0]), ".onnx") {
+					if *ctx != 0 || *prefill != 0 {
+						return usagef("--ctx and --prefill go with GGUF files")
+					}
+					return importONNX(stdout, args[0], *out, dims, *force)
+				}
+				if len(dims) > 0 {
+					return usagef("--dim goes with ONNX files")
 				}
 				if *ctx < 0 || *prefill < 0 {
 					return usagef("--ctx and --prefill must be positive")
 				}
 				if !importer.IsGGUFPath(args[0]) {
-					return fmt.Errorf("%s: vkc import reads GGUF files (.gguf)", args[0])
+					return fmt.Errorf("%s: vkc import reads GGUF (.gguf) and ONNX (.onnx) files", args[0])
 				}
 				dir, err := filepath.Abs(filepath.Dir(*out))
 				if err != nil {
@@ -68,17 +79,86 @@ func init() {
 	})
 }
 
+// importONNX writes the model.yaml of an ONNX file and its weights (the initializers, once)
+// in a safetensors file beside it, all or none.
+func importONNX(stdout io.Writer, in, out string, dims dimFlag, force bool) error {
+	ctx, stop := interruptible()
+	defer stop()
+	im, err := importer.ImportONNX(in, importer.ONNXOptions{Dims: dims})
+	if err != nil {
+		return err
+	}
+	header := []string{fmt.Sprintf("imported from %s (ONNX opset %d) by vkc import", filepath.Base(in), im.Opset)}
+	for _, n := range im.Notes {
+		header = append(header, "note: "+n)
+	}
+	weights, err := importer.WriteModelYAML(ctx, im.Model, out, importer.YAMLOptions{Header: header, Inputs: []string{in}, Force: force})
+	if err != nil {
+		return err
+	}
+	m := im.Model
+	f := m.Functions[0]
+	fmt.Fprintf(stdout, "wrote %s: %s (ONNX opset %d), %d parameters", out, m.Name, im.Opset, len(m.Params))
+	if weights != "" {
+		fmt.Fprintf(stdout, " in %s", weights)
+	}
+	fmt.Fprintf(stdout, ", function %s: %d nodes, %d inputs, %d outputs\n", f.Name, len(f.Nodes), len(f.Inputs), len(f.Outputs))
+	for _, n := range im.Notes {
+		fmt.Fprintf(stdout, "  note: %s\n", n)
+	}
+	return nil
+}
+
 // loadModel reads the model a command is given: a model.yaml, or a file another tool wrote
-// (GGUF, ONNX), imported in memory with the importer's defaults.
-func loadModel(path string, skipWeights bool) (*ir.Model, error) {
+// (GGUF, ONNX), imported in memory with the importer's defaults. dims fixes an ONNX model's
+// symbolic input dimensions (--dim NAME=VALUE); a model.yaml or GGUF file takes none.
+func loadModel(path string, skipWeights bool, dims dimFlag) (*ir.Model, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext == ".onnx" || importer.IsGGUFPath(path) {
 		if ext != ".onnx" && ext != ".gguf" {
 			return nil, fmt.Errorf("%s is a GGUF file; name it .gguf", path)
 		}
-		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights})
+		if len(dims) > 0 && ext != ".onnx" {
+			return nil, usagef("--dim fixes the symbolic dimensions of ONNX models; %s is not one", path)
+		}
+		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights, Dims: dims})
+	}
+	if len(dims) > 0 {
+		return nil, usagef("--dim fixes the symbolic dimensions of ONNX models; %s is a model.yaml", path)
 	}
 	return ir.ParseModelWith(path, ir.ParseOptions{SkipWeights: skipWeights})
+}
+
+// dimFlag is the repeatable --dim NAME=VALUE flag: a symbolic dimension of an ONNX model's
+// inputs fixed to a size (vkc's shapes are static).
+type dimFlag map[string]int
+
+func (d dimFlag) String() string {
+	var parts []string
+	for k, v := range d {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (d dimFlag) Set(s string) error {
+	name, val, ok := strings.Cut(s, "=")
+	n, err := strconv.Atoi(strings.TrimSpace(val))
+	if !ok || name == "" || err != nil || n <= 0 {
+		return fmt.Errorf("want NAME=VALUE with a positive integer VALUE, got %q", s)
+	}
+	if _, dup := d[name]; dup {
+		return fmt.Errorf("dimension %s given twice", name)
+	}
+	d[name] = n
+	return nil
+}
+
+// dimFlags registers --dim on a command's flags.
+func dimFlags(fs *flag.FlagSet) dimFlag {
+	d := dimFlag{}
+	fs.Var(d, "dim", "fix a symbolic input dimension of an ONNX model: NAME=VALUE (repeatable)")
+	return d
 }
 
 // isModelYAML recognises a file vkc import may replace: YAML with a top-level model key.

@@ -62,8 +62,8 @@ func TestImportErrors(t *testing.T) {
 	}{
 		{[]string{"import", mamba}, 2, "-o model.yaml is required"},
 		{[]string{"import", mamba, "-o", out}, 1, `architecture "mamba" is not one vkc imports (it knows llama, qwen2, qwen3)`},
-		{[]string{"import", "../../go.mod", "-o", out}, 1, "reads GGUF files"},
-		{[]string{"import"}, 2, "want one GGUF file"},
+		{[]string{"import", "../../go.mod", "-o", out}, 1, "reads GGUF (.gguf) and ONNX (.onnx) files"},
+		{[]string{"import"}, 2, "want one GGUF or ONNX file"},
 		{[]string{"check", mamba}, 1, `architecture "mamba"`},
 	} {
 		code, _, errs := runCLI(t, c.args...)

@@ -22,7 +22,7 @@ func init() {
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to run")
 			var inputs multiFlag
-			fs.Var(&inputs, "input", "NAME=VALUE: an input as a .npy file, FILE.safetensors[:TENSOR] (default tensor: NAME), or numbers (\"3\", \"1,2,3\"); repeatable")
+			fs.Var(&inputs, "input", "NAME=VALUE: an input as a .npy file, FILE.safetensors[:TENSOR] (default tensor: NAME), an ONNX TensorProto FILE.pb, or numbers (\"3\", \"1,2,3\"); repeatable")
 			out := fs.String("o", "", "write the outputs to a .safetensors file, a .npy file (one output) or a folder of .npy files (default: print a summary)")
 			prompt := fs.String("prompt-ids", "", "comma-separated prompt token ids: greedy generation through the plan's prefill and decode functions")
 			steps := fs.Int("steps", 16, "with --prompt-ids: tokens to generate")

@@ -16,10 +16,11 @@ import (
 func init() {
 	register(&command{
 		name:    "tune",
-		usage:   "(model.yaml|model.gguf [-budget D] [-f fn,...] [-device D] | -list | -clear) [-tune-db PATH]",
+		usage:   "(model.yaml|model.gguf|model.onnx [--dim NAME=VALUE] [-budget D] [-f fn,...] [-device D] | -list | -clear) [-tune-db PATH]",
 		short:   "tune a model's kernels on the device into the tuning database, or show or clear the database",
 		example: "vkc tune examples/tinyllama/model.yaml -budget 30s",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			dims := dimFlags(fs)
 			list := fs.Bool("list", false, "list the database's searches: device, compiler, template, problem, best configuration and time")
 			clear := fs.Bool("clear", false, "remove the database, so the next compile measures every kernel again")
 			path := fs.String("tune-db", "", "the tuning database file (default: vkc/tune/tune.json in the user cache directory)")
@@ -63,7 +64,7 @@ func init() {
 						return usagef("%s %v: want a positive duration (or 0: no limit)", d.flag, d.v)
 					}
 				}
-				opts := tuneModelOptions{db: *path, budget: *budget, perSearch: *perSearch, device: *device, configs: *configs, optimize: !*asWritten, force: *force}
+				opts := tuneModelOptions{db: *path, budget: *budget, perSearch: *perSearch, device: *device, configs: *configs, optimize: !*asWritten, force: *force, dims: dims}
 				if *fns != "" {
 					opts.functions = strings.Split(*fns, ",")
 				}
@@ -81,6 +82,7 @@ type tuneModelOptions struct {
 	configs    int
 	optimize   bool
 	force      bool
+	dims       dimFlag
 }
 
 // tuneModel tunes every kernel of the model's functions (vkc.TuneKernels) and prints what
@@ -89,7 +91,7 @@ type tuneModelOptions struct {
 func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error {
 	ctx, stop := interruptible()
 	defer stop()
-	m, err := loadModel(path, false)
+	m, err := loadModel(path, false, o.dims)
 	if err != nil {
 		return err
 	}
