@@ -156,3 +156,22 @@ func FuzzImportONNX(f *testing.F) {
 		}
 	})
 }
+
+// TestSupportedONNXOps: every op issue 15 lists is translated (plus RMSNormalization, which the
+// node tests include).
+func TestSupportedONNXOps(t *testing.T) {
+	have := map[string]bool{}
+	for _, op := range importer.SupportedONNXOps() {
+		have[op] = true
+	}
+	for _, op := range strings.Fields(`Add Sub Mul Div Pow Neg Abs Exp Log Sqrt Reciprocal Sin Cos Tanh Erf
+		Sigmoid Relu LeakyRelu Gelu HardSigmoid HardSwish Clip Cast Equal Less LessOrEqual Greater
+		GreaterOrEqual Where Max Min ReduceSum ReduceMean ReduceMax ReduceMin ArgMax Softmax
+		LayerNormalization MatMul Gemm Reshape Transpose Slice Concat Split Squeeze Unsqueeze Flatten
+		Expand Gather Identity Conv MaxPool AveragePool GlobalAveragePool BatchNormalization Constant
+		Shape ConstantOfShape RMSNormalization`) {
+		if !have[op] {
+			t.Errorf("ONNX op %s is not translated", op)
+		}
+	}
+}
