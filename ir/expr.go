@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // This file holds the expression language of model.yaml statements: a tokenizer, an AST and a
@@ -233,7 +234,11 @@ func tokenize(src string) ([]token, error) {
 			toks = append(toks, token{kind: tPunct, text: string(c), col: i + 1})
 			i++
 		default:
-			return nil, fmt.Errorf("column %d: unexpected character %q", i+1, c)
+			r, _ := utf8.DecodeRuneInString(src[i:])
+			if r == utf8.RuneError {
+				return nil, fmt.Errorf("column %d: unexpected byte 0x%02x (not UTF-8)", i+1, c)
+			}
+			return nil, fmt.Errorf("column %d: unexpected character %q (U+%04X); names are ASCII letters, digits, _ and .", i+1, r, r)
 		}
 	}
 	toks = append(toks, token{kind: tEOF, col: len(src) + 1})

@@ -27,10 +27,12 @@ func (e *SourceError) Error() string {
 	if s != "" {
 		s += ": "
 	}
+	// The context and the message quote the model's text: escape what a terminal would obey
+	// and cut what is long (a megabyte statement is shown once, briefly).
 	if e.Context != "" {
-		s += e.Context + ": "
+		s += SafeText(e.Context, 400) + ": "
 	}
-	return s + e.Err.Error()
+	return s + SafeText(e.Err.Error(), 1000)
 }
 
 func (e *SourceError) Unwrap() error { return e.Err }
@@ -180,6 +182,9 @@ func parseModel(file string, src []byte, dir string, opt ParseOptions) (*Model, 
 	if n := sections["model"]; n != nil {
 		if n.Kind != yaml.ScalarNode {
 			return nil, p.errAt(n, "model", "the model name is a string")
+		}
+		if !clean(n.Value) {
+			return nil, p.errAt(n, "model", "the model name \"%s\" has control characters or invalid UTF-8", SafeText(n.Value, 80))
 		}
 		p.m.Name = n.Value
 	} else {

@@ -351,7 +351,7 @@ func (fb *fnBuilder) context() string {
 		s += " (" + strings.Join(l, ", ") + ")"
 	}
 	if fb.stmt != "" {
-		s += ": `" + fb.stmt + "`"
+		s += ": `" + SafeText(fb.stmt, 200) + "`"
 	}
 	return s
 }

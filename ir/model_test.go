@@ -385,3 +385,45 @@ func TestModelSizeBounds(t *testing.T) {
 		t.Errorf("the default bounds refuse the base model: %v", err)
 	}
 }
+
+// TestMessagesQuoteSafely: a message quotes the model's text without letting a terminal obey it
+// (control characters escaped), shows non-ASCII characters as themselves (not as the bytes of
+// their UTF-8 encoding), and shows a long statement once, cut.
+func TestMessagesQuoteSafely(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		want      []string
+		not       []string
+		max       int // bytes of the message at most (0: no bound)
+	}{
+		{"control characters in the name", strings.Replace(baseModel, "model: t", `model: "t\x1b[31m\a"`, 1),
+			[]string{`t.yaml:1: model: the model name "t\x1b[31m\a" has control characters`}, []string{"\x1b", "\a"}, 0},
+		{"non-ASCII identifier", withLine(16, "      - h = linéar(x, w)"),
+			[]string{"`h = linéar(x, w)`", "unexpected character 'é' (U+00E9)"}, []string{"Ã"}, 0},
+		{"control character in a statement", withLine(16, "      - \"h = linear(x,\\x1b[2J w)\""),
+			[]string{`\x1b[2J`}, []string{"\x1b"}, 0},
+		{"long statement", withLine(16, "      - h = linear(x"+strings.Repeat(" ", 1<<20)+", w"),
+			[]string{"`h = linear(x", "…`"}, nil, 1500},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ir.ParseModelBytes("t.yaml", []byte(c.src), ".")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message lacks %q: %s", w, ir.SafeText(msg, 2000))
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(msg, w) {
+					t.Errorf("message holds %q: %s", w, ir.SafeText(msg, 2000))
+				}
+			}
+			if c.max > 0 && len(msg) > c.max {
+				t.Errorf("message is %d bytes", len(msg))
+			}
+		})
+	}
+}

@@ -117,11 +117,16 @@ func parseSafetensors(path string, f *os.File) (*SafetensorsFile, error) {
 				return nil, fmt.Errorf("%s: tensor %q has a negative dimension in %v", path, name, h.Shape)
 			}
 		}
+		// A shape whose element count overflows would wrap to a small size (0 for [2^32, 2^32])
+		// and pass the size check below with no data at all.
+		if n, ok := t.Shape.CheckedElements(); !ok || n > 1<<62/8 {
+			return nil, fmt.Errorf("%s: tensor %q: shape %v has too many elements", path, name, h.Shape)
+		}
 		size := h.DataOffsets[1] - h.DataOffsets[0]
 		if size != int64(t.Bytes()) {
 			return nil, fmt.Errorf("%s: tensor %q: %s needs %d bytes, the file gives %d", path, name, t, t.Bytes(), size)
 		}
-		if base+h.DataOffsets[1] > st.Size() {
+		if h.DataOffsets[1] > st.Size()-base {
 			return nil, fmt.Errorf("%s: tensor %q lies past the end of the file (truncated?)", path, name)
 		}
 		out.Entries[name] = SafetensorsEntry{Name: name, Type: t, Offset: base + h.DataOffsets[0], Size: size}

@@ -46,8 +46,8 @@ type input struct {
 // the input ends early. With an unknown size, memory grows only as data actually arrives.
 func (in *input) read(n uint64, what string) ([]byte, error) {
 	if in.size >= 0 && n > uint64(in.size)-in.pos {
-		return nil, formatErr(ErrTruncated, "%s needs bytes %d..%d but the input ends at byte %d",
-			what, in.pos, in.pos+n, in.size)
+		return nil, formatErr(ErrTruncated, "%s needs %d bytes from byte %d but the input ends at byte %d",
+			what, n, in.pos, in.size)
 	}
 	var b []byte
 	const chunk = 1 << 20
@@ -77,8 +77,8 @@ func (in *input) read(n uint64, what string) ([]byte, error) {
 
 func (in *input) short(what string, n, got uint64, err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return formatErr(ErrTruncated, "%s needs bytes %d..%d but the input ends at byte %d",
-			what, in.pos, in.pos+n, in.pos+got)
+		return formatErr(ErrTruncated, "%s needs %d bytes from byte %d but the input ends at byte %d",
+			what, n, in.pos, in.pos+got)
 	}
 	return fmt.Errorf("plan: reading %s: %w", what, err)
 }

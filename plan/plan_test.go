@@ -699,3 +699,17 @@ func TestReadFileBoundsBySize(t *testing.T) {
 		t.Errorf("pipe: got %v, want ErrTooLarge", err)
 	}
 }
+
+// TestTruncationMessageDoesNotWrap: a section length near 2^64 is reported as that many bytes
+// from where it starts, not as a wrapped range ("bytes 192..191").
+func TestTruncationMessageDoesNotWrap(t *testing.T) {
+	b := encode(t, &Plan{})
+	hlen := binary.LittleEndian.Uint32(b[12:])
+	end := prefixSize + int(hlen) - 4
+	binary.LittleEndian.PutUint64(b[end-12:], 1<<64-10)
+	binary.LittleEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
+	_, err := Decode(bytes.NewReader(b))
+	if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "section weightdata needs 18446744073709551606 bytes from byte") {
+		t.Errorf("got %v", err)
+	}
+}

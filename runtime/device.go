@@ -680,8 +680,9 @@ func rank(devs []*DeviceInfo) []*DeviceInfo {
 
 // choose applies the selector (index or name substring; empty: $VKC_DEVICE, then the ranking).
 func choose(devs []*DeviceInfo, sel string) (*DeviceInfo, error) {
+	from := "device selector"
 	if sel == "" {
-		sel = os.Getenv("VKC_DEVICE")
+		sel, from = os.Getenv("VKC_DEVICE"), "VKC_DEVICE"
 	}
 	ranked := rank(devs)
 	if sel == "" {
@@ -693,9 +694,9 @@ func choose(devs []*DeviceInfo, sel string) (*DeviceInfo, error) {
 		}
 		return ranked[0], nil
 	}
-	var names []string
+	nm := &NoMatchError{Selector: sel, From: from}
 	for _, d := range devs {
-		names = append(names, fmt.Sprintf("%d: %s", d.Index, d.Name))
+		nm.Devices = append(nm.Devices, fmt.Sprintf("%d: %s (%s)", d.Index, d.Name, d.Type))
 	}
 	if i, err := strconv.Atoi(sel); err == nil {
 		for _, d := range devs {
@@ -706,15 +707,42 @@ func choose(devs []*DeviceInfo, sel string) (*DeviceInfo, error) {
 				return d, nil
 			}
 		}
-		return nil, fmt.Errorf("%w: VKC_DEVICE=%s: no device with that index (have %s)", ErrNoDevice, sel, strings.Join(names, "; "))
+		nm.Index = true
+		return nil, nm
 	}
 	for _, d := range ranked {
 		if strings.Contains(strings.ToLower(d.Name), strings.ToLower(sel)) {
 			return d, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: VKC_DEVICE=%q matches no usable device (have %s)", ErrNoDevice, sel, strings.Join(names, "; "))
+	return nil, nm
 }
+
+// NoMatchError says that a device selector (Options.Device, or VKC_DEVICE) matches none of the
+// devices there are, and lists them. It wraps ErrNoDevice, but does not repeat its advice to
+// install a driver: there are devices, the selector is wrong.
+type NoMatchError struct {
+	Selector string   // as given
+	From     string   // "device selector" (Options.Device, the CLI's --device) or "VKC_DEVICE"
+	Index    bool     // the selector is a number: no device has that index
+	Devices  []string // "0: llvmpipe (...) (cpu)"
+}
+
+func (e *NoMatchError) Error() string {
+	what := "matches no usable device by name"
+	if e.Index {
+		what = "is no device's index"
+	}
+	sel := strconv.Quote(e.Selector)
+	if e.From == "VKC_DEVICE" {
+		sel = "VKC_DEVICE=" + sel
+	} else {
+		sel = e.From + " " + sel
+	}
+	return fmt.Sprintf("%s %s; the devices are: %s", sel, what, strings.Join(e.Devices, "; "))
+}
+
+func (e *NoMatchError) Unwrap() error { return ErrNoDevice }
 
 // Devices lists every physical device and the index (into the returned slice) of the one Open
 // would choose with the same options (-1 when none). Errors wrap ErrNoVulkan or ErrNoDevice.

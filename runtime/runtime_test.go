@@ -211,6 +211,16 @@ func TestChooseDevice(t *testing.T) {
 			t.Errorf("choose(%q) = %v, %v; want device %d", tc.sel, got, err, tc.want)
 		}
 	}
+	// A selector that matches nothing says so, names where it came from and lists the devices;
+	// it does not advise installing a driver.
+	_, err := choose(devs, "radeon")
+	if msg := fmt.Sprint(err); !strings.Contains(msg, `device selector "radeon" matches no usable device by name; the devices are: 0: llvmpipe (LLVM 15.0.6, 256 bits) (cpu); 1: Intel(R) UHD Graphics`) || strings.Contains(msg, "install") || strings.Contains(msg, "VKC_DEVICE") {
+		t.Errorf("choose(radeon): %v", err)
+	}
+	t.Setenv("VKC_DEVICE", "7")
+	if _, err := choose(devs, ""); !strings.Contains(fmt.Sprint(err), `VKC_DEVICE="7" is no device's index; the devices are: 0:`) {
+		t.Errorf("VKC_DEVICE=7: %v", err)
+	}
 	t.Setenv("VKC_DEVICE", "1")
 	if got, err := choose(devs, ""); err != nil || got.Index != 1 {
 		t.Errorf("VKC_DEVICE=1: got %v, %v", got, err)

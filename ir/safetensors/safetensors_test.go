@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,28 @@ func TestRejectsGarbage(t *testing.T) {
 		_, err := Open(p)
 		if err == nil || !strings.Contains(err.Error(), p) {
 			t.Errorf("%s: want an error naming the file, got %v", name, err)
+		}
+	}
+}
+
+// A shape whose element count overflows (wrapping to 0 bytes) is an error, not a tensor of no
+// data; an offset past the file's end does not wrap either.
+func TestRejectsOverflowingShapes(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ header, want string }{
+		"wraps to 0": {`{"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, "has too many elements"},
+		"huge offset": {`{"x":{"dtype":"F32","shape":[1],"data_offsets":[9223372036854775800,9223372036854775804]}}`, "past the end of the file"},
+	} {
+		h := tc.header
+		for len(h)%8 != 0 {
+			h += " "
+		}
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(h)))
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		os.WriteFile(p, append(n[:], h...), 0o644)
+		if _, err := Open(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
 		}
 	}
 }
