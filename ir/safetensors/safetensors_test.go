@@ -63,7 +63,7 @@ func TestRejectsGarbage(t *testing.T) {
 func TestRejectsOverflowingShapes(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ header, want string }{
-		"wraps to 0": {`{"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, "has too many elements"},
+		"wraps to 0":  {`{"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, "has too many elements"},
 		"huge offset": {`{"x":{"dtype":"F32","shape":[1],"data_offsets":[9223372036854775800,9223372036854775804]}}`, "past the end of the file"},
 	} {
 		h := tc.header
