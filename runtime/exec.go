@@ -122,6 +122,13 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
 	}
+	// Every module passes the loader's structural checks before anything reaches the driver.
+	for i := range p.Modules {
+		m := &p.Modules[i]
+		if err := checkModule(m.SPIRV, m.Entry, &d.Info); err != nil {
+			return nil, fmt.Errorf("load plan of %s: module %d (%s): %w", p.Model, i, m.Key, err)
+		}
+	}
 	e := &Executable{d: d, plan: p, fns: map[string]*execFunction{}, fullGrids: opts.FullGrids}
 	defer func() {
 		if err != nil {
