@@ -248,11 +248,13 @@ func TestBinaryInterruptedCompileWritesNothing(t *testing.T) {
 				code = ee.ExitCode()
 			}
 			msg := ""
+			// A handled interrupt is an error (exit 1); death by the signal (exit -1) is what
+			// SIGTERM did before it was handled like SIGINT.
 			switch {
 			case !sent:
 				msg = "the phase line never came"
-			case code == 0:
-				msg = "exit 0 after the signal"
+			case code != 1 || !strings.Contains(log.String(), "context canceled"):
+				msg = fmt.Sprintf("exit %d after the signal, want 1 with the interruption named", code)
 			}
 			if _, err := os.Stat(out); err == nil {
 				msg += "; the plan was written"
@@ -306,6 +308,23 @@ functions:
 		r := runVKC(t, dir, []string{tc.env}, tc.args...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "goroutine") {
 			t.Errorf("%s vkc %s: exit %d, stderr %q; want exit 1 and %q", tc.env, tc.args[0], r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestBinaryNegativeDurations: a negative --budget (or -per-search) is a usage error, not "no
+// limit".
+func TestBinaryNegativeDurations(t *testing.T) {
+	dir := t.TempDir()
+	model := copyModel(t, dir)
+	for _, args := range [][]string{
+		{"compile", model, "-o", filepath.Join(dir, "p.plan"), "--tune", "--budget", "-5s"},
+		{"tune", model, "-budget", "-5s"},
+		{"tune", model, "-per-search", "-1ms"},
+	} {
+		r := runVKC(t, dir, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "want a positive duration (or 0: no limit)") {
+			t.Errorf("vkc %s: exit %d, stderr %q", strings.Join(args, " "), r.code, firstLine(r.stderr))
 		}
 	}
 }

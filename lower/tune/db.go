@@ -237,14 +237,20 @@ func sortEntries(es []*Entry) {
 func (db *DB) Save() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(db.path), 0o755); err != nil {
-		return fmt.Errorf("tuning database: %w", err)
+	if _, err := os.Stat(db.path); err != nil {
+		if err := os.MkdirAll(filepath.Dir(db.path), 0o755); err != nil {
+			return fmt.Errorf("tuning database: %w", err)
+		}
 	}
-	unlock, err := lockDB(db.path)
-	if err != nil {
-		return err
+	// The lock goes beside a database file; a character device or FIFO given as the database
+	// (/dev/null) is written through, with nothing to merge and no lock file beside it.
+	if st, err := os.Stat(db.path); err != nil || st.Mode().IsRegular() {
+		unlock, err := lockDB(db.path)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	merged := map[Key]*Entry{}
 	msels := map[SelectionKey]*SelectionEntry{}
 	if disk, dsels, err := readDB(db.path); err == nil {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,6 +269,44 @@ func TestDBWriterProcess(t *testing.T) {
 		db.Put(&Entry{Key: Key{Template: fmt.Sprint(w), Problem: fmt.Sprint(i)}, Tried: 1, Complete: true})
 		if err := db.Save(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A character device given as the database (/dev/null) is written through: it stays a device,
+// and no lock or temporary file appears beside it.
+func TestDBOnCharacterDevice(t *testing.T) {
+	dir := t.TempDir()
+	null := "/dev/null"
+	if os.Geteuid() == 0 {
+		// A private copy, so that a bug replacing it cannot replace the system's /dev/null.
+		p := filepath.Join(dir, "null")
+		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, 1<<8|3); err == nil {
+			null = p
+		}
+	}
+	if st, err := os.Stat(null); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Skip("no character device to write to")
+	}
+	db, err := OpenDB(null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Put(&Entry{Key: Key{Problem: "p"}, Complete: true})
+	if err := db.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(null); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("%s is no longer a character device", null)
+	}
+	if null != "/dev/null" {
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("files beside the device: %v", names)
 		}
 	}
 }
