@@ -157,6 +157,11 @@ func TestBinarySafeWrites(t *testing.T) {
 		t.Errorf("the FIFO's reader got %d bytes, not a plan", len(b))
 	}
 
+	// /dev/stdout, a link to the pipe the test reads, gets the plan.
+	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", "/dev/stdout"); r.code != 0 || !strings.HasPrefix(r.stdout, "\x89vkc") {
+		t.Errorf("compile -o /dev/stdout: exit %d, %d bytes on stdout: %s", r.code, len(r.stdout), r.stderr)
+	}
+
 	// --force replaces a file of another kind; --force on tune -clear removes it.
 	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", notes, "--force"); r.code != 0 {
 		t.Errorf("compile --force: exit %d: %s", r.code, r.stderr)

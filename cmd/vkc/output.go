@@ -71,8 +71,14 @@ func (o *outputs) npy(path string, x *ir.Tensor) error {
 }
 
 // tensors writes a function's results to path: a .safetensors file, a .npy file (one result
-// only) or a folder of NAME.npy files (created if missing). fn names the function for the message.
+// only), a character device or FIFO (as safetensors) or a folder of NAME.npy files (created if
+// missing). fn names the function for the message.
 func (o *outputs) tensors(path, fn string, res map[string]*ir.Tensor) error {
+	// A character device or FIFO (/dev/null, /dev/stdout into a pipe) gets a safetensors stream,
+	// written through it.
+	if st, err := os.Stat(path); err == nil && st.Mode()&(os.ModeCharDevice|os.ModeNamedPipe) != 0 {
+		return o.safetensors(path, res)
+	}
 	switch {
 	case strings.HasSuffix(path, ".safetensors"):
 		return o.safetensors(path, res)

@@ -192,17 +192,16 @@ func check(path, what string, o Options) (target string, through bool, err error
 	refuse := func(format string, args ...any) (string, bool, error) {
 		return "", false, fmt.Errorf("%s %s: %w: %s", what, path, ErrRefused, fmt.Sprintf(format, args...))
 	}
-	target = path
-	if lst, err := os.Lstat(path); err == nil && lst.Mode()&fs.ModeSymlink != 0 {
-		resolved, err := filepath.EvalSymlinks(path)
-		if err != nil {
-			return refuse("a symbolic link that does not resolve (%v)", err)
-		}
-		target = resolved
-	}
-	st, err := os.Stat(target)
+	// os.Stat follows links the way open does (also /proc's magic links such as /dev/stdout to
+	// a pipe, which have no path to resolve).
+	st, err := os.Stat(path)
+	lst, lerr := os.Lstat(path)
+	link := lerr == nil && lst.Mode()&fs.ModeSymlink != 0
 	if errors.Is(err, fs.ErrNotExist) {
-		return target, false, nil
+		if link {
+			return refuse("a symbolic link to nothing")
+		}
+		return path, false, nil
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("%s %s: %w", what, path, err)
@@ -212,13 +211,20 @@ func check(path, what string, o Options) (target string, through bool, err error
 	case m.IsDir():
 		return refuse("it is a directory")
 	case m&fs.ModeCharDevice != 0, m&fs.ModeNamedPipe != 0:
-		return target, true, nil
+		return path, true, nil
 	case m&fs.ModeDevice != 0:
 		return refuse("it is a block device")
 	case m&fs.ModeSocket != 0:
 		return refuse("it is a socket")
 	case !m.IsRegular():
 		return refuse("it is not a regular file (%v)", m.Type())
+	}
+	target = path
+	if link {
+		// The file the link points to is replaced, so that the link stays.
+		if target, err = filepath.EvalSymlinks(path); err != nil {
+			return refuse("a symbolic link that does not resolve (%v)", err)
+		}
 	}
 	for _, in := range o.Inputs {
 		if in == "" {

@@ -152,7 +152,10 @@ func TestWriteRefusesAndWritesThrough(t *testing.T) {
 		f.Close()
 		got <- string(b)
 	}()
-	if err := Write(ctx, fifo, Options{}, content("through a pipe")); err != nil {
+	// Through a symbolic link to it, as /dev/stdout is to a pipe.
+	link := filepath.Join(dir, "stdout")
+	os.Symlink(fifo, link)
+	if err := Write(ctx, link, Options{}, content("through a pipe")); err != nil {
 		t.Fatal(err)
 	}
 	if s := <-got; s != "through a pipe" {
@@ -161,15 +164,18 @@ func TestWriteRefusesAndWritesThrough(t *testing.T) {
 	if st, _ := os.Lstat(fifo); st.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the FIFO was replaced: %v", st.Mode())
 	}
+	if st, _ := os.Lstat(link); st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link to the FIFO was replaced: %v", st.Mode())
+	}
 	// A symbolic link stays a link; its target is replaced.
 	real := filepath.Join(dir, "real.plan")
 	os.WriteFile(real, []byte("PLAN old"), 0o644)
-	link := filepath.Join(dir, "link.plan")
-	os.Symlink("real.plan", link)
-	if err := Write(ctx, link, Options{Check: isPlan}, content("PLAN new")); err != nil {
+	planLink := filepath.Join(dir, "link.plan")
+	os.Symlink("real.plan", planLink)
+	if err := Write(ctx, planLink, Options{Check: isPlan}, content("PLAN new")); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := os.Lstat(link); st.Mode()&os.ModeSymlink == 0 || read(t, real) != "PLAN new" {
+	if st, _ := os.Lstat(planLink); st.Mode()&os.ModeSymlink == 0 || read(t, real) != "PLAN new" {
 		t.Errorf("link mode %v, target %q", st.Mode(), read(t, real))
 	}
 	if l := leftovers(t, dir); len(l) > 0 {
