@@ -1,14 +1,20 @@
 // Command grammargen writes codegen's SPIR-V tables (opcodes, the enumerants the emitter uses, what each
 // capability needs, and the GLSL.std.450 instruction numbers) from the machine-readable grammar that
-// Khronos publishes in SPIRV-Headers (Debian package spirv-headers). The output is committed, so building
-// vkc needs no grammar file; run `go generate ./codegen/` after updating the headers.
+// Khronos publishes in SPIRV-Headers. The output is committed, so building vkc needs no grammar file.
 //
-// Usage: grammargen [-core spirv.core.grammar.json] [-glsl extinst.glsl.std.450.grammar.json] -o file.go
+// The grammar it reads by default is the copy in grammar/ (gzip-compressed JSON, see grammar/README.md):
+// SPIRV-Headers at the revision the spirv-val in ../shared/tools was built with, because Debian 12's
+// spirv-headers predates SPV_KHR_cooperative_matrix, SPV_KHR_bfloat16 and the cooperative-matrix
+// operand kinds. Run `go generate ./codegen/` after replacing it.
+//
+// Usage: grammargen [-core spirv.core.grammar.json[.gz]] [-glsl extinst.glsl.std.450.grammar.json[.gz]] -o file.go
 package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"flag"
 	"fmt"
 	"go/format"
@@ -60,11 +66,16 @@ var kinds = []struct{ kind, prefix string }{
 	{"SelectionControl", "selection"},
 	{"LoopControl", "loop"},
 	{"FunctionControl", "function"},
+	{"MemoryAccess", "memAccess"},
+	{"CooperativeMatrixUse", "matrixUse"},
+	{"CooperativeMatrixLayout", "matrixLayout"},
+	{"CooperativeMatrixOperands", "matrixOperand"},
+	{"FPEncoding", "fpEncoding"},
 }
 
 func main() {
-	core := flag.String("core", "/usr/include/spirv/unified1/spirv.core.grammar.json", "SPIR-V core grammar")
-	glsl := flag.String("glsl", "/usr/include/spirv/unified1/extinst.glsl.std.450.grammar.json", "GLSL.std.450 grammar")
+	core := flag.String("core", "internal/grammargen/grammar/spirv.core.grammar.json.gz", "SPIR-V core grammar (.json or .json.gz)")
+	glsl := flag.String("glsl", "internal/grammargen/grammar/extinst.glsl.std.450.grammar.json.gz", "GLSL.std.450 grammar (.json or .json.gz)")
 	out := flag.String("o", "spirv_tables.go", "output Go file")
 	flag.Parse()
 
@@ -184,7 +195,16 @@ func main() {
 func readJSON(path string, v any) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		log.Fatalf("%v (install spirv-headers)", err)
+		log.Fatal(err)
+	}
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			log.Fatalf("%s: %v", path, err)
+		}
+		if data, err = io.ReadAll(zr); err != nil {
+			log.Fatalf("%s: %v", path, err)
+		}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		log.Fatalf("%s: %v", path, err)
