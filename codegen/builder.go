@@ -44,6 +44,8 @@ const (
 	kLoad     // element ops[0] of memory object mem
 	kArrayLen // runtime length of buffer mem
 	kVarGet   // load of Var mem
+	kMatLoad    // cooperative matrix at element ops[0] of memory object mem, stride ops[1], layout lit
+	kVarElemGet // component ops[0] of the matrix in Var mem
 	// statements
 	kStore    // memory object mem [ops[0]] = ops[1]
 	kAtomic   // atomic op on element ops[0] of memory object mem with ops[1]: a value with a side effect
@@ -55,6 +57,8 @@ const (
 	kReturn   // leave the kernel
 	kBarrier  // OpControlBarrier (lit: exec scope, mem scope, semantics packed in ops as constants)
 	kMemBarrier
+	kMatStore   // matrix ops[1] to element ops[0] of memory object mem, stride ops[2], layout lit
+	kVarElemSet // component ops[0] of the matrix in Var mem = ops[1]
 )
 
 // operand is a Value id or a literal word.
@@ -74,6 +78,8 @@ type node struct {
 	blocks    []*block
 	blk       *block // where the node is defined; nil for module-level and entry values
 	divergent bool   // may differ between invocations of a workgroup
+	lane      bool   // may differ between invocations of a subgroup (implies divergent)
+	aux       Type   // the matrix type of a MatrixLength
 	where     site   // caller position, for errors
 }
 
@@ -141,13 +147,14 @@ type Array struct {
 	Len  Value // a constant or specialization constant
 }
 
-// Var is a function-local variable of a scalar or vector type.
+// Var is a function-local variable of a scalar, vector or cooperative matrix type.
 type Var struct {
 	b         *Builder
 	idx       int32
 	Name      string
 	T         Type
 	divergent bool
+	lane      bool
 }
 
 // Memory is a Buffer or an Array: something Load and Store index.
@@ -212,7 +219,34 @@ type Builder struct {
 	loops    int
 
 	nativeF16Math bool
+	vmm           bool
 	varNames      map[string]int
+}
+
+// UseVulkanMemoryModel emits the module under the Vulkan memory model (OpMemoryModel Logical
+// Vulkan, capability VulkanMemoryModel; FeatureVulkanMemoryModel in Kernel.Needs) even without a
+// cooperative matrix, which always implies it. What changes: loads and stores of shared arrays are
+// non-private; those of Coherent buffers are non-private and made visible or available at the
+// queue-family scope instead of relying on the Coherent decoration, which the model bans; barriers
+// that name memory also make it available and visible; device memory scopes (of barriers and
+// atomics) become the queue-family scope (see emitter.memOperands and barrierOperands). Programs
+// mean the same under both models; the option exists so that tests can run any kernel under the
+// model cooperative-matrix kernels need.
+func (b *Builder) UseVulkanMemoryModel(on bool) { b.vmm = on }
+
+// usesMatrices reports whether any value or variable is a cooperative matrix.
+func (b *Builder) usesMatrices() bool {
+	for i := range b.nodes {
+		if b.nodes[i].t.IsMatrix() || b.nodes[i].aux.IsMatrix() {
+			return true
+		}
+	}
+	for _, v := range b.vars {
+		if v.T.IsMatrix() {
+			return true
+		}
+	}
+	return false
 }
 
 // NewBuilder starts a kernel named name (the name appears in errors and in the dump; the SPIR-V entry
@@ -387,6 +421,16 @@ func (b *Builder) divergent(vs ...Value) bool {
 	return false
 }
 
+// lane reports whether any of vs may differ between the invocations of a subgroup.
+func (b *Builder) lane(vs ...Value) bool {
+	for _, v := range vs {
+		if v.id > 0 && b.nodes[v.id].lane {
+			return true
+		}
+	}
+	return false
+}
+
 func ids(vs ...Value) []operand {
 	ops := make([]operand, len(vs))
 	for i, v := range vs {
@@ -408,7 +452,7 @@ func (b *Builder) Buffer(name string, elem Type, access Access, opts ...BufferOp
 	}
 	buf := &Buffer{b: b, idx: int32(len(b.mems)), Name: name, Binding: len(b.buffers), Elem: elem, Access: access, Options: o}
 	switch {
-	case !elem.Valid() || elem.IsBool():
+	case !elem.Valid() || elem.IsBool() || elem.IsMatrix():
 		b.errorf("Buffer", "buffer %q: element type %s cannot be stored in a buffer", name, elem)
 	case elem.Len() == 3:
 		b.errorf("Buffer", "buffer %q: vec3 elements have a 16-byte stride in std430; use vec4 or scalars", name)
@@ -425,7 +469,7 @@ func (b *Builder) Buffer(name string, elem Type, access Access, opts ...BufferOp
 // Push declares a member of the push-constant block (offsets follow std430 in declaration order) and
 // returns its value, which is loaded once at entry and usable anywhere.
 func (b *Builder) Push(name string, t Type) Value {
-	if !t.Valid() || t.IsBool() {
+	if !t.Valid() || t.IsBool() || t.IsMatrix() || t.kind == BF16Kind {
 		b.errorf("Push", "push constant %q: type %s cannot be in a push-constant block", name, t)
 		return Value{t: t}
 	}
@@ -502,8 +546,8 @@ func (b *Builder) LocalArray(name string, elem Type, length Value) *Array {
 func (b *Builder) array(construct string, k memKind, name string, elem Type, length Value) *Array {
 	a := &Array{b: b, idx: int32(len(b.mems)), Name: name, Elem: elem, Len: length}
 	b.mems = append(b.mems, memObj{kind: k, name: name, elem: elem, length: length, access: ReadWrite})
-	if !elem.Valid() {
-		b.errorf(construct, "array %q: invalid element type", name)
+	if !elem.Valid() || elem.IsMatrix() {
+		b.errorf(construct, "array %q: invalid element type %s", name, elem)
 	} else if b.ok(construct, length) {
 		if !b.global(length) || !length.t.IsInt() || length.t.IsVector() {
 			b.errorf(construct, "array %q: length must be an integer constant or specialization constant, got %s %s", name, length.t, kindName(b.nodes[length.id].kind))
@@ -556,7 +600,7 @@ func (b *Builder) Get(v *Var) Value {
 	if !b.ok("Get") {
 		return Value{t: v.T}
 	}
-	return b.add(node{kind: kVarGet, t: v.T, mem: v.idx, divergent: v.divergent}, true)
+	return b.add(node{kind: kVarGet, t: v.T, mem: v.idx, divergent: v.divergent, lane: v.lane}, true)
 }
 
 // Set stores x into the variable.
@@ -575,6 +619,9 @@ func (b *Builder) Set(v *Var, x Value) {
 	if b.divergent(x) || b.divergentContext() {
 		v.divergent = true
 	}
+	if b.lane(x) || b.laneContext() {
+		v.lane = true
+	}
 	b.add(node{kind: kVarSet, ops: ids(x), mem: v.idx}, true)
 }
 
@@ -583,6 +630,17 @@ func (b *Builder) Set(v *Var, x Value) {
 func (b *Builder) divergentContext() bool {
 	for c := b.cur; c != nil; c = c.parent {
 		if c.owner != 0 && b.nodes[c.owner].divergent {
+			return true
+		}
+	}
+	return false
+}
+
+// laneContext reports whether the current block is under a condition the IR knows may differ
+// between invocations of a subgroup.
+func (b *Builder) laneContext() bool {
+	for c := b.cur; c != nil; c = c.parent {
+		if c.owner != 0 && b.nodes[c.owner].lane {
 			return true
 		}
 	}
@@ -616,7 +674,7 @@ func (b *Builder) Load(m Memory, i Value) Value {
 		b.errorf("Load", "load from write-only buffer %q", mo.name)
 		return Value{t: mo.elem}
 	}
-	return b.add(node{kind: kLoad, t: mo.elem, ops: ids(i), mem: idx, divergent: b.divergent(i)}, true)
+	return b.add(node{kind: kLoad, t: mo.elem, ops: ids(i), mem: idx, divergent: b.divergent(i), lane: b.lane(i)}, true)
 }
 
 // Store writes x to element i of a buffer or array.
@@ -662,37 +720,46 @@ func (b *Builder) index(construct string, i Value) bool {
 
 // ---- built-ins ----
 
-func (b *Builder) builtin(bi uint32, t Type, divergent bool) Value {
+func (b *Builder) builtin(bi uint32, t Type, divergent, lane bool) Value {
 	if !b.ok("builtin") {
 		return Value{t: t}
 	}
 	if id, ok := b.builtins[bi]; ok {
 		return Value{b: b, id: id, t: t}
 	}
-	v := b.add(node{kind: kBuiltin, t: t, lit: bi, divergent: divergent}, false)
+	v := b.add(node{kind: kBuiltin, t: t, lit: bi, divergent: divergent, lane: lane}, false)
 	b.builtins[bi] = v.id
 	return v
 }
 
 // GlobalID is gl_GlobalInvocationID, a vec3<u32>.
-func (b *Builder) GlobalID() Value { return b.builtin(builtInGlobalInvocationId, Vec(U32, 3), true) }
+func (b *Builder) GlobalID() Value { return b.builtin(builtInGlobalInvocationId, Vec(U32, 3), true, true) }
 
 // LocalID is gl_LocalInvocationID, a vec3<u32>.
-func (b *Builder) LocalID() Value { return b.builtin(builtInLocalInvocationId, Vec(U32, 3), true) }
+func (b *Builder) LocalID() Value { return b.builtin(builtInLocalInvocationId, Vec(U32, 3), true, true) }
 
 // LocalIndex is gl_LocalInvocationIndex, a u32.
-func (b *Builder) LocalIndex() Value { return b.builtin(builtInLocalInvocationIndex, U32, true) }
+func (b *Builder) LocalIndex() Value { return b.builtin(builtInLocalInvocationIndex, U32, true, true) }
 
 // WorkgroupID is gl_WorkGroupID, a vec3<u32>.
-func (b *Builder) WorkgroupID() Value { return b.builtin(builtInWorkgroupId, Vec(U32, 3), false) }
+func (b *Builder) WorkgroupID() Value { return b.builtin(builtInWorkgroupId, Vec(U32, 3), false, false) }
 
 // NumWorkgroups is gl_NumWorkGroups, a vec3<u32>.
-func (b *Builder) NumWorkgroups() Value { return b.builtin(builtInNumWorkgroups, Vec(U32, 3), false) }
+func (b *Builder) NumWorkgroups() Value { return b.builtin(builtInNumWorkgroups, Vec(U32, 3), false, false) }
 
 // SubgroupSize is gl_SubgroupSize, a u32 (needs FeatureSubgroupBasic).
-func (b *Builder) SubgroupSize() Value { return b.builtin(builtInSubgroupSize, U32, false) }
+func (b *Builder) SubgroupSize() Value { return b.builtin(builtInSubgroupSize, U32, false, false) }
 
 // SubgroupInvocation is gl_SubgroupInvocationID, a u32 (needs FeatureSubgroupBasic).
 func (b *Builder) SubgroupInvocation() Value {
-	return b.builtin(builtInSubgroupLocalInvocationId, U32, true)
+	return b.builtin(builtInSubgroupLocalInvocationId, U32, true, true)
 }
+
+// SubgroupID is gl_SubgroupID, the index of the invocation's subgroup in the workgroup, a u32
+// (needs FeatureSubgroupBasic). It differs between subgroups but not within one, so cooperative
+// matrix operations may depend on it.
+func (b *Builder) SubgroupID() Value { return b.builtin(builtInSubgroupId, U32, true, false) }
+
+// NumSubgroups is gl_NumSubgroups, the number of subgroups in the workgroup, a u32 (needs
+// FeatureSubgroupBasic).
+func (b *Builder) NumSubgroups() Value { return b.builtin(builtInNumSubgroups, U32, false, false) }

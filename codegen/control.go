@@ -16,7 +16,7 @@ func (b *Builder) IfElse(c Value, then, els func()) {
 		b.errorf("If", "condition is %s, want bool", c.t)
 		return
 	}
-	v := b.add(node{kind: kIf, ops: ids(c), divergent: b.divergent(c)}, true)
+	v := b.add(node{kind: kIf, ops: ids(c), divergent: b.divergent(c), lane: b.lane(c)}, true)
 	n := &b.nodes[v.id]
 	tb := &block{parent: b.cur, role: 0}
 	eb := &block{parent: b.cur, role: 1}
@@ -84,6 +84,7 @@ func (b *Builder) loop(construct string, cond func() Value, body, step func()) {
 		}
 		b.nodes[v.id].ops = ids(c)
 		b.nodes[v.id].divergent = b.divergent(c)
+		b.nodes[v.id].lane = b.lane(c)
 	} else {
 		cb.owner = v.id
 	}
@@ -156,6 +157,14 @@ func kindName(k kind) string {
 		return "barrier"
 	case kMemBarrier:
 		return "memory barrier"
+	case kMatLoad:
+		return "matrix load"
+	case kMatStore:
+		return "matrix store"
+	case kVarElemGet:
+		return "matrix component load"
+	case kVarElemSet:
+		return "matrix component store"
 	}
 	panic("codegen: unknown node kind")
 }

@@ -41,7 +41,9 @@
 // # What is emitted
 //
 //   - SPIR-V 1.3 (Vulkan 1.1), one GLCompute entry point "main", Logical addressing, GLSL450 memory
-//     model. The module declares exactly the capabilities its instructions need (Kernel.Needs lists
+//     model — or the Vulkan memory model for a module with cooperative matrices (SPIR-V requires it
+//     of them) or on request (Builder.UseVulkanMemoryModel; matrix.go and emitter.memOperands say
+//     what it changes). The module declares exactly the capabilities its instructions need (Kernel.Needs lists
 //     them as device features): Float16 only for f16 arithmetic, StorageBuffer16BitAccess and
 //     StoragePushConstant16 for f16 that is only loaded, stored and converted, GroupNonUniform and
 //     its Arithmetic/Ballot/Shuffle variants for subgroup operations. All are core in 1.3, so no
@@ -73,10 +75,15 @@
 // Every switch over node kinds is exhaustive and panics on an unknown kind, so adding an operation
 // means: a builder method that checks operand types and adds a node (ops.go), its features in the
 // emitter (emit.go: instFeatures and featureCaps), and, for a new shape of value, the type (types.go).
-// Two extensions are planned and have their slots reserved: cooperative matrices
-// (SPV_KHR_cooperative_matrix; FeatureCooperativeMatrix, a matrix shape in Type, OpTypeCooperativeMatrixKHR
-// in emitter.typ, and load/store/multiply-add nodes) and integer dot products
+// Cooperative matrices (SPV_KHR_cooperative_matrix) are a third shape of Type next to scalars and
+// vectors (Matrix: element type, scope, rows, columns, use) with their own operations (matrix.go:
+// MatrixLoad/MatrixStore with row- or column-major layouts and strides, MatrixMulAdd with
+// signedness and saturation operands, MatrixLength, MatrixFill, element-wise arithmetic, scaling
+// and conversions), checked like the rest (shapes of a product, roles, element types, operations
+// a matrix has, and that every invocation of a subgroup runs each matrix operation with the same
+// address and stride). bfloat16 (SPV_KHR_bfloat16) is a scalar kind with storage, conversions and
+// matrices but no arithmetic. One extension is still only reserved: integer dot products
 // (SPV_KHR_integer_dot_product; FeatureIntegerDot, OpSDot/OpUDot over packed 4x8-bit operands). The
-// opcode tables (spirv_tables.go) are generated from the Khronos grammar by internal/grammargen;
-// regenerate them with `go generate ./codegen/` to reach newer instructions.
+// opcode tables (spirv_tables.go) are generated from the Khronos grammar committed in
+// internal/grammargen/grammar; regenerate them with `go generate ./codegen/` to reach newer instructions.
 package codegen

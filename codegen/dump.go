@@ -83,6 +83,8 @@ func (b *Builder) ref(id int32) string {
 			return fmt.Sprintf("%gf", math.Float32frombits(n.lit))
 		case F16:
 			return fmt.Sprintf("%gh", HalfToFloat32(uint16(n.lit)))
+		case BF16:
+			return fmt.Sprintf("%gbf", BF16ToFloat32(uint16(n.lit)))
 		}
 	case kSpec:
 		return "$" + b.specs[n.mem].Name
@@ -112,6 +114,10 @@ func builtinName(bi uint32) string {
 		return "subgroup_size"
 	case builtInSubgroupLocalInvocationId:
 		return "subgroup_invocation_id"
+	case builtInSubgroupId:
+		return "subgroup_id"
+	case builtInNumSubgroups:
+		return "num_subgroups"
 	}
 	return fmt.Sprintf("builtin(%d)", bi)
 }
@@ -181,6 +187,14 @@ func (b *Builder) dumpBlock(s *strings.Builder, blk *block, depth int) {
 			fmt.Fprintf(s, "%scontrol_barrier %s\n", ind, b.operandList(n))
 		case kMemBarrier:
 			fmt.Fprintf(s, "%smemory_barrier %s\n", ind, b.operandList(n))
+		case kMatLoad:
+			fmt.Fprintf(s, "%s%%%d: %s = matrix_load %s[%s] stride %s %s\n", ind, id, n.t, b.mems[n.mem].name, b.ref(n.ops[0].id), b.ref(n.ops[1].id), MatrixLayout(n.lit))
+		case kMatStore:
+			fmt.Fprintf(s, "%smatrix_store %s[%s] = %s stride %s %s\n", ind, b.mems[n.mem].name, b.ref(n.ops[0].id), b.ref(n.ops[1].id), b.ref(n.ops[2].id), MatrixLayout(n.lit))
+		case kVarElemGet:
+			fmt.Fprintf(s, "%s%%%d: %s = %s[%s]\n", ind, id, n.t, b.vars[n.mem].Name, b.ref(n.ops[0].id))
+		case kVarElemSet:
+			fmt.Fprintf(s, "%s%s[%s] = %s\n", ind, b.vars[n.mem].Name, b.ref(n.ops[0].id), b.ref(n.ops[1].id))
 		case kInvalid, kConst, kSpec, kSpecOp, kPush, kBuiltin:
 			fmt.Fprintf(s, "%s<%s in block>\n", ind, kindName(n.kind))
 		default:
@@ -209,7 +223,10 @@ func (b *Builder) expr(n *node) string {
 	if sym, ok := infix[n.op]; ok && len(n.ops) == 2 {
 		return b.ref(n.ops[0].id) + " " + sym + " " + b.ref(n.ops[1].id)
 	}
-	if n.op == opCompositeExtract && len(n.ops) == 2 && n.ops[1].isLit && n.ops[1].lit < 4 {
+	if n.op == opCooperativeMatrixLengthKHR {
+		return "MatrixLength " + n.aux.String()
+	}
+	if n.op == opCompositeExtract && len(n.ops) == 2 && n.ops[1].isLit && n.ops[1].lit < 4 && !b.nodes[n.ops[0].id].t.IsMatrix() {
 		return b.ref(n.ops[0].id) + "." + string("xyzw"[n.ops[1].lit])
 	}
 	return strings.TrimPrefix(opcodeNames[n.op], "Op") + " " + b.operandList(n)

@@ -118,8 +118,40 @@ func (b *Builder) Finish() (*Kernel, error) {
 
 // checkBarriers rejects a control barrier that some invocations of a workgroup may not reach: one
 // under a branch or loop condition, or after a break, continue or return, that the IR knows to
-// depend on the invocation (its id, or a value loaded at an index derived from it).
+// depend on the invocation (its id, or a value loaded at an index derived from it). The same check
+// at subgroup level rejects a subgroup-scope barrier, or a cooperative matrix operation, that some
+// invocations of a subgroup may not reach.
 func (b *Builder) checkBarriers() {
+	b.checkUniform(false)
+	b.checkUniform(true)
+}
+
+// uniformityLevel reads and writes the divergence flag of one level: the workgroup (divergent) or
+// the subgroup (lane).
+type uniformityLevel struct {
+	get func(n *node) bool
+	set func(n *node)
+}
+
+// checkUniform is checkBarriers at the workgroup level (sub false) or the subgroup level.
+func (b *Builder) checkUniform(sub bool) {
+	lv := uniformityLevel{get: func(n *node) bool { return n.divergent }, set: func(n *node) { n.divergent = true }}
+	who := "workgroup"
+	if sub {
+		lv = uniformityLevel{get: func(n *node) bool { return n.lane }, set: func(n *node) { n.lane = true }}
+		who = "subgroup"
+	}
+	// must reports whether every invocation of the level must reach n, and names it.
+	must := func(n *node) (string, bool) {
+		if n.kind == kBarrier {
+			subgroup := b.nodes[n.ops[0].id].lit == scopeSubgroup
+			return "control barrier", subgroup == sub
+		}
+		if sub && ((n.t.IsMatrix() && (n.kind == kInst || n.kind == kMatLoad)) || n.kind == kMatStore) {
+			return "cooperative matrix operation", true
+		}
+		return "", false
+	}
 	// A loop is divergent when its condition is, or when a break, continue or return inside it is
 	// under a divergent condition.
 	var mark func(blk *block, div bool) bool
@@ -129,21 +161,21 @@ func (b *Builder) checkBarriers() {
 			n := &b.nodes[id]
 			switch n.kind {
 			case kIf:
-				d := div || n.divergent
+				d := div || lv.get(n)
 				for _, c := range n.blocks {
 					exits = mark(c, d) || exits
 				}
 			case kLoop:
-				d := div || n.divergent
+				d := div || lv.get(n)
 				inner := false
 				for _, c := range n.blocks {
 					inner = mark(c, d) || inner
 				}
 				if inner {
-					n.divergent = true
+					lv.set(n)
 				}
 				// A divergent return inside the loop also makes the code after the loop divergent.
-				exits = exits || b.hasDivergentReturn(n)
+				exits = exits || b.hasDivergentReturn(n, lv)
 			case kBreak, kContinue, kReturn:
 				exits = exits || div
 			}
@@ -152,18 +184,27 @@ func (b *Builder) checkBarriers() {
 	}
 	mark(b.body, false)
 
+	reported := map[string]bool{} // one error per divergent region
 	var walk func(blk *block, div bool, where string) bool
 	walk = func(blk *block, div bool, why string) bool {
 		for _, id := range blk.nodes {
 			n := &b.nodes[id]
-			switch n.kind {
-			case kBarrier:
-				if div {
-					b.errs = append(b.errs, Problem{Pos: n.where.String(), Construct: "Barrier", Msg: "control barrier in divergent control flow (" + why + "): not every invocation of the workgroup reaches it"})
+			if name, ok := must(n); ok && div && !reported[why] {
+				reported[why] = true
+				pos := n.where.String()
+				if n.where.n == 0 && blk.owner != 0 {
+					pos = b.nodes[blk.owner].where.String()
 				}
+				construct := "Barrier"
+				if n.kind != kBarrier {
+					construct = "Matrix"
+				}
+				b.errs = append(b.errs, Problem{Pos: pos, Construct: construct, Msg: name + " in divergent control flow (" + why + "): not every invocation of the " + who + " reaches it"})
+			}
+			switch n.kind {
 			case kIf:
 				d, w := div, why
-				if n.divergent && !div {
+				if lv.get(n) && !div {
 					d, w = true, "under an if whose condition depends on the invocation, at "+n.where.String()
 				}
 				r1 := walk(n.blocks[0], d, w)
@@ -173,7 +214,7 @@ func (b *Builder) checkBarriers() {
 				}
 			case kLoop:
 				d, w := div, why
-				if n.divergent && !div {
+				if lv.get(n) && !div {
 					d, w = true, "in a loop whose trip count depends on the invocation, at "+n.where.String()
 				}
 				r := false
@@ -194,7 +235,7 @@ func (b *Builder) checkBarriers() {
 	walk(b.body, false, "")
 }
 
-func (b *Builder) hasDivergentReturn(loop *node) bool {
+func (b *Builder) hasDivergentReturn(loop *node, lv uniformityLevel) bool {
 	var find func(blk *block, div bool) bool
 	find = func(blk *block, div bool) bool {
 		for _, id := range blk.nodes {
@@ -206,7 +247,7 @@ func (b *Builder) hasDivergentReturn(loop *node) bool {
 				}
 			case kIf, kLoop:
 				for _, c := range n.blocks {
-					if find(c, div || n.divergent) {
+					if find(c, div || lv.get(n)) {
 						return true
 					}
 				}
@@ -215,7 +256,7 @@ func (b *Builder) hasDivergentReturn(loop *node) bool {
 		return false
 	}
 	for _, c := range loop.blocks {
-		if find(c, loop.divergent) {
+		if find(c, lv.get(loop)) {
 			return true
 		}
 	}
@@ -243,6 +284,8 @@ type emitter struct {
 	loops    []loopLabels
 	pushVar  uint32
 	pushPtr  []uint32
+	// vmm: the module uses the Vulkan memory model (see UseVulkanMemoryModel).
+	vmm bool
 }
 
 type loopLabels struct{ merge, cont uint32 }
@@ -255,6 +298,7 @@ func newEmitter(b *Builder) *emitter {
 		vals:    make([]uint32, len(b.nodes)),
 		memVars: make([]uint32, len(b.mems)),
 		varIDs:  make([]uint32, len(b.vars)),
+		vmm:     b.vmm || b.usesMatrices(),
 	}
 }
 
@@ -296,7 +340,9 @@ func (e *emitter) typ(t Type) uint32 {
 		return id
 	}
 	var id uint32
-	if t.IsVector() {
+	if t.IsMatrix() {
+		id = e.matrixType(t)
+	} else if t.IsVector() {
 		el := e.typ(t.Elem())
 		id = e.id()
 		inst(&e.globals, opTypeVector, id, el, uint32(t.n))
@@ -313,11 +359,30 @@ func (e *emitter) typ(t Type) uint32 {
 			inst(&e.globals, opTypeFloat, id, 32)
 		case F16Kind:
 			inst(&e.globals, opTypeFloat, id, 16)
+		case BF16Kind:
+			inst(&e.globals, opTypeFloat, id, 16, fpEncodingBFloat16KHR)
+			e.feats |= FeatureBFloat16
 		default:
 			panic("codegen: emit invalid type")
 		}
 	}
 	e.types[key] = id
+	return id
+}
+
+// matrixType emits OpTypeCooperativeMatrixKHR for t and records what it needs.
+func (e *emitter) matrixType(t Type) uint32 {
+	el := e.typ(t.Elem())
+	id := e.id()
+	inst(&e.globals, opTypeCooperativeMatrixKHR, id, el, e.constant(U32, uint32(t.scope)),
+		e.constant(U32, uint32(t.rows)), e.constant(U32, uint32(t.cols)), e.constant(U32, t.use.spirv()))
+	e.feats |= FeatureCooperativeMatrix | FeatureVulkanMemoryModel
+	switch t.kind {
+	case F16Kind:
+		e.feats |= FeatureFloat16
+	case BF16Kind:
+		e.feats |= FeatureBFloat16Matrix
+	}
 	return id
 }
 
@@ -512,7 +577,7 @@ func (e *emitter) module() []uint32 {
 		inst(&e.globals, opVariable, e.ptr(scInput, e.typ(n.t)), v, scInput)
 		e.decorate(v, decBuiltIn, bi)
 		e.iface = append(e.iface, v)
-		if bi == builtInSubgroupSize || bi == builtInSubgroupLocalInvocationId {
+		if bi == builtInSubgroupSize || bi == builtInSubgroupLocalInvocationId || bi == builtInSubgroupId || bi == builtInNumSubgroups {
 			e.feats |= FeatureSubgroupBasic
 		}
 		r := e.id()
@@ -524,6 +589,9 @@ func (e *emitter) module() []uint32 {
 	}
 	inst(&e.fn, opFunctionEnd)
 
+	if e.vmm {
+		e.feats |= FeatureVulkanMemoryModel
+	}
 	// Assemble, in the order the SPIR-V logical layout requires.
 	var out []uint32
 	out = append(out, 0x07230203, spirvVersion, 0, 0, 0)
@@ -546,7 +614,11 @@ func (e *emitter) module() []uint32 {
 	if e.glslUsed {
 		inst(&out, opExtInstImport, append([]uint32{e.glsl}, str("GLSL.std.450")...)...)
 	}
-	inst(&out, opMemoryModel, addressingLogical, memoryModelGLSL450)
+	if e.vmm {
+		inst(&out, opMemoryModel, addressingLogical, memoryModelVulkan)
+	} else {
+		inst(&out, opMemoryModel, addressingLogical, memoryModelGLSL450)
+	}
 	inst(&out, opEntryPoint, append(append([]uint32{modelGLCompute, mainID}, str("main")...), e.iface...)...)
 	inst(&out, opExecutionMode, mainID, modeLocalSize, wgDefault[0], wgDefault[1], wgDefault[2])
 	e.name(mainID, "main")
@@ -577,7 +649,7 @@ func (e *emitter) capList() []uint32 {
 }
 
 func (e *emitter) buffer(m memObj) uint32 {
-	if m.elem.kind == F16Kind {
+	if m.elem.kind == F16Kind || m.elem.kind == BF16Kind {
 		e.feats |= FeatureStorageBuffer16 // the declaration alone needs it, even if never accessed
 	}
 	el := e.typ(m.elem)
@@ -605,7 +677,9 @@ func (e *emitter) buffer(m memObj) uint32 {
 	if m.buf.Options&Restrict != 0 {
 		e.decorate(v, decRestrict)
 	}
-	if m.buf.Options&Coherent != 0 {
+	if m.buf.Options&Coherent != 0 && !e.vmm {
+		// Under the Vulkan memory model the decoration is banned; accesses carry the
+		// availability and visibility operands instead (memOperands).
 		e.decorate(v, decCoherent)
 	}
 	e.name(v, m.name)
@@ -676,7 +750,11 @@ func (e *emitter) block(blk *block) bool {
 		case kInst:
 			e.instFeatures(n)
 			r := e.id()
-			inst(&e.fn, n.op, append([]uint32{e.typ(n.t), r}, e.operands(n)...)...)
+			if n.op == opCooperativeMatrixLengthKHR {
+				inst(&e.fn, n.op, e.typ(n.t), r, e.typ(n.aux))
+			} else {
+				inst(&e.fn, n.op, append([]uint32{e.typ(n.t), r}, e.operands(n)...)...)
+			}
 			e.vals[id] = r
 		case kExt:
 			e.useF16(n, FeatureFloat16)
@@ -688,16 +766,43 @@ func (e *emitter) block(blk *block) bool {
 			e.memFeatures(n, n.t)
 			p := e.elemPtr(n.mem, n.ops[0].id)
 			r := e.id()
-			inst(&e.fn, opLoad, e.typ(n.t), r, p)
+			inst(&e.fn, opLoad, append([]uint32{e.typ(n.t), r, p}, e.memOperands(n.mem, false)...)...)
 			e.vals[id] = r
 		case kStore:
 			e.memFeatures(n, e.b.mems[n.mem].elem)
 			p := e.elemPtr(n.mem, n.ops[0].id)
+			inst(&e.fn, opStore, append([]uint32{p, e.val(n.ops[1].id)}, e.memOperands(n.mem, true)...)...)
+		case kMatLoad:
+			e.memFeatures(n, e.b.mems[n.mem].elem)
+			p := e.elemPtr(n.mem, n.ops[0].id)
+			r := e.id()
+			words := []uint32{e.typ(n.t), r, p, e.constant(U32, matrixLayout(n.lit)), e.val(n.ops[1].id)}
+			inst(&e.fn, opCooperativeMatrixLoadKHR, append(words, e.memOperands(n.mem, false)...)...)
+			e.vals[id] = r
+		case kMatStore:
+			e.memFeatures(n, e.b.mems[n.mem].elem)
+			p := e.elemPtr(n.mem, n.ops[0].id)
+			words := []uint32{p, e.val(n.ops[1].id), e.constant(U32, matrixLayout(n.lit)), e.val(n.ops[2].id)}
+			inst(&e.fn, opCooperativeMatrixStoreKHR, append(words, e.memOperands(n.mem, true)...)...)
+		case kVarElemGet:
+			p := e.id()
+			inst(&e.fn, opAccessChain, e.ptr(scFunction, e.typ(n.t)), p, e.varIDs[n.mem], e.val(n.ops[0].id))
+			r := e.id()
+			inst(&e.fn, opLoad, e.typ(n.t), r, p)
+			e.vals[id] = r
+		case kVarElemSet:
+			el := e.b.vars[n.mem].T.Elem()
+			p := e.id()
+			inst(&e.fn, opAccessChain, e.ptr(scFunction, e.typ(el)), p, e.varIDs[n.mem], e.val(n.ops[0].id))
 			inst(&e.fn, opStore, p, e.val(n.ops[1].id))
 		case kAtomic:
 			p := e.elemPtr(n.mem, n.ops[0].id)
 			r := e.id()
-			inst(&e.fn, n.op, e.typ(n.t), r, p, e.val(n.ops[2].id), e.val(n.ops[3].id), e.val(n.ops[1].id))
+			scope := e.val(n.ops[2].id)
+			if e.vmm && e.b.nodes[n.ops[2].id].lit == scopeDevice {
+				scope = e.constant(U32, scopeQueueFamily)
+			}
+			inst(&e.fn, n.op, e.typ(n.t), r, p, scope, e.val(n.ops[3].id), e.val(n.ops[1].id))
 			e.vals[id] = r
 		case kArrayLen:
 			r := e.id()
@@ -760,9 +865,9 @@ func (e *emitter) block(blk *block) bool {
 			inst(&e.fn, opReturn)
 			return true
 		case kBarrier:
-			inst(&e.fn, opControlBarrier, e.operands(n)...)
+			inst(&e.fn, opControlBarrier, e.barrierOperands(n, 1)...)
 		case kMemBarrier:
-			inst(&e.fn, opMemoryBarrier, e.operands(n)...)
+			inst(&e.fn, opMemoryBarrier, e.barrierOperands(n, 0)...)
 		case kInvalid, kConst, kSpec, kSpecOp, kPush, kBuiltin:
 			panic(fmt.Sprintf("codegen: %s node in a block", kindName(n.kind)))
 		default:
@@ -772,8 +877,69 @@ func (e *emitter) block(blk *block) bool {
 	return false
 }
 
+// memOperands are the memory operands of a load (store false) or store of memory object mem: none
+// outside the Vulkan memory model. Inside it:
+//   - an access to a shared array is non-private (NonPrivatePointer), so that the barriers between
+//     a write and another invocation's read, which make the workgroup's memory available and
+//     visible (barrierOperands), order it. glslang also makes each access available or visible
+//     (MakePointerAvailable/Visible, since GLSL's shared variables are implicitly coherent), which
+//     is redundant with those barriers; lavapipe (Mesa 22.3) computed wrong results with it in a
+//     tiled matmul (codegen's TestGPUMatmul), so it is left out.
+//   - an access to a Coherent buffer is non-private and made visible (loads) or available
+//     (stores) at the queue-family scope, which is what the Coherent decoration, banned under the
+//     model, promised: other workgroups see the write without a barrier.
+//
+// Other buffer accesses stay private: a dispatch's invocations do not communicate through them.
+func (e *emitter) memOperands(mem int32, store bool) []uint32 {
+	if !e.vmm {
+		return nil
+	}
+	m := e.b.mems[mem]
+	switch {
+	case m.kind == memShared:
+		return []uint32{memAccessNonPrivatePointer}
+	case m.kind == memBuffer && m.buf.Options&Coherent != 0:
+		access := uint32(memAccessNonPrivatePointer | memAccessMakePointerVisible)
+		if store {
+			access = memAccessNonPrivatePointer | memAccessMakePointerAvailable
+		}
+		return []uint32{access, e.constant(U32, scopeQueueFamily)}
+	}
+	return nil
+}
+
+// barrierOperands are a barrier's scope and semantics ids, from operand first on (after the
+// execution scope of a control barrier). Under the Vulkan memory model a device memory scope
+// becomes the queue-family scope (which every invocation of a dispatch shares, and which needs no
+// VulkanMemoryModelDeviceScope capability), and semantics that name memory also make it available
+// and visible, as GLSL's barriers do under that model.
+func (e *emitter) barrierOperands(n *node, first int) []uint32 {
+	w := e.operands(n)
+	if !e.vmm {
+		return w
+	}
+	if e.b.nodes[n.ops[first].id].lit == scopeDevice {
+		w[first] = e.constant(U32, scopeQueueFamily)
+	}
+	if sem := e.b.nodes[n.ops[first+1].id].lit; sem != 0 {
+		w[first+1] = e.constant(U32, sem|semMakeAvailable|semMakeVisible)
+	}
+	return w
+}
+
+// matrixLayout is the CooperativeMatrixLayout enumerant of a MatrixLayout.
+func matrixLayout(l uint32) uint32 {
+	if MatrixLayout(l) == ColumnMajor {
+		return matrixLayoutColumnMajorKHR
+	}
+	return matrixLayoutRowMajorKHR
+}
+
 // memFeatures records what a load or store of type t needs.
 func (e *emitter) memFeatures(n *node, t Type) {
+	if t.kind == BF16Kind && e.b.mems[n.mem].kind == memBuffer {
+		e.feats |= FeatureStorageBuffer16
+	}
 	if t.kind != F16Kind {
 		return
 	}

@@ -50,6 +50,8 @@ func needs(t *testing.T, d *runtime.Device, k *codegen.Kernel) {
 		{codegen.FeatureSubgroupArithmetic, c.SubgroupOps.Has(runtime.SubgroupArithmetic)},
 		{codegen.FeatureSubgroupBallot, c.SubgroupOps.Has(runtime.SubgroupBallot)},
 		{codegen.FeatureSubgroupShuffle, c.SubgroupOps.Has(runtime.SubgroupShuffle)},
+		{codegen.FeatureVulkanMemoryModel, c.VulkanMemoryModel},
+		{codegen.FeatureCooperativeMatrix, len(c.CooperativeMatrix) > 0},
 	}
 	for _, ch := range checks {
 		if k.Needs.Has(ch.f) && !ch.have {
@@ -256,14 +258,16 @@ func TestGPUSoftmax(t *testing.T) {
 			want[i*cols+j] = math.Exp(float64(v)-m) / s
 		}
 	}
-	k, err := codegen.Softmax(128)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, wg := range []int64{128, 64, 32} {
-		out := launch(t, d, k, map[string]int64{"wg": wg}, map[string]uint32{"rows": rows, "cols": cols}, [3]uint32{rows, 1, 1},
-			[][]byte{f32Bytes(x), make([]byte, 4*rows*cols)})
-		compare(t, fmt.Sprintf("softmax wg=%d", wg), f32s(out[1]), want, 1e-7, 1e-5)
+	for _, vmm := range []bool{false, true} {
+		k, err := codegen.Softmax(128, func(b *codegen.Builder) { b.UseVulkanMemoryModel(vmm) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, wg := range []int64{128, 64, 32} {
+			out := launch(t, d, k, map[string]int64{"wg": wg}, map[string]uint32{"rows": rows, "cols": cols}, [3]uint32{rows, 1, 1},
+				[][]byte{f32Bytes(x), make([]byte, 4*rows*cols)})
+			compare(t, fmt.Sprintf("softmax wg=%d vulkan memory model %v", wg, vmm), f32s(out[1]), want, 1e-7, 1e-5)
+		}
 	}
 }
 
@@ -282,16 +286,21 @@ func TestGPUMatmul(t *testing.T) {
 			want[i*N+j] = s
 		}
 	}
-	k, err := codegen.Matmul(16, 16, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tiles := range [][3]int64{{16, 16, 8}, {8, 32, 4}, {32, 8, 16}, {4, 4, 29}} {
-		spec := map[string]int64{"tile_m": tiles[0], "tile_n": tiles[1], "tile_k": tiles[2]}
-		grid := [3]uint32{ceilDiv(N, int(tiles[1])), ceilDiv(M, int(tiles[0])), 1}
-		out := launch(t, d, k, spec, map[string]uint32{"m": M, "n": N, "k": K}, grid,
-			[][]byte{f32Bytes(a), f32Bytes(bm), make([]byte, 4*M*N)})
-		compare(t, "matmul", f32s(out[2]), want, 1e-5, 1e-5)
+	for _, vmm := range []bool{false, true} {
+		k, err := codegen.Matmul(16, 16, 8, func(b *codegen.Builder) { b.UseVulkanMemoryModel(vmm) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.Needs.Has(codegen.FeatureVulkanMemoryModel) != vmm {
+			t.Errorf("vulkan memory model %v: Needs %v", vmm, k.Needs)
+		}
+		for _, tiles := range [][3]int64{{16, 16, 8}, {8, 32, 4}, {32, 8, 16}, {4, 4, 29}} {
+			spec := map[string]int64{"tile_m": tiles[0], "tile_n": tiles[1], "tile_k": tiles[2]}
+			grid := [3]uint32{ceilDiv(N, int(tiles[1])), ceilDiv(M, int(tiles[0])), 1}
+			out := launch(t, d, k, spec, map[string]uint32{"m": M, "n": N, "k": K}, grid,
+				[][]byte{f32Bytes(a), f32Bytes(bm), make([]byte, 4*M*N)})
+			compare(t, fmt.Sprintf("matmul vulkan memory model %v", vmm), f32s(out[2]), want, 1e-5, 1e-5)
+		}
 	}
 }
 
@@ -411,9 +420,16 @@ func TestGPUAliasedBindings(t *testing.T) {
 // TestGPUAtomics counts values into buckets with AtomicAdd on a shared array, then adds each
 // workgroup's counts to a buffer with AtomicAdd.
 func TestGPUAtomics(t *testing.T) {
+	for _, vmm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("vulkan memory model %v", vmm), func(t *testing.T) { testAtomics(t, vmm) })
+	}
+}
+
+func testAtomics(t *testing.T, vmm bool) {
 	d := openDevice(t)
 	const wg, n, buckets = 64, 1000, 16
 	b := codegen.NewBuilder("histogram")
+	b.UseVulkanMemoryModel(vmm)
 	x := b.Buffer("x", codegen.U32, codegen.ReadOnly)
 	h := b.Buffer("h", codegen.U32, codegen.ReadWrite)
 	nn := b.Push("n", codegen.U32)

@@ -24,13 +24,22 @@ func (b *Builder) Bool(x bool) Value {
 	return b.constant(Bool, 0)
 }
 
-// Const is the constant x converted to the scalar type t (floats rounded, integers truncated).
+// BF16 is a bf16 constant, rounded to nearest even from x (needs FeatureBFloat16).
+func (b *Builder) BF16(x float32) Value { return b.constant(BF16, uint32(Float32ToBF16(x))) }
+
+// Const is the constant x converted to the scalar type t (floats rounded, integers truncated); for a
+// vector type, every component is x; for a matrix type, every element (MatrixFill).
 func (b *Builder) Const(t Type, x float64) Value {
+	if t.IsMatrix() {
+		return b.MatrixFill(t, b.Const(t.Elem(), x))
+	}
 	switch t {
 	case F32:
 		return b.F32(float32(x))
 	case F16:
 		return b.F16(float32(x))
+	case BF16:
+		return b.BF16(float32(x))
 	case I32:
 		return b.I32(int32(x))
 	case U32:
@@ -74,7 +83,7 @@ func (b *Builder) inst(op opcode, t Type, args ...Value) Value {
 	if global {
 		return b.add(node{kind: kSpecOp, t: t, op: op, ops: ids(args...)}, false)
 	}
-	return b.add(node{kind: kInst, t: t, op: op, ops: ids(args...), divergent: b.divergent(args...)}, true)
+	return b.add(node{kind: kInst, t: t, op: op, ops: ids(args...), divergent: b.divergent(args...), lane: b.lane(args...)}, true)
 }
 
 // ---- vectors ----
@@ -89,7 +98,7 @@ func (b *Builder) Vec(xs ...Value) Value {
 		return Value{}
 	}
 	for _, x := range xs {
-		if x.t != xs[0].t || x.t.IsVector() {
+		if x.t != xs[0].t || x.t.IsVector() || x.t.IsMatrix() {
 			b.errorf("Vec", "components must be scalars of one type, got %s and %s", xs[0].t, x.t)
 			return Value{t: Vec(xs[0].t.Elem(), len(xs))}
 		}
@@ -102,7 +111,7 @@ func (b *Builder) Splat(x Value, n int) Value {
 	if !b.ok("Splat", x) {
 		return Value{t: Vec(x.t.Elem(), n)}
 	}
-	if x.t.IsVector() || n < 1 || n > 4 {
+	if x.t.IsVector() || x.t.IsMatrix() || n < 1 || n > 4 {
 		b.errorf("Splat", "cannot splat %s to %d components", x.t, n)
 		return Value{}
 	}
@@ -116,16 +125,21 @@ func (b *Builder) Splat(x Value, n int) Value {
 	return b.inst(opCompositeConstruct, Vec(x.t, n), xs...)
 }
 
-// Extract is component i of the vector v.
+// Extract is component i of the vector v, or component i of the invocation's part of the
+// cooperative matrix v (i < MatrixLength; which element of the matrix that is, the device decides).
 func (b *Builder) Extract(v Value, i int) Value {
 	if !b.ok("Extract", v) {
 		return Value{t: v.t.Elem()}
+	}
+	if v.t.IsMatrix() && i >= 0 {
+		n := node{kind: kInst, t: v.t.Elem(), op: opCompositeExtract, ops: []operand{{id: v.id}, {lit: uint32(i), isLit: true}}, divergent: true, lane: true}
+		return b.add(n, true)
 	}
 	if i < 0 || i >= v.t.Len() || !v.t.IsVector() {
 		b.errorf("Extract", "component %d of %s", i, v.t)
 		return Value{t: v.t.Elem()}
 	}
-	n := node{kind: kInst, t: v.t.Elem(), op: opCompositeExtract, ops: []operand{{id: v.id}, {lit: uint32(i), isLit: true}}, divergent: b.divergent(v)}
+	n := node{kind: kInst, t: v.t.Elem(), op: opCompositeExtract, ops: []operand{{id: v.id}, {lit: uint32(i), isLit: true}}, divergent: b.divergent(v), lane: b.lane(v)}
 	return b.add(n, true)
 }
 
@@ -143,8 +157,8 @@ func (b *Builder) Dot(x, y Value) Value {
 	if !b.ok("Dot", x, y) {
 		return Value{t: x.t.Elem()}
 	}
-	if x.t != y.t || !x.t.IsFloat() || !x.t.IsVector() {
-		b.errorf("Dot", "needs two float vectors of one type, got %s and %s", x.t, y.t)
+	if x.t != y.t || !x.t.IsFloat() || !x.t.IsVector() || !x.t.arith() {
+		b.errorf("Dot", "needs two float vectors of one type (f32 or f16), got %s and %s", x.t, y.t)
 		return Value{t: x.t.Elem()}
 	}
 	return b.inst(opDot, x.t.Elem(), x, y)
@@ -186,6 +200,9 @@ func (b *Builder) binary(name string, ops opsByKind, cmp bool, x, y Value) Value
 	}
 	if !b.ok(name, x, y) {
 		return Value{t: rt}
+	}
+	if x.t.IsMatrix() || y.t.IsMatrix() {
+		return b.matrixBinary(name, ops, cmp, x, y)
 	}
 	x, y = b.broadcast(x, y)
 	if x.t != y.t {
@@ -258,7 +275,7 @@ func (b *Builder) shift(name string, s, u opcode, x, y Value) Value {
 	if !b.ok(name, x, y) {
 		return Value{t: x.t}
 	}
-	if !x.t.IsInt() || !y.t.IsInt() || x.t.Len() != y.t.Len() {
+	if !x.t.IsInt() || !y.t.IsInt() || x.t.Len() != y.t.Len() || x.t.IsMatrix() || y.t.IsMatrix() {
 		b.errorf(name, "needs integers of one width, got %s and %s", x.t, y.t)
 		return Value{t: x.t}
 	}
@@ -317,7 +334,7 @@ func (b *Builder) Not(x Value) Value {
 		return Value{t: x.t}
 	}
 	op := opsByKind{s: opNot, u: opNot, b: opLogicalNot}.pick(x.t)
-	if op == 0 {
+	if op == 0 || x.t.IsMatrix() {
 		b.errorf("Not", "not defined for %s", x.t)
 		return Value{t: x.t}
 	}
@@ -332,6 +349,10 @@ func (b *Builder) Select(c, x, y Value) Value {
 	}
 	if x.t != y.t {
 		b.errorf("Select", "operand types differ: %s and %s", x.t, y.t)
+		return Value{t: x.t}
+	}
+	if x.t.IsMatrix() {
+		b.errorf("Select", "cannot select cooperative matrices (%s)", x.t)
 		return Value{t: x.t}
 	}
 	if c.t == Bool && x.t.IsVector() {
@@ -353,12 +374,21 @@ func (b *Builder) Convert(x Value, t Type) Value {
 	if !b.ok("Convert", x) {
 		return Value{t: t}
 	}
-	if !t.Valid() || t.Len() != x.t.Len() {
+	if !t.Valid() || t.Len() != x.t.Len() || t.IsMatrix() != x.t.IsMatrix() {
 		b.errorf("Convert", "cannot convert %s to %s", x.t, t)
 		return Value{t: t}
 	}
 	if x.t == t {
 		return x
+	}
+	if t.IsMatrix() {
+		if t.use != x.t.use || t.scope != x.t.scope || t.rows != x.t.rows || t.cols != x.t.cols {
+			b.errorf("Convert", "cannot convert %s to %s: a conversion keeps the scope, shape and use", x.t, t)
+			return Value{t: t}
+		}
+	}
+	if x.t.kind == BF16Kind && t.IsBool() {
+		return b.Convert(b.Convert(x, Vec(F32, x.t.Len())), t)
 	}
 	switch {
 	case x.t.IsBool():
@@ -381,7 +411,7 @@ func (b *Builder) Bitcast(x Value, t Type) Value {
 	if !b.ok("Bitcast", x) {
 		return Value{t: t}
 	}
-	if !t.Valid() || t.IsBool() || x.t.IsBool() || t.Size() != x.t.Size() {
+	if !t.Valid() || t.IsBool() || x.t.IsBool() || t.IsMatrix() || x.t.IsMatrix() || t.Size() != x.t.Size() {
 		b.errorf("Bitcast", "cannot reinterpret %s as %s", x.t, t)
 		return Value{t: t}
 	}
@@ -417,7 +447,7 @@ func (b *Builder) ext(name string, inst uint32, ok func(Type) bool, args ...Valu
 		}
 		return b.Convert(b.ext(name, inst, ok, wide...), t)
 	}
-	return b.add(node{kind: kExt, t: args[0].t, lit: inst, ops: ids(args...), divergent: b.divergent(args...)}, true)
+	return b.add(node{kind: kExt, t: args[0].t, lit: inst, ops: ids(args...), divergent: b.divergent(args...), lane: b.lane(args...)}, true)
 }
 
 // f16ViaF32 lists the GLSL.std.450 functions the builder computes in f32 for f16 operands unless
@@ -432,8 +462,8 @@ var f16ViaF32 = map[uint32]bool{glslExp: true, glslExp2: true, glslLog: true, gl
 // where the f32 round trip costs measurable time.
 func (b *Builder) UseNativeF16Math(on bool) { b.nativeF16Math = on }
 
-func isFloat(t Type) bool   { return t.IsFloat() }
-func isNumeric(t Type) bool { return t.IsFloat() || t.IsInt() }
+func isFloat(t Type) bool   { return t.IsFloat() && t.arith() }
+func isNumeric(t Type) bool { return t.arith() }
 
 // Exp is e^x.
 func (b *Builder) Exp(x Value) Value { return b.ext("Exp", glslExp, isFloat, x) }
@@ -487,7 +517,7 @@ func (b *Builder) Clamp(x, lo, hi Value) Value {
 
 // Abs is |x| (not defined for u32).
 func (b *Builder) Abs(x Value) Value {
-	return b.ext("Abs", pickExt(x.t, glslFAbs, glslSAbs, 0), func(t Type) bool { return t.IsFloat() || t.kind == I32Kind }, x)
+	return b.ext("Abs", pickExt(x.t, glslFAbs, glslSAbs, 0), func(t Type) bool { return t.arith() && (t.IsFloat() || t.kind == I32Kind) }, x)
 }
 
 func pickExt(t Type, f, s, u uint32) uint32 {
@@ -505,6 +535,10 @@ func pickExt(t Type, f, s, u uint32) uint32 {
 // subgroupOp adds a GroupNonUniform instruction at subgroup scope; group is the GroupOperation
 // literal, or -1 for instructions without one.
 func (b *Builder) subgroupOp(name string, op opcode, group int, x Value, extra ...Value) Value {
+	if x.t.IsMatrix() || x.t.kind == BF16Kind {
+		b.errorf(name, "not defined for %s", x.t)
+		return Value{t: x.t}
+	}
 	sc := b.U32(scopeSubgroup)
 	ops := []operand{{id: sc.id}}
 	if group >= 0 {
@@ -514,7 +548,18 @@ func (b *Builder) subgroupOp(name string, op opcode, group int, x Value, extra .
 	for _, e := range extra {
 		ops = append(ops, operand{id: e.id})
 	}
-	return b.add(node{kind: kInst, t: x.t, op: op, ops: ops, divergent: b.divergent(append(extra, x)...)}, true)
+	// A reduction or broadcast is the same in every invocation of the subgroup; a shuffle of a
+	// subgroup-uniform value is too.
+	lane := b.lane(x)
+	switch op {
+	case opGroupNonUniformBroadcast, opGroupNonUniformBroadcastFirst:
+		lane = false
+	default:
+		if group == groupOpReduce {
+			lane = false
+		}
+	}
+	return b.add(node{kind: kInst, t: x.t, op: op, ops: ops, divergent: b.divergent(append(extra, x)...), lane: lane}, true)
 }
 
 func (b *Builder) subgroupReduce(name string, ops opsByKind, x Value) Value {
@@ -522,7 +567,7 @@ func (b *Builder) subgroupReduce(name string, ops opsByKind, x Value) Value {
 		return Value{t: x.t}
 	}
 	op := ops.pick(x.t)
-	if op == 0 {
+	if op == 0 || x.t.IsMatrix() {
 		b.errorf(name, "not defined for %s", x.t)
 		return Value{t: x.t}
 	}
@@ -695,5 +740,5 @@ func (b *Builder) atomic(name string, ops opsByKind, m Memory, i, x Value) Value
 		scope = scopeWorkgroup
 	}
 	return b.add(node{kind: kAtomic, t: mo.elem, op: ops.pick(x.t), mem: idx,
-		ops: ids(i, x, b.U32(scope), b.U32(0)), divergent: true}, true)
+		ops: ids(i, x, b.U32(scope), b.U32(0)), divergent: true, lane: true}, true)
 }

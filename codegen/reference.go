@@ -68,9 +68,13 @@ func MathMixF64(x float64) float64 {
 // (dispatch rows x 1 x 1); the workgroup size is specialization constant 0 ("wg", default wg).
 // Each invocation reduces a strided slice of the row; the subgroup combines its slices (SubgroupMax
 // for the maximum, a shuffle-xor butterfly for the sum); subgroups meet in shared memory.
-// Bindings: 0 x (read-only), 1 y (write-only); push constants rows, cols (u32).
-func Softmax(wg uint32) (*Kernel, error) {
+// Bindings: 0 x (read-only), 1 y (write-only); push constants rows, cols (u32). opts are applied
+// to the builder first (say, UseVulkanMemoryModel).
+func Softmax(wg uint32, opts ...func(*Builder)) (*Kernel, error) {
 	b := NewBuilder("softmax")
+	for _, o := range opts {
+		o(b)
+	}
 	x := b.Buffer("x", F32, ReadOnly)
 	y := b.Buffer("y", F32, WriteOnly)
 	b.Push("rows", U32)
@@ -134,9 +138,13 @@ func Softmax(wg uint32) (*Kernel, error) {
 // shared memory. Specialization constants: 0 "tile_m" and 1 "tile_n" (the tile of C one workgroup
 // computes, and the workgroup size tile_n x tile_m: one invocation per element), 2 "tile_k" (the
 // depth of the shared tiles). Dispatch ceil(N/tile_n) x ceil(M/tile_m) x 1.
-// Bindings: 0 a, 1 b (read-only), 2 c (write-only); push constants m, n, k (u32).
-func Matmul(tileM, tileN, tileK uint32) (*Kernel, error) {
+// Bindings: 0 a, 1 b (read-only), 2 c (write-only); push constants m, n, k (u32). opts are
+// applied to the builder first.
+func Matmul(tileM, tileN, tileK uint32, opts ...func(*Builder)) (*Kernel, error) {
 	b := NewBuilder("matmul")
+	for _, o := range opts {
+		o(b)
+	}
 	A := b.Buffer("a", F32, ReadOnly)
 	B := b.Buffer("b", F32, ReadOnly)
 	C := b.Buffer("c", F32, WriteOnly)
