@@ -39,11 +39,11 @@ const (
 	kPush    // push-constant member mem
 	kBuiltin // built-in input lit
 	// expressions
-	kInst     // a plain instruction: op with operands
-	kExt      // GLSL.std.450 instruction lit with operands
-	kLoad     // element ops[0] of memory object mem
-	kArrayLen // runtime length of buffer mem
-	kVarGet   // load of Var mem
+	kInst       // a plain instruction: op with operands
+	kExt        // GLSL.std.450 instruction lit with operands
+	kLoad       // element ops[0] of memory object mem
+	kArrayLen   // runtime length of buffer mem
+	kVarGet     // load of Var mem
 	kMatLoad    // cooperative matrix at element ops[0] of memory object mem, stride ops[1], layout lit
 	kVarElemGet // component ops[0] of the matrix in Var mem
 	// statements
@@ -733,19 +733,27 @@ func (b *Builder) builtin(bi uint32, t Type, divergent, lane bool) Value {
 }
 
 // GlobalID is gl_GlobalInvocationID, a vec3<u32>.
-func (b *Builder) GlobalID() Value { return b.builtin(builtInGlobalInvocationId, Vec(U32, 3), true, true) }
+func (b *Builder) GlobalID() Value {
+	return b.builtin(builtInGlobalInvocationId, Vec(U32, 3), true, true)
+}
 
 // LocalID is gl_LocalInvocationID, a vec3<u32>.
-func (b *Builder) LocalID() Value { return b.builtin(builtInLocalInvocationId, Vec(U32, 3), true, true) }
+func (b *Builder) LocalID() Value {
+	return b.builtin(builtInLocalInvocationId, Vec(U32, 3), true, true)
+}
 
 // LocalIndex is gl_LocalInvocationIndex, a u32.
 func (b *Builder) LocalIndex() Value { return b.builtin(builtInLocalInvocationIndex, U32, true, true) }
 
 // WorkgroupID is gl_WorkGroupID, a vec3<u32>.
-func (b *Builder) WorkgroupID() Value { return b.builtin(builtInWorkgroupId, Vec(U32, 3), false, false) }
+func (b *Builder) WorkgroupID() Value {
+	return b.builtin(builtInWorkgroupId, Vec(U32, 3), false, false)
+}
 
 // NumWorkgroups is gl_NumWorkGroups, a vec3<u32>.
-func (b *Builder) NumWorkgroups() Value { return b.builtin(builtInNumWorkgroups, Vec(U32, 3), false, false) }
+func (b *Builder) NumWorkgroups() Value {
+	return b.builtin(builtInNumWorkgroups, Vec(U32, 3), false, false)
+}
 
 // SubgroupSize is gl_SubgroupSize, a u32 (needs FeatureSubgroupBasic).
 func (b *Builder) SubgroupSize() Value { return b.builtin(builtInSubgroupSize, U32, false, false) }
