@@ -64,6 +64,7 @@ enum {
 	ST_VULKAN_MEMORY_MODEL_FEATURES = 1000211000,
 	ST_COOP_MATRIX_FEATURES_KHR = 1000506000,
 	ST_COOP_MATRIX_PROPERTIES_KHR = 1000506001,
+	ST_SHADER_BFLOAT16_FEATURES_KHR = 1000141000,
 	ST_DEBUG_UTILS_MESSENGER_CREATE_INFO = 1000128004,
 };
 
@@ -151,7 +152,7 @@ typedef int (*pfn_coop_props)(vkc_handle, uint32_t*, coop_props_khr*);
 // The feature structures of one chain, in one allocation.
 typedef struct {
 	features2 f2;
-	feat s16, s8, f16i8, intdot, sgsc, vmm, coop;
+	feat s16, s8, f16i8, intdot, sgsc, vmm, coop, bf16;
 } feature_chain;
 
 static void link(chain_head** tail, void* s, uint32_t stype) {
@@ -173,6 +174,7 @@ static void build_chain(feature_chain* c, const vkc_wants* w) {
 	if (w->want_sgsc) link(&tail, &c->sgsc, ST_SUBGROUP_SIZE_CONTROL_FEATURES);
 	if (w->want_vmm) link(&tail, &c->vmm, ST_VULKAN_MEMORY_MODEL_FEATURES);
 	if (w->want_coop) link(&tail, &c->coop, ST_COOP_MATRIX_FEATURES_KHR);
+	if (w->want_bf16) link(&tail, &c->bf16, ST_SHADER_BFLOAT16_FEATURES_KHR);
 }
 
 int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_caps* caps) {
@@ -198,6 +200,9 @@ int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_c
 	caps->vulkan_memory_model = fc.vmm.v[0];
 	caps->vulkan_memory_model_device_scope = fc.vmm.v[1];
 	caps->coop_matrix = fc.coop.v[0];
+	caps->bf16_type = fc.bf16.v[0];
+	caps->bf16_dot = fc.bf16.v[1];
+	caps->bf16_coop_matrix = fc.bf16.v[2];
 
 	properties2 p2;
 	subgroup_props sg;
@@ -302,6 +307,11 @@ void* vkc_feature_chain(const vkc_wants* w, const vkc_caps* caps) {
 	c->vmm.v[0] = caps->vulkan_memory_model;
 	c->vmm.v[1] = caps->vulkan_memory_model_device_scope;
 	c->coop.v[0] = caps->coop_matrix;
+	c->bf16.v[0] = caps->bf16_type;
+	c->bf16.v[1] = caps->bf16_dot;
+	// bf16 matrices need both extensions' features; without cooperative matrices enabled the
+	// feature must stay off.
+	c->bf16.v[2] = caps->bf16_coop_matrix && w->want_coop && caps->coop_matrix;
 	return c;
 }
 

@@ -36,7 +36,7 @@ typedef struct {
 typedef struct {
 	// which structures may be chained (decided in Go from the API version and extensions)
 	uint32_t want_16bit, want_f16i8, want_8bit, want_intdot, want_push, want_budget, want_coop,
-		want_driver, want_sgsc, want_vmm;
+		want_driver, want_sgsc, want_vmm, want_bf16;
 } vkc_wants;
 
 typedef struct {
@@ -54,6 +54,7 @@ typedef struct {
 	uint32_t integer_dot;
 	uint32_t vulkan_memory_model, vulkan_memory_model_device_scope;
 	uint32_t coop_matrix;
+	uint32_t bf16_type, bf16_dot, bf16_coop_matrix; // VK_KHR_shader_bfloat16
 	uint32_t n_coop;
 	vkc_coop_shape coop[VKC_MAX_COOP];
 	uint32_t driver_id;

@@ -167,6 +167,9 @@ type Caps struct {
 	StorageBuffer8BitAccess                                            bool
 	IntegerDotProduct                                                  bool
 	VulkanMemoryModel                                                  bool
+	// BFloat16 and BFloat16CooperativeMatrix are VK_KHR_shader_bfloat16's shaderBFloat16Type and
+	// shaderBFloat16CooperativeMatrix.
+	BFloat16, BFloat16CooperativeMatrix bool
 
 	PushDescriptors    bool
 	MaxPushDescriptors uint32
@@ -523,6 +526,7 @@ func (in *instance) describe(index int, pd vk.PhysicalDevice) *DeviceInfo {
 		want_driver: b2u(v.atLeast(1, 2) || has["VK_KHR_driver_properties"]),
 		want_sgsc:   b2u(v.atLeast(1, 3)),
 		want_vmm:    b2u(v.atLeast(1, 2) || has["VK_KHR_vulkan_memory_model"]),
+		want_bf16:   b2u(has["VK_KHR_shader_bfloat16"]),
 	}
 	d.wants = w
 	if !v.atLeast(1, 1) {
@@ -554,6 +558,8 @@ func (in *instance) describe(index int, pd vk.PhysicalDevice) *DeviceInfo {
 	c.StorageBuffer8BitAccess = cc.storage_buffer8 != 0
 	c.IntegerDotProduct = cc.integer_dot != 0
 	c.VulkanMemoryModel = cc.vulkan_memory_model != 0
+	c.BFloat16 = cc.bf16_type != 0
+	c.BFloat16CooperativeMatrix = cc.bf16_coop_matrix != 0 && cc.coop_matrix != 0
 	c.PushDescriptors = w.want_push != 0 && cc.max_push_descriptors > 0
 	c.MaxPushDescriptors = uint32(cc.max_push_descriptors)
 	for i := 0; i < int(cc.n_coop); i++ {

@@ -29,6 +29,9 @@ var (
 	ErrValidation = errors.New("Vulkan validation error")
 	// ErrClosed: the Device, Program, Buffer or Pipeline was already closed.
 	ErrClosed = errors.New("use after close")
+	// ErrUnsupported: a module declares a SPIR-V capability whose device feature the device lacks
+	// or was opened without (cooperative matrices, bfloat16, the Vulkan memory model, ...).
+	ErrUnsupported = errors.New("the device lacks a feature the module needs")
 )
 
 // VkError is a failed Vulkan call: which operation and the VkResult. It wraps the sentinel that

@@ -82,7 +82,8 @@ func Open(opts Options) (*Device, error) {
 		}
 	}
 	d.spin.Store(opts.SpinWait.Nanoseconds())
-	if err := d.create(info); err != nil {
+	// create works on d.Info, so that what it leaves disabled is what Info reports.
+	if err := d.create(&d.Info); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open %s: %w", info.Name, err)
 	}
@@ -110,9 +111,20 @@ func (d *Device) create(info *DeviceInfo) error {
 	// unknown, so under such a layer the extension stays off and CoopMatrixNote says why.
 	if lv := d.in.layerVersion; info.wants.want_coop != 0 && lv != 0 && lv < Version(vk.MakeVersion(1, 3, 255)) {
 		info.wants.want_coop = 0
+		caps.CooperativeMatrix = nil
 		d.CoopMatrixNote = fmt.Sprintf("VK_KHR_cooperative_matrix left disabled: validation layer %s predates it", d.in.layerVersion)
 	}
 	add("VK_KHR_cooperative_matrix", info.wants.want_coop != 0)
+	// Likewise VK_KHR_shader_bfloat16 (header 1.4.311): its feature structure is chained whenever
+	// the extension is enabled.
+	if lv := d.in.layerVersion; info.wants.want_bf16 != 0 && lv != 0 && lv < Version(vk.MakeVersion(1, 4, 311)) {
+		info.wants.want_bf16 = 0
+		caps.BFloat16, caps.BFloat16CooperativeMatrix = false, false
+	}
+	if info.wants.want_coop == 0 {
+		caps.BFloat16CooperativeMatrix = false
+	}
+	add("VK_KHR_shader_bfloat16", info.wants.want_bf16 != 0)
 	add("VK_KHR_16bit_storage", !v.atLeast(1, 1))
 	add("VK_KHR_shader_float16_int8", !v.atLeast(1, 2))
 	add("VK_KHR_8bit_storage", !v.atLeast(1, 2))

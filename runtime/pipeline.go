@@ -68,6 +68,9 @@ func (d *Device) NewPipeline(k Kernel) (*Pipeline, error) {
 	if d.push && uint32(k.Bindings) > d.Info.Caps.MaxPushDescriptors {
 		return nil, fmt.Errorf("pipeline %s: %d storage buffers: %w (maxPushDescriptors = %d)", name, k.Bindings, ErrLimit, d.Info.Caps.MaxPushDescriptors)
 	}
+	if err := d.checkCapabilities(k.SPIRV); err != nil {
+		return nil, fmt.Errorf("pipeline %s: %w", name, err)
+	}
 	p := &Pipeline{d: d, Kernel: k}
 	p.Kernel.Name = name
 	var err error
@@ -207,4 +210,45 @@ func (p *Pipeline) destroy() {
 	if p.setl != nil {
 		vk.DestroyDescriptorSetLayout(d.dev, p.setl, nil)
 	}
+}
+
+// capabilityFeatures maps the SPIR-V capabilities whose device features are optional to a check of
+// the opened device and the feature's name. Capabilities not listed are core or not used by vkc
+// (a driver rejects those itself).
+var capabilityFeatures = map[uint32]struct {
+	name string
+	has  func(d *Device) bool
+}{
+	9:    {"shaderFloat16", func(d *Device) bool { return d.Info.Caps.ShaderFloat16 }},
+	4433: {"storageBuffer16BitAccess", func(d *Device) bool { return d.Info.Caps.StorageBuffer16BitAccess }},
+	4434: {"uniformAndStorageBuffer16BitAccess", func(d *Device) bool { return d.Info.Caps.UniformAndStorageBuffer16BitAccess }},
+	4435: {"storagePushConstant16", func(d *Device) bool { return d.Info.Caps.StoragePushConstant16 }},
+	5345: {"vulkanMemoryModel", func(d *Device) bool { return d.Info.Caps.VulkanMemoryModel }},
+	6022: {"cooperativeMatrix (VK_KHR_cooperative_matrix)", func(d *Device) bool { return len(d.Info.Caps.CooperativeMatrix) > 0 }},
+	5116: {"shaderBFloat16Type (VK_KHR_shader_bfloat16)", func(d *Device) bool { return d.Info.Caps.BFloat16 }},
+	5118: {"shaderBFloat16CooperativeMatrix (VK_KHR_shader_bfloat16)", func(d *Device) bool { return d.Info.Caps.BFloat16CooperativeMatrix }},
+}
+
+// capabilityNames names the capabilities of capabilityFeatures for messages.
+var capabilityNames = map[uint32]string{9: "Float16", 4433: "StorageBuffer16BitAccess", 4434: "UniformAndStorageBuffer16BitAccess",
+	4435: "StoragePushConstant16", 5345: "VulkanMemoryModel", 6022: "CooperativeMatrixKHR", 5116: "BFloat16TypeKHR",
+	5118: "BFloat16CooperativeMatrixKHR"}
+
+// checkCapabilities reads the module's OpCapability instructions (which come first, after the
+// header) and refuses one whose device feature is missing or was not enabled, so that a plan
+// compiled for another device fails with the feature's name instead of inside the driver.
+func (d *Device) checkCapabilities(spirv []byte) error {
+	for i := 20; i+4 <= len(spirv); {
+		w := binary.LittleEndian.Uint32(spirv[i:])
+		n, op := int(w>>16), w&0xffff
+		if op != 17 || n != 2 || i+8 > len(spirv) { // OpCapability
+			return nil
+		}
+		c := binary.LittleEndian.Uint32(spirv[i+4:])
+		if f, ok := capabilityFeatures[c]; ok && !f.has(d) {
+			return fmt.Errorf("the module declares capability %s, but %s has no %s enabled: %w", capabilityNames[c], d.Info.Name, f.name, ErrUnsupported)
+		}
+		i += 8
+	}
+	return nil
 }

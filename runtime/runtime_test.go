@@ -803,3 +803,30 @@ func TestConcurrentUse(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestMissingCapabilityIsClearError: a module declaring a capability whose feature the device lacks
+// (cooperative matrices on lavapipe; pretended missing elsewhere) is refused before the driver
+// sees it, naming the capability and the feature.
+func TestMissingCapabilityIsClearError(t *testing.T) {
+	d := openTest(t, Options{})
+	c := &d.Info.Caps
+	saved := c.CooperativeMatrix
+	c.CooperativeMatrix = nil
+	defer func() { c.CooperativeMatrix = saved }()
+	words := []uint32{0x07230203, 0x00010300, 0, 10, 0,
+		2<<16 | 17, 1, // OpCapability Shader
+		2<<16 | 17, 6022, // OpCapability CooperativeMatrixKHR
+		3<<16 | 14, 0, 3} // OpMemoryModel Logical Vulkan
+	mod := make([]byte, 4*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint32(mod[4*i:], w)
+	}
+	_, err := d.NewPipeline(Kernel{Name: "coop", SPIRV: mod})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "CooperativeMatrixKHR") || !strings.Contains(err.Error(), "cooperativeMatrix") {
+		t.Errorf("module with CooperativeMatrixKHR on a device without it: %v", err)
+	}
+	// The check reads only the capabilities: a plain module passes it (and fails, if at all, later).
+	if err := d.checkCapabilities(spirv(t, "add")); err != nil {
+		t.Errorf("add.spv: %v", err)
+	}
+}

@@ -107,6 +107,7 @@ func printDevice(w io.Writer, d *runtime.DeviceInfo, chosen, ext bool) {
 	p("storage", "16-bit %s (uniform %s, push constants %s), 8-bit %s, memory model %s",
 		yes(c.StorageBuffer16BitAccess), yes(c.UniformAndStorageBuffer16BitAccess), yes(c.StoragePushConstant16),
 		yes(c.StorageBuffer8BitAccess), yes(c.VulkanMemoryModel))
+	p("bfloat16", "%s (cooperative matrices %s)", yes(c.BFloat16), yes(c.BFloat16CooperativeMatrix))
 	if c.PushDescriptors {
 		p("push descriptors", "yes (max %d)", c.MaxPushDescriptors)
 	} else {
