@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what vkc needs on a fresh Debian/Ubuntu machine, only where it is missing:
 # the Vulkan loader and Mesa's drivers (lavapipe when there is no GPU), spirv-tools (spirv-val in the
-# tests), spirv-headers (the SPIR-V grammar that codegen's generated tables are checked against),
-# the Khronos validation layer (the runtime tests run under it), graphviz (CI renders DOT).
+# tests; the cooperative-matrix modules are validated with the newer one in ../shared/tools where it
+# exists), the Khronos validation layer (the runtime tests run under it), graphviz (CI renders DOT).
 # Then fetches the Go modules. Safe to run again.
 set -euo pipefail
 need=()
@@ -12,14 +12,13 @@ check() { # check BINARY-OR-FILE PACKAGE
 check /usr/share/vulkan/icd.d/lvp_icd.x86_64.json mesa-vulkan-drivers
 check /usr/lib/x86_64-linux-gnu/libvulkan.so.1 libvulkan1
 check spirv-val spirv-tools
-check /usr/include/spirv/unified1/spirv.core.grammar.json spirv-headers
 check /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json vulkan-validationlayers
 check dot graphviz
 check gcc gcc
 if [ "$(uname -m)" != x86_64 ]; then
   # The file checks above name x86_64 paths; elsewhere ask dpkg instead.
   need=()
-  for p in mesa-vulkan-drivers libvulkan1 spirv-tools spirv-headers vulkan-validationlayers graphviz gcc; do
+  for p in mesa-vulkan-drivers libvulkan1 spirv-tools vulkan-validationlayers graphviz gcc; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
 fi
