@@ -22,6 +22,7 @@ import (
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/plan"
@@ -428,4 +429,41 @@ func phases(r *Report) string {
 		s = append(s, fmt.Sprintf("%s %v", p.Name, p.Time.Round(time.Millisecond)))
 	}
 	return strings.Join(s, ", ")
+}
+
+// h200Target is the H200 as `vkc devices` describes it (kernels.H200, docs/bench), for device-free
+// compiles that show what lowering chooses there.
+var h200Target = Target{Caps: kernels.H200, Device: plan.Fingerprint{VendorID: 0x10de, DeviceID: 0x2335, DriverVersion: 0x9127c100,
+	DeviceName: "NVIDIA H200 (device-free target)"}}
+
+// TestSmolLM2PrefillOnCoopMatrices compiles SmolLM2-135M's prefill statically for the H200 target:
+// every matmul of its 128 rows and every attention must run on the cooperative-matrix templates
+// (lowering's static choice; the tuner measures them too), and the same compile for lavapipe must
+// use none of them.
+func TestSmolLM2PrefillOnCoopMatrices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: smollm2-135m's 135 M random weights take seconds to make and lower")
+	}
+	m := parseExample(t, "smollm2-135m")
+	count := func(p *plan.Plan) map[string]int {
+		n := map[string]int{}
+		for _, f := range p.Functions {
+			for _, d := range f.Dispatches {
+				n[strings.Fields(p.Modules[d.Module].Key)[0]]++
+			}
+		}
+		return n
+	}
+	ph, _ := compileExample(t, m, Options{Target: &h200Target, Functions: []string{"prefill"}})
+	n := count(ph)
+	t.Logf("H200 prefill templates: %v", n)
+	if n["matmul_coop"] < 4*30 || n["attention_coop"] != 30 || n["matmul_tiled"] != 0 || n["attention_flash"] != 0 {
+		t.Errorf("H200 prefill: %v; want every layer's four matmuls and its attention on cooperative matrices", n)
+	}
+	pl, _ := compileExample(t, m, Options{Target: &LavapipeTarget, Functions: []string{"prefill"}})
+	for name, k := range count(pl) {
+		if strings.Contains(name, "coop") {
+			t.Errorf("lavapipe prefill uses %s %d times", name, k)
+		}
+	}
 }

@@ -220,6 +220,7 @@ type Builder struct {
 
 	nativeF16Math bool
 	vmm           bool
+	emulate       bool
 	varNames      map[string]int
 }
 

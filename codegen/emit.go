@@ -77,6 +77,10 @@ func (b *Builder) Finish() (*Kernel, error) {
 		return nil, fmt.Errorf("codegen: kernel %q: Finish called twice", b.name)
 	}
 	b.checkBarriers()
+	if b.emulate && b.usesMatrices() {
+		b.SubgroupInvocation() // the emulation shares out accumulators by them
+		b.SubgroupSize()
+	}
 	b.finished = true
 	if err := b.Err(); err != nil {
 		return nil, err
@@ -286,6 +290,11 @@ type emitter struct {
 	pushPtr  []uint32
 	// vmm: the module uses the Vulkan memory model (see UseVulkanMemoryModel).
 	vmm bool
+	// emu: matrices are emulated (emulate.go); extraVars are the function variables the
+	// emulation declares, spliced into the entry block at varsAt.
+	emu       bool
+	extraVars []uint32
+	varsAt    int
 }
 
 type loopLabels struct{ merge, cont uint32 }
@@ -299,6 +308,7 @@ func newEmitter(b *Builder) *emitter {
 		memVars: make([]uint32, len(b.mems)),
 		varIDs:  make([]uint32, len(b.vars)),
 		vmm:     b.vmm || b.usesMatrices(),
+		emu:     b.emulate,
 	}
 }
 
@@ -340,7 +350,9 @@ func (e *emitter) typ(t Type) uint32 {
 		return id
 	}
 	var id uint32
-	if t.IsMatrix() {
+	if t.IsMatrix() && e.emu {
+		id = e.emuArray(t)
+	} else if t.IsMatrix() {
 		id = e.matrixType(t)
 	} else if t.IsVector() {
 		el := e.typ(t.Elem())
@@ -555,6 +567,7 @@ func (e *emitter) module() []uint32 {
 			e.memVars[i] = id
 		}
 	}
+	e.varsAt = len(e.fn)
 	// Entry values: push constants and built-ins, loaded once so they dominate every use.
 	for _, id := range b.pushIDs {
 		n := &b.nodes[id]
@@ -588,6 +601,9 @@ func (e *emitter) module() []uint32 {
 		inst(&e.fn, opReturn)
 	}
 	inst(&e.fn, opFunctionEnd)
+	if len(e.extraVars) > 0 {
+		e.fn = append(e.fn[:e.varsAt], append(e.extraVars, e.fn[e.varsAt:]...)...)
+	}
 
 	if e.vmm {
 		e.feats |= FeatureVulkanMemoryModel
@@ -748,6 +764,10 @@ func (e *emitter) block(blk *block) bool {
 		n := &e.b.nodes[id]
 		switch n.kind {
 		case kInst:
+			if e.emu && (n.t.IsMatrix() || n.op == opCooperativeMatrixLengthKHR || (n.op == opCompositeExtract && e.b.nodes[n.ops[0].id].t.IsMatrix())) {
+				e.vals[id] = e.emuInst(n)
+				continue
+			}
 			e.instFeatures(n)
 			r := e.id()
 			if n.op == opCooperativeMatrixLengthKHR {
@@ -774,6 +794,10 @@ func (e *emitter) block(blk *block) bool {
 			inst(&e.fn, opStore, append([]uint32{p, e.val(n.ops[1].id)}, e.memOperands(n.mem, true)...)...)
 		case kMatLoad:
 			e.memFeatures(n, e.b.mems[n.mem].elem)
+			if e.emu {
+				e.vals[id] = e.emuLoad(n)
+				continue
+			}
 			p := e.elemPtr(n.mem, n.ops[0].id)
 			r := e.id()
 			words := []uint32{e.typ(n.t), r, p, e.constant(U32, matrixLayout(n.lit)), e.val(n.ops[1].id)}
@@ -781,6 +805,10 @@ func (e *emitter) block(blk *block) bool {
 			e.vals[id] = r
 		case kMatStore:
 			e.memFeatures(n, e.b.mems[n.mem].elem)
+			if e.emu {
+				e.emuStore(n)
+				continue
+			}
 			p := e.elemPtr(n.mem, n.ops[0].id)
 			words := []uint32{p, e.val(n.ops[1].id), e.constant(U32, matrixLayout(n.lit)), e.val(n.ops[2].id)}
 			inst(&e.fn, opCooperativeMatrixStoreKHR, append(words, e.memOperands(n.mem, true)...)...)
@@ -809,10 +837,20 @@ func (e *emitter) block(blk *block) bool {
 			inst(&e.fn, opArrayLength, e.typ(U32), r, e.memVars[n.mem], 0)
 			e.vals[id] = r
 		case kVarGet:
+			if e.emu && n.t.IsMatrix() { // a snapshot: the variable may be set again
+				v := e.tempVar(e.emuArray(n.t))
+				e.emuCopy(v, e.varIDs[n.mem], n.t)
+				e.vals[id] = v
+				continue
+			}
 			r := e.id()
 			inst(&e.fn, opLoad, e.typ(n.t), r, e.varIDs[n.mem])
 			e.vals[id] = r
 		case kVarSet:
+			if t := e.b.vars[n.mem].T; e.emu && t.IsMatrix() {
+				e.emuCopy(e.varIDs[n.mem], e.val(n.ops[0].id), t)
+				continue
+			}
 			inst(&e.fn, opStore, e.varIDs[n.mem], e.val(n.ops[0].id))
 		case kIf:
 			c := e.val(n.ops[0].id)

@@ -566,3 +566,70 @@ func TestGPUFloat16Arithmetic(t *testing.T) {
 	}
 	compare(t, "f16 arithmetic", f16s(out[1]), want, 4e-3, 4e-3)
 }
+
+// TestGPUEmulatedMatrices runs a cooperative-matrix kernel with emulated matrices (lavapipe has
+// none) and compares it with Go: a product over two K-steps with A row-major from f16 and B
+// column-major from vec4<u32> units, the accumulator scaled and offset, stored as f32 row-major
+// and as f16 column-major, and components read through MatrixMap.
+func TestGPUEmulatedMatrices(t *testing.T) {
+	d := openDevice(t)
+	const M, N, K = 16, 16, 32
+	r := rand.New(rand.NewPCG(9, 10))
+	a, bt, c := randoms(r, M*K, -1, 1), randoms(r, N*K, -1, 1), randoms(r, M*N, -1, 1)
+	for i := range a { // exact in f16
+		a[i] = codegen.HalfToFloat32(codegen.Float32ToHalf(a[i]))
+	}
+	for i := range bt {
+		bt[i] = codegen.HalfToFloat32(codegen.Float32ToHalf(bt[i]))
+	}
+	want := make([]float64, M*N)
+	for i := 0; i < M; i++ {
+		for j := 0; j < N; j++ {
+			s := float64(c[i*N+j])
+			for k := 0; k < K; k++ {
+				s += float64(a[i*K+k]) * float64(bt[j*K+k])
+			}
+			want[i*N+j] = math.Max(s*0.5+1, 0.75)
+		}
+	}
+	b := codegen.NewBuilder("emulated")
+	b.EmulateMatrices(true)
+	ab := b.Buffer("a", codegen.F16, codegen.ReadOnly)
+	bb := b.Buffer("b", codegen.Vec(codegen.U32, 4), codegen.ReadOnly)
+	cb := b.Buffer("c", codegen.F32, codegen.ReadWrite)
+	ob := b.Buffer("o", codegen.F16, codegen.WriteOnly)
+	b.WorkgroupSize(b.U32(16), b.U32(1), b.U32(1))
+	ma := codegen.Matrix(codegen.F16, codegen.ScopeSubgroup, 16, 16, codegen.MatrixA)
+	mb := codegen.Matrix(codegen.F16, codegen.ScopeSubgroup, 16, 16, codegen.MatrixB)
+	acc32 := codegen.Matrix(codegen.F32, codegen.ScopeSubgroup, 16, 16, codegen.MatrixAcc)
+	acc16 := codegen.Matrix(codegen.F16, codegen.ScopeSubgroup, 16, 16, codegen.MatrixAcc)
+	acc := b.Var("acc", b.MatrixLoad(acc32, cb, b.U32(0), b.U32(N), codegen.RowMajor))
+	b.For(b.U32(0), b.U32(K), b.U32(16), func(k0 codegen.Value) {
+		x := b.MatrixLoad(ma, ab, k0, b.U32(K), codegen.RowMajor)
+		y := b.MatrixLoad(mb, bb, b.Div(k0, b.U32(8)), b.U32(K/8), codegen.ColumnMajor)
+		b.Set(acc, b.MatrixMulAdd(x, y, b.Get(acc), 0))
+	})
+	m := b.Add(b.Mul(b.Get(acc), b.F32(0.5)), b.Const(acc32, 1))
+	m = b.MatrixMap(m, func(b *codegen.Builder, x codegen.Value) codegen.Value { return b.Max(x, b.F32(0.75)) })
+	// Every invocation has read c before any writes it (each holds the whole matrix).
+	b.ControlBarrier(codegen.ScopeWorkgroup, codegen.ScopeWorkgroup, codegen.SemStorageBuffer)
+	b.MatrixStore(cb, b.U32(0), m, b.U32(N), codegen.RowMajor)
+	b.MatrixStore(ob, b.U32(0), b.Convert(m, acc16), b.U32(M), codegen.ColumnMajor)
+	k, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Needs.Has(codegen.FeatureCooperativeMatrix) || !k.Needs.Has(codegen.FeatureVulkanMemoryModel) {
+		t.Errorf("emulated module needs %v", k.Needs)
+	}
+	out := launch(t, d, k, nil, nil, [3]uint32{1, 1, 1}, [][]byte{f16Bytes(a), f16Bytes(bt), f32Bytes(c), make([]byte, 2*M*N)})
+	compare(t, "emulated f32 result", f32s(out[2]), want, 1e-5, 1e-5)
+	o := f16s(out[3])
+	got := make([]float32, M*N)
+	for i := 0; i < M; i++ {
+		for j := 0; j < N; j++ {
+			got[i*N+j] = o[j*M+i]
+		}
+	}
+	compare(t, "emulated f16 column-major result", got, want, 1e-3, 1e-3)
+}

@@ -83,6 +83,10 @@ func (b *Builder) MatrixLoad(t Type, m Memory, i, stride Value, layout MatrixLay
 		b.errorf("MatrixLoad", "load from write-only buffer %q", b.mems[idx].name)
 		return Value{t: t}
 	}
+	if b.emulate && emuRatio(b.mems[idx].elem, t.Elem()) == 0 {
+		b.errorf("MatrixLoad", "emulated matrices of %s cannot be loaded from %q's %s elements", t.Elem(), b.mems[idx].name, b.mems[idx].elem)
+		return Value{t: t}
+	}
 	return b.add(node{kind: kMatLoad, t: t, mem: idx, ops: ids(i, stride), lit: uint32(layout), divergent: b.divergent(i, stride)}, true)
 }
 
@@ -99,6 +103,10 @@ func (b *Builder) MatrixStore(m Memory, i, x, stride Value, layout MatrixLayout)
 	}
 	if b.mems[idx].access == ReadOnly {
 		b.errorf("MatrixStore", "store to read-only buffer %q", b.mems[idx].name)
+		return
+	}
+	if me := b.mems[idx].elem; b.emulate && me.Elem() != x.t.Elem() {
+		b.errorf("MatrixStore", "emulated matrices of %s cannot be stored to %q's %s elements", x.t.Elem(), b.mems[idx].name, me)
 		return
 	}
 	b.add(node{kind: kMatStore, mem: idx, ops: ids(i, x, stride), lit: uint32(layout), aux: x.t}, true)
@@ -126,6 +134,8 @@ func (b *Builder) MatrixMulAdd(x, y, acc Value, ops MatrixOperands) Value {
 		b.errorf("MatrixMulAdd", "signedness operands apply to integer matrices only (%s, %s, %s)", a, bt, c)
 	case ops&Saturating != 0 && !c.IsInt():
 		b.errorf("MatrixMulAdd", "saturating accumulation applies to integer accumulators only, got %s", c)
+	case ops&Saturating != 0 && b.emulate:
+		b.errorf("MatrixMulAdd", "saturating accumulation is not emulated")
 	case (a.IsInt() || bt.IsInt() || c.IsInt()) && !(a.IsInt() && bt.IsInt() && c.IsInt()):
 		b.errorf("MatrixMulAdd", "cannot mix integer and floating-point matrices: %s, %s, %s", a, bt, c)
 	default:

@@ -116,6 +116,8 @@ func StorageType(d ir.DType) codegen.Type {
 		return codegen.F32
 	case ir.F16:
 		return codegen.F16
+	case ir.BF16:
+		return codegen.BF16 // only templates that check Caps.BFloat16 declare it (see Supported)
 	case ir.I32:
 		return codegen.I32
 	case ir.U32, ir.Bool:
@@ -139,7 +141,9 @@ func ComputeType(d ir.DType) codegen.Type {
 	panic("kernels: no compute type for " + d.String())
 }
 
-// Supported reports whether kernels can hold tensors of dtype d in device memory.
+// Supported reports whether kernels can hold tensors of dtype d in device memory. bf16 is not among
+// them: it needs VK_KHR_shader_bfloat16, and only the cooperative-matrix templates, which check
+// Caps.BFloat16, accept it.
 func Supported(d ir.DType) bool {
 	return d == ir.F32 || d == ir.F16 || d == ir.I32 || d == ir.U32 || d == ir.Bool
 }

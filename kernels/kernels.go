@@ -46,16 +46,75 @@ type Caps struct {
 	// MaxBindingRange maxStorageBufferRange (every binding), DeviceMemory the largest
 	// device-local heap (all regions together).
 	MaxAllocation, MaxBindingRange, DeviceMemory uint64
-	// Later: IntegerDot, CooperativeMatrix shapes.
+	// VulkanMemoryModel is the vulkanMemoryModel feature (every cooperative-matrix kernel needs it).
+	VulkanMemoryModel bool
+	// CoopShapes are the cooperative-matrix products the device runs at subgroup scope
+	// (VK_KHR_cooperative_matrix's properties; empty without the extension).
+	CoopShapes []CoopShape
+	// BFloat16 and BFloat16Matrix are VK_KHR_shader_bfloat16's bfloat16 type (storage and
+	// conversions) and bfloat16 cooperative matrices.
+	BFloat16, BFloat16Matrix bool
+	// EmulateMatrices builds the cooperative-matrix templates with codegen's emulated matrices
+	// (Builder.EmulateMatrices), for tests on devices without them: CoopShapes then says which
+	// products to pretend the device has. Never set by the runtime's description of a device.
+	EmulateMatrices bool
+	// Later: IntegerDot.
+}
+
+// CoopShape is one cooperative-matrix product a device runs: an M×K matrix of A times a K×N
+// matrix of B plus an M×N accumulator of C, giving Result; the element types are codegen scalars
+// (F16, BF16, F32, I32, U32).
+type CoopShape struct {
+	M, N, K         int
+	A, B, C, Result codegen.Type
+}
+
+func (s CoopShape) String() string {
+	return fmt.Sprintf("%dx%dx%d %s*%s+%s->%s", s.M, s.N, s.K, s.A, s.B, s.C, s.Result)
+}
+
+// CoopShape returns the device's product of a·b accumulated in c (and returned as c), preferring
+// the largest M·N·K, or false when it has none.
+func (c Caps) CoopShape(a, b, acc codegen.Type) (CoopShape, bool) {
+	var best CoopShape
+	ok := false
+	for _, s := range c.CoopShapes {
+		if s.A == a && s.B == b && s.C == acc && s.Result == acc && (!ok || s.M*s.N*s.K > best.M*best.N*best.K) {
+			best, ok = s, true
+		}
+	}
+	return best, ok
 }
 
 // Lavapipe is Mesa's CPU implementation as seen on Debian 12 (subgroup size 8, 32 KiB shared
-// memory); tests that build kernels without a device use it.
+// memory, no cooperative matrices); tests that build kernels without a device use it.
 var Lavapipe = Caps{
 	SubgroupSize: 8, SubgroupArithmetic: true, SubgroupShuffle: true, Float16: true, Storage16: true,
 	MaxSharedBytes: 32768, MaxInvocations: 1024, MaxWorkgroupSize: [3]int{1024, 1024, 1024},
-	MaxGroups: [3]int{65535, 65535, 65535}, MinStorageOffsetAlign: 16,
+	MaxGroups: [3]int{65535, 65535, 65535}, MinStorageOffsetAlign: 16, VulkanMemoryModel: true,
 	MaxAllocation: 2 << 30, MaxBindingRange: 128 << 20, DeviceMemory: 2 << 30,
+}
+
+// H200 is the NVIDIA H200 with driver 580 as `vkc devices` lists it (docs/bench/smollm2-static.txt):
+// subgroups of 32, 48 KiB shared memory, and cooperative matrices, f16 and bf16 (the 8-bit integer
+// shapes are left out: codegen has no 8-bit type). Tests use it to
+// build and validate the cooperative-matrix kernels on machines without such a device; the bfloat16
+// features are assumed (vkc devices did not list them then).
+var H200 = Caps{
+	SubgroupSize: 32, SubgroupArithmetic: true, SubgroupShuffle: true, Float16: true, Storage16: true,
+	MaxSharedBytes: 49152, MaxInvocations: 1024, MaxWorkgroupSize: [3]int{1024, 1024, 64},
+	MaxGroups: [3]int{2147483647, 65535, 65535}, MinStorageOffsetAlign: 16, VulkanMemoryModel: true,
+	CoopShapes: []CoopShape{
+		{16, 16, 16, codegen.F16, codegen.F16, codegen.F16, codegen.F16},
+		{16, 8, 16, codegen.F16, codegen.F16, codegen.F16, codegen.F16},
+		{16, 8, 8, codegen.F16, codegen.F16, codegen.F16, codegen.F16},
+		{16, 16, 16, codegen.F16, codegen.F16, codegen.F32, codegen.F32},
+		{16, 8, 16, codegen.F16, codegen.F16, codegen.F32, codegen.F32},
+		{16, 8, 8, codegen.F16, codegen.F16, codegen.F32, codegen.F32},
+		{16, 16, 16, codegen.BF16, codegen.BF16, codegen.F32, codegen.F32},
+	},
+	BFloat16: true, BFloat16Matrix: true,
+	MaxAllocation: 4094 << 20, MaxBindingRange: 1<<32 - 1, DeviceMemory: 140 << 30,
 }
 
 // Supports reports whether the device has the features kernel k declares.
@@ -71,7 +130,10 @@ func (c Caps) Supports(k *codegen.Kernel) error {
 	need(codegen.FeatureSubgroupArithmetic, c.SubgroupArithmetic, "subgroup arithmetic")
 	need(codegen.FeatureSubgroupShuffle, c.SubgroupShuffle, "subgroup shuffle")
 	need(codegen.FeatureSubgroupBallot, c.SubgroupShuffle, "subgroup ballot/broadcast")
-	need(codegen.FeatureCooperativeMatrix, false, "cooperative matrices")
+	need(codegen.FeatureCooperativeMatrix, len(c.CoopShapes) > 0, "cooperative matrices")
+	need(codegen.FeatureVulkanMemoryModel, c.VulkanMemoryModel, "the Vulkan memory model")
+	need(codegen.FeatureBFloat16, c.BFloat16, "bfloat16")
+	need(codegen.FeatureBFloat16Matrix, c.BFloat16Matrix, "bfloat16 cooperative matrices")
 	need(codegen.FeatureIntegerDot, false, "integer dot products")
 	if len(missing) > 0 {
 		return fmt.Errorf("kernel %s needs %s", k.Name, strings.Join(missing, ", "))
@@ -182,6 +244,9 @@ type Launch struct {
 	// Flops and Bytes are the work done and the minimum bytes moved, for roofline estimates and
 	// the achieved-throughput columns of vkc bench.
 	Flops, Bytes float64
+	// Matrix says that the launch's products run on cooperative matrices (tensor cores), so a
+	// roofline estimate uses the device's matrix rate for Flops.
+	Matrix bool
 }
 
 // Template is a kernel template: which problems it accepts, its tuning space, and its builder.

@@ -12,10 +12,13 @@ import (
 // for ranking templates before anything is measured, not a prediction to trust.
 type DeviceModel struct {
 	Name      string
-	Bandwidth float64       // bytes per second that a well-written kernel reaches
-	Flops     float64       // f32 FLOP per second that a well-written kernel reaches
-	Dispatch  time.Duration // fixed cost of one dispatch
-	Barrier   time.Duration // cost of one compute-to-compute barrier
+	Bandwidth float64 // bytes per second that a well-written kernel reaches
+	Flops     float64 // f32 FLOP per second that a well-written kernel reaches
+	// MatrixFlops is the rate of products on cooperative matrices (f16 or bf16 into f32) that a
+	// well-written kernel reaches, for launches marked Matrix; 0 when the device has none.
+	MatrixFlops float64
+	Dispatch    time.Duration // fixed cost of one dispatch
+	Barrier     time.Duration // cost of one compute-to-compute barrier
 	// Lanes is how many invocations in flight it takes to reach Bandwidth and Flops; a launch
 	// with fewer runs proportionally slower (a one-row matmul on a 64×64 tiled kernel occupies
 	// two workgroups of a GPU). 0: no occupancy term.
@@ -26,8 +29,10 @@ type DeviceModel struct {
 var Lavapipe = DeviceModel{Name: "lavapipe", Bandwidth: 8e9, Flops: 2e10, Dispatch: 4 * time.Microsecond, Barrier: 2 * time.Microsecond, Lanes: 64}
 
 // DiscreteGPU is a large discrete GPU (the figures of GPU.md's H200: ~4 TB/s, 0.17 µs per
-// dispatch, 2 µs per barrier; f32 arithmetic without tensor cores).
-var DiscreteGPU = DeviceModel{Name: "discrete GPU", Bandwidth: 3.5e12, Flops: 5e13, Dispatch: 170 * time.Nanosecond, Barrier: 2 * time.Microsecond, Lanes: 32768}
+// dispatch, 2 µs per barrier; f32 arithmetic 5e13/s; products on cooperative matrices counted at
+// 2e14/s, a fifth of the H200's f16 tensor peak, which is what a Vulkan kernel without the
+// Hopper-only instructions can hope for). Only devices with cooperative matrices get such launches.
+var DiscreteGPU = DeviceModel{Name: "discrete GPU", Bandwidth: 3.5e12, Flops: 5e13, MatrixFlops: 2e14, Dispatch: 170 * time.Nanosecond, Barrier: 2 * time.Microsecond, Lanes: 32768}
 
 // mesaVendor is the vendor ID Mesa's software drivers report (VK_VENDOR_ID_MESA).
 const mesaVendor = 0x10005
@@ -41,10 +46,10 @@ func ModelFor(fp plan.Fingerprint) DeviceModel {
 	return DiscreteGPU
 }
 
-// Estimate is the roofline time of a launch: max(bytes/bandwidth, flops/peak), divided by the
-// launch's occupancy (its largest step's invocations over dev.Lanes, at most 1), plus the fixed
-// cost of each dispatch (and of a barrier between consecutive steps). Extraction uses it as a
-// static cost.
+// Estimate is the roofline time of a launch: max(bytes/bandwidth, flops/peak, with the matrix peak
+// for a launch on cooperative matrices), divided by the launch's occupancy (its largest step's
+// invocations over dev.Lanes, at most 1), plus the fixed cost of each dispatch (and of a barrier
+// between consecutive steps). Extraction uses it as a static cost.
 //
 //	t := lower.Estimate(launch, lower.ModelFor(fingerprint))
 func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {
@@ -56,6 +61,9 @@ func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {
 	}
 	mem := l.Bytes / dev.Bandwidth
 	alu := l.Flops / dev.Flops
+	if l.Matrix && dev.MatrixFlops > 0 {
+		alu = l.Flops / dev.MatrixFlops
+	}
 	occ := 1.0
 	if dev.Lanes > 0 {
 		occ = min(1, max(invocations(l), 1)/float64(dev.Lanes))

@@ -34,7 +34,43 @@ func CapsOf(info *runtime.DeviceInfo) kernels.Caps {
 		MaxAllocation:         c.MaxMemoryAllocationSize,
 		MaxBindingRange:       uint64(c.MaxStorageBufferRange),
 		DeviceMemory:          info.DeviceLocalBytes(),
+		VulkanMemoryModel:     c.VulkanMemoryModel,
+		CoopShapes:            coopShapes(c.CooperativeMatrix),
+		BFloat16:              c.BFloat16,
+		BFloat16Matrix:        c.BFloat16CooperativeMatrix,
 	}
+}
+
+// coopShapes converts the device's subgroup-scope cooperative-matrix shapes whose element types
+// codegen has (f16, bf16, f32, i32, u32); the 8-bit integer products are left out.
+func coopShapes(ss []runtime.CoopMatrixShape) []kernels.CoopShape {
+	elem := func(c runtime.ComponentType) (codegen.Type, bool) {
+		switch c {
+		case 0:
+			return codegen.F16, true
+		case 1:
+			return codegen.F32, true
+		case 5:
+			return codegen.I32, true
+		case 9:
+			return codegen.U32, true
+		case 1000141000:
+			return codegen.BF16, true
+		}
+		return codegen.Type{}, false
+	}
+	var out []kernels.CoopShape
+	for _, s := range ss {
+		a, ok1 := elem(s.A)
+		b, ok2 := elem(s.B)
+		c, ok3 := elem(s.C)
+		r, ok4 := elem(s.Result)
+		if s.Scope != 3 || !ok1 || !ok2 || !ok3 || !ok4 {
+			continue
+		}
+		out = append(out, kernels.CoopShape{M: int(s.M), N: int(s.N), K: int(s.K), A: a, B: b, C: c, Result: r})
+	}
+	return out
 }
 
 // deviceBytes encodes a host tensor the way kernels keep it in device memory (bool as u32).
@@ -407,6 +443,9 @@ func Compare(got, want *ir.Tensor, tol float64) string {
 func Tolerance(d ir.DType) float64 {
 	if d == ir.F16 {
 		return 2e-3
+	}
+	if d == ir.BF16 {
+		return 1.6e-2 // two ulps of bfloat16's 8-bit significand
 	}
 	return 1e-4
 }

@@ -1,0 +1,114 @@
+package kernels_test
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+)
+
+// Benchmarks of the cooperative-matrix templates against their f32-arithmetic peers, on a device
+// with cooperative matrices (the H200):
+//
+//	kernels.test -test.run '^$' -test.bench 'Coop' -test.benchtime 1x -test.v
+//
+// For each problem: the peer's default configuration, then a sweep of the cooperative template
+// over a slice of its space (matmul: double-buffered, two k-steps; attention: all of it), then the
+// peer, the template's default and the sweep's best measured again, one after the other, so the
+// reported figures do not depend on what the sweep did to the device. Times are medians of
+// runtime.Program.Measure's repetitions; TFLOP/s count the launch's Flops (attention: every key,
+// about half of which a causal mask skips).
+
+type measured struct {
+	name string
+	c    kernels.Config
+	t    time.Duration
+	l    *kernels.Launch
+}
+
+func (m measured) String() string {
+	return fmt.Sprintf("%-16s %-70s %10.1f µs %8.1f TFLOP/s", m.name, m.c.Key(), float64(m.t.Nanoseconds())/1e3, m.l.Flops/m.t.Seconds()/1e12)
+}
+
+func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *kernels.Template, slice func(kernels.Config) bool) {
+	d := kerneltest.Device(b)
+	caps := kerneltest.CapsOf(&d.Info)
+	if err := coop.Accepts(p, caps); err != nil {
+		b.Skipf("%s: %v", d.Info.Name, err)
+	}
+	measure := func(tm *kernels.Template, c kernels.Config) (measured, error) {
+		t, l, c, err := measureLaunch(d, tm, p, c, args)
+		return measured{tm.Name, c, t, l}, err
+	}
+	var pts []measured
+	for _, c := range coop.Space.Points() {
+		if !slice(c) || coop.Space.Valid(p, c, caps) != nil {
+			continue
+		}
+		m, err := measure(coop, c)
+		if err != nil {
+			b.Errorf("%s [%s]: %v", coop.Name, c.Key(), err)
+			continue
+		}
+		pts = append(pts, m)
+	}
+	if len(pts) == 0 {
+		b.Fatalf("no valid point of %s measured", coop.Name)
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].t < pts[j].t })
+	best := pts[0].c
+	var final []measured
+	for _, run := range []struct {
+		tm *kernels.Template
+		c  kernels.Config
+	}{{peer, nil}, {coop, nil}, {coop, best}} {
+		m, err := measure(run.tm, run.c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		final = append(final, m)
+	}
+	b.Logf("%s on %s (sweep of %d points of %s; best of the sweep %v):", p.Key(), d.Info.Name, len(pts), coop.Name, pts[0].t)
+	for _, m := range final {
+		b.Logf("  %s  %.2fx the peer", m, float64(final[0].t)/float64(m.t))
+	}
+	b.ReportMetric(final[2].l.Flops/final[2].t.Seconds()/1e12, "TFLOP/s")
+	b.ReportMetric(float64(final[0].t)/float64(final[2].t), "x_peer")
+}
+
+func matmulSlice(c kernels.Config) bool { return c["stages"] == 2 && c["k_steps"] == 2 }
+
+// A plain f16 GEMM, 4096×4096×4096 (W stored [N, K], as a linear layer's).
+func BenchmarkCoopGEMM4096(b *testing.B) {
+	p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, 4096, 4096), ir.T(ir.F16, 4096, 4096))
+	coopBench(b, p, benchArgs(p, 3), kernels.MatmulTiled, kernels.MatmulCoop, func(c kernels.Config) bool {
+		return (c["stages"] == 2 && c["k_steps"] <= 2) || (c["stages"] == 1 && c["k_steps"] == 4)
+	})
+}
+
+// SmolLM2-135M's prefill-128 matmuls (see smolPrefillProblems).
+func BenchmarkCoopSmolLM2Prefill(b *testing.B) {
+	for _, p := range smolPrefillProblems(b) {
+		b.Run(fmt.Sprintf("%dx%dx%d", p.Args[0].Shape[0], p.Outs[0].Shape[1], p.Args[0].Shape[1]), func(b *testing.B) {
+			coopBench(b, p, benchArgs(p, 4), kernels.MatmulTiled, kernels.MatmulCoop, matmulSlice)
+		})
+	}
+}
+
+// SmolLM2's prefill attention, 9 heads over 3 of 64, causal: 128 queries over a 2048-key cache
+// holding 128 (as in the compiled plan), and 512 over 512.
+func BenchmarkCoopAttentionPrefill(b *testing.B) {
+	for _, c := range []attnCase{
+		{sq: 128, hq: 9, skv: 2048, hkv: 3, d: 64, dv: 64, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: 128},
+		{sq: 512, hq: 9, skv: 512, hkv: 3, d: 64, dv: 64, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: 512},
+	} {
+		b.Run(fmt.Sprintf("q%d_kv%d", c.sq, c.kvLen), func(b *testing.B) {
+			p, args := c.problem(b)
+			coopBench(b, p, args, kernels.AttentionFlash, kernels.AttentionCoop, func(kernels.Config) bool { return true })
+		})
+	}
+}

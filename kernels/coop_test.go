@@ -1,0 +1,465 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/codegen/spirvval"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+)
+
+// The cooperative-matrix templates (MatmulCoop, AttentionCoop). Lavapipe has no cooperative
+// matrices, so here their modules are built for the H200's capabilities (kernels.H200) and
+// validated with spirv-val; TestCoop*GPU run them against the interpreter on a device that has
+// them (the H200, through the test binary) and skip elsewhere, saying so.
+
+// withSwiGLU gives p the epilogue silu(y)·up with up of the result's type (the gate/up product of
+// a SwiGLU MLP computed as one matmul whose epilogue reads the other half).
+func withSwiGLU(p *kernels.Problem) *kernels.Problem {
+	out := p.Outs[0]
+	q := *p
+	q.Args = append(append([]ir.Type(nil), p.Args...), out)
+	q.Expr = &kernels.Fused{
+		Inputs: []ir.Type{out, out},
+		Nodes: []kernels.FusedNode{
+			{Op: ir.Input, Index: 0, DType: out.DType},
+			{Op: ir.Input, Index: 1, DType: out.DType},
+			{Op: ir.Silu, Args: []int{0}, DType: out.DType},
+			{Op: ir.Mul, Args: []int{2, 1}, DType: out.DType},
+		},
+		Outputs: []int{3},
+	}
+	return &q
+}
+
+// withCast gives p the epilogue cast(y, f32).
+func withCast(p *kernels.Problem) *kernels.Problem {
+	out := p.Outs[0]
+	q := *p
+	q.Expr = &kernels.Fused{
+		Inputs:  []ir.Type{out},
+		Nodes:   []kernels.FusedNode{{Op: ir.Input, Index: 0, DType: out.DType}, {Op: ir.Cast, Attrs: ir.Attrs{"to": "f32"}, Args: []int{0}, DType: ir.F32}},
+		Outputs: []int{1},
+	}
+	q.Outs = []ir.Type{{DType: ir.F32, Shape: out.Shape}}
+	return &q
+}
+
+func coopGemmCases(t testing.TB) []gemmCase {
+	f16, bf16, f32 := ir.F16, ir.BF16, ir.F32
+	T := ir.T
+	return []gemmCase{
+		{"linear f16 64x64->96 f32 bias", opProblem(t, ir.Linear, nil, T(f16, 64, 64), T(f16, 96, 64), T(f32, 96)), true},
+		{"linear f16 edges 37x72->40", opProblem(t, ir.Linear, nil, T(f16, 37, 72), T(f16, 40, 72)), true},
+		{"matmul f16 row-major B 48x40x56", opProblem(t, ir.Matmul, nil, T(f16, 48, 40), T(f16, 40, 56)), true},
+		{"matmul f16 ta 32x24x24", opProblem(t, ir.Matmul, ir.Attrs{"ta": true}, T(f16, 24, 32), T(f16, 24, 24)), false},
+		{"matmul f16 batch tb broadcast", opProblem(t, ir.Matmul, ir.Attrs{"tb": true}, T(f16, 2, 1, 24, 40), T(f16, 3, 56, 40)), false},
+		{"rmsnorm_linear f16 37x64->72", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(f16, 37, 64), T(f16, 64), T(f16, 72, 64)), true},
+		{"rmsnorm_linear f16 x f32 gamma", opProblem(t, ir.RMSNormLinear, nil, T(f16, 2, 20, 48), T(f32, 48), T(f16, 24, 48)), false},
+		{"linear bias+gelu", withGeluBias(opProblem(t, ir.Linear, nil, T(f16, 33, 64), T(f16, 80, 64))), true},
+		{"matmul residual", withResidual(opProblem(t, ir.Matmul, ir.Attrs{"tb": true}, T(f16, 40, 64), T(f16, 72, 64))), false},
+		{"linear swiglu", withSwiGLU(opProblem(t, ir.Linear, nil, T(f16, 40, 64), T(f16, 48, 64))), false},
+		{"linear cast to f32", withCast(opProblem(t, ir.Linear, nil, T(f16, 20, 32), T(f16, 24, 32))), false},
+		{"linear bf16 40x64->48", opProblem(t, ir.Linear, nil, T(bf16, 40, 64), T(bf16, 48, 64)), true},
+		{"rmsnorm_linear bf16", opProblem(t, ir.RMSNormLinear, nil, T(bf16, 24, 64), T(bf16, 64), T(bf16, 40, 64)), false},
+	}
+}
+
+// coopConfigs are the matmul_coop points the tests run besides the default: single buffering,
+// deep slices, tall and wide subgroup grids.
+var coopConfigs = []kernels.Config{
+	nil,
+	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1},
+	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 4, "stages": 2},
+	{"warps_m": 4, "warps_n": 1, "tiles_m": 1, "tiles_n": 4, "k_steps": 2, "stages": 1},
+}
+
+// validate runs spirv-val on every module of l for Vulkan 1.3, skipping where only an old
+// spirv-val exists.
+func validate(t *testing.T, l *kernels.Launch) {
+	t.Helper()
+	tool, err := spirvval.Find()
+	if err != nil {
+		t.Skipf("missing capability: %v", err)
+	}
+	if !tool.AtLeast(2025, 2) {
+		t.Skipf("missing capability: %s (%s) predates CooperativeMatrixKHR; put SPIRV-Tools v2025.2 or newer in ../shared/tools", tool.Path, tool.VersionLine)
+	}
+	for _, st := range l.Steps {
+		if err := tool.Validate(st.Kernel.Bytes(), "vulkan1.3", t.TempDir()); err != nil {
+			t.Fatalf("kernel %s: %v", st.Kernel.Name, err)
+		}
+	}
+}
+
+func TestCoopMatmulValidates(t *testing.T) {
+	caps := kernels.H200
+	for _, tc := range coopGemmCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := kernels.MatmulCoop.Accepts(tc.p, caps); err != nil {
+				t.Fatalf("refused on the H200: %v", err)
+			}
+			for _, c := range coopConfigs {
+				var l *kernels.Launch
+				var err error
+				if c == nil {
+					l, c, err = kernels.Build(kernels.MatmulCoop, tc.p, caps)
+				} else if err = kernels.MatmulCoop.Space.Valid(tc.p, c, caps); err == nil {
+					l, err = kernels.MatmulCoop.Build(tc.p, c, caps)
+				}
+				if err != nil {
+					t.Fatalf("[%s]: %v", c.Key(), err)
+				}
+				if !l.Matrix || !l.Steps[0].Kernel.Needs.Has(codegen.FeatureCooperativeMatrix) {
+					t.Errorf("[%s]: launch not marked as matrix work, or module without matrices", c.Key())
+				}
+				validate(t, l)
+			}
+		})
+	}
+}
+
+// TestCoopSpaceValid: every point of the space either builds a valid module on the H200 or is
+// refused by the space's predicate, never by Build.
+func TestCoopSpaceBuilds(t *testing.T) {
+	p := opProblem(t, ir.Linear, nil, ir.T(ir.F16, 128, 576), ir.T(ir.F16, 576, 576))
+	valid := 0
+	for _, c := range kernels.MatmulCoop.Space.Points() {
+		if kernels.MatmulCoop.Space.Valid(p, c, kernels.H200) != nil {
+			continue
+		}
+		if _, err := kernels.MatmulCoop.Build(p, c, kernels.H200); err != nil {
+			t.Errorf("[%s]: %v", c.Key(), err)
+		}
+		valid++
+	}
+	if valid < 100 {
+		t.Errorf("only %d valid points of %d", valid, kernels.MatmulCoop.Space.Size())
+	}
+}
+
+// TestCoopNeverOnLavapipe: no cooperative-matrix template accepts a problem on lavapipe, as the
+// test device describes itself and as kernels.Lavapipe does, so neither lowering nor the tuner
+// (both take their candidates from kernels.For) ever offers one there.
+func TestCoopNeverOnLavapipe(t *testing.T) {
+	capsList := []kernels.Caps{kernels.Lavapipe}
+	if d := kerneltest.Device(t); d != nil {
+		c := kerneltest.CapsOf(&d.Info)
+		if len(c.CoopShapes) > 0 {
+			t.Skipf("%s has cooperative matrices; this test is about devices without them", d.Info.Name)
+		}
+		capsList = append(capsList, c)
+	}
+	var probs []*kernels.Problem
+	for _, tc := range append(coopGemmCases(t), gemmCases(t)...) {
+		probs = append(probs, tc.p)
+	}
+	for _, c := range append(coopAttnCases(t), attnCases()...) {
+		p, _ := c.problem(t)
+		probs = append(probs, p)
+	}
+	for _, caps := range capsList {
+		for _, p := range probs {
+			ts, _ := kernels.For(p, caps)
+			for _, tm := range ts {
+				if strings.Contains(tm.Name, "coop") {
+					t.Errorf("%s offered for %s on a device without cooperative matrices", tm.Name, p.Key())
+				}
+			}
+			for _, tm := range []*kernels.Template{kernels.MatmulCoop, kernels.AttentionCoop} {
+				if err := tm.Accepts(p, caps); err == nil {
+					t.Errorf("%s accepts %s without cooperative matrices", tm.Name, p.Key())
+				}
+			}
+		}
+	}
+}
+
+// coopDevice returns the test device's capabilities, skipping unless it has cooperative matrices.
+func coopDevice(t *testing.T) kernels.Caps {
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	if len(caps.CoopShapes) == 0 {
+		t.Skipf("%s has no cooperative matrices (lavapipe has none): the cooperative-matrix kernels run on the GPU machine", d.Info.Name)
+	}
+	return caps
+}
+
+// TestCoopMatmulGPU runs every case at several points of the space on the device and compares
+// with the interpreter.
+func TestCoopMatmulGPU(t *testing.T) {
+	caps := coopDevice(t)
+	rng := rand.New(rand.NewSource(11))
+	for _, tc := range coopGemmCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := kernels.MatmulCoop.Accepts(tc.p, caps); err != nil {
+				t.Skipf("the device refuses it: %v", err)
+			}
+			args := make([]*ir.Tensor, len(tc.p.Args))
+			for i, a := range tc.p.Args {
+				args[i] = kerneltest.Random(rng, a)
+			}
+			for ci, c := range coopConfigs {
+				if ci > 0 && !tc.every {
+					break
+				}
+				if c != nil && kernels.MatmulCoop.Space.Valid(tc.p, c, caps) != nil {
+					continue
+				}
+				kerneltest.Check(t, kernels.MatmulCoop, tc.p, c, args)
+			}
+		})
+	}
+}
+
+// TestCoopMatmulSmolLM2GPU checks the template on SmolLM2-135M's prefill shapes (128 tokens) at
+// the points the benchmarks and the tuner favour (large blocks, single and double buffering); the
+// reference is computed once per problem.
+func TestCoopMatmulSmolLM2GPU(t *testing.T) {
+	caps := coopDevice(t)
+	d := kerneltest.Device(t)
+	rng := rand.New(rand.NewSource(12))
+	configs := append(append([]kernels.Config(nil), coopConfigs...),
+		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2},
+		kernels.Config{"warps_m": 4, "warps_n": 2, "tiles_m": 2, "tiles_n": 4, "k_steps": 2, "stages": 2},
+		kernels.Config{"warps_m": 2, "warps_n": 4, "tiles_m": 4, "tiles_n": 2, "k_steps": 1, "stages": 2},
+		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1},
+	)
+	for _, p := range smolPrefillProblems(t) {
+		t.Run(p.Key(), func(t *testing.T) {
+			args := make([]*ir.Tensor, len(p.Args))
+			for i, a := range p.Args {
+				args[i] = kerneltest.Random(rng, a)
+			}
+			want, err := kerneltest.Expect(p, args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range configs {
+				var l *kernels.Launch
+				if c == nil {
+					l, c, err = kernels.Build(kernels.MatmulCoop, p, caps)
+				} else if err = kernels.MatmulCoop.Space.Valid(p, c, caps); err == nil {
+					l, err = kernels.MatmulCoop.Build(p, c, caps)
+				} else {
+					continue
+				}
+				if err != nil {
+					t.Fatalf("[%s]: %v", c.Key(), err)
+				}
+				got, err := kerneltest.Run(d, p, l, args)
+				if err != nil {
+					t.Fatalf("[%s]: run: %v", c.Key(), err)
+				}
+				if msg := kerneltest.Compare(got[0], want[0], kerneltest.Tolerance(p.Outs[0].DType)); msg != "" {
+					t.Errorf("[%s]: %s", c.Key(), msg)
+				}
+			}
+		})
+	}
+}
+
+// smolPrefillProblems are SmolLM2-135M's prefill-128 matmuls (d 576, 9 heads of 64, 3 kv heads,
+// ffn 1536, vocabulary 49152): the fused q/k/v projection after rmsnorm, the output projection
+// with its residual, the gate/up projection after rmsnorm, the down projection, the lm head.
+func smolPrefillProblems(t testing.TB) []*kernels.Problem {
+	f16 := ir.F16
+	T := ir.T
+	return []*kernels.Problem{
+		opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(f16, 128, 576), T(f16, 576), T(f16, 960, 576)),
+		withResidual(opProblem(t, ir.Linear, nil, T(f16, 128, 576), T(f16, 576, 576))),
+		opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(f16, 128, 576), T(f16, 576), T(f16, 3072, 576)),
+		withResidual(opProblem(t, ir.Linear, nil, T(f16, 128, 1536), T(f16, 576, 1536))),
+		opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(f16, 128, 576), T(f16, 576), T(f16, 49152, 576)),
+	}
+}
+
+func TestCoopShapesFromCaps(t *testing.T) {
+	s, ok := kernels.H200.CoopShape(codegen.F16, codegen.F16, codegen.F32)
+	if !ok || s.M != 16 || s.N != 16 || s.K != 16 {
+		t.Errorf("H200 f16→f32 shape %v %v", s, ok)
+	}
+	if _, ok := kernels.Lavapipe.CoopShape(codegen.F16, codegen.F16, codegen.F32); ok {
+		t.Error("lavapipe has a cooperative-matrix shape")
+	}
+	if got := fmt.Sprint(s); got != "16x16x16 f16*f16+f32->f32" {
+		t.Errorf("shape prints %q", got)
+	}
+}
+
+func coopAttnCases(t testing.TB) []attnCase {
+	f16, bf16 := ir.F16, ir.BF16
+	return []attnCase{
+		// SmolLM2-135M's prefill: 9 query heads of 64 over 3 key/value heads, causal.
+		{sq: 128, hq: 9, skv: 128, hkv: 3, d: 64, dv: 64, dt: f16, attrs: ir.Attrs{"causal": true}, every: true},
+		// Rows that do not fill a block, a key range cut by kv_len, a window, the hsd layout.
+		{sq: 37, hq: 2, skv: 50, hkv: 1, d: 32, dv: 16, dt: f16, attrs: ir.Attrs{"causal": true, "window": 20, "layout": "hsd"}, kvLen: 45, every: true},
+		{sq: 20, hq: 4, skv: 67, hkv: 2, d: 16, dv: 32, dt: f16, attrs: ir.Attrs{"scale": 0.3}, kvLen: 30, residual: true},
+		{sq: 24, hq: 4, skv: 40, hkv: 4, d: 32, dv: 32, dt: bf16, attrs: ir.Attrs{"causal": true}, kvLen: 40},
+	}
+}
+
+var attnCoopConfigs = []kernels.Config{nil, {"warps": 1, "block_k": 16}, {"warps": 4, "block_k": 64}, {"warps": 8, "block_k": 32}}
+
+// attnEmuConfigs are the points the emulated attention runs: few key tiles each.
+var attnEmuConfigs = []kernels.Config{nil, {"warps": 1, "block_k": 16}}
+
+func TestCoopAttentionValidates(t *testing.T) {
+	for _, c := range coopAttnCases(t) {
+		p, _ := c.problem(t)
+		t.Run(c.name(), func(t *testing.T) {
+			if err := kernels.AttentionCoop.Accepts(p, kernels.H200); err != nil {
+				t.Fatalf("refused on the H200: %v", err)
+			}
+			built := 0
+			for _, cfg := range attnCoopConfigs {
+				var l *kernels.Launch
+				var err error
+				if cfg == nil {
+					l, _, err = kernels.Build(kernels.AttentionCoop, p, kernels.H200)
+				} else if kernels.AttentionCoop.Space.Valid(p, cfg, kernels.H200) != nil {
+					continue
+				} else {
+					l, err = kernels.AttentionCoop.Build(p, cfg, kernels.H200)
+				}
+				if err != nil {
+					t.Fatalf("[%s]: %v", cfg.Key(), err)
+				}
+				validate(t, l)
+				built++
+			}
+			if built < 2 {
+				t.Errorf("only %d configurations valid", built)
+			}
+		})
+	}
+}
+
+func TestCoopAttentionGPU(t *testing.T) {
+	caps := coopDevice(t)
+	for _, c := range coopAttnCases(t) {
+		p, vals := c.problem(t)
+		t.Run(c.name(), func(t *testing.T) {
+			if err := kernels.AttentionCoop.Accepts(p, caps); err != nil {
+				t.Skipf("the device refuses it: %v", err)
+			}
+			for ci, cfg := range attnCoopConfigs {
+				if ci > 0 && !c.every {
+					break
+				}
+				if cfg != nil && kernels.AttentionCoop.Space.Valid(p, cfg, caps) != nil {
+					continue
+				}
+				kerneltest.Check(t, kernels.AttentionCoop, p, cfg, vals)
+			}
+		})
+	}
+}
+
+// emulatedCaps is the test device with emulated f16 cooperative matrices (8x8x8 into f32), or a
+// skip without a Vulkan device; on a device with real matrices the GPU tests cover the templates.
+func emulatedCaps(t *testing.T) kernels.Caps {
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	if len(caps.CoopShapes) > 0 {
+		t.Skipf("%s has cooperative matrices: TestCoop*GPU run the templates on them", d.Info.Name)
+	}
+	if !caps.VulkanMemoryModel {
+		t.Skipf("%s lacks the Vulkan memory model the templates use", d.Info.Name)
+	}
+	// An 8x8x8 product: the emulation's cost on lavapipe grows with the matrices' size (a 16x16x16
+	// product per invocation made a test take minutes), and the templates take any device shape.
+	caps.CoopShapes = []kernels.CoopShape{{M: 8, N: 8, K: 8, A: codegen.F16, B: codegen.F16, C: codegen.F32, Result: codegen.F32}}
+	caps.EmulateMatrices = true
+	return caps
+}
+
+// TestCoopMatmulEmulated runs the f16 cases on the test device with emulated matrices (lavapipe
+// has none) and compares with the interpreter: the template's staging, layouts, prologue and
+// epilogues are checked where the real matrices cannot run.
+func TestCoopMatmulEmulated(t *testing.T) {
+	caps := emulatedCaps(t)
+	rng := rand.New(rand.NewSource(13))
+	for _, tc := range coopGemmCases(t) {
+		if err := kernels.MatmulCoop.Accepts(tc.p, caps); err != nil {
+			continue // bf16
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			args := make([]*ir.Tensor, len(tc.p.Args))
+			for i, a := range tc.p.Args {
+				args[i] = kerneltest.Random(rng, a)
+			}
+			for ci, c := range coopConfigs {
+				if ci > 0 && !tc.every {
+					break
+				}
+				if c != nil && kernels.MatmulCoop.Space.Valid(tc.p, c, caps) != nil {
+					continue
+				}
+				checkWith(t, kernels.MatmulCoop, tc.p, c, args, caps)
+			}
+		})
+	}
+}
+
+// TestCoopAttentionEmulated runs attention cases with emulated matrices on lavapipe: the second
+// of coopAttnCases (SmolLM2's shape and the larger ones take lavapipe too long), and small ones
+// for the second configuration and the residual epilogue.
+func TestCoopAttentionEmulated(t *testing.T) {
+	caps := emulatedCaps(t)
+	f16 := ir.F16
+	cases := append(coopAttnCases(t)[1:2],
+		attnCase{sq: 9, hq: 2, skv: 20, hkv: 1, d: 16, dv: 8, dt: f16, attrs: ir.Attrs{"causal": true, "window": 6, "layout": "hsd"}, kvLen: 18, every: true},
+		attnCase{sq: 6, hq: 4, skv: 21, hkv: 2, d: 8, dv: 16, dt: f16, attrs: ir.Attrs{"scale": 0.3}, kvLen: 19, residual: true, every: true},
+	)
+	for _, c := range cases {
+		p, vals := c.problem(t)
+		if err := kernels.AttentionCoop.Accepts(p, caps); err != nil {
+			continue
+		}
+		t.Run(c.name(), func(t *testing.T) {
+			for ci, cfg := range attnEmuConfigs {
+				if ci > 0 && !c.every {
+					break
+				}
+				if cfg != nil && kernels.AttentionCoop.Space.Valid(p, cfg, caps) != nil {
+					continue
+				}
+				checkWith(t, kernels.AttentionCoop, p, cfg, vals, caps)
+			}
+		})
+	}
+}
+
+// checkWith is kerneltest.Check with the given capabilities instead of the device's own.
+func checkWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, caps kernels.Caps) {
+	t.Helper()
+	var l *kernels.Launch
+	var err error
+	if c == nil {
+		l, c, err = kernels.Build(tmpl, p, caps)
+	} else {
+		l, err = tmpl.Build(p, c, caps)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", tmpl.Name, p.Key(), err)
+	}
+	got, err := kerneltest.Run(kerneltest.Device(t), p, l, args)
+	if err != nil {
+		t.Fatalf("%s [%s]: run: %v", tmpl.Name, c.Key(), err)
+	}
+	want, err := kerneltest.Expect(p, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if msg := kerneltest.Compare(got[i], want[i], kerneltest.Tolerance(p.Outs[i].DType)); msg != "" {
+			t.Errorf("%s [%s]: result %d: %s", tmpl.Name, c.Key(), i, msg)
+		}
+	}
+}

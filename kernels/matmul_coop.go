@@ -1,0 +1,554 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+)
+
+// MatmulCoop computes matmul, linear and rmsnorm_linear on cooperative matrices (tensor cores):
+// A and B both f16 or both bf16, f32 accumulation, the
+// device's M×N×K product shape for that pair (16×16×16 on the H200). A workgroup of
+// warps_m × warps_n subgroups computes a block of (warps_m·tiles_m·M) × (warps_n·tiles_n·N) of
+// C; each subgroup holds tiles_m × tiles_n accumulators. The block's A and B slices, k_steps·K
+// deep, are staged in shared memory as 16-byte units (eight 16-bit elements, loaded from device
+// memory as vec4<u32>, one unit per load) in whichever axis is contiguous in memory, rows padded by
+// one unit so that the matrix loads of a subgroup hit distinct banks; transposed operands (ta, tb,
+// linear's W [N, K]) are read as column-major matrices, never copied. With stages = 2 the slices
+// are double-buffered (one barrier per slice: the next slice's loads are issued before the
+// products and stored to the other buffer after them); with stages = 1 the next slice waits in
+// registers for a second barrier, as in matmul_tiled.
+//
+// The prologue and epilogues are matmul_tiled's: rmsnorm_linear folds gamma into the B slice as it
+// is staged and sums the squares of each row of A from the staged units (every unit of a row is
+// staged by the same invocation at every depth, so its partial sums stay in registers and meet in
+// shared memory at the end); the accumulators are stored, one matrix at a time, to a shared
+// scratch of their subgroup, whose invocations then apply the 1/rms scale, the bias and the
+// problem's fused epilogue (residual, activation, SwiGLU, casts) element by element through
+// gemm.finish and the epilogue writer, as matmul_tiled does.
+//
+// Limits: the contiguous axis of A and of B (K for A and linear's W, M for a transposed A, N for a
+// row-major B) must be a multiple of 8, so that a unit never straddles a row; fewer than M rows
+// (decode's single row) are left to the matrix-vector templates. Needs cooperative matrices, the
+// Vulkan memory model, shaderFloat16 (f16 matrices) or bfloat16 (bf16 ones), and a
+// minStorageBufferOffsetAlignment that keeps 16-byte units aligned. Grid: ceil(N/block_n) ×
+// ceil(M/block_m) × batches. All tuning parameters are unrolled at build time (the matrix
+// tiles are values, not arrays), so every point is a kernel of its own.
+var MatmulCoop = &Template{
+	Name: "matmul_coop",
+	Accepts: func(p *Problem, caps Caps) error {
+		_, _, err := acceptCoopGemm(p, caps)
+		return err
+	},
+	Space: NewSpace(
+		Ints("warps_m", 2, 1, 4),
+		Ints("warps_n", 2, 1, 4),
+		Ints("tiles_m", 2, 1, 4),
+		Ints("tiles_n", 2, 4, 1),
+		Ints("k_steps", 2, 1, 4),
+		Ints("stages", 2, 1),
+	).Where(coopFits),
+	Build: buildMatmulCoop,
+}
+
+func init() { Register(MatmulCoop) }
+
+// coopGemm is what the cooperative-matrix matmul adds to a gemm: the matrix element type and the
+// device's product shape.
+type coopGemm struct {
+	elem  codegen.Type // of A and B matrices (F16 or BF16)
+	shape CoopShape
+}
+
+// acceptCoopGemm checks p and the device for MatmulCoop.
+func acceptCoopGemm(p *Problem, caps Caps) (*gemm, *coopGemm, error) {
+	g, err := readGemm(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(caps.CoopShapes) == 0 || !caps.VulkanMemoryModel {
+		return nil, nil, fmt.Errorf("the device has no cooperative matrices (or no Vulkan memory model)")
+	}
+	if caps.SubgroupSize <= 0 {
+		return nil, nil, fmt.Errorf("the device's subgroup size is unknown")
+	}
+	if caps.MinStorageOffsetAlign%16 != 0 {
+		return nil, nil, fmt.Errorf("operands aligned to %d bytes; 16-byte units need 16", caps.MinStorageOffsetAlign)
+	}
+	if err := coopDTypes(p, caps); err != nil {
+		return nil, nil, err
+	}
+	if err := checkEpilogue(p, g.opType); err != nil {
+		return nil, nil, err
+	}
+	c := &coopGemm{}
+	switch g.bT {
+	case ir.F16:
+		c.elem = codegen.F16
+	case ir.BF16:
+		c.elem = codegen.BF16
+	default:
+		return nil, nil, fmt.Errorf("B is %s; cooperative matrices take f16 or bf16", g.bT)
+	}
+	if g.aT != g.bT {
+		// Rounding an f32 A to 16 bits would lose what the f32 result promises.
+		return nil, nil, fmt.Errorf("A is %s and B %s: the matrices take one 16-bit type", g.aT, g.bT)
+	}
+	if c.elem == codegen.F16 && !caps.Float16 {
+		return nil, nil, fmt.Errorf("f16 matrices need shaderFloat16")
+	}
+	if c.elem == codegen.BF16 && !caps.BFloat16Matrix {
+		return nil, nil, fmt.Errorf("bf16 matrices need bfloat16 cooperative matrices, which the device lacks")
+	}
+	shape, ok := caps.CoopShape(c.elem, c.elem, codegen.F32)
+	if !ok {
+		return nil, nil, fmt.Errorf("the device multiplies no %s matrices into f32", c.elem)
+	}
+	c.shape = shape
+	if g.m == 0 || g.n == 0 || g.k == 0 {
+		return nil, nil, fmt.Errorf("empty product %dx%dx%d", g.m, g.n, g.k)
+	}
+	if g.m < shape.M {
+		return nil, nil, fmt.Errorf("%d rows, fewer than one %d-row matrix: the matrix-vector templates serve it", g.m, shape.M)
+	}
+	if n := g.batches() * g.m * g.n; n >= 1<<31 {
+		return nil, nil, fmt.Errorf("%d results overflow 32-bit indexing", n)
+	}
+	if g.batches() > caps.MaxGroups[2] {
+		return nil, nil, fmt.Errorf("%d batches exceed the device's %d workgroups in z", g.batches(), caps.MaxGroups[2])
+	}
+	if d := g.aContig(); d%8 != 0 {
+		return nil, nil, fmt.Errorf("A's contiguous axis has %d elements, not a multiple of 8 (one 16-byte unit)", d)
+	}
+	if d := g.bContig(); d%8 != 0 {
+		return nil, nil, fmt.Errorf("B's contiguous axis has %d elements, not a multiple of 8 (one 16-byte unit)", d)
+	}
+	if g.gammaArg >= 0 && !g.aKContig() {
+		return nil, nil, fmt.Errorf("rmsnorm over a transposed A")
+	}
+	return g, c, nil
+}
+
+// coopDTypes: every operand is f32, f16, bf16 (with the device's bfloat16 type), i32, u32 or bool.
+func coopDTypes(p *Problem, caps Caps) error {
+	for _, ts := range [][]ir.Type{p.Args, p.Outs} {
+		for _, t := range ts {
+			switch {
+			case t.DType == ir.BF16:
+				if !caps.BFloat16 || !caps.Storage16 {
+					return fmt.Errorf("bf16 tensors need the bfloat16 type and 16-bit storage, which the device lacks")
+				}
+			case !Supported(t.DType):
+				return fmt.Errorf("dtype %s is not supported in device memory", t.DType)
+			case t.DType == ir.F16 && !caps.Storage16:
+				return fmt.Errorf("f16 tensors need 16-bit storage, which the device lacks")
+			}
+		}
+	}
+	return nil
+}
+
+// aKContig reports whether A's k axis is contiguous in memory (not ta); bKContig likewise for B
+// (tb, and linear's W [N, K]).
+func (g *gemm) aKContig() bool { return g.sak == 1 }
+func (g *gemm) bKContig() bool { return g.sbk == 1 }
+
+// aContig and bContig are the lengths of A's and B's contiguous axes.
+func (g *gemm) aContig() int {
+	if g.aKContig() {
+		return g.k
+	}
+	return g.m
+}
+
+func (g *gemm) bContig() int {
+	if g.bKContig() {
+		return g.k
+	}
+	return g.n
+}
+
+// coopGeom is one configuration's geometry.
+type coopGeom struct {
+	wm, wn, tm, tn, ks, stages int
+	sg                         int // subgroup size
+	mm, mn, mk                 int // the product shape
+	bm, bn, bk                 int // the block
+	// A slice: rows × units (+1 pad) of 16-byte units; likewise B.
+	aRows, aUnits, bRows, bUnits int
+}
+
+func coopGeometry(c Config, caps Caps, shape CoopShape, g *gemm) coopGeom {
+	q := coopGeom{wm: c["warps_m"], wn: c["warps_n"], tm: c["tiles_m"], tn: c["tiles_n"], ks: c["k_steps"], stages: c["stages"],
+		sg: caps.SubgroupSize, mm: shape.M, mn: shape.N, mk: shape.K}
+	q.bm, q.bn, q.bk = q.wm*q.tm*q.mm, q.wn*q.tn*q.mn, q.ks*q.mk
+	if g.aKContig() {
+		q.aRows, q.aUnits = q.bm, q.bk/8
+	} else {
+		q.aRows, q.aUnits = q.bk, q.bm/8
+	}
+	if g.bKContig() {
+		q.bRows, q.bUnits = q.bn, q.bk/8
+	} else {
+		q.bRows, q.bUnits = q.bk, q.bn/8
+	}
+	return q
+}
+
+func (q coopGeom) threads() int { return q.wm * q.wn * q.sg }
+
+// stageUnits is the number of 16-byte units of one stage of A and of B (rows padded by one unit).
+func (q coopGeom) stageUnits() (int, int) {
+	return q.aRows * (q.aUnits + 1), q.bRows * (q.bUnits + 1)
+}
+
+// sharedBytes is the shared memory of a configuration: the staged slices, the epilogue scratch
+// (one accumulator per subgroup) and, for rmsnorm, the partial sums of squares.
+func (q coopGeom) sharedBytes(rms bool) int {
+	a, b := q.stageUnits()
+	n := 16*q.stages*(a+b) + 4*q.wm*q.wn*q.mm*q.mn
+	if rms {
+		n += 4 * q.aRows * q.aUnits
+	}
+	return n
+}
+
+// coopFits: the workgroup fits the device, the block's dimensions are whole units, the shared
+// memory fits.
+func coopFits(p *Problem, c Config, caps Caps) error {
+	g, cg, err := acceptCoopGemm(p, caps)
+	if err != nil {
+		return err
+	}
+	q := coopGeometry(c, caps, cg.shape, g)
+	if n := q.threads(); n > caps.MaxInvocations || n > caps.MaxWorkgroupSize[0] {
+		return fmt.Errorf("%dx%d subgroups of %d exceed the device's %d invocations", q.wm, q.wn, q.sg, caps.MaxInvocations)
+	}
+	if q.bk%8 != 0 || q.bm%8 != 0 || q.bn%8 != 0 {
+		return fmt.Errorf("block %dx%dx%d is not made of 8-element units", q.bm, q.bn, q.bk)
+	}
+	if n := q.sharedBytes(g.gammaArg >= 0); n > caps.MaxSharedBytes {
+		return fmt.Errorf("block %dx%dx%d with %d stages needs %d bytes of shared memory, the device has %d", q.bm, q.bn, q.bk, q.stages, n, caps.MaxSharedBytes)
+	}
+	return nil
+}
+
+// unitSource reads 16-byte units of 8 elements of an f16 or bf16 operand through a vec4<u32> view.
+type unitSource struct{ buf *codegen.Buffer }
+
+func declareUnits(b *codegen.Builder, name string) unitSource {
+	return unitSource{buf: b.Buffer(name, codegen.Vec(codegen.U32, 4), codegen.ReadOnly)}
+}
+
+// packed loads the unit holding elements e..e+7 (e a multiple of 8).
+func (s unitSource) packed(b *codegen.Builder, e codegen.Value) codegen.Value {
+	return b.Load(s.buf, b.Div(e, b.U32(8)))
+}
+
+// unpack splits a packed unit of 16-bit elements of type elem into four vec2<f32>.
+func unpack(b *codegen.Builder, u codegen.Value, elem codegen.Type) [4]codegen.Value {
+	var out [4]codegen.Value
+	for i := range out {
+		w := b.Extract(u, i)
+		if elem == codegen.BF16 {
+			// bf16 is the high half of an f32: no conversion instruction needed.
+			lo := b.Bitcast(b.Shl(w, b.U32(16)), codegen.F32)
+			hi := b.Bitcast(b.And(w, b.U32(0xffff0000)), codegen.F32)
+			out[i] = b.Vec(lo, hi)
+		} else {
+			out[i] = b.Convert(b.Bitcast(w, codegen.Vec(elem, 2)), codegen.Vec(codegen.F32, 2))
+		}
+	}
+	return out
+}
+
+// pack rounds four vec2<f32> to elem and packs them into a unit.
+func pack(b *codegen.Builder, v [4]codegen.Value, elem codegen.Type) codegen.Value {
+	var w [4]codegen.Value
+	for i := range w {
+		w[i] = b.Bitcast(b.Convert(v[i], codegen.Vec(elem, 2)), codegen.U32)
+	}
+	return b.Vec(w[0], w[1], w[2], w[3])
+}
+
+// floats loads elements e..e+7 of a (gamma) operand of dtype dt as four vec2<f32>.
+func floats(b *codegen.Builder, buf *codegen.Buffer, dt ir.DType, e codegen.Value) [4]codegen.Value {
+	if dt == ir.F32 {
+		i := b.Div(e, b.U32(4))
+		lo, hi := b.Load(buf, i), b.Load(buf, b.Add(i, b.U32(1)))
+		return [4]codegen.Value{b.Vec(b.X(lo), b.Y(lo)), b.Vec(b.Z(lo), b.Extract(lo, 3)), b.Vec(b.X(hi), b.Y(hi)), b.Vec(b.Z(hi), b.Extract(hi, 3))}
+	}
+	elem := codegen.F16
+	if dt == ir.BF16 {
+		elem = codegen.BF16
+	}
+	return unpack(b, b.Load(buf, b.Div(e, b.U32(8))), elem)
+}
+
+func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g, cg, err := acceptCoopGemm(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	q := coopGeometry(c, caps, cg.shape, g)
+	rms := g.gammaArg >= 0
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_coop_%dx%d_%dx%d_k%d_s%d", q.wm, q.wn, q.tm, q.tn, q.ks, q.stages))
+	b.EmulateMatrices(caps.EmulateMatrices)
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	u4 := codegen.Vec(codegen.U32, 4)
+
+	// Bindings in the order of the op's arguments, then the epilogue's.
+	var asrc, bsrc unitSource
+	var gamma, bias *codegen.Buffer
+	var binds []Operand
+	for i := 0; i < opArgs(p); i++ {
+		t := p.Args[i]
+		switch i {
+		case g.aArg:
+			asrc = declareUnits(b, "a")
+		case g.bArg:
+			bsrc = declareUnits(b, "b")
+		case g.gammaArg:
+			gt := u4
+			if t.DType == ir.F32 {
+				gt = codegen.Vec(codegen.F32, 4)
+			}
+			if g.k%8 != 0 {
+				return nil, fmt.Errorf("rmsnorm over %d features, not a multiple of 8", g.k)
+			}
+			gamma = b.Buffer("gamma", gt, codegen.ReadOnly)
+		case g.biasArg:
+			bias = b.Buffer("bias", StorageType(t.DType), codegen.ReadOnly)
+		}
+		binds = append(binds, Operand{Arg, i})
+	}
+	epi, eb := declareEpilogue(b, p, g.opType)
+	binds = append(binds, eb...)
+	b.WorkgroupSize(u(q.threads()), u(1), u(1))
+
+	aStage, bStage := q.stageUnits()
+	as := b.Shared("a_slices", u4, u(q.stages*aStage))
+	bs := b.Shared("b_slices", u4, u(q.stages*bStage))
+	scratch := b.Shared("acc_scratch", codegen.F32, u(q.wm*q.wn*q.mm*q.mn))
+	var ssPart *codegen.Array
+	if rms {
+		ssPart = b.Shared("sumsq", codegen.F32, u(q.aRows*q.aUnits))
+	}
+
+	M, N, K := u(g.m), u(g.n), u(g.k)
+	li := b.LocalIndex()
+	sg := b.SubgroupID()
+	lane := b.SubgroupInvocation()
+	wid := b.WorkgroupID()
+	col0, row0, batch := b.Mul(b.X(wid), u(q.bn)), b.Mul(b.Y(wid), u(q.bm)), b.Z(wid)
+	aBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.aBatch), u(g.aMat))
+	bBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.bBatch), u(g.bMat))
+	wm, wn := b.Div(sg, u(q.wn)), b.Rem(sg, u(q.wn))
+	zero4 := b.Splat(b.U32(0), 4)
+	threads := q.threads()
+
+	// A unit (row r, unit c) of the A slice at depth k0, as (global element index, in range).
+	aUnit := func(k0, r, cu codegen.Value) (codegen.Value, codegen.Value) {
+		var m, k codegen.Value
+		if g.aKContig() {
+			m, k = b.Add(row0, r), b.Add(k0, b.Mul(cu, u(8)))
+		} else {
+			k, m = b.Add(k0, r), b.Add(row0, b.Mul(cu, u(8)))
+		}
+		ok := b.And(b.Lt(m, M), b.Lt(k, K))
+		return b.Add(aBase, b.Add(b.Mul(m, u(g.sam)), b.Mul(k, u(g.sak)))), ok
+	}
+	bUnit := func(k0, r, cu codegen.Value) (codegen.Value, codegen.Value, codegen.Value) {
+		var k, n codegen.Value
+		if g.bKContig() {
+			n, k = b.Add(col0, r), b.Add(k0, b.Mul(cu, u(8)))
+		} else {
+			k, n = b.Add(k0, r), b.Add(col0, b.Mul(cu, u(8)))
+		}
+		ok := b.And(b.Lt(k, K), b.Lt(n, N))
+		return b.Add(bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(n, u(g.sbn)))), k, ok
+	}
+
+	// Staging: unit e = li + q·threads of a slice; every invocation stages the same units at every
+	// depth, so its rows' sums of squares accumulate in registers.
+	aPer, bPer := ceilDiv(q.aRows*q.aUnits, threads), ceilDiv(q.bRows*q.bUnits, threads)
+	var ss []*codegen.Var
+	if rms {
+		for i := 0; i < aPer; i++ {
+			ss = append(ss, b.Var(fmt.Sprintf("ss%d", i), b.F32(0)))
+		}
+	}
+	unitAt := func(qi, total int) (codegen.Value, codegen.Value) {
+		e := b.Add(li, u(qi*threads))
+		if (qi+1)*threads > total {
+			return b.Min(e, u(total-1)), b.Lt(e, u(total))
+		}
+		return e, b.Bool(true)
+	}
+	fetch := func(k0 codegen.Value) (av, bv []codegen.Value) {
+		for i := 0; i < aPer; i++ {
+			e, live := unitAt(i, q.aRows*q.aUnits)
+			r, cu := b.Div(e, u(q.aUnits)), b.Rem(e, u(q.aUnits))
+			idx, ok := aUnit(k0, r, cu)
+			v := b.Select(ok, asrc.packed(b, b.Select(ok, idx, u(0))), zero4)
+			if rms {
+				s := b.F32(0)
+				for _, h := range unpack(b, v, cg.elem) {
+					s = b.Add(s, b.Dot(h, h))
+				}
+				b.Set(ss[i], b.Add(b.Get(ss[i]), b.Select(b.And(live, ok), s, b.F32(0))))
+			}
+			av = append(av, v)
+		}
+		for i := 0; i < bPer; i++ {
+			e, _ := unitAt(i, q.bRows*q.bUnits)
+			r, cu := b.Div(e, u(q.bUnits)), b.Rem(e, u(q.bUnits))
+			idx, k, ok := bUnit(k0, r, cu)
+			v := b.Select(ok, bsrc.packed(b, b.Select(ok, idx, u(0))), zero4)
+			if rms {
+				gm := floats(b, gamma, p.Args[g.gammaArg].DType, b.Select(ok, k, u(0)))
+				w := unpack(b, v, cg.elem)
+				for j := range w {
+					w[j] = b.Mul(w[j], gm[j])
+				}
+				v = pack(b, w, cg.elem)
+			}
+			bv = append(bv, v)
+		}
+		return av, bv
+	}
+	put := func(av, bv []codegen.Value, stage codegen.Value) {
+		store := func(arr *codegen.Array, vals []codegen.Value, rows, units, stageUnits int) {
+			for i, v := range vals {
+				e, live := unitAt(i, rows*units)
+				at := b.Add(b.Mul(stage, u(stageUnits)), b.Add(b.Mul(b.Div(e, u(units)), u(units+1)), b.Rem(e, u(units))))
+				if (i+1)*threads > rows*units {
+					b.If(live, func() { b.Store(arr, at, v) })
+				} else {
+					b.Store(arr, at, v)
+				}
+			}
+		}
+		store(as, av, q.aRows, q.aUnits, aStage)
+		store(bs, bv, q.bRows, q.bUnits, bStage)
+	}
+
+	aT := codegen.Matrix(cg.elem, codegen.ScopeSubgroup, q.mm, q.mk, codegen.MatrixA)
+	bT := codegen.Matrix(cg.elem, codegen.ScopeSubgroup, q.mk, q.mn, codegen.MatrixB)
+	accT := codegen.Matrix(codegen.F32, codegen.ScopeSubgroup, q.mm, q.mn, codegen.MatrixAcc)
+	acc := make([][]*codegen.Var, q.tm)
+	for i := range acc {
+		acc[i] = make([]*codegen.Var, q.tn)
+		for j := range acc[i] {
+			acc[i][j] = b.Var(fmt.Sprintf("acc%d_%d", i, j), b.Const(accT, 0))
+		}
+	}
+	// The subgroup's rows and columns within the block.
+	wRow, wCol := b.Mul(wm, u(q.tm*q.mm)), b.Mul(wn, u(q.tn*q.mn))
+	compute := func(stage codegen.Value) {
+		abase, bbase := b.Mul(stage, u(aStage)), b.Mul(stage, u(bStage))
+		for s := 0; s < q.ks; s++ {
+			kk := s * q.mk
+			am := make([]codegen.Value, q.tm)
+			for i := range am {
+				r := b.Add(wRow, u(i*q.mm))
+				if g.aKContig() {
+					am[i] = b.MatrixLoad(aT, as, b.Add(abase, b.Add(b.Mul(r, u(q.aUnits+1)), u(kk/8))), u(q.aUnits+1), codegen.RowMajor)
+				} else {
+					am[i] = b.MatrixLoad(aT, as, b.Add(abase, b.Add(u(kk*(q.aUnits+1)), b.Div(r, u(8)))), u(q.aUnits+1), codegen.ColumnMajor)
+				}
+			}
+			bm := make([]codegen.Value, q.tn)
+			for j := range bm {
+				n := b.Add(wCol, u(j*q.mn))
+				if g.bKContig() {
+					bm[j] = b.MatrixLoad(bT, bs, b.Add(bbase, b.Add(b.Mul(n, u(q.bUnits+1)), u(kk/8))), u(q.bUnits+1), codegen.ColumnMajor)
+				} else {
+					bm[j] = b.MatrixLoad(bT, bs, b.Add(bbase, b.Add(u(kk*(q.bUnits+1)), b.Div(n, u(8)))), u(q.bUnits+1), codegen.RowMajor)
+				}
+			}
+			for i := range am {
+				for j := range bm {
+					b.Set(acc[i][j], b.MatrixMulAdd(am[i], bm[j], b.Get(acc[i][j]), 0))
+				}
+			}
+		}
+	}
+
+	av, bv := fetch(u(0))
+	put(av, bv, u(0))
+	b.Barrier()
+	cur := b.Var("stage", u(0))
+	b.For(u(0), K, u(q.bk), func(k0 codegen.Value) {
+		// The next slice's loads are issued now and land while this one is multiplied (past K
+		// they load zeros).
+		na, nb := fetch(b.Add(k0, u(q.bk)))
+		if q.stages == 2 {
+			st := b.Get(cur)
+			compute(st)
+			next := b.Sub(u(1), st)
+			put(na, nb, next)
+			b.Barrier()
+			b.Set(cur, next)
+		} else {
+			compute(u(0))
+			b.Barrier()
+			put(na, nb, u(0))
+			b.Barrier()
+		}
+	})
+	if rms {
+		// The sums of squares of the staged units, the last slice's excluded: its fetch ran past K
+		// (and added zeros).
+		for i := 0; i < aPer; i++ {
+			e, live := unitAt(i, q.aRows*q.aUnits)
+			b.If(live, func() { b.Store(ssPart, e, b.Get(ss[i])) })
+		}
+		b.Barrier()
+	}
+
+	// Epilogue: each accumulator through the subgroup's scratch, element by element.
+	outBase := b.Mul(batch, u(g.m*g.n))
+	sbase := b.Mul(sg, u(q.mm*q.mn))
+	for i := 0; i < q.tm; i++ {
+		for j := 0; j < q.tn; j++ {
+			b.MatrixStore(scratch, sbase, b.Get(acc[i][j]), u(q.mn), codegen.RowMajor)
+			b.ControlBarrier(codegen.ScopeSubgroup, codegen.ScopeSubgroup, codegen.SemWorkgroup)
+			b.For(lane, u(q.mm*q.mn), b.SubgroupSize(), func(e codegen.Value) {
+				r, cc := b.Div(e, u(q.mn)), b.Rem(e, u(q.mn))
+				br := b.Add(wRow, b.Add(u(i*q.mm), r)) // row within the block
+				row := b.Add(row0, br)
+				col := b.Add(col0, b.Add(wCol, b.Add(u(j*q.mn), cc)))
+				b.If(b.And(b.Lt(row, M), b.Lt(col, N)), func() {
+					v := b.Load(scratch, b.Add(sbase, e))
+					var s codegen.Value
+					if rms {
+						s = b.F32(0)
+						for cu := 0; cu < q.aUnits; cu++ {
+							s = b.Add(s, b.Load(ssPart, b.Add(b.Mul(br, u(q.aUnits)), u(cu))))
+						}
+					}
+					v = g.finish(b, p, gemmBufs{bias: bias}, v, s, col)
+					epi.store(b, b.Add(outBase, b.Add(b.Mul(row, N), col)), v)
+				})
+			})
+			b.ControlBarrier(codegen.ScopeSubgroup, codegen.ScopeSubgroup, codegen.SemWorkgroup)
+		}
+	}
+
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	grid := [3]uint32{uint32(ceilDiv(g.n, q.bn)), uint32(ceilDiv(g.m, q.bm)), uint32(g.batches())}
+	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
+		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
+	}
+	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds}}, Matrix: true}
+	g.cost(p, l)
+	return l, nil
+}
