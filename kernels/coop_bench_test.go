@@ -16,10 +16,10 @@ import (
 //
 //	kernels.test -test.run '^$' -test.bench 'Coop' -test.benchtime 1x -test.v
 //
-// For each problem: the peer's default configuration, then a sweep of the cooperative template
-// over a slice of its space (matmul: double-buffered, two k-steps; attention: all of it), then the
-// peer, the template's default and the sweep's best measured again, one after the other, so the
-// reported figures do not depend on what the sweep did to the device. Times are medians of
+// For each problem: a sweep of the cooperative template over chosen points of its space (matmul:
+// coopSweep, block shapes from 32×32 to 128×128, single and double buffering; attention: all of
+// it), then the peer's default, the template's default and the sweep's best measured again, one
+// after the other, so the reported figures do not depend on what the sweep did to the device. Times are medians of
 // runtime.Program.Measure's repetitions; TFLOP/s count the launch's Flops (attention: every key,
 // about half of which a causal mask skips).
 
@@ -34,7 +34,7 @@ func (m measured) String() string {
 	return fmt.Sprintf("%-16s %-70s %10.1f µs %8.1f TFLOP/s", m.name, m.c.Key(), float64(m.t.Nanoseconds())/1e3, m.l.Flops/m.t.Seconds()/1e12)
 }
 
-func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *kernels.Template, slice func(kernels.Config) bool) {
+func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *kernels.Template, points []kernels.Config) {
 	d := kerneltest.Device(b)
 	caps := kerneltest.CapsOf(&d.Info)
 	if err := coop.Accepts(p, caps); err != nil {
@@ -45,8 +45,8 @@ func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *
 		return measured{tm.Name, c, t, l}, err
 	}
 	var pts []measured
-	for _, c := range coop.Space.Points() {
-		if !slice(c) || coop.Space.Valid(p, c, caps) != nil {
+	for _, c := range points {
+		if coop.Space.Valid(p, c, caps) != nil {
 			continue
 		}
 		m, err := measure(coop, c)
@@ -80,21 +80,32 @@ func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *
 	b.ReportMetric(float64(final[0].t)/float64(final[2].t), "x_peer")
 }
 
-func matmulSlice(c kernels.Config) bool { return c["stages"] == 2 && c["k_steps"] == 2 }
+// coopSweep are the matmul_coop points the benchmarks measure (warps_m, warps_n, tiles_m, tiles_n,
+// k_steps, stages).
+var coopSweep = func() []kernels.Config {
+	var out []kernels.Config
+	for _, v := range [][6]int{
+		{2, 2, 2, 2, 2, 2}, {2, 2, 2, 2, 2, 1}, {1, 1, 2, 2, 2, 2}, {1, 2, 2, 2, 2, 2}, {2, 1, 2, 2, 2, 2},
+		{2, 2, 4, 2, 2, 2}, {2, 2, 2, 4, 2, 2}, {4, 2, 2, 2, 2, 2}, {2, 4, 2, 2, 2, 2}, {1, 1, 4, 4, 2, 2},
+		{2, 1, 4, 4, 2, 2}, {2, 2, 4, 4, 2, 2}, {2, 2, 4, 4, 1, 2}, {2, 2, 4, 4, 4, 1}, {4, 2, 2, 4, 2, 2},
+		{2, 4, 4, 2, 2, 2}, {4, 4, 2, 2, 1, 2}, {4, 4, 1, 1, 2, 2},
+	} {
+		out = append(out, kernels.Config{"warps_m": v[0], "warps_n": v[1], "tiles_m": v[2], "tiles_n": v[3], "k_steps": v[4], "stages": v[5]})
+	}
+	return out
+}()
 
 // A plain f16 GEMM, 4096×4096×4096 (W stored [N, K], as a linear layer's).
 func BenchmarkCoopGEMM4096(b *testing.B) {
 	p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, 4096, 4096), ir.T(ir.F16, 4096, 4096))
-	coopBench(b, p, benchArgs(p, 3), kernels.MatmulTiled, kernels.MatmulCoop, func(c kernels.Config) bool {
-		return (c["stages"] == 2 && c["k_steps"] <= 2) || (c["stages"] == 1 && c["k_steps"] == 4)
-	})
+	coopBench(b, p, benchArgs(p, 3), kernels.MatmulTiled, kernels.MatmulCoop, coopSweep)
 }
 
 // SmolLM2-135M's prefill-128 matmuls (see smolPrefillProblems).
 func BenchmarkCoopSmolLM2Prefill(b *testing.B) {
 	for _, p := range smolPrefillProblems(b) {
 		b.Run(fmt.Sprintf("%dx%dx%d", p.Args[0].Shape[0], p.Outs[0].Shape[1], p.Args[0].Shape[1]), func(b *testing.B) {
-			coopBench(b, p, benchArgs(p, 4), kernels.MatmulTiled, kernels.MatmulCoop, matmulSlice)
+			coopBench(b, p, benchArgs(p, 4), kernels.MatmulTiled, kernels.MatmulCoop, coopSweep)
 		})
 	}
 }
@@ -108,7 +119,7 @@ func BenchmarkCoopAttentionPrefill(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("q%d_kv%d", c.sq, c.kvLen), func(b *testing.B) {
 			p, args := c.problem(b)
-			coopBench(b, p, args, kernels.AttentionFlash, kernels.AttentionCoop, func(kernels.Config) bool { return true })
+			coopBench(b, p, args, kernels.AttentionFlash, kernels.AttentionCoop, kernels.AttentionCoop.Space.Points())
 		})
 	}
 }
