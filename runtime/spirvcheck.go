@@ -68,6 +68,8 @@ var capabilities = map[uint32]capability{
 	6018: {"DotProductInput4x8BitPacked", func(c *Caps) bool { return c.IntegerDotProduct }},
 	6019: {"DotProduct", func(c *Caps) bool { return c.IntegerDotProduct }},
 	6022: {"CooperativeMatrixKHR", func(c *Caps) bool { return len(c.CooperativeMatrix) > 0 }},
+	5116: {"BFloat16TypeKHR", func(c *Caps) bool { return c.BFloat16 }},
+	5118: {"BFloat16CooperativeMatrixKHR", func(c *Caps) bool { return c.BFloat16CooperativeMatrix }},
 }
 
 // maxSPIRV is the newest SPIR-V version a device of Vulkan version v consumes (as the header's
