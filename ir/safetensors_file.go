@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/internal/safefile"
 )
 
@@ -201,6 +202,15 @@ func ReadSafetensors(path string) (map[string]*Tensor, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// Every tensor is copied into memory: refuse what the host memory limit cannot hold before
+	// reading (a sparse file with a valid header would be read whole).
+	var total uint64
+	for _, n := range f.Names() {
+		total += uint64(f.Entries[n].Size)
+	}
+	if err := hostmem.Check(fmt.Sprintf("%s: %d tensors", path, len(f.Names())), total); err != nil {
+		return nil, err
+	}
 	out := map[string]*Tensor{}
 	for _, n := range f.Names() {
 		t, err := f.Read(n)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/plan"
 )
 
@@ -170,6 +171,18 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 		return d.Upload(e.weights, int64(off), b)
 	}); err != nil {
 		return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+	}
+	// Host copies the executable keeps: the zeros that reset the state, every function's
+	// output scratch. A plan's sizes come from a file: check them before allocating.
+	host := p.StateSize
+	for _, f := range p.Functions {
+		for i := range f.Outputs {
+			n, _ := f.Outputs[i].Bytes()
+			host += n
+		}
+	}
+	if err := hostmem.Check(fmt.Sprintf("load plan of %s: the state's zeros and the outputs' buffers", p.Model), host); err != nil {
+		return nil, err
 	}
 	e.zeros = make([]byte, p.StateSize)
 	if err := e.resetState(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/ir"
 )
@@ -108,6 +109,11 @@ func Read(r io.Reader) (*ir.Tensor, error) {
 		}
 		n *= d
 		shape = append(shape, d)
+	}
+	// The data is read into memory whole (a sparse file or a pipe would deliver all of it):
+	// refuse what the host memory limit cannot hold before reading.
+	if err := hostmem.Check(fmt.Sprintf(".npy data of shape %v", shape), uint64(n)*8); err != nil {
+		return nil, err
 	}
 	switch descr {
 	case "<f8", "<i8":

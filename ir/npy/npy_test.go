@@ -132,3 +132,19 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// A header whose shape is more than the host memory limit is refused before its data is read.
+func TestShapeBeyondHostLimit(t *testing.T) {
+	t.Setenv("VKC_HOST_MEMORY", "1MiB")
+	h := "{'descr': '<f4', 'fortran_order': False, 'shape': (1024, 1024), }"
+	for (10+len(h)+1)%64 != 0 {
+		h += " "
+	}
+	h += "\n"
+	b := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
+	b = append(b, h...)
+	_, err := Read(bytes.NewReader(b))
+	if err == nil || !strings.Contains(err.Error(), ".npy data of shape [1024,1024]: 8.0 MiB") || !strings.Contains(err.Error(), "VKC_HOST_MEMORY=1MiB") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -106,3 +106,21 @@ func TestUnsupportedDTypeOnlyWhenRead(t *testing.T) {
 		t.Errorf("read ids: got %v", err)
 	}
 }
+
+// ReadAll refuses a file whose tensors are more than the host memory limit before reading them
+// (a sparse file with a valid header is cheap to make and would be read whole).
+func TestReadAllBeyondHostLimit(t *testing.T) {
+	t.Setenv("VKC_HOST_MEMORY", "1MiB")
+	h := `{"x":{"dtype":"F32","shape":[1024,1024],"data_offsets":[0,4194304]}}`
+	for len(h)%8 != 0 {
+		h += " "
+	}
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(h)))
+	p := filepath.Join(t.TempDir(), "sparse.safetensors")
+	os.WriteFile(p, append(n[:], h...), 0o644)
+	os.Truncate(p, int64(8+len(h))+4<<20)
+	if _, err := ReadAll(p); err == nil || !strings.Contains(err.Error(), "1 tensors: 4.0 MiB (4194304 bytes) of host memory, more than the limit of 1.0 MiB") {
+		t.Fatalf("got %v", err)
+	}
+}
