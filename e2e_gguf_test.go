@@ -12,6 +12,7 @@ import (
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/runtime"
 )
 
@@ -36,17 +37,12 @@ func (r *planRunner) Run(fn string, tokens []int, pos int) ([]float64, error) {
 	return logits, nil
 }
 
-// fallbackTol bounds the compiled plans of block-quantized files while no kernel reads their
-// blocks: lowering dequantizes them at compile time to f16 (f32 for embedding tables), which
-// rounds ggml's values; the llama.cpp oracle's README expects about 1.5e-3 from weights stored
-// in f16 (its tolerance (1) does not hold for them). Measured here: 3e-4 to 1.3e-3.
-const fallbackTol = 3e-3
-
 // TestGGUFOraclePlans imports every GGUF file of the llama.cpp oracle into a model.yaml (as
 // vkc import does), compiles it for the device (lavapipe in CI), and runs prefill, decode and
-// greedy generation on it: against the float64 reference (f16 weights ≤ 1e-4; block formats,
-// dequantized to f16 at compile time, ≤ fallbackTol), against llama.cpp's logits (the file's
-// tolerance (2)) and its greedy tokens.
+// greedy generation on it. Kernels read every block format as it is stored (no compile-time
+// dequantization), dequantize exactly and compute in f32, so every file matches the float64
+// reference to the README's tolerance (1), 1e-4 row-relative, llama.cpp's logits to its
+// tolerance (2), and the reference's greedy tokens.
 func TestGGUFOraclePlans(t *testing.T) {
 	d := device(t)
 	for _, name := range oracles.LlamaCppNames() {
@@ -66,27 +62,25 @@ func TestGGUFOraclePlans(t *testing.T) {
 				t.Fatal(err)
 			}
 			p, _ := compileExample(t, m, Options{Target: targetOf(d)})
-			quantized := false
-			for _, prm := range m.Params {
-				quantized = quantized || prm.Type.DType.Quantized()
-			}
 			notes := strings.Join(p.Record.Notes, "\n")
-			tol := oracles.LlamaCppRefTol
-			if quantized {
-				tol = fallbackTol
-				if !strings.Contains(notes, "compile-time dequantization") {
-					t.Errorf("a quantized model compiled without the fallback's note: %s", notes)
-				}
+			if strings.Contains(notes, lower.DequantNotePrefix) {
+				t.Errorf("weights dequantized at compile time: %s", notes)
 			}
 			var sum strings.Builder
 			if err := p.Summary(&sum); err != nil {
 				t.Fatal(err)
 			}
-			if want := "by dtype: f32 "; !strings.Contains(sum.String(), want) || !strings.Contains(sum.String(), ", f16 ") {
+			// Every weight dtype of the file is in the plan as it is (its blocks).
+			for _, prm := range m.Params {
+				if want := ", " + prm.Type.DType.String() + " "; prm.Type.DType != ir.F32 && !strings.Contains(sum.String(), want) {
+					t.Errorf("the plan summary (vkc inspect) lacks the bytes of %s weights:\n%.600s", prm.Type.DType, sum.String())
+				}
+			}
+			if !strings.Contains(sum.String(), "by dtype: f32 ") {
 				t.Errorf("the plan summary (vkc inspect) lacks the bytes per weight dtype:\n%.600s", sum.String())
 			}
 			run := oracles.RunLlamaCpp(t, &planRunner{roundTrip(t, d, p)}, gold)
-			oracles.CheckLlamaCpp(t, name, run, gold, tol)
+			oracles.CheckLlamaCpp(t, name, run, gold, oracles.LlamaCppRefTol)
 		})
 	}
 }

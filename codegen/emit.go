@@ -622,6 +622,10 @@ func (e *emitter) module() []uint32 {
 			seen[info.extensions[0]] = true
 			e.exts = append(e.exts, info.extensions[0])
 		}
+		if x, ok := capExtensions[c]; ok && info.version > spirvVersion && len(info.extensions) == 0 && !seen[x] {
+			seen[x] = true
+			e.exts = append(e.exts, x)
+		}
 	}
 	sort.Strings(e.exts)
 	for _, x := range e.exts {
@@ -998,6 +1002,8 @@ func (e *emitter) instFeatures(n *node) {
 		e.feats |= FeatureSubgroupBasic | FeatureSubgroupBallot
 	case opGroupNonUniformShuffle, opGroupNonUniformShuffleXor:
 		e.feats |= FeatureSubgroupBasic | FeatureSubgroupShuffle
+	case opSDot, opSDotAccSat:
+		e.feats |= FeatureIntegerDot
 	}
 	if n.op == opFConvert {
 		e.useF16(n, FeatureStorageBuffer16&0) // a conversion is a storage-only use of f16

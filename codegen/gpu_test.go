@@ -52,6 +52,7 @@ func needs(t *testing.T, d *runtime.Device, k *codegen.Kernel) {
 		{codegen.FeatureSubgroupShuffle, c.SubgroupOps.Has(runtime.SubgroupShuffle)},
 		{codegen.FeatureVulkanMemoryModel, c.VulkanMemoryModel},
 		{codegen.FeatureCooperativeMatrix, len(c.CooperativeMatrix) > 0},
+		{codegen.FeatureIntegerDot, c.IntegerDotProduct},
 	}
 	for _, ch := range checks {
 		if k.Needs.Has(ch.f) && !ch.have {

@@ -260,7 +260,8 @@ const (
 	// cooperativeMatrix; SPIR-V CooperativeMatrixKHR). A module with them always uses the Vulkan
 	// memory model too (FeatureVulkanMemoryModel), as SPIR-V requires.
 	FeatureCooperativeMatrix
-	// FeatureIntegerDot is reserved for SPV_KHR_integer_dot_product; no operation uses it yet.
+	// FeatureIntegerDot is SPV_KHR_integer_dot_product's packed 4x8-bit dot products (SDot,
+	// SDotAccSat; the shaderIntegerDotProduct feature).
 	FeatureIntegerDot
 	// FeatureVulkanMemoryModel is the Vulkan memory model (vulkanMemoryModel; SPIR-V
 	// VulkanMemoryModel and OpMemoryModel Logical Vulkan).

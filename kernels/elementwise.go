@@ -29,9 +29,16 @@ var Elementwise = &Template{
 func init() { Register(Elementwise) }
 
 // checkDTypes rejects dtypes kernels cannot store and f16 without 16-bit storage.
-func checkDTypes(p *Problem, caps Caps) error {
-	for _, ts := range [][]ir.Type{p.Args, p.Outs} {
-		for _, t := range ts {
+func checkDTypes(p *Problem, caps Caps) error { return checkDTypesExcept(p, caps, -1) }
+
+// checkDTypesExcept is checkDTypes for every operand but argument skip (a block-quantized
+// weight the template reads itself), or for all when skip is -1.
+func checkDTypesExcept(p *Problem, caps Caps, skip int) error {
+	for k, ts := range [][]ir.Type{p.Args, p.Outs} {
+		for i, t := range ts {
+			if k == 0 && i == skip {
+				continue
+			}
 			if !Supported(t.DType) {
 				return fmt.Errorf("dtype %s is not supported in device memory", t.DType)
 			}

@@ -210,12 +210,28 @@ func problemBytes(p *Problem) float64 {
 }
 
 // acceptGemm is the part of Accepts the matmul templates share.
-func acceptGemm(p *Problem, caps Caps) (*gemm, error) {
+func acceptGemm(p *Problem, caps Caps) (*gemm, error) { return acceptGemmOf(p, caps, false) }
+
+// acceptGemmQuant is acceptGemm for the templates that also read a block-quantized B (linear's
+// W, matmul's b with tb): one stored with its blocks along K, as GGUF stores every weight.
+func acceptGemmQuant(p *Problem, caps Caps) (*gemm, error) { return acceptGemmOf(p, caps, true) }
+
+func acceptGemmOf(p *Problem, caps Caps, quantB bool) (*gemm, error) {
 	g, err := readGemm(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDTypes(p, caps); err != nil {
+	skip := -1
+	if g.bT.Quantized() {
+		switch {
+		case !quantB || !readsBlocks(g.bT):
+			return nil, fmt.Errorf("B is block-quantized (%s)", g.bT)
+		case g.sbk != 1 || g.bBatch.Rank() > 0:
+			return nil, fmt.Errorf("B (%s) is block-quantized along N, not K (a matmul without tb)", g.bT)
+		}
+		skip = g.bArg
+	}
+	if err := checkDTypesExcept(p, caps, skip); err != nil {
 		return nil, err
 	}
 	if err := checkEpilogue(p, g.opType); err != nil {
@@ -253,6 +269,9 @@ func declareGemm(b *codegen.Builder, p *Problem, g *gemm, vecA, vecB int) (gemmB
 	var bufs gemmBufs
 	var ops []Operand
 	elem := func(d ir.DType, vec int) codegen.Type {
+		if d.Quantized() {
+			return codegen.U32 // ggml's blocks, as words (see quant.go)
+		}
 		if vec > 1 {
 			return codegen.Vec(StorageType(d), vec)
 		}

@@ -22,13 +22,19 @@ import (
 // multiply-adds per micro_m·micro_n). The normalised row is not rounded to x's dtype before the
 // product as the unfused graph would; for f16 x the difference is within f16 tolerance.
 //
+// A block-quantized B (linear's W in any format of QuantizedDTypes, blocks along K) is
+// dequantized as its tiles are staged: each element is decoded from its block exactly as ggml's
+// dequantizer computes it (decodeElement), so the products are f32 arithmetic on ggml's values;
+// the blocks are read as they are, never expanded in device memory.
+//
 // Specialization constants: tile_m, tile_n, tile_k, wg_x = tile_n/micro_n, wg_y = tile_m/micro_m
 // (the workgroup size). The micro tile is unrolled at build time. Grid: ceil(N/tile_n) ×
 // ceil(M/tile_m) × batches.
 var MatmulTiled = &Template{
-	Name: "matmul_tiled",
+	Name:      "matmul_tiled",
+	Quantized: QuantizedDTypes(),
 	Accepts: func(p *Problem, caps Caps) error {
-		g, err := acceptGemm(p, caps)
+		g, err := acceptGemmQuant(p, caps)
 		if err != nil {
 			return err
 		}
@@ -70,7 +76,7 @@ func tiledFits(p *Problem, c Config, caps Caps) error {
 }
 
 func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
-	g, err := acceptGemm(p, caps)
+	g, err := acceptGemmQuant(p, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +125,10 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 	}
 	aT, bT := g.aT, g.bT
+	var quantB quantRows
+	if bT.Quantized() {
+		quantB = newQuantRows(bT, g.k)
+	}
 	var gammaT ir.DType
 	if rms {
 		gammaT = p.Args[g.gammaArg].DType
@@ -154,8 +164,14 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 			kk, n := bPos(e)
 			gk, gn := b.Add(k0, kk), b.Add(col0, n)
 			ok := b.And(b.Lt(gk, K), b.Lt(gn, N))
-			i := b.Select(ok, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), u(0))
-			w := LoadAs(b, bufs.b, i, bT)
+			var w codegen.Value
+			if bT.Quantized() {
+				// W[n, k] dequantized exactly as ggml does (a 2-D weight: bBase is 0).
+				w = quantB.element(b, bufs.b, b.Select(ok, gn, u(0)), b.Select(ok, gk, u(0)))
+			} else {
+				i := b.Select(ok, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), u(0))
+				w = LoadAs(b, bufs.b, i, bT)
+			}
 			if rms {
 				w = b.Mul(w, LoadAs(b, bufs.gamma, b.Select(ok, gk, u(0)), gammaT))
 			}

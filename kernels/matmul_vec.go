@@ -92,46 +92,11 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if vec > 1 && !g.vectorizable(vec) {
 		return nil, fmt.Errorf("vec=%d: operands are not contiguous along K in vectors", vec)
 	}
-	kpar := wgN / colsN
-	kFast := g.sbk == 1 && g.k > 1
-	sgSize := max(caps.SubgroupSize, 1)
-	useSubgroup := kFast && caps.SubgroupArithmetic && caps.SubgroupSize > 0 && kpar%sgSize == 0
-	rms := g.gammaArg >= 0
-	R := g.m
-
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_r%d_v%d", R, vec))
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_r%d_v%d", g.m, vec))
 	bufs, binds := declareGemm(b, p, g, vec, vec)
-	epi, eb := declareEpilogue(b, p, g.opType)
-	binds = append(binds, eb...)
-	vals := map[string]int{"wg": wgN, "cols": colsN}
-	wg := b.Spec("wg", codegen.U32, int64(wgN))
-	cols := b.Spec("cols", codegen.U32, int64(colsN))
-	b.WorkgroupSize(wg, b.U32(1), b.U32(1))
-	kp := b.Div(wg, cols) // invocations per column
-	nred := R
-	if rms {
-		nred = 2 * R
-	}
-	red := b.Shared("red", codegen.F32, b.Mul(wg, b.U32(uint32(nred))))
-	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
-
-	li := b.LocalIndex()
-	var ci, ki codegen.Value // column within the workgroup, part of K
-	if kFast {
-		ci, ki = b.Div(li, kp), b.Rem(li, kp)
-	} else {
-		ci, ki = b.Rem(li, cols), b.Div(li, cols)
-	}
-	wid := b.WorkgroupID()
-	col := b.Add(b.Mul(b.X(wid), cols), ci)
-	batch := b.Y(wid)
-	aBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.aBatch), u(g.aMat))
-	bBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.bBatch), u(g.bMat))
-	zero := b.F32(0)
-	sums := make([]*codegen.Var, nred) // products, then Σx² per row
-	for r := range sums {
-		sums[r] = b.Var(fmt.Sprintf("s%d", r), zero)
-	}
+	v := newVecFrame(b, p, g, caps, wgN, colsN, g.sbk == 1 && g.k > 1)
+	R, rms := g.m, g.gammaArg >= 0
+	u := v.u
 	vt := codegen.Vec(codegen.F32, vec)
 	if vec == 1 {
 		vt = codegen.F32
@@ -149,15 +114,15 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 		return b.Dot(x, y)
 	}
-	b.If(b.Lt(col, u(g.n)), func() {
+	b.If(b.Lt(v.col, u(g.n)), func() {
 		// In vector units when vec > 1: A's rows and B's columns then start at multiples of vec.
 		kv := g.k / vec
-		b.For(ki, u(kv), kp, func(k codegen.Value) {
+		b.For(v.ki, u(kv), v.kp, func(k codegen.Value) {
 			var w codegen.Value
 			if vec > 1 {
-				w = load(bufs.b, b.Add(b.Div(bBase, u(vec)), b.Add(b.Mul(col, u(g.k/vec)), k)))
+				w = load(bufs.b, b.Add(b.Div(v.bBase, u(vec)), b.Add(b.Mul(v.col, u(g.k/vec)), k)))
 			} else {
-				w = LoadAs(b, bufs.b, b.Add(bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(col, u(g.sbn)))), g.bT)
+				w = LoadAs(b, bufs.b, b.Add(v.bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(v.col, u(g.sbn)))), g.bT)
 			}
 			var gm codegen.Value
 			if rms {
@@ -166,32 +131,114 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 			for r := 0; r < R; r++ {
 				var x codegen.Value
 				if vec > 1 {
-					x = load(bufs.a, b.Add(b.Div(aBase, u(vec)), b.Add(u(r*g.k/vec), k)))
+					x = load(bufs.a, b.Add(b.Div(v.aBase, u(vec)), b.Add(u(r*g.k/vec), k)))
 				} else {
-					x = LoadAs(b, bufs.a, b.Add(aBase, b.Add(u(r*g.sam), b.Mul(k, u(g.sak)))), g.aT)
+					x = LoadAs(b, bufs.a, b.Add(v.aBase, b.Add(u(r*g.sam), b.Mul(k, u(g.sak)))), g.aT)
 				}
 				if rms {
-					b.Set(sums[R+r], b.Add(b.Get(sums[R+r]), dot(x, x)))
+					v.add(R+r, dot(x, x))
 					x = b.Mul(x, gm)
 				}
-				b.Set(sums[r], b.Add(b.Get(sums[r]), dot(x, w)))
+				v.add(r, dot(x, w))
 			}
 		})
 	})
-	// Combine the kp partial sums of each column.
-	total := make([]codegen.Value, nred)
+	l, err := v.finish(bufs, binds, caps, map[string]int{"wg": wgN, "cols": colsN})
+	if err != nil {
+		return nil, err
+	}
+	g.cost(p, l)
+	return l, nil
+}
+
+// vecFrame is the frame of a matrix-vector kernel that MatmulVec and the block-quantized
+// MatmulVecQ share: cols output columns per workgroup, each column's K reduction split over
+// kp = wg/cols invocations that accumulate per-row partial sums (and, for rmsnorm_linear, Σx²),
+// then combined by a subgroup add and shared memory (or a shared-memory tree) and stored
+// through the epilogue. A template builds its K loop between newVecFrame and finish.
+type vecFrame struct {
+	b      *codegen.Builder
+	p      *Problem
+	g      *gemm
+	kFast  bool // invocations of a column are consecutive (K is B's contiguous axis)
+	wgN    int
+	colsN  int
+	wg     codegen.Value
+	cols   codegen.Value
+	kp     codegen.Value // invocations per column
+	li     codegen.Value
+	ci, ki codegen.Value // column within the workgroup, invocation within the column
+	col    codegen.Value // the output column (B's column, W's row)
+	batch  codegen.Value
+	aBase  codegen.Value // element offsets of the batch's A and B matrices
+	bBase  codegen.Value
+	sums   []*codegen.Var // per row: the products; then, for rmsnorm_linear, Σx²
+	useSG  bool
+}
+
+func (v *vecFrame) u(x int) codegen.Value { return v.b.U32(uint32(x)) }
+
+// add accumulates x into partial sum i (row i, or Σx² of row i−R).
+func (v *vecFrame) add(i int, x codegen.Value) { v.b.Set(v.sums[i], v.b.Add(v.b.Get(v.sums[i]), x)) }
+
+// newVecFrame declares the workgroup size, the layout of invocations and the partial sums.
+// Invocations are laid out along K within a column when kFast (a column's reads are then
+// consecutive), else along N (the columns of one k are).
+func newVecFrame(b *codegen.Builder, p *Problem, g *gemm, caps Caps, wgN, colsN int, kFast bool) *vecFrame {
+	v := &vecFrame{b: b, p: p, g: g, kFast: kFast, wgN: wgN, colsN: colsN}
+	v.wg = b.Spec("wg", codegen.U32, int64(wgN))
+	v.cols = b.Spec("cols", codegen.U32, int64(colsN))
+	b.WorkgroupSize(v.wg, b.U32(1), b.U32(1))
+	v.kp = b.Div(v.wg, v.cols)
+	sgSize := max(caps.SubgroupSize, 1)
+	v.useSG = kFast && caps.SubgroupArithmetic && caps.SubgroupSize > 0 && (wgN/colsN)%sgSize == 0
+	v.li = b.LocalIndex()
+	if kFast {
+		v.ci, v.ki = b.Div(v.li, v.kp), b.Rem(v.li, v.kp)
+	} else {
+		v.ci, v.ki = b.Rem(v.li, v.cols), b.Div(v.li, v.cols)
+	}
+	wid := b.WorkgroupID()
+	v.col = b.Add(b.Mul(b.X(wid), v.cols), v.ci)
+	v.batch = b.Y(wid)
+	v.aBase = b.Mul(BroadcastIndex(b, v.batch, g.batch, g.aBatch), v.u(g.aMat))
+	v.bBase = b.Mul(BroadcastIndex(b, v.batch, g.batch, g.bBatch), v.u(g.bMat))
+	nred := g.m
+	if g.gammaArg >= 0 {
+		nred = 2 * g.m
+	}
+	v.sums = make([]*codegen.Var, nred)
+	for r := range v.sums {
+		v.sums[r] = b.Var(fmt.Sprintf("s%d", r), b.F32(0))
+	}
+	return v
+}
+
+// finish combines the kp partial sums of each column, applies rmsnorm's scale, the bias and the
+// epilogue, stores the results, and returns the one-step Launch (its cost left to the caller).
+// binds are the operands of the buffers declared so far (the op's arguments); the epilogue's
+// buffers are declared here, after them.
+func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[string]int) (*Launch, error) {
+	b, g, p, u := v.b, v.g, v.p, v.u
+	epi, eb := declareEpilogue(b, p, g.opType)
+	binds = append(binds, eb...)
+	R, rms := g.m, g.gammaArg >= 0
+	wg, cols, kp, li, ci, ki := v.wg, v.cols, v.kp, v.li, v.ci, v.ki
+	red := b.Shared("red", codegen.F32, b.Mul(wg, u(len(v.sums))))
+	zero := b.F32(0)
+	total := make([]codegen.Value, len(v.sums))
 	lead := b.Eq(ki, u(0))
-	if useSubgroup {
+	if v.useSG {
 		sg := b.SubgroupSize()
 		sgID := b.Div(li, sg)
 		nsg := b.Div(kp, sg) // subgroups per column
 		lane0 := b.Eq(b.SubgroupInvocation(), u(0))
-		for r := range sums {
-			v := b.SubgroupAdd(b.Get(sums[r]))
-			b.If(lane0, func() { b.Store(red, b.Add(b.Mul(u(r), wg), sgID), v) })
+		for r := range v.sums {
+			s := b.SubgroupAdd(b.Get(v.sums[r]))
+			b.If(lane0, func() { b.Store(red, b.Add(b.Mul(u(r), wg), sgID), s) })
 		}
 		b.Barrier()
-		for r := range sums {
+		for r := range v.sums {
 			t := b.Var("t", zero)
 			b.If(lead, func() {
 				first := b.Mul(ci, nsg)
@@ -202,20 +249,20 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 			total[r] = b.Get(t)
 		}
 	} else {
-		for r := range sums {
-			b.Store(red, b.Add(b.Mul(u(r), wg), li), b.Get(sums[r]))
+		for r := range v.sums {
+			b.Store(red, b.Add(b.Mul(u(r), wg), li), b.Get(v.sums[r]))
 		}
 		b.Barrier()
 		// Tree over the kp parts of each column: part ki adds part ki+s; kp is a power of two.
 		stride := cols // distance in li between consecutive parts of one column
-		if kFast {
+		if v.kFast {
 			stride = u(1)
 		}
 		s := b.Var("half", b.Div(kp, u(2)))
 		b.While(func() codegen.Value { return b.Gt(b.Get(s), u(0)) }, func() {
 			h := b.Get(s)
 			b.If(b.Lt(ki, h), func() {
-				for r := range sums {
+				for r := range v.sums {
 					i := b.Add(b.Mul(u(r), wg), li)
 					j := b.Add(i, b.Mul(h, stride))
 					b.Store(red, i, b.Add(b.Load(red, i), b.Load(red, j)))
@@ -224,19 +271,19 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 			b.Barrier()
 			b.Set(s, b.Div(h, u(2)))
 		})
-		for r := range sums {
+		for r := range v.sums {
 			total[r] = b.Load(red, b.Add(b.Mul(u(r), wg), li))
 		}
 	}
-	b.If(b.And(lead, b.Lt(col, u(g.n))), func() {
-		outBase := b.Mul(batch, u(g.m*g.n))
+	b.If(b.And(lead, b.Lt(v.col, u(g.n))), func() {
+		outBase := b.Mul(v.batch, u(g.m*g.n))
 		for r := 0; r < R; r++ {
 			var ss codegen.Value
 			if rms {
 				ss = total[R+r]
 			}
-			v := g.finish(b, p, bufs, total[r], ss, col)
-			epi.store(b, b.Add(outBase, b.Add(u(r*g.n), col)), v)
+			x := g.finish(b, p, bufs, total[r], ss, v.col)
+			epi.store(b, b.Add(outBase, b.Add(u(r*g.n), v.col)), x)
 		}
 	})
 	k, err := b.Finish()
@@ -250,13 +297,11 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	grid := [3]uint32{uint32(ceilDiv(g.n, colsN)), uint32(g.batches()), 1}
+	grid := [3]uint32{uint32(ceilDiv(g.n, v.colsN)), uint32(g.batches()), 1}
 	if int(grid[0]) > caps.MaxGroups[0] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
 	// Batches are the grid's y; a run-time length along M (few rows, all in one workgroup)
 	// keeps the grid.
-	l := &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds, Scale: g.scale(p, -1, 0, 1)}}}
-	g.cost(p, l)
-	return l, nil
+	return &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds, Scale: g.scale(p, -1, 0, 1)}}}, nil
 }

@@ -234,7 +234,7 @@ func (l *lowerer) dequantNotes() []string {
 	var out []string
 	for _, k := range keys {
 		s := sums[k]
-		out = append(out, fmt.Sprintf(DequantNotePrefix+"%d %s weights (%s as blocks) stored as %s (%s): no kernel template reads %s yet (first for %s)",
+		out = append(out, fmt.Sprintf(DequantNotePrefix+"%d %s weights (%s as blocks) stored as %s (%s): no kernel template reads %s for it (first for %s)",
 			s.n, k.from, byteCount(s.qb), k.to, byteCount(s.db), k.from, s.op))
 	}
 	return out

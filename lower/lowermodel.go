@@ -420,7 +420,8 @@ func (l *lowerer) contentHash(x *blob) [32]byte {
 // from its file when it lies in a mapped weight file (plan.WeightPiece), so that writing the
 // plan streams the weights from their source rather than from a copy.
 func (l *lowerer) finishWeights(p *plan.Plan) error {
-	size := l.wsize
+	// Whole words: the last weight's last word may be bound (see ref).
+	size := alignUp(l.wsize, 4)
 	p.Weights.Size = size
 	for i := range l.wtensors {
 		w := l.weights[l.wtensorBuf[i]]

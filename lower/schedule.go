@@ -164,7 +164,15 @@ func (fl *fnLowerer) ref(lc loc) plan.BufferRef {
 	b := fl.bufs[lc.buf]
 	switch b.kind {
 	case bufWeight:
-		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionWeights}, Offset: fl.l.weights[b.index].off + lc.off, Range: lc.size}
+		w := fl.l.weights[b.index]
+		size := lc.size
+		if w.t.DType.Quantized() {
+			// Kernels read blocks as u32 words: a weight whose blocks end mid-word (an odd
+			// number of 18-byte Q4_0 blocks) is bound to the end of its last word, which the
+			// region's alignment (finishWeights) keeps inside it.
+			size = alignUp(lc.off+size, 4) - lc.off
+		}
+		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionWeights}, Offset: w.off + lc.off, Range: size}
 	case bufState:
 		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionState}, Offset: fl.l.stateOff[b.index] + lc.off, Range: lc.size}
 	case bufInput:

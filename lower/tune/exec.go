@@ -89,6 +89,11 @@ func deviceSize(t ir.Type) int {
 	if t.DType == ir.Bool {
 		return 4 * t.Shape.NumElements()
 	}
+	if t.DType.Quantized() {
+		// Kernels read blocks as u32 words: the last word of a tensor whose blocks end mid-word
+		// (an odd number of 18-byte Q4_0 blocks) must be whole.
+		return (t.Bytes() + 3) &^ 3
+	}
 	return t.Bytes()
 }
 
@@ -464,6 +469,11 @@ func FunctionTolerance(d ir.DType) float64 {
 
 // Random returns a tensor of normal values (floats) or small integers in [0, 8) (ints).
 func Random(rng *rand.Rand, t ir.Type) *ir.Tensor {
+	if t.DType.Quantized() {
+		// ggml's blocks with random quants and moderate scales (quant.RandomBlocks).
+		f := t.DType.Format()
+		return &ir.Tensor{Type: t, Data: f.RandomBlocks(rng, t.Bytes()/f.BlockBytes)}
+	}
 	v := make([]float64, t.Shape.NumElements())
 	for i := range v {
 		switch {

@@ -1,0 +1,66 @@
+package codegen
+
+// Packed integers and half floats: what kernels that read ggml's quantized blocks need beyond
+// plain arithmetic. Block fields are bytes and halves at arbitrary even offsets, so such kernels
+// bind a weight as u32 words and unpack; UnpackHalf2x16 turns a word's two halves into floats
+// with no 16-bit capability at all, and SDot multiplies four signed bytes of one word by four of
+// another and sums them (SPV_KHR_integer_dot_product's packed 4x8-bit form).
+
+// UnpackHalf2x16 interprets the low and high 16 bits of the u32 x as IEEE half floats and
+// returns them as a vec2<f32> (GLSL.std.450 UnpackHalf2x16: exact, denormals included). It needs
+// no device feature.
+func (b *Builder) UnpackHalf2x16(x Value) Value {
+	t := Vec(F32, 2)
+	if !b.ok("UnpackHalf2x16", x) {
+		return Value{t: t}
+	}
+	if x.t != U32 {
+		b.errorf("UnpackHalf2x16", "operand is %s, want u32", x.t)
+		return Value{t: t}
+	}
+	return b.add(node{kind: kExt, t: t, lit: glslUnpackHalf2x16, ops: ids(x), divergent: b.divergent(x)}, true)
+}
+
+// packed4x8 is the PackedVectorFormat operand of the dot-product instructions: each 32-bit
+// operand holds four 8-bit components, component i in bits 8i..8i+7.
+const packed4x8 = 0
+
+// SDot is the dot product of x and y read as four signed 8-bit integers each (u32 words,
+// component i in bits 8i..8i+7), an i32: OpSDot with the PackedVectorFormat4x8Bit operand. It
+// needs FeatureIntegerDot (the shaderIntegerDotProduct feature: Vulkan 1.3 or
+// VK_KHR_shader_integer_dot_product).
+func (b *Builder) SDot(x, y Value) Value { return b.dot4x8("SDot", opSDot, x, y) }
+
+// SDotAccSat is acc + SDot(x, y), saturated to the i32 range instead of wrapping (OpSDotAccSat).
+// A device may fuse the accumulation; none of vkc's sums come near saturation.
+func (b *Builder) SDotAccSat(x, y, acc Value) Value {
+	return b.dot4x8("SDotAccSat", opSDotAccSat, x, y, acc)
+}
+
+func (b *Builder) dot4x8(name string, op opcode, x, y Value, acc ...Value) Value {
+	if !b.ok(name, append([]Value{x, y}, acc...)...) {
+		return Value{t: I32}
+	}
+	if x.t != U32 || y.t != U32 {
+		b.errorf(name, "operands are %s and %s, want u32 words of four packed bytes", x.t, y.t)
+		return Value{t: I32}
+	}
+	ops := []operand{{id: x.id}, {id: y.id}}
+	for _, a := range acc {
+		if a.t != I32 {
+			b.errorf(name, "accumulator is %s, want i32", a.t)
+			return Value{t: I32}
+		}
+		ops = append(ops, operand{id: a.id})
+	}
+	ops = append(ops, operand{lit: packed4x8, isLit: true})
+	return b.add(node{kind: kInst, t: I32, op: op, ops: ops, divergent: b.divergent(append([]Value{x, y}, acc...)...)}, true)
+}
+
+// capExtensions names the extension of capabilities that the committed grammar lists without
+// one (Debian 12's SPIR-V headers give the integer dot-product capabilities no extension): a
+// SPIR-V 1.3 module that uses them must declare it.
+var capExtensions = map[uint32]string{
+	capDotProduct:                  "SPV_KHR_integer_dot_product",
+	capDotProductInput4x8BitPacked: "SPV_KHR_integer_dot_product",
+}

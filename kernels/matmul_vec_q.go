@@ -1,0 +1,335 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir/quant"
+)
+
+// MatmulVecQ is MatmulVec (decode: 1 to 8 rows) for a block-quantized weight: linear's and
+// rmsnorm_linear's W [N, K], or matmul's b with tb, in any format of QuantizedDTypes. Each
+// workgroup computes `cols` output columns (rows of W); a column's K is read as units of `span`
+// words of one block, unit after unit over kp = wg/cols invocations, so that neighbouring
+// invocations read neighbouring words of a block and neighbouring activations. The weights are
+// unpacked in registers, four quants of a word at a time, and never written anywhere: each
+// word's four products with each row of x are summed in f32, then scaled by the word's block
+// or sub-block scale (and its min subtracted, times Σx, for Q4_1/Q5_1/Q4_K/Q5_K), which is the
+// exact dequantization's product rearranged (Σ x·(d·q) = d·Σ x·q). The partial sums of a column
+// are combined by a subgroup add and shared memory, and stored through the epilogue (bias,
+// residual, SwiGLU's product, …) as in MatmulVec, whose frame (vecFrame) this template shares;
+// rmsnorm_linear scales x by gamma as it loads it and sums x² beside the products.
+//
+// How a word is unpacked is the format's data (quant.Layout), turned into a plan when the kernel
+// is built (quantWords): the low bits of the four quants are the word's four bytes at one shift;
+// the high bits (Q5_*, Q6_K) are another word at a matching offset when the layout puts them so
+// (Q5_K, Q6_K), else a window of at most four bytes read once per unit with a run-time bit
+// position (Q5_0, Q5_1's qh); the sub-block of a word is known when the kernel is built or
+// computed from the unit's position (Q6_K's sub-blocks of 16).
+//
+// Specialization constants: wg, cols. Built per span. Grid: ceil(N/cols) × batches.
+var MatmulVecQ = &Template{
+	Name:      "matmul_vec_q",
+	Quantized: QuantizedDTypes(),
+	Accepts: func(p *Problem, caps Caps) error {
+		_, err := acceptVecQ(p, caps)
+		return err
+	},
+	Space: NewSpace(
+		Ints("wg", 128, 64, 256, 32),
+		Ints("cols", 2, 1, 4, 8),
+		Ints("span", 1, 2, 4),
+	).Where(vecQFits),
+	Build: buildMatmulVecQ,
+}
+
+func init() { Register(MatmulVecQ) }
+
+// acceptVecQ: a matmul-family problem of at most maxVecRows rows whose B is block-quantized
+// along K.
+func acceptVecQ(p *Problem, caps Caps) (*gemm, error) {
+	g, err := acceptGemmQuant(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	if !g.bT.Quantized() {
+		return nil, fmt.Errorf("B is %s; this template reads block-quantized weights", g.bT)
+	}
+	if g.m > maxVecRows {
+		return nil, fmt.Errorf("%d rows; the matrix-vector kernel takes at most %d", g.m, maxVecRows)
+	}
+	if g.batches() > caps.MaxGroups[1] {
+		return nil, fmt.Errorf("%d batches exceed the device's %d workgroups in y", g.batches(), caps.MaxGroups[1])
+	}
+	return g, nil
+}
+
+// vecQFits: the workgroup fits the device and splits into cols columns of a power-of-two
+// number of invocations; span divides a block's words.
+func vecQFits(p *Problem, c Config, caps Caps) error {
+	wg, cols, span := c["wg"], c["cols"], c["span"]
+	if wg > caps.MaxInvocations || wg > caps.MaxWorkgroupSize[0] {
+		return fmt.Errorf("wg=%d exceeds the device's %d invocations", wg, caps.MaxInvocations)
+	}
+	if wg < max(caps.SubgroupSize, 1) {
+		return fmt.Errorf("wg=%d is smaller than a subgroup (%d)", wg, caps.SubgroupSize)
+	}
+	if cols > wg || wg%cols != 0 {
+		return fmt.Errorf("cols=%d does not divide wg=%d", cols, wg)
+	}
+	g, err := readGemm(p)
+	if err != nil {
+		return err
+	}
+	if cols > 1 && cols >= 2*g.n {
+		return fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
+	}
+	f := g.bT.Format()
+	if f == nil || f.Layout == nil {
+		return fmt.Errorf("B is %s, not block-quantized", g.bT)
+	}
+	if words := f.Layout.Low.Radix[0] / 4; words%span != 0 {
+		return fmt.Errorf("span=%d does not divide the %d words of a %s block's low bits", span, words, f.Name)
+	}
+	return nil
+}
+
+// High-bit sources of a word's quants (see quantWords).
+const (
+	highNone   = iota
+	highWord   // a word at a fixed offset, moving with the unit like the low bits
+	highWindow // bits of a window of four bytes at a fixed offset, at a run-time position
+	highBytes  // a byte per element at a run-time offset
+)
+
+// quantWord is one word of a unit: four consecutive elements (e = 0..3) whose low bits are the
+// four bytes of one word. Offsets are for the unit at p0 = 0 (its first word at the block's
+// first word of low bits); a unit at p0 adds 4·p0 to the offsets of the low bits, of highWord
+// bits and to the elements.
+type quantWord struct {
+	j0       int // element index of e = 0
+	lowOff   int // byte offset of the low bits' word
+	lowShift int
+	high     int // highNone, highWord, highWindow or highBytes
+	highOff  int // highWord: the word's offset; highWindow: the window's
+	highSh   int // highWord: the shift
+	sub      int // the sub-block, or -1 when it depends on p0
+}
+
+// quantWords plans the words of a unit of span words of format f (see quantWord).
+func quantWords(f *quant.Format, span int) []quantWord {
+	l := f.Layout
+	lo := l.Low
+	r0 := lo.Radix[0]
+	units := r0 / 4 / span // units per block
+	rests := f.BlockElems / r0
+	// The high bits' byte range over the whole block, for the window test.
+	hmin, hmax := 1<<30, -1
+	if l.High != nil {
+		for j := 0; j < f.BlockElems; j++ {
+			b, _ := l.High.Locate(j)
+			hmin, hmax = min(hmin, b), max(hmax, b)
+		}
+	}
+	var out []quantWord
+	for rest := 0; rest < rests; rest++ {
+		off, sh, x := lo.Offset, 0, rest
+		for k := 1; k < len(lo.Radix); k++ {
+			d := x % lo.Radix[k]
+			x /= lo.Radix[k]
+			off += d * lo.ByteStride[k]
+			sh += d * lo.ShiftStride[k]
+		}
+		for s := 0; s < span; s++ {
+			w := quantWord{j0: 4*s + r0*rest, lowOff: off + 4*s, lowShift: sh, sub: -1}
+			// The sub-block: fixed when every unit of the block gives the word the same one.
+			sub0 := w.j0 / l.Sub
+			fixed := true
+			for u := 0; u < units; u++ {
+				fixed = fixed && (w.j0+4*u*span)/l.Sub == sub0
+			}
+			if fixed {
+				w.sub = sub0
+			}
+			if l.High != nil {
+				w.high = highBytes
+				hb, hs := l.High.Locate(w.j0)
+				word := true
+				for u := 0; u < units; u++ {
+					for e := 0; e < 4; e++ {
+						b, sh := l.High.Locate(w.j0 + e + 4*u*span)
+						word = word && b == hb+e+4*u*span && sh == hs
+					}
+				}
+				switch {
+				case word:
+					w.high, w.highOff, w.highSh = highWord, hb, hs
+				case hmax-hmin < 4 && hmin+4 <= f.BlockBytes:
+					w.high, w.highOff = highWindow, hmin
+				}
+			}
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g, err := acceptVecQ(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	wgN, colsN, span := c["wg"], c["cols"], c["span"]
+	f := g.bT.Format()
+	l := f.Layout
+	if (l.Low.Radix[0]/4)%span != 0 {
+		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
+	}
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_q_%s_r%d_s%d", f.Name, g.m, span))
+	bufs, binds := declareGemm(b, p, g, 4, 1)
+	v := newVecFrame(b, p, g, caps, wgN, colsN, true)
+	R, rms := g.m, g.gammaArg >= 0
+	u := v.u
+	words := quantWords(f, span)
+	upb := l.Low.Radix[0] / 4 / span // units per block
+	nb := g.k / f.BlockElems
+	f4 := codegen.Vec(codegen.F32, 4)
+	i4 := codegen.Vec(codegen.I32, 4)
+	uvec := func(x ...int) codegen.Value {
+		vs := make([]codegen.Value, len(x))
+		for i, e := range x {
+			vs[i] = u(e)
+		}
+		return b.Vec(vs...)
+	}
+	ones := b.Splat(b.F32(1), 4)
+	loadF4 := func(buf *codegen.Buffer, i codegen.Value) codegen.Value {
+		x := b.Load(buf, i)
+		if x.Type() != f4 {
+			x = b.Convert(x, f4)
+		}
+		return x
+	}
+	withMin := l.Combine == quant.ScaledPlusMin || l.Combine == quant.SubScaledMinusMin
+	b.If(b.Lt(v.col, u(g.n)), func() {
+		b.For(v.ki, u(nb*upb), v.kp, func(unit codegen.Value) {
+			blk := b.Div(unit, u(upb))
+			dyn := b.Mul(b.Rem(unit, u(upb)), u(4*span)) // 4·p0: bytes and elements
+			base := b.Mul(b.Add(b.Mul(v.col, u(nb)), blk), u(f.BlockBytes))
+			rd := newBlockReader(b, bufs.b, f, base)
+			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dyn) // K index of the unit's element 0
+			d := rd.scalar(l.D)
+			var dmin codegen.Value
+			if l.M.Type != 0 {
+				dmin = rd.scalar(l.M)
+			}
+			// Words that share a scale are summed before it multiplies them.
+			type group struct {
+				dot, sx []codegen.Value
+				sub     int
+				subDyn  codegen.Value
+			}
+			var groups []*group
+			bySub := map[int]*group{}
+			for _, w := range words {
+				qv := b.And(b.Shr(b.Splat(rd.word(w.lowOff, dyn), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
+					b.Splat(u(1<<l.Low.Width-1), 4))
+				width := l.Low.Width
+				if l.High != nil {
+					hm := u(1<<l.High.Width - 1)
+					var hv codegen.Value
+					switch w.high {
+					case highWord:
+						s := w.highSh
+						hv = b.And(b.Shr(b.Splat(rd.word(w.highOff, dyn), 4), uvec(s, 8+s, 16+s, 24+s)), b.Splat(hm, 4))
+					case highWindow, highBytes:
+						hs := make([]codegen.Value, 4)
+						for e := range hs {
+							off, sh := locate(b, l.High, b.Add(u(w.j0+e), dyn))
+							var src codegen.Value
+							if w.high == highWindow {
+								src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, u(w.highOff)), u(3)), sh))
+							} else {
+								src = b.Shr(rd.byteAt(0, off), sh)
+							}
+							hs[e] = b.And(src, hm)
+						}
+						hv = b.Vec(hs...)
+					}
+					qv = b.Or(qv, b.Shl(hv, b.Splat(u(width), 4)))
+					width += l.High.Width
+				}
+				iv := b.Bitcast(qv, i4)
+				switch {
+				case l.Signed:
+					n := b.Splat(u(32-width), 4)
+					iv = b.Shr(b.Shl(iv, n), n)
+				case l.Bias != 0:
+					iv = b.Sub(iv, b.Splat(b.I32(int32(l.Bias)), 4))
+				}
+				qf := b.Convert(iv, f4)
+				kx := b.Add(k0, u(w.j0)) // K index of the word's first element
+				var gm codegen.Value
+				if rms {
+					gm = loadF4(bufs.gamma, b.Shr(kx, u(2)))
+				}
+				gr := bySub[w.sub]
+				if gr == nil || w.sub < 0 {
+					gr = &group{dot: make([]codegen.Value, R), sx: make([]codegen.Value, R), sub: w.sub}
+					if w.sub < 0 {
+						gr.subDyn = b.Div(b.Add(u(w.j0), dyn), u(l.Sub))
+					} else {
+						bySub[w.sub] = gr
+					}
+					groups = append(groups, gr)
+				}
+				for r := 0; r < R; r++ {
+					x := loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
+					if rms {
+						v.add(R+r, b.Dot(x, x))
+						x = b.Mul(x, gm)
+					}
+					dt := b.Dot(x, qf)
+					if gr.dot[r].Valid() {
+						dt = b.Add(gr.dot[r], dt)
+					}
+					gr.dot[r] = dt
+					if withMin {
+						sx := b.Dot(x, ones)
+						if gr.sx[r].Valid() {
+							sx = b.Add(gr.sx[r], sx)
+						}
+						gr.sx[r] = sx
+					}
+				}
+			}
+			for _, gr := range groups {
+				var scale, mn codegen.Value
+				switch l.Combine {
+				case quant.Scaled:
+					scale = d
+				case quant.ScaledPlusMin:
+					scale, mn = d, dmin
+				default:
+					scale, mn = rd.subScale(l, d, dmin, gr.sub, gr.subDyn)
+				}
+				for r := 0; r < R; r++ {
+					t := b.Mul(scale, gr.dot[r])
+					switch l.Combine {
+					case quant.ScaledPlusMin:
+						t = b.Add(t, b.Mul(mn, gr.sx[r]))
+					case quant.SubScaledMinusMin:
+						t = b.Sub(t, b.Mul(mn, gr.sx[r]))
+					}
+					v.add(r, t)
+				}
+			}
+		})
+	})
+	l2, err := v.finish(bufs, binds, caps, map[string]int{"wg": wgN, "cols": colsN})
+	if err != nil {
+		return nil, err
+	}
+	g.cost(p, l2)
+	return l2, nil
+}

@@ -1,0 +1,180 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+)
+
+// withSwiGLU gives p the epilogue silu(gate)·y, gate an extra input of the result's shape: the
+// up projection of a SwiGLU MLP with the gate projection's result fused in.
+func withSwiGLU(p *kernels.Problem) *kernels.Problem {
+	out := p.Outs[0]
+	q := *p
+	q.Args = append(append([]ir.Type(nil), p.Args...), out)
+	q.Expr = &kernels.Fused{
+		Inputs: []ir.Type{out, out},
+		Nodes: []kernels.FusedNode{
+			{Op: ir.Input, Index: 0, DType: out.DType},
+			{Op: ir.Input, Index: 1, DType: out.DType},
+			{Op: ir.Silu, Args: []int{1}, DType: out.DType},
+			{Op: ir.Mul, Args: []int{2, 0}, DType: out.DType},
+		},
+		Outputs: []int{3},
+	}
+	return &q
+}
+
+// quantK is a K of three blocks for the legacy formats and two for the K-quants: a whole
+// number of blocks that is not a power of two for the legacy ones.
+func quantK(d ir.DType) int {
+	be := d.Format().BlockElems
+	if be == 32 {
+		return 3 * be
+	}
+	return 2 * be
+}
+
+// quantCases are the problems every block format is checked on: odd N, K a multiple of the block
+// size, one to eight rows, rmsnorm_linear, a bias, a residual and SwiGLU epilogue, matmul with
+// tb, f16 activations. The first case of each format runs at every point of MatmulVecQ's
+// space; the others at their default.
+func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
+	K := quantK(d)
+	f32, f16 := ir.F32, ir.F16
+	T := ir.T
+	return []*kernels.Problem{
+		opProblem(t, ir.Linear, nil, T(f32, 1, K), T(d, 37, K)),
+		opProblem(t, ir.Linear, nil, T(f32, 5, K), T(d, 9, K), T(f32, 9)),
+		opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(f32, 3, K), T(f32, K), T(d, 7, K)),
+		withResidual(opProblem(t, ir.Linear, nil, T(f32, 8, K), T(d, 3, K))),
+		withSwiGLU(opProblem(t, ir.Linear, nil, T(f32, 2, K), T(d, 11, K))),
+		opProblem(t, ir.Matmul, ir.Attrs{"tb": true}, T(f32, 2, 1, K), T(d, 5, K)),
+		opProblem(t, ir.Linear, nil, T(f16, 1, K), T(d, 13, K)),
+	}
+}
+
+// vecQConfigs are the points of MatmulVecQ's space a format's first case runs at: all of them
+// for Q4_K (the format of most weights of a Q4_K_M file), for the others each span (a kernel
+// of its own) at the default workgroup, and the two other reductions: one column per workgroup,
+// and four invocations per column (less than lavapipe's subgroup: the shared-memory tree).
+// Each point is a pipeline lavapipe compiles, about 0.1 s of CPU.
+func vecQConfigs(d ir.DType) []kernels.Config {
+	if d == ir.Q4_K {
+		return kernels.MatmulVecQ.Space.Points()
+	}
+	return []kernels.Config{
+		{"wg": 128, "cols": 2, "span": 1}, {"wg": 128, "cols": 2, "span": 2}, {"wg": 128, "cols": 2, "span": 4},
+		{"wg": 64, "cols": 1, "span": 2}, {"wg": 32, "cols": 8, "span": 1},
+	}
+}
+
+// TestMatmulVecQ checks the quantized matrix-vector kernel for every format it reads against
+// the interpreter (which dequantizes as ggml does).
+func TestMatmulVecQ(t *testing.T) {
+	rng := rand.New(rand.NewSource(13))
+	caps := kernels.Lavapipe
+	for _, d := range kernels.QuantizedDTypes() {
+		t.Run(d.String(), func(t *testing.T) {
+			for i, p := range quantCases(t, d) {
+				if err := kernels.MatmulVecQ.Accepts(p, caps); err != nil {
+					t.Fatalf("%s: refused: %v", p.Key(), err)
+				}
+				args := make([]*ir.Tensor, len(p.Args))
+				for j, a := range p.Args {
+					args[j] = kerneltest.Random(rng, a)
+				}
+				if i > 0 {
+					kerneltest.Check(t, kernels.MatmulVecQ, p, nil, args)
+					continue
+				}
+				n := 0
+				for _, c := range vecQConfigs(d) {
+					if kernels.MatmulVecQ.Space.Valid(p, c, caps) == nil {
+						kerneltest.Check(t, kernels.MatmulVecQ, p, c, args)
+						n++
+					}
+				}
+				if n < 3 {
+					t.Errorf("%s: only %d valid configurations", p.Key(), n)
+				}
+			}
+		})
+	}
+}
+
+// TestQuantAccepts: the quantized templates take exactly the weights stored with blocks along
+// K, and the float templates none.
+func TestQuantAccepts(t *testing.T) {
+	caps := kernels.Lavapipe
+	T := ir.T
+	lin := opProblem(t, ir.Linear, nil, T(ir.F32, 2, 64), T(ir.Q8_0, 5, 64))
+	for _, tmpl := range []*kernels.Template{kernels.MatmulVec, kernels.MatmulTiled} {
+		if tmpl.Quantized == nil {
+			if err := tmpl.Accepts(lin, caps); err == nil {
+				t.Errorf("%s accepts %s", tmpl.Name, lin.Key())
+			}
+		}
+	}
+	if err := kernels.MatmulVecQ.Accepts(lin, caps); err != nil {
+		t.Errorf("%s refuses %s: %v", kernels.MatmulVecQ.Name, lin.Key(), err)
+	}
+	// matmul without tb: b [K, N] has its blocks along N
+	mm := opProblem(t, ir.Matmul, nil, T(ir.F32, 2, 5), T(ir.Q8_0, 5, 64))
+	if err := kernels.MatmulVecQ.Accepts(mm, caps); err == nil {
+		t.Errorf("accepts %s, whose blocks run along N", mm.Key())
+	}
+	ts, err := kernels.For(lin, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range ts {
+		if len(tm.Quantized) == 0 {
+			t.Errorf("For offers %s to %s, which reads no blocks", lin.Key(), tm.Name)
+		}
+	}
+	got := fmt.Sprint(kernels.QuantizedDTypes())
+	if want := "[q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k q8_k]"; got != want {
+		t.Errorf("kernels read %s, want %s", got, want)
+	}
+}
+
+// TestMatmulTiledQ checks the tiled kernel (prefill) on block-quantized weights of every format:
+// tiles dequantized exactly into shared memory, then the f32 tile product; odd M and N.
+func TestMatmulTiledQ(t *testing.T) {
+	rng := rand.New(rand.NewSource(17))
+	T := ir.T
+	for _, d := range kernels.QuantizedDTypes() {
+		t.Run(d.String(), func(t *testing.T) {
+			K := quantK(d)
+			for i, p := range []*kernels.Problem{
+				opProblem(t, ir.Linear, nil, T(ir.F32, 17, K), T(d, 37, K), T(ir.F32, 37)),
+				withSwiGLU(opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(ir.F32, 9, K), T(ir.F32, K), T(d, 19, K))),
+			} {
+				args := make([]*ir.Tensor, len(p.Args))
+				for j, a := range p.Args {
+					args[j] = kerneltest.Random(rng, a)
+				}
+				kerneltest.Check(t, kernels.MatmulTiled, p, nil, args)
+				if i == 0 {
+					kerneltest.Check(t, kernels.MatmulTiled, p, kernels.Config{"tile_m": 16, "tile_n": 32, "tile_k": 8, "micro_m": 2, "micro_n": 1}, args)
+				}
+			}
+		})
+	}
+}
+
+// TestEmbeddingQ: rows gathered from a block-quantized table of every format are ggml's values.
+func TestEmbeddingQ(t *testing.T) {
+	rng := rand.New(rand.NewSource(19))
+	for i, d := range kernels.QuantizedDTypes() {
+		tab, ids := ir.T(d, 13, quantK(d)), ir.T(ir.I32, 5)
+		p := problem(t, ir.Embedding, nil, tab, ids)
+		args := []*ir.Tensor{kerneltest.Random(rng, tab), idsTensor(ids, rng, 13)}
+		checkConfigs(t, kernels.Embedding, p, args, firstOnly(i, flatConfigs))
+	}
+}
