@@ -82,8 +82,9 @@
 // and conversions), checked like the rest (shapes of a product, roles, element types, operations
 // a matrix has, and that every invocation of a subgroup runs each matrix operation with the same
 // address and stride). bfloat16 (SPV_KHR_bfloat16) is a scalar kind with storage, conversions and
-// matrices but no arithmetic. One extension is still only reserved: integer dot products
-// (SPV_KHR_integer_dot_product; FeatureIntegerDot, OpSDot/OpUDot over packed 4x8-bit operands). The
+// matrices but no arithmetic. Integer dot products (SPV_KHR_integer_dot_product;
+// FeatureIntegerDot) are SDot and SDotAccSat over packed 4x8-bit words (intdot.go), beside
+// UnpackHalf2x16 for the f16 fields of ggml's blocks read as words. The
 // opcode tables (spirv_tables.go) are generated from the Khronos grammar committed in
 // internal/grammargen/grammar; regenerate them with `go generate ./codegen/` to reach newer instructions.
 package codegen

@@ -622,10 +622,6 @@ func (e *emitter) module() []uint32 {
 			seen[info.extensions[0]] = true
 			e.exts = append(e.exts, info.extensions[0])
 		}
-		if x, ok := capExtensions[c]; ok && info.version > spirvVersion && len(info.extensions) == 0 && !seen[x] {
-			seen[x] = true
-			e.exts = append(e.exts, x)
-		}
 	}
 	sort.Strings(e.exts)
 	for _, x := range e.exts {

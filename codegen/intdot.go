@@ -56,11 +56,3 @@ func (b *Builder) dot4x8(name string, op opcode, x, y Value, acc ...Value) Value
 	ops = append(ops, operand{lit: packed4x8, isLit: true})
 	return b.add(node{kind: kInst, t: I32, op: op, ops: ops, divergent: b.divergent(append([]Value{x, y}, acc...)...)}, true)
 }
-
-// capExtensions names the extension of capabilities that the committed grammar lists without
-// one (Debian 12's SPIR-V headers give the integer dot-product capabilities no extension): a
-// SPIR-V 1.3 module that uses them must declare it.
-var capExtensions = map[uint32]string{
-	capDotProduct:                  "SPV_KHR_integer_dot_product",
-	capDotProductInput4x8BitPacked: "SPV_KHR_integer_dot_product",
-}

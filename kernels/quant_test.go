@@ -10,25 +10,6 @@ import (
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
-// withSwiGLU gives p the epilogue silu(gate)·y, gate an extra input of the result's shape: the
-// up projection of a SwiGLU MLP with the gate projection's result fused in.
-func withSwiGLU(p *kernels.Problem) *kernels.Problem {
-	out := p.Outs[0]
-	q := *p
-	q.Args = append(append([]ir.Type(nil), p.Args...), out)
-	q.Expr = &kernels.Fused{
-		Inputs: []ir.Type{out, out},
-		Nodes: []kernels.FusedNode{
-			{Op: ir.Input, Index: 0, DType: out.DType},
-			{Op: ir.Input, Index: 1, DType: out.DType},
-			{Op: ir.Silu, Args: []int{1}, DType: out.DType},
-			{Op: ir.Mul, Args: []int{2, 0}, DType: out.DType},
-		},
-		Outputs: []int{3},
-	}
-	return &q
-}
-
 // quantK is a K of three blocks for the legacy formats and two for the K-quants: a whole
 // number of blocks that is not a power of two for the legacy ones.
 func quantK(d ir.DType) int {
