@@ -428,6 +428,34 @@ func findTarget(opts Options) (Target, string, error) {
 	return Target{}, "", errors.New("find device: the runtime chose no device")
 }
 
+// MeasureByDefault reports whether a compile for the device (selected as Options.Device
+// selects it) should measure when the user did not say: yes on a GPU, where a tuned compile
+// with DefaultBudget costs seconds and is warm after the first; no on a CPU implementation
+// (lavapipe), where measuring takes minutes. It returns the reason for a report. vkc compile
+// uses it when neither --tune nor --no-tune is given.
+func MeasureByDefault(device string) (bool, string, error) {
+	devs, chosen, err := runtime.Devices(runtime.Options{Device: device})
+	if err != nil {
+		return false, "", fmt.Errorf("find device: %w", err)
+	}
+	for i := range devs {
+		d := &devs[i]
+		if d.Index != chosen {
+			continue
+		}
+		if d.Type == runtime.CPU {
+			return false, fmt.Sprintf("%s is a CPU implementation: static by default (--tune measures)", d.Name), nil
+		}
+		return true, fmt.Sprintf("%s is a %s GPU: measured by default (--no-tune for the static path)", d.Name, d.Type), nil
+	}
+	return false, "", errors.New("find device: the runtime chose no device")
+}
+
+// DefaultBudget bounds a measured compile when the user gives no budget: enough for a cold
+// SmolLM2-sized model on a large GPU; a warm compile (everything in the tuning database)
+// finishes in well under it.
+const DefaultBudget = 30 * time.Second
+
 // Fingerprint is the plan's form of a device's identity.
 func Fingerprint(d *runtime.DeviceInfo) plan.Fingerprint {
 	f := d.Fingerprint

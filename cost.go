@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/vkc-project/vkc/ir"
@@ -48,10 +50,11 @@ type costSource interface {
 	// that unit back to time.
 	cost(n rules.CostNode) float64
 	duration(cost float64) time.Duration
-	// staticChoice is lowering's choice without measurement; choose is the source's choice
-	// for lower.Options.Choose (nil: the static choice).
+	// staticChoice is lowering's choice without measurement; chooser is the source's choice
+	// for lower.Options.Choose (nil: lowering's own static choice, which reuses the launch it
+	// built to choose).
 	staticChoice(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
-	choose(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
+	chooser() func(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
 	// selectFunctions picks each function's winner among its candidates (selects only).
 	selectFunctions(ctx context.Context, m *ir.Model, fns []*ir.Function, cands map[*ir.Function][]tune.SelectCandidate,
 		lopts lower.Options) ([]*ir.Function, []*tune.Selection, string, error)
@@ -64,12 +67,15 @@ type costSource interface {
 // estimateSource is the static path's cost source: roofline estimates (lower.Estimate,
 // rules.DefaultCost), default configurations, no device opened.
 type estimateSource struct {
-	t     Target
-	model lower.DeviceModel
+	t      Target
+	model  lower.DeviceModel
+	static *staticChoices
 }
 
 func newEstimateSource(t Target) *estimateSource {
-	return &estimateSource{t: t, model: lower.ModelFor(t.Device)}
+	s := &estimateSource{t: t, model: lower.ModelFor(t.Device)}
+	s.static = &staticChoices{caps: t.Caps, model: s.model}
+	return s
 }
 
 func (s *estimateSource) name() string       { return "the static cost model" }
@@ -83,39 +89,81 @@ func (s *estimateSource) price(context.Context, string, []tune.Ranked) (string, 
 	return "", nil
 }
 func (s *estimateSource) estimate(p *kernels.Problem) (time.Duration, time.Duration) {
-	return staticEstimate(p, s.t.Caps, s.model)
+	return s.static.estimate(p)
 }
 
-// staticEstimate is the roofline time of p's static choice and a floor for any kernel of p: its
-// bytes at twice the device model's bandwidth (a model's bandwidth is what good kernels reach,
-// not a hard limit; twice it is beyond the H200's peak).
-func staticEstimate(p *kernels.Problem, caps kernels.Caps, model lower.DeviceModel) (time.Duration, time.Duration) {
-	tm, cfg, err := lower.StaticChoice(p, caps, model)
-	if err != nil {
-		return 0, 0
+// staticChoices memoises lowering's static choice per problem, with its roofline estimate and a
+// floor for any kernel of the problem: its bytes at twice the device model's bandwidth (a
+// model's bandwidth is what good kernels reach, not a hard limit; twice it is beyond the H200's
+// peak). A tuned compile asks for a problem's static choice many times (ranking, listing the
+// candidates' kernels, the tuner's baseline), and each builds every accepting template's
+// kernel. It is safe for concurrent use.
+type staticChoices struct {
+	caps  kernels.Caps
+	model lower.DeviceModel
+	mu    sync.Mutex
+	m     map[string]*staticChoice
+}
+
+type staticChoice struct {
+	t          *kernels.Template
+	c          kernels.Config
+	est, floor time.Duration
+	err        error
+}
+
+func (sc *staticChoices) get(p *kernels.Problem) *staticChoice {
+	k := p.Key()
+	sc.mu.Lock()
+	r, ok := sc.m[k]
+	sc.mu.Unlock()
+	if ok {
+		return r
 	}
-	l, err := tm.Build(p, cfg, caps)
-	if err != nil {
-		return 0, 0
+	r = &staticChoice{}
+	r.t, r.c, r.err = lower.StaticChoice(p, sc.caps, sc.model)
+	if r.err == nil {
+		if l, err := r.t.Build(p, r.c, sc.caps); err == nil {
+			r.est, r.floor = lower.Estimate(l, sc.model), time.Duration(l.Bytes/(2*sc.model.Bandwidth)*1e9)
+		}
 	}
-	return lower.Estimate(l, model), time.Duration(l.Bytes / (2 * model.Bandwidth) * 1e9)
+	sc.mu.Lock()
+	if sc.m == nil {
+		sc.m = map[string]*staticChoice{}
+	}
+	sc.m[k] = r
+	sc.mu.Unlock()
+	return r
+}
+
+func (sc *staticChoices) choose(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+	r := sc.get(p)
+	if r.err != nil {
+		return nil, nil, r.err
+	}
+	return r.t, maps.Clone(r.c), nil
+}
+
+func (sc *staticChoices) estimate(p *kernels.Problem) (time.Duration, time.Duration) {
+	r := sc.get(p)
+	return r.est, r.floor
 }
 func (s *estimateSource) cost(n rules.CostNode) float64 { return rules.DefaultCost.Cost(n) }
 func (s *estimateSource) duration(c float64) time.Duration {
 	return time.Duration(c / s.model.Bandwidth * float64(time.Second))
 }
 func (s *estimateSource) staticChoice(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-	return lower.StaticChoice(p, s.t.Caps, s.model)
+	return s.static.choose(p)
 }
-func (s *estimateSource) choose(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-	return s.staticChoice(p)
+func (s *estimateSource) chooser() func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+	return nil
 }
 func (s *estimateSource) selectFunctions(context.Context, *ir.Model, []*ir.Function, map[*ir.Function][]tune.SelectCandidate,
 	lower.Options) ([]*ir.Function, []*tune.Selection, string, error) {
 	return nil, nil, "", errors.New("the static cost source does not select by measurement")
 }
-func (s *estimateSource) record(*plan.Plan, *Report) {}
-func (s *estimateSource) close(*Report)              {}
+func (s *estimateSource) record(p *plan.Plan, _ *Report) { p.Record.ChosenBy = plan.ChosenStatic }
+func (s *estimateSource) close(*Report)                  {}
 
 // measureSource is the measured path's cost source (DESIGN.md, "Choosing the graph after
 // tuning, not before"): kernels tuned on the device (tune.Tuner, with the tuning database),
@@ -138,6 +186,7 @@ type measureSource struct {
 	refs    map[*ir.Function]*tune.Reference
 	k       int
 
+	static         *staticChoices
 	small          map[string]bool // problems left at the static choice as too small to tune
 	stage          int             // price calls so far
 	notes          []string
@@ -171,6 +220,7 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	}
 	s.t = Target{Caps: tune.CapsOf(&d.Info), Device: d.DeviceFingerprint()}
 	s.model = lower.ModelFor(s.t.Device)
+	s.static = &staticChoices{caps: s.t.Caps, model: s.model}
 	rep.Device = s.t.Device
 	rep.DeviceFor = fmt.Sprintf("device %d, opened for tuning", d.Info.Index)
 	if s.db, err = tune.OpenDB(opts.TuneDB); err != nil {
@@ -228,7 +278,7 @@ func (s *measureSource) selects() bool      { return s.cfg.selectFns }
 func (s *measureSource) extractions() int   { return s.k }
 
 func (s *measureSource) estimate(p *kernels.Problem) (time.Duration, time.Duration) {
-	return staticEstimate(p, s.t.Caps, s.model)
+	return s.static.estimate(p)
 }
 
 // price tunes the problems by their share of their functions' estimated time, largest first
@@ -288,11 +338,15 @@ func (s *measureSource) duration(c float64) time.Duration {
 }
 
 func (s *measureSource) staticChoice(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-	return lower.StaticChoice(p, s.t.Caps, s.model)
+	return s.static.choose(p)
 }
 
 // choose takes the tuner's choices as they stand: tuning is over when lowering asks (a problem
 // first seen here gets the static choice, measured nothing).
+func (s *measureSource) chooser() func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+	return s.choose
+}
+
 func (s *measureSource) choose(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
 	if s.small[p.Key()] {
 		return s.staticChoice(p) // not worth a measurement (see price)
@@ -399,6 +453,7 @@ func (s *measureSource) weighWeights(m *ir.Model, fns []*ir.Function, cands map[
 
 func (s *measureSource) record(p *plan.Plan, rep *Report) {
 	rep.Tuned = true
+	p.Record.ChosenBy = plan.ChosenMeasured
 	for _, sel := range s.sels {
 		p.Record.Candidates = append(p.Record.Candidates, sel.Record()...)
 	}

@@ -405,7 +405,7 @@ func (pl *pipeline) selectWinners(ctx context.Context) ([]*ir.Function, error) {
 	}
 	t0 := time.Now()
 	lopts := pl.lowerOptions()
-	lopts.Choose = pl.src.choose
+	lopts.Choose = pl.src.chooser()
 	lopts.Context = ctx
 	if pl.opts.Weights == WeightsExternal {
 		// Candidates are lowered with inline weights (they only run here); the plan written
@@ -433,7 +433,7 @@ func (pl *pipeline) lowerPlan(ctx context.Context, winners []*ir.Function) (*pla
 	t0 := time.Now()
 	pl.progress(Progress{Phase: "lower"})
 	lopts := pl.lowerOptions()
-	lopts.Choose = pl.src.choose
+	lopts.Choose = pl.src.chooser()
 	lopts.Context = ctx
 	lopts.Progress = func(done, total int, what string) {
 		pl.progress(Progress{Phase: "lower", Done: done, Total: total, What: what})

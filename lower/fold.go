@@ -3,6 +3,7 @@ package lower
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"hash/maphash"
 	"sync"
 
 	"github.com/vkc-project/vkc/ir"
@@ -18,13 +19,41 @@ import (
 // cache is valid for one model's weights: share it only between lowerings of the same ir.Model.
 // It is safe for concurrent use.
 type FoldCache struct {
-	mu   sync.Mutex
-	vals map[[32]byte]*blob
-	hits int
+	mu     sync.Mutex
+	vals   map[[32]byte]*blob
+	hits   int
+	seed   maphash.Seed
+	hashes map[string]hashed // quickHash by the identity of a blob's pieces (see lowerer.quickHash)
+}
+
+// hashed is a cached hash with the pieces it is of: holding them keeps their memory from being
+// reused by other bytes at the same address while the cache lives.
+type hashed struct {
+	h      uint64
+	pieces [][]byte
 }
 
 // NewFoldCache returns an empty cache.
-func NewFoldCache() *FoldCache { return &FoldCache{vals: map[[32]byte]*blob{}} }
+func NewFoldCache() *FoldCache {
+	return &FoldCache{vals: map[[32]byte]*blob{}, seed: maphash.MakeSeed(), hashes: map[string]hashed{}}
+}
+
+// hash returns the cached hash of the blob whose type and pieces make up key, computing it with
+// compute on a miss. Blobs are never written to and the cache keeps their pieces alive, so the
+// identity of the bytes (address and length) stands for their content while it lives.
+func (c *FoldCache) hash(key string, pieces [][]byte, compute func() uint64) uint64 {
+	c.mu.Lock()
+	e, ok := c.hashes[key]
+	c.mu.Unlock()
+	if ok {
+		return e.h
+	}
+	h := compute()
+	c.mu.Lock()
+	c.hashes[key] = hashed{h, pieces}
+	c.mu.Unlock()
+	return h
+}
 
 func (c *FoldCache) get(k [32]byte) (*blob, bool) {
 	c.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/internal/hostmem"
@@ -39,7 +40,6 @@ type lowerer struct {
 	extSize      uint64
 	extSum       [32]byte
 	extStat      os.FileInfo
-	seed         maphash.Seed
 	readBuf      []byte
 	folded       int
 	folds        *FoldCache
@@ -85,7 +85,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		fns = m.Functions
 	}
 	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
-		weightByHash: map[uint64][]int{}, seed: maphash.MakeSeed(), weightByName: map[string]int{}, stateIndex: map[string]int{},
+		weightByHash: map[uint64][]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
 		moduleByKey: map[string]int{}, chosen: map[string]*choice{}, folds: opts.Folds}
 	if l.folds == nil {
 		l.folds = NewFoldCache()
@@ -351,13 +351,23 @@ func (l *lowerer) visit(x *blob, fn func([]byte)) {
 // quickHash is a fast hash of x's type and bytes for deduplication (equal contents are then
 // compared byte for byte): maphash runs at memory speed, where SHA-256 took a third of a
 // second over SmolLM2's weights.
+//
+// The hash is cached in the fold cache by the identity of x's pieces, so the lowerings of one
+// compile (a tuned compile lowers every candidate) hash each weight once.
 func (l *lowerer) quickHash(x *blob) uint64 {
-	var h maphash.Hash
-	h.SetSeed(l.seed)
-	h.WriteString(x.t.String())
-	h.WriteByte('|')
-	l.visit(x, func(b []byte) { h.Write(b) })
-	return h.Sum64()
+	var id strings.Builder
+	id.WriteString(x.t.String())
+	for _, p := range x.pieces {
+		fmt.Fprintf(&id, "|%p+%d", unsafe.SliceData(p), len(p))
+	}
+	return l.folds.hash(id.String(), x.pieces, func() uint64 {
+		var h maphash.Hash
+		h.SetSeed(l.folds.seed)
+		h.WriteString(x.t.String())
+		h.WriteByte('|')
+		l.visit(x, func(b []byte) { h.Write(b) })
+		return h.Sum64()
+	})
 }
 
 // findExternal finds the bytes of parameter name in the external safetensors file: the tensor of

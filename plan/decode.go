@@ -589,4 +589,5 @@ func decodeRecord(d *dec, p *Plan) {
 		}
 	}
 	r.Notes = d.strs()
+	r.ChosenBy = d.str()
 }

@@ -23,7 +23,7 @@ package plan
 //	1 modules     the SPIR-V modules with their interfaces
 //	2 memory      weight tensors and source, state tensors, arena
 //	3 functions   inputs, outputs, dispatches, input ranges
-//	4 record      rules applied, candidates, notes
+//	4 record      rules applied, candidates, notes, the path that chose (static or measured)
 //	5 tokenizer   the language model's tokenizer, BOS/EOS and chat template, when recorded
 //	6 weightdata  the inline weight region's bytes (empty when the weights are external)
 //
@@ -329,6 +329,7 @@ func encodeRecord(p *Plan) []byte {
 		e.str(c.Note)
 	}
 	e.strs(r.Notes)
+	e.str(r.ChosenBy)
 	return e.b
 }
 

@@ -591,7 +591,17 @@ type Record struct {
 	Rules      []RuleCount // rewrite rules that fired, with how often
 	Candidates []Candidate // alternatives considered, the chosen ones marked
 	Notes      []string    // free-form remarks (negative results, limits hit)
+	// ChosenBy says which path chose the graph and kernels: ChosenStatic (roofline estimates
+	// and default configurations) or ChosenMeasured (tuned and selected on the device); ""
+	// when unknown.
+	ChosenBy string
 }
+
+// The paths Record.ChosenBy names.
+const (
+	ChosenStatic   = "static"
+	ChosenMeasured = "measured"
+)
 
 // RuleCount says how often a rewrite rule was applied.
 type RuleCount struct {

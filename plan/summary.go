@@ -19,6 +19,12 @@ func (p *Plan) Summary(w io.Writer) error {
 
 	pr("plan for model %q, compiled by %q (format version %d)\n", p.Model, p.CompilerVersion, FormatVersion)
 	pr("device: %v\n", p.Device)
+	switch p.Record.ChosenBy {
+	case ChosenStatic:
+		pr("chosen by: the static path (roofline estimates, default configurations; no measurement)\n")
+	case ChosenMeasured:
+		pr("chosen by: measurement on the device (kernels tuned, whole functions selected)\n")
+	}
 
 	pr("\nmemory:\n")
 	wt := &p.Weights

@@ -638,6 +638,11 @@ func (v *validator) record(r *Record) {
 	for _, n := range r.Notes {
 		v.str("record: note", n)
 	}
+	switch r.ChosenBy {
+	case "", ChosenStatic, ChosenMeasured:
+	default:
+		v.addf("record: chosen by %q, want %q or %q", r.ChosenBy, ChosenStatic, ChosenMeasured)
+	}
 }
 
 // work checks a dispatch's Work: finite figures; terms with a length power only in a function

@@ -98,6 +98,7 @@ func TestValidateRejects(t *testing.T) {
 		{"weight too small", func(p *Plan) { p.Weights.Tensors[0].Size = 32 }, "size 32 is less than the 64 bytes of f32[4 4]"},
 		{"duplicate weight", func(p *Plan) { p.Weights.Tensors[1].Name = "w" }, `duplicate name "w"`},
 		{"inline data size", func(p *Plan) { p.Weights.Data = p.Weights.Data[:10] }, "inline data has 10 bytes, the region 96"},
+		{"chosen by", func(p *Plan) { p.Record.ChosenBy = "guessed" }, `record: chosen by "guessed"`},
 		{"quantized shape", func(p *Plan) {
 			p.Weights.Tensors[1].DType = Q8_0
 		}, "q8_0 needs a multiple of 32 elements"},

@@ -19,7 +19,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml|model.gguf|model.onnx [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune [--budget D] [--tune-db F]] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE [--tokenizer-ref]]",
+		usage:   "model.yaml|model.gguf|model.onnx [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE [--tokenizer-ref]]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -32,11 +32,11 @@ func init() {
 			tokRef := fs.Bool("tokenizer-ref", false, "with --tokenizer: record the file by path and SHA-256 instead of its bytes")
 			dotFile := fs.String("dot", "", "also write the chosen kernels of every function as a Graphviz DOT graph to this file")
 			dump := fs.String("dump-kernels", "", "also write every SPIR-V module (and its disassembly when spirv-dis is installed) to this folder")
-			tuneFlag := fs.Bool("tune", false, "measure: tune kernels on the device, extract under measured costs, time whole-program candidates and keep the fastest valid one")
-			noTune := fs.Bool("no-tune", false, "the static path: roofline estimates and default configurations (the default while measured tuning is new)")
-			budget := fs.Duration("budget", 0, "with --tune: bound all tuning and measuring (e.g. 2m); what was measured by then decides")
-			tuneDB := fs.String("tune-db", "", "with --tune: the tuning database (default: in the user cache directory)")
-			cands := fs.Int("candidates", 4, "with --tune: diverse extractions measured per function")
+			tuneFlag := fs.Bool("tune", false, "measure: tune kernels on the device, extract under measured costs, time whole-program candidates and keep the fastest valid one (the default on a GPU)")
+			noTune := fs.Bool("no-tune", false, "the static path: roofline estimates and default configurations, no measurement (the default on a CPU device such as lavapipe)")
+			budget := fs.Duration("budget", vkc.DefaultBudget, "when measuring: bound all tuning and measuring (0: no limit); what was measured by then decides, and a warm compile takes a fraction of it")
+			tuneDB := fs.String("tune-db", "", "when measuring: the tuning database (default: in the user cache directory)")
+			cands := fs.Int("candidates", 4, "when measuring: diverse extractions measured per function")
 			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
 			length := fs.Int("length", 0, "compile the functions with a run-time length (dims: {seq: 1..N}) at this fixed length instead: the baseline a run-time-length plan is measured against")
 			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
@@ -60,13 +60,23 @@ func init() {
 				if *tuneFlag && *noTune {
 					return usagef("--tune and --no-tune exclude each other")
 				}
-				if !*tuneFlag && (*budget != 0 || *tuneDB != "") {
-					return usagef("--budget and --tune-db go with --tune")
+				set := map[string]bool{}
+				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				if *noTune && (set["budget"] || set["tune-db"] || set["candidates"]) {
+					return usagef("--budget, --tune-db and --candidates go with measuring, not --no-tune")
 				}
 				if *budget < 0 {
 					return usagef("--budget %v: want a positive duration (or 0: no limit)", *budget)
 				}
-				opts := vkc.Options{Device: *device, Weights: wm, Tune: *tuneFlag, Budget: *budget,
+				// Measured by default on a GPU, static on a CPU device; asking for a budget or a
+				// database asks for measurement.
+				measure, why := *tuneFlag || set["budget"] || set["tune-db"] || set["candidates"], ""
+				if !measure && !*noTune {
+					if measure, why, err = vkc.MeasureByDefault(*device); err != nil {
+						return err
+					}
+				}
+				opts := vkc.Options{Device: *device, Weights: wm, Tune: measure, Budget: *budget,
 					TuneDB: *tuneDB, ForceTuneDB: *force, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax, Length: *length}
 				if *length < 0 {
 					return usagef("--length %d: want a positive length", *length)
@@ -84,6 +94,9 @@ func init() {
 				stderr := fs.Output()
 				if *quiet {
 					stderr = io.Discard
+				}
+				if why != "" {
+					fmt.Fprintf(stderr, "%s\n", why)
 				}
 				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr, dims)
 			}

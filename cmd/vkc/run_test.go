@@ -207,7 +207,7 @@ func TestPlanCommandErrors(t *testing.T) {
 		{[]string{"compile", "../../examples/mlp/model.yaml", "-o", filepath.Join(dir, "x.plan"), "--weights", "sideways"}, 2, "want inline or external"},
 		{[]string{"compile", filepath.Join(dir, "nope.yaml"), "-o", filepath.Join(dir, "x.plan")}, 1, "no such file"},
 		{[]string{"compile", "../../examples/mlp/model.yaml", "-o", filepath.Join(dir, "x.plan"), "--tune", "--no-tune"}, 2, "exclude each other"},
-		{[]string{"compile", "../../examples/mlp/model.yaml", "-o", filepath.Join(dir, "x.plan"), "--budget", "1m"}, 2, "go with --tune"},
+		{[]string{"compile", "../../examples/mlp/model.yaml", "-o", filepath.Join(dir, "x.plan"), "--no-tune", "--budget", "1m"}, 2, "go with measuring, not --no-tune"},
 		{[]string{"compile", "../../examples/mlp/model.yaml", "-o", filepath.Join(dir, "x.plan"), "-f", "nope"}, 1, `no function "nope"`},
 	} {
 		code, stdout, stderr := runCLI(t, c.args...)

@@ -73,3 +73,34 @@ func TestTuneModelTwice(t *testing.T) {
 		t.Errorf("second run did not reuse the searches:\n%s", out)
 	}
 }
+
+// vkc compile measures by default on a GPU and not on a CPU device: on lavapipe the plan is the
+// static path's unless --tune asks, and vkc inspect says which path chose it.
+func TestCompileDefaultPath(t *testing.T) {
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "mlp.plan")
+	code, _, errs := runCLI(t, "compile", "../../examples/mlp/model.yaml", "-o", plan)
+	if code != 0 {
+		if strings.Contains(errs, "no Vulkan") {
+			t.Skipf("no Vulkan device: %s", errs)
+		}
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "is a CPU implementation: static by default") {
+		t.Skipf("the device is not a CPU implementation; this test is for lavapipe: %s", errs)
+	}
+	if code, out, errs := runCLI(t, "inspect", plan); code != 0 || !strings.Contains(out, "chosen by: the static path") {
+		t.Errorf("inspect of the default compile: exit %d, %s%s", code, out, errs)
+	}
+	db := filepath.Join(dir, "tune.json")
+	code, _, errs = runCLI(t, "compile", "../../examples/mlp/model.yaml", "-o", plan, "--tune", "--budget", "20s", "--tune-db", db, "-q")
+	if code != 0 {
+		t.Fatalf("compile --tune: exit %d: %s", code, errs)
+	}
+	if code, out, errs := runCLI(t, "inspect", plan); code != 0 || !strings.Contains(out, "chosen by: measurement on the device") {
+		t.Errorf("inspect of the --tune compile: exit %d, %s%s", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, "tune", "--list", "--tune-db", db); code != 0 || !strings.Contains(out, "function forward") {
+		t.Errorf("the tuned compile's selection is not listed: exit %d, %s%s", code, out, errs)
+	}
+}
