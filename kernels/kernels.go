@@ -160,6 +160,12 @@ type Problem struct {
 	NumOpArgs int
 	// Rows, when not nil, says that the problem runs on a run-time prefix of its rows (see Rows).
 	Rows *Rows
+	// Parts, for a linear or rmsnorm_linear, cut the op's result columns into ranges that are
+	// written to results of their own, each through its own epilogue (parts.go); Outs are then
+	// the parts' results, and Args after the op's own the position Args[Pos] (when a part reads
+	// it) and the states that cache parts update.
+	Parts []Part
+	Pos   int
 }
 
 // OpName names the problem's op for messages and keys.
@@ -197,6 +203,7 @@ func (p *Problem) Key() string {
 		b.WriteString("{" + p.Expr.Key() + "}")
 	}
 	b.WriteString(p.Rows.key())
+	b.WriteString(partsKey(p))
 	return b.String()
 }
 

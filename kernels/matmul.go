@@ -148,18 +148,27 @@ func checkEpilogue(p *Problem, opType ir.Type) error {
 }
 
 // epilogue stores a template's result: the op's value for one output element, passed through the
-// problem's fused epilogue (if any), converted to the result's dtype.
+// problem's fused epilogue (if any), converted to the result's dtype. For a problem with column
+// parts (parts.go) it is their writer instead, and templates store pairs of columns
+// (storePair).
 type epilogue struct {
 	p      *Problem
 	opType ir.Type
 	extra  []*codegen.Buffer // Args[NumOpArgs:]
 	out    *codegen.Buffer
+	parts  *partWriter
 }
 
 // declareEpilogue declares the epilogue's extra inputs and the result buffer, in that order, and
-// returns the writer; bindings lists the operands to bind to them.
+// returns the writer; bindings lists the operands to bind to them. (With column parts: the
+// position, the parts' results and the run-time length, see declareParts.)
 func declareEpilogue(b *codegen.Builder, p *Problem, opType ir.Type) (*epilogue, []Operand) {
 	e := &epilogue{p: p, opType: opType}
+	if len(p.Parts) > 0 {
+		pw, ops := declareParts(b, p, opType)
+		e.parts = pw
+		return e, ops
+	}
 	var ops []Operand
 	for i := opArgs(p); i < len(p.Args); i++ {
 		e.extra = append(e.extra, b.Buffer(fmt.Sprintf("epi%d", i), StorageType(p.Args[i].DType), codegen.ReadOnly))
@@ -170,8 +179,28 @@ func declareEpilogue(b *codegen.Builder, p *Problem, opType ir.Type) (*epilogue,
 	return e, ops
 }
 
+// paired reports whether the template must store pairs of columns (storePair) rather than
+// elements.
+func (e *epilogue) paired() bool { return e.parts != nil }
+
+// storePair writes the op's f32 values of columns col (even) and col + 1 of row row (a problem
+// without batch dims): through the column parts, or as two elements.
+func (e *epilogue) storePair(b *codegen.Builder, row, col, v0, v1 codegen.Value) {
+	if e.parts != nil {
+		e.parts.storePair(b, row, col, v0, v1)
+		return
+	}
+	n := b.U32(uint32(e.opType.Shape[e.opType.Shape.Rank()-1]))
+	i := b.Add(b.Mul(row, n), col)
+	e.store(b, i, v0)
+	e.store(b, b.Add(i, b.U32(1)), v1)
+}
+
 // store writes v (the op's f32 value of output element idx) through the epilogue.
 func (e *epilogue) store(b *codegen.Builder, idx, v codegen.Value) {
+	if e.parts != nil {
+		panic("kernels: a template stored an element of a problem with column parts")
+	}
 	out := e.p.Outs[0]
 	if e.p.Expr == nil {
 		StoreAs(b, e.out, idx, v, out.DType)
@@ -234,8 +263,15 @@ func acceptGemmOf(p *Problem, caps Caps, quantB bool) (*gemm, error) {
 	if err := checkDTypesExcept(p, caps, skip); err != nil {
 		return nil, err
 	}
-	if err := checkEpilogue(p, g.opType); err != nil {
+	if len(p.Parts) > 0 {
+		if err := checkParts(p, g); err != nil {
+			return nil, err
+		}
+	} else if err := checkEpilogue(p, g.opType); err != nil {
 		return nil, err
+	}
+	if readsLength(p) && !partsReadLength(p) {
+		return nil, fmt.Errorf("a product's meaning does not depend on the run-time length; only cache parts read it")
 	}
 	if g.m == 0 || g.n == 0 || g.k == 0 {
 		return nil, fmt.Errorf("empty product %dx%dx%d", g.m, g.n, g.k)
@@ -314,6 +350,11 @@ func (g *gemm) cost(p *Problem, l *Launch) {
 	l.Flops = 2*float64(g.batches())*float64(g.m)*float64(g.n)*float64(g.k) +
 		float64(g.batches()*g.m*g.n*extra)
 	l.Bytes = problemBytes(p)
+	if len(p.Parts) > 0 {
+		l.Flops += float64(g.m * partsFlops(p))
+		l.Bytes = partsBytes(p, g)
+		l.InPlace = inPlaceParts(p)
+	}
 }
 
 // stageTile moves a tile of total elements into shared memory with wg invocations, element

@@ -41,6 +41,9 @@ var MatmulTiled = &Template{
 		if g.batches() > caps.MaxGroups[2] {
 			return fmt.Errorf("%d batches exceed the device's %d workgroups in z", g.batches(), caps.MaxGroups[2])
 		}
+		if len(p.Parts) > 0 && (!caps.SubgroupShuffle || caps.SubgroupSize < 2 || caps.SubgroupSize%2 != 0) {
+			return fmt.Errorf("column parts pair neighbouring invocations' columns by a subgroup shuffle, which the device lacks")
+		}
 		return nil
 	},
 	Space: NewSpace(
@@ -53,7 +56,11 @@ var MatmulTiled = &Template{
 	Build: buildMatmulTiled,
 }
 
-func init() { Register(MatmulTiled) }
+func init() {
+	// Cache parts (column parts writing a state) stop at the run's rows.
+	MatmulTiled.ReadsLength = true
+	Register(MatmulTiled)
+}
 
 // tiledFits: the micro tile divides the tile, the workgroup is within the device's limits and at
 // least a subgroup, and the two shared tiles fit in shared memory.
@@ -225,6 +232,16 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 		for j := 0; j < mn; j++ {
 			col := b.Add(col0, b.Add(tx, b.Mul(u(j), wx)))
+			if epi.paired() {
+				// Columns col and col + 1 of a pair belong to invocations tx and tx + 1 (wg_x
+				// and tile_n are even), neighbours in a subgroup: every invocation finishes its
+				// value (the bias read at a clamped column) and trades it with its neighbour.
+				v := g.finish(b, p, bufs, b.Get(acc[i][j]), s, b.Min(col, b.Sub(N, u(1))))
+				w := b.SubgroupShuffleXor(v, u(1))
+				even := b.Eq(b.Rem(tx, u(2)), u(0))
+				b.If(b.And(even, b.And(b.Lt(row, M), b.Lt(col, N))), func() { epi.storePair(b, row, col, v, w) })
+				continue
+			}
 			b.If(b.And(b.Lt(row, M), b.Lt(col, N)), func() {
 				v := g.finish(b, p, bufs, b.Get(acc[i][j]), s, col)
 				epi.store(b, b.Add(outBase, b.Add(b.Mul(row, N), col)), v)

@@ -50,7 +50,11 @@ var MatmulVec = &Template{
 // maxVecRows is the most rows MatmulVec takes: each invocation keeps one sum per row.
 const maxVecRows = 8
 
-func init() { Register(MatmulVec) }
+func init() {
+	// Cache parts (column parts writing a state) stop at the run's rows.
+	MatmulVec.ReadsLength = true
+	Register(MatmulVec)
+}
 
 // vecFits: the workgroup fits the device, divides into cols groups of a power-of-two size, and
 // the vector width divides K on contiguous operands.
@@ -71,6 +75,9 @@ func vecFits(p *Problem, c Config, caps Caps) error {
 	}
 	if cols > 1 && cols >= 2*g.n {
 		return fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
+	}
+	if len(p.Parts) > 0 && cols%2 != 0 {
+		return fmt.Errorf("cols=%d: column parts are stored in pairs of columns", cols)
 	}
 	if vec > 1 && !g.vectorizable(vec) {
 		return fmt.Errorf("vec=%d needs rows of A and columns of B contiguous along K and K (%d) a multiple of it", vec, g.k)
@@ -275,17 +282,38 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 			total[r] = b.Load(red, b.Add(b.Mul(u(r), wg), li))
 		}
 	}
-	b.If(b.And(lead, b.Lt(v.col, u(g.n))), func() {
-		outBase := b.Mul(v.batch, u(g.m*g.n))
-		for r := 0; r < R; r++ {
-			var ss codegen.Value
-			if rms {
-				ss = total[R+r]
-			}
-			x := g.finish(b, p, bufs, total[r], ss, v.col)
-			epi.store(b, b.Add(outBase, b.Add(u(r*g.n), v.col)), x)
+	finish := func(r int) codegen.Value {
+		var ss codegen.Value
+		if rms {
+			ss = total[R+r]
 		}
-	})
+		return g.finish(b, p, bufs, total[r], ss, v.col)
+	}
+	if epi.paired() {
+		// Column parts take pairs of columns: each column's lead puts its values in shared
+		// memory, the lead of the even column of a pair (cols is even) stores both.
+		pv := b.Shared("pair", codegen.F32, b.Mul(cols, u(R)))
+		b.If(b.And(lead, b.Lt(v.col, u(g.n))), func() {
+			for r := 0; r < R; r++ {
+				b.Store(pv, b.Add(b.Mul(u(r), cols), ci), finish(r))
+			}
+		})
+		b.Barrier()
+		even := b.Eq(b.Rem(ci, u(2)), u(0))
+		b.If(b.And(b.And(lead, even), b.Lt(v.col, u(g.n))), func() {
+			for r := 0; r < R; r++ {
+				at := b.Add(b.Mul(u(r), cols), ci)
+				epi.storePair(b, u(r), v.col, b.Load(pv, at), b.Load(pv, b.Add(at, u(1))))
+			}
+		})
+	} else {
+		b.If(b.And(lead, b.Lt(v.col, u(g.n))), func() {
+			outBase := b.Mul(v.batch, u(g.m*g.n))
+			for r := 0; r < R; r++ {
+				epi.store(b, b.Add(outBase, b.Add(u(r*g.n), v.col)), finish(r))
+			}
+		})
+	}
 	k, err := b.Finish()
 	if err != nil {
 		return nil, err

@@ -44,7 +44,11 @@ func (p *Problem) Reference() (*ir.Function, error) {
 		for i := range v.Node.Outs {
 			outs = append(outs, ir.Value{Node: v.Node, Out: i})
 		}
-		if p.Expr != nil {
+		if len(p.Parts) > 0 {
+			if outs, err = partsReference(b, p, args, outs[0]); err != nil {
+				return nil, err
+			}
+		} else if p.Expr != nil {
 			ein := append([]ir.Value{outs[0]}, args[nop:]...)
 			vs, err := p.Expr.Build(b, ein)
 			if err != nil {

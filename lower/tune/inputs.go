@@ -17,6 +17,7 @@ import (
 //   - cache_write / rope_cache_write position: cache rows − new rows, the last valid position (0
 //     when the rows fill the cache), so the write lands at an offset whenever it can;
 //   - attention kv_len: the key length (every key valid, every query at a real position);
+//   - the position of column parts (a merged projection's rope and cache writes): see partsPos;
 //   - any other integer scalar of the op: 0; other integer tensors (and epilogue inputs): small
 //     integers in [0, 8), as Random gives.
 //
@@ -33,6 +34,10 @@ func Inputs(p *kernels.Problem, rng *rand.Rand) []*ir.Tensor {
 	}
 	out := make([]*ir.Tensor, len(p.Args))
 	for i, t := range p.Args {
+		if i == p.PartsPos() {
+			out[i] = ir.TensorFromFloat64s(t, []float64{float64(partsPos(p))})
+			continue
+		}
 		if i < nop && t.DType.IsInt() {
 			if v, ok := intOperand(p, i, rng); ok {
 				vals := make([]float64, t.Shape.NumElements())
@@ -46,6 +51,28 @@ func Inputs(p *kernels.Problem, rng *rand.Rand) []*ir.Tensor {
 		out[i] = Random(rng, t)
 	}
 	return out
+}
+
+// partsPos is the position for a problem with column parts (kernels.Part): the last at which
+// every cache part's rows fit (so the writes land at an offset whenever they can), or 1 (not 0,
+// so that a rotation that ignores the position is caught).
+func partsPos(p *kernels.Problem) int {
+	x := p.Args[0].Shape
+	rows := 1
+	if x.Rank() > 1 {
+		rows = x.NumElements() / x[x.Rank()-1]
+	}
+	pos, cache := 1<<30, false
+	for _, pt := range p.Parts {
+		if pt.Cache {
+			cache = true
+			pos = min(pos, max(p.Outs[pt.Out].Shape[0]-rows, 0))
+		}
+	}
+	if !cache {
+		return 1
+	}
+	return pos
 }
 
 // intOperand returns a generator of valid values for integer operand i of p's op, or false when

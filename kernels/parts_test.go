@@ -1,0 +1,147 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+)
+
+// swiglu is silu(in0)·in1 in dtype dt.
+func swiglu(dt ir.DType) *kernels.Fused {
+	return &kernels.Fused{Inputs: []ir.Type{{DType: dt}, {DType: dt}},
+		Nodes: []kernels.FusedNode{{Op: ir.Input, DType: dt}, {Op: ir.Silu, Args: []int{0}, DType: dt},
+			{Op: ir.Input, Index: 1, DType: dt}, {Op: ir.Mul, Args: []int{1, 2}, DType: dt}}, Outputs: []int{3}}
+}
+
+// qkvProblem is a merged Q/K/V projection of m rows writing q rotated, k rotated into its
+// cache and v into its cache (3 query heads over 1 key/value head of d features; caches of 10
+// rows), as the lowering stage builds it for a decode or prefill layer.
+func qkvProblem(t *testing.T, m int, dt ir.DType, half bool) *kernels.Problem {
+	const k, d = 40, 16
+	p := problem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(dt, m, k), ir.T(dt, k), ir.T(dt, 5*d, k))
+	cache := ir.T(dt, 10, 1, d)
+	p.Args = append(p.Args, ir.T(ir.I32), cache, cache)
+	p.Outs = []ir.Type{ir.T(dt, m, 3, d), cache, cache}
+	p.Pos = 3
+	p.Parts = []kernels.Part{
+		{Kind: kernels.PartRope, Cols: 3 * d, Out: 0, Head: d, Theta: 10000, Half: half},
+		{Kind: kernels.PartRope, Cols: d, Out: 1, Head: d, Theta: 10000, Half: half, Cache: true, State: 4},
+		{Kind: kernels.PartStore, Cols: d, Out: 2, Cache: true, State: 5},
+	}
+	return p
+}
+
+// gateUpProblem is a merged gate/up projection (rows interleaved) writing silu(gate)·up, and a
+// plain part after it.
+func gateUpProblem(t *testing.T, m int, dt ir.DType, bias bool) *kernels.Problem {
+	const k, f = 24, 20
+	args := []ir.Type{ir.T(dt, m, k), ir.T(dt, 2*f+6, k)}
+	if bias {
+		args = append(args, ir.T(dt, 2*f+6))
+	}
+	p := problem(t, ir.Linear, nil, args...)
+	p.Outs = []ir.Type{ir.T(dt, m, f), ir.T(dt, m, 6)}
+	p.Parts = []kernels.Part{{Kind: kernels.PartPair, Cols: 2 * f, Out: 0, Expr: swiglu(dt)}, {Kind: kernels.PartStore, Cols: 6, Out: 1}}
+	return p
+}
+
+// Configurations the matmul templates are checked at with column parts besides their default.
+var partConfigs = map[string][]kernels.Config{
+	"matmul_vec": {
+		{"wg": 64, "cols": 8, "vec": 1}, // subgroup path, several pairs per workgroup
+		{"wg": 32, "cols": 4, "vec": 2}, // 8 invocations per column
+		{"wg": 32, "cols": 8, "vec": 1}, // 4 invocations per column: the shared-memory tree
+	},
+	"matmul_tiled": {
+		{"tile_m": 16, "tile_n": 32, "tile_k": 8, "micro_m": 2, "micro_n": 1},
+		{"tile_m": 16, "tile_n": 16, "tile_k": 8, "micro_m": 1, "micro_n": 4},
+	},
+}
+
+// TestColumnParts runs merged projections with column parts (rope, cache writes, SwiGLU pairs,
+// plain ranges) on every template that takes them and compares each result, the caches
+// included, with the interpreter's evaluation of the op followed by slices, ropes and cache
+// writes (Problem.Reference).
+func TestColumnParts(t *testing.T) {
+	cases := []struct {
+		name string
+		p    *kernels.Problem
+	}{
+		{"qkv decode f16", qkvProblem(t, 1, ir.F16, true)},
+		{"qkv prefill f16", qkvProblem(t, 5, ir.F16, true)},
+		{"qkv prefill f32 interleaved", qkvProblem(t, 5, ir.F32, false)},
+		{"gate/up decode f16", gateUpProblem(t, 1, ir.F16, false)},
+		{"gate/up prefill f32 bias", gateUpProblem(t, 7, ir.F32, true)},
+		{"gate/up prefill f16 bias", gateUpProblem(t, 9, ir.F16, true)},
+	}
+	rng := rand.New(rand.NewSource(5))
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	for _, c := range cases {
+		ts, err := kernels.For(c.p, caps)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		args := tune.Inputs(c.p, rng)
+		for _, tmpl := range ts {
+			for _, cfg := range append([]kernels.Config{nil}, partConfigs[tmpl.Name]...) {
+				if cfg != nil && tmpl.Space.Valid(c.p, cfg, caps) != nil {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/%s/%s", c.name, tmpl.Name, cfg.Key()), func(t *testing.T) {
+					kerneltest.Check(t, tmpl, c.p, cfg, args)
+				})
+			}
+		}
+	}
+}
+
+// TestColumnPartsAtLength: a prefill's merged projection at a run-time length writes the run's
+// rows only into the caches (the rows past them hold poison on the device, and the reference
+// is the problem at that length).
+func TestColumnPartsAtLength(t *testing.T) {
+	const max = 6
+	p := bounded(qkvProblem(t, max, ir.F16, true), max, []int{0}, []int{0}, true)
+	rng := rand.New(rand.NewSource(9))
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	ts, err := kernels.For(p, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tmpl := range ts {
+		for _, n := range []int{1, 4, max} {
+			t.Run(fmt.Sprintf("%s/n=%d", tmpl.Name, n), func(t *testing.T) {
+				args := randomArgs(rng, p)
+				args[3] = posTensor(2) // rows 2..2+n of the 10-row caches
+				kerneltest.CheckAt(t, tmpl, p, nil, args, n)
+			})
+		}
+	}
+}
+
+// TestColumnPartsRefused: problems whose parts do not fit their op are refused with a reason.
+func TestColumnPartsRefused(t *testing.T) {
+	odd := gateUpProblem(t, 1, ir.F32, false)
+	odd.Parts[1].Cols = 5
+	gap := gateUpProblem(t, 1, ir.F32, false)
+	gap.Parts = gap.Parts[:1]
+	gap.Outs = gap.Outs[:1]
+	noPos := qkvProblem(t, 1, ir.F32, true)
+	noPos.Pos = 0
+	badState := qkvProblem(t, 1, ir.F32, true)
+	badState.Parts[2].State = 3
+	for name, p := range map[string]*kernels.Problem{"odd width": odd, "uncovered columns": gap, "no position": noPos, "state argument": badState} {
+		if ts, err := kernels.For(p, kernels.Lavapipe); err == nil {
+			t.Errorf("%s: accepted by %s", name, kerneltest.Names(ts))
+		}
+	}
+	if k1, k2 := qkvProblem(t, 1, ir.F16, true).Key(), qkvProblem(t, 1, ir.F16, false).Key(); k1 == k2 {
+		t.Errorf("rope modes share the key %s", k1)
+	}
+}
