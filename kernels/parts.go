@@ -106,7 +106,11 @@ func partsKey(p *Problem) string {
 	for _, pt := range p.Parts {
 		s = append(s, pt.key())
 	}
-	return "|parts(pos=a" + strconv.Itoa(p.Pos) + ";" + strings.Join(s, ";") + ")"
+	pos := ""
+	if i := p.PartsPos(); i >= 0 {
+		pos = "pos=a" + strconv.Itoa(i) + ";"
+	}
+	return "|parts(" + pos + strings.Join(s, ";") + ")"
 }
 
 // PartsPos is the argument holding the position that p's column parts read (Problem.Pos), or

@@ -71,10 +71,12 @@ type fnLowerer struct {
 	values    map[*ir.Node]*blob // evaluated static nodes (folded and constants)
 	pos       map[*ir.Node]int   // node index
 
-	group   map[*ir.Node]int // pointwise group of a node
-	groups  []*pwGroup
-	absorb  map[*ir.Node]int // matmul node → group whose epilogue it takes
-	unitPos map[*ir.Node]int // the node position at which the node's unit runs
+	group  map[*ir.Node]int // pointwise group of a node
+	groups []*pwGroup
+	absorb map[*ir.Node]int // matmul node → group whose epilogue it takes
+	// Merged projections lowered with column parts (parts.go): by linear, and by absorbed node.
+	parts, partOf map[*ir.Node]*partsPlan
+	unitPos       map[*ir.Node]int // the node position at which the node's unit runs
 
 	bufs    []buffer
 	locs    map[ir.Value]loc
@@ -138,6 +140,7 @@ func (fl *fnLowerer) lower(progress func(string)) (*plan.Function, *FunctionRepo
 	}
 	fl.formGroups()
 	fl.chooseEpilogues()
+	fl.chooseParts()
 	// Inputs.
 	pf := &plan.Function{Name: f.Name}
 	l := f.Length

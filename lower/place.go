@@ -137,6 +137,9 @@ func (fl *fnLowerer) runsAt(n *ir.Node) int {
 	if g, ok := fl.absorb[n]; ok {
 		return fl.pos[fl.groups[g].root]
 	}
+	if pp, ok := fl.partOf[n]; ok {
+		return fl.pos[pp.gemm]
+	}
 	return fl.pos[n]
 }
 

@@ -10,12 +10,21 @@ import (
 )
 
 func (fl *fnLowerer) lowerNode(n *ir.Node) error {
+	if _, ok := fl.partOf[n]; ok {
+		return nil // computed by its linear's column parts
+	}
+	if pp, ok := fl.parts[n]; ok {
+		return fl.lowerParts(pp)
+	}
 	switch {
 	case n.Op == ir.Input:
 		return nil
 	case n.Op == ir.Param || n.Op == ir.State || fl.folds(n):
 		if fl.constScalar(n) && fl.onlyInGroups(n) {
 			return nil // embedded in the kernels that use it
+		}
+		if fl.replacedByParts(n) {
+			return nil // its only readers read it with their rows reordered (parts.go)
 		}
 		if n.Type().DType.Quantized() {
 			// Placed when a unit reads it: as blocks, or dequantized by the fallback
