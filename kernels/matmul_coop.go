@@ -52,7 +52,11 @@ var MatmulCoop = &Template{
 	Build: buildMatmulCoop,
 }
 
-func init() { Register(MatmulCoop) }
+func init() {
+	// Cache parts (column parts writing a state) stop at the run's rows.
+	MatmulCoop.ReadsLength = true
+	Register(MatmulCoop)
+}
 
 // coopGemm is what the cooperative-matrix matmul adds to a gemm: the matrix element type and the
 // device's product shape.
@@ -79,8 +83,15 @@ func acceptCoopGemm(p *Problem, caps Caps) (*gemm, *coopGemm, error) {
 	if err := coopDTypes(p, caps); err != nil {
 		return nil, nil, err
 	}
-	if err := checkEpilogue(p, g.opType); err != nil {
+	if len(p.Parts) > 0 {
+		if err := checkParts(p, g); err != nil {
+			return nil, nil, err
+		}
+	} else if err := checkEpilogue(p, g.opType); err != nil {
 		return nil, nil, err
+	}
+	if readsLength(p) && !partsReadLength(p) {
+		return nil, nil, fmt.Errorf("a product's meaning does not depend on the run-time length; only cache parts read it")
 	}
 	c := &coopGemm{}
 	switch g.bT {
@@ -106,6 +117,9 @@ func acceptCoopGemm(p *Problem, caps Caps) (*gemm, *coopGemm, error) {
 		return nil, nil, fmt.Errorf("the device multiplies no %s matrices into f32", c.elem)
 	}
 	c.shape = shape
+	if len(p.Parts) > 0 && shape.N%2 != 0 {
+		return nil, nil, fmt.Errorf("column parts are stored in pairs of columns; the matrices have %d", shape.N)
+	}
 	if g.m == 0 || g.n == 0 || g.k == 0 {
 		return nil, nil, fmt.Errorf("empty product %dx%dx%d", g.m, g.n, g.k)
 	}
@@ -515,6 +529,31 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		for j := 0; j < q.tn; j++ {
 			b.MatrixStore(scratch, sbase, b.Get(acc[i][j]), u(q.mn), codegen.RowMajor)
 			b.ControlBarrier(codegen.ScopeSubgroup, codegen.ScopeSubgroup, codegen.SemWorkgroup)
+			if epi.paired() {
+				// Column parts store pairs of columns: a lane takes elements e and e + 1 of a
+				// scratch row (the matrix's columns are even in number).
+				b.For(lane, u(q.mm*q.mn/2), b.SubgroupSize(), func(e2 codegen.Value) {
+					e := b.Mul(e2, u(2))
+					r, cc := b.Div(e, u(q.mn)), b.Rem(e, u(q.mn))
+					br := b.Add(wRow, b.Add(u(i*q.mm), r))
+					row := b.Add(row0, br)
+					col := b.Add(col0, b.Add(wCol, b.Add(u(j*q.mn), cc)))
+					b.If(b.And(b.Lt(row, M), b.Lt(col, N)), func() {
+						var s codegen.Value
+						if rms {
+							s = b.F32(0)
+							for cu := 0; cu < q.aUnits; cu++ {
+								s = b.Add(s, b.Load(ssPart, b.Add(b.Mul(br, u(q.aUnits)), u(cu))))
+							}
+						}
+						v0 := g.finish(b, p, gemmBufs{bias: bias}, b.Load(scratch, b.Add(sbase, e)), s, col)
+						v1 := g.finish(b, p, gemmBufs{bias: bias}, b.Load(scratch, b.Add(sbase, b.Add(e, u(1)))), s, b.Add(col, u(1)))
+						epi.storePair(b, row, col, v0, v1)
+					})
+				})
+				b.ControlBarrier(codegen.ScopeSubgroup, codegen.ScopeSubgroup, codegen.SemWorkgroup)
+				continue
+			}
 			b.For(lane, u(q.mm*q.mn), b.SubgroupSize(), func(e codegen.Value) {
 				r, cc := b.Div(e, u(q.mn)), b.Rem(e, u(q.mn))
 				br := b.Add(wRow, b.Add(u(i*q.mm), r)) // row within the block

@@ -24,7 +24,7 @@ func swiglu(dt ir.DType) *kernels.Fused {
 func qkvProblem(t *testing.T, m int, dt ir.DType, half bool) *kernels.Problem {
 	const k, d = 40, 16
 	p := problem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(dt, m, k), ir.T(dt, k), ir.T(dt, 5*d, k))
-	cache := ir.T(dt, 10, 1, d)
+	cache := ir.T(dt, max(10, m+2), 1, d)
 	p.Args = append(p.Args, ir.T(ir.I32), cache, cache)
 	p.Outs = []ir.Type{ir.T(dt, m, 3, d), cache, cache}
 	p.Pos = 3
@@ -98,6 +98,19 @@ func TestColumnParts(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestColumnPartsCoopEmulated runs column parts through the cooperative-matrix matmul with
+// emulated matrices (lavapipe has none; TestCoop*GPU run the template on real ones).
+func TestColumnPartsCoopEmulated(t *testing.T) {
+	caps := emulatedCaps(t)
+	rng := rand.New(rand.NewSource(6))
+	for _, p := range []*kernels.Problem{qkvProblem(t, 12, ir.F16, true), gateUpProblem(t, 9, ir.F16, true)} {
+		if err := kernels.MatmulCoop.Accepts(p, caps); err != nil {
+			t.Fatalf("%s: %v", p.Key(), err)
+		}
+		checkWith(t, kernels.MatmulCoop, p, nil, tune.Inputs(p, rng), caps)
 	}
 }
 
