@@ -43,7 +43,11 @@ var MatmulVecQ = &Template{
 	Build: buildMatmulVecQ,
 }
 
-func init() { Register(MatmulVecQ) }
+func init() {
+	// Cache parts (column parts writing a state) stop at the run's rows.
+	MatmulVecQ.ReadsLength = true
+	Register(MatmulVecQ)
+}
 
 // acceptVecQ: a matmul-family problem of at most maxVecRows rows whose B is block-quantized
 // along K.
@@ -83,6 +87,9 @@ func vecQFits(p *Problem, c Config, caps Caps) error {
 	}
 	if cols > 1 && cols >= 2*g.n {
 		return fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
+	}
+	if len(p.Parts) > 0 && cols%2 != 0 {
+		return fmt.Errorf("cols=%d: column parts are stored in pairs of columns", cols)
 	}
 	f := g.bT.Format()
 	if f == nil || f.Layout == nil {

@@ -22,8 +22,14 @@ func swiglu(dt ir.DType) *kernels.Fused {
 // cache and v into its cache (3 query heads over 1 key/value head of d features; caches of 10
 // rows), as the lowering stage builds it for a decode or prefill layer.
 func qkvProblem(t *testing.T, m int, dt ir.DType, half bool) *kernels.Problem {
-	const k, d = 40, 16
-	p := problem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(dt, m, k), ir.T(dt, k), ir.T(dt, 5*d, k))
+	return qkvProblemW(t, m, dt, dt, 40, half)
+}
+
+// qkvProblemW is qkvProblem with a weight of dtype wdt (block-quantized ones included) and
+// activations of k features.
+func qkvProblemW(t *testing.T, m int, dt, wdt ir.DType, k int, half bool) *kernels.Problem {
+	const d = 16
+	p := problem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(dt, m, k), ir.T(dt, k), ir.T(wdt, 5*d, k))
 	cache := ir.T(dt, max(10, m+2), 1, d)
 	p.Args = append(p.Args, ir.T(ir.I32), cache, cache)
 	p.Outs = []ir.Type{ir.T(dt, m, 3, d), cache, cache}
@@ -39,8 +45,13 @@ func qkvProblem(t *testing.T, m int, dt ir.DType, half bool) *kernels.Problem {
 // gateUpProblem is a merged gate/up projection (rows interleaved) writing silu(gate)·up, and a
 // plain part after it.
 func gateUpProblem(t *testing.T, m int, dt ir.DType, bias bool) *kernels.Problem {
-	const k, f = 24, 20
-	args := []ir.Type{ir.T(dt, m, k), ir.T(dt, 2*f+6, k)}
+	return gateUpProblemW(t, m, dt, dt, 24, bias)
+}
+
+// gateUpProblemW is gateUpProblem with a weight of dtype wdt and activations of k features.
+func gateUpProblemW(t *testing.T, m int, dt, wdt ir.DType, k int, bias bool) *kernels.Problem {
+	const f = 20
+	args := []ir.Type{ir.T(dt, m, k), ir.T(wdt, 2*f+6, k)}
 	if bias {
 		args = append(args, ir.T(dt, 2*f+6))
 	}
@@ -98,6 +109,28 @@ func TestColumnParts(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestColumnPartsQuantized: column parts over block-quantized weights (rows reordered whole, so
+// blocks stay blocks) on the templates that read the blocks. (A few cases: lavapipe compiles the
+// quantized kernels slowly.)
+func TestColumnPartsQuantized(t *testing.T) {
+	rng := rand.New(rand.NewSource(8))
+	q8, q4k := quantK(ir.Q8_0), quantK(ir.Q4_K)
+	for _, c := range []struct {
+		w    ir.DType
+		p    *kernels.Problem
+		tmpl *kernels.Template
+	}{
+		{ir.Q8_0, qkvProblemW(t, 1, ir.F32, ir.Q8_0, q8, true), kernels.MatmulVecQ},
+		{ir.Q8_0, gateUpProblemW(t, 9, ir.F32, ir.Q8_0, q8, true), kernels.MatmulTiled},
+		{ir.Q4_K, qkvProblemW(t, 6, ir.F16, ir.Q4_K, q4k, true), kernels.MatmulVecQ},
+		{ir.Q4_K, gateUpProblemW(t, 1, ir.F16, ir.Q4_K, q4k, false), kernels.MatmulVecQ},
+	} {
+		t.Run(fmt.Sprintf("%s/%s/m=%d/%s", c.w, c.p.Op, c.p.Args[0].Shape[0], c.tmpl.Name), func(t *testing.T) {
+			kerneltest.Check(t, c.tmpl, c.p, nil, tune.Inputs(c.p, rng))
+		})
 	}
 }
 
