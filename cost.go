@@ -2,6 +2,8 @@ package vkc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -310,12 +312,12 @@ func (s *measureSource) price(ctx context.Context, what string, probs []tune.Ran
 			what, len(pr.Small), 100*tune.Noise, 100*pr.SmallOf))
 	}
 	if len(pr.Unmet) > 0 {
-		share := 0.0
+		most := 0.0
 		for _, r := range pr.Unmet {
-			share += r.Share
+			most = max(most, r.Share)
 		}
-		s.notes = append(s.notes, fmt.Sprintf("%s: %d not searched to the end (%.1f%% of their functions' estimated time together): the budget ran out first; a larger --budget, or compiling again, continues them",
-			what, len(pr.Unmet), 100*share))
+		s.notes = append(s.notes, fmt.Sprintf("%s: %d not searched to the end (the largest %.1f%% of its function's estimated time): the budget ran out first; a larger --budget, or compiling again, continues them",
+			what, len(pr.Unmet), 100*most))
 	}
 	return s.tu.Summary(), nil
 }
@@ -359,7 +361,14 @@ func (s *measureSource) choose(p *kernels.Problem) (*kernels.Template, kernels.C
 // selectionKey is the database key of function f's selection on this device and compiler.
 func (s *measureSource) selectionKey(f *ir.Function) tune.SelectionKey {
 	return tune.SelectionKey{Device: s.d.Info.Fingerprint.String(), Driver: s.d.Info.DriverVersion, Compiler: CompilerVersion(),
-		Function: f.Name, Graph: rules.FunctionKey(f)}
+		Function: f.Name, Graph: graphKey(f)}
+}
+
+// graphKey identifies a function's graph in the tuning database: the SHA-256 of its
+// rules.FunctionKey (ops, attributes, types, structure), in hex.
+func graphKey(f *ir.Function) string {
+	h := sha256.Sum256([]byte(rules.FunctionKey(f)))
+	return hex.EncodeToString(h[:])
 }
 
 func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []*ir.Function,

@@ -154,7 +154,7 @@ func (pl *pipeline) survey(ctx context.Context) error {
 		}
 		pl.static[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
 		if seen != nil {
-			pl.problems = append(pl.problems, pl.rankEGraph(g, pl.src.duration(orep.Candidates[0].Cost), seen)...)
+			pl.problems = append(pl.problems, pl.rankEGraph(g, seen)...)
 			clear(seen)
 		}
 		if !pl.src.extracts() {
@@ -182,9 +182,12 @@ func (pl *pipeline) count(orep *rules.Report) {
 
 // rankEGraph ranks the problems the extraction of function g priced: each by its uses in the
 // static extraction g (at least one: an alternative costs a kernel where it is used) times its
-// estimate, over g's estimated time.
-func (pl *pipeline) rankEGraph(g *ir.Function, fnEst time.Duration, seen map[string]*kernels.Problem) []tune.Ranked {
+// estimate, over g's estimated time, the estimates of its ops' problems summed (the same
+// estimate, so that shares are comparable; the extraction's own cost counts a launch as a
+// megabyte of traffic, which is a ranking device, not a time).
+func (pl *pipeline) rankEGraph(g *ir.Function, seen map[string]*kernels.Problem) []tune.Ranked {
 	uses := map[string]int{}
+	var fnEst time.Duration
 	for _, n := range g.Nodes {
 		args := make([]ir.Type, len(n.Args))
 		for i, a := range n.Args {
@@ -192,6 +195,8 @@ func (pl *pipeline) rankEGraph(g *ir.Function, fnEst time.Duration, seen map[str
 		}
 		if p, ok := tune.ProblemOf(n.Op, n.Attrs, args, n.Outs); ok {
 			uses[p.Key()]++
+			est, _ := pl.src.estimate(p)
+			fnEst += est
 		}
 	}
 	keys := make([]string, 0, len(seen))
@@ -243,11 +248,11 @@ func (pl *pipeline) extract(ctx context.Context) error {
 			var cs []tune.SelectCandidate
 			if st := pl.static[f]; st != nil {
 				cs = append(cs, tune.SelectCandidate{Fn: st.fn, Label: "static extraction: " + st.info.Summary(),
-					Key: rules.FunctionKey(st.fn), Static: true})
+					Key: graphKey(st.fn), Static: true})
 			}
 			// The function as written, which lowers whenever the model is valid: the static
 			// path falls back to it when the extraction needs a template that does not exist.
-			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written", Key: rules.FunctionKey(f), Static: len(cs) == 0})
+			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written", Key: graphKey(f), Static: len(cs) == 0})
 			pl.cands[f] = cs
 		}
 		return nil
@@ -270,13 +275,13 @@ func (pl *pipeline) extract(ctx context.Context) error {
 		var cs []tune.SelectCandidate
 		keys := map[string]bool{}
 		if sf := pl.static[f]; sf != nil {
-			k := rules.FunctionKey(sf.fn)
+			k := graphKey(sf.fn)
 			keys[k] = true
 			cs = append(cs, tune.SelectCandidate{Fn: sf.fn, Label: "static extraction: " + sf.info.Summary(), Key: k, Static: true})
 		}
 		for i, g := range gs {
 			info := orep.Candidates[i]
-			k := rules.FunctionKey(g)
+			k := graphKey(g)
 			if keys[k] {
 				if len(cs) > 0 && cs[0].Key == k && cs[0].Estimated == 0 {
 					cs[0].Estimated = pl.src.duration(info.Cost)
@@ -288,7 +293,7 @@ func (pl *pipeline) extract(ctx context.Context) error {
 			cs = append(cs, tune.SelectCandidate{Fn: g, Label: fmt.Sprintf("extraction %d: %s", i+1, info.Summary()),
 				Estimated: pl.src.duration(info.Cost), Key: k})
 		}
-		if k := rules.FunctionKey(f); !keys[k] {
+		if k := graphKey(f); !keys[k] {
 			cs = append(cs, tune.SelectCandidate{Fn: f, Label: "as written", Key: k, Static: len(cs) == 0})
 		}
 		pl.cands[f] = cs
