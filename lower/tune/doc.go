@@ -17,34 +17,12 @@
 //
 // # Wiring
 //
-// The compile driver (with --budget, --no-tune, --tune-db, --report) calls:
-//
-//	d, _ := runtime.Open(runtime.Options{Device: opts.Device})
-//	db, _ := tune.OpenDB(opts.TuneDB)               // "" is the user cache directory; db.Warning if it was corrupt
-//	model := lower.ModelFor(d.DeviceFingerprint())
-//	t := &tune.Tuner{Device: d, DB: db, Compiler: vkc.CompilerVersion(),
-//		Static: func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) { return lower.StaticChoice(p, caps, model) }}
-//	defer t.Close()
-//	tctx, cancel := context.WithTimeout(ctx, opts.Budget) // one deadline for every problem
-//
-//	// extraction by measured cost (rules.Options.Cost), k diverse candidates per function:
-//	price := t.OpCost(tctx)
-//	cost := rules.CostFunc(func(n rules.CostNode) float64 {
-//		if d, ok := price(n.Op, n.Attrs, n.Args, n.Outs); ok { return d.Seconds() * bytesPerSecond }
-//		return rules.DefaultCost.Cost(n)
-//	})
-//	cands, _, _ := rules.OptimizeK(ctx, m, f, rules.Options{Cost: cost}, 4)
-//
-//	// measured selection per function, then the final plan from the winners:
-//	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
-//		p, _, err := lower.Lower(m, fns, lower.Options{..., Choose: t.Choose(tctx)}); return p, err }
-//	cands := func(f *ir.Function) ([]tune.SelectCandidate, error) { /* OptimizeK's graphs, cheapest first */ }
-//	winners, sels, _ := tune.SelectFunctions(tctx, d, m, fns, cands, lowerFn, tune.SelectOptions{})
-//	p, rep, _ := lower.Lower(m, winners, lower.Options{..., Choose: t.Choose(tctx)})
-//	for _, s := range sels { p.Record.Candidates = append(p.Record.Candidates, s.Record()...) }
-//	p.Record.Candidates = append(p.Record.Candidates, t.Record()...)
-//	db.Save()                                      // also after Ctrl-C: completed searches are kept
-//	report: t.Summary(), t.Gains(), each Selection.String()
+// The compile pipeline (the root package's pipeline.go, measureSource in cost.go) calls, in
+// order: OpenDB; a Tuner with lower.StaticChoice as its Static baseline; TunePlan on the
+// e-graph's problems ranked by their share of their function's estimated time (Ranked), then
+// on the candidates' kernels; extraction priced by Known; SelectFunctions with the database and
+// a key per function (SelectOptions.DB, Key), which takes a recorded selection instead of
+// measuring; Choose with an ended context for the final lowering; Record for the plan; DB.Save.
 //
 // When the context ends (budget spent or Ctrl-C), the tuner stops measuring at once: a problem
 // keeps the best configuration measured so far, or gets the Static choice when none was; Choose
