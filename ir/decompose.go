@@ -179,10 +179,12 @@ func (d *decomposer) rope(a Attrs, x, pos Value) Value {
 
 	// Angles in f32 whatever x's dtype, as transformers computes them: an f16 angle at
 	// position 1000 would be off by a whole radian.
-	inv := make([]float64, h)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(theta, float64(2*i)/float64(dim))
+	sc, err := RopeScalingOf(a)
+	if err != nil {
+		d.err = err
+		return Value{}
 	}
+	inv := RopeInvFreq(theta, dim, sc)
 	invFreq := d.b.Const(TensorFromFloat64s(T(F32, h), inv))
 	p := d.op(Add, nil, d.arange(F32, s, 0, s), d.castTo(pos, F32))
 	ang := d.op(Mul, nil, d.op(Reshape, Attrs{"shape": []int{s, 1}}, p), invFreq) // [s, h]

@@ -67,6 +67,9 @@ func decCases(rng *rand.Rand, dt ir.DType) []decCase {
 		add(mode+" seq_axis 1", ir.Rope, ir.Attrs{"mode": mode, "seq_axis": 1, "theta": 1e6}, rnd(rng, T(3, 5, 10), 2), scalar(ir.I32, 0, 1))
 		add(mode+" [s,d] u32 pos", ir.Rope, ir.Attrs{"mode": mode, "theta": 500.0}, rnd(rng, T(7, 2), 2), scalar(ir.U32, 40))
 		add(mode+" decode", ir.Rope, ir.Attrs{"mode": mode, "theta": 100000.0}, rnd(rng, T(1, 9, 14), 2), scalar(ir.I32, 57))
+		add(mode+" linear", ir.Rope, ir.Attrs{"mode": mode, "scaling": "linear", "factor": 2.5}, rnd(rng, T(3, 2, 8), 2), scalar(ir.I32, 9))
+		add(mode+" llama3", ir.Rope, ir.Attrs{"mode": mode, "theta": 10000.0, "scaling": "llama3", "factor": 8.0, "high_freq_factor": 40.0, "original_ctx": 1000},
+			rnd(rng, T(4, 3, 10), 2), scalar(ir.I32, 300))
 	}
 	for _, c := range []struct {
 		sq, skv, hq, hkv, d, dv int

@@ -24,8 +24,8 @@ const (
 
 func init() {
 	eps := AttrSpec{Name: "eps", Kind: AttrFloat, Default: 1e-5}
-	ropeAttrs := []AttrSpec{{Name: "theta", Kind: AttrFloat, Default: 10000.0}, {Name: "mode", Kind: AttrString, Default: "half"},
-		{Name: "seq_axis", Kind: AttrInt, Default: 0}}
+	ropeAttrs := append([]AttrSpec{{Name: "theta", Kind: AttrFloat, Default: 10000.0}, {Name: "mode", Kind: AttrString, Default: "half"},
+		{Name: "seq_axis", Kind: AttrInt, Default: 0}}, ropeScalingAttrs...) // as rope's
 	def(AddRMSNorm, OpInfo{Name: "add_rmsnorm", Kind: KindNorm, MinArgs: 3, MaxArgs: 3, Fused: true, Attrs: []AttrSpec{eps},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			if !args[0].Equal(args[1]) {
@@ -53,9 +53,11 @@ func init() {
 			return opTable[Rope].infer(a, []Type{args[0], args[2]})
 		}})
 	def(RopeCacheWrite, OpInfo{Name: "rope_cache_write", Kind: KindOther, MinArgs: 3, MaxArgs: 3, Fused: true,
-		Attrs: ropeAttrs[:2],
+		Attrs: append(append([]AttrSpec(nil), ropeAttrs[:2]...), ropeScalingAttrs...), // no seq_axis: rows along axis 0
 		infer: func(a Attrs, args []Type) ([]Type, error) {
-			if _, err := opTable[Rope].infer(Attrs{"mode": a.String("mode", "half"), "seq_axis": 0}, []Type{args[1], args[2]}); err != nil {
+			ra := a.Clone()
+			ra["seq_axis"] = 0
+			if _, err := opTable[Rope].infer(ra, []Type{args[1], args[2]}); err != nil {
 				return nil, err
 			}
 			return opTable[CacheWrite].infer(a, args)

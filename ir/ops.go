@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -264,8 +265,8 @@ func init() {
 			return one(Type{d, s}), nil
 		}})
 	def(Rope, OpInfo{Name: "rope", Kind: KindOther, MinArgs: 2, MaxArgs: 2, Composite: true,
-		Attrs: []AttrSpec{{Name: "theta", Kind: AttrFloat, Default: 10000.0}, {Name: "mode", Kind: AttrString, Default: "half"},
-			{Name: "seq_axis", Kind: AttrInt, Default: 0}},
+		Attrs: append([]AttrSpec{{Name: "theta", Kind: AttrFloat, Default: 10000.0}, {Name: "mode", Kind: AttrString, Default: "half"},
+			{Name: "seq_axis", Kind: AttrInt, Default: 0}}, ropeScalingAttrs...),
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			x, pos := args[0], args[1]
 			if !x.DType.IsFloat() {
@@ -282,6 +283,12 @@ func init() {
 			}
 			if m := a.String("mode", "half"); m != "half" && m != "interleaved" {
 				return nil, fmt.Errorf("mode must be half or interleaved, got %q", m)
+			}
+			if th := a.Float("theta", 10000); !(th > 0) || math.IsInf(th, 0) {
+				return nil, fmt.Errorf("theta must be positive, got %v", th)
+			}
+			if _, err := RopeScalingOf(a); err != nil {
+				return nil, err
 			}
 			ax, err := NormAxis(a.Int("seq_axis", 0), x.Shape.Rank())
 			if err != nil {

@@ -68,6 +68,7 @@ type ropeGeom struct {
 	seqLen         int
 	half           bool
 	log2Theta      float64
+	scale          ir.RopeScaling
 	posArg, xArg   int
 	cache          bool // write rows pos.. of the state (Arg 0) instead of a fresh result
 	cacheRows      int  // the state's rows along axis 0
@@ -76,6 +77,7 @@ type ropeGeom struct {
 
 func readRope(p *Problem) ropeGeom {
 	g := ropeGeom{half: p.Attrs.String("mode", "half") == "half", log2Theta: math.Log2(p.Attrs.Float("theta", 10000))}
+	g.scale, _ = ir.RopeScalingOf(p.Attrs) // checked by acceptRope (ir.Infer)
 	g.xArg, g.posArg = 0, 1
 	seqAxis := p.Attrs.Int("seq_axis", 0)
 	switch p.Op {
@@ -114,10 +116,34 @@ func (g ropeGeom) seq(b *codegen.Builder, row codegen.Value) codegen.Value {
 // rotate returns the pair (x0, x1) rotated by (pos + s)·theta^(-2i/d); pos is i32, s and i u32.
 func (g ropeGeom) rotate(b *codegen.Builder, pos, s, i, x0, x1 codegen.Value) (codegen.Value, codegen.Value) {
 	p := b.Convert(b.Add(pos, b.Bitcast(s, codegen.I32)), codegen.F32)
-	inv := b.Exp2(b.Mul(b.Convert(i, codegen.F32), b.F32(float32(-2*g.log2Theta/float64(g.d)))))
+	inv := g.scaled(b, b.Exp2(b.Mul(b.Convert(i, codegen.F32), b.F32(float32(-2*g.log2Theta/float64(g.d))))))
 	a := b.Mul(p, inv)
 	sin, cos := b.Sin(a), b.Cos(a)
 	return b.Sub(b.Mul(x0, cos), b.Mul(x1, sin)), b.Add(b.Mul(x1, cos), b.Mul(x0, sin))
+}
+
+// scaled applies the frequency scaling (ir.RopeScaling) to an inverse frequency inv (f32), in
+// f32 on the device: llama3's wavelength thresholds become thresholds on inv itself (a wavelength
+// 2π/inv below original_ctx/high_freq_factor is inv above 2π·high_freq_factor/original_ctx), and
+// the blend (1 − s)·inv/factor + s·inv is continuous at both, so an f32 rounding that moves a
+// frequency across a threshold changes nothing measurable.
+func (g ropeGeom) scaled(b *codegen.Builder, inv codegen.Value) codegen.Value {
+	sc := g.scale
+	switch sc.Type {
+	case ir.RopeScalingLinear:
+		return b.Div(inv, b.F32(float32(sc.Factor)))
+	case ir.RopeScalingLlama3:
+		ctx := float64(sc.OriginalCtx)
+		lo, hi := sc.LowFreqFactor, sc.HighFreqFactor
+		scaled := b.Div(inv, b.F32(float32(sc.Factor)))
+		// s = (ctx/λ − lo)/(hi − lo) with ctx/λ = inv·ctx/2π.
+		sm := b.Div(b.Sub(b.Mul(inv, b.F32(float32(ctx/(2*math.Pi)))), b.F32(float32(lo))), b.F32(float32(hi-lo)))
+		mid := b.Add(b.Mul(b.Sub(b.F32(1), sm), scaled), b.Mul(sm, inv))
+		keep := b.Gt(inv, b.F32(float32(2*math.Pi*hi/ctx)))
+		full := b.Lt(inv, b.F32(float32(2*math.Pi*lo/ctx)))
+		return b.Select(keep, inv, b.Select(full, scaled, mid))
+	}
+	return inv
 }
 
 // loadPos reads the run-time position (i32 or u32 scalar operand) as an i32.

@@ -33,6 +33,41 @@ func TestRopeOnDevice(t *testing.T) {
 	}
 }
 
+// ropeScalings are linear and llama3 frequency scalings; with theta 10000 and d = 16 the
+// llama3 one keeps, blends and divides some of the 8 frequencies each (wavelengths 6.3 to 19000).
+var ropeScalings = []ir.Attrs{
+	{"scaling": "linear", "factor": 4.0},
+	{"scaling": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 20.0, "original_ctx": 2000},
+}
+
+func withAttrs(a ir.Attrs, more ir.Attrs) ir.Attrs {
+	out := a.Clone()
+	for k, v := range more {
+		out[k] = v
+	}
+	return out
+}
+
+// TestRopeScalingOnDevice: the scaled frequencies computed in f32 on the device against the
+// interpreter's float64, at positions where an angle error shows (up to 900).
+func TestRopeScalingOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, sc := range ropeScalings {
+		for _, mode := range []string{"half", "interleaved"} {
+			x := ir.T(ir.F32, 3, 2, 16)
+			p := problem(t, ir.Rope, withAttrs(sc, ir.Attrs{"mode": mode, "theta": 10000.0}), x, ir.T(ir.I32))
+			args := []*ir.Tensor{kerneltest.Random(rng, x), posTensor(900)}
+			checkConfigs(t, kernels.Rope, p, args, flatConfigs)
+		}
+		st, x := ir.T(ir.F32, 11, 2, 16), ir.T(ir.F32, 3, 2, 16)
+		p := problem(t, ir.RopeCacheWrite, withAttrs(sc, ir.Attrs{"theta": 10000.0}), st, x, ir.T(ir.I32))
+		checkConfigs(t, kernels.RopeCacheWrite, p, []*ir.Tensor{kerneltest.Random(rng, st), kerneltest.Random(rng, x), posTensor(7)}, flatConfigs)
+		w := ir.T(ir.F32, 16)
+		p = problem(t, ir.RopeNorm, withAttrs(sc, ir.Attrs{"theta": 10000.0, "eps": 1e-6}), x, w, ir.T(ir.I32))
+		checkConfigs(t, kernels.RopeNorm, p, []*ir.Tensor{kerneltest.Random(rng, x), kerneltest.Random(rng, w), posTensor(400)}, rowConfigs[:1])
+	}
+}
+
 func TestRopeNormOnDevice(t *testing.T) {
 	rng := rand.New(rand.NewSource(8))
 	for _, mode := range []string{"half", "interleaved"} {

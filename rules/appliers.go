@@ -452,6 +452,7 @@ func (a *adapter) recogniseAttention(g *egraph.EGraph, m egraph.Match, rule stri
 type ropeTable struct {
 	pos   egraph.Id
 	theta float64
+	scale ir.RopeScaling
 	axis  int
 }
 
@@ -481,7 +482,9 @@ func (a *adapter) recogniseRope(g *egraph.EGraph, m egraph.Match, rule string) (
 	if !ok {
 		return false, nil
 	}
-	id, err := a.addNode(ir.Rope, ir.Attrs{"theta": t.theta, "mode": mode, "seq_axis": t.axis}, x, t.pos)
+	at := t.scale.Attrs()
+	at["theta"], at["mode"], at["seq_axis"] = t.theta, mode, t.axis
+	id, err := a.addNode(ir.Rope, at, x, t.pos)
 	return a.union(m.Roots[0], rule, id, err)
 }
 
@@ -650,7 +653,7 @@ func (a *adapter) angles(ang egraph.Id, s, h, d int) (ropeTable, bool) {
 		if inv == nil || inv.Type.DType != ir.F32 || !inv.Type.Shape.Equal(ir.Shape{h}) {
 			continue
 		}
-		theta, ok := thetaOf(inv, d)
+		theta, scale, ok := ropeFreqsOf(inv, d)
 		if !ok {
 			continue
 		}
@@ -665,13 +668,66 @@ func (a *adapter) angles(ang egraph.Id, s, h, d int) (ropeTable, bool) {
 				if c, _, ok := a.find(add.Children[1], ir.Cast, nil); ok {
 					pt := a.typeOf(c.Children[0])
 					if pt.DType.IsInt() && pt.Shape.NumElements() == 1 {
-						return ropeTable{pos: a.g.Find(c.Children[0]), theta: theta}, true
+						return ropeTable{pos: a.g.Find(c.Children[0]), theta: theta, scale: scale}, true
 					}
 				}
 			}
 		}
 	}
 	return ropeTable{}, false
+}
+
+// ropeFreqsOf recovers theta and the frequency scaling from an f32 inv_freq table of a rotary
+// dimension d: unscaled (thetaOf), or linear or llama3 (ir.FitRopeScaling, every entry equal in
+// f32) with theta read from the ratio of the first two entries, which neither scaling changes
+// (linear divides both by factor; llama3 keeps the highest frequencies). A llama3 table with
+// fewer than two blended frequencies is not recognised: the composition then stays as written.
+func ropeFreqsOf(inv *ir.Tensor, d int) (float64, ir.RopeScaling, bool) {
+	if theta, ok := thetaOf(inv, d); ok {
+		return theta, ir.RopeScaling{Type: ir.RopeScalingNone, Factor: 1}, true
+	}
+	h := inv.NumElements()
+	table := make([]float64, h)
+	for i := range table {
+		if table[i] = inv.Float64(i); !(table[i] > 0) {
+			return 0, ir.RopeScaling{}, false
+		}
+	}
+	if h == 1 {
+		// One frequency, theta^0 = 1 for every theta: the default theta and a linear factor.
+		sc, ok := ir.FitRopeScaling(table, 10000, d, 0)
+		return 10000, sc, ok
+	}
+	// theta from two entries that one scaling treats alike: the ratio of entries i < j is
+	// theta^(-2(j-i)/d) when both are kept or both divided by factor (linear scales all alike;
+	// llama3 keeps the first and divides the last). Far-apart entries give theta best.
+	seen := map[float64]bool{}
+	for _, pr := range ropePairs(h) {
+		raw := math.Pow(table[pr[1]]/table[pr[0]], -float64(d)/float64(2*(pr[1]-pr[0])))
+		for _, theta := range []float64{math.Round(raw), shortFloat(raw, ir.F32)} {
+			if !(theta > 0) || math.IsInf(theta, 0) || seen[theta] {
+				continue
+			}
+			seen[theta] = true
+			if sc, ok := ir.FitRopeScaling(table, theta, d, 0); ok && sc.Type != ir.RopeScalingNone {
+				return theta, sc, true
+			}
+		}
+	}
+	return 0, ir.RopeScaling{}, false
+}
+
+// ropePairs are the entry pairs (0, j) and (i, h−1) of an h-entry frequency table, farthest
+// apart first.
+func ropePairs(h int) [][2]int {
+	var out [][2]int
+	for k := h - 1; k >= 1; k-- {
+		out = append(out, [2]int{0, k})
+		if k < h-1 {
+			out = append(out, [2]int{h - 1 - k, h - 1})
+		}
+	}
+	return out
 }
 
 // thetaOf recovers theta from an f32 inv_freq table of a rotary dimension d: theta =

@@ -146,3 +146,41 @@ func TestOptimizeDisable(t *testing.T) {
 		}
 	}
 }
+
+// TestOptimizeRecognisesScaledRope: a rope written as its composition (ir.Decompose) with a
+// scaled frequency table is recognised as one rope op carrying the same scaling: Llama 3.1's
+// llama3 scaling on a 128-wide head, and a linear one.
+func TestOptimizeRecognisesScaledRope(t *testing.T) {
+	for _, at := range []ir.Attrs{
+		{"theta": 500000.0, "scaling": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_ctx": 8192},
+		{"theta": 10000.0, "scaling": "linear", "factor": 4.0},
+	} {
+		b := ir.NewBuilder("f")
+		x, _ := b.Input("x", ir.T(ir.F32, 3, 2, 128))
+		pos, _ := b.Input("pos", ir.T(ir.I32))
+		r, err := ir.Decompose(b, ir.Rope, at, x, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = b.Output("y", r)
+		f := b.Function()
+		g, _, err := Optimize(context.Background(), nil, f, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got ir.Attrs
+		for _, n := range g.Nodes {
+			if n.Op == ir.Rope {
+				got = n.Attrs
+			}
+		}
+		if got == nil {
+			t.Fatalf("%v: no rope recognised:\n%s", at, funcString(g))
+		}
+		for k, v := range at {
+			if got[k] != v {
+				t.Errorf("%v: recognised rope has %s=%v", at, k, got[k])
+			}
+		}
+	}
+}

@@ -141,6 +141,17 @@ func attentionInputs(c *caseGen, lay string) (q, k, v ir.Value, at ir.Attrs, sq,
 func ropeInput(c *caseGen, seqAxis0 bool) (ir.Value, ir.Attrs, int) {
 	s, h, d := c.pick(1, 3, 5), c.pick(1, 2, 3), 2*c.pick(1, 2, 3, 5)
 	at := ir.Attrs{"theta": float64(c.pick(10000, 500000, 1000000)), "mode": []string{"half", "interleaved"}[c.rng.IntN(2)]}
+	switch c.rng.IntN(4) {
+	case 0:
+		at["scaling"], at["factor"] = "linear", 4.0
+	case 1:
+		// Wavelengths 2π·theta^(2i/d) from 6.3 up: with d = 10 and theta = 10000, two of them
+		// lie between original_ctx/high_freq_factor = 25 and original_ctx = 1000 (blended), two
+		// above (divided by factor).
+		d = 10
+		at["theta"] = 10000.0
+		at["scaling"], at["factor"], at["low_freq_factor"], at["high_freq_factor"], at["original_ctx"] = "llama3", 8.0, 1.0, 40.0, 1000
+	}
 	if !seqAxis0 && c.rng.IntN(2) == 0 {
 		at["seq_axis"] = 1
 		return c.in(h, s, d), at, s

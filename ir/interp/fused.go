@@ -38,7 +38,8 @@ func init() {
 		return evalRope(c, sub(n, ir.Rope, ra, n.Type()), []*val{h, a[2]})
 	}
 	impls[ir.RopeCacheWrite] = func(c *ctx, n *ir.Node, a []*val) (*val, error) {
-		ra := ir.Attrs{"theta": n.Attrs.Float("theta", 10000), "mode": n.Attrs.String("mode", "half"), "seq_axis": 0}
+		ra := n.Attrs.Clone() // theta, mode and the scaling
+		ra["seq_axis"] = 0
 		r, err := evalRope(c, sub(n, ir.Rope, ra, a[1].t), []*val{a[1], a[2]})
 		if err != nil {
 			return nil, err

@@ -661,7 +661,7 @@ func evalRope(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	h := dim / 2
 	invFreq := make([]float64, h)
 	for i := range invFreq {
-		invFreq[i] = math.Pow(theta, -2*float64(i)/float64(dim))
+		invFreq[i] = ropeScaled(n.Attrs, math.Pow(theta, -2*float64(i)/float64(dim)))
 	}
 	strides := sh.Strides()
 	d := make([]float64, len(x.d))
@@ -681,6 +681,33 @@ func evalRope(c *ctx, n *ir.Node, a []*val) (*val, error) {
 		}
 	}
 	return newVal(n.Type(), d), nil
+}
+
+// ropeScaled applies rope's frequency scaling (attribute scaling) to one inverse frequency inv,
+// as transformers does: linear divides every frequency by factor; llama3 keeps the frequencies
+// whose wavelength 2π/inv is below original_ctx/high_freq_factor, divides those above
+// original_ctx/low_freq_factor by factor, and blends the two in between with the smooth factor
+// (original_ctx/wavelength − low_freq_factor)/(high_freq_factor − low_freq_factor). The
+// attributes were checked when the graph was built.
+func ropeScaled(a ir.Attrs, inv float64) float64 {
+	factor := a.Float("factor", 1)
+	switch a.String("scaling", "none") {
+	case "linear":
+		return inv / factor
+	case "llama3":
+		ctx := float64(a.Int("original_ctx", 8192))
+		lo, hi := a.Float("low_freq_factor", 1), a.Float("high_freq_factor", 4)
+		wavelen := 2 * math.Pi / inv
+		if wavelen < ctx/hi {
+			return inv
+		}
+		if wavelen > ctx/lo {
+			return inv / factor
+		}
+		smooth := (ctx/wavelen - lo) / (hi - lo)
+		return (1-smooth)*inv/factor + smooth*inv
+	}
+	return inv
 }
 
 // evalCacheWrite returns the state with rows pos..pos+len(x)-1 of axis 0 replaced by x; rows

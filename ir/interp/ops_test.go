@@ -247,3 +247,58 @@ func TestRunTimeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRopeScaling rotates unit pairs (1, 0) at a position p, so the result is (cos p·ω_i,
+// sin p·ω_i) for each frequency ω_i, and checks ω against the scaled frequencies worked from
+// transformers' formulas here (linear: ω/factor; llama3 on Llama 3.1's parameters, where the
+// 64 frequencies of a 128-wide head are kept, blended and divided by 8).
+func TestRopeScaling(t *testing.T) {
+	const d, p, theta = 128, 37, 500000.0
+	llama3 := func(w float64) float64 {
+		const factor, low, high, old = 8.0, 1.0, 4.0, 8192.0
+		lambda := 2 * math.Pi / w
+		if lambda < old/high {
+			return w
+		}
+		if lambda > old/low {
+			return w / factor
+		}
+		s := (old/lambda - low) / (high - low)
+		return (1-s)*w/factor + s*w
+	}
+	for _, c := range []struct {
+		name  string
+		attrs ir.Attrs
+		freq  func(float64) float64
+	}{
+		{"linear", ir.Attrs{"scaling": "linear", "factor": 4.0}, func(w float64) float64 { return w / 4 }},
+		{"llama3", ir.Attrs{"scaling": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_ctx": 8192}, llama3},
+	} {
+		x := make([]float64, d)
+		for i := 0; i < d/2; i++ {
+			x[i] = 1
+		}
+		at := c.attrs.Clone()
+		at["theta"] = theta
+		got := mustEval(t, ir.Rope, at, f32(sh(1, d), x...), i32(sh(), p)).Float64s()
+		kinds := map[string]int{}
+		for i := 0; i < d/2; i++ {
+			w := math.Pow(theta, -2*float64(i)/d)
+			ws := c.freq(w)
+			switch {
+			case ws == w:
+				kinds["kept"]++
+			case ws == w/8 || ws == w/4:
+				kinds["divided"]++
+			default:
+				kinds["blended"]++
+			}
+			if math.Abs(got[i]-math.Cos(p*ws)) > 1e-6 || math.Abs(got[i+d/2]-math.Sin(p*ws)) > 1e-6 {
+				t.Errorf("%s: frequency %d: (%g, %g), want angle %g: (%g, %g)", c.name, i, got[i], got[i+d/2], p*ws, math.Cos(p*ws), math.Sin(p*ws))
+			}
+		}
+		if c.name == "llama3" && (kinds["kept"] == 0 || kinds["divided"] == 0 || kinds["blended"] == 0) {
+			t.Errorf("llama3 case covers %v: want every region", kinds)
+		}
+	}
+}
