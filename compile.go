@@ -27,6 +27,10 @@ import (
 // one) in plan.Plan.CompilerVersion.
 const Version = "0.1.0-dev"
 
+// NoTokenizer as Options.Tokenizer compiles a plan without a tokenizer, even when the model
+// names one.
+const NoTokenizer = "none"
+
 // WeightsMode says where a compiled plan keeps the model's weights.
 type WeightsMode int
 
@@ -134,7 +138,8 @@ type Options struct {
 	Progress func(Progress)
 	// Tokenizer, when set, is a tokenizer the plan records (a tokenizer.json, a folder holding
 	// one, or a GGUF file; see tokenizer.Record): inline, or with TokenizerRef by reference to
-	// the file with its SHA-256. It is read and checked before anything is compiled.
+	// the file with its SHA-256. It is read and checked before anything is compiled. When it is
+	// "", the model's own tokenizer (ir.Model.Tokenizer) is recorded; NoTokenizer records none.
 	Tokenizer    string
 	TokenizerRef bool
 
@@ -268,13 +273,29 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	}
 
 	var tok *plan.Tokenizer
-	if opts.Tokenizer != "" {
+	switch {
+	case opts.Tokenizer == NoTokenizer:
+	case opts.Tokenizer == "" && m.Tokenizer == "" && opts.TokenizerRef:
+		return nil, nil, fmt.Errorf("compile %s: a tokenizer reference was asked for, but the model names no tokenizer and none was given", m.Name)
+	case opts.Tokenizer != "":
 		t0 := time.Now()
 		var err error
 		if tok, err = tokenizer.Record(opts.Tokenizer, opts.TokenizerRef); err != nil {
 			return nil, nil, fmt.Errorf("compile %s: tokenizer: %w", m.Name, err)
 		}
 		phase("tokenizer", t0, tok.String())
+	case m.Tokenizer != "":
+		// The model's own tokenizer (model.yaml's tokenizer key; a GGUF file's vocabulary, a
+		// checkpoint folder's tokenizer.json). One that does not load does not stop the
+		// compile: the plan then has none, and the report says why.
+		t0 := time.Now()
+		var err error
+		if tok, err = tokenizer.Record(m.Tokenizer, opts.TokenizerRef); err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("the model's tokenizer %s is not recorded: %v", m.Tokenizer, err))
+			tok = nil
+		} else {
+			phase("tokenizer", t0, tok.String()+" (the model's)")
+		}
 	}
 
 	t0 := time.Now()
@@ -473,17 +494,26 @@ func ModelWeightsFile(m *ir.Model) (string, error) {
 	if isGGUF, _ := ir.IsGGUF(m.Source); isGGUF {
 		return m.Source, nil // imported from a GGUF file, which holds the weights
 	}
+	if st, err := os.Stat(m.Source); err == nil && st.IsDir() {
+		return "", fmt.Errorf("%s is a Hugging Face folder imported in memory; write its model.yaml with vkc import (its weights file is named there) and compile that", m.Source)
+	}
 	src, err := os.ReadFile(m.Source)
 	if err != nil {
 		return "", err
 	}
 	var doc struct {
 		Weights struct {
-			File string `yaml:"file"`
+			File  string   `yaml:"file"`
+			Files []string `yaml:"files"`
 		} `yaml:"weights"`
 	}
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		return "", fmt.Errorf("%s: %w", m.Source, err)
+	}
+	if len(doc.Weights.Files) == 1 {
+		doc.Weights.File = doc.Weights.Files[0]
+	} else if len(doc.Weights.Files) > 1 {
+		return "", fmt.Errorf("%s has its weights in %d files (a sharded checkpoint); external weights reference one safetensors file (compile with inline weights)", m.Source, len(doc.Weights.Files))
 	}
 	if doc.Weights.File == "" {
 		return "", fmt.Errorf("%s has random weights (no weights file); external weights need a safetensors file", m.Source)

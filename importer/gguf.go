@@ -63,9 +63,12 @@ type GGUF struct {
 // rope mode=interleaved for llama, so it computes what llama.cpp computes; qwen2 and qwen3 are
 // stored unpermuted and run with NEOX RoPE, pairs (j, j+d/2): mode=half.
 //
-// An architecture it does not know, or a feature of a known one it cannot express (rope
-// scaling, a partial rotary dimension, mixture of experts, a sliding window shorter than the
-// context), is an error that says so; nothing is silently dropped.
+// RoPE scaling: {arch}.rope.scaling.type linear, and llama.cpp's rope_freqs.weight when its
+// divisors are Llama 3's (see ropeScaling), become rope's scaling attribute.
+//
+// An architecture it does not know, or a feature of a known one it cannot express (another
+// rope scaling, a partial rotary dimension, mixture of experts, a sliding window shorter than
+// the context), is an error that says so; nothing is silently dropped.
 func ImportGGUF(path string, opts GGUFOptions) (*GGUF, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -118,14 +121,6 @@ func (g *ggufImport) optUint(name string, def int) (int, error) {
 		return def, nil
 	}
 	return g.uint(name)
-}
-
-// ggufTensor is one weight the model reads: its parameter (template), its GGUF name (template)
-// and its shape in model.yaml dims.
-type ggufTensor struct {
-	param, file string
-	shape       []string
-	perLayer    bool
 }
 
 func (g *ggufImport) generate() ([]byte, error) {
@@ -241,138 +236,146 @@ func (g *ggufImport) generate() ([]byte, error) {
 		return nil, fmt.Errorf("prefill length %d is not within the context 1..%d", seq, ctx)
 	}
 
+	scaling, err := g.ropeScaling(theta, hd)
+	if err != nil {
+		return nil, err
+	}
 	mode := "half"
 	if arch == "llama" {
 		mode = "interleaved"
 		g.note("llama.cpp stores llama's Q and K rows permuted for its interleaved RoPE: rope mode=interleaved on the stored weights (no un-permuting)")
 	}
 	_, hasOutput := g.f.Tensor("output.weight")
-	qkNorm := arch == "qwen3"
 	bias := map[string]bool{}
-	for _, b := range []string{"attn_q", "attn_k", "attn_v", "attn_output"} {
-		_, bias[b] = g.f.Tensor("blk.0." + b + ".bias")
+	for _, b := range []struct{ p, file string }{{"q", "attn_q"}, {"k", "attn_k"}, {"v", "attn_v"}, {"o", "attn_output"}} {
+		_, bias[b.p] = g.f.Tensor("blk.0." + b.file + ".bias")
 	}
-	if arch == "qwen2" && !(bias["attn_q"] && bias["attn_k"] && bias["attn_v"]) {
+	if arch == "qwen2" && !(bias["q"] && bias["k"] && bias["v"]) {
 		return nil, fmt.Errorf("a qwen2 model has q, k and v biases; blk.0.attn_q.bias, attn_k.bias or attn_v.bias is missing")
 	}
-
-	ts := []ggufTensor{
-		{param: "embed", file: "token_embd.weight", shape: []string{"vocab", "d"}},
-		{param: "layers.{i}.attn_norm", file: "blk.{i}.attn_norm.weight", shape: []string{"d"}, perLayer: true},
-		{param: "layers.{i}.wq", file: "blk.{i}.attn_q.weight", shape: []string{"heads*hd", "d"}, perLayer: true},
-		{param: "layers.{i}.wk", file: "blk.{i}.attn_k.weight", shape: []string{"kv_heads*hd", "d"}, perLayer: true},
-		{param: "layers.{i}.wv", file: "blk.{i}.attn_v.weight", shape: []string{"kv_heads*hd", "d"}, perLayer: true},
-	}
-	for _, b := range []struct{ name, out string }{{"attn_q", "heads*hd"}, {"attn_k", "kv_heads*hd"}, {"attn_v", "kv_heads*hd"}, {"attn_output", "d"}} {
-		if bias[b.name] {
-			ts = append(ts, ggufTensor{param: "layers.{i}." + biasParam(b.name), file: "blk.{i}." + b.name + ".bias", shape: []string{b.out}, perLayer: true})
-		}
-	}
-	if qkNorm {
-		ts = append(ts,
-			ggufTensor{param: "layers.{i}.q_norm", file: "blk.{i}.attn_q_norm.weight", shape: []string{"hd"}, perLayer: true},
-			ggufTensor{param: "layers.{i}.k_norm", file: "blk.{i}.attn_k_norm.weight", shape: []string{"hd"}, perLayer: true})
-	}
-	ts = append(ts,
-		ggufTensor{param: "layers.{i}.wo", file: "blk.{i}.attn_output.weight", shape: []string{"d", "heads*hd"}, perLayer: true},
-		ggufTensor{param: "layers.{i}.mlp_norm", file: "blk.{i}.ffn_norm.weight", shape: []string{"d"}, perLayer: true},
-		ggufTensor{param: "layers.{i}.w_gate", file: "blk.{i}.ffn_gate.weight", shape: []string{"ffn", "d"}, perLayer: true},
-		ggufTensor{param: "layers.{i}.w_up", file: "blk.{i}.ffn_up.weight", shape: []string{"ffn", "d"}, perLayer: true},
-		ggufTensor{param: "layers.{i}.w_down", file: "blk.{i}.ffn_down.weight", shape: []string{"d", "ffn"}, perLayer: true},
-		ggufTensor{param: "out_norm", file: "output_norm.weight", shape: []string{"d"}})
-	lmHead := "embed"
-	if hasOutput {
-		ts = append(ts, ggufTensor{param: "lm_head", file: "output.weight", shape: []string{"vocab", "d"}})
-		lmHead = "lm_head"
-	} else {
+	if !hasOutput {
 		g.note("no output.weight: the output projection is tied to token_embd.weight")
 	}
-
 	weightsFile, err := g.weightsPath()
 	if err != nil {
 		return nil, err
 	}
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	name, _ := g.f.String("general.name")
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(g.path), filepath.Ext(g.path))
 	}
-	w("# Imported by vkc import from %s (architecture %s).\n", filepath.Base(g.path), arch)
-	w("# RoPE mode=%s: %s.\n", mode, map[string]string{
-		"interleaved": "llama.cpp's converter permutes llama's Q and K rows for its interleaved RoPE, and the weights are used as stored",
-		"half":        "this architecture's Q and K rows are stored unpermuted and llama.cpp runs it with NEOX (rotate-half) RoPE"}[mode])
-	w("# eps and theta are the file's f32 values, exactly.\n")
-	w("model: %s\n", yamlString(name))
-	w("dims:\n  vocab: %d\n  d: %d\n  heads: %d\n  kv_heads: %d\n  hd: %d\n  ffn: %d\n  layers: %d\n  ctx: %d\n",
-		vocab, d, heads, kvHeads, hd, ffn, layers, ctx)
-	w("\nweights:\n  file: %s\n  names:\n", yamlString(weightsFile))
-	for _, t := range ts {
-		w("    %s: %s\n", t.param, t.file)
+	lm := &decoderLM{
+		header: []string{
+			fmt.Sprintf("Imported by vkc import from %s (architecture %s).", filepath.Base(g.path), arch),
+			fmt.Sprintf("RoPE mode=%s: %s.", mode, map[string]string{
+				"interleaved": "llama.cpp's converter permutes llama's Q and K rows for its interleaved RoPE, and the weights are used as stored",
+				"half":        "this architecture's Q and K rows are stored unpermuted and llama.cpp runs it with NEOX (rotate-half) RoPE"}[mode]),
+			"eps and theta are the file's f32 values, exactly.",
+		},
+		name: name, vocab: vocab, d: d, heads: heads, kvHeads: kvHeads, hd: hd, ffn: ffn, layers: layers, ctx: ctx, prefill: seq,
+		eps: eps, theta: theta, ropeMode: mode, scaling: scaling, qkNorm: arch == "qwen3", bias: bias, tied: !hasOutput,
+		files: []string{weightsFile},
+		names: map[string]string{
+			"embed": "token_embd.weight", "layers.{i}.attn_norm": "blk.{i}.attn_norm.weight",
+			"layers.{i}.wq": "blk.{i}.attn_q.weight", "layers.{i}.wk": "blk.{i}.attn_k.weight", "layers.{i}.wv": "blk.{i}.attn_v.weight",
+			"layers.{i}.bq": "blk.{i}.attn_q.bias", "layers.{i}.bk": "blk.{i}.attn_k.bias", "layers.{i}.bv": "blk.{i}.attn_v.bias",
+			"layers.{i}.bo":     "blk.{i}.attn_output.bias",
+			"layers.{i}.q_norm": "blk.{i}.attn_q_norm.weight", "layers.{i}.k_norm": "blk.{i}.attn_k_norm.weight",
+			"layers.{i}.wo": "blk.{i}.attn_output.weight", "layers.{i}.mlp_norm": "blk.{i}.ffn_norm.weight",
+			"layers.{i}.w_gate": "blk.{i}.ffn_gate.weight", "layers.{i}.w_up": "blk.{i}.ffn_up.weight", "layers.{i}.w_down": "blk.{i}.ffn_down.weight",
+			"out_norm": "output_norm.weight", "lm_head": "output.weight",
+		},
+		dtype: g.dtype,
+		// An f16 table gives f16 rows; the activations are f32, as llama.cpp's get_rows gives
+		// them (a block-quantized table gives f32 rows itself).
+		castEmbed: emb.Format != nil && emb.Format.Name == "f16",
 	}
-	w("\nparams:\n")
-	for _, t := range ts {
-		if err := g.declare(&b, t, layers); err != nil {
-			return nil, err
-		}
+	if scaling.Type != ir.RopeScalingNone {
+		g.note("RoPE scaling %s (factor %v)", scaling.Type, scaling.Factor)
 	}
-	w("\nstate:\n  k_cache.{i}: [ctx, kv_heads, hd]\n  v_cache.{i}: [ctx, kv_heads, hd]\n")
-	epsS, thetaS := fmtFloat(eps), fmtFloat(theta)
-	lin := func(x, wname, bname string) string {
-		if bias[bname] {
-			return fmt.Sprintf("linear(%s, layers.{i}.%s, layers.{i}.%s)", x, wname, biasParam(bname))
-		}
-		return fmt.Sprintf("linear(%s, layers.{i}.%s)", x, wname)
+	if g.f.Has("tokenizer.ggml.tokens") {
+		lm.tokenizer = weightsFile // the file's vocabulary: a compiled plan records it
+		g.note("the file has a vocabulary (tokenizer.ggml.*): a compiled plan records it")
 	}
-	w("\nfunctions:\n")
-	for fi, fn := range []struct {
-		name string
-		seq  int
-	}{{"prefill", seq}, {"decode", 1}} {
-		dims := fmt.Sprint(fn.seq)
-		if fn.seq > 1 {
-			dims = fmt.Sprintf("1..%d", fn.seq) // a run-time length: a prompt of any length up to it
-		}
-		w("  %s:\n    dims: {seq: %s}\n    inputs:\n      tokens: i32[seq]\n      pos: i32[]\n    outputs:\n      logits: f32[seq, vocab]\n", fn.name, dims)
-		if fi > 0 {
-			w("    body: *body\n")
-			continue
-		}
-		w("    body: &body\n")
-		if emb.Format != nil && emb.Format.Name == "f16" {
-			// An f16 table gives f16 rows; the activations are f32, as llama.cpp's get_rows
-			// gives them (a block-quantized table gives f32 rows itself).
-			w("      - x = cast(embedding(embed, tokens), to=f32)\n")
-		} else {
-			w("      - x = embedding(embed, tokens)\n")
-		}
-		w("      - kv_len = add(pos, seq)\n")
-		w("      - repeat i in 0..layers:\n")
-		w("        - h = rmsnorm(x, layers.{i}.attn_norm, eps=%s)\n", epsS)
-		q := fmt.Sprintf("reshape(%s, shape=[seq, heads, hd])", lin("h", "wq", "attn_q"))
-		k := fmt.Sprintf("reshape(%s, shape=[seq, kv_heads, hd])", lin("h", "wk", "attn_k"))
-		if qkNorm {
-			w("        # per-head RMSNorm of q and k, then RoPE\n")
-			w("        - q = rmsnorm(%s, layers.{i}.q_norm, eps=%s)\n", q, epsS)
-			w("        - k = rmsnorm(%s, layers.{i}.k_norm, eps=%s)\n", k, epsS)
-			q, k = "q", "k"
-		}
-		w("        - q = rope(%s, pos, theta=%s, mode=%s)\n", q, thetaS, mode)
-		w("        - k = rope(%s, pos, theta=%s, mode=%s)\n", k, thetaS, mode)
-		w("        - k_cache.{i} <- cache_write(k_cache.{i}, k, pos)\n")
-		w("        - v_cache.{i} <- cache_write(v_cache.{i}, reshape(%s, shape=[seq, kv_heads, hd]), pos)\n", lin("h", "wv", "attn_v"))
-		w("        - a = attention(q, k_cache.{i}, v_cache.{i}, kv_len, scale=1/sqrt(hd), causal=true)\n")
-		w("        - x = add(x, %s)\n", lin("reshape(a, shape=[seq, heads*hd])", "wo", "attn_output"))
-		w("        - h = rmsnorm(x, layers.{i}.mlp_norm, eps=%s)\n", epsS)
-		w("        - x = add(x, linear(mul(silu(linear(h, layers.{i}.w_gate)), linear(h, layers.{i}.w_up)), layers.{i}.w_down))\n")
-		w("      - logits = linear(rmsnorm(x, out_norm, eps=%s), %s)\n", epsS, lmHead)
+	src, err := lm.yaml()
+	if err != nil {
+		return nil, err
 	}
 	g.note("context %d, prefill up to %d tokens, %d layers, %d heads over %d KV heads of %d", ctx, seq, layers, heads, kvHeads, hd)
-	return []byte(b.String()), nil
+	return src, nil
 }
 
-func biasParam(name string) string {
-	return map[string]string{"attn_q": "bq", "attn_k": "bk", "attn_v": "bv", "attn_output": "bo"}[name]
+// ropeScaling reads the file's RoPE frequency scaling: {arch}.rope.scaling.type linear with its
+// factor, or llama.cpp's per-frequency divisors rope_freqs.weight (what its converter writes for
+// Llama 3.1's llama3 scaling), read back as the llama3 parameters that give them (within 1e-5:
+// the converter rounds each divisor to f32). Another scaling type (yarn, longrope) is an error.
+func (g *ggufImport) ropeScaling(theta float64, hd int) (ir.RopeScaling, error) {
+	a := g.arch
+	none := ir.RopeScaling{Type: ir.RopeScalingNone, Factor: 1}
+	typ := ""
+	if v, ok := g.f.Get(a + ".rope.scaling.type"); ok {
+		typ, _ = v.AsString()
+	}
+	factor := 0.0
+	if v, ok := g.f.Get(a + ".rope.scaling.factor"); ok {
+		factor, _ = v.AsFloat()
+	}
+	_, hasFreqs := g.f.Tensor("rope_freqs.weight")
+	switch {
+	case hasFreqs && typ != "" && typ != "none":
+		return none, fmt.Errorf("%s.rope.scaling.type is %q and the file also has rope_freqs.weight: two RoPE scalings", a, typ)
+	case hasFreqs:
+		t, err := ir.ReadGGUFTensor(g.f, "rope_freqs.weight")
+		if err != nil {
+			return none, err
+		}
+		if t.Type.DType != ir.F32 || t.NumElements() != hd/2 {
+			return none, fmt.Errorf("rope_freqs.weight is %s; want f32[%d] (a divisor per frequency of the %d-wide head)", t.Type, hd/2, hd)
+		}
+		inv := make([]float64, hd/2)
+		for i := range inv {
+			inv[i] = 1 / math.Pow(theta, float64(2*i)/float64(hd)) / t.Float64(i)
+		}
+		s, ok := ir.FitRopeScaling(inv, theta, hd, 1e-5)
+		if !ok {
+			return none, fmt.Errorf("rope_freqs.weight does not follow Llama 3's frequency scaling (the llama3 rope_scaling llama.cpp's converter writes it for); other per-frequency factors are not supported")
+		}
+		g.note("rope_freqs.weight is Llama 3's frequency scaling with factor %v, low_freq_factor %v, high_freq_factor %v, original context %d",
+			s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalCtx)
+		return s, nil
+	case typ == "linear":
+		if !(factor > 0) {
+			return none, fmt.Errorf("%s.rope.scaling.type is linear but %s.rope.scaling.factor is %v", a, a, factor)
+		}
+		return ir.RopeScaling{Type: ir.RopeScalingLinear, Factor: factor}, nil
+	case typ == "" || typ == "none":
+		if factor != 0 && factor != 1 {
+			return none, fmt.Errorf("%s.rope.scaling.factor is %v without a scaling type", a, factor)
+		}
+		return none, nil
+	}
+	return none, fmt.Errorf("%s.rope.scaling.type is %q: vkc supports linear and Llama 3's scaling (rope_freqs.weight)", a, typ)
+}
+
+// dtype is the model.yaml dtype a tensor of the file is declared with: its ggml type, bf16 as
+// f32 (kernels have no bf16 storage; f32 holds every bf16 value exactly).
+func (g *ggufImport) dtype(name string) (string, error) {
+	ti, ok := g.f.Tensor(name)
+	if !ok {
+		return "", fmt.Errorf("no tensor %s (the %s architecture has one per layer)", name, g.arch)
+	}
+	if ti.Format == nil {
+		return "", fmt.Errorf("tensor %s has ggml type %d (%s), which vkc does not read", name, ti.Type, ti.TypeName())
+	}
+	d, ok := ir.DTypeOfFormat(ti.Format)
+	if !ok {
+		return "", fmt.Errorf("tensor %s has type %s, which has no vkc dtype", name, ti.TypeName())
+	}
+	if d == ir.BF16 {
+		d = ir.F32
+		g.note("%s is bf16: loaded as f32", name)
+	}
+	return d.String(), nil
 }
 
 // unsupported rejects features of known architectures that the generated model would not
@@ -381,69 +384,6 @@ func (g *ggufImport) unsupported() error {
 	a := g.arch
 	if n, err := g.optUint("expert_count", 0); err != nil || n > 0 {
 		return fmt.Errorf("%s.expert_count is %d: mixture-of-experts models are not supported", a, n)
-	}
-	if v, ok := g.f.Get(a + ".rope.scaling.type"); ok {
-		if s, _ := v.AsString(); s != "" && s != "none" {
-			return fmt.Errorf("%s.rope.scaling.type is %q: RoPE scaling is not supported", a, s)
-		}
-	}
-	if v, ok := g.f.Get(a + ".rope.scaling.factor"); ok {
-		if x, _ := v.AsFloat(); x != 0 && x != 1 {
-			return fmt.Errorf("%s.rope.scaling.factor is %v: RoPE scaling is not supported", a, x)
-		}
-	}
-	if _, ok := g.f.Tensor("rope_freqs.weight"); ok {
-		return fmt.Errorf("the file has rope_freqs.weight (Llama 3.1-style frequency scaling), which is not supported")
-	}
-	return nil
-}
-
-// declare writes the parameter declarations of t: one templated line when every layer's tensor
-// has the same type, else one line per layer (llama.cpp's K-quant mixes give some layers' attn_v
-// and ffn_down more bits).
-func (g *ggufImport) declare(b *strings.Builder, t ggufTensor, layers int) error {
-	n := 1
-	if t.perLayer {
-		n = layers
-	}
-	types := make([]string, n)
-	for i := range types {
-		name := strings.ReplaceAll(t.file, "{i}", strconv.Itoa(i))
-		ti, ok := g.f.Tensor(name)
-		if !ok {
-			return fmt.Errorf("no tensor %s (the %s architecture has one per layer)", name, g.arch)
-		}
-		if ti.Format == nil {
-			return fmt.Errorf("tensor %s has ggml type %d (%s), which vkc does not read", name, ti.Type, ti.TypeName())
-		}
-		d, ok := ir.DTypeOfFormat(ti.Format)
-		if !ok {
-			return fmt.Errorf("tensor %s has type %s, which has no vkc dtype", name, ti.TypeName())
-		}
-		if d == ir.BF16 {
-			// Kernels have no bf16 storage; f32 holds every bf16 value exactly.
-			d = ir.F32
-			g.note("%s is bf16: loaded as f32", name)
-		}
-		types[i] = d.String()
-	}
-	same := true
-	for _, s := range types {
-		same = same && s == types[0]
-	}
-	shape := "[" + strings.Join(t.shape, ", ") + "]"
-	dt := func(s string) string {
-		if s == "f32" {
-			return shape
-		}
-		return s + shape
-	}
-	if same {
-		fmt.Fprintf(b, "  %s: %s\n", t.param, dt(types[0]))
-		return nil
-	}
-	for i, s := range types {
-		fmt.Fprintf(b, "  %s: %s\n", strings.ReplaceAll(t.param, "{i}", strconv.Itoa(i)), dt(s))
 	}
 	return nil
 }

@@ -1,10 +1,13 @@
 // Package importer turns model files written by other tools into vkc models (ir.Model): ONNX
-// files (onnx.go), GGUF files of known architectures (gguf.go), and model.yaml itself, so that
-// every command taking a model takes any of them through Load. The CLI and the API share it.
+// files (onnx.go), GGUF files (gguf.go) and Hugging Face checkpoint folders (hf.go) of known
+// architectures, and model.yaml itself, so that every command taking a model takes any of them
+// through Load. The CLI and the API share it. GGUF and Hugging Face decoders share one
+// model builder (decoder.go), so both compute the same graph.
 package importer
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -16,19 +19,37 @@ type Options struct {
 	// Dims fixes symbolic dimensions of the inputs (ONNX dim_param names) to sizes: vkc's
 	// shapes are static, so a dimension left symbolic is an error naming it.
 	Dims map[string]int
-	// GGUF configures the import of a GGUF file (context, prefill length).
+	// GGUF configures the import of a GGUF file (context, prefill length); HF that of a
+	// Hugging Face checkpoint folder.
 	GGUF GGUFOptions
+	HF   HFOptions
 	// SkipWeights builds and validates the model without loading its weights (model.yaml and
 	// GGUF files; Model.Weights stays nil), for tools that need only the graph.
 	SkipWeights bool
 }
 
-// Load reads the model at path by its kind: model.yaml (.yaml, .yml), ONNX (.onnx) or GGUF
-// (.gguf). The result has its weights loaded.
+// Load reads the model at path by its kind: model.yaml (.yaml, .yml), ONNX (.onnx), GGUF
+// (.gguf) or a Hugging Face checkpoint folder (a directory with config.json). The result has its
+// weights loaded.
 func Load(path string) (*ir.Model, error) { return LoadWith(path, Options{}) }
 
 // LoadWith is Load with options.
 func LoadWith(path string, opts Options) (*ir.Model, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		if !IsHFDir(path) {
+			return nil, fmt.Errorf("%s is a folder without config.json (a Hugging Face checkpoint has one)", path)
+		}
+		if len(opts.Dims) > 0 {
+			return nil, fmt.Errorf("%s: --dim fixes the symbolic dimensions of ONNX models; a Hugging Face checkpoint has none", path)
+		}
+		h := opts.HF
+		h.SkipWeights = h.SkipWeights || opts.SkipWeights
+		im, err := ImportHF(path, h)
+		if err != nil {
+			return nil, err
+		}
+		return im.Model, nil
+	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
 		if len(opts.Dims) > 0 {
@@ -50,5 +71,5 @@ func LoadWith(path string, opts Options) (*ir.Model, error) {
 		}
 		return im.Model, nil
 	}
-	return nil, fmt.Errorf("%s: unknown model kind %q (want model.yaml, .onnx or .gguf)", path, filepath.Ext(path))
+	return nil, fmt.Errorf("%s: unknown model kind %q (want model.yaml, .onnx, .gguf or a Hugging Face checkpoint folder)", path, filepath.Ext(path))
 }

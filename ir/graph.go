@@ -125,6 +125,10 @@ type Model struct {
 	// Weights holds the parameter tensors by name, once loaded (LoadWeights or random init).
 	Weights map[string]*Tensor
 	Source  string // the model file, for messages
+	// Tokenizer is the tokenizer file the model names (model.yaml's tokenizer key, resolved
+	// against its folder; an importer sets the source's own), or "" when it names none. A
+	// compiled plan records it (vkc compile) unless told otherwise.
+	Tokenizer string
 
 	mappings []*Mapping // files the weights alias (see Close)
 }

@@ -127,7 +127,7 @@ type modelParser struct {
 	mu sync.Mutex
 }
 
-var topKeys = []string{"model", "description", "dims", "dtype", "weights", "params", "state", "functions"}
+var topKeys = []string{"model", "description", "dims", "dtype", "tokenizer", "weights", "params", "state", "functions"}
 
 func parseModel(file string, src []byte, dir string, opt ParseOptions) (*Model, error) {
 	p := &modelParser{
@@ -189,6 +189,16 @@ func parseModel(file string, src []byte, dir string, opt ParseOptions) (*Model, 
 		p.m.Name = n.Value
 	} else {
 		return nil, p.errAt(root, "", "missing key model (the model's name)")
+	}
+	if n := sections["tokenizer"]; n != nil {
+		if n.Kind != yaml.ScalarNode || n.Value == "" {
+			return nil, p.errAt(n, "tokenizer", "the tokenizer is a file name (a tokenizer.json, or a GGUF file with a vocabulary)")
+		}
+		t := n.Value
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(p.dir, t)
+		}
+		p.m.Tokenizer = t
 	}
 	if n := sections["dtype"]; n != nil {
 		d, err := ParseDType(n.Value)

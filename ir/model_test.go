@@ -236,6 +236,64 @@ func TestParseWeightsFile(t *testing.T) {
 	}
 }
 
+// TestParseWeightShards: weights: files: reads each parameter from the shard that has it, each
+// shard memory-mapped; a tensor in two shards, file and files together and a shard listed twice
+// are errors; the tokenizer key names a file relative to the model.
+func TestParseWeightShards(t *testing.T) {
+	dir := t.TempDir()
+	val := func(shape []int, v float64) *ir.Tensor {
+		x := ir.NewTensor(ir.T(ir.F32, shape...))
+		for i := 0; i < x.NumElements(); i++ {
+			x.SetFloat64(i, v)
+		}
+		return x
+	}
+	for name, m := range map[string]map[string]*ir.Tensor{
+		"a.safetensors":   {"proj.weight": val([]int{8, 8}, 1)},
+		"b.safetensors":   {"blocks.0.norm": val([]int{8}, 2), "blocks.1.norm": val([]int{8}, 3)},
+		"dup.safetensors": {"blocks.1.norm": val([]int{8}, 4)},
+	} {
+		if err := safetensors.Write(filepath.Join(dir, name), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := func(weights string) string {
+		return strings.Replace(baseModel, "weights: {init: random, seed: 1}", "tokenizer: tok/tokenizer.json\nweights:\n"+weights+`
+  names:
+    w: proj.weight
+    layers.{i}.n: blocks.{i}.norm`, 1)
+	}
+	m, err := ir.ParseModelBytes("t.yaml", []byte(src("  files: [a.safetensors, b.safetensors]")), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Weights["w"].Float64(5) != 1 || m.Weights["layers.0.n"].Float64(0) != 2 || m.Weights["layers.1.n"].Float64(7) != 3 {
+		t.Errorf("shards read wrongly")
+	}
+	for _, n := range []string{"w", "layers.1.n"} {
+		if _, _, ok := m.WeightFile(m.Weights[n].Data); !ok {
+			t.Errorf("%s is not mapped from its shard", n)
+		}
+	}
+	if want := filepath.Join(dir, "tok", "tokenizer.json"); m.Tokenizer != want {
+		t.Errorf("tokenizer %q, want %q", m.Tokenizer, want)
+	}
+	m.Close()
+	for _, c := range []struct{ weights, want string }{
+		{"  files: [a.safetensors, b.safetensors, dup.safetensors]", "tensor blocks.1.norm is in both"},
+		{"  file: a.safetensors\n  files: [b.safetensors]", "give file or files, not both"},
+		{"  files: [a.safetensors, a.safetensors]", "a.safetensors is listed twice"},
+		{"  files: []", "want a list of weight files"},
+		{"  files: [a.safetensors]", "missing weight: a.safetensors has no tensor"},
+		{"  files: [a.safetensors, dup.safetensors]", `missing weight: a.safetensors, dup.safetensors has no tensor "blocks.0.norm"`},
+	} {
+		_, err := ir.ParseModelBytes("t.yaml", []byte(src(c.weights)), dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.weights, err, c.want)
+		}
+	}
+}
+
 // TestParseSharedBodyAndExpressions covers a YAML anchor shared by two functions with different
 // dims, attribute arithmetic, float attributes from sqrt, and a state read after its update.
 func TestParseSharedBodyAndExpressions(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,6 +30,7 @@ var initKinds = []string{"random", "zeros", "ones"}
 type weightSpec struct {
 	node  *yaml.Node
 	file  string
+	files []string          // the shards of a checkpoint (files:), instead of file
 	names map[string]string // parameter name -> tensor name in the file (expanded)
 	init  string
 	seed  uint64
@@ -38,7 +40,7 @@ type weightSpec struct {
 // defaultScale is the half-width of the uniform distribution of random weights.
 const defaultScale = 0.02
 
-var weightKeys = []string{"file", "names", "init", "seed", "scale"}
+var weightKeys = []string{"file", "files", "names", "init", "seed", "scale"}
 
 func (p *modelParser) parseWeightSpec(n *yaml.Node) error {
 	w := &p.weights
@@ -46,12 +48,25 @@ func (p *modelParser) parseWeightSpec(n *yaml.Node) error {
 	w.scale = defaultScale
 	var namesNode *yaml.Node
 	err := p.eachKey(n, "weights", weightKeys, func(k string, kn, v *yaml.Node) error {
-		if k != "names" && v.Kind != yaml.ScalarNode {
+		if k != "names" && k != "files" && v.Kind != yaml.ScalarNode {
 			return p.errAt(v, "weights: "+k, "want a single value")
 		}
 		switch k {
 		case "file":
 			w.file = v.Value
+		case "files":
+			if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+				return p.errAt(v, "weights: files", "want a list of weight files (the shards of a checkpoint)")
+			}
+			for _, f := range v.Content {
+				if f.Kind != yaml.ScalarNode || f.Value == "" {
+					return p.errAt(f, "weights: files", "want a file name")
+				}
+				if slices.Contains(w.files, f.Value) {
+					return p.errAt(f, "weights: files", "%s is listed twice", f.Value)
+				}
+				w.files = append(w.files, f.Value)
+			}
 		case "names":
 			namesNode = v
 		case "init":
@@ -76,6 +91,15 @@ func (p *modelParser) parseWeightSpec(n *yaml.Node) error {
 	})
 	if err != nil {
 		return err
+	}
+	if w.file != "" && w.files != nil {
+		return p.errAt(n, "weights", "give file or files, not both")
+	}
+	if len(w.files) == 1 {
+		w.file, w.files = w.files[0], nil
+	}
+	if w.file == "" && len(w.files) > 0 {
+		w.file = w.files[0] // "a file" for the checks below; loadWeights opens them all
 	}
 	if w.file != "" && w.init != "" {
 		return p.errAt(n, "weights", "give either file or init, not both (a parameter's own init overrides the file)")
@@ -192,18 +216,30 @@ func (p *modelParser) loadWeights() (err error) {
 			path = filepath.Join(p.dir, path)
 		}
 		var err error
-		sf, err = openWeightFile(path)
+		if len(w.files) > 1 {
+			sf, err = p.openShards(w.files)
+		} else {
+			sf, err = openWeightFile(path)
+		}
 		if err != nil {
 			return p.errAt(w.node, "weights", "%v", err)
 		}
 		defer sf.Close()
-		// The weights alias the memory-mapped file: no copy now, and lowering writes them into
-		// a plan by reading the file (Model.WeightFile).
-		mp, err := sf.Map()
+		// The weights alias the memory-mapped files: no copy now, and lowering writes them into
+		// a plan by reading the files (Model.WeightFile).
+		var mps []*Mapping
+		if ms, ok := sf.(*shardedWeights); ok {
+			mps, err = ms.mapAll()
+		} else {
+			var mp *Mapping
+			if mp, err = sf.Map(); mp != nil {
+				mps = append(mps, mp)
+			}
+		}
 		if err != nil {
 			return p.errAt(w.node, "weights", "%v", err)
 		}
-		if mp != nil {
+		for _, mp := range mps {
 			p.m.AddMapping(mp)
 			mapped = true
 		}
@@ -227,7 +263,7 @@ func (p *modelParser) loadWeights() (err error) {
 			}
 			if !sf.Has(name) {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
-					Err: fmt.Errorf("missing weight: %s has no tensor %q%s", filepath.Base(sf.Name()), name, sf.Similar(name))}
+					Err: fmt.Errorf("missing weight: %s has no tensor %q%s", shortName(sf.Name()), name, sf.Similar(name))}
 			}
 			if !mapped {
 				if err := alloc(d); err != nil {
@@ -240,12 +276,12 @@ func (p *modelParser) loadWeights() (err error) {
 			}
 			if !t.Type.Shape.Equal(d.Type.Shape) {
 				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
-					Err: fmt.Errorf("declared %s but %s in %s is %s", d.Type.Shape, name, filepath.Base(sf.Name()), t.Type.Shape)}
+					Err: fmt.Errorf("declared %s but %s in %s is %s", d.Type.Shape, name, shortName(sf.Name()), t.Type.Shape)}
 			}
 			if t.Type.DType != d.Type.DType {
 				if d.Type.DType.Quantized() {
 					return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name,
-						Err: fmt.Errorf("declared %s but %s in %s is %s; vkc does not quantize (declare %s, or a float dtype to dequantize it)", d.Type.DType, name, filepath.Base(w.file), t.Type.DType, t.Type.DType)}
+						Err: fmt.Errorf("declared %s but %s in %s is %s; vkc does not quantize (declare %s, or a float dtype to dequantize it)", d.Type.DType, name, shortName(sf.Name()), t.Type.DType, t.Type.DType)}
 				}
 				if mapped {
 					if err := alloc(d); err != nil {
@@ -339,4 +375,127 @@ func InitTensor(t Type, kind string, seed uint64, name string, scale float64) *T
 		}
 	}
 	return x
+}
+
+// shortName is a weight file's name for messages: its base name (a list of shards keeps the
+// base names it joined).
+func shortName(name string) string {
+	if strings.Contains(name, ", ") {
+		return name
+	}
+	return filepath.Base(name)
+}
+
+// openShards opens the weight files of a sharded checkpoint (weights: files:), each resolved
+// against the model's folder.
+func (p *modelParser) openShards(files []string) (*shardedWeights, error) {
+	ms := &shardedWeights{}
+	for _, f := range files {
+		path := f
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(p.dir, path)
+		}
+		wf, err := openWeightFile(path)
+		if err != nil {
+			ms.Close()
+			return nil, err
+		}
+		ms.files = append(ms.files, wf)
+	}
+	return ms, nil
+}
+
+// shardedWeights reads parameters from several weight files (a Hugging Face checkpoint's
+// shards): each tensor from the one file that has it; a tensor in two files is an error.
+type shardedWeights struct {
+	files []weightFile
+}
+
+func (s *shardedWeights) Name() string {
+	names := make([]string, len(s.files))
+	for i, f := range s.files {
+		names[i] = filepath.Base(f.Name())
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s *shardedWeights) Has(name string) bool {
+	for _, f := range s.files {
+		if f.Has(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// file is the one shard holding the tensor.
+func (s *shardedWeights) file(name string) (weightFile, error) {
+	var found weightFile
+	for _, f := range s.files {
+		if !f.Has(name) {
+			continue
+		}
+		if found != nil {
+			return nil, fmt.Errorf("tensor %s is in both %s and %s", name, found.Name(), f.Name())
+		}
+		found = f
+	}
+	if found == nil {
+		return nil, fmt.Errorf("no weight file has tensor %s", name)
+	}
+	return found, nil
+}
+
+func (s *shardedWeights) Read(name string) (*Tensor, error) {
+	f, err := s.file(name)
+	if err != nil {
+		return nil, err
+	}
+	return f.Read(name)
+}
+
+// Map is not used for shards (mapAll maps each).
+func (s *shardedWeights) Map() (*Mapping, error) { return nil, nil }
+
+// mapAll memory-maps every shard (none where mmap is not available).
+func (s *shardedWeights) mapAll() ([]*Mapping, error) {
+	var mps []*Mapping
+	for _, f := range s.files {
+		mp, err := f.Map()
+		if err != nil {
+			for _, m := range mps {
+				m.Close()
+			}
+			return nil, err
+		}
+		if mp != nil {
+			mps = append(mps, mp)
+		}
+	}
+	return mps, nil
+}
+
+func (s *shardedWeights) View(name string) (*Tensor, error) {
+	f, err := s.file(name)
+	if err != nil {
+		return nil, err
+	}
+	return f.View(name)
+}
+
+func (s *shardedWeights) Similar(name string) string {
+	for _, f := range s.files {
+		if h := f.Similar(name); h != "" {
+			return h
+		}
+	}
+	return ""
+}
+
+func (s *shardedWeights) Close() error {
+	var err error
+	for _, f := range s.files {
+		err = errors.Join(err, f.Close())
+	}
+	return err
 }

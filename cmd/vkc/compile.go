@@ -19,7 +19,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml|model.gguf|model.onnx [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE [--tokenizer-ref]]",
+		usage:   "model.yaml|model.gguf|model.onnx|HF-DIR [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE|none [--tokenizer-ref]]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -28,8 +28,8 @@ func init() {
 			device := fs.String("device", "", "the device to compile for, by index or name substring (default: $VKC_DEVICE, else the best)")
 			fns := fs.String("f", "", "comma-separated functions to compile (default: all)")
 			weights := fs.String("weights", "inline", "inline: weights in the plan; external: the plan references the model's safetensors file")
-			tok := fs.String("tokenizer", "", "record this tokenizer in the plan: a tokenizer.json (with the tokenizer_config.json beside it), a folder holding one, or a .gguf file's vocabulary")
-			tokRef := fs.Bool("tokenizer-ref", false, "with --tokenizer: record the file by path and SHA-256 instead of its bytes")
+			tok := fs.String("tokenizer", "", "record this tokenizer in the plan: a tokenizer.json (with the tokenizer_config.json beside it), a folder holding one, or a .gguf file's vocabulary; none: no tokenizer (default: the model's own, from its model.yaml tokenizer key, GGUF vocabulary or checkpoint folder)")
+			tokRef := fs.Bool("tokenizer-ref", false, "record the tokenizer file by path and SHA-256 instead of its bytes")
 			dotFile := fs.String("dot", "", "also write the chosen kernels of every function as a Graphviz DOT graph to this file")
 			dump := fs.String("dump-kernels", "", "also write every SPIR-V module (and its disassembly when spirv-dis is installed) to this folder")
 			tuneFlag := fs.Bool("tune", false, "measure: tune kernels on the device, extract under measured costs, time whole-program candidates and keep the fastest valid one (the default on a GPU)")
@@ -87,8 +87,8 @@ func init() {
 				if *fns != "" {
 					opts.Functions = strings.Split(*fns, ",")
 				}
-				if *tokRef && *tok == "" {
-					return usagef("--tokenizer-ref goes with --tokenizer FILE")
+				if *tokRef && *tok == vkc.NoTokenizer {
+					return usagef("--tokenizer-ref records a tokenizer; --tokenizer none records none")
 				}
 				opts.Tokenizer, opts.TokenizerRef = *tok, *tokRef
 				stderr := fs.Output()

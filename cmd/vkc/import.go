@@ -20,8 +20,8 @@ import (
 func init() {
 	register(&command{
 		name:    "import",
-		usage:   "model.gguf -o model.yaml [--ctx N] [--prefill N] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
-		short:   "write a model.yaml for a GGUF file (llama, qwen2, qwen3; weights read from the file) or an ONNX file (weights written beside it)",
+		usage:   "model.gguf|HF-DIR -o model.yaml [--ctx N] [--prefill N] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
+		short:   "write a model.yaml for a GGUF file (llama, qwen2, qwen3), a Hugging Face checkpoint folder (Llama, Mistral, Qwen2, Qwen3; weights read from their files) or an ONNX file (weights written beside it)",
 		example: "vkc import model.gguf -o model.yaml --ctx 2048",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			dims := dimFlags(fs)
@@ -35,7 +35,7 @@ func init() {
 					return err
 				}
 				if len(args) != 1 {
-					return usagef("want one GGUF or ONNX file, got %d arguments", len(args))
+					return usagef("want one GGUF or ONNX file or a Hugging Face folder, got %d arguments", len(args))
 				}
 				if *out == "" {
 					return usagef("-o model.yaml is required")
@@ -52,12 +52,15 @@ func init() {
 				if *ctx < 0 || *prefill < 0 {
 					return usagef("--ctx and --prefill must be positive")
 				}
-				if !importer.IsGGUFPath(args[0]) {
-					return fmt.Errorf("%s: vkc import reads GGUF (.gguf) and ONNX (.onnx) files", args[0])
-				}
 				dir, err := filepath.Abs(filepath.Dir(*out))
 				if err != nil {
 					return err
+				}
+				if st, err := os.Stat(args[0]); err == nil && st.IsDir() {
+					return importHF(stdout, args[0], *out, importer.HFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir}, *force)
+				}
+				if !importer.IsGGUFPath(args[0]) {
+					return fmt.Errorf("%s: vkc import reads GGUF (.gguf) and ONNX (.onnx) files and Hugging Face checkpoint folders", args[0])
 				}
 				im, err := importer.ImportGGUF(args[0], importer.GGUFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir})
 				if err != nil {
@@ -77,6 +80,34 @@ func init() {
 			}
 		},
 	})
+}
+
+// importHF writes the model.yaml of a Hugging Face checkpoint folder, which names its weight
+// and tokenizer files.
+func importHF(stdout io.Writer, in, out string, opts importer.HFOptions, force bool) error {
+	if !importer.IsHFDir(in) {
+		return fmt.Errorf("%s: a folder without config.json; vkc import reads Hugging Face checkpoint folders (config.json and safetensors weights)", in)
+	}
+	im, err := importer.ImportHF(in, opts)
+	if err != nil {
+		return err
+	}
+	inputs := append([]string{filepath.Join(in, "config.json")}, im.Files...)
+	err = safefile.Write(context.Background(), out, safefile.Options{What: "model.yaml", Inputs: inputs, Check: isModelYAML, Force: force},
+		func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
+	if err != nil {
+		return err
+	}
+	m := im.Model
+	fmt.Fprintf(stdout, "wrote %s: %s (%s), %d parameters in %d safetensors files, functions %s\n", out, m.Name, im.Arch, len(m.Params), len(im.Files), functionNames(m))
+	fmt.Fprintf(stdout, "  config.json fields used: %s\n", strings.Join(im.Used, ", "))
+	if len(im.Ignored) > 0 {
+		fmt.Fprintf(stdout, "  config.json fields not used: %s\n", strings.Join(im.Ignored, ", "))
+	}
+	for _, n := range im.Notes {
+		fmt.Fprintf(stdout, "  note: %s\n", n)
+	}
+	return nil
 }
 
 // importONNX writes the model.yaml of an ONNX file and its weights (the initializers, once)
@@ -109,10 +140,16 @@ func importONNX(stdout io.Writer, in, out string, dims dimFlag, force bool) erro
 	return nil
 }
 
-// loadModel reads the model a command is given: a model.yaml, or a file another tool wrote
-// (GGUF, ONNX), imported in memory with the importer's defaults. dims fixes an ONNX model's
+// loadModel reads the model a command is given: a model.yaml, or a file or folder another tool
+// wrote (GGUF, ONNX, a Hugging Face checkpoint), imported in memory with the importer's defaults. dims fixes an ONNX model's
 // symbolic input dimensions (--dim NAME=VALUE); a model.yaml or GGUF file takes none.
 func loadModel(path string, skipWeights bool, dims dimFlag) (*ir.Model, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		if len(dims) > 0 {
+			return nil, usagef("--dim fixes the symbolic dimensions of ONNX models; %s is a folder", path)
+		}
+		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights})
+	}
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext == ".onnx" || importer.IsGGUFPath(path) {
 		if ext != ".onnx" && ext != ".gguf" {

@@ -88,3 +88,43 @@ func TestImportErrors(t *testing.T) {
 		t.Errorf("import over its own input: exit %d, %q", code, errs)
 	}
 }
+
+// TestImportHF: vkc import takes a Hugging Face checkpoint folder (transformers' tinyllama),
+// says which config fields it used and that it skipped the folder's golden.safetensors, and
+// writes a model.yaml naming the weights file relative to it that check and eval read; check
+// and eval also take the folder itself.
+func TestImportHF(t *testing.T) {
+	src := oracles.Dir(t, "hf/tinyllama")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "model.yaml")
+	code, stdout, errs := runCLI(t, "import", src, "-o", out, "--ctx", "32", "--prefill", "8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"tinyllama (LlamaForCausalLM), 21 parameters in 1 safetensors files", "config.json fields used: attention_bias, head_dim, hidden_act",
+		"config.json fields not used: attention_dropout", "golden.safetensors holds none of the model's tensors"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("import output lacks %q:\n%s", want, stdout)
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(dir, filepath.Join(src, "weights.safetensors"))
+	if !strings.Contains(string(b), "file: "+filepath.ToSlash(rel)) || !strings.Contains(string(b), "dims: {seq: 1..8}") {
+		t.Errorf("model.yaml does not name %s or lacks the prefill bound:\n%s", rel, b)
+	}
+	for _, m := range []string{out, src} {
+		if code, stdout, errs = runCLI(t, "check", m); code != 0 || !strings.Contains(stdout, "weights loaded: 21") {
+			t.Errorf("check %s: exit %d:\n%s%s", m, code, stdout, errs)
+		}
+	}
+	code, stdout, errs = runCLI(t, "eval", src, "-f", "prefill", "--input", "tokens=[1,2,3]", "--input", "pos=0")
+	if code != 0 || !strings.Contains(stdout, "logits") {
+		t.Errorf("eval on the folder: exit %d: %s%s", code, stdout, errs)
+	}
+	if code, _, errs = runCLI(t, "import", t.TempDir(), "-o", filepath.Join(dir, "x.yaml")); code != 1 || !strings.Contains(errs, "a folder without config.json") {
+		t.Errorf("a folder without config.json: exit %d: %s", code, errs)
+	}
+}

@@ -1,0 +1,282 @@
+package importer
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/vkc-project/vkc/ir"
+)
+
+// decoderLM is a Llama-family decoder-only language model (Llama 2 and 3, Mistral, Qwen2,
+// Qwen3, SmolLM2, TinyLlama) as the GGUF and Hugging Face front ends describe it: the one place
+// that writes such a model's model.yaml, so that both importers compute the same graph.
+//
+// The graph, per layer: RMSNorm; q, k, v projections (with biases where the model has them);
+// per-head RMSNorm of q and k (Qwen3); RoPE; the KV cache writes; grouped-query causal
+// attention (optionally over a sliding window); the output projection; the residual; RMSNorm;
+// SwiGLU MLP; the residual. Then RMSNorm and the output projection (tied to the embedding or
+// not). The functions follow the examples' conventions: prefill (seq a run-time length
+// 1..prefill) and decode (seq 1), inputs tokens (i32[seq]) and pos (i32 scalar), output logits
+// (f32[seq, vocab]), state k_cache.{i} and v_cache.{i} ([ctx, kv_heads, hd], f32).
+type decoderLM struct {
+	header []string // comment lines at the top of the model.yaml
+	name   string
+
+	vocab, d, heads, kvHeads, hd, ffn, layers, ctx, prefill int
+
+	eps, theta float64
+	ropeMode   string // "half" (rotate-half) or "interleaved"
+	scaling    ir.RopeScaling
+	qkNorm     bool            // per-head RMSNorm of q and k before RoPE (Qwen3)
+	bias       map[string]bool // "q", "k", "v", "o": the projection has a bias
+	tied       bool            // the output projection is the embedding table
+	window     []int           // per layer: the attention window, 0 for full attention
+
+	// files are the weight files as the model.yaml names them (one, or the shards of a
+	// checkpoint); names maps each parameter template (decoderParams) to its tensor name
+	// template in them.
+	files []string
+	names map[string]string
+	// dtype gives the dtype a tensor of the files is declared with (model.yaml's spelling), or
+	// an error naming it; castEmbed says the embedding rows come out in 16 bits and are cast to
+	// the f32 activations.
+	dtype     func(tensor string) (string, error)
+	castEmbed bool
+	// tokenizer is the tokenizer file the model.yaml names (relative to it), or "".
+	tokenizer string
+}
+
+// lmParam is one parameter of the decoder: its name template, its shape in model.yaml dims,
+// whether it is per layer, and when the model has it.
+type lmParam struct {
+	name     string
+	shape    []string
+	perLayer bool
+}
+
+// params lists the parameters the model has, in declaration order.
+func (m *decoderLM) params() []lmParam {
+	ps := []lmParam{
+		{"embed", []string{"vocab", "d"}, false},
+		{"layers.{i}.attn_norm", []string{"d"}, true},
+		{"layers.{i}.wq", []string{"heads*hd", "d"}, true},
+		{"layers.{i}.wk", []string{"kv_heads*hd", "d"}, true},
+		{"layers.{i}.wv", []string{"kv_heads*hd", "d"}, true},
+	}
+	for _, b := range []struct{ p, out string }{{"q", "heads*hd"}, {"k", "kv_heads*hd"}, {"v", "kv_heads*hd"}, {"o", "d"}} {
+		if m.bias[b.p] {
+			ps = append(ps, lmParam{"layers.{i}.b" + b.p, []string{b.out}, true})
+		}
+	}
+	if m.qkNorm {
+		ps = append(ps, lmParam{"layers.{i}.q_norm", []string{"hd"}, true}, lmParam{"layers.{i}.k_norm", []string{"hd"}, true})
+	}
+	ps = append(ps,
+		lmParam{"layers.{i}.wo", []string{"d", "heads*hd"}, true},
+		lmParam{"layers.{i}.mlp_norm", []string{"d"}, true},
+		lmParam{"layers.{i}.w_gate", []string{"ffn", "d"}, true},
+		lmParam{"layers.{i}.w_up", []string{"ffn", "d"}, true},
+		lmParam{"layers.{i}.w_down", []string{"d", "ffn"}, true},
+		lmParam{"out_norm", []string{"d"}, false})
+	if !m.tied {
+		ps = append(ps, lmParam{"lm_head", []string{"vocab", "d"}, false})
+	}
+	return ps
+}
+
+// tensorNames returns every tensor name of the files the model reads (templates expanded).
+func (m *decoderLM) tensorNames() []string {
+	var out []string
+	for _, p := range m.params() {
+		n := 1
+		if p.perLayer {
+			n = m.layers
+		}
+		for i := range n {
+			out = append(out, strings.ReplaceAll(m.names[p.name], "{i}", strconv.Itoa(i)))
+		}
+	}
+	return out
+}
+
+// yaml writes the model.yaml.
+func (m *decoderLM) yaml() ([]byte, error) {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	for _, h := range m.header {
+		w("# %s\n", h)
+	}
+	w("model: %s\n", yamlString(m.name))
+	w("dims:\n  vocab: %d\n  d: %d\n  heads: %d\n  kv_heads: %d\n  hd: %d\n  ffn: %d\n  layers: %d\n  ctx: %d\n",
+		m.vocab, m.d, m.heads, m.kvHeads, m.hd, m.ffn, m.layers, m.ctx)
+	if m.tokenizer != "" {
+		w("tokenizer: %s\n", yamlString(m.tokenizer))
+	}
+	w("\nweights:\n")
+	if len(m.files) == 1 {
+		w("  file: %s\n", yamlString(m.files[0]))
+	} else {
+		w("  files:\n")
+		for _, f := range m.files {
+			w("    - %s\n", yamlString(f))
+		}
+	}
+	w("  names:\n")
+	ps := m.params()
+	for _, p := range ps {
+		w("    %s: %s\n", p.name, yamlName(m.names[p.name]))
+	}
+	w("\nparams:\n")
+	for _, p := range ps {
+		if err := m.declare(&b, p); err != nil {
+			return nil, err
+		}
+	}
+	w("\nstate:\n  k_cache.{i}: [ctx, kv_heads, hd]\n  v_cache.{i}: [ctx, kv_heads, hd]\n")
+	w("\nfunctions:\n")
+	for fi, fn := range []struct {
+		name string
+		seq  int
+	}{{"prefill", m.prefill}, {"decode", 1}} {
+		dims := fmt.Sprint(fn.seq)
+		if fn.seq > 1 {
+			dims = fmt.Sprintf("1..%d", fn.seq) // a run-time length: a prompt of any length up to it
+		}
+		w("  %s:\n    dims: {seq: %s}\n    inputs:\n      tokens: i32[seq]\n      pos: i32[]\n    outputs:\n      logits: f32[seq, vocab]\n", fn.name, dims)
+		if fi > 0 {
+			w("    body: *body\n")
+			continue
+		}
+		w("    body: &body\n")
+		m.body(&b)
+	}
+	return []byte(b.String()), nil
+}
+
+// body writes the prefill body (decode shares it).
+func (m *decoderLM) body(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	if m.castEmbed {
+		// 16-bit table rows; the activations are f32.
+		w("      - x = cast(embedding(embed, tokens), to=f32)\n")
+	} else {
+		w("      - x = embedding(embed, tokens)\n")
+	}
+	w("      - kv_len = add(pos, seq)\n")
+	epsS, thetaS := fmtFloat(m.eps), fmtFloat(m.theta)
+	lin := func(x, wname, bname string) string {
+		if m.bias[bname] {
+			return fmt.Sprintf("linear(%s, layers.{i}.%s, layers.{i}.b%s)", x, wname, bname)
+		}
+		return fmt.Sprintf("linear(%s, layers.{i}.%s)", x, wname)
+	}
+	rope := fmt.Sprintf("theta=%s, mode=%s", thetaS, m.ropeMode)
+	if s := m.scaling; s.Type == ir.RopeScalingLinear {
+		rope += fmt.Sprintf(", scaling=linear, factor=%s", fmtFloat(s.Factor))
+	} else if s.Type == ir.RopeScalingLlama3 {
+		rope += fmt.Sprintf(", scaling=llama3, factor=%s, low_freq_factor=%s, high_freq_factor=%s, original_ctx=%d",
+			fmtFloat(s.Factor), fmtFloat(s.LowFreqFactor), fmtFloat(s.HighFreqFactor), s.OriginalCtx)
+	}
+	// Consecutive layers with the same attention window share one repeat block.
+	for lo := 0; lo < m.layers; {
+		hi := lo + 1
+		for hi < m.layers && m.windowOf(hi) == m.windowOf(lo) {
+			hi++
+		}
+		from, to := strconv.Itoa(lo), strconv.Itoa(hi)
+		if hi == m.layers {
+			to = "layers"
+		}
+		win := ""
+		if wn := m.windowOf(lo); wn > 0 {
+			win = fmt.Sprintf(", window=%d", wn)
+			w("      # layers %d..%d: sliding-window attention over the last %d positions\n", lo, hi-1, wn)
+		}
+		w("      - repeat i in %s..%s:\n", from, to)
+		w("        - h = rmsnorm(x, layers.{i}.attn_norm, eps=%s)\n", epsS)
+		q := fmt.Sprintf("reshape(%s, shape=[seq, heads, hd])", lin("h", "wq", "q"))
+		k := fmt.Sprintf("reshape(%s, shape=[seq, kv_heads, hd])", lin("h", "wk", "k"))
+		if m.qkNorm {
+			w("        # per-head RMSNorm of q and k, then RoPE\n")
+			w("        - q = rmsnorm(%s, layers.{i}.q_norm, eps=%s)\n", q, epsS)
+			w("        - k = rmsnorm(%s, layers.{i}.k_norm, eps=%s)\n", k, epsS)
+			q, k = "q", "k"
+		}
+		w("        - q = rope(%s, pos, %s)\n", q, rope)
+		w("        - k = rope(%s, pos, %s)\n", k, rope)
+		w("        - k_cache.{i} <- cache_write(k_cache.{i}, k, pos)\n")
+		w("        - v_cache.{i} <- cache_write(v_cache.{i}, reshape(%s, shape=[seq, kv_heads, hd]), pos)\n", lin("h", "wv", "v"))
+		w("        - a = attention(q, k_cache.{i}, v_cache.{i}, kv_len, scale=1/sqrt(hd), causal=true%s)\n", win)
+		w("        - x = add(x, %s)\n", lin("reshape(a, shape=[seq, heads*hd])", "wo", "o"))
+		w("        - h = rmsnorm(x, layers.{i}.mlp_norm, eps=%s)\n", epsS)
+		w("        - x = add(x, linear(mul(silu(linear(h, layers.{i}.w_gate)), linear(h, layers.{i}.w_up)), layers.{i}.w_down))\n")
+		lo = hi
+	}
+	head := "lm_head"
+	if m.tied {
+		head = "embed"
+	}
+	w("      - logits = linear(rmsnorm(x, out_norm, eps=%s), %s)\n", epsS, head)
+}
+
+func (m *decoderLM) windowOf(layer int) int {
+	if layer < len(m.window) {
+		return m.window[layer]
+	}
+	return 0
+}
+
+// declare writes the parameter declarations of p: one templated line when every layer's tensor
+// has the same dtype, else one line per layer (llama.cpp's K-quant mixes give some layers'
+// attn_v and ffn_down more bits).
+func (m *decoderLM) declare(b *strings.Builder, p lmParam) error {
+	n := 1
+	if p.perLayer {
+		n = m.layers
+	}
+	types := make([]string, n)
+	for i := range types {
+		name := strings.ReplaceAll(m.names[p.name], "{i}", strconv.Itoa(i))
+		t, err := m.dtype(name)
+		if err != nil {
+			return err
+		}
+		types[i] = t
+	}
+	same := true
+	for _, s := range types {
+		same = same && s == types[0]
+	}
+	shape := "[" + strings.Join(p.shape, ", ") + "]"
+	dt := func(s string) string {
+		if s == "f32" {
+			return shape
+		}
+		return s + shape
+	}
+	if same {
+		fmt.Fprintf(b, "  %s: %s\n", p.name, dt(types[0]))
+		return nil
+	}
+	for i, s := range types {
+		fmt.Fprintf(b, "  %s: %s\n", strings.ReplaceAll(p.name, "{i}", strconv.Itoa(i)), dt(s))
+	}
+	return nil
+}
+
+// yamlName writes a tensor name template for YAML: plain when it is made of word characters,
+// dots, slashes and {i} templates (a plain scalar may hold braces after its first character),
+// else quoted.
+func yamlName(s string) string {
+	plain := s != "" && s[0] != '{'
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./{}", r)) {
+			plain = false
+		}
+	}
+	if plain {
+		return s
+	}
+	return strconv.Quote(s)
+}
