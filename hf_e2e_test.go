@@ -1,13 +1,16 @@
 package vkc
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 )
 
 // TestHFOraclePlan: transformers' tinyllama folder (../shared/oracles/hf/tinyllama) through vkc
@@ -84,4 +87,85 @@ func ints64(x *ir.Tensor) []int {
 		out[i] = int(x.Float64(i))
 	}
 	return out
+}
+
+// TestRopeScalingPlan: a checkpoint with Llama 3's rope scaling (tinyllama's weights with
+// rope_scaling llama3 over an original context of 16, so positions past it are blended and
+// divided) compiled for the device matches the interpreter's prefill and decode logits: the
+// scaling survives the rewrites and the merged projections that rotate q and k as they store.
+func TestRopeScalingPlan(t *testing.T) {
+	d := device(t)
+	src := oracles.Dir(t, "hf/tinyllama")
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["rope_parameters"] = map[string]any{"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+		"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+	b, _ = json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(src, "weights.safetensors"), filepath.Join(dir, "weights.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	im, err := importer.ImportHF(dir, importer.HFOptions{Ctx: 64, Prefill: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Model.Close()
+	if !strings.Contains(string(im.YAML), "scaling=llama3") {
+		t.Fatalf("no scaling in the model:\n%s", im.YAML)
+	}
+	p, _ := compileExample(t, im.Model, Options{Target: targetOf(d)})
+	prompt := []int{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3}
+	run := func(r oracles.Runner) []float64 {
+		var all []float64
+		for c := 0; c < 3; c++ { // positions 0..47: past the original context of 16
+			l, err := r.Run("prefill", prompt, 16*c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, l...)
+		}
+		for i := 0; i < 4; i++ {
+			l, err := r.Run("decode", []int{prompt[i]}, 48+i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, l...)
+		}
+		return all
+	}
+	got := run(&planRunner{roundTrip(t, d, p)})
+	want := run(&interpRunner{interp.NewSession(im.Model)})
+	if e := oracles.RowRel(got, want, 256); e > oracleTol {
+		t.Errorf("plan vs interpreter: %.3g row-relative > %g", e, oracleTol)
+	} else {
+		t.Logf("plan vs interpreter: %.3g row-relative", e)
+	}
+}
+
+// interpRunner runs the reference interpreter's prefill and decode over its session's state.
+type interpRunner struct{ s *interp.Session }
+
+func (r *interpRunner) Reset() error { r.s.Reset(); return nil }
+func (r *interpRunner) Run(fn string, tokens []int, pos int) ([]float64, error) {
+	f := make([]float64, len(tokens))
+	for i, x := range tokens {
+		f[i] = float64(x)
+	}
+	out, err := r.s.Run(fn, map[string]*ir.Tensor{
+		"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, len(tokens)), f),
+		"pos":    ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(pos)}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out["logits"].Float64s(), nil
 }

@@ -56,6 +56,8 @@ type Part struct {
 	Head  int
 	Theta float64
 	Half  bool
+	// Scaling is the rope's frequency scaling (ir.RopeScaling; the zero value is none).
+	Scaling ir.RopeScaling
 	// Cache: Out is a state of rows [Rows, Cols] (any shape with that leading axis and
 	// Cols elements per row), updated in place (Launch.InPlace: Out shares Args[State]'s
 	// buffer): row s of the part is written at row pos + s, rows outside the state are not
@@ -84,7 +86,11 @@ func (pt Part) key() string {
 		if pt.Half {
 			mode = "half"
 		}
-		fmt.Fprintf(&b, "rope[d=%d,theta=%s,mode=%s]", pt.Head, strconv.FormatFloat(pt.Theta, 'g', -1, 64), mode)
+		fmt.Fprintf(&b, "rope[d=%d,theta=%s,mode=%s", pt.Head, strconv.FormatFloat(pt.Theta, 'g', -1, 64), mode)
+		if sc := pt.Scaling; sc.Type != "" && sc.Type != ir.RopeScalingNone {
+			fmt.Fprintf(&b, ",scaling=%s,factor=%g,low=%g,high=%g,ctx=%d", sc.Type, sc.Factor, sc.LowFreqFactor, sc.HighFreqFactor, sc.OriginalCtx)
+		}
+		b.WriteString("]")
 	case PartPair:
 		b.WriteString("pair{" + pt.Expr.Key() + "}")
 	default:
@@ -367,7 +373,7 @@ func (w *partWriter) storePart(b *codegen.Builder, pt Part, row, c, v0, v1 codeg
 		h := pt.Head / 2
 		q := b.Div(c, u(2))
 		head, i := b.Div(q, u(h)), b.Rem(q, u(h))
-		g := ropeGeom{d: pt.Head, h: h, log2Theta: math.Log2(pt.Theta)}
+		g := ropeGeom{d: pt.Head, h: h, log2Theta: math.Log2(pt.Theta), scale: pt.Scaling}
 		y0, y1 := g.rotate(b, pos, row, i, v0, v1)
 		hb := b.Mul(head, u(pt.Head))
 		if pt.Half {
@@ -410,7 +416,13 @@ func partsReference(b *ir.Builder, p *Problem, args []ir.Value, y ir.Value) ([]i
 			}
 			// The pairs are adjacent: rope in mode interleaved, then (mode half) features
 			// (2i, 2i+1) go back to (i, i + D/2).
-			if v, err = b.Op(ir.Rope, ir.Attrs{"theta": pt.Theta, "mode": "interleaved", "seq_axis": 0}, r, args[p.Pos]); err != nil {
+			at := ir.Attrs{"theta": pt.Theta, "mode": "interleaved", "seq_axis": 0}
+			if pt.Scaling.Type != "" {
+				for k, v := range pt.Scaling.Attrs() {
+					at[k] = v
+				}
+			}
+			if v, err = b.Op(ir.Rope, at, r, args[p.Pos]); err != nil {
 				return nil, err
 			}
 			if pt.Half {

@@ -42,6 +42,18 @@ func qkvProblemW(t *testing.T, m int, dt, wdt ir.DType, k int, half bool) *kerne
 	return p
 }
 
+// qkvScaled is qkvProblem (f32, mode half) with Llama 3's frequency scaling on its ropes.
+func qkvScaled(t *testing.T, m int) *kernels.Problem {
+	p := qkvProblem(t, m, ir.F32, true)
+	sc := ir.RopeScaling{Type: ir.RopeScalingLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 20, OriginalCtx: 2000}
+	for i := range p.Parts {
+		if p.Parts[i].Kind == kernels.PartRope {
+			p.Parts[i].Scaling = sc
+		}
+	}
+	return p
+}
+
 // gateUpProblem is a merged gate/up projection (rows interleaved) writing silu(gate)·up, and a
 // plain part after it.
 func gateUpProblem(t *testing.T, m int, dt ir.DType, bias bool) *kernels.Problem {
@@ -86,6 +98,7 @@ func TestColumnParts(t *testing.T) {
 		{"qkv decode f16", qkvProblem(t, 1, ir.F16, true)},
 		{"qkv prefill f16", qkvProblem(t, 5, ir.F16, true)},
 		{"qkv prefill f32 interleaved", qkvProblem(t, 5, ir.F32, false)},
+		{"qkv prefill f32 llama3 scaling", qkvScaled(t, 5)},
 		{"gate/up decode f16", gateUpProblem(t, 1, ir.F16, false)},
 		{"gate/up prefill f32 bias", gateUpProblem(t, 7, ir.F32, true)},
 		{"gate/up prefill f16 bias", gateUpProblem(t, 9, ir.F16, true)},

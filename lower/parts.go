@@ -172,15 +172,16 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 		c := fl.consumers[x][0]
 		d := xs[xs.Rank()-1]
 		half := c.Attrs.String("mode", "half") == "half"
+		scaling, _ := ir.RopeScalingOf(c.Attrs) // checked when the graph was built
 		switch {
 		case c.Op == ir.Rope && c.Args[0].Node == x && reorder && d%2 == 0 && fl.ropeSeqAxis0(c) && posOK(c.Args[1]):
 			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartRope, Cols: width, Head: d,
-				Theta: c.Attrs.Float("theta", 10000), Half: half}, src: []int{sp.start}, out: c.V(), absorb: append(chain, c)})
+				Theta: c.Attrs.Float("theta", 10000), Half: half, Scaling: scaling}, src: []int{sp.start}, out: c.V(), absorb: append(chain, c)})
 			gain = true
 			continue
 		case c.Op == ir.RopeCacheWrite && c.Args[1].Node == x && reorder && d%2 == 0 && posOK(c.Args[2]):
 			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartRope, Cols: width, Head: d,
-				Theta: c.Attrs.Float("theta", 10000), Half: half, Cache: true}, src: []int{sp.start}, out: c.V(), state: c.Args[0],
+				Theta: c.Attrs.Float("theta", 10000), Half: half, Scaling: scaling, Cache: true}, src: []int{sp.start}, out: c.V(), state: c.Args[0],
 				absorb: append(chain, c)})
 			pp.reads = pp.reads || ir.NeedsLength(c, fl.rows)
 			gain = true
