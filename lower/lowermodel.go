@@ -32,6 +32,7 @@ type lowerer struct {
 	weights      []*weightBuf
 	wsize        uint64
 	weightByHash map[uint64][]int // quickHash → weight buffers
+	weightByID   map[string]int   // fileIdentity → weight buffer
 	weightByName map[string]int   // weight tensor name → index in weights
 	wtensors     []plan.WeightTensor
 	wtensorBuf   []int // weight buffer of each entry of wtensors
@@ -85,7 +86,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		fns = m.Functions
 	}
 	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
-		weightByHash: map[uint64][]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
+		weightByHash: map[uint64][]int{}, weightByID: map[string]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
 		moduleByKey: map[string]int{}, chosen: map[string]*choice{}, folds: opts.Folds}
 	if l.folds == nil {
 		l.folds = NewFoldCache()
@@ -288,12 +289,26 @@ func (l *lowerer) weight(name string, x *blob) (int, error) {
 	}
 	x = deviceBlob(x)
 	size := uint64(x.size())
-	h := l.quickHash(x)
+	// Bytes that all lie in mapped weight files are told apart by where they lie, not by what
+	// they hold: reading every weight to hash it cost a sixth of a SmolLM2 compile, and two
+	// equal tensors stored apart in a checkpoint are rare. Other bytes (generated weights,
+	// folded values computed in memory) are compared by content.
+	id, mapped := l.fileIdentity(x)
+	var h uint64
+	if !mapped {
+		h = l.quickHash(x)
+	}
 	bi := -1
-	for _, i := range l.weightByHash[h] {
-		if w := l.weights[i]; w.t.Equal(x.t) && w.size == size && bytes.Equal((&blob{pieces: w.pieces}).bytes(), x.bytes()) {
+	if mapped {
+		if i, ok := l.weightByID[id]; ok {
 			bi = i
-			break
+		}
+	} else {
+		for _, i := range l.weightByHash[h] {
+			if w := l.weights[i]; w.t.Equal(x.t) && w.size == size && bytes.Equal((&blob{pieces: w.pieces}).bytes(), x.bytes()) {
+				bi = i
+				break
+			}
 		}
 	}
 	if bi < 0 {
@@ -311,7 +326,11 @@ func (l *lowerer) weight(name string, x *blob) (int, error) {
 		}
 		bi = len(l.weights)
 		l.weights = append(l.weights, wb)
-		l.weightByHash[h] = append(l.weightByHash[h], bi)
+		if mapped {
+			l.weightByID[id] = bi
+		} else {
+			l.weightByHash[h] = append(l.weightByHash[h], bi)
+		}
 	}
 	dt, err := PlanDType(x.t.DType)
 	if err != nil {
@@ -323,18 +342,63 @@ func (l *lowerer) weight(name string, x *blob) (int, error) {
 	return bi, nil
 }
 
+// fileIdentity is where x's bytes lie when every piece lies in a mapped weight file: its type
+// and each piece's file and range.
+func (l *lowerer) fileIdentity(x *blob) (string, bool) {
+	if len(x.pieces) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString(x.t.String())
+	for _, p := range x.pieces {
+		f, off, ok := l.m.WeightFile(p)
+		if !ok {
+			return "", false
+		}
+		fmt.Fprintf(&b, "|%p:%d+%d", f, off, len(p))
+	}
+	return b.String(), true
+}
+
 // visit calls fn with x's bytes in order. Bytes that lie in a file the model's weights are
 // mapped from are read through the file into a buffer instead (ir.Model.WeightFile): hashing
 // every weight then does not make the whole mapping resident.
 func (l *lowerer) visit(x *blob, fn func([]byte)) {
-	for _, p := range x.pieces {
+	if l.readBuf == nil {
+		l.readBuf = make([]byte, 1<<20)
+	}
+	for i := 0; i < len(x.pieces); i++ {
+		p := x.pieces[i]
 		f, off, ok := l.m.WeightFile(p)
 		if !ok {
 			fn(p)
 			continue
 		}
-		if l.readBuf == nil {
-			l.readBuf = make([]byte, 1<<20)
+		// Small pieces of one file near each other (a weight's rows reordered for a kernel)
+		// are read with one call covering them all.
+		lo, hi, j := off, off+int64(len(p)), i+1
+		offs := []int64{off}
+		for ; j < len(x.pieces); j++ {
+			g, o, ok := l.m.WeightFile(x.pieces[j])
+			if !ok || g != f || max(hi, o+int64(len(x.pieces[j])))-min(lo, o) > int64(len(l.readBuf)) {
+				break
+			}
+			lo, hi = min(lo, o), max(hi, o+int64(len(x.pieces[j])))
+			offs = append(offs, o)
+		}
+		if j > i+1 {
+			span := l.readBuf[:hi-lo]
+			if _, err := f.ReadAt(span, lo); err != nil {
+				for _, q := range x.pieces[i:j] {
+					fn(q) // the mapping has the same bytes; reading it is only slower
+				}
+			} else {
+				for k, o := range offs {
+					fn(span[o-lo : o-lo+int64(len(x.pieces[i+k]))])
+				}
+			}
+			i = j - 1
+			continue
 		}
 		for done := 0; done < len(p); {
 			n := min(len(l.readBuf), len(p)-done)

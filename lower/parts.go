@@ -371,6 +371,11 @@ func (fl *fnLowerer) buildParts(pp *partsPlan, wArg, n int) error {
 	return nil
 }
 
+// maxRowPieces bounds the pieces of a reordered weight (a rope-interleaved Q/K projection has a
+// piece per row: SmolLM2's are 768 rows). Each piece is a slice header here and a file range in
+// the plan; a weight of more rows than this is copied instead.
+const maxRowPieces = 1 << 14
+
 // reorderRows is v (a compile-time tensor whose leading axis has one row per column of a
 // linear's result: a weight [N, K] or a bias [N]) with its rows in the order perm gives, as a
 // folded value of its own.
@@ -393,20 +398,25 @@ func (fl *fnLowerer) reorderRows(v ir.Value, perm []int) (ir.Value, error) {
 	if rows != len(perm) || size%rows != 0 {
 		return ir.Value{}, fmt.Errorf("%s: %d rows of %d bytes do not reorder as %d columns", name, rows, size, len(perm))
 	}
-	if err := hostmem.Check("lower: "+name+" with its rows reordered for column parts", uint64(size)); err != nil {
-		return ir.Value{}, err
-	}
+	// The reordered rows are pieces of the source's bytes (rows that stay together are one
+	// piece), copied only when the plan is written: a merged projection reordered for its parts
+	// costs no memory of its own. Past maxRowPieces pieces it is copied into one buffer.
 	row := size / rows
-	in := x.bytes()
-	out := make([]byte, size)
-	for i, r := range perm {
-		copy(out[i*row:(i+1)*row], in[r*row:(r+1)*row])
+	var pieces [][]byte
+	for _, r := range perm {
+		pieces = x.slice(r*row, row, pieces)
+	}
+	if len(pieces) > maxRowPieces {
+		if err := hostmem.Check("lower: "+name+" with its rows reordered for column parts", uint64(size)); err != nil {
+			return ir.Value{}, err
+		}
+		pieces = [][]byte{(&blob{pieces: pieces}).bytes()}
 	}
 	h := fnv.New64a()
 	for _, r := range perm {
 		fmt.Fprintf(h, "%d,", r)
 	}
-	nb := &blob{t: t, pieces: [][]byte{out}, name: fmt.Sprintf("%s.rows%012x", name, h.Sum64()&(1<<48-1))}
+	nb := &blob{t: t, pieces: pieces, name: fmt.Sprintf("%s.rows%012x", name, h.Sum64()&(1<<48-1))}
 	// A node of its own, not in the graph: a folded value (static, live) that locOf and the
 	// dequantization fallback read like the concatenation it is made from.
 	n := &ir.Node{ID: -1, Op: ir.Concat, Args: []ir.Value{v}, Attrs: ir.Attrs{"axis": 0}, Outs: []ir.Type{t}, Name: nb.name, Rule: "column-parts"}

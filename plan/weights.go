@@ -24,7 +24,7 @@ func (w *Weights) Visit(fn func(off uint64, b []byte) error) error {
 		return fn(0, w.Data)
 	}
 	var buf []byte
-	for i := range w.Pieces {
+	for i := 0; i < len(w.Pieces); i++ {
 		pc := &w.Pieces[i]
 		if pc.Data != nil {
 			if err := fn(pc.Offset, pc.Data); err != nil {
@@ -34,6 +34,30 @@ func (w *Weights) Visit(fn func(off uint64, b []byte) error) error {
 		}
 		if buf == nil && pc.Size > 0 {
 			buf = make([]byte, min(chunkSize, w.Size))
+		}
+		// Small pieces of one file that lie near each other (the rows of a weight reordered
+		// for a kernel, one piece each) are read with one call covering them all.
+		lo, hi, j := pc.FileOffset, pc.FileOffset+int64(pc.Size), i+1
+		for ; j < len(w.Pieces); j++ {
+			q := &w.Pieces[j]
+			if q.Data != nil || q.File != pc.File || max(hi, q.FileOffset+int64(q.Size))-min(lo, q.FileOffset) > int64(len(buf)) {
+				break
+			}
+			lo, hi = min(lo, q.FileOffset), max(hi, q.FileOffset+int64(q.Size))
+		}
+		if j > i+1 {
+			span := buf[:hi-lo]
+			if _, err := pc.File.ReadAt(span, lo); err != nil {
+				return fmt.Errorf("plan weights: reading %d bytes at %d of a weight file: %w", len(span), lo, err)
+			}
+			for k := i; k < j; k++ {
+				q := &w.Pieces[k]
+				if err := fn(q.Offset, span[q.FileOffset-lo:q.FileOffset-lo+int64(q.Size)]); err != nil {
+					return err
+				}
+			}
+			i = j - 1
+			continue
 		}
 		for done := uint64(0); done < pc.Size; {
 			n := min(uint64(len(buf)), pc.Size-done)

@@ -90,3 +90,32 @@ func TestWeightPiecesValidate(t *testing.T) {
 		t.Errorf("data and pieces: %v", err)
 	}
 }
+
+// Pieces that are rows of one file in another order (a weight reordered for a kernel) are read
+// in one call and land where the plan puts them.
+func TestWeightPiecesPermutedRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.bin")
+	file := make([]byte, 40) // 5 bytes of header, then 7 rows of 5 bytes
+	for i := range file {
+		file[i] = byte(i)
+	}
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	perm := []int{3, 1, 6, 0, 2}
+	w := Weights{Size: 96}
+	want := make([]byte, 96)
+	for i, r := range perm {
+		w.Pieces = append(w.Pieces, WeightPiece{Offset: uint64(10 + 5*i), Size: 5, File: f, FileOffset: int64(5 + 5*r)})
+		copy(want[10+5*i:], file[5+5*r:10+5*r])
+	}
+	got, err := w.Bytes()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("permuted rows: %v\n got %v\nwant %v", err, got, want)
+	}
+}
