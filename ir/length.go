@@ -265,7 +265,12 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 				}
 			}
 			out = true
-		case n.Op == Sum || n.Op == Mean || n.Op == Max || n.Op == Min || n.Op == Argmax || n.Op == Softmax:
+		case n.Op == TakeAlongAxis:
+			if b[0] != b[1] || n.Args[0].Type().Shape.Rank() < 2 {
+				return nil, fail("x and the indices must both have the length on their leading axis")
+			}
+			out = true
+		case n.Op == Sum || n.Op == Mean || n.Op == Max || n.Op == Min || n.Op == Argmax || n.Op == ArgTopK || n.Op == Softmax:
 			x := n.Args[0].Type()
 			if x.Shape.Rank() < 2 || axis("axis", -1, x.Shape.Rank()) == 0 {
 				return nil, fail("it reduces over axis 0")

@@ -101,6 +101,14 @@ const (
 
 	Reverse // reverse(x): the elements of one axis in reverse order (a slice with a negative step)
 
+	// ArgTopK(x) gives the indices (i32) of the k largest elements of each row of the last axis,
+	// largest first: [..., n] → [..., k]; equal values in index order, a NaN larger than every
+	// number (as argmax). Sampling reads the candidates of a logits row through it.
+	ArgTopK
+	// TakeAlongAxis(x, idx) gathers along the last axis: out[..., j] = x[..., idx[..., j]]
+	// (numpy's take_along_axis), x [..., n] and idx int [..., k] with the same leading axes.
+	TakeAlongAxis
+
 	numBaseOps
 )
 

@@ -142,6 +142,38 @@ func init() {
 	def(Max, OpInfo{Name: "max", Kind: KindReduce, MinArgs: 1, MaxArgs: 1, Attrs: reduceAttrs, infer: reduce(false)})
 	def(Min, OpInfo{Name: "min", Kind: KindReduce, MinArgs: 1, MaxArgs: 1, Attrs: reduceAttrs, infer: reduce(false)})
 	def(Argmax, OpInfo{Name: "argmax", Kind: KindReduce, MinArgs: 1, MaxArgs: 1, Attrs: reduceAttrs, infer: reduce(true)})
+	def(ArgTopK, OpInfo{Name: "argtopk", Kind: KindOther, MinArgs: 1, MaxArgs: 1, Attrs: []AttrSpec{{Name: "k", Kind: AttrInt, Required: true}},
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			x := args[0]
+			if !x.DType.IsFloat() && !x.DType.IsInt() || x.DType.Quantized() {
+				return nil, fmt.Errorf("x must be a float or integer tensor, got %s", x)
+			}
+			if x.Shape.Rank() == 0 {
+				return nil, fmt.Errorf("x must have a last axis to rank, got the scalar %s", x)
+			}
+			n, k := x.Shape[x.Shape.Rank()-1], a.Int("k", 0)
+			if k < 1 || k > n {
+				return nil, fmt.Errorf("k must be in 1..%d (the last axis of %s), got %d", n, x, k)
+			}
+			s := x.Shape.Clone()
+			s[len(s)-1] = k
+			return one(Type{I32, s}), nil
+		}})
+	def(TakeAlongAxis, OpInfo{Name: "take_along_axis", Kind: KindOther, MinArgs: 2, MaxArgs: 2,
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			x, idx := args[0], args[1]
+			if x.DType.Quantized() {
+				return nil, fmt.Errorf("x cannot be block-quantized, got %s", x)
+			}
+			if idx.DType != I32 && idx.DType != U32 {
+				return nil, fmt.Errorf("indices must be i32 or u32, got %s", idx)
+			}
+			r := x.Shape.Rank()
+			if r == 0 || idx.Shape.Rank() != r || !x.Shape[:r-1].Equal(idx.Shape[:r-1]) {
+				return nil, fmt.Errorf("x %s and indices %s must have the same leading axes and rank", x, idx)
+			}
+			return one(Type{x.DType, idx.Shape.Clone()}), nil
+		}})
 
 	def(Softmax, OpInfo{Name: "softmax", Kind: KindNorm, MinArgs: 1, MaxArgs: 1, Composite: true,
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: -1}},

@@ -73,6 +73,12 @@ func TestInfer(t *testing.T) {
 		{"concat mismatch", Concat, Attrs{"axis": 1}, []Type{f32(2, 3), f32(3, 5)}, Type{}, "cannot concatenate f32[2,3] and f32[3,5] along axis 1"},
 		{"expand", Expand, Attrs{"shape": []int{4, 3}}, []Type{f32(1, 3)}, f32(4, 3), ""},
 		{"expand bad", Expand, Attrs{"shape": []int{4, 2}}, []Type{f32(1, 3)}, Type{}, "cannot expand [1,3] to [4,2]"},
+		{"argtopk", ArgTopK, Attrs{"k": 4}, []Type{f32(3, 10)}, i32(3, 4), ""},
+		{"argtopk k", ArgTopK, Attrs{"k": 11}, []Type{f32(3, 10)}, Type{}, "k must be in 1..10"},
+		{"argtopk no k", ArgTopK, nil, []Type{f32(3, 10)}, Type{}, "needs attribute k"},
+		{"take_along_axis", TakeAlongAxis, nil, []Type{f32(3, 10), i32(3, 4)}, f32(3, 4), ""},
+		{"take_along_axis rows", TakeAlongAxis, nil, []Type{f32(3, 10), i32(2, 4)}, Type{}, "same leading axes"},
+		{"take_along_axis index dtype", TakeAlongAxis, nil, []Type{f32(3, 10), f32(3, 4)}, Type{}, "indices must be i32 or u32"},
 		// model ops
 		{"embedding", Embedding, nil, []Type{T(F16, 256, 64), i32(16)}, T(F16, 16, 64), ""},
 		{"embedding ids", Embedding, nil, []Type{f32(256, 64), f32(16)}, Type{}, "ids must be i32 or u32, got f32[16]"},

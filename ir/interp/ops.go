@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sort"
 	"sync"
 
 	"github.com/vkc-project/vkc/ir"
@@ -216,6 +217,8 @@ func init() {
 		return &val{t: t, d: d}, nil
 	}
 	impls[ir.Embedding] = evalEmbedding
+	impls[ir.ArgTopK] = evalArgTopK
+	impls[ir.TakeAlongAxis] = evalTakeAlongAxis
 	impls[ir.Rope] = evalRope
 	impls[ir.CacheWrite] = evalCacheWrite
 	impls[ir.Attention] = evalAttention
@@ -635,6 +638,50 @@ func evalEmbedding(c *ctx, n *ir.Node, a []*val) (*val, error) {
 		d = append(d, tab.d[r*dim:(r+1)*dim]...)
 	}
 	return newVal(n.Type(), d), nil
+}
+
+// evalArgTopK ranks each row of the last axis: the indices of its k largest elements, largest
+// first, equal values in increasing index order, NaN above every number (the first NaN first, as
+// argmax picks it). A stable sort of the indices by value is that order.
+func evalArgTopK(c *ctx, n *ir.Node, a []*val) (*val, error) {
+	x := a[0]
+	row := x.t.Shape[x.t.Shape.Rank()-1]
+	k := n.Attrs.Int("k", 0)
+	d := make([]float64, 0, len(x.d)/row*k)
+	idx := make([]int, row)
+	for r := 0; r < len(x.d)/row; r++ {
+		v := x.d[r*row : (r+1)*row]
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(i, j int) bool {
+			a, b := v[idx[i]], v[idx[j]]
+			if math.IsNaN(a) || math.IsNaN(b) {
+				return math.IsNaN(a) && !math.IsNaN(b)
+			}
+			return a > b
+		})
+		for _, i := range idx[:k] {
+			d = append(d, float64(i))
+		}
+	}
+	return newVal(n.Type(), d), nil
+}
+
+// evalTakeAlongAxis gathers out[..., j] = x[..., idx[..., j]]; an index outside the row is an
+// error naming it.
+func evalTakeAlongAxis(c *ctx, n *ir.Node, a []*val) (*val, error) {
+	x, idx := a[0], a[1]
+	row := x.t.Shape[x.t.Shape.Rank()-1]
+	k := idx.t.Shape[idx.t.Shape.Rank()-1]
+	d := make([]float64, len(idx.d))
+	for i, id := range idx.d {
+		if id < 0 || id >= float64(row) {
+			return nil, fmt.Errorf("index %d at %d is outside the axis of %d", int64(id), i, row)
+		}
+		d[i] = x.d[(i/k)*row+int(id)]
+	}
+	return &val{t: n.Type(), d: d}, nil
 }
 
 // evalRope rotates pairs of the last axis (size d) of x by angle p·theta^(-2i/d), i = 0..d/2-1,

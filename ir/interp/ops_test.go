@@ -96,6 +96,10 @@ func handCases() []opCase {
 		{"max propagates NaN", ir.Max, nil, a(f32(sh(3), 1, math.NaN(), 3)), f32(sh(), math.NaN()), 0},
 		{"argmax first NaN", ir.Argmax, nil, a(f32(sh(4), 1, math.NaN(), 3, math.NaN())), i32(sh(), 1), 0},
 		{"argmax ties go first", ir.Argmax, nil, a(f32(sh(2, 4), 1, 3, 3, 2, 5, 5, 5, 5)), i32(sh(2), 1, 0), 0},
+		{"argtopk", ir.ArgTopK, ir.Attrs{"k": 3}, a(f32(sh(2, 5), 1, 7, 3, 7, 5, -1, -2, -3, -4, -5)), i32(sh(2, 3), 1, 3, 4, 0, 1, 2), 0},
+		{"argtopk NaN first", ir.ArgTopK, ir.Attrs{"k": 4}, a(f32(sh(5), 2, math.NaN(), math.Inf(-1), math.NaN(), 9)), i32(sh(4), 1, 3, 4, 0), 0},
+		{"argtopk all", ir.ArgTopK, ir.Attrs{"k": 3}, a(i32(sh(1, 3), -5, 8, 0)), i32(sh(1, 3), 1, 2, 0), 0},
+		{"take_along_axis", ir.TakeAlongAxis, nil, a(f32(sh(2, 3), 10, 11, 12, 20, 21, 22), i32(sh(2, 2), 2, 0, 1, 1)), f32(sh(2, 2), 12, 10, 21, 21), 0},
 		{"argmax axis 0", ir.Argmax, ir.Attrs{"axis": 0, "keepdims": true}, a(f32(sh(3, 2), 1, 9, 4, 9, 2, 0)), i32(sh(1, 2), 1, 0), 0},
 
 		// softmax([1,2,3]) = e^k / (e+e²+e³).
@@ -232,6 +236,7 @@ func TestRunTimeErrors(t *testing.T) {
 		{"kv_len zero", ir.Attention, nil, a(f32(sh(1, 1, 1), 1), f32(sh(2, 1, 1), 0, 1), f32(sh(2, 1, 1), 4, 8), i32(sh(), 0)), "kv_len 0 is outside 1..2"},
 		{"kv_len below queries causal", ir.Attention, ir.Attrs{"causal": true}, a(f32(sh(2, 1, 1), 1, 1), f32(sh(2, 1, 1), 0, 1), f32(sh(2, 1, 1), 4, 8), i32(sh(), 1)), "kv_len 1 is less than the 2 queries"},
 		{"embedding id too large", ir.Embedding, nil, a(f32(sh(3, 1), 1, 2, 3), i32(sh(2), 0, 3)), "id 3 at index 1 is outside the table of 3 rows"},
+		{"take_along_axis index", ir.TakeAlongAxis, nil, a(f32(sh(1, 3), 1, 2, 3), i32(sh(1, 2), 0, 3)), "index 3 at 1 is outside the axis of 3"},
 		{"embedding id negative", ir.Embedding, nil, a(f32(sh(3, 1), 1, 2, 3), i32(sh(1), -1)), "id -1 at index 0"},
 		{"rope negative pos", ir.Rope, nil, a(f32(sh(1, 2), 1, 2), i32(sh(), -1)), "pos -1 is negative"},
 		{"integer division by zero", ir.Div, nil, a(i32(sh(2), 1, 2), i32(sh(2), 1, 0)), "element 1: integer division by zero"},

@@ -397,6 +397,14 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 			return bad(fmt.Sprintf("output %s: %d bytes, want %d", name, len(b), deviceSize(w.Type)))
 		}
 		tol := max(opts.Tolerance, FunctionTolerance(w.Type.DType))
+		if scores, kk := topkScores(ref, k, want); scores != nil {
+			// As for an argmax: indices of the k largest whose reference scores are, rank by
+			// rank, within tolerance of the reference's k largest.
+			if msg := CompareTopK(hostTensor(w.Type, b), scores, kk, max(opts.Tolerance, FunctionTolerance(scores.Type.DType))); msg != "" {
+				return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
+			}
+			continue
+		}
 		if scores := argmaxScores(ref, k, want); scores != nil {
 			// An argmax over outputs that agree within tolerance may pick another index where
 			// two scores are that close (f16 logits of a random model often are): the index is
@@ -430,6 +438,59 @@ func argmaxScores(ref *ir.Function, k int, want map[string]*ir.Tensor) *ir.Tenso
 		}
 	}
 	return nil
+}
+
+// topkScores returns the reference scores of output k when it is an argtopk over another
+// output of ref (top_ids = argtopk(logits)), and its k; else nil.
+func topkScores(ref *ir.Function, k int, want map[string]*ir.Tensor) (*ir.Tensor, int) {
+	n := ref.Outputs[k].Value.Node
+	if n.Op != ir.ArgTopK || len(n.Args) != 1 {
+		return nil, 0
+	}
+	for _, o := range ref.Outputs {
+		if o.Value == n.Args[0] && want[o.Name] != nil && want[o.Name].Type.DType.IsFloat() {
+			return want[o.Name], n.Attrs.Int("k", 0)
+		}
+	}
+	return nil, 0
+}
+
+// CompareTopK checks indices got (argtopk over the last axis of scores, k per row) against the
+// reference scores: each row's indices must be distinct and in range, and the score of its t-th
+// index within tol of the row's t-th largest score, tol relative to the row's largest magnitude
+// (two scores that close may be ranked either way). "" when they are.
+func CompareTopK(got, scores *ir.Tensor, k int, tol float64) string {
+	sh := scores.Type.Shape
+	if sh.Rank() == 0 || k < 1 {
+		return "top-k over an empty axis"
+	}
+	row := sh[sh.Rank()-1]
+	idx, sc := got.Float64s(), scores.Float64s()
+	if len(idx)*row != len(sc)*k {
+		return fmt.Sprintf("%d indices for %d rows of %d scores, k=%d", len(idx), len(sc)/row, row, k)
+	}
+	for r := 0; r < len(sc)/row; r++ {
+		s := sc[r*row : (r+1)*row]
+		sorted := append([]float64(nil), s...)
+		sort.Sort(sort.Reverse(sort.Float64Slice(sorted)))
+		scale := 0.0
+		for _, v := range s {
+			scale = math.Max(scale, math.Abs(v))
+		}
+		seen := map[int]bool{}
+		for t := 0; t < k; t++ {
+			gi := idx[r*k+t]
+			i := int(gi)
+			if float64(i) != gi || i < 0 || i >= row || seen[i] {
+				return fmt.Sprintf("row %d: index %d (rank %d) is out of range [0, %d) or repeated", r, i, t, row)
+			}
+			seen[i] = true
+			if e := math.Abs(sorted[t]-s[i]) / (scale + 1); e > tol {
+				return fmt.Sprintf("row %d: rank %d is index %d scoring %g, the rank's score is %g (%.3g of the row scale, tolerance %g)", r, t, i, s[i], sorted[t], e, tol)
+			}
+		}
+	}
+	return ""
 }
 
 // CompareArgmax checks indices got (argmax over the last axis of scores) against the reference

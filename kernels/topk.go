@@ -1,0 +1,222 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+)
+
+// TopK ranks each row of the last axis (argtopk): the indices of its k largest elements, largest
+// first. It is a selection, k rounds of a workgroup argmax: every invocation keeps the best of its
+// own elements; a round's winner is the workgroup's best (larger key, or the smaller index of equal
+// keys), and only the invocation that held it rescans its elements for the best one after it in
+// that order. So a round costs one reduction and one invocation's share of the row, not a pass
+// over the row, and nothing is kept but one candidate per invocation (no shared copy of the row,
+// so any row length fits). With split > 1 a row's elements are spread over split workgroups that
+// each select their part's k best, and a second step selects the row's k from their split·k
+// candidates (a long row, the vocabulary of a decode step, then occupies split workgroups).
+//
+// Order, as the interpreter's: floats compare through the order-preserving key of argmax, NaN
+// above every number and equal keys in index order (the first NaN first), so the result is
+// exactly the interpreter's, ties included.
+var TopK = &Template{
+	Name:    "argtopk",
+	Accepts: acceptTopK,
+	Space:   topkSpace(),
+	Build:   buildTopK,
+}
+
+// TakeAlong gathers along the last axis (take_along_axis), one invocation per output element.
+// An index outside the row gives 0: the kernel cannot report an error (the interpreter does).
+var TakeAlong = &Template{
+	Name:    "take_along_axis",
+	Accepts: acceptTakeAlong,
+	Space:   flatSpace(),
+	Build:   buildTakeAlong,
+}
+
+var (
+	acceptTopK      = acceptPlain(ir.ArgTopK)
+	acceptTakeAlong = acceptPlain(ir.TakeAlongAxis)
+)
+
+func init() {
+	Register(TopK)
+	Register(TakeAlong)
+}
+
+// topkSpace is RowSpace (two shared arrays: the argmax's keys and indices) plus split, as the
+// reduce template's.
+func topkSpace() Space {
+	s := RowSpace(func(*Problem) int { return 1 }, 2)
+	s.Params = append(s.Params, Ints("split", 32, 8, 1))
+	return s.Where(func(p *Problem, c Config, caps Caps) error {
+		sp := c["split"]
+		if sp == 1 {
+			return nil
+		}
+		if c["coop"] != 1 || c["rows"] != 1 {
+			return fmt.Errorf("split=%d needs coop=1 and rows=1 (whole workgroups per part of a row)", sp)
+		}
+		rows, n, k := topkDims(p)
+		if rows >= sp {
+			return fmt.Errorf("split=%d is for fewer rows than parts; %d rows already give %d workgroups", sp, rows, rows)
+		}
+		if chunk := (n + sp - 1) / sp; chunk < 2*k || chunk < c["wg"] {
+			return fmt.Errorf("split=%d leaves %d elements per part, too few for k=%d over wg=%d", sp, chunk, k, c["wg"])
+		}
+		return nil
+	})
+}
+
+func topkDims(p *Problem) (rows, n, k int) {
+	x := p.Args[0].Shape
+	if x.Rank() == 0 {
+		return 1, 1, 1
+	}
+	n = x[x.Rank()-1]
+	return x.NumElements() / max(n, 1), n, p.Attrs.Int("k", 1)
+}
+
+// selectTopK runs the k rounds over the candidates [0, cnt) of this invocation's (virtual) row:
+// key(c) and index(c) give a candidate's order key and its index in the row (0xffffffff for no
+// candidate); emit(t, key, index) stores round t's winner (leader only).
+func selectTopK(b *codegen.Builder, w *RowWalk, cnt, k int, key, index func(c codegen.Value) codegen.Value, emit func(t, key, idx codegen.Value)) {
+	none := b.U32(0xffffffff)
+	bk := b.Var("best_key", b.U32(0))
+	bi := b.Var("best_idx", none)
+	// rescan sets the invocation's best to its best candidate after (ak, ai) in the order
+	// (larger key first, then smaller index); all=true takes every candidate.
+	rescan := func(ak, ai codegen.Value, all bool) {
+		b.Set(bk, b.U32(0))
+		b.Set(bi, none)
+		w.Each(cnt, func(c codegen.Value) {
+			kv, iv := key(c), index(c)
+			ok := b.Ne(iv, none)
+			if !all {
+				ok = b.And(ok, b.Or(b.Lt(kv, ak), b.And(b.Eq(kv, ak), b.Gt(iv, ai))))
+			}
+			take := b.And(ok, b.Or(b.Eq(b.Get(bi), none), better(b, kv, iv, b.Get(bk), b.Get(bi))))
+			b.Set(bk, b.Select(take, kv, b.Get(bk)))
+			b.Set(bi, b.Select(take, iv, b.Get(bi)))
+		})
+	}
+	rescan(b.U32(0), none, true)
+	b.For(b.U32(0), b.U32(uint32(k)), b.U32(1), func(t codegen.Value) {
+		wk, wi := w.ArgMax(b.Get(bk), b.Get(bi))
+		b.If(w.Leader(), func() { emit(t, wk, wi) })
+		// The winner's holder moves to its next candidate; everyone else's best is still theirs
+		// (it was not the winner, and nothing of theirs was taken).
+		b.If(b.And(b.Ne(wi, none), b.Eq(b.Get(bi), wi)), func() { rescan(wk, wi, false) })
+	})
+}
+
+func buildTopK(p *Problem, c Config, caps Caps) (*Launch, error) {
+	if err := acceptTopK(p, caps); err != nil {
+		return nil, err
+	}
+	rows, n, k := topkDims(p)
+	xd := p.Args[0].DType
+	rc := reduceCodec{ct: ComputeType(xd)}
+	split := max(c["split"], 1)
+	chunk := (n + split - 1) / split
+
+	// Step 1: virtual row v = row·split + s selects among elements s·chunk .. of its row.
+	b := codegen.NewBuilder("argtopk")
+	rc.b = b
+	x := b.Buffer("x", StorageType(xd), codegen.ReadOnly)
+	var y *codegen.Buffer
+	if split == 1 {
+		y = b.Buffer("y", codegen.I32, codegen.WriteOnly)
+	} else {
+		y = b.Buffer("partial", codegen.U32, codegen.WriteOnly) // (key, index) pairs
+	}
+	WalkRows(b, c, rows*split, func(w *RowWalk) {
+		row, s := b.Div(w.Row, b.U32(uint32(split))), b.Rem(w.Row, b.U32(uint32(split)))
+		lo := b.Mul(s, b.U32(uint32(chunk)))
+		elem := func(cand codegen.Value) codegen.Value { return b.Add(lo, cand) }
+		in := func(cand codegen.Value) codegen.Value { return b.Lt(elem(cand), b.U32(uint32(n))) }
+		key := func(cand codegen.Value) codegen.Value {
+			// Past the row's end (its last part may be short) the index says "none" and the key
+			// is not looked at; the load is clamped inside the row.
+			e := b.Select(in(cand), elem(cand), b.U32(uint32(n-1)))
+			return rc.key(LoadAs(b, x, b.Add(b.Mul(row, b.U32(uint32(n))), e), xd), 0xffffffff)
+		}
+		index := func(cand codegen.Value) codegen.Value { return b.Select(in(cand), elem(cand), b.U32(0xffffffff)) }
+		selectTopK(b, w, chunk, k, key, index, func(t, wk, wi codegen.Value) {
+			if split == 1 {
+				b.Store(y, b.Add(b.Mul(w.Row, b.U32(uint32(k))), t), b.Bitcast(wi, codegen.I32))
+				return
+			}
+			at := b.Mul(b.Add(b.Mul(w.Row, b.U32(uint32(k))), t), b.U32(2))
+			b.Store(y, at, wk)
+			b.Store(y, b.Add(at, b.U32(1)), wi)
+		})
+	})
+	kern, spec, err := finish(b, caps, c, "wg", "rows")
+	if err != nil {
+		return nil, err
+	}
+	l := &Launch{Flops: float64(rows * n * k), Bytes: tensorBytes(p.Args, p.Outs)}
+	if split == 1 {
+		l.Steps = []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows, c, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}},
+			Scale: rowScale(p, p.Rows.Out(0), rows, c)}}
+		return l, nil
+	}
+	l.Steps = []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows*split, c, caps), Bindings: []Operand{{Arg, 0}, {Scratch, 0}},
+		Scale: rowScale(p, p.Rows.Out(0), rows*split, c)}}
+	l.Scratch = []int{8 * rows * split * k}
+
+	// Step 2: each row selects its k among its parts' split·k candidates.
+	b = codegen.NewBuilder("argtopk_merge")
+	part := b.Buffer("partial", codegen.U32, codegen.ReadOnly)
+	y = b.Buffer("y", codegen.I32, codegen.WriteOnly)
+	WalkRows(b, c, rows, func(w *RowWalk) {
+		base := b.Mul(w.Row, b.U32(uint32(split*k)))
+		at := func(cand codegen.Value) codegen.Value { return b.Mul(b.Add(base, cand), b.U32(2)) }
+		key := func(cand codegen.Value) codegen.Value { return b.Load(part, at(cand)) }
+		index := func(cand codegen.Value) codegen.Value { return b.Load(part, b.Add(at(cand), b.U32(1))) }
+		selectTopK(b, w, split*k, k, key, index, func(t, _, wi codegen.Value) {
+			b.Store(y, b.Add(b.Mul(w.Row, b.U32(uint32(k))), t), b.Bitcast(wi, codegen.I32))
+		})
+	})
+	kern2, spec2, err := finish(b, caps, c, "wg", "rows")
+	if err != nil {
+		return nil, err
+	}
+	l.Steps = append(l.Steps, Step{Kernel: kern2, Spec: spec2, Grid: RowGrid(rows, c, caps), Bindings: []Operand{{Scratch, 0}, {Out, 0}},
+		Scale: rowScale(p, p.Rows.Out(0), rows, c)})
+	return l, nil
+}
+
+func buildTakeAlong(p *Problem, c Config, caps Caps) (*Launch, error) {
+	if err := acceptTakeAlong(p, caps); err != nil {
+		return nil, err
+	}
+	x, idx, out := p.Args[0], p.Args[1], p.Outs[0]
+	n := x.Shape[x.Shape.Rank()-1]
+	k := idx.Shape[idx.Shape.Rank()-1]
+	total := out.Shape.NumElements()
+	b := codegen.NewBuilder("take_along_axis")
+	xb := b.Buffer("x", StorageType(x.DType), codegen.ReadOnly)
+	ib := b.Buffer("idx", StorageType(idx.DType), codegen.ReadOnly)
+	ob := b.Buffer("y", StorageType(out.DType), codegen.WriteOnly)
+	eachFlat(b, c, total, func(q codegen.Value) {
+		// Negative i32 indices become large u32s: one unsigned comparison bounds both ends.
+		id := b.Bitcast(b.Load(ib, q), codegen.U32)
+		v := b.Var("v", b.Const(ComputeType(x.DType), 0))
+		b.If(b.Lt(id, b.U32(uint32(n))), func() {
+			row := b.Div(q, b.U32(uint32(k)))
+			b.Set(v, LoadAs(b, xb, b.Add(b.Mul(row, b.U32(uint32(n))), id), x.DType))
+		})
+		StoreAs(b, ob, q, b.Get(v), out.DType)
+	})
+	kern, spec, err := finish(b, caps, c, "wg", "per_thread")
+	if err != nil {
+		return nil, err
+	}
+	st := Step{Kernel: kern, Spec: spec, Grid: flatGrid(total, c, caps), Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Out, 0}},
+		Scale: flatScale(p, p.Rows.Out(0), total, c)}
+	return &Launch{Steps: []Step{st}, Bytes: 2*float64(out.Bytes()) + float64(idx.Bytes())}, nil
+}

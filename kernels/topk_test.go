@@ -1,0 +1,78 @@
+package kernels_test
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+)
+
+// TestTopKOnDevice: argtopk against the interpreter, bit for bit (indices): rows of every
+// length against k, one workgroup per row (subgroup and shared-memory combining), several rows
+// per workgroup, one invocation per row, and long rows split over workgroups whose candidates a
+// second step merges; f32, f16 and i32.
+func TestTopKOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(31))
+	split := []kernels.Config{
+		{"wg": 32, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
+		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
+	}
+	for _, tc := range []struct {
+		x       ir.Type
+		k       int
+		configs []kernels.Config
+	}{
+		{ir.T(ir.F32, 3, 37), 5, withSplit(rowConfigs, 1)},
+		{ir.T(ir.F32, 2, 7), 7, withSplit(rowConfigs, 1)}, // k = n: the whole row sorted
+		{ir.T(ir.F16, 4, 129), 16, nil},
+		{ir.T(ir.I32, 2, 50), 3, withSplit(rowConfigs[:1], 1)},
+		{ir.T(ir.F32, 1, 3001), 40, split}, // a decode step's row
+		{ir.T(ir.F16, 2, 1100), 64, split},
+		{ir.T(ir.F32, 3, 2, 20), 4, nil}, // rank 3
+	} {
+		p := problem(t, ir.ArgTopK, ir.Attrs{"k": tc.k}, tc.x)
+		checkConfigs(t, kernels.TopK, p, randomArgs(rng, p), tc.configs)
+	}
+}
+
+// TestTopKTiesAndNaN: equal values in index order and NaN above every number, across the parts
+// of a split row too, exactly as the interpreter orders them.
+func TestTopKTiesAndNaN(t *testing.T) {
+	const n = 700
+	v := make([]float64, 2*n)
+	for i := range v {
+		v[i] = float64(i%5) - 2 // five values, each 280 times: ties everywhere
+	}
+	v[3], v[650], v[n+200] = math.NaN(), math.NaN(), math.Inf(1)
+	x := ir.TensorFromFloat64s(ir.T(ir.F32, 2, n), v)
+	p := problem(t, ir.ArgTopK, ir.Attrs{"k": 30}, x.Type)
+	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{x}, []kernels.Config{
+		{"wg": 64, "coop": 1, "subgroup": 1, "rows": 1, "split": 1},
+		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
+		{"wg": 64, "coop": 0, "subgroup": 0, "rows": 1, "split": 1},
+	})
+}
+
+// TestTakeAlongOnDevice: take_along_axis against the interpreter, indices from argtopk's range
+// (an index outside the row gives 0 on the device; the interpreter refuses it, so it is not
+// compared here).
+func TestTakeAlongOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(32))
+	for i, tc := range []struct{ x, idx ir.Type }{
+		{ir.T(ir.F32, 3, 50), ir.T(ir.I32, 3, 8)},
+		{ir.T(ir.F16, 2, 9), ir.T(ir.I32, 2, 9)},
+		{ir.T(ir.F32, 2, 3, 10), ir.T(ir.U32, 2, 3, 4)},
+	} {
+		p := problem(t, ir.TakeAlongAxis, nil, tc.x, tc.idx)
+		n := tc.x.Shape[tc.x.Shape.Rank()-1]
+		iv := make([]float64, tc.idx.Shape.NumElements())
+		for j := range iv {
+			iv[j] = float64(rng.Intn(n))
+		}
+		args := []*ir.Tensor{kerneltest.Random(rng, tc.x), ir.TensorFromFloat64s(tc.idx, iv)}
+		checkConfigs(t, kernels.TakeAlong, p, args, firstOnly(i, flatConfigs))
+	}
+}
