@@ -134,6 +134,11 @@ type Options struct {
 	// generation takes the argmax on the device and reads back one token per step (Generate uses
 	// it). vkc compile sets it unless --argmax=false.
 	ArgmaxOutput bool
+	// TopK, when positive, adds the outputs top_ids = argtopk(logits, k=TopK) (i32[seq, TopK];
+	// TopK capped at the vocabulary) and top_logits, the logits they index, to the same
+	// functions: sampling then ranks on the device and reads back TopK candidates per step
+	// (engine.Sampling says when that is exact). vkc compile sets DefaultTopK unless --top-k 0.
+	TopK int
 	// Progress, when set, receives progress reports (from the calling goroutine).
 	Progress func(Progress)
 	// Tokenizer, when set, is a tokenizer the plan records (a tokenizer.json, a folder holding
@@ -315,13 +320,23 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		m, fns = mm, ff
 		rep.Notes = append(rep.Notes, fmt.Sprintf("functions with a run-time length compiled at length %d", opts.Length))
 	}
-	if opts.ArgmaxOutput {
+	if opts.TopK < 0 {
+		return nil, nil, fmt.Errorf("compile %s: top-k %d is negative", m.Name, opts.TopK)
+	}
+	if opts.ArgmaxOutput || opts.TopK > 0 {
 		var changed []string
-		if fns, changed, err = addArgmaxOutputs(m, fns); err != nil {
+		if fns, changed, err = addLMOutputs(m, fns, opts.ArgmaxOutput, opts.TopK); err != nil {
 			return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
 		}
 		if len(changed) > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("added output %s = argmax(logits) to %s", NextTokenOutput, strings.Join(changed, ", ")))
+			var what []string
+			if opts.ArgmaxOutput {
+				what = append(what, NextTokenOutput+" = argmax(logits)")
+			}
+			if opts.TopK > 0 {
+				what = append(what, fmt.Sprintf("%s, %s = the %d largest logits", TopIDsOutput, TopLogitsOutput, opts.TopK))
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("added outputs %s to %s", strings.Join(what, " and "), strings.Join(changed, ", ")))
 			// The model seen from here on has the extended functions, so whatever checks a
 			// candidate against the interpreter by function name (measured selection) finds
 			// the same outputs as the candidate.

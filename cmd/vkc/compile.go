@@ -19,7 +19,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml|model.gguf|model.onnx|HF-DIR [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE|none [--tokenizer-ref]]",
+		usage:   "model.yaml|model.gguf|model.onnx|HF-DIR [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE|none [--tokenizer-ref]] [--top-k K]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -40,6 +40,7 @@ func init() {
 			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
 			length := fs.Int("length", 0, "compile the functions with a run-time length (dims: {seq: 1..N}) at this fixed length instead: the baseline a run-time-length plan is measured against")
 			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
+			topK := fs.Int("top-k", vkc.DefaultTopK, "add top_ids and top_logits, the K largest logits of each row ranked on the device, to language-model functions (sampling then reads back K candidates per step; 0: none)")
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
 			force := fs.Bool("force", false, "replace -o, --dot and --tune-db files that are not a plan, a DOT graph or a tuning database")
 			return func(args []string) error {
@@ -77,7 +78,10 @@ func init() {
 					}
 				}
 				opts := vkc.Options{Device: *device, Weights: wm, Tune: measure, Budget: *budget,
-					TuneDB: *tuneDB, ForceTuneDB: *force, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax, Length: *length}
+					TuneDB: *tuneDB, ForceTuneDB: *force, Candidates: *cands, NoOptimize: *noOpt, ArgmaxOutput: *argmax, TopK: *topK, Length: *length}
+				if *topK < 0 {
+					return usagef("--top-k %d: want the candidates to rank (0: none)", *topK)
+				}
 				if *length < 0 {
 					return usagef("--length %d: want a positive length", *length)
 				}
