@@ -13,7 +13,7 @@
 //	p, rep, err := vkc.Compile(ctx, m, vkc.Options{})
 //	err = p.WriteFile("tinyllama.plan")
 //	e, err := engine.Load("tinyllama.plan", engine.Options{})
-//	g, err := e.Generate(ctx, []int32{1, 2, 3}, 16)
+//	g, err := e.GenerateIDs(ctx, []int32{1, 2, 3}, engine.GenerateOptions{MaxTokens: 16}, nil)
 //
 // The tensor helpers here (TensorBytes, Inputs, Outputs, ValueTensor, ValueType) convert between
 // ir.Tensor, which the interpreter and the weight files use, and the plan layout of a run's byte

@@ -305,7 +305,7 @@ func TestTinyLlamaOracle(t *testing.T) {
 	if err := exe.ResetState(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := engine.Generate(ctx, exe, ids, 9)
+	g, err := engine.GenerateIDs(ctx, exe, ids, engine.GenerateOptions{MaxTokens: 9}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,16 @@
 // Package engine runs compiled vkc plans: it is what a Go program embeds to load a plan file,
 // open a Vulkan device, run the plan's functions, keep its state (the KV caches) on the device,
-// generate tokens greedily and profile, without linking the compiler.
+// generate tokens or text (greedy or sampled, streamed) and profile, without linking the
+// compiler.
 //
 //	m, err := engine.Load("tinyllama.plan", engine.Options{})
 //	if err != nil { ... } // "tinyllama.plan: plan was compiled for ...", "no Vulkan loader ..."
 //	defer m.Close()
 //	res, err := m.Call(ctx, "decode", map[string]any{"tokens": []int32{42}, "pos": 0})
 //	logits, err := res.Float32s("logits")
-//	g, err := m.Generate(ctx, []int32{37, 235, 140, 72}, 8) // prefill + decode loop, greedy
+//	g, err := m.GenerateIDs(ctx, []int32{37, 235, 140, 72}, engine.GenerateOptions{MaxTokens: 8}, nil) // greedy
+//	g, err = m.Generate(ctx, "Once upon a time", engine.GenerateOptions{MaxTokens: 64,
+//		Sampling: engine.Sampling{Temperature: 0.8, TopK: 40, Seed: 1}}, func(s string) error { fmt.Print(s); return nil })
 //	fmt.Println(g.Tokens, g.PerToken())
 //
 // # Inputs and outputs
@@ -18,10 +21,22 @@
 // plan's layout (Encode, Decode, Int32Bytes, Float32s convert); it allocates less and suits
 // loops that reuse buffers (RunInto allocates nothing).
 //
+// # Generation
+//
+// GenerateIDs takes and gives token ids; Generate (Model.Generate, GenerateText) takes a prompt
+// string, encodes it with the plan's tokenizer (optionally in its chat template) and streams the
+// text as it is produced, stopping at the end token, a stop string, MaxTokens or a full context.
+// Both share one loop and GenerateOptions. Sampling says what runs where: the device ranks the
+// logits (the plan's top_ids/top_logits outputs, vkc compile --top-k) and takes the greedy argmax
+// (next_token); the host applies the repetition penalty, temperature, top-p, min-p and the seeded
+// draw over the candidates read back, or over a whole logits row when the candidates cannot
+// decide a step exactly.
+//
 // # What it links
 //
 // engine imports only the plan format (package plan), the Vulkan runtime (package runtime, cgo
-// and github.com/goki/vulkan) and x448/float16. It does not import the compiler (egraph, rules,
+// and github.com/goki/vulkan), x448/float16 and the tokenizer (package tokenizer, with the GGUF
+// reader ir/gguf it reads vocabularies with). It does not import the compiler (egraph, rules,
 // kernels, codegen, lower), the reference interpreter, nor package ir: ir is the compiler's op
 // set with its model.yaml parser and shape inference, and would add gopkg.in/yaml.v3 and every
 // op's code to a program that only runs plans. So tensors here are plan-layout bytes with a
@@ -32,7 +47,7 @@
 //
 // A function runs for its compiled shapes, or, when it has a run-time length (a prompt of 1..512
 // tokens), for k·n rows of its bounded inputs and outputs (Inputs and Results handle both).
-// Generate is greedy (argmax) only: a prefill of run-time length takes the prompt in one run when
-// it fits (in chunks of its capacity when not), a static prefill takes full chunks and decode the
-// rest. A Model runs one function at a time.
+// Generation takes a prefill of run-time length in one run when the prompt fits (in chunks of
+// its capacity when not); a static prefill takes full chunks and decode the rest. A Model runs
+// one function at a time.
 package engine

@@ -88,7 +88,7 @@ func Example() {
 	defer m.Close()
 
 	prompt := []int32{37, 235, 140, 72, 255, 137, 203, 133, 79, 192, 144, 129, 204, 71, 237, 252}
-	g, err := m.Generate(ctx, prompt, 9)
+	g, err := m.GenerateIDs(ctx, prompt, engine.GenerateOptions{MaxTokens: 9}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/tokenizer"
 )
 
 // Executable is what Generate needs of a loaded plan; *runtime.Executable provides it.
@@ -20,14 +22,23 @@ type Executable interface {
 }
 
 // runInto is implemented by executables that can read back a subset of the outputs
-// (*runtime.Executable); Generate then reads the argmax output alone.
+// (*runtime.Executable); generation then reads back only what a step needs.
 type runInto interface {
 	RunInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error
 }
 
-// Generation is the result of a greedy decode.
+// Generation is the result of a generation.
 type Generation struct {
-	Tokens []int32 // the generated tokens, in order (the prompt is not repeated)
+	// Tokens are the generated tokens, in order (the prompt is not repeated, the token that
+	// stopped the generation is not included); Text is their text (GenerateText and
+	// Model.Generate only), as it was emitted.
+	Tokens []int32
+	Text   string
+	// PromptTokens is the number of prompt tokens (after the chat template and special tokens).
+	PromptTokens int
+	// Stopped says why generation ended: StopToken, StopString, StopMaxTokens, StopContext or
+	// StopCallback.
+	Stopped string
 	// Prompt is the time to run the prompt (prefill chunks and single-token steps) up to the
 	// first generated token; Steps[i] is the time of the decode run that produced Tokens[i+1].
 	Prompt time.Duration
@@ -37,9 +48,52 @@ type Generation struct {
 	// through PrefillFn (the rest went through DecodeFn) in Chunks runs of it.
 	PrefillFn, DecodeFn string
 	Prefilled, Chunks   int
-	// HostArgmax says that the plan outputs logits only, so each next token was chosen on the
-	// host from a read-back logits row; false when the plan's argmax output was used.
+	// HostArgmax says that a greedy token was chosen on the host from a read-back logits row
+	// (the plan outputs logits only); false when the plan's argmax output was used.
 	HostArgmax bool
+	// Candidates is the number of (index, logit) pairs the device ranked and a sampling step
+	// read back (0 when no step did); RowSteps counts the steps that read the whole logits row
+	// instead (no candidates in the plan, TopK 0 or beyond them, or a penalty that reached past
+	// them: see Sampling).
+	Candidates, RowSteps int
+}
+
+// Why a generation stopped (Generation.Stopped).
+const (
+	StopToken     = "end token"    // one of GenerateOptions.StopIDs (the end-of-sequence token)
+	StopString    = "stop string"  // one of GenerateOptions.Stop appeared in the text
+	StopMaxTokens = "max tokens"   // GenerateOptions.MaxTokens were generated
+	StopContext   = "context full" // the KV caches have no position left for the next token
+	StopCallback  = "callback"     // the emit function returned ErrStop
+)
+
+// ErrStop, returned by an emit function, ends the generation without an error (Generation.Stopped
+// is StopCallback).
+var ErrStop = errors.New("stop generating")
+
+// GenerateOptions configure GenerateIDs, GenerateText and Model.Generate. The zero value
+// generates greedily until an end token or a full context.
+type GenerateOptions struct {
+	// MaxTokens bounds the tokens generated; 0 means until a stop condition or a full context.
+	MaxTokens int
+	// Sampling chooses each token (the zero value is greedy); see Sampling for what runs where.
+	Sampling Sampling
+	// StopIDs are tokens that end the generation (not emitted). nil means none for GenerateIDs,
+	// and for GenerateText the tokenizer's EOS and, with Chat, the template's end-of-turn token.
+	StopIDs []int32
+
+	// The text forms only (GenerateText, Model.Generate):
+
+	// Stop are strings that end the generation: the text up to the first one is emitted, the
+	// string itself is not.
+	Stop []string
+	// Chat wraps the prompt in the tokenizer's chat template (tokenizer.ParseChatTemplate says
+	// which are recognised), with System as the system message ("": the template's default, if
+	// any). Without Chat the prompt is encoded with the tokenizer's special tokens (BOS).
+	Chat   bool
+	System string
+	// Tokenizer encodes the prompt and decodes the tokens; nil is the plan's (Model.Generate).
+	Tokenizer *tokenizer.Tokenizer
 }
 
 // PerToken is the median time of a decode step (0 if there was none).
@@ -67,7 +121,20 @@ type Step struct {
 	Next        string     // i32 argmax output, or ""
 	NextPerRow  bool       // Next has one token per row (else: the last row's)
 	nextIndex   int        // Next's index in Function.Outputs
+	// TopK is the number of candidates the device ranks per row (outputs TopIDs, i32[Seq,
+	// TopK], and TopLogits, [Seq, TopK] of TopLogitsType); 0 when the function has none.
+	TopK                int
+	TopIDs, TopLogits   string
+	TopLogitsType       plan.DType
+	topIDsI, topLogitsI int
 }
+
+// The outputs vkc compile adds for sampling (vkc.Options.TopK): the indices of the TopK largest
+// logits of each row, largest first, and those logits.
+const (
+	TopIDsOutput    = "top_ids"
+	TopLogitsOutput = "top_logits"
+)
 
 // StepFunction recognises f as a step function of a causal language model, or returns nil.
 func StepFunction(f *plan.Function) *Step {
@@ -105,6 +172,10 @@ func StepFunction(f *plan.Function) *Step {
 	}
 	for i, v := range f.Outputs {
 		switch {
+		case v.Name == TopIDsOutput && v.DType == plan.I32 && len(v.Shape) == 2 && int(v.Shape[0]) == s.Seq && v.Shape[1] > 0:
+			s.TopIDs, s.topIDsI, s.TopK = v.Name, i, int(v.Shape[1])
+		case v.Name == TopLogitsOutput && (v.DType == plan.F32 || v.DType == plan.F16 || v.DType == plan.BF16) && len(v.Shape) == 2 && int(v.Shape[0]) == s.Seq:
+			s.TopLogits, s.topLogitsI, s.TopLogitsType = v.Name, i, v.DType
 		case v.DType == plan.I32 && len(v.Shape) == 1 && int(v.Shape[0]) == s.Seq && s.Next == "":
 			s.Next, s.nextIndex, s.NextPerRow = v.Name, i, true
 		case v.DType == plan.I32 && (len(v.Shape) == 0 || len(v.Shape) == 1 && v.Shape[0] == 1) && s.Next == "":
@@ -113,6 +184,9 @@ func StepFunction(f *plan.Function) *Step {
 			len(v.Shape) == 2 && int(v.Shape[0]) == s.Seq && v.Shape[1] > 0 && s.Logits == "":
 			s.Logits, s.LogitsType, s.Vocab = v.Name, v.DType, int(v.Shape[1])
 		}
+	}
+	if s.TopIDs == "" || s.TopLogits == "" || f.Outputs[s.topLogitsI].Shape[1] != int64(s.TopK) {
+		s.TopK, s.TopIDs, s.TopLogits = 0, "", "" // candidates need both outputs
 	}
 	if s.Next == "" && s.Logits == "" {
 		return nil
@@ -176,34 +250,40 @@ func ContextLength(p *plan.Plan) int {
 	return n
 }
 
-// Generate runs a greedy decode: the prompt goes through the plan's prefill function, then steps
-// tokens are generated, each the argmax of the previous logits. A prefill with a run-time length
-// takes the whole prompt in one run when it fits and in chunks of its capacity otherwise (the
-// last chunk shorter); a prefill of static length takes full chunks and the decode function the
-// rest (so no chunk is ever padded, whatever the model's masking).
-// The sequence starts at position 0, overwriting what the KV caches held. The argmax is taken on
-// the device when the plan has an argmax output, otherwise on the host (Generation.HostArgmax).
+// GenerateIDs generates tokens after prompt: the prompt goes through the plan's prefill
+// function (in one run when it fits a prefill of run-time length, in chunks of its capacity
+// otherwise; a static prefill takes full chunks and decode the rest, so no chunk is ever padded),
+// then decode steps follow, each token chosen by opts.Sampling from the previous step's logits
+// (see Sampling for what runs on the device and what on the host) and passed to emit (nil:
+// none). Generation stops at a token of opts.StopIDs, after opts.MaxTokens tokens, when the KV
+// caches are full, or when emit returns ErrStop; another error from emit stops it with that
+// error. The sequence starts at position 0, overwriting what the caches held.
 //
-//	g, err := engine.Generate(ctx, m, []int32{1, 2, 3}, 8)
+//	g, err := engine.GenerateIDs(ctx, m, []int32{1, 2, 3}, engine.GenerateOptions{MaxTokens: 8}, nil)
 //	fmt.Println(g.Tokens, g.PerToken())
 //
 // exe is usually a *Model; any Executable works (tests pass the reference interpreter).
-func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*Generation, error) {
+func GenerateIDs(ctx context.Context, exe Executable, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
 	p := exe.Plan()
 	if len(prompt) == 0 {
 		return nil, errors.New("generate: empty prompt")
 	}
-	if steps < 1 {
-		return nil, fmt.Errorf("generate: %d steps; at least 1 is needed", steps)
+	if opts.MaxTokens < 0 {
+		return nil, fmt.Errorf("generate: %d max tokens; want 0 (no limit) or more", opts.MaxTokens)
+	}
+	if err := opts.Sampling.Check(); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	lm, err := CausalLM(p)
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
 	prefill, decode := lm.Prefill, lm.Decode
-	if n := lm.Context; n > 0 && len(prompt)+steps-1 > n {
-		return nil, fmt.Errorf("generate: %d prompt tokens and %d steps need %d positions; the plan's cache holds %d",
-			len(prompt), steps, len(prompt)+steps-1, n)
+	if lm.Context == 0 && opts.MaxTokens == 0 {
+		return nil, errors.New("generate: the plan has no KV cache to bound the generation; give MaxTokens")
+	}
+	if n := lm.Context; n > 0 && len(prompt) > n {
+		return nil, fmt.Errorf("generate: the prompt has %d tokens; the plan's cache holds %d positions", len(prompt), n)
 	}
 	if vocab := max(decode.Vocab, 0); vocab > 0 {
 		for i, t := range prompt {
@@ -212,14 +292,18 @@ func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*
 			}
 		}
 	}
-	g := &Generation{DecodeFn: decode.Function.Name, HostArgmax: decode.Next == ""}
+	r := &runner{exe: exe, sm: newSampler(opts.Sampling)}
+	r.sm.see(prompt...)
+	g := &Generation{DecodeFn: decode.Function.Name, PromptTokens: len(prompt)}
+	r.g = g
 	start := time.Now()
 	pos := 0
 	var next int32
 	for prefill != nil && len(prompt)-pos >= prefill.MinSeq && (prefill.Bounded() || len(prompt)-pos >= prefill.Seq) {
 		g.PrefillFn = prefill.Function.Name
 		n := min(len(prompt)-pos, prefill.Seq)
-		if next, err = step(ctx, exe, prefill, prompt[pos:pos+n], pos); err != nil {
+		last := pos+n == len(prompt)
+		if next, err = r.step(ctx, prefill, prompt[pos:pos+n], pos, last); err != nil {
 			return nil, err
 		}
 		pos += n
@@ -227,56 +311,95 @@ func Generate(ctx context.Context, exe Executable, prompt []int32, steps int) (*
 	}
 	g.Prefilled = pos
 	for ; pos < len(prompt); pos++ {
-		if next, err = step(ctx, exe, decode, prompt[pos:pos+1], pos); err != nil {
+		if next, err = r.step(ctx, decode, prompt[pos:pos+1], pos, pos+1 == len(prompt)); err != nil {
 			return nil, err
 		}
 	}
 	g.Prompt = time.Since(start)
-	g.Tokens = append(g.Tokens, next)
-	for len(g.Tokens) < steps {
+	for {
+		if slices.Contains(opts.StopIDs, next) {
+			g.Stopped = StopToken
+			break
+		}
+		g.Tokens = append(g.Tokens, next)
+		r.sm.see(next)
+		if emit != nil {
+			if err := emit(next); errors.Is(err, ErrStop) {
+				g.Stopped = StopCallback
+				break
+			} else if err != nil {
+				return g, err
+			}
+		}
+		if opts.MaxTokens > 0 && len(g.Tokens) >= opts.MaxTokens {
+			g.Stopped = StopMaxTokens
+			break
+		}
+		if lm.Context > 0 && pos >= lm.Context {
+			g.Stopped = StopContext // no row left to feed the token at
+			break
+		}
 		t0 := time.Now()
-		if next, err = step(ctx, exe, decode, []int32{next}, pos); err != nil {
-			return nil, err
+		if next, err = r.step(ctx, decode, []int32{next}, pos, true); err != nil {
+			return g, err
 		}
 		g.Steps = append(g.Steps, time.Since(t0))
-		g.Tokens = append(g.Tokens, next)
 		pos++
 	}
 	return g, nil
 }
 
-// Generate is Generate(ctx, m, prompt, steps).
-func (m *Model) Generate(ctx context.Context, prompt []int32, steps int) (*Generation, error) {
-	return Generate(ctx, m, prompt, steps)
+// GenerateIDs is GenerateIDs(ctx, m, prompt, opts, emit).
+func (m *Model) GenerateIDs(ctx context.Context, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
+	return GenerateIDs(ctx, m, prompt, opts, emit)
 }
 
-// step runs s on tokens at pos and returns the greedy choice after the last token.
-func step(ctx context.Context, exe Executable, s *Step, tokens []int32, pos int) (int32, error) {
-	in := map[string][]byte{
-		s.Tokens: Int32Bytes(tokens...),
-		s.Pos:    Int32Bytes(int32(pos)),
+// runner runs the steps of one generation and chooses their tokens.
+type runner struct {
+	exe Executable
+	sm  *sampler
+	g   *Generation
+}
+
+// What a step reads back to choose its token.
+type readback uint8
+
+const (
+	readNothing    readback = iota // a prefill chunk before the last
+	readNext                       // the device's argmax
+	readCandidates                 // the device's TopK (index, logit) pairs
+	readRow                        // the logits
+)
+
+// plan says what a step of s reads back when it chooses a token.
+func (r *runner) plan(s *Step) readback {
+	sp := r.sm.s
+	switch {
+	case sp.Greedy() && !sp.penalised() && s.Next != "":
+		return readNext
+	case sp.Greedy() && s.TopK > 0:
+		return readCandidates // the penalised argmax from the candidates when they suffice
+	case !sp.Greedy() && sp.TopK > 0 && sp.TopK <= s.TopK:
+		return readCandidates
 	}
-	var outs map[string][]byte
-	var err error
-	if ri, ok := exe.(runInto); ok && s.Next != "" {
-		// Read back the token alone, not the logits.
-		v := s.Function.Outputs[s.nextIndex]
-		n, berr := v.Bytes()
-		if berr != nil {
-			return 0, berr
-		}
-		if v.Bounded {
-			n = 4 * uint64(len(tokens)) // one token per row of the run
-		}
-		outs = map[string][]byte{s.Next: make([]byte, n)}
-		err = ri.RunInto(ctx, s.Function.Name, in, outs)
-	} else {
-		outs, err = exe.Run(ctx, s.Function.Name, in)
+	return readRow
+}
+
+// step runs s on tokens at pos; when choose is set it returns the token chosen after the last
+// one (else 0, reading nothing back where the executable allows).
+func (r *runner) step(ctx context.Context, s *Step, tokens []int32, pos int, choose bool) (int32, error) {
+	rb := readNothing
+	if choose {
+		rb = r.plan(s)
 	}
+	outs, err := r.run(ctx, s, tokens, pos, rb)
 	if err != nil {
-		return 0, fmt.Errorf("generate: %s at position %d: %w", s.Function.Name, pos, err)
+		return 0, err
 	}
-	if s.Next != "" {
+	switch rb {
+	case readNothing:
+		return 0, nil
+	case readNext:
 		ids := Int32s(outs[s.Next])
 		if len(ids) == 0 {
 			return 0, fmt.Errorf("generate: %s returned no %s", s.Function.Name, s.Next)
@@ -285,7 +408,120 @@ func step(ctx context.Context, exe Executable, s *Step, tokens []int32, pos int)
 			return ids[len(tokens)-1], nil
 		}
 		return ids[len(ids)-1], nil
+	case readCandidates:
+		cands, err := candidatesOf(s, outs, len(tokens))
+		if err != nil {
+			return 0, err
+		}
+		r.g.Candidates = s.TopK
+		if id, ok := r.sm.fromCandidates(cands); ok {
+			return id, nil
+		}
+		// The candidates do not decide it (a penalty reached past them): the whole row, from
+		// this run's outputs when they are there, else by running the step again (it writes
+		// the same cache rows with the same values).
+		if outs[s.Logits] == nil {
+			if outs, err = r.run(ctx, s, tokens, pos, readRow); err != nil {
+				return 0, err
+			}
+		}
 	}
+	if s.Logits == "" {
+		return 0, fmt.Errorf("generate: %s has no logits output to sample from (only %s)", s.Function.Name, s.Next)
+	}
+	row, err := lastRow(s, outs, len(tokens))
+	if err != nil {
+		return 0, err
+	}
+	r.g.RowSteps++
+	if r.sm.s.Greedy() && !r.sm.s.penalised() {
+		r.g.HostArgmax = true
+		return int32(Argmax(row)), nil
+	}
+	return r.sm.fromRow(row), nil
+}
+
+// run runs s, reading back what rb needs (everything, for an executable without RunInto).
+func (r *runner) run(ctx context.Context, s *Step, tokens []int32, pos int, rb readback) (map[string][]byte, error) {
+	in := map[string][]byte{
+		s.Tokens: Int32Bytes(tokens...),
+		s.Pos:    Int32Bytes(int32(pos)),
+	}
+	var outs map[string][]byte
+	var err error
+	if ri, ok := r.exe.(runInto); ok {
+		outs = map[string][]byte{}
+		want := func(i int) error {
+			v := s.Function.Outputs[i]
+			n, err := v.Bytes()
+			if err != nil {
+				return err
+			}
+			if v.Bounded {
+				n = n / uint64(s.Seq) * uint64(len(tokens)) // a run at length n returns n rows
+			}
+			outs[v.Name] = make([]byte, n)
+			return nil
+		}
+		switch rb {
+		case readNext:
+			err = want(s.nextIndex)
+		case readCandidates:
+			if err = want(s.topIDsI); err == nil {
+				err = want(s.topLogitsI)
+			}
+		case readRow:
+			for i, v := range s.Function.Outputs {
+				if v.Name == s.Logits && err == nil {
+					err = want(i)
+				}
+			}
+		}
+		if err == nil {
+			err = ri.RunInto(ctx, s.Function.Name, in, outs)
+		}
+	} else {
+		outs, err = r.exe.Run(ctx, s.Function.Name, in)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("generate: %s at position %d: %w", s.Function.Name, pos, err)
+	}
+	return outs, nil
+}
+
+// candidatesOf reads the last row's TopK candidates of a run over n tokens.
+func candidatesOf(s *Step, outs map[string][]byte, n int) ([]candidate, error) {
+	ids := Int32s(outs[s.TopIDs])
+	rows := n
+	if !s.Function.Outputs[s.topIDsI].Bounded {
+		rows = s.Seq
+	}
+	lb := outs[s.TopLogits]
+	esize := 4
+	if s.TopLogitsType != plan.F32 {
+		esize = 2
+	}
+	if len(ids) != rows*s.TopK || len(lb) != rows*s.TopK*esize {
+		return nil, fmt.Errorf("generate: %s returned %d candidate ids and %d bytes of their logits, want %d×%d", s.Function.Name, len(ids), len(lb), rows, s.TopK)
+	}
+	last := n - 1
+	t := &Tensor{DType: s.TopLogitsType, Shape: []int64{int64(s.TopK)}, Data: lb[last*s.TopK*esize : (last+1)*s.TopK*esize]}
+	lg, err := t.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	c := make([]candidate, s.TopK)
+	for i := range c {
+		c[i] = candidate{ids[last*s.TopK+i], float64(lg[i])}
+		if c[i].id < 0 || s.Vocab > 0 && int(c[i].id) >= s.Vocab {
+			return nil, fmt.Errorf("generate: %s ranked token %d, outside the vocabulary", s.Function.Name, c[i].id)
+		}
+	}
+	return c, nil
+}
+
+// lastRow reads the last row of logits of a run over n tokens.
+func lastRow(s *Step, outs map[string][]byte, n int) ([]float32, error) {
 	b := outs[s.Logits]
 	esize := 4
 	if s.LogitsType != plan.F32 {
@@ -293,18 +529,18 @@ func step(ctx context.Context, exe Executable, s *Step, tokens []int32, pos int)
 	}
 	rows := s.Seq
 	if s.Bounded() {
-		rows = len(tokens) // a run at length n returns n rows
+		rows = n // a run at length n returns n rows
 	}
 	if len(b) != rows*s.Vocab*esize {
-		return 0, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.Function.Name, len(b), rows, s.Vocab, s.LogitsType)
+		return nil, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.Function.Name, len(b), rows, s.Vocab, s.LogitsType)
 	}
-	row := b[(len(tokens)-1)*s.Vocab*esize : len(tokens)*s.Vocab*esize]
+	row := b[(n-1)*s.Vocab*esize : n*s.Vocab*esize]
 	t := &Tensor{DType: s.LogitsType, Shape: []int64{int64(s.Vocab)}, Data: row}
 	logits, err := t.Float32s()
 	if err != nil {
-		return 0, fmt.Errorf("generate: %s: %w", s.Function.Name, err)
+		return nil, fmt.Errorf("generate: %s: %w", s.Function.Name, err)
 	}
-	return int32(Argmax(logits)), nil
+	return logits, nil
 }
 
 // Argmax is the index of the largest element (the first one on ties; NaN never wins), or -1 for

@@ -105,7 +105,7 @@ func TestGenerateMatchesOracle(t *testing.T) {
 	}
 	exe := &interpExe{p: planSignature(t, m), s: interp.NewSession(m)}
 	prompt := engine.Int32s(gold["input_ids"].Data)
-	g, err := engine.Generate(context.Background(), exe, prompt, 9)
+	g, err := engine.GenerateIDs(context.Background(), exe, prompt, engine.GenerateOptions{MaxTokens: 9}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestGenerateChunking(t *testing.T) {
 		{static, 19, "[prefill@0/16 decode@16/1 decode@17/1 decode@18/1 decode@19/1 decode@20/1]", 1},
 	} {
 		exe := &interpExe{p: planSignature(t, tc.m), s: interp.NewSession(tc.m)}
-		g, err := engine.Generate(context.Background(), exe, prompt[:tc.prompt], 3)
+		g, err := engine.GenerateIDs(context.Background(), exe, prompt[:tc.prompt], engine.GenerateOptions{MaxTokens: 3}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestGenerateChunking(t *testing.T) {
 			t.Errorf("%d tokens: %d prefill runs of %q, want %d", tc.prompt, g.Chunks, g.PrefillFn, tc.chunks)
 		}
 		ref.s.Reset()
-		g0, err := engine.Generate(context.Background(), ref, prompt[:tc.prompt], 3)
+		g0, err := engine.GenerateIDs(context.Background(), ref, prompt[:tc.prompt], engine.GenerateOptions{MaxTokens: 3}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestGenerateBoundedPrefillDecodes(t *testing.T) {
 	p := planSignature(t, m)
 	p.Functions = []plan.Function{*p.Function("prefill")}
 	exe := &interpExe{p: p, s: interp.NewSession(m)}
-	g, err := engine.Generate(context.Background(), exe, []int32{5, 6, 7}, 3)
+	g, err := engine.GenerateIDs(context.Background(), exe, []int32{5, 6, 7}, engine.GenerateOptions{MaxTokens: 3}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +222,11 @@ func TestGenerateErrors(t *testing.T) {
 		want   string
 	}{
 		{"empty", nil, 1, "empty prompt"},
-		{"steps", []int32{1}, 0, "0 steps"},
-		{"too long", []int32{1, 2}, 200, "cache holds 128"},
+		{"steps", []int32{1}, -1, "-1 max tokens"},
+		{"too long", make([]int32, 129), 1, "the prompt has 129 tokens; the plan's cache holds 128 positions"},
 		{"vocab", []int32{1, 256}, 1, "outside the vocabulary"},
 	} {
-		_, err := engine.Generate(ctx, exe, c.prompt, c.steps)
+		_, err := engine.GenerateIDs(ctx, exe, c.prompt, engine.GenerateOptions{MaxTokens: c.steps}, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
@@ -235,7 +235,7 @@ func TestGenerateErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = engine.Generate(ctx, &interpExe{p: planSignature(t, mlp)}, []int32{1}, 1)
+	_, err = engine.GenerateIDs(ctx, &interpExe{p: planSignature(t, mlp)}, []int32{1}, engine.GenerateOptions{MaxTokens: 1}, nil)
 	if err == nil || !strings.Contains(err.Error(), "no decode function") {
 		t.Errorf("mlp: error %v, want no decode function", err)
 	}
@@ -288,7 +288,7 @@ func TestGenerateLogitTypes(t *testing.T) {
 		{plan.Value{Name: "next", DType: plan.I32, Shape: []int64{1}}, engine.Int32Bytes(2), false},
 	} {
 		p := &plan.Plan{Model: "toy", Functions: []plan.Function{{Name: "decode", Inputs: in, Outputs: []plan.Value{c.out}}}}
-		g, err := engine.Generate(context.Background(), &fixedExe{p: p, outs: map[string][]byte{c.out.Name: c.data}}, []int32{1}, 3)
+		g, err := engine.GenerateIDs(context.Background(), &fixedExe{p: p, outs: map[string][]byte{c.out.Name: c.data}}, []int32{1}, engine.GenerateOptions{MaxTokens: 3}, nil)
 		if err != nil {
 			t.Fatalf("%s %s: %v", c.out.Name, c.out.DType, err)
 		}

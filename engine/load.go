@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
+	"github.com/vkc-project/vkc/tokenizer"
 )
 
 // Options configure Load.
@@ -30,6 +32,10 @@ type Model struct {
 	Device *runtime.Device
 	// Path is the plan file's path as Load was given it.
 	Path string
+
+	tokOnce sync.Once
+	tok     *tokenizer.Tokenizer
+	tokErr  error
 }
 
 // Load reads the plan file at path (LoadPlan), opens the device and loads the plan on it: the

@@ -648,13 +648,13 @@ func throughputCmd(w io.Writer, path string, lo engine.Options, pps, tgs []int, 
 			var err error
 			var took time.Duration
 			if np > 0 {
-				g, err = m.Generate(ctx, tokens(np), 1)
+				g, err = m.GenerateIDs(ctx, tokens(np), engine.GenerateOptions{MaxTokens: 1}, nil)
 				if err == nil {
 					took = g.Prompt
 					r.Via = via(g, np)
 				}
 			} else {
-				g, err = m.Generate(ctx, tokens(1), ng)
+				g, err = m.GenerateIDs(ctx, tokens(1), engine.GenerateOptions{MaxTokens: ng}, nil)
 				if err == nil {
 					took = g.Prompt
 					for _, s := range g.Steps {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -11,14 +13,15 @@ import (
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/tokenizer"
 )
 
 func init() {
 	register(&command{
 		name:    "run",
-		usage:   "plan.bin -f NAME --input name=FILE... [-o out.safetensors|out.npy|DIR]  |  plan.bin --prompt-ids 1,2,3 --steps N",
-		short:   "run a function of a compiled plan on inputs, or generate tokens greedily with a causal language model",
-		example: "vkc run tinyllama.plan --prompt-ids 37,235,140,72 --steps 8",
+		usage:   "plan.bin -f NAME --input name=FILE... [-o out.safetensors|out.npy|DIR]  |  plan.bin --prompt TEXT [--chat] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...  |  plan.bin --prompt-ids 1,2,3 --steps N",
+		short:   "run a function of a compiled plan on inputs, generate text from a prompt (streamed as it is produced), or generate tokens greedily from token ids",
+		example: "vkc run model.plan --prompt 'Once upon a time' --max-tokens 64 --seed 1",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to run")
 			var inputs multiFlag
@@ -26,6 +29,19 @@ func init() {
 			out := fs.String("o", "", "write the outputs to a .safetensors file, a .npy file (one output) or a folder of .npy files (default: print a summary)")
 			prompt := fs.String("prompt-ids", "", "comma-separated prompt token ids: greedy generation through the plan's prefill and decode functions")
 			steps := fs.Int("steps", 16, "with --prompt-ids: tokens to generate")
+			text := fs.String("prompt", "", "generate text after this prompt, through the plan's tokenizer (or --tokenizer), streaming it to standard output")
+			tokPath := fs.String("tokenizer", "", "with --prompt: the tokenizer (tokenizer.json, a folder holding one, or a .gguf vocabulary) instead of the plan's")
+			chat := fs.Bool("chat", false, "with --prompt: wrap the prompt in the model's chat template (ChatML, Llama 3 or Llama 2 [INST])")
+			system := fs.String("system", "", "with --chat: the system message (default: the template's, if any)")
+			maxTokens := fs.Int("max-tokens", 256, "with --prompt: the most tokens to generate (0: until an end token or a full context)")
+			temp := fs.Float64("temperature", 0.8, "with --prompt: sampling temperature; 0 is greedy (the device's argmax)")
+			topK := fs.Int("top-k", 40, "with --prompt: sample among the K most likely tokens (ranked on the device when K is at most the plan's --top-k); 0: every token (the whole logits row is read back each step)")
+			topP := fs.Float64("top-p", 0.95, "with --prompt: nucleus sampling: the smallest set of tokens whose probability reaches P (1: off)")
+			minP := fs.Float64("min-p", 0.05, "with --prompt: drop tokens less likely than P times the most likely (0: off)")
+			penalty := fs.Float64("repeat-penalty", 1, "with --prompt: divide the logits of tokens already in the sequence by R (1: off)")
+			seed := fs.Uint64("seed", 0, "with --prompt: the sampling seed (default: a random one, printed on standard error); the same seed, plan and device give the same text")
+			var stops multiFlag
+			fs.Var(&stops, "stop", "with --prompt: stop when this text is generated (repeatable; the text before it is printed)")
 			device := fs.String("device", "", "the device, by index or name substring (default: $VKC_DEVICE, else the best)")
 			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
 			force := fs.Bool("force", false, "replace an -o file that is not a safetensors or .npy file")
@@ -38,6 +54,34 @@ func init() {
 					return usagef("want one plan file, got %d arguments", len(args))
 				}
 				lo := engine.Options{Device: *device, AllowForeign: *foreign}
+				set := map[string]bool{}
+				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				textOnly := []string{"tokenizer", "chat", "system", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop"}
+				if *text != "" {
+					if *prompt != "" || *fn != "" || len(inputs) > 0 || *out != "" || set["steps"] {
+						return usagef("--prompt generates text; it takes no --prompt-ids, --steps, -f, --input or -o")
+					}
+					if *system != "" && !*chat {
+						return usagef("--system goes with --chat")
+					}
+					if *maxTokens < 0 {
+						return usagef("--max-tokens %d: want 0 (no limit) or more", *maxTokens)
+					}
+					sp := engine.Sampling{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP, RepeatPenalty: *penalty, Seed: *seed}
+					if err := sp.Check(); err != nil {
+						return usagef("%v", err)
+					}
+					if !set["seed"] {
+						sp.Seed = rand.Uint64()
+					}
+					o := engine.GenerateOptions{MaxTokens: *maxTokens, Sampling: sp, Stop: stops, Chat: *chat, System: *system}
+					return textCmd(stdout, fs.Output(), args[0], lo, *text, *tokPath, o, !set["seed"])
+				}
+				for _, f := range textOnly {
+					if set[f] {
+						return usagef("--%s goes with --prompt TEXT", f)
+					}
+				}
 				if *prompt != "" {
 					if *fn != "" || len(inputs) > 0 || *out != "" {
 						return usagef("--prompt-ids generates through prefill and decode; it takes no -f, --input or -o")
@@ -52,7 +96,7 @@ func init() {
 					return generateCmd(stdout, args[0], lo, ids, *steps)
 				}
 				if *fn == "" {
-					return usagef("-f NAME (the function to run) or --prompt-ids is required")
+					return usagef("-f NAME (the function to run), --prompt TEXT or --prompt-ids is required")
 				}
 				return runCmd(stdout, args[0], lo, *fn, inputs, *out, *force)
 			}
@@ -200,7 +244,7 @@ func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, st
 	load := time.Since(t0)
 	ctx, stop := interruptible()
 	defer stop()
-	g, err := l.Generate(ctx, prompt, steps)
+	g, err := l.GenerateIDs(ctx, prompt, engine.GenerateOptions{MaxTokens: steps}, nil)
 	if err != nil {
 		return err
 	}
@@ -233,6 +277,67 @@ func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, st
 		}
 		fmt.Fprintf(w, "decode: %v per token (median of %d steps, min %v, max %v; wall time, argmax %s)\n",
 			g.PerToken().Round(time.Microsecond), len(g.Steps), lo.Round(time.Microsecond), hi.Round(time.Microsecond), where)
+	}
+	return nil
+}
+
+// textCmd generates text after a prompt, printing it to w as it is produced and a summary to
+// info (standard error): tokens, speed, why it stopped, and what ran where.
+func textCmd(w, info io.Writer, path string, lo engine.Options, prompt, tokPath string, opts engine.GenerateOptions, randomSeed bool) error {
+	t0 := time.Now()
+	m, err := engine.Load(path, lo)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	load := time.Since(t0)
+	if tokPath != "" {
+		if opts.Tokenizer, err = tokenizer.Load(tokPath); err != nil {
+			return fmt.Errorf("--tokenizer: %w", err)
+		}
+	} else if _, err := m.Tokenizer(); err != nil {
+		return fmt.Errorf("%w; give --tokenizer FILE", err)
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	g, err := m.Generate(ctx, prompt, opts, func(s string) error {
+		_, err := io.WriteString(w, s)
+		return err
+	})
+	if g != nil && !strings.HasSuffix(g.Text, "\n") {
+		fmt.Fprintln(w)
+	}
+	if err != nil {
+		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
+		return err
+	}
+	sp := opts.Sampling
+	fmt.Fprintf(info, "device: %s (plan loaded in %v)\n", m.Device.Info.Name, load.Round(time.Millisecond))
+	fmt.Fprintf(info, "prompt: %d tokens in %v; generated %d tokens, stopped: %s", g.PromptTokens, g.Prompt.Round(time.Microsecond), len(g.Tokens), g.Stopped)
+	if len(g.Steps) > 0 {
+		fmt.Fprintf(info, "; %v per token (median of %d steps)", g.PerToken().Round(time.Microsecond), len(g.Steps))
+	}
+	fmt.Fprintln(info)
+	switch {
+	case sp.Greedy() && g.RowSteps == 0 && g.Candidates == 0:
+		fmt.Fprintf(info, "greedy: argmax on the device (one token read back per step)\n")
+	case sp.Greedy():
+		fmt.Fprintf(info, "greedy with a repeat penalty: chosen on the host from %d device-ranked candidates (%d steps read the whole logits row)\n", g.Candidates, g.RowSteps)
+	default:
+		where := fmt.Sprintf("top-%d ranked on the device, %d candidates read back per step", sp.TopK, g.Candidates)
+		if g.Candidates == 0 {
+			where = "the whole logits row read back every step (top-k 0, beyond the plan's candidates, or a plan without them)"
+		} else if g.RowSteps > 0 {
+			where += fmt.Sprintf(" (%d steps read the whole row: the penalty reached past them)", g.RowSteps)
+		}
+		seed := fmt.Sprint(sp.Seed)
+		if randomSeed {
+			seed += " (random; --seed " + seed + " repeats this run)"
+		}
+		fmt.Fprintf(info, "sampling: %s; temperature %v, top-p %v, min-p %v, repeat penalty %v, the draw on the host with seed %s\n",
+			where, sp.Temperature, sp.TopP, sp.MinP, sp.RepeatPenalty, seed)
 	}
 	return nil
 }

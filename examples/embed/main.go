@@ -83,7 +83,7 @@ func run(planPath, promptArg string, steps int) error {
 	// 2. The same with Generate, which uses prefill for full chunks of the prompt and the plan's
 	// argmax output when it has one. A new sequence starts at position 0, so the caches need no
 	// reset.
-	g, err := m.Generate(ctx, prompt, steps)
+	g, err := m.GenerateIDs(ctx, prompt, engine.GenerateOptions{MaxTokens: steps}, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vkc-project/vkc/tokenizer"
+)
+
+// GenerateText generates text after prompt with the tokenizer tok: the prompt is encoded (with
+// the tokenizer's special tokens, or with opts.Chat rendered in its chat template and encoded as
+// written), tokens are generated as GenerateIDs does, and their text is passed to emit (nil:
+// none) as it is produced. A piece is emitted once it is final: never a broken UTF-8 sequence
+// (a character split over tokens waits for its last byte), never text a later token rewrites
+// (the decoder's output is compared over a window of the tokens before), and never text that
+// may turn out to begin one of opts.Stop (held back until it cannot). Special tokens are not
+// emitted; the text is the tokenizer.json decoder's (no clean_up_tokenization_spaces). The
+// pieces concatenate to Generation.Text.
+//
+// Generation stops at the tokenizer's EOS (and, with Chat, the template's end of turn) unless
+// opts.StopIDs says otherwise, at a stop string (its text not emitted), after opts.MaxTokens
+// tokens, when the context is full, or when emit returns ErrStop.
+func GenerateText(ctx context.Context, exe Executable, tok *tokenizer.Tokenizer, prompt string, opts GenerateOptions, emit func(text string) error) (*Generation, error) {
+	if tok == nil {
+		return nil, errors.New("generate: no tokenizer (the plan records none: compile it with --tokenizer, or give one)")
+	}
+	for _, s := range opts.Stop {
+		if s == "" {
+			return nil, errors.New("generate: an empty stop string")
+		}
+	}
+	var ids []int32
+	var err error
+	stopIDs := opts.StopIDs
+	if opts.Chat {
+		cf, err := tok.ChatFormat()
+		if err != nil {
+			return nil, fmt.Errorf("generate: --chat: %w", err)
+		}
+		if ids, err = tok.Encode(cf.Render(opts.System, prompt), false); err != nil {
+			return nil, fmt.Errorf("generate: the prompt: %w", err)
+		}
+		if stopIDs == nil {
+			if id, ok := tok.ID(cf.EndOfTurn); ok {
+				stopIDs = append(stopIDs, id)
+			}
+		}
+	} else {
+		if opts.System != "" {
+			return nil, errors.New("generate: a system message goes with Chat (the chat template places it)")
+		}
+		if ids, err = tok.Encode(prompt, true); err != nil {
+			return nil, fmt.Errorf("generate: the prompt: %w", err)
+		}
+	}
+	if opts.StopIDs == nil && tok.EOS() >= 0 && !containsID(stopIDs, tok.EOS()) {
+		stopIDs = append(stopIDs, tok.EOS())
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("generate: the prompt encodes to no tokens")
+	}
+	o := opts
+	o.StopIDs = stopIDs
+	st := newTextStream(tok, ids)
+	stops := &stopMatcher{stops: opts.Stop}
+	var text strings.Builder
+	out := func(s string) error {
+		if s == "" {
+			return nil
+		}
+		text.WriteString(s)
+		if emit == nil {
+			return nil
+		}
+		return emit(s)
+	}
+	stopped := false
+	g, err := GenerateIDs(ctx, exe, ids, o, func(id int32) error {
+		piece, err := st.push(id)
+		if err != nil {
+			return err
+		}
+		s, hit := stops.feed(piece)
+		if err := out(s); err != nil {
+			return err
+		}
+		if hit {
+			stopped = true
+			return ErrStop
+		}
+		return nil
+	})
+	if g == nil {
+		return nil, err
+	}
+	if err != nil {
+		g.Text = text.String()
+		return g, err
+	}
+	if stopped {
+		g.Stopped = StopString
+	} else {
+		// The rest: bytes still waiting for a character's end (decoded as U+FFFD, as the
+		// tokenizer decodes an incomplete sequence), then text held back for a stop string.
+		rest, err := st.flush()
+		if err != nil {
+			return g, err
+		}
+		s, hit := stops.feed(rest)
+		if hit {
+			g.Stopped = StopString
+		} else {
+			s += stops.flush()
+		}
+		if err := out(s); err != nil && !errors.Is(err, ErrStop) {
+			g.Text = text.String()
+			return g, err
+		}
+	}
+	g.Text = text.String()
+	return g, nil
+}
+
+// Generate generates text after prompt with the plan's tokenizer (or opts.Tokenizer), passing
+// the text to emit as it is produced; see GenerateText.
+//
+//	g, err := m.Generate(ctx, "Once upon a time", engine.GenerateOptions{MaxTokens: 64,
+//		Sampling: engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 1}},
+//		func(s string) error { fmt.Print(s); return nil })
+func (m *Model) Generate(ctx context.Context, prompt string, opts GenerateOptions, emit func(text string) error) (*Generation, error) {
+	tok := opts.Tokenizer
+	if tok == nil {
+		var err error
+		if tok, err = m.Tokenizer(); err != nil {
+			return nil, err
+		}
+	}
+	return GenerateText(ctx, m, tok, prompt, opts, emit)
+}
+
+// Tokenizer returns the tokenizer the plan records (built once, then kept), or an error saying
+// that it records none.
+func (m *Model) Tokenizer() (*tokenizer.Tokenizer, error) {
+	m.tokOnce.Do(func() {
+		p := m.Plan()
+		if p.Tokenizer == nil {
+			m.tokErr = fmt.Errorf("%s records no tokenizer (compile it with --tokenizer FILE, or give one)", m.Path)
+			return
+		}
+		m.tok, m.tokErr = tokenizer.FromPlan(p.Tokenizer, m.Path)
+	})
+	return m.tok, m.tokErr
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// contextTokens is how many prompt tokens before the generated ones a textStream decodes with
+// them, so that a decoder that treats the first token of its input apart (SentencePiece's
+// leading-space strip) sees the generated ones as continuations.
+const contextTokens = 5
+
+// textStream turns generated tokens into text as they come (text-generation-inference's
+// incremental detokenization): the tokens from prefix on are decoded with and without the new
+// ones, and the difference is emitted unless it ends in U+FFFD (a character whose bytes are not
+// all there yet).
+type textStream struct {
+	tok          *tokenizer.Tokenizer
+	ids          []int32
+	prefix, read int // ids[prefix:read] were emitted as the text of ids[read-…]; ids[read:] not yet
+}
+
+func newTextStream(tok *tokenizer.Tokenizer, prompt []int32) *textStream {
+	ctx := prompt[max(0, len(prompt)-contextTokens):]
+	return &textStream{tok: tok, ids: append([]int32(nil), ctx...), prefix: 0, read: len(ctx)}
+}
+
+var streamDecode = tokenizer.DecodeOptions{SkipSpecial: true, NoCleanup: true}
+
+// push adds a token and returns the text that became final ("" while a character is
+// incomplete).
+func (st *textStream) push(id int32) (string, error) {
+	st.ids = append(st.ids, id)
+	before, err := st.tok.Decode(st.ids[st.prefix:st.read], streamDecode)
+	if err != nil {
+		return "", err
+	}
+	after, err := st.tok.Decode(st.ids[st.prefix:], streamDecode)
+	if err != nil {
+		return "", err
+	}
+	if len(after) <= len(before) || strings.HasSuffix(after, "\uFFFD") {
+		return "", nil
+	}
+	st.prefix, st.read = st.read, len(st.ids)
+	return after[commonPrefix(before, after):], nil
+}
+
+// commonPrefix is the length of the longest common prefix of a and b that ends at a character
+// boundary of both: the new text of a decode is b past it (all of b past a when b extends a, as
+// it does for the decoders of tokenizer.json).
+func commonPrefix(a, b string) int {
+	n := 0
+	for i, r := range a {
+		if i >= len(b) || !strings.HasPrefix(b[i:], string(r)) {
+			break
+		}
+		n = i + len(string(r))
+	}
+	return n
+}
+
+// flush returns the text of the tokens not emitted yet (an incomplete character decodes as
+// U+FFFD).
+func (st *textStream) flush() (string, error) {
+	if st.read == len(st.ids) {
+		return "", nil
+	}
+	before, err := st.tok.Decode(st.ids[st.prefix:st.read], streamDecode)
+	if err != nil {
+		return "", err
+	}
+	after, err := st.tok.Decode(st.ids[st.prefix:], streamDecode)
+	if err != nil {
+		return "", err
+	}
+	st.prefix, st.read = st.read, len(st.ids)
+	return after[commonPrefix(before, after):], nil
+}
+
+// stopMatcher finds stop strings in streamed text, holding back what may begin one.
+type stopMatcher struct {
+	stops []string
+	held  string
+}
+
+// feed adds text and returns what can be emitted; hit reports a stop string (the text before
+// it is returned, the rest dropped).
+func (m *stopMatcher) feed(s string) (out string, hit bool) {
+	buf := m.held + s
+	first := -1
+	for _, stop := range m.stops {
+		if i := strings.Index(buf, stop); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	if first >= 0 {
+		m.held = ""
+		return buf[:first], true
+	}
+	// Hold back the longest end of buf that begins a stop string. (buf is valid UTF-8 and so is
+	// every stop string, so the held part starts at a character.)
+	h := 0
+	for _, stop := range m.stops {
+		for l := min(len(stop)-1, len(buf)); l > h; l-- {
+			if strings.HasSuffix(buf, stop[:l]) {
+				h = l
+				break
+			}
+		}
+	}
+	m.held = buf[len(buf)-h:]
+	return buf[:len(buf)-h], false
+}
+
+// flush returns the held text (no stop string followed it).
+func (m *stopMatcher) flush() string {
+	s := m.held
+	m.held = ""
+	return s
+}
