@@ -10,6 +10,7 @@ import (
 	"github.com/vkc-project/vkc/codegen/spirvval"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
@@ -256,7 +257,7 @@ func TestCoopMatmulSmolLM2GPU(t *testing.T) {
 				if err != nil {
 					t.Fatalf("[%s]: run: %v", c.Key(), err)
 				}
-				if msg := kerneltest.Compare(got[0], want[0], kerneltest.Tolerance(p.Outs[0].DType)); msg != "" {
+				if msg := kerneltest.Compare(got[0], want[0], tune.ProblemTolerance(p, 0)); msg != "" {
 					t.Errorf("[%s]: %s", c.Key(), msg)
 				}
 			}
@@ -458,7 +459,7 @@ func checkWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kerne
 		t.Fatal(err)
 	}
 	for i := range want {
-		if msg := kerneltest.Compare(got[i], want[i], kerneltest.Tolerance(p.Outs[i].DType)); msg != "" {
+		if msg := kerneltest.Compare(got[i], want[i], tune.ProblemTolerance(p, i)); msg != "" {
 			t.Errorf("%s [%s]: result %d: %s", tmpl.Name, c.Key(), i, msg)
 		}
 	}

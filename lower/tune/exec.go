@@ -455,6 +455,19 @@ func Tolerance(d ir.DType) float64 {
 	return 1e-4
 }
 
+// ProblemTolerance is the tolerance of result i of p: its dtype's, or the op's own result's when an
+// epilogue widens it. An f16 matmul whose epilogue casts to f32 is only as exact as f16: the
+// interpreter rounds the op's value to f16 before the cast, a kernel may not (NVIDIA's compiler
+// removes an f32→f16→f32 round trip, measured on the H200 with matmul_coop: 3.5e-4 of the row
+// scale off, against f32's 1e-4).
+func ProblemTolerance(p *kernels.Problem, i int) float64 {
+	tol := Tolerance(p.Outs[i].DType)
+	if p.Op != kernels.FusedElementwise && p.Expr != nil && len(p.Expr.Inputs) > 0 {
+		tol = max(tol, Tolerance(p.Expr.Inputs[0].DType))
+	}
+	return tol
+}
+
 // FunctionTolerance is the tolerance of a whole function's outputs. One kernel's f16 result
 // differs from the interpreter's by about an ulp, but through a deep f16 network (fused kernels
 // keep f32 where the interpreter rounds every node to f16) the differences add up: SmolLM2-135M's
