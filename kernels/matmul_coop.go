@@ -493,25 +493,29 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	av, bv := fetch(u(0))
 	put(av, bv, u(0))
 	b.Barrier()
-	cur := b.Var("stage", u(0))
-	b.For(u(0), K, u(q.bk), func(k0 codegen.Value) {
-		// The next slice's loads are issued now and land while this one is multiplied (past K
-		// they load zeros).
+	// step multiplies the slice at k0 from stage `from` while the next slice's loads, issued
+	// first, are in flight (past K they load zeros), then stores them to stage `to`.
+	step := func(k0 codegen.Value, from, to int) {
 		na, nb := fetch(b.Add(k0, u(q.bk)))
-		if q.stages == 2 {
-			st := b.Get(cur)
-			compute(st)
-			next := b.Sub(u(1), st)
-			put(na, nb, next)
-			b.Barrier()
-			b.Set(cur, next)
-		} else {
-			compute(u(0))
-			b.Barrier()
-			put(na, nb, u(0))
+		compute(u(from))
+		if from == to {
 			b.Barrier()
 		}
-	})
+		put(na, nb, u(to))
+		b.Barrier()
+	}
+	if q.stages == 2 {
+		// Unrolled by two, so that each half reads and writes stages known at build time: with
+		// the stage in a variable, the H200 ran the 4096³ GEMM at 52 TFLOP/s against 135 single-
+		// buffered.
+		b.For(u(0), K, u(2*q.bk), func(k0 codegen.Value) {
+			step(k0, 0, 1)
+			k1 := b.Add(k0, u(q.bk))
+			b.If(b.Lt(k1, K), func() { step(k1, 1, 0) })
+		})
+	} else {
+		b.For(u(0), K, u(q.bk), func(k0 codegen.Value) { step(k0, 0, 0) })
+	}
 	if rms {
 		// The sums of squares of the staged units, the last slice's excluded: its fetch ran past K
 		// (and added zeros).
