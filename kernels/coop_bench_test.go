@@ -2,6 +2,7 @@ package kernels_test
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -34,8 +35,24 @@ func (m measured) String() string {
 	return fmt.Sprintf("%-16s %-70s %10.1f µs %8.1f TFLOP/s", m.name, m.c.Key(), float64(m.t.Nanoseconds())/1e3, m.l.Flops/m.t.Seconds()/1e12)
 }
 
+// coopQuick are the points measured instead of the sweep when VKC_COOP_QUICK is set (a process per
+// problem, measuring few points, gives figures unaffected by a long sweep): the default, single
+// buffering, 128×128 blocks, sixteen subgroups of one tile, deep single-buffered slices.
+var coopQuick = []kernels.Config{
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 2},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 1},
+	{"warps_m": 4, "warps_n": 4, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2},
+	{"warps_m": 4, "warps_n": 4, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 2},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1},
+}
+
 func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *kernels.Template, points []kernels.Config) {
 	d := kerneltest.Device(b)
+	if os.Getenv("VKC_COOP_QUICK") != "" && coop == kernels.MatmulCoop {
+		points = coopQuick
+	}
 	caps := kerneltest.CapsOf(&d.Info)
 	if err := coop.Accepts(p, caps); err != nil {
 		b.Skipf("%s: %v", d.Info.Name, err)
