@@ -22,7 +22,16 @@ import (
 // it), then the peer's default, the template's default and the sweep's best measured again, one
 // after the other, so the reported figures do not depend on what the sweep did to the device. Times are medians of
 // runtime.Program.Measure's repetitions; TFLOP/s count the launch's Flops (attention: every key,
-// about half of which a causal mask skips).
+// about half of which a causal mask skips). VKC_COOP_QUICK=1 measures coopQuick instead of the
+// sweep (scripts/gpu-coop.sh runs one process per problem that way).
+//
+// Measured on the NVIDIA H200 (driver 580.159.04, docs/bench/coopmat-bench-*.txt):
+//
+//	GEMM 4096³ f16        matmul_tiled 17.7 ms 7.8 TFLOP/s; matmul_coop default 1.06 ms 130 TFLOP/s,
+//	                      128×128 single-buffered 0.74 ms 186 TFLOP/s (23.9x)
+//	SmolLM2 prefill-128   matmul_coop 2.8-4.7x matmul_tiled on each projection (same process)
+//	attention prefill     attention_coop 1.35x attention_flash at 128 queries, 1.61x at 512
+//	                      (after a sweep, in one process)
 
 type measured struct {
 	name string
