@@ -202,6 +202,8 @@ func BenchmarkRows(b *testing.B) {
 		{"add_rmsnorm_prefill", kernels.AddRMSNorm, pt(ir.AddRMSNorm, nil, ir.T(h, 128, 576), ir.T(h, 128, 576), ir.T(h, 576))},
 		{"softmax_scores", kernels.Softmax, pt(ir.Softmax, nil, ir.T(ir.F32, 9*128, 128))},
 		{"argmax_vocab", kernels.Reduce, pt(ir.Argmax, nil, ir.T(ir.F32, 1, 49152))},
+		{"argtopk_vocab", kernels.TopK, pt(ir.ArgTopK, ir.Attrs{"k": 64}, ir.T(ir.F32, 1, 49152))},
+		{"argtopk_tiny", kernels.TopK, pt(ir.ArgTopK, ir.Attrs{"k": 64}, ir.T(ir.F32, 1, 256))},
 		{"rope_prefill", kernels.Rope, pt(ir.Rope, nil, ir.T(h, 128, 9, 64), pos)},
 		{"rope_norm_prefill", kernels.RopeNorm, pt(ir.RopeNorm, nil, ir.T(h, 128, 9, 64), ir.T(h, 64), pos)},
 		{"embedding_prefill", kernels.Embedding, pt(ir.Embedding, nil, ir.T(h, 49152, 576), ir.T(ir.I32, 128))},

@@ -16,9 +16,12 @@ import (
 // second step merges; f32, f16 and i32.
 func TestTopKOnDevice(t *testing.T) {
 	rng := rand.New(rand.NewSource(31))
+	// subgroup=1 is a workgroup of one subgroup (lavapipe's is 8 wide); subgroup=0 combines
+	// through shared memory.
 	split := []kernels.Config{
-		{"wg": 32, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
+		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
 		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
+		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 32},
 	}
 	for _, tc := range []struct {
 		x       ir.Type
@@ -50,7 +53,8 @@ func TestTopKTiesAndNaN(t *testing.T) {
 	x := ir.TensorFromFloat64s(ir.T(ir.F32, 2, n), v)
 	p := problem(t, ir.ArgTopK, ir.Attrs{"k": 30}, x.Type)
 	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{x}, []kernels.Config{
-		{"wg": 64, "coop": 1, "subgroup": 1, "rows": 1, "split": 1},
+		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 1},
+		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
 		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
 		{"wg": 64, "coop": 0, "subgroup": 0, "rows": 1, "split": 1},
 	})
