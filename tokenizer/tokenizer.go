@@ -13,7 +13,8 @@
 // Precompiled normalizer, UnicodeScripts).
 //
 // tokenizer_config.json, when it sits beside the file, gives the BOS and EOS tokens, the chat
-// template and clean_up_tokenization_spaces (applied by Decode, as transformers does). The
+// template (else chat_template.jinja beside it) and clean_up_tokenization_spaces (applied by
+// Decode, as transformers does). The
 // vocabulary of a GGUF file (llama.cpp's tokenizer.ggml.* keys) builds the same pipeline; see
 // FromVocab.
 //
@@ -113,6 +114,14 @@ func Load(path string) (*Tokenizer, error) {
 	t, err := Parse(data, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if t.chatTemplate == "" {
+		// Newer checkpoints keep the chat template in a file of its own beside the tokenizer.
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(path), "chat_template.jinja")); err == nil {
+			t.chatTemplate = string(b)
+		} else if !os.IsNotExist(err) {
+			return nil, err
+		}
 	}
 	return t, nil
 }

@@ -124,3 +124,38 @@ func TestRunPrompt(t *testing.T) {
 		t.Errorf("--chat without a template: exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// TestHFFolderChat: a Hugging Face folder (transformers' tinyllama weights and config, with a
+// byte-level tokenizer.json of its 256-token vocabulary and a ChatML template in
+// chat_template.jinja) compiled as it is records its tokenizer and template in the plan, and
+// vkc run --chat generates through them; the prompt in the template is what --chat sent.
+func TestHFFolderChat(t *testing.T) {
+	needDevice(t)
+	src, err := filepath.Abs("../../testdata/hf/tinyllama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hf := filepath.Join(dir, "tinyllama-hf")
+	os.MkdirAll(hf, 0o755)
+	for _, f := range []string{"config.json", "weights.safetensors"} {
+		if err := os.Symlink(filepath.Join(src, f), filepath.Join(hf, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byteTokenizer(t, hf)
+	tmpl := `{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}`
+	os.WriteFile(filepath.Join(hf, "chat_template.jinja"), []byte(tmpl), 0o644)
+	r := runVKC(t, dir, nil, "compile", "-q", hf, "-o", "hf.plan")
+	if r.code != 0 {
+		t.Fatalf("compile: exit %d: %s", r.code, r.stderr)
+	}
+	if r = runVKC(t, dir, nil, "inspect", "hf.plan"); !strings.Contains(r.stdout, "tokenizer: tokenizer.json") || !strings.Contains(r.stdout, "chat template") {
+		t.Errorf("inspect: the plan does not record the folder's tokenizer and template:\n%s", r.stdout)
+	}
+	// The template's text is 91 bytes, a token each.
+	r = runVKC(t, dir, nil, "run", "hf.plan", "--prompt", "Hi", "--chat", "--system", "Be brief.", "--max-tokens", "8", "--temperature", "0")
+	if r.code != 0 || !strings.Contains(r.stderr, "prompt: 91 tokens") || !strings.Contains(r.stderr, "generated 8 tokens") {
+		t.Errorf("run --chat: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
