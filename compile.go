@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	rdebug "runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +125,12 @@ type Options struct {
 	TuneTrace io.Writer
 	// Candidates is the number of diverse extractions measured per function (0: 4).
 	Candidates int
+	// LengthVariants are the smaller capacities for which every function with a run-time length
+	// is compiled too (plan.Function.Variants; a run at length n uses the smallest variant that
+	// holds n): nil is DefaultLengthVariants; capacities outside a function's bounds, or not
+	// below its maximum, are skipped. NoLengthVariants compiles the capacity alone.
+	LengthVariants   []int
+	NoLengthVariants bool
 	// Length, when positive, compiles every function that has a run-time length (ir.Length) at
 	// that fixed length instead (the function written with the dimension equal to Length, static
 	// shapes): a plan compiled for exactly n, the baseline a run-time-length plan is measured
@@ -319,6 +326,13 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		}
 		m, fns = mm, ff
 		rep.Notes = append(rep.Notes, fmt.Sprintf("functions with a run-time length compiled at length %d", opts.Length))
+	} else if !opts.NoLengthVariants {
+		mm, ff, notes, err := withLengthVariants(m, fns, opts.LengthVariants)
+		if err != nil {
+			return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+		}
+		m, fns = mm, ff
+		rep.Notes = append(rep.Notes, notes...)
 	}
 	if opts.TopK < 0 {
 		return nil, nil, fmt.Errorf("compile %s: top-k %d is negative", m.Name, opts.TopK)
@@ -361,6 +375,7 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
 	}
 	p.Tokenizer = tok
+	p.Functions = foldVariants(p.Functions)
 	if err := p.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("compile %s: lowering produced an %w", m.Name, err)
 	}
@@ -563,4 +578,90 @@ func atLength(m *ir.Model, fns []*ir.Function, n int) (*ir.Model, []*ir.Function
 		}
 	}
 	return &mm, out, nil
+}
+
+// DefaultLengthVariants are the capacities a function with a run-time length is compiled for
+// besides its maximum (Options.LengthVariants): a run of one token (a prompt's last chunk, a
+// decode through the prefill), up to 8 and up to 64 tokens get kernels chosen for their sizes
+// instead of the maximum's tiles, which on lavapipe run a one-token prefill of a 1..512 plan 10
+// to 20 times slower than a plan compiled for one token (docs/design-runtime-length.md).
+var DefaultLengthVariants = []int{1, 8, 64}
+
+// variantSep joins a function's name and a variant's capacity in the functions compiled (the
+// plan folds them back into plan.Function.Variants).
+const variantSep = "@"
+
+// withLengthVariants returns m and fns with, after each function with a run-time length, its
+// variants for the capacities caps (nil: DefaultLengthVariants) within its bounds and below its
+// maximum, named NAME@CAPACITY; the model has them too, so the interpreter checks them by name.
+func withLengthVariants(m *ir.Model, fns []*ir.Function, caps []int) (*ir.Model, []*ir.Function, []string, error) {
+	if caps == nil {
+		caps = DefaultLengthVariants
+	}
+	var out []*ir.Function
+	var added []*ir.Function
+	var notes []string
+	for _, f := range fns {
+		out = append(out, f)
+		l := f.Length
+		if l == nil {
+			continue
+		}
+		var made []string
+		for _, c := range caps {
+			if c < l.Min || c >= l.Max {
+				continue
+			}
+			g, err := f.WithCapacity(c)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			g.Name = f.Name + variantSep + strconv.Itoa(c)
+			out = append(out, g)
+			added = append(added, g)
+			made = append(made, strconv.Itoa(c))
+		}
+		if len(made) > 0 {
+			notes = append(notes, fmt.Sprintf("%s (%s in %d..%d) also compiled for %s in %s", f.Name, l.Dim, l.Min, l.Max,
+				l.Dim, strings.Join(made, ", ")))
+		}
+	}
+	if len(added) == 0 {
+		return m, fns, nil, nil
+	}
+	mm := *m
+	mm.Functions = append(append([]*ir.Function(nil), m.Functions...), added...)
+	return &mm, out, notes, nil
+}
+
+// foldVariants moves the plan functions NAME@CAPACITY into NAME's Variants, ranges split at the
+// capacities: a variant of capacity c serves the lengths above the next smaller variant's
+// capacity up to c.
+func foldVariants(fs []plan.Function) []plan.Function {
+	var out []plan.Function
+	variants := map[string][]plan.Function{}
+	for _, f := range fs {
+		if name, _, ok := strings.Cut(f.Name, variantSep); ok && f.Length != nil {
+			f.Name = name
+			variants[name] = append(variants[name], f)
+			continue
+		}
+		out = append(out, f)
+	}
+	for i := range out {
+		vs := variants[out[i].Name]
+		if len(vs) == 0 || out[i].Length == nil {
+			continue
+		}
+		sort.Slice(vs, func(a, b int) bool { return vs[a].Length.Max < vs[b].Length.Max })
+		lo := out[i].Length.Min
+		for j := range vs {
+			l := *vs[j].Length
+			l.Min = lo
+			vs[j].Length = &l
+			lo = l.Max + 1
+		}
+		out[i].Variants = vs
+	}
+	return out
 }

@@ -14,20 +14,37 @@ import (
 	"github.com/vkc-project/vkc/plan"
 )
 
-// TestRunTimeLengthMatchesInterpreter runs tinyllama's prefill (a run-time length 1..64, one
-// plan compiled for 64) at several lengths, each after a shorter chunk so that pos > 0, and
-// compares the n rows of logits and of next_token, then every state tensor and a decode step,
-// with the interpreter running the model written at that length.
+// TestRunTimeLengthMatchesInterpreter runs tinyllama's prefill (a run-time length 1..64) at
+// several lengths, each after a shorter chunk so that pos > 0, and compares the n rows of logits
+// and of next_token, then every state tensor and a decode step, with the interpreter running the
+// model written at that length. It does so with the default variants (capacities 1 and 8 beside
+// 64: n = 1 and 7 run on them) and with the capacity alone (every length on the 64-row plan,
+// its grids following n).
 func TestRunTimeLengthMatchesInterpreter(t *testing.T) {
+	for _, variants := range []bool{true, false} {
+		t.Run(map[bool]string{true: "variants", false: "capacity"}[variants], func(t *testing.T) {
+			testRunTimeLength(t, variants)
+		})
+	}
+}
+
+func testRunTimeLength(t *testing.T, variants bool) {
 	d := device(t)
 	m := parseExample(t, "tinyllama")
 	if m.Function("prefill").Length == nil {
 		t.Fatal("examples/tinyllama's prefill has no run-time length")
 	}
-	p, _ := compileExample(t, m, Options{Target: targetOf(d), ArgmaxOutput: true})
+	p, _ := compileExample(t, m, Options{Target: targetOf(d), ArgmaxOutput: true, NoLengthVariants: !variants})
 	pf := p.Function("prefill")
 	if pf.Length == nil || pf.Length.Max != 64 {
 		t.Fatalf("plan's prefill length %+v, want 1..64", pf.Length)
+	}
+	var caps []string
+	for _, v := range pf.Variants {
+		caps = append(caps, fmt.Sprintf("%d..%d", v.Length.Min, v.Length.Max))
+	}
+	if want := map[bool]string{true: "[1..1 2..8]", false: "[]"}[variants]; fmt.Sprint(caps) != want {
+		t.Errorf("variants %v, want %s", caps, want)
 	}
 	scaled := 0
 	for _, dsp := range pf.Dispatches {

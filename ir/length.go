@@ -36,9 +36,10 @@ type Length struct {
 
 // instances builds and caches a function at particular lengths.
 type instances struct {
-	mu    sync.Mutex
-	build func(n int) (*Function, error)
-	cache map[int]*Function
+	mu       sync.Mutex
+	build    func(n int) (*Function, error)
+	capacity func(c int) (*Function, error) // the capacity graph for bounds Min..c (nil: none)
+	cache    map[int]*Function
 }
 
 // RowsPerLength is how many rows of a bounded value's leading axis one unit of the run-time
@@ -86,6 +87,35 @@ func (b *Builder) CopyLength(l *Length) (Value, error) {
 	node := b.f.Length.Node
 	b.f.Length = l.copyFor(node)
 	return node.V(), nil
+}
+
+// WithCapacity returns f's capacity graph for the bounds Min..c instead of Min..Max (Min ≤ c ≤
+// Max): the same function compiled for a smaller capacity, a variant a plan may run for the
+// lengths up to c. Its At(n) is f's, and its Inputs and Outputs flags are f's (even for c = Min,
+// where no shape changes with n).
+func (f *Function) WithCapacity(c int) (*Function, error) {
+	l := f.Length
+	if l == nil {
+		return nil, fmt.Errorf("function %s has no run-time length", f.Name)
+	}
+	if c < l.Min || c > l.Max {
+		return nil, fmt.Errorf("function %s: capacity %d outside %s's bounds %d..%d", f.Name, c, l.Dim, l.Min, l.Max)
+	}
+	if l.inst == nil || l.inst.capacity == nil {
+		return nil, fmt.Errorf("function %s was not parsed from a model file, so it cannot be built for capacity %d", f.Name, c)
+	}
+	g, err := l.inst.capacity(c)
+	if err != nil {
+		return nil, fmt.Errorf("function %s for capacity %d: %w", f.Name, c, err)
+	}
+	gl := g.Length
+	gl.Inputs = append([]bool(nil), l.Inputs...)
+	gl.Outputs = append([]bool(nil), l.Outputs...)
+	gl.inst = l.inst
+	if _, err := LengthRows(g); err != nil {
+		return nil, fmt.Errorf("function %s for capacity %d: %w", f.Name, c, err)
+	}
+	return g, nil
 }
 
 // Derived returns a copy of l for a function derived from l's function by a transformation that

@@ -113,6 +113,28 @@ func TestLengthParse(t *testing.T) {
 		t.Error("LengthOf(13 tokens) of a 1..12 function succeeded")
 	}
 
+	// A variant for a smaller capacity: the same function for lengths up to 4.
+	v, err := f.WithCapacity(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Length == nil || v.Length.Max != 4 || v.Length.Min != 1 || !equalBools(v.Length.Inputs, l.Inputs) || !equalBools(v.Length.Outputs, l.Outputs) {
+		t.Fatalf("WithCapacity(4): length %+v", v.Length)
+	}
+	if got := v.Inputs[0].Type(); !got.Equal(ir.T(ir.I32, 4)) {
+		t.Errorf("WithCapacity(4): tokens %s", got)
+	}
+	if a, b := mustAt(t, v, 3), mustAt(t, f, 3); a != b {
+		t.Error("the variant's function at length 3 is not the function's")
+	}
+	if _, err := f.WithCapacity(13); err == nil {
+		t.Error("WithCapacity(13) of a 1..12 function succeeded")
+	}
+	one, err := f.WithCapacity(1)
+	if err != nil || !equalBools(one.Length.Inputs, l.Inputs) {
+		t.Fatalf("WithCapacity(1): %v, %+v", err, one.Length)
+	}
+
 	// Rebuilding keeps the length: a decomposition and the model's validation.
 	d, err := ir.DecomposeAll(f)
 	if err != nil {
@@ -125,6 +147,15 @@ func TestLengthParse(t *testing.T) {
 	if _, err := ir.LengthRows(d); err == nil || !strings.Contains(err.Error(), "moves axis 0") {
 		t.Errorf("LengthRows of the decomposition: err %v, want the transpose named", err)
 	}
+}
+
+func mustAt(t *testing.T, f *ir.Function, n int) *ir.Function {
+	t.Helper()
+	g, err := f.At(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 func equalBools(a, b []bool) bool {

@@ -33,6 +33,8 @@ type fnBuilder struct {
 	at         int
 	lengthName string
 	length     Value
+	// capacity, when positive, replaces the run-time dimension's maximum (Function.WithCapacity).
+	capacity int
 }
 
 type loopVar struct {
@@ -55,7 +57,7 @@ func (p *modelParser) parseFunctions(n *yaml.Node) error {
 }
 
 func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, error) {
-	f, err := p.buildFunction(name, kn, v, 0)
+	f, err := p.buildFunction(name, kn, v, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +66,11 @@ func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, e
 			// Builds share the parser's statement cache.
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			return p.buildFunction(name, kn, v, n)
+			return p.buildFunction(name, kn, v, n, 0)
+		}, capacity: func(c int) (*Function, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.buildFunction(name, kn, v, 0, c)
 		}}
 		if err := p.checkLength(f, kn); err != nil {
 			return nil, err
@@ -77,10 +83,11 @@ func (p *modelParser) parseFunction(name string, kn, v *yaml.Node) (*Function, e
 var lengthRangeRE = regexp.MustCompile(`^\s*(.+?)\s*\.\.\s*(.+?)\s*$`)
 
 // buildFunction builds function name. A run-time dimension (dims: {seq: 1..512}) is built at its
-// capacity with a length node when at is 0, and as the constant at otherwise (Function.At).
-func (p *modelParser) buildFunction(name string, kn, v *yaml.Node, at int) (*Function, error) {
+// capacity with a length node when at is 0 (at capacity instead of the declared maximum when
+// capacity > 0: Function.WithCapacity), and as the constant at otherwise (Function.At).
+func (p *modelParser) buildFunction(name string, kn, v *yaml.Node, at, capacity int) (*Function, error) {
 	fb := &fnBuilder{p: p, name: name, b: NewBuilder(name), dims: map[string]int{},
-		vars: map[string]Value{}, inputs: map[string]bool{}, updated: map[string]Value{}, at: at}
+		vars: map[string]Value{}, inputs: map[string]bool{}, updated: map[string]Value{}, at: at, capacity: capacity}
 	fb.b.f.Pos = p.pos(kn)
 	ctx := "function " + name
 	if at > 0 {
@@ -196,6 +203,12 @@ func (fb *fnBuilder) lengthDim(k string, dk, dv *yaml.Node, lo, hi string) error
 	if fb.at > 0 {
 		fb.dims[k] = fb.at
 		return nil
+	}
+	if c := fb.capacity; c > 0 {
+		if c < bounds[0] || c > bounds[1] {
+			return p.errAt(dv, ctx, "capacity %d is outside the bounds %d..%d", c, bounds[0], bounds[1])
+		}
+		bounds[1] = c
 	}
 	fb.dims[k] = bounds[1]
 	fb.b.At(p.pos(dk))

@@ -9,8 +9,12 @@
 //     dense, row-major tensors bound at an offset aligned to Caps.MinStorageOffsetAlign.
 //   - Run-time scalars (a decode position, a KV length) are ordinary i32 operands that kernels
 //     load from their buffer, so a plan's command buffer is recorded once and never patched.
-//   - Grids are fixed at build time; work that depends on a run-time scalar is sized for the
-//     largest case and the kernel returns early for the rest.
+//   - Grids are sized at build time for the largest case; work that depends on a run-time scalar
+//     returns early for the rest. A problem of a function with a run-time length (Problem.Rows,
+//     see length.go) runs on a prefix of its rows: a step that walks those rows in order
+//     declares how its grid shrinks with the length (Step.Scale, issued as an indirect
+//     dispatch), and an op whose meaning depends on the length reads it (the Len operand; only
+//     templates with ReadsLength are offered such a problem).
 //   - Arithmetic on f16 tensors is done in f32 (16-bit storage only), so a template needs
 //     Caps.Storage16 for f16 operands but never shaderFloat16.
 //   - bool tensors live in device memory as u32 (0 or 1).

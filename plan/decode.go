@@ -498,76 +498,96 @@ func (d *dec) values() []Value {
 const minDispatch = 4 + 4 + 4 + 4 + 12 + 1 + 1 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1
 
 func decodeFunctions(d *dec, p *Plan) {
-	n := d.count(4 + 4 + 4 + 1 + 4 + 4)
+	n := d.count(minFunction + 4)
 	if n == 0 {
 		return
 	}
 	p.Functions = make([]Function, n)
 	for i := range p.Functions {
 		f := &p.Functions[i]
-		f.Name = d.str()
-		f.Inputs = d.values()
-		f.Outputs = d.values()
-		if d.bool() {
-			f.Length = &Length{Name: d.str(), Min: d.u32(), Max: d.u32()}
+		d.function(f)
+		if d.err != nil {
+			return
 		}
-		nd := d.count(minDispatch)
-		if nd > 0 {
-			f.Dispatches = make([]Dispatch, nd)
-		}
-		for j := range f.Dispatches {
-			x := &f.Dispatches[j]
-			x.Module = d.u32()
-			if nb := d.count(4 + 1 + 4 + 16); nb > 0 {
-				x.Bindings = make([]Binding, nb)
-				for k := range x.Bindings {
-					b := &x.Bindings[k]
-					b.Binding = d.u32()
-					b.Buffer.Region = Region{d.regionK(), d.u32()}
-					b.Buffer.Offset = d.u64()
-					b.Buffer.Range = d.u64()
-				}
-			}
-			x.Push = d.bytes()
-			if ns := d.count(12); ns > 0 {
-				x.Scalars = make([]ScalarSlot, ns)
-				for k := range x.Scalars {
-					x.Scalars[k] = ScalarSlot{d.u32(), d.u32(), int32(d.u32())}
-				}
-			}
-			for k := range x.Grid {
-				x.Grid[k] = d.u32()
-			}
-			if d.bool() {
-				x.Scale = &GridScale{Axis: d.u8(), Num: d.u32(), Den: d.u32()}
-			}
-			x.BarrierBefore = d.bool()
-			x.Ops = d.strs()
-			x.Label = d.str()
-			x.Estimated = d.dur()
-			x.Measured = d.dur()
-			d.work(&x.Work)
-			if d.err != nil {
-				return
-			}
-		}
-		if nr := d.count(4 + 4 + 1 + 8 + 8 + 4 + 4); nr > 0 {
-			f.Ranges = make([]Range, nr)
-			for k := range f.Ranges {
-				r := &f.Ranges[k]
-				r.Input = d.u32()
-				if np := d.count(4); np > 0 {
-					r.Plus = make([]uint32, np)
-					for l := range r.Plus {
-						r.Plus[l] = d.u32()
-					}
-				}
-				r.PlusLength = d.bool()
-				r.Min, r.Max = d.i64(), d.i64()
-				r.MinWhy, r.MaxWhy = d.str(), d.str()
+		if nv := d.count(minFunction); nv > 0 {
+			f.Variants = make([]Function, nv)
+			for j := range f.Variants {
+				d.function(&f.Variants[j])
 				if d.err != nil {
 					return
 				}
+			}
+		}
+	}
+}
+
+// minFunction is the encoded size of a function with empty lists.
+const minFunction = 4 + 4 + 4 + 1 + 4 + 4
+
+// function decodes one function (its variants apart).
+func (d *dec) function(f *Function) {
+	f.Name = d.str()
+	f.Inputs = d.values()
+	f.Outputs = d.values()
+	if d.bool() {
+		f.Length = &Length{Name: d.str(), Min: d.u32(), Max: d.u32()}
+	}
+	nd := d.count(minDispatch)
+	if nd > 0 {
+		f.Dispatches = make([]Dispatch, nd)
+	}
+	for j := range f.Dispatches {
+		x := &f.Dispatches[j]
+		x.Module = d.u32()
+		if nb := d.count(4 + 1 + 4 + 16); nb > 0 {
+			x.Bindings = make([]Binding, nb)
+			for k := range x.Bindings {
+				b := &x.Bindings[k]
+				b.Binding = d.u32()
+				b.Buffer.Region = Region{d.regionK(), d.u32()}
+				b.Buffer.Offset = d.u64()
+				b.Buffer.Range = d.u64()
+			}
+		}
+		x.Push = d.bytes()
+		if ns := d.count(12); ns > 0 {
+			x.Scalars = make([]ScalarSlot, ns)
+			for k := range x.Scalars {
+				x.Scalars[k] = ScalarSlot{d.u32(), d.u32(), int32(d.u32())}
+			}
+		}
+		for k := range x.Grid {
+			x.Grid[k] = d.u32()
+		}
+		if d.bool() {
+			x.Scale = &GridScale{Axis: d.u8(), Num: d.u32(), Den: d.u32()}
+		}
+		x.BarrierBefore = d.bool()
+		x.Ops = d.strs()
+		x.Label = d.str()
+		x.Estimated = d.dur()
+		x.Measured = d.dur()
+		d.work(&x.Work)
+		if d.err != nil {
+			return
+		}
+	}
+	if nr := d.count(4 + 4 + 1 + 8 + 8 + 4 + 4); nr > 0 {
+		f.Ranges = make([]Range, nr)
+		for k := range f.Ranges {
+			r := &f.Ranges[k]
+			r.Input = d.u32()
+			if np := d.count(4); np > 0 {
+				r.Plus = make([]uint32, np)
+				for l := range r.Plus {
+					r.Plus[l] = d.u32()
+				}
+			}
+			r.PlusLength = d.bool()
+			r.Min, r.Max = d.i64(), d.i64()
+			r.MinWhy, r.MaxWhy = d.str(), d.str()
+			if d.err != nil {
+				return
 			}
 		}
 	}

@@ -36,7 +36,8 @@ package plan
 // that keep kernels inside their buffers. Version 2 also added run-time lengths: a function's
 // length after its outputs (a bool, then name str, min u32, max u32), a value's bounded flag (a
 // bool after its offset), the length region (kind 6) and a dispatch's grid scale (a bool after
-// its grid, then axis u8, num u32, den u32), and a range's PlusLength (a bool after its plus list).
+// its grid, then axis u8, num u32, den u32), a range's PlusLength (a bool after its plus list), and
+// after each function its variants (a list of functions encoded alike, without variants).
 // Version 2 also added the tokenizer section (see encodeTokenizer), before weightdata.
 //
 // The bulky weight data comes last so that a reader that needs only the description can stop early.
@@ -249,65 +250,74 @@ func encodeFunctions(p *Plan) []byte {
 	e.count(len(p.Functions))
 	for i := range p.Functions {
 		f := &p.Functions[i]
-		e.str(f.Name)
-		e.values(f.Inputs)
-		e.values(f.Outputs)
-		e.bool(f.Length != nil)
-		if l := f.Length; l != nil {
-			e.str(l.Name)
-			e.u32(l.Min)
-			e.u32(l.Max)
-		}
-		e.count(len(f.Dispatches))
-		for j := range f.Dispatches {
-			d := &f.Dispatches[j]
-			e.u32(d.Module)
-			e.count(len(d.Bindings))
-			for _, b := range d.Bindings {
-				e.u32(b.Binding)
-				e.u8(uint8(b.Buffer.Region.Kind))
-				e.u32(b.Buffer.Region.Index)
-				e.u64(b.Buffer.Offset)
-				e.u64(b.Buffer.Range)
-			}
-			e.bytes(d.Push)
-			e.count(len(d.Scalars))
-			for _, s := range d.Scalars {
-				e.u32(s.Offset)
-				e.u32(s.Input)
-				e.u32(uint32(s.Add))
-			}
-			for _, g := range d.Grid {
-				e.u32(g)
-			}
-			e.bool(d.Scale != nil)
-			if s := d.Scale; s != nil {
-				e.u8(s.Axis)
-				e.u32(s.Num)
-				e.u32(s.Den)
-			}
-			e.bool(d.BarrierBefore)
-			e.strs(d.Ops)
-			e.str(d.Label)
-			e.dur(d.Estimated)
-			e.dur(d.Measured)
-			e.work(&d.Work)
-		}
-		e.count(len(f.Ranges))
-		for _, r := range f.Ranges {
-			e.u32(r.Input)
-			e.count(len(r.Plus))
-			for _, x := range r.Plus {
-				e.u32(x)
-			}
-			e.bool(r.PlusLength)
-			e.i64(r.Min)
-			e.i64(r.Max)
-			e.str(r.MinWhy)
-			e.str(r.MaxWhy)
+		e.function(f)
+		e.count(len(f.Variants))
+		for j := range f.Variants {
+			e.function(&f.Variants[j])
 		}
 	}
 	return e.b
+}
+
+// function encodes one function (its variants apart).
+func (e *enc) function(f *Function) {
+	e.str(f.Name)
+	e.values(f.Inputs)
+	e.values(f.Outputs)
+	e.bool(f.Length != nil)
+	if l := f.Length; l != nil {
+		e.str(l.Name)
+		e.u32(l.Min)
+		e.u32(l.Max)
+	}
+	e.count(len(f.Dispatches))
+	for j := range f.Dispatches {
+		d := &f.Dispatches[j]
+		e.u32(d.Module)
+		e.count(len(d.Bindings))
+		for _, b := range d.Bindings {
+			e.u32(b.Binding)
+			e.u8(uint8(b.Buffer.Region.Kind))
+			e.u32(b.Buffer.Region.Index)
+			e.u64(b.Buffer.Offset)
+			e.u64(b.Buffer.Range)
+		}
+		e.bytes(d.Push)
+		e.count(len(d.Scalars))
+		for _, s := range d.Scalars {
+			e.u32(s.Offset)
+			e.u32(s.Input)
+			e.u32(uint32(s.Add))
+		}
+		for _, g := range d.Grid {
+			e.u32(g)
+		}
+		e.bool(d.Scale != nil)
+		if s := d.Scale; s != nil {
+			e.u8(s.Axis)
+			e.u32(s.Num)
+			e.u32(s.Den)
+		}
+		e.bool(d.BarrierBefore)
+		e.strs(d.Ops)
+		e.str(d.Label)
+		e.dur(d.Estimated)
+		e.dur(d.Measured)
+		e.work(&d.Work)
+	}
+	e.count(len(f.Ranges))
+	for _, r := range f.Ranges {
+		e.u32(r.Input)
+		e.count(len(r.Plus))
+		for _, x := range r.Plus {
+			e.u32(x)
+		}
+		e.bool(r.PlusLength)
+		e.i64(r.Min)
+		e.i64(r.Max)
+		e.str(r.MinWhy)
+		e.str(r.MaxWhy)
+	}
 }
 
 func encodeRecord(p *Plan) []byte {

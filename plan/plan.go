@@ -246,6 +246,13 @@ type Function struct {
 	// Length, when not nil, makes the function run for any length n in Length.Min..Max (see
 	// the package comment); nil for a function of static shapes.
 	Length *Length
+	// Variants, of a function with a Length, are the same function compiled for smaller
+	// capacities: each has a Length within this one's, the ranges disjoint, and the same inputs
+	// and outputs (bounded ones with their variant's capacity). A run at length n uses the
+	// variant whose range holds n, else this function, which serves every length: variants only
+	// make short runs cheaper (a kernel that suits 8 rows, not a 512-row tile that runs 8). They
+	// have no variants of their own.
+	Variants []Function
 }
 
 // Length is a function's run-time length: its name in the model (e.g. "seq") and its bounds,

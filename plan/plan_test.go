@@ -131,6 +131,26 @@ func smallPlan() *Plan {
 					Ops:   []string{"linear"},
 				}},
 				Ranges: []Range{{Input: 1, PlusLength: true, Min: NoMin, Max: 8, MaxWhy: "cache_write: rows pos..pos+seq of 8"}},
+				Variants: []Function{{
+					Name:   "prefill",
+					Length: &Length{Name: "seq", Min: 1, Max: 1},
+					Inputs: []Value{
+						{Name: "x", DType: F32, Shape: []int64{1}, Place: Staging, Bounded: true},
+						{Name: "pos", DType: I32, Shape: nil, Place: Staging},
+					},
+					Outputs: []Value{{Name: "y", DType: F32, Shape: []int64{1}, Place: Staging, Bounded: true}},
+					Dispatches: []Dispatch{{
+						Module: 0,
+						Bindings: []Binding{
+							{0, BufferRef{Region{RegionWeights, 0}, 0, 64}},
+							{1, BufferRef{Region{RegionLength, 0}, 0, 4}},
+							{2, BufferRef{Region{RegionOutput, 0}, 0, 4}},
+						},
+						Push: make([]byte, 8),
+						Grid: [3]uint32{1, 1, 1},
+						Ops:  []string{"linear"},
+					}},
+				}},
 			},
 		},
 		Record: Record{
@@ -260,7 +280,7 @@ func TestDeterministic(t *testing.T) {
 func TestFormatStable(t *testing.T) {
 	b := encode(t, smallPlan())
 	got := fmt.Sprintf("%x", sha256.Sum256(b))
-	const want = "79f8fa0af0d41774fcbd94feacc710183559fd2f01f5ee12bc9fab4af46477d9"
+	const want = "de95e1fd45257bddf98134ed809db7f7a8e69397483153b6504dce8c8568b9d5"
 	if got != want {
 		t.Errorf("smallPlan encodes to %d bytes with SHA-256 %s, want %s", len(b), got, want)
 	}

@@ -84,6 +84,17 @@ func (p *Plan) Summary(w io.Writer) error {
 			}
 			pr("  run-time length %s in %d..%d (buffers sized for %d); %d of %d grids follow it\n",
 				l.Name, l.Min, l.Max, l.Max, scaled, len(f.Dispatches))
+			for _, g := range f.Variants {
+				if gl := g.Length; gl != nil {
+					b := 0
+					for _, d := range g.Dispatches {
+						if d.BarrierBefore {
+							b++
+						}
+					}
+					pr("  variant for %s in %d..%d (compiled for %d): %d dispatches, %d barriers\n", gl.Name, gl.Min, gl.Max, gl.Max, len(g.Dispatches), b)
+				}
+			}
 		}
 		pr("  inputs:  %s\n", valuesStr(f.Inputs))
 		pr("  outputs: %s\n", valuesStr(f.Outputs))

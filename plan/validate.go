@@ -116,6 +116,7 @@ func (v *validator) check(p *Plan) {
 		f := &p.Functions[i]
 		v.name(fmt.Sprintf("function %d", i), f.Name, seen)
 		v.function(p, f)
+		v.variants(p, f)
 	}
 	v.record(&p.Record)
 	v.tokenizer(p.Tokenizer)
@@ -543,6 +544,76 @@ func (v *validator) ranges(fwhere string, f *Function) {
 				v.addf("%s (input %s): added input %s is %s%v, not an i32 or u32 scalar", where, x.Name, y.Name, y.DType, y.Shape)
 			}
 		}
+	}
+}
+
+// variants checks the variants of f (Function.Variants): each the same function for a range of
+// lengths within f's, disjoint from the others', with f's inputs and outputs at its capacity, and
+// valid as a function itself.
+func (v *validator) variants(p *Plan, f *Function) {
+	if len(f.Variants) == 0 {
+		return
+	}
+	fwhere := fmt.Sprintf("function %q", f.Name)
+	l := f.Length
+	if l == nil {
+		v.addf("%s: %d variants, but no run-time length", fwhere, len(f.Variants))
+		return
+	}
+	if !v.list(fwhere+": variants", len(f.Variants)) {
+		return
+	}
+	for i := range f.Variants {
+		g := &f.Variants[i]
+		where := fmt.Sprintf("%s: variant %d", fwhere, i)
+		gl := g.Length
+		switch {
+		case g.Name != f.Name:
+			v.addf("%s is named %q", where, g.Name)
+			continue
+		case len(g.Variants) > 0:
+			v.addf("%s has variants of its own", where)
+			continue
+		case gl == nil || gl.Name != l.Name:
+			v.addf("%s does not have the run-time length %s", where, l.Name)
+			continue
+		case gl.Min < l.Min || gl.Max >= l.Max || gl.Min > gl.Max:
+			v.addf("%s: lengths %d..%d, want a range within %d..%d below its maximum", where, gl.Min, gl.Max, l.Min, l.Max)
+			continue
+		}
+		for j := range f.Variants[:i] {
+			h := f.Variants[j].Length
+			if h != nil && gl.Min <= h.Max && h.Min <= gl.Max {
+				v.addf("%s: lengths %d..%d overlap variant %d's %d..%d", where, gl.Min, gl.Max, j, h.Min, h.Max)
+			}
+		}
+		same := func(kind string, a, b []Value) {
+			if len(a) != len(b) {
+				v.addf("%s: %d %ss, the function has %d", where, len(b), kind, len(a))
+				return
+			}
+			for k := range a {
+				x, y := &a[k], &b[k]
+				ok := x.Name == y.Name && x.DType == y.DType && x.Bounded == y.Bounded && len(x.Shape) == len(y.Shape)
+				for d := 1; ok && d < len(x.Shape); d++ {
+					ok = x.Shape[d] == y.Shape[d]
+				}
+				if ok && len(x.Shape) > 0 {
+					if x.Bounded {
+						ok = y.Shape[0]%int64(gl.Max) == 0 && x.Shape[0]/int64(l.Max) == y.Shape[0]/int64(gl.Max)
+					} else {
+						ok = x.Shape[0] == y.Shape[0]
+					}
+				}
+				if !ok {
+					v.addf("%s: %s %d is %s %s%v (bounded %v), the function's %s %s%v (bounded %v)", where, kind, k,
+						y.Name, y.DType, y.Shape, y.Bounded, x.Name, x.DType, x.Shape, x.Bounded)
+				}
+			}
+		}
+		same("input", f.Inputs, g.Inputs)
+		same("output", f.Outputs, g.Outputs)
+		v.function(p, g)
 	}
 }
 

@@ -76,6 +76,15 @@ func TestValidateRejects(t *testing.T) {
 		{"scale axis", func(p *Plan) { p.Functions[2].Dispatches[0].Scale.Axis = 4 }, "grid scale axis 4"},
 		{"plus length without length", func(p *Plan) { p.Functions[0].Ranges[0].PlusLength = true },
 			"adds the run-time length, but the function has none"},
+		{"variant name", func(p *Plan) { p.Functions[2].Variants[0].Name = "other" }, `variant 0 is named "other"`},
+		{"variant range", func(p *Plan) { p.Functions[2].Variants[0].Length.Max = 4 }, "lengths 1..4, want a range within 1..4 below its maximum"},
+		{"variant overlap", func(p *Plan) {
+			f := &p.Functions[2]
+			f.Variants = append(f.Variants, f.Variants[0])
+		}, "lengths 1..1 overlap variant 0's 1..1"},
+		{"variant shape", func(p *Plan) { p.Functions[2].Variants[0].Inputs[0].Shape = []int64{2} }, "input 0 is x f32[2] (bounded true)"},
+		{"variant without length", func(p *Plan) { p.Functions[0].Variants = []Function{{Name: "decode"}} }, "1 variants, but no run-time length"},
+		{"variant dispatch", func(p *Plan) { p.Functions[2].Variants[0].Dispatches[0].Module = 9 }, "module 9 does not exist"},
 		{"scale ratio", func(p *Plan) { p.Functions[2].Dispatches[0].Scale.Den = 0 }, "a positive ratio"},
 		{"missing barrier", func(p *Plan) { p.Functions[0].Dispatches[1].BarrierBefore = false },
 			"dispatch 0 (binding 2) and dispatch 1 (binding 0) use overlapping arena bytes 16..32 and 16..32 in one barrier interval, and dispatch 0 writes; a barrier is missing"},

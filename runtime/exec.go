@@ -72,6 +72,8 @@ type execFunction struct {
 	scaled []scaledDispatch
 	// outRow[i] is the bytes of one unit of the length of bounded output i (0 for the others).
 	outRow []int
+	// variants are the function's variants for smaller capacities (plan.Function.Variants).
+	variants []*execFunction
 }
 
 // scaledDispatch is a dispatch whose grid follows the run-time length: its group counts are at
@@ -226,6 +228,14 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 		}
 		e.fns[f.Name] = ef
 		e.names = append(e.names, f.Name)
+		for j := range f.Variants {
+			g := &f.Variants[j]
+			vf, err := e.loadFunction(g)
+			if err != nil {
+				return nil, fmt.Errorf("load plan of %s: function %s: variant for %s in %d..%d: %w", p.Model, f.Name, g.Length.Name, g.Length.Min, g.Length.Max, err)
+			}
+			ef.variants = append(ef.variants, vf)
+		}
 	}
 	return e, nil
 }
@@ -437,6 +447,23 @@ func (ef *execFunction) bind(inputs map[string][]byte) error {
 	return nil
 }
 
+// bindVariant binds inputs (bind) and returns the function that runs them: the variant whose
+// lengths hold the run's n (bound too), else ef.
+func (ef *execFunction) bindVariant(inputs map[string][]byte) (*execFunction, error) {
+	if err := ef.bind(inputs); err != nil {
+		return nil, err
+	}
+	for _, v := range ef.variants {
+		if l := v.f.Length; ef.n >= l.Min && ef.n <= l.Max {
+			if err := v.bind(inputs); err != nil {
+				return nil, err
+			}
+			return v, nil
+		}
+	}
+	return ef, nil
+}
+
 // outBytes is the size of output i in a run at the last bound length.
 func (ef *execFunction) outBytes(i int) int {
 	if rb := ef.outRow[i]; rb > 0 {
@@ -468,7 +495,7 @@ func (e *Executable) Run(ctx context.Context, fn string, inputs map[string][]byt
 	if err != nil {
 		return nil, err
 	}
-	if err := ef.bind(inputs); err != nil {
+	if ef, err = ef.bindVariant(inputs); err != nil {
 		return nil, err
 	}
 	out := make(map[string][]byte, len(ef.f.Outputs))
@@ -488,16 +515,18 @@ func (e *Executable) Run(ctx context.Context, fn string, inputs map[string][]byt
 func (e *Executable) RunInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.runInto(ctx, fn, inputs, outputs)
+	_, err := e.runInto(ctx, fn, inputs, outputs)
+	return err
 }
 
-func (e *Executable) runInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error {
+// runInto runs fn and returns the function (or variant) that ran.
+func (e *Executable) runInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) (*execFunction, error) {
 	ef, err := e.function(fn)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := ef.bind(inputs); err != nil {
-		return err
+	if ef, err = ef.bindVariant(inputs); err != nil {
+		return nil, err
 	}
 	for i := range ef.f.Outputs {
 		o := &ef.f.Outputs[i]
@@ -506,10 +535,10 @@ func (e *Executable) runInto(ctx context.Context, fn string, inputs, outputs map
 			b = nil
 		} else if len(b) != ef.outBytes(i) {
 			if ef.outRow[i] > 0 {
-				return fmt.Errorf("function %s: output %q buffer has %d bytes, want %d (%d rows of %d bytes for %s=%d)",
+				return nil, fmt.Errorf("function %s: output %q buffer has %d bytes, want %d (%d rows of %d bytes for %s=%d)",
 					fn, o.Name, len(b), ef.outBytes(i), ef.n, ef.outRow[i], ef.f.Length.Name, ef.n)
 			}
-			return fmt.Errorf("function %s: output %q buffer has %d bytes, want %d", fn, o.Name, len(b), ef.outsz[i])
+			return nil, fmt.Errorf("function %s: output %q buffer has %d bytes, want %d", fn, o.Name, len(b), ef.outsz[i])
 		}
 		ef.out[i] = b
 	}
@@ -519,10 +548,10 @@ func (e *Executable) runInto(ctx context.Context, fn string, inputs, outputs map
 			found = found || ef.f.Outputs[i].Name == name
 		}
 		if !found {
-			return fmt.Errorf("function %s: unknown output %q (outputs: %s)", fn, name, signature(ef.f.Outputs))
+			return nil, fmt.Errorf("function %s: unknown output %q (outputs: %s)", fn, name, signature(ef.f.Outputs))
 		}
 	}
-	return e.execute(ctx, ef)
+	return ef, e.execute(ctx, ef)
 }
 
 // execute runs ef with the inputs bind set and copies the outputs into ef.out (nil: not read).
@@ -593,6 +622,24 @@ func (e *Executable) ReadState(name string) ([]byte, error) {
 	return nil, fmt.Errorf("no state tensor %q (the plan has %s)", name, strings.Join(names, ", "))
 }
 
+// RunsAt returns the plan function that runs fn at run-time length n: the variant whose lengths
+// hold n (plan.Function.Variants), else fn itself (also for a function without a length).
+// Profile's dispatch indices and the dispatches' work refer to it.
+func (e *Executable) RunsAt(fn string, n int) (*plan.Function, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ef, err := e.function(fn)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range ef.variants {
+		if l := v.f.Length; n >= int(l.Min) && n <= int(l.Max) {
+			return v.f, nil
+		}
+	}
+	return ef.f, nil
+}
+
 // Functions lists the plan's functions with their signatures and dispatch lists.
 func (e *Executable) Functions() []plan.Function {
 	return append([]plan.Function(nil), e.plan.Functions...)
@@ -622,11 +669,8 @@ func (e *Executable) Stats(fn string) (Stats, error) {
 func (e *Executable) Profile(ctx context.Context, fn string, inputs map[string][]byte) ([]DispatchTime, Stats, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ef, err := e.function(fn)
+	ef, err := e.runInto(ctx, fn, inputs, nil)
 	if err != nil {
-		return nil, Stats{}, err
-	}
-	if err := e.runInto(ctx, fn, inputs, nil); err != nil {
 		return nil, Stats{}, err
 	}
 	times, _, err := ef.prog.Profile(ctx)
@@ -642,11 +686,8 @@ func (e *Executable) Profile(ctx context.Context, fn string, inputs map[string][
 func (e *Executable) Measure(ctx context.Context, fn string, inputs map[string][]byte, o MeasureOptions) (Measurement, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ef, err := e.function(fn)
+	ef, err := e.runInto(ctx, fn, inputs, nil)
 	if err != nil {
-		return Measurement{}, err
-	}
-	if err := e.runInto(ctx, fn, inputs, nil); err != nil {
 		return Measurement{}, err
 	}
 	return ef.prog.Measure(ctx, o)
@@ -665,9 +706,11 @@ func (e *Executable) Close() error {
 	e.closed = true
 	for _, name := range e.names {
 		ef := e.fns[name]
-		ef.prog.Close()
-		for _, b := range ef.buffers {
-			b.Free()
+		for _, x := range append([]*execFunction{ef}, ef.variants...) {
+			x.prog.Close()
+			for _, b := range x.buffers {
+				b.Free()
+			}
 		}
 	}
 	for _, pl := range e.ownPipes {

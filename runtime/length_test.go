@@ -31,6 +31,20 @@ func lengthPlan(t *testing.T, d *Device) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The variant for lengths 1..2 adds 1000·n, so a test sees which one ran.
+	b = codegen.NewBuilder("add_1000n")
+	nb = b.Buffer("n", codegen.U32, codegen.ReadOnly)
+	xb = b.Buffer("x", codegen.F32, codegen.ReadOnly)
+	yb = b.Buffer("y", codegen.F32, codegen.WriteOnly)
+	b.WorkgroupSize(b.U32(1), b.U32(1), b.U32(1))
+	i = b.X(b.GlobalID())
+	b.If(b.Lt(i, b.U32(2)), func() {
+		b.Store(yb, i, b.Add(b.Load(xb, i), b.Mul(b.F32(1000), b.Convert(b.Load(nb, b.U32(0)), codegen.F32))))
+	})
+	kv, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
 	push := make([]byte, 8)
 	binary.LittleEndian.PutUint32(push, 8)
 	binary.LittleEndian.PutUint32(push[4:], math.Float32bits(1))
@@ -43,6 +57,8 @@ func lengthPlan(t *testing.T, d *Device) *plan.Plan {
 			{Key: "scale", SPIRV: wordsOf(spirv(t, "scale")), Entry: "main",
 				Bindings: []plan.BindingDecl{{Binding: 0, Access: plan.ReadWrite}}, PushConstantSize: 8,
 				SpecConstants: []plan.SpecConstant{{ID: 0, Value: 1}, {ID: 1, Value: math.Float32bits(1)}}, Workgroup: [3]uint32{1, 1, 1}},
+			{Key: "add_1000n", SPIRV: kv.Words, Entry: "main",
+				Bindings: []plan.BindingDecl{{Binding: 0, Access: plan.Read}, {Binding: 1, Access: plan.Read}, {Binding: 2, Access: plan.Write}}, Workgroup: [3]uint32{1, 1, 1}},
 		},
 		State:     []plan.StateTensor{{Name: "counter", DType: plan.F32, Shape: []int64{8}}},
 		StateSize: 32,
@@ -169,4 +185,60 @@ func equalF(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// TestRunTimeLengthVariants: a run at a length a variant covers runs the variant (module
+// add_1000n adds 1000·n), the others the function; outputs have the run's rows either way, and
+// RunsAt names what runs.
+func TestRunTimeLengthVariants(t *testing.T) {
+	d := openTest(t, Options{})
+	ctx := context.Background()
+	p := lengthPlan(t, d)
+	f := &p.Functions[0]
+	f.Variants = []plan.Function{{
+		Name:   "f",
+		Length: &plan.Length{Name: "seq", Min: 1, Max: 2},
+		Inputs: []plan.Value{{Name: "x", DType: plan.F32, Shape: []int64{2}, Place: plan.Staging, Bounded: true},
+			{Name: "pos", DType: plan.I32, Place: plan.Staging}},
+		Ranges:  []plan.Range{{Input: 1, PlusLength: true, Min: plan.NoMin, Max: 8, MaxWhy: "rows pos..pos+seq of 8"}},
+		Outputs: []plan.Value{{Name: "y", DType: plan.F32, Shape: []int64{2}, Place: plan.Staging, Bounded: true}},
+		Dispatches: []plan.Dispatch{{Module: 2, Grid: [3]uint32{2, 1, 1}, Scale: &plan.GridScale{Axis: 0, Num: 1, Den: 1},
+			Bindings: []plan.Binding{
+				{Binding: 0, Buffer: plan.BufferRef{Region: plan.Region{Kind: plan.RegionLength}, Range: 4}},
+				{Binding: 1, Buffer: plan.BufferRef{Region: plan.Region{Kind: plan.RegionInput}, Range: 8}},
+				{Binding: 2, Buffer: plan.BufferRef{Region: plan.Region{Kind: plan.RegionOutput}, Range: 8}},
+			}}},
+	}}
+	e, err := d.Load(p, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, c := range []struct {
+		x, want []float32
+		pos     uint32
+	}{
+		{[]float32{1}, []float32{1001}, 0},
+		{[]float32{1, 2}, []float32{2001, 2002}, 0},
+		{[]float32{1, 2, 3}, []float32{4, 5, 6}, 0},
+		{[]float32{5, 6}, []float32{2005, 2006}, 6},
+	} {
+		out, err := e.Run(ctx, "f", map[string][]byte{"x": bytesOf(c.x), "pos": u32(c.pos)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := floats(out["y"]); !equalF(got, c.want) {
+			t.Errorf("n=%d: y = %v, want %v", len(c.x), got, c.want)
+		}
+	}
+	// The variant checks the ranges too: 2 rows at 7 end past 8.
+	if _, err := e.Run(ctx, "f", map[string][]byte{"x": make([]byte, 8), "pos": u32(7)}); !errors.Is(err, ErrInputRange) {
+		t.Errorf("2 rows at 7: %v, want a range error", err)
+	}
+	for n, want := range map[int]int{1: 2, 2: 2, 3: 8, 8: 8} {
+		g, err := e.RunsAt("f", n)
+		if err != nil || int(g.Length.Max) != want {
+			t.Errorf("RunsAt(%d) = %+v, %v; want the function of capacity %d", n, g.Length, err, want)
+		}
+	}
 }

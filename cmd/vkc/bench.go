@@ -198,6 +198,7 @@ type benchResult struct {
 	Reps       int              `json:"reps"`
 	Inputs     map[string]int64 `json:"scalar_inputs,omitempty"`
 	Length     int64            `json:"length,omitempty"`
+	Variant    string           `json:"variant,omitempty"` // the lengths of the variant that ran, if one did
 	GPU        timing           `json:"gpu"`
 	Wall       timing           `json:"wall"`
 	Stats      stats            `json:"stats"`
@@ -326,9 +327,18 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps, leng
 	}
 	n := runLength(f, in)
 	res.Length = n
+	// A run at length n may run a variant compiled for a smaller capacity: its dispatches are
+	// what ran and what the profile indexes.
+	ran, err := l.RunsAt(fn, int(n))
+	if err != nil {
+		return err
+	}
+	if f.Length != nil && ran.Length != nil && ran.Length.Max < f.Length.Max {
+		res.Variant = fmt.Sprintf("%d..%d", ran.Length.Min, ran.Length.Max)
+	}
 	var totalF, totalB float64
-	for i := range f.Dispatches {
-		d := &f.Dispatches[i]
+	for i := range ran.Dispatches {
+		d := &ran.Dispatches[i]
 		if d.Work.Known() {
 			res.WorkKnown = true
 		}
@@ -339,7 +349,7 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps, leng
 	if res.WorkKnown {
 		res.Achieved = rate(totalF, totalB, gpu.Median, res.Peaks, false)
 	}
-	res.Kernels, res.ProfileSum = kernelRows(p, f, times, n, scalars, res.Peaks)
+	res.Kernels, res.ProfileSum = kernelRows(p, ran, times, n, scalars, res.Peaks)
 	if jsonOut {
 		return writeJSON(w, res)
 	}
@@ -407,7 +417,11 @@ func printBench(w io.Writer, r *benchResult) {
 			}
 			sort.Strings(parts)
 			if r.Length > 0 {
-				parts = append(parts, fmt.Sprintf("length %d", r.Length))
+				if r.Variant != "" {
+					parts = append(parts, fmt.Sprintf("length %d (on the variant for %s)", r.Length, r.Variant))
+				} else {
+					parts = append(parts, fmt.Sprintf("length %d", r.Length))
+				}
 			}
 			at = " at " + strings.Join(parts, ", ")
 		}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/vkc-project/vkc"
@@ -38,6 +39,7 @@ func init() {
 			tuneDB := fs.String("tune-db", "", "when measuring: the tuning database (default: in the user cache directory)")
 			cands := fs.Int("candidates", 4, "when measuring: diverse extractions measured per function")
 			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
+			variants := fs.String("length-variants", "", "capacities a function with a run-time length is also compiled for, comma-separated (default 1,8,64; none: the maximum only); a run uses the smallest that holds its length")
 			length := fs.Int("length", 0, "compile the functions with a run-time length (dims: {seq: 1..N}) at this fixed length instead: the baseline a run-time-length plan is measured against")
 			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
 			topK := fs.Int("top-k", vkc.DefaultTopK, "add top_ids and top_logits, the K largest logits of each row ranked on the device, to language-model functions (sampling then reads back K candidates per step; 0: none)")
@@ -84,6 +86,19 @@ func init() {
 				}
 				if *length < 0 {
 					return usagef("--length %d: want a positive length", *length)
+				}
+				switch *variants {
+				case "":
+				case "none":
+					opts.NoLengthVariants = true
+				default:
+					for _, s := range strings.Split(*variants, ",") {
+						c, err := strconv.Atoi(strings.TrimSpace(s))
+						if err != nil || c < 1 {
+							return usagef("--length-variants %q: want positive capacities like 1,8,64, or none", *variants)
+						}
+						opts.LengthVariants = append(opts.LengthVariants, c)
+					}
 				}
 				if os.Getenv("VKC_TUNE_TRACE") != "" {
 					opts.TuneTrace = os.Stderr
