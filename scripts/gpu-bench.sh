@@ -7,8 +7,11 @@
 # runs the PyTorch peer on the same weights and tokens in the same session, and measures prompt and
 # generation throughput the way llama-bench does (pp128, pp512, tg32). Every -f bench prints
 # GFLOP/s and roofline shares against the device's copy bandwidth and f32 peak, which vkc measures
-# on the device the first time (cached in ~/.cache/vkc/peaks). Everything goes to $OUT (or ./out):
-# one log per part, so a failing part does not hide the others.
+# on the device the first time (cached in ~/.cache/vkc/peaks). SmolLM2's prefill has a run-time
+# length 1..512 (one plan, variants for 1, 8, 64 tokens); the -f benches run it at 128 tokens. The
+# length part runs scripts/length-bench.sh on SmolLM2: prefill at n = 1 7 64 300 512 on the 1..512
+# plan against plans compiled for each n. Everything goes to $OUT (or ./out): one log per part, so
+# a failing part does not hide the others.
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT" /tmp/vb
@@ -18,7 +21,7 @@ W=${WHISPER:-examples/whisper-tiny-encoder/model.yaml}
 # time -v reports the peak RSS of a compile where GNU time is installed.
 TV=(); [ -x /usr/bin/time ] && TV=(/usr/bin/time -f "[peak RSS %M KB, %e s wall, %U s user]")
 part() { echo "=== $*"; }
-# PARTS selects parts by name (default: all): smollm2-static whisper-static peer smollm2-tuned whisper-tuned throughput
+# PARTS selects parts by name (default: all): smollm2-static whisper-static peer smollm2-tuned whisper-tuned throughput length
 want() { [ -z "${PARTS:-}" ] || [[ " $PARTS " == *" $1 "* ]]; }
 t() { local s=$(date +%s.%N); "$@"; local rc=$?; echo "[wall $(awk -v a="$s" -v b="$(date +%s.%N)" "BEGIN{printf \"%.2f\", b-a}") s, rc $rc] $*"; return $rc; }
 
@@ -35,7 +38,7 @@ t $V check -write-weights /tmp/vb/sf/weights.safetensors $S | tail -1
 sed 's/^weights:.*/weights: {file: weights.safetensors}/' $S > /tmp/vb/sf/model.yaml
 for i in 1 2 3; do t "${TV[@]}" $V compile /tmp/vb/sf/model.yaml -o /tmp/vb/s_file.plan --no-tune 2>&1 | grep -E 'compiled|peak RSS|wall'; done
 part smollm2 static bench
-t $V bench /tmp/vb/s_static.plan -f prefill -n 20
+t $V bench /tmp/vb/s_static.plan -f prefill --length 128 -n 20
 t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127
 } > "$OUT/smollm2-static.txt" 2>&1
 fi
@@ -72,10 +75,10 @@ t $V compile $S -o /tmp/vb/s_default.plan --tune-db /tmp/vb/tune.json 2>&1 | gre
 $V inspect /tmp/vb/s_default.plan | grep 'chosen by'
 $V tune --list --tune-db /tmp/vb/tune.json | sed -n '/measured selections/,$p' 
 part smollm2 tuned bench
-t $V bench /tmp/vb/s_tuned.plan -f prefill -n 20
+t $V bench /tmp/vb/s_tuned.plan -f prefill --length 128 -n 20
 t $V bench /tmp/vb/s_tuned.plan -f decode -n 50 --input pos=127
 part smollm2 tuned bench of the warm compile plan
-t $V bench /tmp/vb/s_tuned2.plan -f prefill -n 20 | head -4
+t $V bench /tmp/vb/s_tuned2.plan -f prefill --length 128 -n 20 | head -4
 t $V bench /tmp/vb/s_tuned2.plan -f decode -n 50 --input pos=127 | head -4
 part gains
 t $V tune $S -budget 1s -tune-db /tmp/vb/tune.json
@@ -102,8 +105,15 @@ t $V bench /tmp/vb/s_static.plan --pp 128,512 --tg 32 -r 5
 part the same as JSON
 t $V bench /tmp/vb/s_static.plan --pp 128,512 --tg 32 -r 5 --json
 part roofline of prefill-128 and decode at 127 as JSON, with the device peaks vkc measured
-t $V bench /tmp/vb/s_static.plan -f prefill -n 20 --json
+t $V bench /tmp/vb/s_static.plan -f prefill --length 128 -n 20 --json
 t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127 --json
 } > "$OUT/throughput.txt" 2>&1
+fi
+if want length; then
+{
+part "run-time length: SmolLM2-135M prefill 1..512 at n = 1 7 64 300 512 against plans compiled for each n (static compiles; GPU-time ratios are the figure)"
+t env MODEL=$S VKC=$V DIR=/tmp/vb/length REPS=${LREPS:-20} ROUNDS=${LROUNDS:-3} bash scripts/length-bench.sh
+$V inspect /tmp/vb/length/bounded.plan | grep -E "^function|run-time length|variant for" | head -20
+} > "$OUT/length.txt" 2>&1
 fi
 echo done

@@ -37,35 +37,47 @@ for n in $LENGTHS; do
 	"$VKC" compile "$MODEL" -o "$DIR/exact$n.plan" --length "$n" -q
 done
 
-# bench PLAN N prints the GPU and wall medians in nanoseconds of a prefill of N tokens.
+# bench PLAN N prints the GPU, wall and CPU medians in nanoseconds of a prefill of N tokens (CPU:
+# the vkc process's CPU time per run, which on lavapipe is the device's work and does not count
+# what other processes on the machine took; 0 where unknown).
 bench() {
 	local args=(-f prefill -n "$REPS" --peaks=false --json)
 	case "$1" in *exact*) ;; *) args+=(--length "$2") ;; esac
-	"$VKC" bench "$1" "${args[@]}" | tr -d ' \n' | grep -o '"median_ns":[0-9]*' | head -2 | cut -d: -f2 | tr '\n' ' '
+	local j
+	j=$("$VKC" bench "$1" "${args[@]}" | tr -d ' \n')
+	for k in gpu wall cpu; do
+		printf '%s ' "$(echo "$j" | sed -n "s/.*\"$k\":{\"median_ns\":\([0-9]*\).*/\1/p" | grep . || echo 0)"
+	done
 	echo
 }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ms() { awk -v x="$1" 'BEGIN {printf "%.3f", x/1e6}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "-"}'; }
 
-echo
-echo "| n | exact GPU ms | bounded GPU ms | ratio | capacity GPU ms | ratio | exact wall ms | bounded wall ms | ratio | capacity wall ms | ratio |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+declare -A res=()
 for n in $LENGTHS; do
-	declare -A gpu=() wall=()
 	for r in $(seq "$ROUNDS"); do
 		order="exact bounded capacity"
 		[ $((r % 2)) -eq 0 ] && order="capacity bounded exact"
 		for k in $order; do
 			plan=$DIR/$k.plan
 			[ "$k" = exact ] && plan=$DIR/exact$n.plan
-			read -r g w < <(bench "$plan" "$n")
-			gpu[$k]="${gpu[$k]:-} $g"
-			wall[$k]="${wall[$k]:-} $w"
+			read -r g w c < <(bench "$plan" "$n")
+			res[$k,$n,gpu]="${res[$k,$n,gpu]:-} $g"
+			res[$k,$n,wall]="${res[$k,$n,wall]:-} $w"
+			res[$k,$n,cpu]="${res[$k,$n,cpu]:-} $c"
 		done
 	done
-	eg=$(echo "${gpu[exact]}" | median); bg=$(echo "${gpu[bounded]}" | median); cg=$(echo "${gpu[capacity]}" | median)
-	ew=$(echo "${wall[exact]}" | median); bw=$(echo "${wall[bounded]}" | median); cw=$(echo "${wall[capacity]}" | median)
-	echo "| $n | $(ms "$eg") | $(ms "$bg") | $(ratio "$bg" "$eg") | $(ms "$cg") | $(ratio "$cg" "$eg") | $(ms "$ew") | $(ms "$bw") | $(ratio "$bw" "$ew") | $(ms "$cw") | $(ratio "$cw" "$ew") |"
-	unset gpu wall
+	echo "n=$n done" >&2
+done
+for m in ${METRICS:-gpu cpu wall}; do
+	echo
+	echo "$m time, median ms of $ROUNDS benches of $REPS runs each (ratio: against the plan compiled for exactly n)"
+	echo
+	echo "| n | exact | bounded (1..512, variants) | ratio | capacity (1..512, no variants) | ratio |"
+	echo "|---:|---:|---:|---:|---:|---:|"
+	for n in $LENGTHS; do
+		e=$(echo "${res[exact,$n,$m]}" | median); b=$(echo "${res[bounded,$n,$m]}" | median); c=$(echo "${res[capacity,$n,$m]}" | median)
+		echo "| $n | $(ms "$e") | $(ms "$b") | $(ratio "$b" "$e") | $(ms "$c") | $(ratio "$c" "$e") |"
+	done
 done

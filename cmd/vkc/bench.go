@@ -201,6 +201,7 @@ type benchResult struct {
 	Variant    string           `json:"variant,omitempty"` // the lengths of the variant that ran, if one did
 	GPU        timing           `json:"gpu"`
 	Wall       timing           `json:"wall"`
+	CPU        *timing          `json:"cpu,omitempty"` // the process's CPU time per run (absent where unknown)
 	Stats      stats            `json:"stats"`
 	WorkKnown  bool             `json:"work_known"`
 	Achieved   rates            `json:"achieved"` // the function's work over the GPU median
@@ -268,14 +269,17 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps, leng
 		}
 		out[v.Name] = make([]byte, b)
 	}
-	var wall []time.Duration
+	// CPU time: what the process spent per run, its threads together (on a CPU device such as
+	// lavapipe that is the device's work, and it does not count time other processes took).
+	var wall, cpu []time.Duration
 	for i := 0; i < reps+2; i++ {
-		t0 := time.Now()
+		t0, c0 := time.Now(), processCPU()
 		if err := l.RunInto(ctx, fn, in, out); err != nil {
 			return err
 		}
 		if i >= 2 {
 			wall = append(wall, time.Since(t0))
+			cpu = append(cpu, processCPU()-c0)
 		}
 	}
 	gpu, err := l.Measure(ctx, fn, in, runtime.MeasureOptions{Reps: reps})
@@ -290,6 +294,9 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps, leng
 		GPU: toTiming(gpu), Stats: stats{st.Dispatches, st.Barriers, st.Intervals, st.Copies}}
 	wm, wlo, whi := quantiles(wall)
 	res.Wall = timing{Median: int64(wm), P10: int64(wlo), P90: int64(whi), Spread: spread(wm, wlo, whi)}
+	if cm, clo, chi := quantiles(cpu); cm > 0 {
+		res.CPU = &timing{Median: int64(cm), P10: int64(clo), P90: int64(chi), Spread: spread(cm, clo, chi)}
+	}
 
 	if pk.use {
 		peaks, cached, ppath, warn, err := peaksFor(ctx, l.Device, pk, jsonOut)
@@ -406,6 +413,10 @@ func printBench(w io.Writer, r *benchResult) {
 		d(r.GPU.Median), d(r.GPU.P10), d(r.GPU.P90), 100*r.GPU.Spread, noisy)
 	fmt.Fprintf(w, "  wall time  median %-10v p10 %-10v p90 %-10v spread %.1f%%\n",
 		d(r.Wall.Median), d(r.Wall.P10), d(r.Wall.P90), 100*r.Wall.Spread)
+	if c := r.CPU; c != nil {
+		fmt.Fprintf(w, "  CPU time   median %-10v p10 %-10v p90 %-10v spread %.1f%% (this process, all threads: the work of a CPU device)\n",
+			d(c.Median), d(c.P10), d(c.P90), 100*c.Spread)
+	}
 	fmt.Fprintf(w, "  %d dispatches, %d barriers, %d barrier intervals, %d staging copies per run\n",
 		r.Stats.Dispatches, r.Stats.Barriers, r.Stats.Intervals, r.Stats.Copies)
 	if r.WorkKnown {
