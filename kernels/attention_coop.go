@@ -38,7 +38,11 @@ var AttentionCoop = &Template{
 	Build: buildAttnCoop,
 }
 
-func init() { Register(AttentionCoop) }
+func init() {
+	// It places its queries at kv_len − n + i with a run-time length n.
+	AttentionCoop.ReadsLength = true
+	Register(AttentionCoop)
+}
 
 func acceptAttnCoop(p *Problem, caps Caps) (*attn, CoopShape, error) {
 	a, err := readAttn(p)
@@ -149,10 +153,14 @@ func buildAttnCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	kb := b.Buffer("k", u4, codegen.ReadOnly)
 	vb := b.Buffer("v", u4, codegen.ReadOnly)
 	binds := []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}}
-	var lenBuf *codegen.Buffer
+	var lenBuf, nBuf *codegen.Buffer
 	if a.kvLen {
 		lenBuf = b.Buffer("kv_len", StorageType(p.Args[3].DType), codegen.ReadOnly)
 		binds = append(binds, Operand{Arg, 3})
+	}
+	if readsLength(p) {
+		nBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
+		binds = append(binds, Operand{Len, 0})
 	}
 	epi, eb := declareEpilogue(b, p, a.opType)
 	binds = append(binds, eb...)
@@ -179,7 +187,8 @@ func buildAttnCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		kvlen = b.Convert(b.Min(b.Max(b.Convert(b.Load(lenBuf, u(0)), codegen.I32), b.I32(0)), b.I32(int32(a.skv))), codegen.U32)
 	}
 	i32 := func(x codegen.Value) codegen.Value { return b.Convert(x, codegen.I32) }
-	pos := func(i codegen.Value) codegen.Value { return b.Add(b.Sub(i32(kvlen), b.I32(int32(a.sq))), i32(i)) }
+	qlen := queries(b, p, a, nBuf) // sq, or the run-time length's queries
+	pos := func(i codegen.Value) codegen.Value { return b.Add(b.Sub(i32(kvlen), qlen), i32(i)) }
 	tLast := b.Sub(b.Min(b.Add(t0, u(BR)), u(T)), u(1))
 	hi := i32(kvlen)
 	if a.causal || a.window > 0 {
@@ -363,7 +372,9 @@ func buildAttnCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if int(grid[0]) > caps.MaxGroups[0] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
-	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds}}, Matrix: true}
+	// Row blocks walk (query, head) rows query-major: with a run-time length only the blocks of
+	// the run's queries are launched.
+	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds, Scale: scaleItems(p, p.Rows.Arg(0), 0, T, BR)}}, Matrix: true}
 	a.cost(p, l)
 	return l, nil
 }

@@ -135,3 +135,41 @@ func TestRunTimeLengthRefusal(t *testing.T) {
 		t.Errorf("At(5): %s", at.Key())
 	}
 }
+
+// TestRunTimeLengthCoopEmulated runs the cooperative-matrix templates on bounded problems with
+// emulated matrices (lavapipe has none): their grids follow n and attention reads it.
+func TestRunTimeLengthCoopEmulated(t *testing.T) {
+	caps := emulatedCaps(t)
+	const max = 12
+	f16, i32 := ir.F16, ir.I32
+	cases := []struct {
+		tmpl *kernels.Template
+		p    *kernels.Problem
+	}{
+		{kernels.MatmulCoop, bounded(problem(t, ir.Linear, nil, ir.T(f16, max, 16), ir.T(f16, 24, 16)), max, []int{0}, []int{0}, false)},
+		{kernels.AttentionCoop, bounded(problem(t, ir.Attention, ir.Attrs{"causal": true, "scale": 0.3},
+			ir.T(f16, max, 2, 16), ir.T(f16, 40, 1, 16), ir.T(f16, 40, 1, 16), ir.T(i32)), max, []int{0}, []int{0}, true)},
+	}
+	rng := rand.New(rand.NewSource(5))
+	for _, c := range cases {
+		if err := c.tmpl.Accepts(c.p, caps); err != nil {
+			t.Fatalf("%s: %v", c.tmpl.Name, err)
+		}
+		l, _, err := kernels.Build(c.tmpl, c.p, caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Steps[0].Scale == nil {
+			t.Errorf("%s keeps its full grid for a bounded problem", c.tmpl.Name)
+		}
+		for _, n := range []int{1, 5, max} {
+			t.Run(fmt.Sprintf("%s/n=%d", c.tmpl.Name, n), func(t *testing.T) {
+				args := randomArgs(rng, c.p)
+				if c.p.Op == ir.Attention {
+					args[3] = posTensor(7 + n)
+				}
+				kerneltest.CheckAtWith(t, c.tmpl, c.p, nil, args, n, caps)
+			})
+		}
+	}
+}

@@ -591,7 +591,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
-	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds}}, Matrix: true}
+	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds, Scale: g.scale(p, 1, q.bm, 2)}}, Matrix: true}
 	g.cost(p, l)
 	return l, nil
 }

@@ -96,8 +96,14 @@ func Names(ts []*kernels.Template) string {
 // place) are compared with the interpreter's evaluation of the static problem p.At(n).
 func CheckAt(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, n int) {
 	t.Helper()
+	CheckAtWith(t, tmpl, p, c, args, n, CapsOf(&Device(t).Info))
+}
+
+// CheckAtWith is CheckAt building the launch for the given capabilities instead of the device's
+// own (emulated cooperative matrices, say).
+func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, n int, caps kernels.Caps) {
+	t.Helper()
 	d := Device(t)
-	caps := CapsOf(&d.Info)
 	var l *kernels.Launch
 	var err error
 	if c == nil {
