@@ -252,7 +252,7 @@ func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, st
 	var via string
 	switch {
 	case g.Prefilled == len(prompt) && g.Chunks > 1:
-		via = fmt.Sprintf("%s in %d runs (its capacity is %d)", g.PrefillFn, g.Chunks, (len(prompt)+g.Chunks-1)/g.Chunks)
+		via = fmt.Sprintf("%s in %d runs (chunks of its capacity)", g.PrefillFn, g.Chunks)
 	case g.Prefilled == len(prompt):
 		via = g.PrefillFn
 	case g.Prefilled > 0:

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -262,6 +263,19 @@ func TestCompileAndGenerate(t *testing.T) {
 	code, stdout, stderr = runCLI(t, "run", out, "--prompt-ids", "37,235,140,72,255,137,203,133,79,192,144,129,204,71,237,252", "--steps", "9")
 	if code != 0 || !strings.Contains(stdout, "greedy tokens: 101 175 85 117 132 175 6 182 26\n") || !strings.Contains(stdout, "argmax on the device") {
 		t.Errorf("run --prompt-ids: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// The 16-token prompt goes through one run of the 1..64 prefill, not token by token.
+	if !strings.Contains(stdout, "prompt: 16 tokens through prefill in ") {
+		t.Errorf("run --prompt-ids: the prompt did not go through one prefill run:\n%s", stdout)
+	}
+	// 100 tokens: in chunks of the capacity, 64 and 36.
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = strconv.Itoa((7*i + 3) % 256)
+	}
+	code, stdout, stderr = runCLI(t, "run", out, "--prompt-ids", strings.Join(ids, ","), "--steps", "2")
+	if code != 0 || !strings.Contains(stdout, "prompt: 100 tokens through prefill in 2 runs") {
+		t.Errorf("run --prompt-ids of 100 tokens: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "inspect", out)
 	if code != 0 || !strings.Contains(stdout, "function decode") || !strings.Contains(stdout, "rules applied") {
