@@ -411,8 +411,11 @@ func TestSmolLM2CompilesDeviceFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lm.Prefill == nil || lm.Prefill.Seq != 128 || lm.Decode.Vocab != 49152 {
-		t.Errorf("prefill %+v, decode vocab %d: want prefill of 128 tokens and a 49152-token vocabulary", lm.Prefill, lm.Decode.Vocab)
+	if lm.Prefill == nil || lm.Prefill.Seq != 512 || lm.Prefill.MinSeq != 1 || lm.Decode.Vocab != 49152 {
+		t.Errorf("prefill %+v, decode vocab %d: want a prefill of 1 to 512 tokens and a 49152-token vocabulary", lm.Prefill, lm.Decode.Vocab)
+	}
+	if vs := p.Function("prefill").Variants; len(vs) != 3 {
+		t.Errorf("prefill has %d variants, want 3 (1, 8, 64)", len(vs))
 	}
 	if lm.Context != 2048 {
 		t.Errorf("context length %d, want 2048", lm.Context)

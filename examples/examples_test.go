@@ -184,7 +184,10 @@ func TestExamplesParseAndEvaluate(t *testing.T) {
 				if n < 134e6 || n > 135e6 {
 					t.Errorf("smollm2-135m has %d parameters, want about 134.5 M", n)
 				}
-				for fn, seq := range map[string]int{"prefill": 128, "decode": 1} {
+				if l := m.Function("prefill").Length; l == nil || l.Min != 1 || l.Max != 512 {
+					t.Errorf("smollm2-135m's prefill length %+v, want 1..512", l)
+				}
+				for fn, seq := range map[string]int{"prefill": 512, "decode": 1} {
 					f := m.Function(fn)
 					if f == nil {
 						t.Fatalf("no function %s", fn)
