@@ -7,6 +7,7 @@
 package kerneltest
 
 import (
+	"context"
 	"math"
 	"math/rand"
 	"strings"
@@ -96,12 +97,12 @@ func Names(ts []*kernels.Template) string {
 // place) are compared with the interpreter's evaluation of the static problem p.At(n).
 func CheckAt(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, n int) {
 	t.Helper()
-	CheckAtWith(t, tmpl, p, c, args, n, CapsOf(&Device(t).Info))
+	CheckAtWith(t, tmpl, p, c, args, []int{n}, CapsOf(&Device(t).Info))
 }
 
-// CheckAtWith is CheckAt building the launch for the given capabilities instead of the device's
-// own (emulated cooperative matrices, say).
-func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, n int, caps kernels.Caps) {
+// CheckAtWith is CheckAt at each of the lengths ns, building the launch once for the given
+// capabilities (emulated cooperative matrices, say) and creating its pipelines once.
+func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, ns []int, caps kernels.Caps) {
 	t.Helper()
 	d := Device(t)
 	var l *kernels.Launch
@@ -114,46 +115,55 @@ func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c ker
 	if err != nil {
 		t.Fatalf("%s %s: %v", tmpl.Name, p.Key(), err)
 	}
-	at, err := p.At(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The run's arguments: the first rows of the bounded ones; the device gets them followed
-	// by poison.
-	cut := make([]*ir.Tensor, len(args))
-	dev := make([]*ir.Tensor, len(args))
-	for i, a := range args {
-		cut[i], dev[i] = a, a
-		if !p.Rows.Arg(i) {
-			continue
+	pipes := tune.NewPipelines(d)
+	defer pipes.Close()
+	for _, n := range ns {
+		at, err := p.At(n)
+		if err != nil {
+			t.Fatal(err)
 		}
-		keep := at.Args[i].Bytes()
-		cut[i] = &ir.Tensor{Type: at.Args[i], Data: a.Data[:keep]}
-		poisoned := &ir.Tensor{Type: a.Type, Data: append([]byte(nil), a.Data...)}
-		if a.Type.DType.IsFloat() {
-			nan := ir.TensorFromFloat64s(ir.Type{DType: a.Type.DType, Shape: ir.Shape{}}, []float64{math.NaN()})
-			size := a.Type.DType.Size()
-			for off := keep; off+size <= len(poisoned.Data); off += size {
-				copy(poisoned.Data[off:], nan.Data[:size])
+		// The run's arguments: the first rows of the bounded ones; the device gets them
+		// followed by poison.
+		cut := make([]*ir.Tensor, len(args))
+		dev := make([]*ir.Tensor, len(args))
+		for i, a := range args {
+			cut[i], dev[i] = a, a
+			if !p.Rows.Arg(i) {
+				continue
 			}
+			keep := at.Args[i].Bytes()
+			cut[i] = &ir.Tensor{Type: at.Args[i], Data: a.Data[:keep]}
+			poisoned := &ir.Tensor{Type: a.Type, Data: append([]byte(nil), a.Data...)}
+			if a.Type.DType.IsFloat() {
+				nan := ir.TensorFromFloat64s(ir.Type{DType: a.Type.DType, Shape: ir.Shape{}}, []float64{math.NaN()})
+				size := a.Type.DType.Size()
+				for off := keep; off+size <= len(poisoned.Data); off += size {
+					copy(poisoned.Data[off:], nan.Data[:size])
+				}
+			}
+			dev[i] = poisoned
 		}
-		dev[i] = poisoned
-	}
-	got, err := tune.RunLaunchAt(d, p, l, dev, n)
-	if err != nil {
-		t.Fatalf("%s %s [%s] n=%d: run: %v", tmpl.Name, p.Key(), c.Key(), n, err)
-	}
-	want, err := Expect(at, cut)
-	if err != nil {
-		t.Fatalf("%s %s n=%d: reference: %v", tmpl.Name, at.Key(), n, err)
-	}
-	for i := range want {
-		g := got[i]
-		if p.Rows.Out(i) {
-			g = &ir.Tensor{Type: want[i].Type, Data: g.Data[:want[i].Type.Bytes()]}
+		b, err := tune.NewBenchAt(d, p, l, pipes, n)
+		if err != nil {
+			t.Fatalf("%s %s [%s] n=%d: %v", tmpl.Name, p.Key(), c.Key(), n, err)
 		}
-		if msg := Compare(g, want[i], tune.ProblemTolerance(p, i)); msg != "" {
-			t.Errorf("%s %s [%s] n=%d: result %d: %s", tmpl.Name, p.Key(), c.Key(), n, i, msg)
+		got, err := b.Run(context.Background(), dev)
+		b.Close()
+		if err != nil {
+			t.Fatalf("%s %s [%s] n=%d: run: %v", tmpl.Name, p.Key(), c.Key(), n, err)
+		}
+		want, err := Expect(at, cut)
+		if err != nil {
+			t.Fatalf("%s %s n=%d: reference: %v", tmpl.Name, at.Key(), n, err)
+		}
+		for i := range want {
+			g := got[i]
+			if p.Rows.Out(i) {
+				g = &ir.Tensor{Type: want[i].Type, Data: g.Data[:want[i].Type.Bytes()]}
+			}
+			if msg := Compare(g, want[i], Tolerance(p.Outs[i].DType)); msg != "" {
+				t.Errorf("%s %s [%s] n=%d: result %d: %s", tmpl.Name, p.Key(), c.Key(), n, i, msg)
+			}
 		}
 	}
 }
