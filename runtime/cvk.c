@@ -501,8 +501,33 @@ enum {
 	DESCRIPTOR_STORAGE_BUFFER = 7,
 };
 
-static void barrier(vkc_device* d, vkc_handle cb, uint32_t bits) {
+typedef struct {
+	uint32_t sType;
+	const void* pNext;
+	uint32_t srcAccessMask, dstAccessMask;
+	uint32_t srcQueueFamilyIndex, dstQueueFamilyIndex;
+	vkc_handle buffer;
+	uint64_t offset, size;
+} buffer_memory_barrier;
+
+enum { ST_BUFFER_MEMORY_BARRIER = 44, MAX_RANGE_BARRIERS = 64 };
+
+static void barrier(vkc_device* d, vkc_handle cb, uint32_t bits, const vkc_buffer_info* ranges, uint32_t nrange) {
 	uint32_t src = 0, dst = 0, sa = 0, da = 0;
+	if ((bits & 32) && nrange > 0 && nrange <= MAX_RANGE_BARRIERS) {
+		// Compute to compute over the bytes the previous interval wrote (a study of whether a
+		// driver makes these cheaper than a global barrier; see runtime's BarrierStudy benchmarks).
+		buffer_memory_barrier bm[MAX_RANGE_BARRIERS];
+		for (uint32_t i = 0; i < nrange; i++) {
+			bm[i] = (buffer_memory_barrier){ST_BUFFER_MEMORY_BARRIER, NULL, ACCESS_SHADER_WRITE,
+				ACCESS_SHADER_READ | ACCESS_SHADER_WRITE, ~0u, ~0u, ranges[i].buffer, ranges[i].offset, ranges[i].range};
+		}
+		d->CmdPipelineBarrier(cb, STAGE_COMPUTE, STAGE_COMPUTE, 0, 0, NULL, nrange, bm, 0, NULL);
+		bits &= ~32u;
+		if (!bits) return;
+	} else if (bits & 32) {
+		bits = (bits & ~32u) | 1; // no ranges, or too many: a global barrier
+	}
 	if (bits & 1) {
 		src |= STAGE_COMPUTE;
 		dst |= STAGE_COMPUTE;
@@ -553,10 +578,10 @@ int vkc_record(vkc_device* d, vkc_handle cb, const vkc_cmd* cmds, uint32_t n,
 	write_descriptor_set writes[32];
 	for (uint32_t rep = 0; rep < reps; rep++) {
 		vkc_handle bound = NULL;
-		if (rep > 0) barrier(d, cb, 8);
+		if (rep > 0) barrier(d, cb, 8, NULL, 0);
 		for (uint32_t i = 0; i < n; i++) {
 			const vkc_cmd* c = &cmds[i];
-			if (c->barrier_before) barrier(d, cb, c->barrier_before);
+			if (c->barrier_before) barrier(d, cb, c->barrier_before, infos + c->range_first, c->nrange);
 			if (c->kind == 1) {
 				buffer_copy bc = {c->src_off, c->dst_off, c->size};
 				d->CmdCopyBuffer(cb, c->src, c->dst, 1, &bc);
@@ -595,7 +620,7 @@ int vkc_record(vkc_device* d, vkc_handle cb, const vkc_cmd* cmds, uint32_t n,
 		}
 		if (qpool && ts_per_rep) d->CmdWriteTimestamp(cb, STAGE_BOTTOM, qpool, rep + 1);
 	}
-	if (final_barrier_to_host) barrier(d, cb, 16);
+	if (final_barrier_to_host) barrier(d, cb, 16, NULL, 0);
 	return d->EndCommandBuffer(cb);
 }
 

@@ -91,6 +91,9 @@ typedef struct {
 	uint32_t kind;
 	uint32_t barrier_before; // bit 0: compute->compute memory barrier before this command
 	                         // bit 1: transfer->compute; bit 2: compute->transfer
+	                         // bit 5: compute->compute buffer memory barriers over
+	                         // infos[range_first..range_first+nrange) instead of bit 0's
+	uint32_t nrange, range_first;
 	vkc_handle pipeline;
 	vkc_handle layout;
 	vkc_handle set; // NULL: push descriptors

@@ -70,6 +70,11 @@ type ProgramSpec struct {
 	KeepOrder bool
 	// BarrierAll puts a barrier between every two dispatches: a baseline for benchmarks.
 	BarrierAll bool
+	// RangeBarriers makes each compute-to-compute barrier a list of buffer memory barriers over
+	// the byte ranges the interval before it wrote, instead of one global memory barrier (up to
+	// 64 ranges; more, or none, fall back to the global barrier). The same dependencies, for the
+	// study of what a barrier costs (BenchmarkRangeBarriers); plans use global barriers.
+	RangeBarriers bool
 }
 
 // Stats counts what a program records per run.
@@ -272,12 +277,26 @@ func (p *Program) build() error {
 		}
 	}
 
-	// C arrays: commands, buffer infos, push bytes.
+	// C arrays: commands, buffer infos (the bindings, then with RangeBarriers the ranges each
+	// barrier covers), push bytes.
 	nbind, npush := 0, 0
 	for _, ds := range disp {
 		nbind += len(ds.Bindings)
 		npush += len(ds.Push)
+		if p.spec.RangeBarriers {
+			for _, b := range ds.Bindings {
+				if b.Access&Write != 0 {
+					nbind++
+				}
+			}
+		}
 	}
+	nbound := 0
+	for _, ds := range disp {
+		nbound += len(ds.Bindings)
+	}
+	ri := nbound // next free range slot in infos
+	var written []C.vkc_buffer_info // the ranges written since the last barrier
 	p.ncmd = len(copyIn) + len(disp) + len(copyOut)
 	p.cmds = (*C.vkc_cmd)(C.calloc(C.size_t(max(p.ncmd, 1)), C.size_t(unsafe.Sizeof(C.vkc_cmd{}))))
 	p.infos = (*C.vkc_buffer_info)(C.calloc(C.size_t(max(nbind, 1)), C.size_t(unsafe.Sizeof(C.vkc_buffer_info{}))))
@@ -318,7 +337,14 @@ func (p *Program) build() error {
 			c.barrier_before |= 2
 		}
 		if n > 0 && p.sched.Interval[i] != p.sched.Interval[p.sched.Order[n-1]] {
-			c.barrier_before |= 1
+			if p.spec.RangeBarriers && len(written) > 0 {
+				c.barrier_before |= 32
+				c.range_first, c.nrange = C.uint32_t(ri), C.uint32_t(len(written))
+				ri += copy(infos[ri:], written)
+			} else {
+				c.barrier_before |= 1
+			}
+			written = written[:0]
 		}
 		for _, b := range ds.Bindings {
 			size := b.Size
@@ -326,6 +352,9 @@ func (p *Program) build() error {
 				size = b.Buffer.Size() - b.Offset
 			}
 			infos[bi] = C.vkc_buffer_info{buffer: handle(unsafe.Pointer(b.Buffer.blk.buf)), offset: C.uint64_t(b.Buffer.off + uint64(b.Offset)), _range: C.uint64_t(size)}
+			if b.Access&Write != 0 {
+				written = append(written, infos[bi])
+			}
 			bi++
 		}
 		copy(push[pi:], ds.Push)

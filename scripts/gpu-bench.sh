@@ -1,119 +1,241 @@
 #!/usr/bin/env bash
-# The GPU benchmark batch, run on the GPU machine in one call (see ../shared/GPU.md):
-#   bash ../shared/gpu/prepare.sh && cp -r examples testdata scripts .gpu/  (done by the caller)
-#   run: . .gpu/prelude.sh && bash scripts/gpu-bench.sh
-# It compiles SmolLM2-135M and the Whisper encoder statically and with measured tuning (cold and
-# warm, to show the tuning database reused), benches prefill-128 and decode at position 127, and
-# runs the PyTorch peer on the same weights and tokens in the same session, and measures prompt and
-# generation throughput the way llama-bench does (pp128, pp512, tg32). Every -f bench prints
-# GFLOP/s and roofline shares against the device's copy bandwidth and f32 peak, which vkc measures
-# on the device the first time (cached in ~/.cache/vkc/peaks). SmolLM2's prefill has a run-time
-# length 1..512 (one plan, variants for 1, 8, 64 tokens); the -f benches run it at 128 tokens. The
-# length part runs scripts/length-bench.sh on SmolLM2: prefill at n = 1 7 64 300 512 on the 1..512
-# plan against plans compiled for each n. Everything goes to $OUT (or ./out): one log per part, so
-# a failing part does not hide the others.
+# The GPU benchmark batch: vkc beside PyTorch and llama.cpp on the same weights, in one device call.
+#
+# Here (the machine with Go), from the project root:
+#   bash ../shared/gpu/prepare.sh ./kernels ./runtime && cp -r examples testdata scripts .gpu/
+# On the GPU machine (run(command=..., carry=[".gpu"])):
+#   . .gpu/prelude.sh && bash scripts/gpu-bench.sh
+#
+# SmolLM2-135M F16 (examples/smollm2-135m, random weights) for: prefill of 128 and 512 tokens
+# (pp128, pp512), decode at positions 127 and 2000, and a plain f16 GEMM 4096×4096×4096, by
+#   - vkc, static and tuned (measured) plans: GPU time (timestamps) and wall time per call;
+#   - PyTorch eager and CUDA graphs (examples/bench/torch_peer.py, CUDA events);
+#   - llama.cpp's Vulkan backend (../shared/peers/llamacpp: llama-bench, wall time);
+#   - the GEMM: vkc's best kernel (kernels.test BenchmarkCoopGEMM4096: the cooperative-matrix
+#     template's best point of a sweep, and matmul_tiled) against cuBLAS (torch.matmul).
+# The table of medians, spreads and ratios is printed at the end and written to $OUT/table.md,
+# every figure to $OUT/results.json, the raw logs to $OUT/<part>.txt (at most 8 files in all).
+#
+# PARTS (default "static tuned torch llamacpp gemm table"; estimated H200 wall time each):
+#   static    vkc compile --no-tune; bench prefill, decode at $POS, --pp $PP --tg 32   ~25 s
+#   tuned     vkc compile --tune --budget $BUDGET on a fresh database (cold), the same benches,
+#             then the warm compile (byte-identical, nothing measured: issue 17)  ~$BUDGET + 50 s
+#   torch     weights, vkc's prefill logits, torch_peer.py (eager; graphs compile ~40 s) ~100 s
+#   llamacpp  GGUF from the same weights, llama-bench pp and tg at depths ~$POS       ~35 s
+#   gemm      kernels.test BenchmarkCoopGEMM4096 and cuBLAS 4096³                     ~30 s
+#   study     runtime.test barrier study (cost vs work, buffer-range, persistent)     ~30 s
+#   pipeline  issue 17's compile figures: static compile twice (byte-identical), from a
+#             safetensors file three times with peak RSS, a compile measured by default  ~60 s
+#   whisper   the Whisper encoder static and tuned ($WBUDGET)                       ~60 s
+#   table     the table from what the parts above left in $J (also after a split call) ~1 s
+# Defaults: BUDGET=90s (≈ 5.5 min in all), REPS=5, POS="127 2000", PP=128,512.
+# A split call: PARTS="static tuned" in one call, PARTS="torch llamacpp gemm table" in the next;
+# the table part reads every part's JSON left in $J (/tmp/vb/json) — on a fresh machine only
+# what that call measured.
+#
+# Dry run on lavapipe (here): a smaller SmolLM2 (LAYERS, VOCAB, SEQ), tiny budgets:
+#   go build -o .gpu/vkc ./cmd/vkc && LAYERS=1 VOCAB=4096 SEQ=16 PP=16,32 BUDGET=5s REPS=2 N=3 \
+#     NPREFILL=2 OUT=/tmp/gb PARTS="static tuned llamacpp table" bash scripts/gpu-bench.sh
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT" /tmp/vb
-V=${VKC:-.gpu/vkc}
-S=${SMOLLM2:-examples/smollm2-135m/model.yaml} # SMOLLM2 and WHISPER let a dry run on lavapipe use small models
-W=${WHISPER:-examples/whisper-tiny-encoder/model.yaml}
-# time -v reports the peak RSS of a compile where GNU time is installed.
+# time -f reports the peak RSS of a compile where GNU time is installed.
 TV=(); [ -x /usr/bin/time ] && TV=(/usr/bin/time -f "[peak RSS %M KB, %e s wall, %U s user]")
-part() { echo "=== $*"; }
-# PARTS selects parts by name (default: all): smollm2-static whisper-static peer smollm2-tuned whisper-tuned throughput length
-want() { [ -z "${PARTS:-}" ] || [[ " $PARTS " == *" $1 "* ]]; }
-t() { local s=$(date +%s.%N); "$@"; local rc=$?; echo "[wall $(awk -v a="$s" -v b="$(date +%s.%N)" "BEGIN{printf \"%.2f\", b-a}") s, rc $rc] $*"; return $rc; }
+OUT=${OUT:-out}
+W=${WORK:-/tmp/vb}
+J=$W/json
+mkdir -p "$OUT" "$W" "$J"
+V=${VKC:-.gpu/vkc}
+KT=${KERNELS_TEST:-$PWD/.gpu/kernels.test}
+RT=${RUNTIME_TEST:-$PWD/.gpu/runtime.test}
+KIT=${LLAMA_KIT:-.gpu/peers/llamacpp}
+[ -d "$KIT" ] || KIT=../shared/peers/llamacpp
+S=${SMOLLM2:-examples/smollm2-135m/model.yaml}
+WH=examples/whisper-tiny-encoder/model.yaml
+BUDGET=${BUDGET:-90s}
+WBUDGET=${WBUDGET:-40s}
+REPS=${REPS:-5}
+N=${N:-50}
+POS=${POS:-127 2000}
+PP=${PP:-128,512}
+FA=${FA:-1}
+PY=${PY:-python3}
+DEFAULT_PARTS="static tuned torch llamacpp gemm table"
+PARTS=${PARTS:-$DEFAULT_PARTS}
+# Names of earlier versions of this script.
+PARTS=$(echo " $PARTS " | sed -e 's/ smollm2-static / static /; s/ smollm2-tuned / tuned /; s/ peer / torch /; s/ throughput / static tuned /; s/ whisper-static / whisper /; s/ whisper-tuned / whisper /')
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+part() { echo; echo "=== [$(date +%H:%M:%S) +${SECONDS}s] $*"; }
+# t runs a command, then prints its wall time and exit status.
+wall() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}'; }
+t() { local s=$(date +%s.%N); "$@"; local rc=$?; echo "[wall $(wall "$s") s, rc $rc] $*"; return $rc; }
+# tj runs a command whose stdout is JSON: it goes to $J/$1.json and to the log.
+tj() {
+  local name=$1 s=$(date +%s.%N); shift
+  "$@" > "$J/$name.json"; local rc=$?
+  cat "$J/$name.json"; echo "[wall $(wall "$s") s, rc $rc] $*"; return $rc
+}
 
-if want smollm2-static; then
-{
-part devices; $V devices | head -40
-part smollm2 static compile, cold then warm
-t $V compile $S -o /tmp/vb/s_static.plan --no-tune
-t $V compile $S -o /tmp/vb/s_static2.plan --no-tune -q
-cmp /tmp/vb/s_static.plan /tmp/vb/s_static2.plan && echo "static plans byte-identical"
-part "smollm2 static compile from a safetensors file (weights memory-mapped, written into the plan from the file): the issue's static figure; 'compiled ... in' is the compile, the rest of the wall time parsing and writing the weights"
-mkdir -p /tmp/vb/sf
-t $V check -write-weights /tmp/vb/sf/weights.safetensors $S | tail -1
-sed 's/^weights:.*/weights: {file: weights.safetensors}/' $S > /tmp/vb/sf/model.yaml
-for i in 1 2 3; do t "${TV[@]}" $V compile /tmp/vb/sf/model.yaml -o /tmp/vb/s_file.plan --no-tune 2>&1 | grep -E 'compiled|peak RSS|wall'; done
-part smollm2 static bench
-t $V bench /tmp/vb/s_static.plan -f prefill --length 128 -n 20
-t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127
-} > "$OUT/smollm2-static.txt" 2>&1
+# A smaller SmolLM2 for dry runs: LAYERS=n layers, VOCAB=v tokens, SEQ=s prefill tokens (the
+# context, 2048, stays, so that decode at 2000 runs).
+if [ -n "${LAYERS:-}${VOCAB:-}${SEQ:-}" ]; then
+  sed -e "s/^  layers: .*/  layers: ${LAYERS:-30}/" -e "s/^  vocab: .*/  vocab: ${VOCAB:-49152}/" \
+    -e "s/^    dims: {seq: 128}/    dims: {seq: ${SEQ:-128}}/" "$S" > "$W/smollm2-small.yaml"
+  S=$W/smollm2-small.yaml
 fi
-if want whisper-static; then
+NPREFILL=${NPREFILL:-20}
+
+# benches times one plan: prefill, decode at each of $POS, then pp/tg throughput; JSON as $1-*.
+benches() {
+  local tag=$1 plan=$2
+  part "$tag: prefill (GPU and wall time per call, roofline)"
+  tj "$tag-prefill" $V bench "$plan" -f prefill -n "$NPREFILL" --json
+  for p in $POS; do
+    part "$tag: decode at position $p"
+    tj "$tag-decode-$p" $V bench "$plan" -f decode -n "$N" --input pos="$p" --json
+  done
+  part "$tag: prompt and generation throughput, llama-bench's tests (pp ${PP}, tg32, $REPS repetitions)"
+  tj "$tag-pp" $V bench "$plan" --pp "$PP" --tg 32 -r "$REPS" --json
+  part "$tag: the per-kernel table of decode at position ${POS%% *}"
+  t $V bench "$plan" -f decode -n 5 --input pos="${POS%% *}" | sed -n '/per kernel/,$p' | head -40
+}
+
+if want static; then
 {
-part whisper static
-t $V compile $W -o /tmp/vb/w_static.plan --no-tune
-t $V bench /tmp/vb/w_static.plan -f encode -n 50
-} > "$OUT/whisper-static.txt" 2>&1
+  part devices; $V devices | head -40
+  part "smollm2 static compile"
+  t $V compile "$S" -o "$W/s_static.plan" --no-tune
+  $V inspect "$W/s_static.plan" | grep -E '^function|dispatches' | head -8
+  benches vkc-static "$W/s_static.plan"
+} > "$OUT/vkc-static.txt" 2>&1
 fi
-if want peer; then
+
+if want tuned; then
 {
-part peer: same weights, same tokens
-t $V check -write-weights /tmp/vb/w.safetensors $S | tail -2
-python3 -c "import numpy as np; np.save('/tmp/vb/tokens.npy', np.random.default_rng(1).integers(0, 49152, 128).astype(np.int32))"
-[ -f /tmp/vb/s_static.plan ] || t $V compile $S -o /tmp/vb/s_static.plan --no-tune -q
-t $V run /tmp/vb/s_static.plan -f prefill --input tokens=/tmp/vb/tokens.npy --input pos=0 -o /tmp/vb/vkc_out
-t python3 examples/bench/torch_peer.py --weights /tmp/vb/w.safetensors --tokens /tmp/vb/tokens.npy --vkc-logits /tmp/vb/vkc_out/logits.npy ${PEER_FLAGS:-}
-part vkc in the same session, for the ratio
-t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127 | head -12
-} > "$OUT/peer.txt" 2>&1
+  part "smollm2 tuned compile, budget $BUDGET, cold: a fresh tuning database $W/tune.json"
+  rm -f "$W/tune.json"
+  t "${TV[@]}" $V compile "$S" -o "$W/s_tuned.plan" --tune --budget "$BUDGET" --tune-db "$W/tune.json"
+  benches vkc-tuned "$W/s_tuned.plan"
+  part "smollm2 tuned compile again, warm (the database's searches and selections reused)"
+  t "${TV[@]}" $V compile "$S" -o "$W/s_tuned2.plan" --tune --budget "$BUDGET" --tune-db "$W/tune.json" 2>&1 | tee "$W/warm.txt"
+  cmp "$W/s_tuned.plan" "$W/s_tuned2.plan" && echo "cold and warm tuned plans byte-identical"
+  grep -q ' 0 searched (0 configurations' "$W/warm.txt" && grep -q 'recorded by an earlier compile' "$W/warm.txt" && echo "the warm compile measured nothing"
+  part "what tuning gained per kernel problem"
+  t $V tune "$S" -budget 1s -tune-db "$W/tune.json" | head -60
+} > "$OUT/vkc-tuned.txt" 2>&1
 fi
-if want smollm2-tuned; then
+
+if want pipeline; then
 {
-part "smollm2 tuned compile, cold (a fresh database) then warm, with the default budget (BUDGET overrides it)"
-rm -f /tmp/vb/tune.json
-B=(); [ -n "${BUDGET:-}" ] && B=(--budget "$BUDGET")
-t "${TV[@]}" $V compile $S -o /tmp/vb/s_tuned.plan --tune "${B[@]}" --tune-db /tmp/vb/tune.json
-t "${TV[@]}" $V compile $S -o /tmp/vb/s_tuned2.plan --tune "${B[@]}" --tune-db /tmp/vb/tune.json 2>&1 | tee /tmp/vb/warm.txt
-cmp /tmp/vb/s_tuned.plan /tmp/vb/s_tuned2.plan && echo "cold and warm tuned plans byte-identical"
-grep -q ' 0 searched (0 configurations' /tmp/vb/warm.txt && grep -q 'recorded by an earlier compile' /tmp/vb/warm.txt && echo "the warm compile measured nothing"
-part "a third compile without --tune: measured by default on a GPU (warm again)"
-t $V compile $S -o /tmp/vb/s_default.plan --tune-db /tmp/vb/tune.json 2>&1 | grep -E 'by default|compiled|recorded'
-$V inspect /tmp/vb/s_default.plan | grep 'chosen by'
-$V tune --list --tune-db /tmp/vb/tune.json | sed -n '/measured selections/,$p' 
-part smollm2 tuned bench
-t $V bench /tmp/vb/s_tuned.plan -f prefill --length 128 -n 20
-t $V bench /tmp/vb/s_tuned.plan -f decode -n 50 --input pos=127
-part smollm2 tuned bench of the warm compile plan
-t $V bench /tmp/vb/s_tuned2.plan -f prefill --length 128 -n 20 | head -4
-t $V bench /tmp/vb/s_tuned2.plan -f decode -n 50 --input pos=127 | head -4
-part gains
-t $V tune $S -budget 1s -tune-db /tmp/vb/tune.json
-$V inspect /tmp/vb/s_tuned.plan | head -60
-} > "$OUT/smollm2-tuned.txt" 2>&1
+  part "smollm2 static compile twice (deterministic plans)"
+  t $V compile "$S" -o "$W/s_static1.plan" --no-tune -q
+  t $V compile "$S" -o "$W/s_static2.plan" --no-tune -q
+  cmp "$W/s_static1.plan" "$W/s_static2.plan" && echo "static plans byte-identical"
+  part "smollm2 static compile from a safetensors file (weights memory-mapped, written into the plan from the file): 'compiled ... in' is the compile, the rest of the wall time parsing and writing the weights"
+  mkdir -p "$W/sf"
+  t $V check -write-weights "$W/sf/weights.safetensors" "$S" | tail -1
+  sed 's/^weights:.*/weights: {file: weights.safetensors}/' "$S" > "$W/sf/model.yaml"
+  for i in 1 2 3; do t "${TV[@]}" $V compile "$W/sf/model.yaml" -o "$W/s_file.plan" --no-tune 2>&1 | grep -E 'compiled|peak RSS|wall'; done
+  if [ -s "$W/tune.json" ]; then
+    part "a compile without --tune: measured by default on a GPU (warm on the tuned part's database)"
+    t $V compile "$S" -o "$W/s_default.plan" --tune-db "$W/tune.json" 2>&1 | grep -E 'by default|compiled|recorded'
+    $V inspect "$W/s_default.plan" | grep 'chosen by'
+    $V tune --list --tune-db "$W/tune.json" | sed -n '/measured selections/,$p' | head -20
+  fi
+} >> "$OUT/vkc-tuned.txt" 2>&1
 fi
-if want whisper-tuned; then
+
+# weights writes the model's weights once, for the peers.
+weights() {
+  [ -s "$W/w.safetensors" ] || t $V check -write-weights "$W/w.safetensors" "$S" | tail -2
+}
+
+if want torch; then
 {
-part whisper tuned
-t $V compile $W -o /tmp/vb/w_tuned.plan --tune --budget ${WBUDGET:-40s} --tune-db /tmp/vb/tune.json
-t $V compile $W -o /tmp/vb/w_tuned2.plan --tune --budget ${WBUDGET:-40s} --tune-db /tmp/vb/tune.json
-t $V bench /tmp/vb/w_tuned.plan -f encode -n 50
-t $V bench /tmp/vb/w_tuned2.plan -f encode -n 50 | head -4
-part whisper gains
-t $V tune $W -budget 1s -tune-db /tmp/vb/tune.json
+  part "PyTorch peer: the same weights and prompt"
+  weights
+  seq=$(awk '/^    dims: {seq:/{gsub(/[}]/, ""); print $3; exit}' "$S")
+  vocab=$(awk '/^  vocab:/{print $2}' "$S")
+  $PY - "$W/tokens.npy" "$seq" "$vocab" <<'EOF'
+import sys, struct
+# seq token ids < vocab as an int32 .npy (no numpy needed: the header by hand), the same every call.
+n, vocab = int(sys.argv[2]), int(sys.argv[3])
+ids, x = [], 1
+for _ in range(n):
+    x = (x * 1103515245 + 12345) % 2**31
+    ids.append(x % vocab)
+hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
+hdr += " " * (64 - 10 - len(hdr) - 1) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + struct.pack("<%di" % n, *ids))
+EOF
+  [ -f "$W/s_static.plan" ] || t $V compile "$S" -o "$W/s_static.plan" --no-tune -q
+  t $V run "$W/s_static.plan" -f prefill --input tokens="$W/tokens.npy" --input pos=0 -o "$W/vkc_out"
+  layers=$(awk '/^  layers:/{print $2}' "$S")
+  seqs=$(echo "$PP" | tr ' ' ,)
+  poss=$(echo $POS | tr ' ' ,)
+  tj torch $PY examples/bench/torch_peer.py --weights "$W/w.safetensors" --tokens "$W/tokens.npy" \
+    --vkc-logits "$W/vkc_out/logits.npy" --seqs "$seqs" --decode-at "$poss" --layers "$layers" --vocab "$vocab" --reps 20 ${PEER_FLAGS:-}
+} > "$OUT/torch.txt" 2>&1
+fi
+
+if want llamacpp; then
+{
+  part "llama.cpp peer (Vulkan backend): $KIT"
+  head -3 "$KIT/BUILD-INFO.txt" 2>/dev/null
+  weights
+  L=$W/llamacpp
+  mkdir -p "$L"
+  [ -x "$L/bin/llama-bench" ] || t tar -xJf "$KIT/llamacpp-vulkan-bin.tar.xz" -C "$L"
+  layers=$(awk '/^  layers:/{print $2}' "$S")
+  [ -s "$L/model-f16.gguf" ] || t $PY "$KIT/st2gguf.py" "$W/w.safetensors" "$L/model-f16.gguf" --layers "$layers"
+  if [ -n "${LAYERS:-}" ]; then export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}; fi # lavapipe: llama.cpp skips CPU devices otherwise
+  part "llama-bench pp ${PP} (prefill, wall time; -fa $FA, $REPS repetitions)"
+  t "$L/bin/llama-bench" -m "$L/model-f16.gguf" -p "$PP" -n 0 -r "$REPS" -ngl 99 -fa "$FA" -o jsonl > "$J/llamacpp-pp.jsonl"
+  cat "$J/llamacpp-pp.jsonl"
+  # tg8 after a prompt of depth d decodes positions d..d+7: centred on 127 and 2000.
+  depths=$(for p in $POS; do echo $((p - 4)); done | paste -sd,)
+  part "llama-bench tg8 at depths $depths (decode steps around positions $POS)"
+  t "$L/bin/llama-bench" -m "$L/model-f16.gguf" -p 0 -n 8 -d "$depths" -r "$REPS" -ngl 99 -fa "$FA" -o jsonl > "$J/llamacpp-tg.jsonl"
+  cat "$J/llamacpp-tg.jsonl"
+} > "$OUT/llamacpp.txt" 2>&1
+fi
+
+if want gemm; then
+{
+  part "f16 GEMM 4096x4096x4096: vkc (matmul_coop sweep, matmul_tiled) on the device"
+  if [ -x "$KT" ]; then
+    (cd kernels && t "$KT" -test.run '^$' -test.bench 'CoopGEMM4096$' -test.benchtime 1x -test.v) | tee "$J/gemm-vkc.txt"
+  else
+    echo "no $KT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
+  fi
+  part "f16 GEMM 4096x4096x4096: cuBLAS through PyTorch"
+  tj gemm-torch $PY examples/bench/torch_peer.py --gemm 4096
+} > "$OUT/micro.txt" 2>&1
+fi
+
+if want study; then
+{
+  part "barrier study (issue 14): cost per barrier against the work on either side, buffer-range against global barriers, a persistent kernel's grid barrier"
+  if [ -x "$RT" ]; then
+    (cd runtime && t "$RT" -test.run '^$' -test.bench 'BarrierCost|RangeBarriers|PersistentPhases' -test.benchtime 1x -test.v) | tee "$J/study.txt"
+  else
+    echo "no $RT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
+  fi
+} >> "$OUT/micro.txt" 2>&1
+fi
+
+if want whisper; then
+{
+  part "whisper static"
+  t $V compile $WH -o "$W/w_static.plan" --no-tune
+  t $V bench "$W/w_static.plan" -f encode -n 50
+  part "whisper tuned ($WBUDGET)"
+  t $V compile $WH -o "$W/w_tuned.plan" --tune --budget "$WBUDGET" --tune-db "$W/tune.json"
+  t $V bench "$W/w_tuned.plan" -f encode -n 50
+  t $V tune $WH -budget 1s -tune-db "$W/tune.json"
 } > "$OUT/whisper.txt" 2>&1
 fi
-if want throughput; then
-{
-part "smollm2 throughput, llama-bench's tests pp128 pp512 tg32, 5 repetitions (the peer: ../shared/peers/llamacpp/run.sh runs llama-bench -p 128 -n 32 -r 5)"
-[ -f /tmp/vb/s_static.plan ] || t $V compile $S -o /tmp/vb/s_static.plan --no-tune -q
-t $V bench /tmp/vb/s_static.plan --pp 128,512 --tg 32 -r 5
-[ -f /tmp/vb/s_tuned.plan ] && t $V bench /tmp/vb/s_tuned.plan --pp 128,512 --tg 32 -r 5
-part the same as JSON
-t $V bench /tmp/vb/s_static.plan --pp 128,512 --tg 32 -r 5 --json
-part roofline of prefill-128 and decode at 127 as JSON, with the device peaks vkc measured
-t $V bench /tmp/vb/s_static.plan -f prefill --length 128 -n 20 --json
-t $V bench /tmp/vb/s_static.plan -f decode -n 50 --input pos=127 --json
-} > "$OUT/throughput.txt" 2>&1
+
+if want table; then
+  $PY scripts/gpu-bench-table.py "$J" "$OUT/table.md" "$OUT/results.json" --pos "$POS" --pp "$PP"
 fi
-if want length; then
-{
-part "run-time length: SmolLM2-135M prefill 1..512 at n = 1 7 64 300 512 against plans compiled for each n (static compiles; GPU-time ratios are the figure)"
-t env MODEL=$S VKC=$V DIR=/tmp/vb/length REPS=${LREPS:-20} ROUNDS=${LROUNDS:-3} bash scripts/length-bench.sh
-$V inspect /tmp/vb/length/bounded.plan | grep -E "^function|run-time length|variant for" | head -20
-} > "$OUT/length.txt" 2>&1
-fi
-echo done
+echo "done in ${SECONDS}s: $(ls "$OUT" | tr '\n' ' ')"

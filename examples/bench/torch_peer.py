@@ -11,6 +11,12 @@ written by `vkc run plan.bin -f prefill --input tokens=... -o vkc_logits.npy`), 
   - CUDA-graph decode: torch.compile(mode="reduce-overhead") over a static cache (--no-compile skips it).
 Results are printed as one JSON object (medians in milliseconds) so a shell script can put them
 beside vkc's own figures.
+
+scripts/gpu-bench.sh (part torch) asks for more, each figure with its spread (min and max of the
+repetitions): --seqs 128,512 times eager prefill at each length (random tokens), --decode-at
+127,2000 times eager and CUDA-graph decode steps starting at each position (a prompt of that many
+random tokens first), and --gemm 4096 times only a plain f16 GEMM (cuBLAS through torch.matmul,
+A [n, n] times W [n, n] transposed, as a linear layer) in TFLOP/s, without building the model.
 """
 import argparse
 import json
@@ -70,6 +76,41 @@ def build(args):
     return model.cuda().eval()
 
 
+def spread(times):
+    """median, min and max of a list of milliseconds, as JSON fields"""
+    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times), "n": len(times)}
+
+
+def ints(text):
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def gemm(args, out):
+    """A plain f16 GEMM n×n×n through cuBLAS (torch.matmul), timed by CUDA events."""
+    n = args.gemm
+    g = torch.Generator(device="cuda").manual_seed(3)
+    a = torch.randn(n, n, dtype=torch.float16, device="cuda", generator=g)
+    w = torch.randn(n, n, dtype=torch.float16, device="cuda", generator=g)
+    times = []
+    for _ in range(5):
+        torch.matmul(a, w.t())
+    torch.cuda.synchronize()
+    for _ in range(max(args.reps, 20)):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.matmul(a, w.t())
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    flops = 2.0 * n * n * n
+    r = spread(times)
+    r["tflops_median"] = flops / (r["median_ms"] * 1e-3) / 1e12
+    r["tflops_best"] = flops / (r["min_ms"] * 1e-3) / 1e12
+    r["shape"] = [n, n, n]
+    r["reduced_precision_reduction"] = bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction)
+    out["cublas_gemm_f16"] = r
+
+
 def cuda_time(fn, reps, warmup=3):
     for _ in range(warmup):
         fn()
@@ -94,6 +135,9 @@ def main():
     p.add_argument("--decode-steps", type=int, default=32)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--seqs", default="", help="eager prefill lengths to time (default: --seq)")
+    p.add_argument("--decode-at", default="", help="positions to time decode steps at (default: after the prompt)")
+    p.add_argument("--gemm", type=int, default=0, help="time only an n×n×n f16 GEMM through cuBLAS")
     p.add_argument("--vocab", type=int, default=49152)
     p.add_argument("--hidden", type=int, default=576)
     p.add_argument("--ffn", type=int, default=1536)
@@ -105,6 +149,10 @@ def main():
     args = p.parse_args()
 
     out = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    if args.gemm:
+        gemm(args, out)
+        print(json.dumps(out, indent=1))
+        return
     model = build(args)
     if args.tokens:
         ids = torch.from_numpy(np.load(args.tokens).astype(np.int64)).reshape(1, -1).cuda()
@@ -120,13 +168,32 @@ def main():
             out["logits_max_row_rel_err"] = float(err.max())
             out["argmax_agree"] = float((logits.argmax(-1) == ref.argmax(-1)).float().mean())
 
-        out["eager_prefill_ms"] = cuda_time(lambda: model(ids, use_cache=False), args.reps)[0]
+        gen = torch.Generator().manual_seed(2)
+
+        def prompt(n):
+            return torch.randint(0, args.vocab, (1, n), generator=gen).cuda()
+
+        seqs = ints(args.seqs) or [ids.shape[1]]
+        by_seq = {}
+        for n in seqs:
+            x = ids if n == ids.shape[1] else prompt(n)
+            try:
+                med, lo, hi = cuda_time(lambda: model(x, use_cache=False), args.reps)
+                by_seq[str(n)] = {"median_ms": med, "min_ms": lo, "max_ms": hi, "n": args.reps}
+            except Exception as e:  # report, do not hide: the other figures still stand
+                by_seq[str(n)] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        out["eager_prefill_ms_by_seq"] = by_seq
+        if "median_ms" in by_seq.get(str(ids.shape[1]), {}):
+            out["eager_prefill_ms"] = by_seq[str(ids.shape[1])]["median_ms"]
 
         from transformers import DynamicCache
 
-        def eager_decode():
+        positions = ints(args.decode_at) or [ids.shape[1]]
+
+        def eager_decode(p):
             cache = DynamicCache()
-            o = model(ids, past_key_values=cache, use_cache=True)
+            x = ids if p == ids.shape[1] else prompt(p)
+            o = model(x, past_key_values=cache, use_cache=True)
             tok = o.logits[:, -1:].argmax(-1)
             torch.cuda.synchronize()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -138,8 +205,16 @@ def main():
             torch.cuda.synchronize()
             return a.elapsed_time(b) / args.decode_steps
 
-        eager_decode()
-        out["eager_decode_ms_per_token"] = statistics.median(eager_decode() for _ in range(5))
+        by_pos = {}
+        for p in positions:
+            try:
+                eager_decode(p)
+                by_pos[str(p)] = spread([eager_decode(p) for _ in range(5)])
+            except Exception as e:
+                by_pos[str(p)] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        out["eager_decode_ms_by_pos"] = by_pos
+        if "median_ms" in by_pos[str(positions[0])]:
+            out["eager_decode_ms_per_token"] = by_pos[str(positions[0])]["median_ms"]
 
         if not args.no_compile:
             try:
@@ -149,28 +224,42 @@ def main():
                 except TypeError:
                     cache = StaticCache(model.config, 1, args.ctx, device="cuda", dtype=torch.float16)
                 step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-                t0 = time.time()
-                pos = torch.arange(ids.shape[1], device="cuda")
-                o = model(ids, past_key_values=cache, cache_position=pos, use_cache=True)
-                tok = o.logits[:, -1:].argmax(-1)
-                n = ids.shape[1]
+                state = {}
+
+                def start(p):
+                    # A prompt of p tokens through the static cache (eagerly), then decode from p.
+                    cache.reset()
+                    x = ids if p == ids.shape[1] else prompt(p)
+                    o = model(x, past_key_values=cache, cache_position=torch.arange(p, device="cuda"), use_cache=True)
+                    state["tok"], state["n"] = o.logits[:, -1:].argmax(-1), p
 
                 def graph_decode(steps):
-                    nonlocal tok, n
                     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     a.record()
                     for _ in range(steps):
-                        cp = torch.tensor([n], device="cuda")
-                        o = step(tok, past_key_values=cache, cache_position=cp, use_cache=True)
-                        tok = o.logits[:, -1:].argmax(-1).clone()
-                        n += 1
+                        cp = torch.tensor([state["n"]], device="cuda")
+                        o = step(state["tok"], past_key_values=cache, cache_position=cp, use_cache=True)
+                        state["tok"] = o.logits[:, -1:].argmax(-1).clone()
+                        state["n"] += 1
                     b.record()
                     torch.cuda.synchronize()
                     return a.elapsed_time(b) / steps
 
-                graph_decode(3)  # compile and capture
-                out["compile_s"] = time.time() - t0
-                out["cuda_graph_decode_ms_per_token"] = statistics.median(graph_decode(args.decode_steps // 4) for _ in range(4))
+                graphs = {}
+                t0 = time.time()
+                for i, p in enumerate(positions):
+                    steps = max(args.decode_steps // 4, 1)
+                    if p + 3 + 4 * steps > args.ctx:
+                        graphs[str(p)] = {"error": f"position {p} + {3 + 4 * steps} steps exceeds the cache of {args.ctx}"}
+                        continue
+                    start(p)
+                    graph_decode(3)  # compile and capture (the first position), warm up
+                    if i == 0:
+                        out["compile_s"] = time.time() - t0
+                    graphs[str(p)] = spread([graph_decode(steps) for _ in range(4)])
+                out["cuda_graph_decode_ms_by_pos"] = graphs
+                if "median_ms" in graphs.get(str(positions[0]), {}):
+                    out["cuda_graph_decode_ms_per_token"] = graphs[str(positions[0])]["median_ms"]
             except Exception as e:  # report, do not hide: the eager figures still stand
                 out["cuda_graph_error"] = f"{type(e).__name__}: {e}"[:300]
     print(json.dumps(out, indent=1))
