@@ -295,7 +295,7 @@ func (p *Program) build() error {
 	for _, ds := range disp {
 		nbound += len(ds.Bindings)
 	}
-	ri := nbound // next free range slot in infos
+	ri := nbound                    // next free range slot in infos
 	var written []C.vkc_buffer_info // the ranges written since the last barrier
 	p.ncmd = len(copyIn) + len(disp) + len(copyOut)
 	p.cmds = (*C.vkc_cmd)(C.calloc(C.size_t(max(p.ncmd, 1)), C.size_t(unsafe.Sizeof(C.vkc_cmd{}))))
