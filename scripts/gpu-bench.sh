@@ -16,7 +16,7 @@
 # The table of medians, spreads and ratios is printed at the end and written to $OUT/table.md,
 # every figure to $OUT/results.json, the raw logs to $OUT/<part>.txt (at most 8 files in all).
 #
-# PARTS (default "static tuned torch llamacpp gemm table"; estimated H200 wall time each):
+# PARTS (default "static tuned torch llamacpp gemm study table"; estimated H200 wall time each):
 #   static    vkc compile --no-tune; bench prefill, decode at $POS, --pp $PP --tg 32   ~25 s
 #   tuned     vkc compile --tune --budget $BUDGET on a fresh database (cold), the same benches,
 #             then the warm compile (byte-identical, nothing measured: issue 17)  ~$BUDGET + 50 s
@@ -28,10 +28,11 @@
 #             safetensors file three times with peak RSS, a compile measured by default  ~60 s
 #   whisper   the Whisper encoder static and tuned ($WBUDGET)                       ~60 s
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
-# Defaults: BUDGET=90s (≈ 5.5 min in all), REPS=5, POS="127 2000", PP=128,512.
-# A split call: PARTS="static tuned" in one call, PARTS="torch llamacpp gemm table" in the next;
-# the table part reads every part's JSON left in $J (/tmp/vb/json) — on a fresh machine only
-# what that call measured.
+# Defaults: BUDGET=90s (≈ 6 min in all), REPS=5, POS="127 2000", PP=128,512.
+# A split call: PARTS="static tuned table" (~2.5 min), then PARTS="torch llamacpp gemm study table"
+# (~3.5 min);
+# the table part reads every part's JSON left in $J (/tmp/vb/json): on a fresh machine only what
+# that call measured, so keep each call's table.md and results.json.
 #
 # Dry run on lavapipe (here): a smaller SmolLM2 (LAYERS, VOCAB, SEQ), tiny budgets:
 #   go build -o .gpu/vkc ./cmd/vkc && LAYERS=1 VOCAB=4096 SEQ=16 PP=16,32 BUDGET=5s REPS=2 N=3 \
@@ -58,7 +59,7 @@ POS=${POS:-127 2000}
 PP=${PP:-128,512}
 FA=${FA:-1}
 PY=${PY:-python3}
-DEFAULT_PARTS="static tuned torch llamacpp gemm table"
+DEFAULT_PARTS="static tuned torch llamacpp gemm study table"
 PARTS=${PARTS:-$DEFAULT_PARTS}
 # Names of earlier versions of this script.
 PARTS=$(echo " $PARTS " | sed -e 's/ smollm2-static / static /; s/ smollm2-tuned / tuned /; s/ peer / torch /; s/ throughput / static tuned /; s/ whisper-static / whisper /; s/ whisper-tuned / whisper /')
