@@ -26,7 +26,9 @@
 #   study     runtime.test barrier study (cost vs work, buffer-range, persistent)     ~30 s
 #   pipeline  issue 17's compile figures: static compile twice (byte-identical), from a
 #             safetensors file three times with peak RSS, a compile measured by default  ~60 s
-#   whisper   the Whisper encoder static and tuned ($WBUDGET)                       ~60 s
+#   length    scripts/length-bench.sh on SmolLM2: the 1..512 prefill at n = 1 7 64 300 512
+#             against plans compiled for each n (issue of run-time lengths)          ~120 s
+#   whisper   the Whisper encoder static and tuned ($WBUDGET), into micro.txt      ~60 s
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 # Defaults: BUDGET=90s (≈ 6 min in all), REPS=5, POS="127 2000", PP=128,512.
 # A split call: PARTS="static tuned table" (~2.5 min), then PARTS="torch llamacpp gemm study table"
@@ -79,16 +81,21 @@ tj() {
 # context, 2048, stays, so that decode at 2000 runs).
 if [ -n "${LAYERS:-}${VOCAB:-}${SEQ:-}" ]; then
   sed -e "s/^  layers: .*/  layers: ${LAYERS:-30}/" -e "s/^  vocab: .*/  vocab: ${VOCAB:-49152}/" \
-    -e "s/^    dims: {seq: 128}/    dims: {seq: ${SEQ:-128}}/" "$S" > "$W/smollm2-small.yaml"
+    -e "s/^    dims: {seq: 1\.\.[0-9]*}/    dims: {seq: 1..${SEQ:-512}}/" -e "s/^    dims: {seq: 128}/    dims: {seq: ${SEQ:-128}}/" \
+    "$S" > "$W/smollm2-small.yaml"
   S=$W/smollm2-small.yaml
 fi
 NPREFILL=${NPREFILL:-20}
+# The prefill benches run at the first of $PP tokens: SmolLM2's prefill has a run-time length
+# (1..512), so --length; a prefill of static length runs as it is.
+PRE=${PP%%,*}
+LEN=(); grep -q '^    dims: {seq: [0-9]*\.\.' "$S" && LEN=(--length "$PRE")
 
 # benches times one plan: prefill, decode at each of $POS, then pp/tg throughput; JSON as $1-*.
 benches() {
   local tag=$1 plan=$2
-  part "$tag: prefill (GPU and wall time per call, roofline)"
-  tj "$tag-prefill" $V bench "$plan" -f prefill -n "$NPREFILL" --json
+  part "$tag: prefill of $PRE tokens (GPU and wall time per call, roofline)"
+  tj "$tag-prefill" $V bench "$plan" -f prefill "${LEN[@]}" -n "$NPREFILL" --json
   for p in $POS; do
     part "$tag: decode at position $p"
     tj "$tag-decode-$p" $V bench "$plan" -f decode -n "$N" --input pos="$p" --json
@@ -153,9 +160,8 @@ if want torch; then
 {
   part "PyTorch peer: the same weights and prompt"
   weights
-  seq=$(awk '/^    dims: {seq:/{gsub(/[}]/, ""); print $3; exit}' "$S")
   vocab=$(awk '/^  vocab:/{print $2}' "$S")
-  $PY - "$W/tokens.npy" "$seq" "$vocab" <<'EOF'
+  $PY - "$W/tokens.npy" "$PRE" "$vocab" <<'EOF'
 import sys, struct
 # seq token ids < vocab as an int32 .npy (no numpy needed: the header by hand), the same every call.
 n, vocab = int(sys.argv[2]), int(sys.argv[3])
@@ -224,6 +230,14 @@ if want study; then
 } >> "$OUT/micro.txt" 2>&1
 fi
 
+if want length; then
+{
+  part "run-time length: SmolLM2-135M prefill 1..512 at n = 1 7 64 300 512 against plans compiled for each n (static compiles; GPU-time ratios are the figure)"
+  t env MODEL="$S" VKC="$V" DIR="$W/length" REPS="${LREPS:-20}" ROUNDS="${LROUNDS:-3}" bash scripts/length-bench.sh
+  $V inspect "$W/length/bounded.plan" | grep -E "^function|run-time length|variant for" | head -20
+} > "$OUT/length.txt" 2>&1
+fi
+
 if want whisper; then
 {
   part "whisper static"
@@ -233,7 +247,7 @@ if want whisper; then
   t $V compile $WH -o "$W/w_tuned.plan" --tune --budget "$WBUDGET" --tune-db "$W/tune.json"
   t $V bench "$W/w_tuned.plan" -f encode -n 50
   t $V tune $WH -budget 1s -tune-db "$W/tune.json"
-} > "$OUT/whisper.txt" 2>&1
+} >> "$OUT/micro.txt" 2>&1
 fi
 
 if want table; then
