@@ -100,7 +100,15 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 		s          *ir.Node
 	}
 	var spans []span
+	// A linear read whole by one consumer (through reshapes) is one part: a projection of its
+	// own whose rope or cache write is its epilogue (a merged projection's parts, unmerged).
+	if cs := fl.consumers[n]; len(cs) == 1 && cs[0].Op != ir.Slice && N%2 == 0 {
+		spans = append(spans, span{0, N, n})
+	}
 	for _, c := range fl.consumers[n] {
+		if len(spans) == 1 && spans[0].s == n {
+			break
+		}
 		if c.Op != ir.Slice || c.Args[0].Node != n || c.Attrs.Int("step", 1) != 1 {
 			return nil
 		}
@@ -122,7 +130,7 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 		}
 		at = sp.end
 	}
-	if at != N || len(spans) < 2 {
+	if at != N || (len(spans) < 2 && spans[0].s != n) {
 		return nil
 	}
 	pp := &partsPlan{gemm: n}
@@ -141,6 +149,11 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 		}
 		width := sp.end - sp.start
 		plain := plannedPart{part: kernels.Part{Kind: kernels.PartStore, Cols: width}, src: []int{sp.start}, out: s.V(), absorb: []*ir.Node{s}}
+		chain0 := []*ir.Node{s}
+		if s == n {
+			// The linear itself: its value is the part's (a plain part is the unfused linear).
+			plain.absorb, chain0 = nil, nil
+		}
 		if fl.isResult[s] {
 			pp.parts = append(pp.parts, plain)
 			continue
@@ -156,14 +169,14 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 			}
 		}
 		// A chain of single-consumer reshapes to [M, ..., D], then a rope or a cache write.
-		x, chain := s, []*ir.Node{s}
+		x, chain := s, chain0
 		for len(fl.consumers[x]) == 1 && fl.consumers[x][0].Op == ir.Reshape && !fl.isResult[x] {
 			x = fl.consumers[x][0]
 			chain = append(chain, x)
 		}
 		xs := x.Type().Shape
 		if len(fl.consumers[x]) != 1 || fl.isResult[x] || xs.Rank() < 2 || xs[0] != M {
-			if !fl.sliceIsView(s) {
+			if s != n && !fl.sliceIsView(s) {
 				gain = true // its copy goes
 			}
 			pp.parts = append(pp.parts, plain)
@@ -193,7 +206,7 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 			gain = true
 			continue
 		}
-		if !fl.sliceIsView(s) {
+		if s != n && !fl.sliceIsView(s) {
 			gain = true
 		}
 		pp.parts = append(pp.parts, plain)
