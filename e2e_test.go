@@ -502,3 +502,30 @@ func TestSmolLM2PrefillOnCoopMatrices(t *testing.T) {
 		}
 	}
 }
+
+// TestSmolLM2DecodeStepsH200: SmolLM2-135M's decode compiled statically for the H200 target
+// takes split-key attention (the lavapipe compile takes the flash kernel), whose last workgroup
+// combines the key ranges: no combining step, so the layer keeps the 5 dependent steps of the
+// lavapipe plan (the H200's tuned plans of docs/bench had 8, with 305 dispatches and 243
+// barriers).
+func TestSmolLM2DecodeStepsH200(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: smollm2-135m's 135 M random weights take seconds to make and lower")
+	}
+	m := parseExample(t, "smollm2-135m")
+	p, rep := compileExample(t, m, Options{Target: &h200Target, Functions: []string{"decode"}})
+	split := 0
+	for _, d := range p.Functions[0].Dispatches {
+		if strings.HasPrefix(p.Modules[d.Module].Key, "attention_split") {
+			split++
+		}
+	}
+	f := rep.Lower.Functions[0]
+	t.Logf("H200 decode: %d dispatches, %d barriers, %d split-attention dispatches", f.Dispatches, f.Barriers, split)
+	if split != 30 {
+		t.Errorf("%d split-attention dispatches, want one per layer (30)", split)
+	}
+	if limit := 6*30 + 5; f.Barriers > limit {
+		t.Errorf("%d barriers, more than %d (6 levels per layer)", f.Barriers, limit)
+	}
+}

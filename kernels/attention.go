@@ -131,13 +131,30 @@ func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.
 	f := b.Rem(e, u(a.dv))
 	t := b.Rem(b.Div(e, u(a.dv)), u(T))
 	kh := b.Div(e, u(a.dv*T))
-	i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
 	kvlen := u(a.skv)
 	if a.kvLen {
 		kvlen = b.Convert(b.Min(b.Max(b.Convert(b.Load(lenBuf, u(0)), codegen.I32), b.I32(0)), b.I32(int32(a.skv))), codegen.U32)
 	}
+	combineElem(b, a, splits, scratch, epi, kvlen, queries(b, p, a, nBuf), kh, t, f)
+	k, err := b.Finish()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, nil, 0, err
+	}
+	return k, binds, ceilDiv(n, wg), nil
+}
+
+// combineElem merges, for output element (row t of key/value head kh, feature f), the (m, l, o)
+// that each key range the row sees left in scratch, and stores o/l through epi. kvlen is the keys
+// seen (u32), qlen the queries (i32): query i sits at kv_len − qlen + i.
+func combineElem(b *codegen.Builder, a *attn, splits int, scratch *codegen.Buffer, epi *epilogue, kvlen, qlen, kh, t, f codegen.Value) {
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	T := a.rows()
+	i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
 	i32 := func(x codegen.Value) codegen.Value { return b.Convert(x, codegen.I32) }
-	p0 := b.Add(b.Sub(i32(kvlen), queries(b, p, a, nBuf)), i32(i))
+	p0 := b.Add(b.Sub(i32(kvlen), qlen), i32(i))
 	lo, hi := b.I32(0), i32(kvlen)
 	if a.causal || a.window > 0 {
 		hi = b.Min(hi, b.Add(p0, b.I32(1)))
@@ -170,14 +187,6 @@ func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.
 		O = b.Add(O, b.Select(on[z], b.Mul(os[z], c), b.F32(0)))
 	}
 	epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(O, L))
-	k, err := b.Finish()
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	if err := caps.Supports(k); err != nil {
-		return nil, nil, 0, err
-	}
-	return k, binds, ceilDiv(n, wg), nil
 }
 
 // attnFits: the tiles fit in shared memory and the workgroup in the device.
@@ -232,9 +241,11 @@ var AttentionFlash = &Template{
 
 // AttentionSplit is split-key attention for decode: every row of a key/value head (sq·group of
 // them, at most maxSplitRows) in one workgroup, the keys cut into `splits` ranges processed in
-// parallel (step 1, partial (m, l, o) into scratch), then merged (step 2). Specialization
-// constants of step 1: block_r (= the rows), block_k, wg. Grids: 1 × hkv × splits, then one
-// invocation per output element.
+// parallel (partial (m, l, o) into scratch), then merged: with combine=1 by the last workgroup of
+// each key/value head to finish (an arrival count at a Sync word: one dispatch, no barrier level
+// of its own), with combine=0 by a second step (one invocation per output element). The tuner
+// chooses between them by measurement. Specialization constants of the pass: block_r (= the
+// rows), block_k, wg. Grid: 1 × hkv × splits.
 var AttentionSplit = &Template{
 	Name: "attention_split",
 	Accepts: func(p *Problem, caps Caps) error {
@@ -247,7 +258,7 @@ var AttentionSplit = &Template{
 		}
 		return nil
 	},
-	Space: NewSpace(Ints("splits", 16, 8, 32, 4, 64, 2), Ints("block_k", 32, 64, 16, 8), Ints("wg", 64, 128, 256)).
+	Space: NewSpace(Ints("splits", 16, 8, 32, 4, 64, 2), Ints("block_k", 32, 64, 16, 8), Ints("wg", 64, 128, 256), Ints("combine", 1, 0)).
 		Where(attnFits(func(a *attn, c Config) int { return splitRows(a, c["wg"]) })).
 		Where(func(p *Problem, c Config, caps Caps) error {
 			a, err := readAttn(p)
@@ -267,10 +278,17 @@ var AttentionSplit = &Template{
 		if err != nil {
 			return nil, err
 		}
-		cfg := attnPass{br: splitRows(a, c["wg"]), bk: c["block_k"], wg: c["wg"], splits: c["splits"], split: true}
+		cfg := attnPass{br: splitRows(a, c["wg"]), bk: c["block_k"], wg: c["wg"], splits: c["splits"], split: true, inPass: c["combine"] == 1}
 		k1, sp, b1, err := buildAttnPass(p, a, cfg, caps)
 		if err != nil {
 			return nil, err
+		}
+		scratch := []int{4 * cfg.splits * a.hkv * a.rows() * (a.dv + 2)}
+		if cfg.inPass {
+			l := &Launch{Steps: []Step{{Kernel: k1, Spec: sp, Grid: [3]uint32{1, uint32(a.hkv), uint32(cfg.splits)}, Bindings: b1}},
+				Scratch: scratch, Sync: []int{4 * a.hkv}}
+			a.cost(p, l)
+			return l, nil
 		}
 		k2, b2, groups, err := buildAttnCombine(p, a, cfg.splits, 64, caps)
 		if err != nil {
@@ -281,7 +299,7 @@ var AttentionSplit = &Template{
 				{Kernel: k1, Spec: sp, Grid: [3]uint32{1, uint32(a.hkv), uint32(cfg.splits)}, Bindings: b1},
 				{Kernel: k2, Grid: Grid1D(groups, caps), Bindings: b2},
 			},
-			Scratch: []int{4 * cfg.splits * a.hkv * a.rows() * (a.dv + 2)},
+			Scratch: scratch,
 		}
 		a.cost(p, l)
 		return l, nil

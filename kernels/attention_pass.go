@@ -22,6 +22,9 @@ type attnPass struct {
 	br, bk, wg int
 	splits     int  // key ranges (1: the whole range)
 	split      bool // write (m, l, o) to scratch instead of o/l to the result
+	// inPass (with split): the last workgroup of each key/value head to finish combines the
+	// ranges and writes the result (counted at a Sync word), so there is no combining step.
+	inPass bool
 }
 
 // regOutput reports whether the output block can live in registers as a micro tile per
@@ -65,6 +68,9 @@ type attnGen struct {
 
 	qb, kb, vb      *codegen.Buffer
 	lenBuf, scratch *codegen.Buffer // kv_len (when an operand), the split pass's partials
+	sync            *codegen.Buffer // inPass: one arrival counter per key/value head
+	lastFlag        *codegen.Array  // inPass: this workgroup arrived last
+	nonEmpty        codegen.Value   // inPass: the workgroup's key range holds a key
 	nBuf            *codegen.Buffer // the run-time length n (Problem.Rows.Reads): the queries
 	epi             *epilogue       // the result and its epilogue (not split)
 	binds           []Operand
@@ -99,9 +105,19 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	g := &attnGen{b: codegen.NewBuilder(fmt.Sprintf("%s_r%d", name, cfg.br)), p: p, a: a, cfg: cfg, caps: caps}
 	g.declare()
 	g.keyRange()
-	g.initBlock()
-	g.keyLoop()
-	g.writeOutput()
+	if cfg.inPass {
+		// Every workgroup arrives, an empty range's too (its partials are never read).
+		g.b.If(g.nonEmpty, func() {
+			g.initBlock()
+			g.keyLoop()
+			g.writeOutput()
+		})
+		g.arriveAndCombine()
+	} else {
+		g.initBlock()
+		g.keyLoop()
+		g.writeOutput()
+	}
 	k, err := g.b.Finish()
 	if err != nil {
 		return nil, nil, nil, err
@@ -159,10 +175,19 @@ func (g *attnGen) declare() {
 		g.nBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
 		g.binds = append(g.binds, Operand{Len, 0})
 	}
-	if cfg.split {
+	switch {
+	case cfg.split && cfg.inPass:
+		// The partials are read back by another workgroup: coherent, and the counters too.
+		g.scratch = b.Buffer("partial", codegen.F32, codegen.ReadWrite, codegen.Coherent)
+		g.sync = b.Buffer("sync", codegen.U32, codegen.ReadWrite, codegen.Coherent)
+		g.binds = append(g.binds, Operand{Scratch, 0}, Operand{Sync, 0})
+		var eb []Operand
+		g.epi, eb = declareEpilogue(b, p, a.opType)
+		g.binds = append(g.binds, eb...)
+	case cfg.split:
 		g.scratch = b.Buffer("partial", codegen.F32, codegen.WriteOnly)
 		g.binds = append(g.binds, Operand{Scratch, 0})
-	} else {
+	default:
 		var eb []Operand
 		g.epi, eb = declareEpilogue(b, p, a.opType)
 		g.binds = append(g.binds, eb...)
@@ -187,6 +212,9 @@ func (g *attnGen) declare() {
 	g.as = b.Shared("alpha", codegen.F32, g.BR)
 	if !g.reg {
 		g.oacc = b.Shared("o", codegen.F32, b.Mul(g.BR, u(a.dv))) // unnormalised output rows
+	}
+	if cfg.inPass {
+		g.lastFlag = b.Shared("last", codegen.U32, u(1))
 	}
 }
 
@@ -218,7 +246,10 @@ func (g *attnGen) keyRange() {
 		lo = b.Max(lo, b.Add(b.Sub(g.pos(b.Div(g.t0, u(a.group))), b.I32(int32(a.window))), b.I32(1)))
 	}
 	lo = b.Max(lo, b.I32(0))
-	if cfg.split {
+	switch {
+	case cfg.split && cfg.inPass:
+		g.nonEmpty = b.Lt(lo, hi)
+	case cfg.split:
 		// A range with no key for any of the block's rows: the combine step will not read it.
 		b.If(b.Ge(lo, hi), b.Return)
 	}
@@ -560,5 +591,29 @@ func (g *attnGen) writeOutput() {
 	}
 	b.For(g.li, b.Mul(g.BR, u(a.dv)), g.WG, func(e codegen.Value) {
 		store(b.Div(e, u(a.dv)), b.Rem(e, u(a.dv)), b.Load(g.oacc, e), codegen.Value{}, codegen.Value{})
+	})
+}
+
+// arriveAndCombine ends an inPass split pass: the workgroup's partials are released, one
+// invocation counts the arrival at its key/value head's Sync word, and the workgroup that
+// arrives last (splits − 1 before it) resets the word for the next run and combines every
+// range's partials into the result, as the combining step would (combineElem). The partials
+// are read through a coherent binding after a device-scope acquire.
+func (g *attnGen) arriveAndCombine() {
+	b, a, u := g.b, g.a, g.u
+	b.MemoryBarrier(codegen.ScopeDevice, codegen.SemStorageBuffer)
+	b.ControlBarrier(codegen.ScopeWorkgroup, codegen.ScopeDevice, codegen.SemStorageBuffer|codegen.SemWorkgroup)
+	b.If(b.Eq(g.li, u(0)), func() {
+		old := b.AtomicAdd(g.sync, g.kh, u(1))
+		last := b.Eq(old, u(g.cfg.splits-1))
+		b.Store(g.lastFlag, u(0), b.Select(last, u(1), u(0)))
+		b.If(last, func() { b.AtomicExchange(g.sync, g.kh, u(0)) })
+	})
+	b.Barrier()
+	b.If(b.Eq(b.Load(g.lastFlag, u(0)), u(1)), func() {
+		b.MemoryBarrier(codegen.ScopeDevice, codegen.SemStorageBuffer)
+		b.For(g.li, u(g.T*a.dv), g.WG, func(e codegen.Value) {
+			combineElem(b, a, g.cfg.splits, g.scratch, g.epi, g.kvlen, g.qlen, g.kh, b.Div(e, u(a.dv)), b.Rem(e, u(a.dv)))
+		})
 	})
 }

@@ -1,12 +1,14 @@
 package kernels_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"testing"
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
@@ -94,5 +96,48 @@ func TestAttentionFlash(t *testing.T) {
 // The split template accepts the prefill cases too (up to 32 rows per key/value head); it runs
 // the decode-sized ones (sq ≤ 5), which is what it is for, to bound lavapipe's compile time.
 func TestAttentionSplit(t *testing.T) {
-	runAttnCases(t, kernels.AttentionSplit, []kernels.Config{nil, {"splits": 4, "block_k": 16, "wg": 128}})
+	runAttnCases(t, kernels.AttentionSplit, []kernels.Config{nil,
+		{"splits": 4, "block_k": 16, "wg": 128, "combine": 0},
+		{"splits": 8, "block_k": 8, "wg": 64, "combine": 1}})
+}
+
+// TestAttentionSplitCombineRepeats: with combine=1 the last workgroup of each key/value head to
+// arrive combines the ranges, counted at a Sync word that it resets; runs one after the other
+// (different kv_len, so different ranges are empty) must each match the interpreter, which they
+// would not if a count were left behind.
+func TestAttentionSplitCombineRepeats(t *testing.T) {
+	c := attnCase{sq: 1, hq: 9, skv: 67, hkv: 3, d: 16, dv: 16, dt: ir.F32, attrs: ir.Attrs{"causal": true}, kvLen: 50}
+	p, vals := c.problem(t)
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	cfg := kernels.Config{"splits": 8, "block_k": 16, "wg": 64, "combine": 1}
+	if err := kernels.AttentionSplit.Space.Valid(p, cfg, caps); err != nil {
+		t.Fatal(err)
+	}
+	l, err := kernels.AttentionSplit.Build(p, cfg, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Steps) != 1 || len(l.Sync) != 1 {
+		t.Fatalf("%d steps, %d sync buffers: want one step counting at one Sync buffer", len(l.Steps), len(l.Sync))
+	}
+	bench, err := tune.NewBench(d, p, l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bench.Close()
+	for run, kv := range []int{50, 5, 67, 1, 50} {
+		vals[3] = ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(kv)})
+		got, err := bench.Run(context.Background(), vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := kerneltest.Expect(p, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := kerneltest.Compare(got[0], want[0], kerneltest.Tolerance(ir.F32)); msg != "" {
+			t.Errorf("run %d (kv_len %d): %s", run, kv, msg)
+		}
+	}
 }

@@ -220,6 +220,9 @@ const (
 	Scratch                        // Launch.Scratch[Index]
 	// Len is the run-time length n of a problem with Rows (an i32 scalar; Index 0).
 	Len
+	// Sync is Launch.Sync[Index]: words that are zero when the launch starts and that it
+	// leaves zero (counters at which its workgroups meet).
+	Sync
 )
 
 // Operand is what one kernel binding is bound to.
@@ -229,7 +232,7 @@ type Operand struct {
 }
 
 func (o Operand) String() string {
-	return [...]string{"?", "arg", "out", "scratch", "len"}[o.Kind] + strconv.Itoa(o.Index)
+	return [...]string{"?", "arg", "out", "scratch", "len", "sync"}[o.Kind] + strconv.Itoa(o.Index)
 }
 
 // Step is one dispatch of a Launch.
@@ -249,6 +252,11 @@ type Step struct {
 type Launch struct {
 	Steps   []Step
 	Scratch []int // byte sizes of scratch buffers
+	// Sync are the byte sizes of buffers of u32 counters that must be zero when the launch
+	// starts and that the launch leaves zero (its workgroups count their arrivals there, and the
+	// last resets the count). Lowering keeps them in persistent memory that is zeroed when a
+	// plan is loaded (the state region, past its tensors); the tuner zeroes them once.
+	Sync []int
 	// InPlace lists results that must share their buffer with an argument (a cache write that
 	// writes only the new rows of the state it updates): Out index → Arg index.
 	InPlace map[int]int

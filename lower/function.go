@@ -18,6 +18,7 @@ const (
 	bufOutput
 	bufArena
 	bufLength // the run-time length n (plan.RegionLength)
+	bufSync   // counters a launch leaves zero (kernels.Launch.Sync), past the state tensors
 )
 
 // buffer is one tensor's storage: a weight, a state tensor, an input or output slot, or an
@@ -48,6 +49,7 @@ type unit struct {
 	args    []loc
 	outs    []loc
 	scratch []int // buffer indices
+	sync    []int // buffer indices of the launch's Sync words
 	deps    []int
 	level   int
 	copy    bool // a copy inserted by lowering (outputs, state updates, in-place preparation)

@@ -48,6 +48,9 @@ type lowerer struct {
 	stateIndex map[string]int
 	stateOff   []uint64
 	stateSize  uint64
+	// Sync words (kernels.Launch.Sync): past the state tensors, in the state region, so that
+	// they are zeroed when a plan is loaded and by ResetState, and kept between runs.
+	syncBase, syncSize uint64
 
 	modules     []plan.Module
 	moduleByKey map[string]int
@@ -124,6 +127,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		l.stateOff = append(l.stateOff, l.stateSize)
 		l.stateSize += deviceBytes(d.Type)
 	}
+	l.syncBase = alignUp(l.stateSize, l.align)
 	rep := &Report{}
 	var pfns []plan.Function
 	var arena uint64
@@ -163,6 +167,9 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 	}
 	p := &plan.Plan{CompilerVersion: opts.CompilerVersion, Model: m.Name, Device: opts.Device,
 		Modules: l.modules, Functions: pfns, Arena: plan.Arena{Size: arena, Align: l.align}}
+	if l.syncSize > 0 {
+		l.stateSize = l.syncBase + l.syncSize
+	}
 	if err := checkDeviceLimits(p, l.wsize, l.stateSize, l.caps); err != nil {
 		return nil, nil, err
 	}

@@ -18,6 +18,17 @@ func (fl *fnLowerer) arenaBuf(size uint64) int {
 	return fl.newBuf(buffer{kind: bufArena, size: size})
 }
 
+// syncBuf places size bytes of Sync words (kernels.Launch.Sync) of one unit in the plan's sync
+// area past the state tensors: zero at load, left zero by the launch, never shared with another
+// unit.
+func (fl *fnLowerer) syncBuf(size uint64) int {
+	l := fl.l
+	l.syncSize = alignUp(l.syncSize, l.align)
+	b := fl.newBuf(buffer{kind: bufSync, size: size, off: l.syncSize})
+	l.syncSize += size
+	return b
+}
+
 // locOf returns where value v is, creating weights for parameters, constants and folded values
 // on first use.
 func (fl *fnLowerer) locOf(v ir.Value) (loc, error) {

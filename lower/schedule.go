@@ -18,8 +18,8 @@ type memKey struct {
 
 func (fl *fnLowerer) mem(b int) memKey {
 	x := fl.bufs[b]
-	if x.kind == bufArena {
-		return memKey{bufArena, b}
+	if x.kind == bufArena || x.kind == bufSync {
+		return memKey{x.kind, b}
 	}
 	return memKey{x.kind, x.index}
 }
@@ -40,6 +40,9 @@ func (fl *fnLowerer) dependencies() {
 			ws = append(ws, fl.mem(o.buf))
 		}
 		for _, s := range u.scratch {
+			ws = append(ws, fl.mem(s))
+		}
+		for _, s := range u.sync {
 			ws = append(ws, fl.mem(s))
 		}
 		for _, k := range rs {
@@ -136,6 +139,8 @@ func (fl *fnLowerer) emit(pf *plan.Function) {
 				lc = loc{buf: u.scratch[op.Index], size: fl.bufs[u.scratch[op.Index]].size}
 			case kernels.Len:
 				lc = loc{buf: fl.lengthBuf, size: 4}
+			case kernels.Sync:
+				lc = loc{buf: u.sync[op.Index], size: fl.bufs[u.sync[op.Index]].size}
 			}
 			ref := fl.ref(lc)
 			d.Bindings = append(d.Bindings, plan.Binding{Binding: uint32(bi), Buffer: ref})
@@ -181,6 +186,8 @@ func (fl *fnLowerer) ref(lc loc) plan.BufferRef {
 		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionOutput, Index: uint32(b.index)}, Offset: lc.off, Range: lc.size}
 	case bufLength:
 		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionLength}, Offset: lc.off, Range: lc.size}
+	case bufSync:
+		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionState}, Offset: fl.l.syncBase + b.off + lc.off, Range: lc.size}
 	}
 	return plan.BufferRef{Region: plan.Region{Kind: plan.RegionArena}, Offset: b.off + lc.off, Range: lc.size}
 }

@@ -176,6 +176,9 @@ func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Val
 	for _, s := range ln.Scratch {
 		u.scratch = append(u.scratch, fl.arenaBuf(uint64(max(s, 4))))
 	}
+	for _, s := range ln.Sync {
+		u.sync = append(u.sync, fl.syncBuf(uint64(max(s, 4))))
+	}
 	fl.units = append(fl.units, u)
 	fl.rep.Kernels = append(fl.rep.Kernels, KernelChoice{Label: u.label, Ops: opsOf(nodes), Problem: p.Key(),
 		Template: ch.tmpl.Name, Config: ch.cfg, Estimated: ch.est})

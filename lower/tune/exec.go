@@ -240,6 +240,16 @@ func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes 
 			return nil, err
 		}
 	}
+	// Sync words start at zero; the launch leaves them so, run after run.
+	syncs := make([]*runtime.Buffer, len(l.Sync))
+	for i, n := range l.Sync {
+		if syncs[i], err = alloc(n); err != nil {
+			return nil, err
+		}
+		if err := d.Upload(syncs[i], 0, make([]byte, max(n, 16))); err != nil {
+			return nil, err
+		}
+	}
 	// The length block: n, then the group counts of the scaled steps (as the runtime lays out).
 	var lenBuf *runtime.Buffer
 	var block []byte
@@ -291,6 +301,8 @@ func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes 
 				buf = b.outs[op.Index]
 			case op.Kind == kernels.Scratch && op.Index >= 0 && op.Index < len(scratch):
 				buf = scratch[op.Index]
+			case op.Kind == kernels.Sync && op.Index >= 0 && op.Index < len(syncs):
+				buf = syncs[op.Index]
 			default:
 				return nil, fmt.Errorf("step %d binding %d: bad operand %v", si, bi, op)
 			}
