@@ -146,6 +146,13 @@ type Options struct {
 	// functions: sampling then ranks on the device and reads back TopK candidates per step
 	// (engine.Sampling says when that is exact). vkc compile sets DefaultTopK unless --top-k 0.
 	TopK int
+	// Int8 lets matrix-vector products on block-quantized weights quantize their activations to
+	// 8 bits per block of 32 (llama.cpp's q8_1) and multiply them in integer dot products, where
+	// the device has them (kernels.Int8Mode: off, the default, keeps every product exact; auto
+	// offers both kernels, a Tune compile measuring them; on takes the integer one wherever it
+	// applies). Results then differ from exact arithmetic by about 3e-2 to 5e-2 row-relative,
+	// as llama.cpp's do; a Tune compile checks candidates at tune.Int8FunctionTolerance.
+	Int8 kernels.Int8Mode
 	// Progress, when set, receives progress reports (from the calling goroutine).
 	Progress func(Progress)
 	// Tokenizer, when set, is a tokenizer the plan records (a tokenizer.json, a folder holding
@@ -453,6 +460,19 @@ func selectFunctions(m *ir.Model, names []string) ([]*ir.Function, error) {
 
 // findTarget returns the device to compile for and how it was chosen.
 func findTarget(opts Options) (Target, string, error) {
+	t, how, err := findDevice(opts)
+	return withPolicy(t, opts), how, err
+}
+
+// withPolicy applies the compile's choices that templates see through Caps (Options.Int8).
+func withPolicy(t Target, opts Options) Target {
+	if opts.Int8 != kernels.Int8Off {
+		t.Caps.Int8 = opts.Int8
+	}
+	return t
+}
+
+func findDevice(opts Options) (Target, string, error) {
 	if opts.Target != nil {
 		return *opts.Target, "target given", nil
 	}

@@ -220,7 +220,7 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	if s.k <= 0 {
 		s.k = 4
 	}
-	s.t = Target{Caps: tune.CapsOf(&d.Info), Device: d.DeviceFingerprint()}
+	s.t = withPolicy(Target{Caps: tune.CapsOf(&d.Info), Device: d.DeviceFingerprint()}, opts)
 	s.model = lower.ModelFor(s.t.Device)
 	s.static = &staticChoices{caps: s.t.Caps, model: s.model}
 	rep.Device = s.t.Device
@@ -252,7 +252,7 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		}
 	}
 	s.tu = &tune.Tuner{
-		Device: d, DB: s.db, Compiler: CompilerVersion(),
+		Device: d, Caps: s.t.Caps, DB: s.db, Compiler: CompilerVersion(),
 		Static: s.staticChoice,
 		Progress: func(p tune.Progress) {
 			progress(Progress{Phase: "tune", Done: p.Kernels, What: fmt.Sprintf("%d configurations (%d invalid) %s", p.Configs, p.Invalid, p.Current)})
@@ -358,6 +358,15 @@ func (s *measureSource) choose(p *kernels.Problem) (*kernels.Template, kernels.C
 	return s.tu.Choose(over)(p)
 }
 
+// functionTolerance is what candidates are checked at (0: SelectOptions' default): with 8-bit
+// activations allowed, tune.Int8FunctionTolerance.
+func (s *measureSource) functionTolerance() float64 {
+	if s.t.Caps.Int8 != kernels.Int8Off && s.t.Caps.IntegerDot {
+		return tune.Int8FunctionTolerance
+	}
+	return 0
+}
+
 // selectionKey is the database key of function f's selection on this device and compiler.
 func (s *measureSource) selectionKey(f *ir.Function) tune.SelectionKey {
 	return tune.SelectionKey{Device: s.d.Info.Fingerprint.String(), Driver: s.d.Info.DriverVersion, Compiler: CompilerVersion(),
@@ -379,7 +388,8 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 	}
 	winners, sels, err := tune.SelectFunctions(s.tctx, s.d, m, fns,
 		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn,
-		tune.SelectOptions{Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer})
+		tune.SelectOptions{Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer,
+			Tolerance: s.functionTolerance()})
 	if ctx.Err() != nil {
 		return nil, nil, "", ctx.Err()
 	}

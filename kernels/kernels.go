@@ -62,7 +62,12 @@ type Caps struct {
 	// (Builder.EmulateMatrices), for tests on devices without them: CoopShapes then says which
 	// products to pretend the device has. Never set by the runtime's description of a device.
 	EmulateMatrices bool
-	// Later: IntegerDot.
+	// IntegerDot is shaderIntegerDotProduct (SPV_KHR_integer_dot_product's SDot on packed
+	// 4x8-bit words).
+	IntegerDot bool
+	// Int8 is the compile's policy on 8-bit activations for integer dot products (a choice of
+	// the user's, not a device fact; Int8Off unless the compile asks).
+	Int8 Int8Mode
 }
 
 // CoopShape is one cooperative-matrix product a device runs: an M×K matrix of A times a K×N
@@ -138,7 +143,7 @@ func (c Caps) Supports(k *codegen.Kernel) error {
 	need(codegen.FeatureVulkanMemoryModel, c.VulkanMemoryModel, "the Vulkan memory model")
 	need(codegen.FeatureBFloat16, c.BFloat16, "bfloat16")
 	need(codegen.FeatureBFloat16Matrix, c.BFloat16Matrix, "bfloat16 cooperative matrices")
-	need(codegen.FeatureIntegerDot, false, "integer dot products")
+	need(codegen.FeatureIntegerDot, c.IntegerDot, "integer dot products (shaderIntegerDotProduct)")
 	if len(missing) > 0 {
 		return fmt.Errorf("kernel %s needs %s", k.Name, strings.Join(missing, ", "))
 	}
@@ -263,6 +268,11 @@ type Launch struct {
 	// Flops and Bytes are the work done and the minimum bytes moved, for roofline estimates and
 	// the achieved-throughput columns of vkc bench.
 	Flops, Bytes float64
+	// Tolerance, when positive, is the error the launch's results may have against the
+	// interpreter, relative to each row's largest magnitude, beyond the dtype's rounding: a
+	// kernel that rounds its inputs on purpose (8-bit activations, Int8KernelTolerance). The
+	// tuner checks the launch at the larger of it and the dtype's tolerance.
+	Tolerance float64
 	// Matrix says that the launch's products run on cooperative matrices (tensor cores), so a
 	// roofline estimate uses the device's matrix rate for Flops.
 	Matrix bool

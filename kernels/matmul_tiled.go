@@ -38,6 +38,9 @@ var MatmulTiled = &Template{
 		if err != nil {
 			return err
 		}
+		if err := int8Claims(p, g, caps); err != nil {
+			return err
+		}
 		if g.batches() > caps.MaxGroups[2] {
 			return fmt.Errorf("%d batches exceed the device's %d workgroups in z", g.batches(), caps.MaxGroups[2])
 		}

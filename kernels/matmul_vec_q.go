@@ -32,7 +32,7 @@ var MatmulVecQ = &Template{
 	Name:      "matmul_vec_q",
 	Quantized: QuantizedDTypes(),
 	Accepts: func(p *Problem, caps Caps) error {
-		_, err := acceptVecQ(p, caps)
+		_, err := acceptVecQFloat(p, caps)
 		return err
 	},
 	Space: NewSpace(
@@ -66,6 +66,28 @@ func acceptVecQ(p *Problem, caps Caps) (*gemm, error) {
 		return nil, fmt.Errorf("%d batches exceed the device's %d workgroups in y", g.batches(), caps.MaxGroups[1])
 	}
 	return g, nil
+}
+
+// acceptVecQFloat is MatmulVecQ's Accepts: acceptVecQ, less the problems that MatmulVecQDot
+// takes when the compile asks for 8-bit activations wherever they apply (Int8Only).
+func acceptVecQFloat(p *Problem, caps Caps) (*gemm, error) {
+	g, err := acceptVecQ(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	if err := int8Claims(p, g, caps); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// int8Claims is the refusal of a float template for a problem that MatmulVecQDot takes when the
+// compile asks for 8-bit activations wherever they apply (Int8Only), nil otherwise.
+func int8Claims(p *Problem, g *gemm, caps Caps) error {
+	if caps.Int8 != Int8Only || !g.bT.Quantized() || g.m > maxVecRows || qdotApplies(p, g, caps) != nil {
+		return nil
+	}
+	return fmt.Errorf("8-bit activations are asked for wherever they apply (Int8Only): %s takes it", MatmulVecQDot.Name)
 }
 
 // vecQFits: the workgroup fits the device and splits into cols columns of a power-of-two
@@ -182,7 +204,7 @@ func quantWords(f *quant.Format, span int) []quantWord {
 }
 
 func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
-	g, err := acceptVecQ(p, caps)
+	g, err := acceptVecQFloat(p, caps)
 	if err != nil {
 		return nil, err
 	}

@@ -193,6 +193,10 @@ type dequantWeight struct {
 	quantBytes int
 }
 
+// Int8NotePrefix starts the plan-record note of a function whose kernels round activations to 8
+// bits (kernels.Int8Mode): its results are not exact arithmetic's.
+const Int8NotePrefix = "8-bit activations: "
+
 // DequantNotePrefix starts the plan-record notes of the dequantization fallback.
 const DequantNotePrefix = "compile-time dequantization: "
 

@@ -99,6 +99,9 @@ type KernelChoice struct {
 	Template  string
 	Config    kernels.Config
 	Estimated time.Duration
+	// Tolerance is the launch's declared error beyond its dtype's rounding (kernels.Launch:
+	// 8-bit activations), 0 for exact kernels.
+	Tolerance float64
 }
 
 // ErrNoTemplate is wrapped by the error Lower returns when no kernel template implements a

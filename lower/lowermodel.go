@@ -190,6 +190,17 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 			fr.Name, fr.Dispatches, fr.Barriers, fr.ArenaBytes, fr.Intermediates, fr.Estimated))
 	}
 	l.notes = append(l.notes, l.dequantNotes()...)
+	for _, fr := range rep.Functions {
+		n, tol := 0, 0.0
+		for _, k := range fr.Kernels {
+			if k.Tolerance > 0 {
+				n, tol = n+1, max(tol, k.Tolerance)
+			}
+		}
+		if n > 0 {
+			l.notes = append(l.notes, fmt.Sprintf(Int8NotePrefix+"%s: %d dispatches quantize their activations to int8 per block of 32 for integer dot products (each within %g of exact arithmetic, row-relative)", fr.Name, n, tol))
+		}
+	}
 	p.Record.Notes = l.notes
 	rep.Modules = len(p.Modules)
 	rep.Weights = p.Weights.Size

@@ -181,7 +181,7 @@ func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Val
 	}
 	fl.units = append(fl.units, u)
 	fl.rep.Kernels = append(fl.rep.Kernels, KernelChoice{Label: u.label, Ops: opsOf(nodes), Problem: p.Key(),
-		Template: ch.tmpl.Name, Config: ch.cfg, Estimated: ch.est})
+		Template: ch.tmpl.Name, Config: ch.cfg, Estimated: ch.est, Tolerance: ch.launch.Tolerance})
 	return nil
 }
 
@@ -210,7 +210,7 @@ func (fl *fnLowerer) copyTo(src, dst loc, t ir.Type, bounded bool, what string) 
 	}
 	fl.units = append(fl.units, u)
 	fl.rep.Kernels = append(fl.rep.Kernels, KernelChoice{Label: u.label, Ops: []string{"copy"}, Problem: p.Key(),
-		Template: ch.tmpl.Name, Config: ch.cfg, Estimated: ch.est})
+		Template: ch.tmpl.Name, Config: ch.cfg, Estimated: ch.est, Tolerance: ch.launch.Tolerance})
 	return nil
 }
 

@@ -14,13 +14,14 @@ import (
 
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/internal/safefile"
+	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/plan"
 )
 
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml|model.gguf|model.onnx|HF-DIR [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE|none [--tokenizer-ref]] [--top-k K]",
+		usage:   "model.yaml|model.gguf|model.onnx|HF-DIR [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--int8 off|auto|on] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE|none [--tokenizer-ref]] [--top-k K]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -41,6 +42,7 @@ func init() {
 			noOpt := fs.Bool("no-optimize", false, "lower the functions as written (no e-graph rewriting)")
 			variants := fs.String("length-variants", "", "capacities a function with a run-time length is also compiled for, comma-separated (default 1,8,64; none: the maximum only); a run uses the smallest that holds its length")
 			length := fs.Int("length", 0, "compile the functions with a run-time length (dims: {seq: 1..N}) at this fixed length instead: the baseline a run-time-length plan is measured against")
+			int8 := fs.String("int8", "off", "8-bit activations for products with block-quantized weights, by integer dot products where the device has them (as llama.cpp's q8_1): off (exact f32 arithmetic), auto (with --tune: measured against the float kernels), on (wherever they apply); they move logits by about 3e-2 to 5e-2 row-relative")
 			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
 			topK := fs.Int("top-k", vkc.DefaultTopK, "add top_ids and top_logits, the K largest logits of each row ranked on the device, to language-model functions (sampling then reads back K candidates per step; 0: none)")
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
@@ -99,6 +101,9 @@ func init() {
 						}
 						opts.LengthVariants = append(opts.LengthVariants, c)
 					}
+				}
+				if opts.Int8, err = kernels.ParseInt8Mode(*int8); err != nil {
+					return usagef("--%v", err)
 				}
 				if os.Getenv("VKC_TUNE_TRACE") != "" {
 					opts.TuneTrace = os.Stderr

@@ -31,6 +31,7 @@ func CapsOf(info *runtime.DeviceInfo) kernels.Caps {
 		MaxWorkgroupSize:      [3]int{int(c.MaxWorkgroupSize[0]), int(c.MaxWorkgroupSize[1]), int(c.MaxWorkgroupSize[2])},
 		MaxGroups:             [3]int{int(c.MaxWorkgroupCount[0]), int(c.MaxWorkgroupCount[1]), int(c.MaxWorkgroupCount[2])},
 		MinStorageOffsetAlign: int(max(c.MinStorageBufferOffset, 4)),
+		IntegerDot:            c.IntegerDotProduct,
 		MaxAllocation:         c.MaxMemoryAllocationSize,
 		MaxBindingRange:       uint64(c.MaxStorageBufferRange),
 		DeviceMemory:          info.DeviceLocalBytes(),
@@ -478,6 +479,18 @@ func ProblemTolerance(p *kernels.Problem, i int) float64 {
 		tol = max(tol, Tolerance(p.Expr.Inputs[0].DType))
 	}
 	return tol
+}
+
+// Int8FunctionTolerance is the tolerance of a whole function's outputs when its matrix products
+// may quantize activations to 8 bits (kernels.Int8Mode): llama.cpp's CPU backend, which does so,
+// is 2.8e-2 to 5.2e-2 row-relative away from exact arithmetic on the llama.cpp oracle's models,
+// whose README allows twice that (its tolerance (2), 0.064 to 0.11).
+const Int8FunctionTolerance = 0.1
+
+// LaunchTolerance is the tolerance of result i of p as launch l computes it: ProblemTolerance,
+// or the error the launch declares (Launch.Tolerance, 8-bit activations) when larger.
+func LaunchTolerance(l *kernels.Launch, p *kernels.Problem, i int) float64 {
+	return max(ProblemTolerance(p, i), l.Tolerance)
 }
 
 // FunctionTolerance is the tolerance of a whole function's outputs. One kernel's f16 result

@@ -777,7 +777,7 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 		return failed, 0, "run: " + err.Error()
 	}
 	for i := range want {
-		if msg := Compare(got[i], want[i], ProblemTolerance(p, i)); msg != "" {
+		if msg := Compare(got[i], want[i], LaunchTolerance(l, p, i)); msg != "" {
 			sameLaunch[sig] = c.Key()
 			return failed, 0, fmt.Sprintf("wrong result %d: %s", i, msg)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/runtime"
@@ -382,5 +383,48 @@ func TestConfirmRetimesTheDefaultWarm(t *testing.T) {
 	// 4 points, then a warm-up and two confirmations (the best and the default).
 	if n := clock.count(); n != 7 {
 		t.Errorf("%d timings, want 7 (4 points, 1 warm-up, 2 confirmations)", n)
+	}
+}
+
+// With 8-bit activations allowed (Int8Auto), the tuner measures the float and the integer-dot
+// kernel of a quantized matrix-vector product, checks each against the interpreter (the integer
+// one at its declared tolerance: every one of its points must pass), and keeps whichever the
+// clock says is faster.
+func TestTunerChoosesInt8ByMeasurement(t *testing.T) {
+	d := testDevice(t)
+	caps := CapsOf(&d.Info)
+	if !caps.IntegerDot {
+		t.Skipf("%s has no integer dot products (shaderIntegerDotProduct): nothing to choose between", d.Info.Name)
+	}
+	caps.Int8 = kernels.Int8Auto
+	_, outs, err := ir.Infer(ir.Linear, nil, []ir.Type{ir.T(ir.F32, 1, 256), ir.T(ir.Q4_K, 37, 256)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &kernels.Problem{Op: ir.Linear, Args: []ir.Type{ir.T(ir.F32, 1, 256), ir.T(ir.Q4_K, 37, 256)}, Outs: outs, NumOpArgs: 2}
+	for _, faster := range []*kernels.Template{kernels.MatmulVecQDot, kernels.MatmulVecQ} {
+		clock := &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
+			if tmpl == faster.Name {
+				return time.Duration(50+c["wg"]) * time.Microsecond
+			}
+			return 400 * time.Microsecond
+		}}
+		tu := toyTuner(t, clock, kernels.MatmulVecQ, kernels.MatmulVecQDot)
+		tu.Caps, tu.Budget, tu.Exhaustive = caps, 3, 3
+		c, err := tu.Best(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Template != faster {
+			t.Errorf("chose %s, the clock says %s is faster", c.Template.Name, faster.Name)
+		}
+		for _, e := range c.Entries {
+			if len(e.Invalid) > 0 || len(e.Times) == 0 {
+				t.Errorf("%s: %d points timed, invalid: %v", e.Key.Template, len(e.Times), e.Invalid)
+			}
+		}
+		if len(c.Entries) != 2 {
+			t.Errorf("%d templates searched, want both", len(c.Entries))
+		}
 	}
 }

@@ -75,7 +75,7 @@ func Check(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.C
 		t.Fatalf("%s %s: reference: %v", tmpl.Name, p.Key(), err)
 	}
 	for i := range want {
-		if msg := Compare(got[i], want[i], tune.ProblemTolerance(p, i)); msg != "" {
+		if msg := Compare(got[i], want[i], tune.LaunchTolerance(l, p, i)); msg != "" {
 			t.Errorf("%s %s [%s]: result %d: %s", tmpl.Name, p.Key(), c.Key(), i, msg)
 		}
 	}
@@ -161,7 +161,7 @@ func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c ker
 			if p.Rows.Out(i) {
 				g = &ir.Tensor{Type: want[i].Type, Data: g.Data[:want[i].Type.Bytes()]}
 			}
-			if msg := Compare(g, want[i], Tolerance(p.Outs[i].DType)); msg != "" {
+			if msg := Compare(g, want[i], tune.LaunchTolerance(l, p, i)); msg != "" {
 				t.Errorf("%s %s [%s] n=%d: result %d: %s", tmpl.Name, p.Key(), c.Key(), n, i, msg)
 			}
 		}

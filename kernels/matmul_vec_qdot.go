@@ -1,0 +1,394 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir/quant"
+)
+
+// Int8Mode is a compile policy: whether matmul templates may quantize activations to 8 bits per
+// block of 32 (as llama.cpp's q8_1) so that block-quantized weights meet them in integer dot
+// products (SPV_KHR_integer_dot_product: four int8 products summed in one instruction). It changes
+// results — the activations are rounded to 8 bits, so a model's logits move by about 3e-2 to 5e-2
+// row-relative (the llama.cpp oracle's README, tolerances (1) and (2)) — so it is chosen by the
+// user, never by a device: Caps.IntegerDot is the device fact.
+type Int8Mode uint8
+
+const (
+	// Int8Off keeps every product exact (dequantized weights, f32 arithmetic): the default.
+	Int8Off Int8Mode = iota
+	// Int8Auto offers both the float and the integer-dot kernels; a tuned compile measures them
+	// and keeps the faster (the static path keeps the estimate's choice).
+	Int8Auto
+	// Int8Only uses the integer-dot kernel wherever it applies (the float kernel refuses those
+	// problems), for tests of that path and for comparisons with llama.cpp's.
+	Int8Only
+)
+
+var int8Names = [...]string{Int8Off: "off", Int8Auto: "auto", Int8Only: "on"}
+
+func (m Int8Mode) String() string {
+	if int(m) < len(int8Names) {
+		return int8Names[m]
+	}
+	return fmt.Sprintf("int8mode(%d)", uint8(m))
+}
+
+// ParseInt8Mode reads "off", "auto" or "on".
+func ParseInt8Mode(s string) (Int8Mode, error) {
+	for i, n := range int8Names {
+		if n == s {
+			return Int8Mode(i), nil
+		}
+	}
+	return Int8Off, fmt.Errorf("int8 %q: want off, auto or on", s)
+}
+
+// Int8KernelTolerance is the error a launch with 8-bit activations may have against the
+// interpreter, relative to its row scale, when the tuner checks it (Launch.Tolerance). Rounding
+// each activation to the nearest of 255 levels of its block's range moves it by at most
+// amax/254; for normal activations and weights that is about 0.5% of a product's spread, and the
+// largest error over a row of a few hundred outputs is within 1.5e-2 of the row's largest
+// magnitude (TestMatmulVecQDot measures 3e-3 to 1e-2 on the test shapes and checks every element
+// against the rigorous bound Σ|w|·amax/254 instead).
+const Int8KernelTolerance = 2e-2
+
+// MatmulVecQDot is MatmulVecQ with integer dot products: for the same problems (1 to 8 rows,
+// a block-quantized W with blocks along K, no batches, no run-time length), it runs two steps.
+// The first quantizes each row of x (for rmsnorm_linear x·gamma/rms, the row's Σx² summed first)
+// to int8 in blocks of 32 with one f32 scale d = amax/127 per block, into scratch buffers; the
+// second is the matrix-vector kernel of MatmulVecQ (the same frame, unit layout and word plan,
+// quantWords) with each word's four weight quants packed as four signed bytes — shifts and
+// masks on the word, the bias subtracted byte-wise — and multiplied with the four activation
+// bytes by SDotAccSat into an i32 sum per scale group, then scaled by d_w·sc·d_x (and the min
+// term, dmin·m·d_x·Σq_x, for the formats with one; Σq_x is an SDot with 0x01010101).
+//
+// It is offered only where the device has integer dot products (Caps.IntegerDot) and the
+// compile allows 8-bit activations (Caps.Int8 is Int8Auto or Int8Only); its Launch.Tolerance is
+// Int8KernelTolerance.
+//
+// Specialization constants: wg, cols (the second step); the first step runs qwg invocations per
+// row. Built per span. Grids: rows × 1, then ceil(N/cols) × 1.
+var MatmulVecQDot = &Template{
+	Name:      "matmul_vec_qdot",
+	Quantized: QuantizedDTypes(),
+	Accepts: func(p *Problem, caps Caps) error {
+		_, err := acceptVecQDot(p, caps)
+		return err
+	},
+	Space: NewSpace(
+		Ints("wg", 128, 64, 256, 32),
+		Ints("cols", 2, 1, 4, 8),
+		Ints("span", 2, 1, 4),
+	).Where(vecQFits),
+	Build: buildMatmulVecQDot,
+}
+
+func init() { Register(MatmulVecQDot) }
+
+// qdotApplies reports whether MatmulVecQDot takes the problems MatmulVecQ is accepting: the
+// device and the compile policy allow it, and g has no batches and no run-time length.
+func qdotApplies(p *Problem, g *gemm, caps Caps) error {
+	switch {
+	case caps.Int8 == Int8Off:
+		return fmt.Errorf("8-bit activations are off (Int8Off)")
+	case !caps.IntegerDot:
+		return fmt.Errorf("the device has no integer dot products (shaderIntegerDotProduct)")
+	case g.batches() != 1:
+		return fmt.Errorf("%d batches", g.batches())
+	case p.Rows != nil:
+		return fmt.Errorf("a run-time length")
+	case g.k%32 != 0:
+		return fmt.Errorf("K=%d is not a multiple of the 32-element activation blocks", g.k)
+	}
+	return nil
+}
+
+func acceptVecQDot(p *Problem, caps Caps) (*gemm, error) {
+	g, err := acceptVecQ(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	if err := qdotApplies(p, g, caps); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// qActBlock is the block of the activations' quantization (llama.cpp's q8_1).
+const qActBlock = 32
+
+// buildQuantizeRows is the first step of MatmulVecQDot: workgroup r quantizes row r of A (times
+// gamma over the row's rms for rmsnorm_linear) into qs (K/4 words of four int8) and d (K/32 f32
+// scales) of that row.
+func buildQuantizeRows(p *Problem, g *gemm, caps Caps) (*Step, error) {
+	const wgN = 64
+	b := codegen.NewBuilder("quantize_q8_rows")
+	bufs, binds := declareGemm(b, p, g, 4, 1)
+	qs := b.Buffer("qs", codegen.U32, codegen.WriteOnly)
+	ds := b.Buffer("d", codegen.F32, codegen.WriteOnly)
+	binds = append(binds, Operand{Scratch, 0}, Operand{Scratch, 1})
+	// B (and the bias) are declared in the op's operand order too; this step reads only A (and
+	// gamma).
+	b.WorkgroupSize(b.U32(wgN), b.U32(1), b.U32(1))
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	li := b.LocalIndex()
+	row := b.X(b.WorkgroupID())
+	f4 := codegen.Vec(codegen.F32, 4)
+	loadF4 := func(buf *codegen.Buffer, i codegen.Value) codegen.Value {
+		x := b.Load(buf, i)
+		if x.Type() != f4 {
+			x = b.Convert(x, f4)
+		}
+		return x
+	}
+	K := g.k
+	rowBase := b.Mul(row, u(K/4)) // in vec4s
+	scale := b.F32(1)
+	if g.gammaArg >= 0 {
+		red := b.Shared("ss", codegen.F32, u(wgN))
+		ss := b.Var("ss", b.F32(0))
+		b.For(li, u(K/4), u(wgN), func(i codegen.Value) {
+			x := loadF4(bufs.a, b.Add(rowBase, i))
+			b.Set(ss, b.Add(b.Get(ss), b.Dot(x, x)))
+		})
+		b.Store(red, li, b.Get(ss))
+		b.Barrier()
+		for h := wgN / 2; h > 0; h /= 2 {
+			b.If(b.Lt(li, u(h)), func() {
+				b.Store(red, li, b.Add(b.Load(red, li), b.Load(red, b.Add(li, u(h)))))
+			})
+			b.Barrier()
+		}
+		scale = b.InverseSqrt(b.Add(b.Mul(b.Load(red, u(0)), b.F32(float32(1/float64(K)))), b.F32(float32(g.eps))))
+	}
+	nb := K / qActBlock
+	b.For(li, u(nb), u(wgN), func(blk codegen.Value) {
+		xs := make([]codegen.Value, qActBlock/4)
+		amax := b.F32(0)
+		for w := range xs {
+			i := b.Add(b.Mul(blk, u(qActBlock/4)), u(w))
+			x := loadF4(bufs.a, b.Add(rowBase, i))
+			if g.gammaArg >= 0 {
+				x = b.Mul(b.Mul(x, loadF4(bufs.gamma, i)), b.Splat(scale, 4))
+			}
+			xs[w] = x
+			a := b.Abs(x)
+			amax = b.Max(amax, b.Max(b.Max(b.X(a), b.Y(a)), b.Max(b.Z(a), b.Extract(a, 3))))
+		}
+		d := b.Div(amax, b.F32(127))
+		id := b.Select(b.Gt(amax, b.F32(0)), b.Div(b.F32(127), amax), b.F32(0))
+		for w, x := range xs {
+			var word codegen.Value
+			for e := 0; e < 4; e++ {
+				v := b.Mul(b.Extract(x, e), id)
+				// round half away from zero, as llama.cpp's roundf
+				r := b.Floor(b.Add(b.Abs(v), b.F32(0.5)))
+				q := b.Convert(b.Select(b.Lt(v, b.F32(0)), b.Neg(r), r), codegen.I32)
+				byteV := b.Shl(b.And(b.Bitcast(q, codegen.U32), u(0xff)), u(8*e))
+				if e == 0 {
+					word = byteV
+				} else {
+					word = b.Or(word, byteV)
+				}
+			}
+			b.Store(qs, b.Add(b.Mul(row, u(K/4)), b.Add(b.Mul(blk, u(qActBlock/4)), u(w))), word)
+		}
+		b.Store(ds, b.Add(b.Mul(row, u(nb)), blk), d)
+	})
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	return &Step{Kernel: k, Grid: [3]uint32{uint32(g.m), 1, 1}, Bindings: binds}, nil
+}
+
+// packedQuants is the four quants of word w of the unit at dyn (see quantWords) as four signed
+// bytes of a u32, the bias subtracted: what SDot multiplies.
+func packedQuants(b *codegen.Builder, rd *blockReader, l *quant.Layout, w quantWord, dyn codegen.Value) codegen.Value {
+	u := func(x uint32) codegen.Value { return b.U32(x) }
+	rep := func(x uint32) uint32 { return x * 0x01010101 }
+	low := b.And(b.Shr(rd.word(w.lowOff, dyn), u(uint32(w.lowShift))), u(rep(1<<l.Low.Width-1)))
+	if l.High != nil {
+		hm := uint32(1<<l.High.Width - 1)
+		var hv codegen.Value
+		if w.high == highWord {
+			hv = b.And(b.Shr(rd.word(w.highOff, dyn), u(uint32(w.highSh))), u(rep(hm)))
+		} else {
+			for e := 0; e < 4; e++ {
+				off, sh := locate(b, l.High, b.Add(b.U32(uint32(w.j0+e)), dyn))
+				var src codegen.Value
+				if w.high == highWindow {
+					src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, b.U32(uint32(w.highOff))), u(3)), sh))
+				} else {
+					src = b.Shr(rd.byteAt(0, off), sh)
+				}
+				e8 := b.Shl(b.And(src, u(hm)), u(uint32(8*e)))
+				if e == 0 {
+					hv = e8
+				} else {
+					hv = b.Or(hv, e8)
+				}
+			}
+		}
+		low = b.Or(low, b.Shl(hv, u(uint32(l.Low.Width))))
+	}
+	if l.Bias != 0 {
+		// Byte-wise x − bias for x < 128, bias ≤ 128, with no borrow between bytes: bit 7 of each
+		// byte is set first, so the subtraction stays in the byte, and flipped back after.
+		h := u(0x80808080)
+		low = b.Xor(b.Sub(b.Or(low, h), u(rep(uint32(l.Bias)))), h)
+	}
+	// Signed formats (Q8_0, Q8_K) are bytes in two's complement already.
+	return low
+}
+
+func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g, err := acceptVecQDot(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	wgN, colsN, span := c["wg"], c["cols"], c["span"]
+	f := g.bT.Format()
+	l := f.Layout
+	if (l.Low.Radix[0]/4)%span != 0 {
+		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
+	}
+	quantize, err := buildQuantizeRows(p, g, caps)
+	if err != nil {
+		return nil, err
+	}
+	// The product step reads the quantized rows, already normalised: it is the plain product
+	// of the quantized x and W (gamma and rms are the first step's).
+	pg := *g
+	pg.gammaArg = -1
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_qdot_%s_r%d_s%d", f.Name, g.m, span))
+	var bufs gemmBufs
+	var binds []Operand
+	bufs.b = b.Buffer("b", codegen.U32, codegen.ReadOnly)
+	binds = append(binds, Operand{Arg, g.bArg})
+	if g.biasArg >= 0 {
+		bufs.bias = b.Buffer("bias", StorageType(p.Args[g.biasArg].DType), codegen.ReadOnly)
+		binds = append(binds, Operand{Arg, g.biasArg})
+	}
+	qs := b.Buffer("qs", codegen.U32, codegen.ReadOnly)
+	ds := b.Buffer("d", codegen.F32, codegen.ReadOnly)
+	binds = append(binds, Operand{Scratch, 0}, Operand{Scratch, 1})
+	v := newVecFrame(b, p, &pg, caps, wgN, colsN, true)
+	R := g.m
+	u := v.u
+	words := quantWords(f, span)
+	upb := l.Low.Radix[0] / 4 / span
+	nb := g.k / f.BlockElems
+	nact := g.k / qActBlock
+	ones := u(0x01010101)
+	withMin := l.Combine == quant.ScaledPlusMin || l.Combine == quant.SubScaledMinusMin
+	b.If(b.Lt(v.col, u(g.n)), func() {
+		b.For(v.ki, u(nb*upb), v.kp, func(unit codegen.Value) {
+			blk := b.Div(unit, u(upb))
+			dyn := b.Mul(b.Rem(unit, u(upb)), u(4*span))
+			base := b.Mul(b.Add(b.Mul(v.col, u(nb)), blk), u(f.BlockBytes))
+			rd := newBlockReader(b, bufs.b, f, base)
+			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dyn)
+			d := rd.scalar(l.D)
+			var dmin codegen.Value
+			if l.M.Type != 0 {
+				dmin = rd.scalar(l.M)
+			}
+			// Words that share the weight's scale and the activations' block are summed in i32.
+			type group struct {
+				dot, sq []codegen.Value
+				sub     int
+				subDyn  codegen.Value
+				act     codegen.Value // K index / 32 of the activation block
+			}
+			var groups []*group
+			byKey := map[[2]int]*group{}
+			for _, w := range words {
+				pw := packedQuants(b, rd, l, w, dyn)
+				kx := b.Add(k0, u(w.j0))
+				// The activation block: fixed within the unit's block when every unit gives the
+				// word the same one.
+				actC := -1
+				if a0 := w.j0 / qActBlock; f.BlockElems%qActBlock == 0 {
+					fixed := true
+					for p0 := 0; p0 < upb; p0++ {
+						fixed = fixed && (w.j0+4*p0*span)/qActBlock == a0
+					}
+					if fixed {
+						actC = a0
+					}
+				}
+				key := [2]int{w.sub, actC}
+				gr := byKey[key]
+				if gr == nil || w.sub < 0 || actC < 0 {
+					gr = &group{dot: make([]codegen.Value, R), sq: make([]codegen.Value, R), sub: w.sub}
+					if w.sub < 0 {
+						gr.subDyn = b.Div(b.Add(u(w.j0), dyn), u(l.Sub))
+					}
+					if actC >= 0 {
+						gr.act = b.Add(b.Mul(blk, u(f.BlockElems/qActBlock)), u(actC))
+					} else {
+						gr.act = b.Div(kx, u(qActBlock))
+					}
+					if w.sub >= 0 && actC >= 0 {
+						byKey[key] = gr
+					}
+					groups = append(groups, gr)
+				}
+				for r := 0; r < R; r++ {
+					xq := b.Load(qs, b.Add(u(r*g.k/4), b.Shr(kx, u(2))))
+					acc := gr.dot[r]
+					if !acc.Valid() {
+						acc = b.I32(0)
+					}
+					gr.dot[r] = b.SDotAccSat(pw, xq, acc)
+					if withMin {
+						sq := gr.sq[r]
+						if !sq.Valid() {
+							sq = b.I32(0)
+						}
+						gr.sq[r] = b.SDotAccSat(ones, xq, sq)
+					}
+				}
+			}
+			for _, gr := range groups {
+				var scale, mn codegen.Value
+				switch l.Combine {
+				case quant.Scaled:
+					scale = d
+				case quant.ScaledPlusMin:
+					scale, mn = d, dmin
+				default:
+					scale, mn = rd.subScale(l, d, dmin, gr.sub, gr.subDyn)
+				}
+				for r := 0; r < R; r++ {
+					dx := b.Load(ds, b.Add(u(r*nact), gr.act))
+					t := b.Mul(b.Mul(scale, dx), b.Convert(gr.dot[r], codegen.F32))
+					switch l.Combine {
+					case quant.ScaledPlusMin:
+						t = b.Add(t, b.Mul(b.Mul(mn, dx), b.Convert(gr.sq[r], codegen.F32)))
+					case quant.SubScaledMinusMin:
+						t = b.Sub(t, b.Mul(b.Mul(mn, dx), b.Convert(gr.sq[r], codegen.F32)))
+					}
+					v.add(r, t)
+				}
+			}
+		})
+	})
+	prod, err := v.finish(bufs, binds, caps, map[string]int{"wg": wgN, "cols": colsN})
+	if err != nil {
+		return nil, err
+	}
+	l2 := &Launch{
+		Steps:     []Step{*quantize, prod.Steps[0]},
+		Scratch:   []int{g.m * g.k, 4 * g.m * nact},
+		Tolerance: Int8KernelTolerance,
+	}
+	g.cost(p, l2)
+	return l2, nil
+}

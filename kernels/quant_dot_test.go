@@ -1,0 +1,205 @@
+package kernels_test
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+)
+
+// int8Caps is the test device's capabilities with 8-bit activations asked for wherever they
+// apply; the test is skipped, naming the capability, on a device without integer dot products.
+func int8Caps(t *testing.T) kernels.Caps {
+	t.Helper()
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	if !caps.IntegerDot {
+		t.Skipf("%s has no integer dot products (shaderIntegerDotProduct, SPV_KHR_integer_dot_product): the 8-bit activation kernels cannot run", d.Info.Name)
+	}
+	caps.Int8 = kernels.Int8Only
+	return caps
+}
+
+// int8Bound is, for each output element of linear-family problem p on args, the largest error
+// 8-bit activations can cause: each activation of a block of 32 (after rmsnorm's scaling) moves
+// by at most half a step, amax/254, so output (r, n) moves by at most Σ_blocks amax/254·Σ|w|,
+// then through the epilogue (a residual or bias add passes it on; SwiGLU's product scales it by
+// |silu(gate)|). It is computed in float64 from the inputs, not from the kernel.
+func int8Bound(p *kernels.Problem, args []*ir.Tensor) []float64 {
+	x, w := args[0], args[1]
+	if p.Op == ir.RMSNormLinear {
+		w = args[2]
+	}
+	K := x.Type.Shape[x.Type.Shape.Rank()-1]
+	M := x.NumElements() / K
+	N := w.Type.Shape[0]
+	xs, ws := x.Float64s(), w.Float64s()
+	if p.Op == ir.RMSNormLinear {
+		g := args[1].Float64s()
+		eps := p.Attrs.Float("eps", 1e-5)
+		for r := 0; r < M; r++ {
+			ss := 0.0
+			for k := 0; k < K; k++ {
+				ss += xs[r*K+k] * xs[r*K+k]
+			}
+			inv := 1 / math.Sqrt(ss/float64(K)+eps)
+			for k := 0; k < K; k++ {
+				xs[r*K+k] *= g[k] * inv
+			}
+		}
+	}
+	out := make([]float64, M*N)
+	for r := 0; r < M; r++ {
+		for b := 0; b < K/32; b++ {
+			amax := 0.0
+			for k := 32 * b; k < 32*b+32; k++ {
+				amax = math.Max(amax, math.Abs(xs[r*K+k]))
+			}
+			step := amax / 254 * (1 + 1e-6)
+			for n := 0; n < N; n++ {
+				s := 0.0
+				for k := 32 * b; k < 32*b+32; k++ {
+					s += math.Abs(ws[n*K+k])
+				}
+				out[r*N+n] += step * s
+			}
+		}
+	}
+	if p.Expr != nil && len(p.Args) > 2 && p.Expr.Nodes[len(p.Expr.Nodes)-1].Op == ir.Mul {
+		gate := args[len(args)-1].Float64s() // withSwiGLU: silu(y)·gate, gate the extra input
+		// silu(y)·gate: the error of y moves silu(y) by at most 1.1·|Δy| (|silu'| ≤ 1.1).
+		for i := range out {
+			out[i] *= 1.1 * math.Abs(gate[i])
+		}
+	}
+	return out
+}
+
+// TestMatmulVecQDot checks the integer-dot kernel for every format against the interpreter
+// (exact arithmetic on the exact weights): every element within the rigorous bound of 8-bit
+// activations (int8Bound) plus f32 rounding, and, for rows of 32 outputs or more, the
+// row-relative error within the tolerance the tuner checks it at (kernels.Int8KernelTolerance).
+func TestMatmulVecQDot(t *testing.T) {
+	caps := int8Caps(t)
+	d := kerneltest.Device(t)
+	rng := rand.New(rand.NewSource(23))
+	T := ir.T
+	worst := 0.0
+	for _, dt := range kernels.QuantizedDTypes() {
+		t.Run(dt.String(), func(t *testing.T) {
+			K := quantK(dt)
+			for i, p := range []*kernels.Problem{
+				opProblem(t, ir.Linear, nil, T(ir.F32, 1, K), T(dt, 37, K)),
+				opProblem(t, ir.Linear, nil, T(ir.F32, 4, K), T(dt, 301, K)),
+				opProblem(t, ir.Linear, nil, T(ir.F32, 5, K), T(dt, 9, K), T(ir.F32, 9)),
+				opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, T(ir.F32, 3, K), T(ir.F32, K), T(dt, 7, K)),
+				withResidual(opProblem(t, ir.Linear, nil, T(ir.F32, 8, K), T(dt, 3, K))),
+				withSwiGLU(opProblem(t, ir.Linear, nil, T(ir.F32, 2, K), T(dt, 11, K))),
+				opProblem(t, ir.Linear, nil, T(ir.F16, 1, K), T(dt, 13, K)),
+			} {
+				if err := kernels.MatmulVecQ.Accepts(p, caps); err == nil {
+					t.Errorf("%s: the float kernel accepts it although 8-bit activations are asked for", p.Key())
+				}
+				args := make([]*ir.Tensor, len(p.Args))
+				for j, a := range p.Args {
+					args[j] = kerneltest.Random(rng, a)
+				}
+				want, err := kerneltest.Expect(p, args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bound := int8Bound(p, args)
+				configs := []kernels.Config{nil}
+				if i == 0 {
+					configs = append(configs, kernels.Config{"wg": 128, "cols": 2, "span": 1}, kernels.Config{"wg": 128, "cols": 2, "span": 4},
+						kernels.Config{"wg": 32, "cols": 8, "span": 2}, kernels.Config{"wg": 64, "cols": 1, "span": 2})
+				}
+				for _, c := range configs {
+					var l *kernels.Launch
+					if c == nil {
+						l, c, err = kernels.Build(kernels.MatmulVecQDot, p, caps)
+					} else if err = kernels.MatmulVecQDot.Space.Valid(p, c, caps); err == nil {
+						l, err = kernels.MatmulVecQDot.Build(p, c, caps)
+					} else {
+						continue
+					}
+					if err != nil {
+						t.Fatalf("%s [%v]: %v", p.Key(), c, err)
+					}
+					got, err := kerneltest.Run(d, p, l, args)
+					if err != nil {
+						t.Fatalf("%s [%s]: %v", p.Key(), c.Key(), err)
+					}
+					g, w := got[0].Float64s(), want[0].Float64s()
+					N := p.Outs[0].Shape[p.Outs[0].Shape.Rank()-1]
+					rel := 0.0
+					for r := 0; r < len(w)/N; r++ {
+						scale := 0.0
+						for _, v := range w[r*N : (r+1)*N] {
+							scale = math.Max(scale, math.Abs(v))
+						}
+						for j := r * N; j < (r+1)*N; j++ {
+							e := math.Abs(g[j] - w[j])
+							if slack := 1e-5 * (scale + 1); e > bound[j]+slack || math.IsNaN(g[j]) {
+								t.Fatalf("%s [%s]: element %d: got %g, want %g: error %.3g beyond 8-bit activations' bound %.3g", p.Key(), c.Key(), j, g[j], w[j], e, bound[j])
+							}
+							rel = math.Max(rel, e/(scale+1))
+						}
+					}
+					// The row-relative figure the tuner checks holds for rows of real widths;
+					// over a handful of outputs a row's largest magnitude is no scale.
+					if N >= 32 {
+						if msg := kerneltest.Compare(got[0], want[0], kernels.Int8KernelTolerance); msg != "" {
+							t.Errorf("%s [%s]: %s", p.Key(), c.Key(), msg)
+						}
+						worst = math.Max(worst, rel)
+					}
+				}
+			}
+		})
+	}
+	t.Logf("largest error %.3g of the row scale (the tuner allows %g)", worst, kernels.Int8KernelTolerance)
+}
+
+// TestInt8Policy: the integer-dot template is offered only when the compile asks for 8-bit
+// activations and the device has integer dot products, and says which is missing.
+func TestInt8Policy(t *testing.T) {
+	p := opProblem(t, ir.Linear, nil, ir.T(ir.F32, 1, 64), ir.T(ir.Q8_0, 5, 64))
+	for _, tc := range []struct {
+		dot  bool
+		mode kernels.Int8Mode
+		want string // "" accepted, else part of the refusal
+	}{
+		{true, kernels.Int8Off, "8-bit activations are off"},
+		{false, kernels.Int8Only, "no integer dot products (shaderIntegerDotProduct)"},
+		{true, kernels.Int8Auto, ""},
+		{true, kernels.Int8Only, ""},
+	} {
+		caps := kernels.Lavapipe
+		caps.IntegerDot, caps.Int8 = tc.dot, tc.mode
+		err := kernels.MatmulVecQDot.Accepts(p, caps)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(got, tc.want)) {
+			t.Errorf("integer dot %v, int8 %s: %q, want %q", tc.dot, tc.mode, got, tc.want)
+		}
+		floatErr := kernels.MatmulVecQ.Accepts(p, caps)
+		if (floatErr == nil) == (tc.mode == kernels.Int8Only && tc.dot) {
+			t.Errorf("integer dot %v, int8 %s: the float kernel: %v", tc.dot, tc.mode, floatErr)
+		}
+	}
+	for _, s := range []string{"off", "auto", "on"} {
+		if m, err := kernels.ParseInt8Mode(s); err != nil || m.String() != s {
+			t.Errorf("ParseInt8Mode(%q) = %v, %v", s, m, err)
+		}
+	}
+	if _, err := kernels.ParseInt8Mode("yes"); err == nil {
+		t.Error(`ParseInt8Mode("yes") accepted`)
+	}
+}
