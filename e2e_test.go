@@ -201,51 +201,55 @@ func seqLen(f *ir.Function) int {
 func TestExamplesMatchInterpreter(t *testing.T) {
 	d := device(t)
 	for _, name := range ciExamples {
-		t.Run(name, func(t *testing.T) {
-			m := parseExample(t, name)
-			p, _ := compileExample(t, m, Options{Target: targetOf(d)})
-			exe := roundTrip(t, d, p)
-			s := interp.NewSession(m)
-			rng := rand.New(rand.NewPCG(7, uint64(len(name))))
-			order := append([]*ir.Function(nil), m.Functions...)
-			order = append(order, m.Functions[len(m.Functions)-1], m.Functions[len(m.Functions)-1])
-			pos := 0
-			worst := 0.0
-			for step, f := range order {
-				in := exampleInputs(f, pos, rng)
-				want, err := s.Run(f.Name, in)
-				if err != nil {
-					t.Fatalf("interpreter %s: %v", f.Name, err)
-				}
-				pf := p.Function(f.Name)
-				bin, err := Inputs(pf, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := exe.Run(context.Background(), f.Name, bin)
-				if err != nil {
-					t.Fatalf("run %s: %v", f.Name, err)
-				}
-				got, err := Outputs(pf, res)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, o := range f.Outputs {
-					worst = math.Max(worst, compare(t, fmt.Sprintf("run %d (%s at position %d): %s", step, f.Name, pos, o.Name), got[o.Name], want[o.Name]))
-				}
-				pos += seqLen(f)
-			}
-			for _, st := range p.State {
-				b, err := exe.ReadState(st.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				typ, _ := ValueType(&plan.Value{Name: st.Name, DType: st.DType, Shape: st.Shape})
-				worst = math.Max(worst, compare(t, "state "+st.Name, &ir.Tensor{Type: typ, Data: b}, s.State(st.Name)))
-			}
-			t.Logf("%s: %d runs, %d state tensors, max row-relative error %.3g", name, len(order), len(p.State), worst)
-		})
+		t.Run(name, func(t *testing.T) { matchInterpreter(t, d, name, parseExample(t, name)) })
 	}
+}
+
+// matchInterpreter is TestExamplesMatchInterpreter's check of one model.
+func matchInterpreter(t *testing.T, d *runtime.Device, name string, m *ir.Model) *plan.Plan {
+	t.Helper()
+	p, _ := compileExample(t, m, Options{Target: targetOf(d)})
+	exe := roundTrip(t, d, p)
+	s := interp.NewSession(m)
+	rng := rand.New(rand.NewPCG(7, uint64(len(name))))
+	order := append([]*ir.Function(nil), m.Functions...)
+	order = append(order, m.Functions[len(m.Functions)-1], m.Functions[len(m.Functions)-1])
+	pos := 0
+	worst := 0.0
+	for step, f := range order {
+		in := exampleInputs(f, pos, rng)
+		want, err := s.Run(f.Name, in)
+		if err != nil {
+			t.Fatalf("interpreter %s: %v", f.Name, err)
+		}
+		pf := p.Function(f.Name)
+		bin, err := Inputs(pf, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := exe.Run(context.Background(), f.Name, bin)
+		if err != nil {
+			t.Fatalf("run %s: %v", f.Name, err)
+		}
+		got, err := Outputs(pf, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range f.Outputs {
+			worst = math.Max(worst, compare(t, fmt.Sprintf("run %d (%s at position %d): %s", step, f.Name, pos, o.Name), got[o.Name], want[o.Name]))
+		}
+		pos += seqLen(f)
+	}
+	for _, st := range p.State {
+		b, err := exe.ReadState(st.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, _ := ValueType(&plan.Value{Name: st.Name, DType: st.DType, Shape: st.Shape})
+		worst = math.Max(worst, compare(t, "state "+st.Name, &ir.Tensor{Type: typ, Data: b}, s.State(st.Name)))
+	}
+	t.Logf("%s: %d runs, %d state tensors, max row-relative error %.3g", name, len(order), len(p.State), worst)
+	return p
 }
 
 // TestTinyLlamaOracle runs the HF tinyllama prompt through the compiled prefill, the 8 fed tokens

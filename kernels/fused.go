@@ -148,6 +148,30 @@ func Supported(d ir.DType) bool {
 	return d == ir.F32 || d == ir.F16 || d == ir.I32 || d == ir.U32 || d == ir.Bool
 }
 
+// bf16Word loads element i of a bf16 tensor bound as u32 words (two elements to a word, element
+// 2w in the low half of word w) and widens it to f32 exactly. Templates read bf16 weights so on
+// every device: the bfloat16 type (StorageType, VK_KHR_shader_bfloat16) is only for those that
+// check Caps.BFloat16.
+func bf16Word(b *codegen.Builder, buf *codegen.Buffer, i codegen.Value) codegen.Value {
+	w := b.Load(buf, b.Shr(i, b.U32(1)))
+	odd := b.Ne(b.And(i, b.U32(1)), b.U32(0))
+	return b.Bitcast(b.Select(odd, b.And(w, b.U32(0xffff0000)), b.Shl(w, b.U32(16))), codegen.F32)
+}
+
+// bf16Words widens the bf16 pairs of words w (a u32 or a vec2<u32>) to a vec2 or vec4 of f32.
+func bf16Words(b *codegen.Builder, w codegen.Value) codegen.Value {
+	pair := func(x codegen.Value) (codegen.Value, codegen.Value) {
+		return b.Bitcast(b.Shl(x, b.U32(16)), codegen.F32), b.Bitcast(b.And(x, b.U32(0xffff0000)), codegen.F32)
+	}
+	if w.Type() == codegen.U32 {
+		lo, hi := pair(w)
+		return b.Vec(lo, hi)
+	}
+	a, c := pair(b.X(w))
+	d, e := pair(b.Y(w))
+	return b.Vec(a, c, d, e)
+}
+
 // LoadAs loads element i of buf (holding dtype d) and converts it to the compute type.
 func LoadAs(b *codegen.Builder, buf *codegen.Buffer, i codegen.Value, d ir.DType) codegen.Value {
 	v := b.Load(buf, i)

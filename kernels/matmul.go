@@ -251,6 +251,12 @@ func acceptGemmOf(p *Problem, caps Caps, quantB bool) (*gemm, error) {
 		return nil, err
 	}
 	skip := -1
+	if g.bT == ir.BF16 && g.aT != ir.BF16 {
+		// bf16 weights with activations of another dtype: read as words (bf16Word), on any
+		// device. (All-bf16 products are the cooperative-matrix templates', with the device's
+		// bfloat16 type.)
+		skip = g.bArg
+	}
 	if g.bT.Quantized() {
 		switch {
 		case !quantB || !readsBlocks(g.bT):
@@ -307,6 +313,13 @@ func declareGemm(b *codegen.Builder, p *Problem, g *gemm, vecA, vecB int) (gemmB
 	elem := func(d ir.DType, vec int) codegen.Type {
 		if d.Quantized() {
 			return codegen.U32 // ggml's blocks, as words (see quant.go)
+		}
+		if d == ir.BF16 {
+			// two bf16 per word (bf16Word); a vector of vec elements is vec/2 words
+			if vec == 4 {
+				return codegen.Vec(codegen.U32, 2)
+			}
+			return codegen.U32
 		}
 		if vec > 1 {
 			return codegen.Vec(StorageType(d), vec)

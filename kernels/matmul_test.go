@@ -81,6 +81,9 @@ func gemmCases(t testing.TB) []gemmCase {
 		{"rmsnorm_linear f16 1 row", opProblem(t, ir.RMSNormLinear, nil, T(f16, 1, 64), T(f16, 64), T(f16, 9, 64)), false},
 		{"linear bias+gelu", withGeluBias(opProblem(t, ir.Linear, nil, T(f32, 5, 37), T(f16, 67, 37))), true},
 		{"matmul residual f16", withResidual(opProblem(t, ir.Matmul, ir.Attrs{"tb": true}, T(f16, 3, 36), T(f16, 67, 36))), true},
+		// bf16 weights with f32 activations, read as words on any device
+		{"linear f32 x bf16 W", opProblem(t, ir.Linear, nil, T(f32, 3, 36), T(ir.BF16, 37, 36), T(f32, 37)), true},
+		{"rmsnorm_linear bf16 W odd K", opProblem(t, ir.RMSNormLinear, nil, T(f32, 5, 37), T(f32, 37), T(ir.BF16, 67, 37)), true},
 	}
 }
 

@@ -180,7 +180,11 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 				w = quantB.element(b, bufs.b, b.Select(ok, gn, u(0)), b.Select(ok, gk, u(0)))
 			} else {
 				i := b.Select(ok, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), u(0))
-				w = LoadAs(b, bufs.b, i, bT)
+				if bT == ir.BF16 {
+					w = bf16Word(b, bufs.b, i)
+				} else {
+					w = LoadAs(b, bufs.b, i, bT)
+				}
 			}
 			if rms {
 				w = b.Mul(w, LoadAs(b, bufs.gamma, b.Select(ok, gk, u(0)), gammaT))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
 )
 
 // MatmulVec computes matmul, linear and rmsnorm_linear with 1 to 8 rows per batch (decode): the
@@ -126,9 +127,14 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 		kv := g.k / vec
 		b.For(v.ki, u(kv), v.kp, func(k codegen.Value) {
 			var w codegen.Value
-			if vec > 1 {
+			switch {
+			case vec > 1 && g.bT == ir.BF16:
+				w = bf16Words(b, b.Load(bufs.b, b.Add(b.Div(v.bBase, u(vec)), b.Add(b.Mul(v.col, u(g.k/vec)), k))))
+			case vec > 1:
 				w = load(bufs.b, b.Add(b.Div(v.bBase, u(vec)), b.Add(b.Mul(v.col, u(g.k/vec)), k)))
-			} else {
+			case g.bT == ir.BF16:
+				w = bf16Word(b, bufs.b, b.Add(v.bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(v.col, u(g.sbn)))))
+			default:
 				w = LoadAs(b, bufs.b, b.Add(v.bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(v.col, u(g.sbn)))), g.bT)
 			}
 			var gm codegen.Value

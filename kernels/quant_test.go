@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/vkc-project/vkc/ir"
@@ -158,4 +159,30 @@ func TestEmbeddingQ(t *testing.T) {
 		args := []*ir.Tensor{kerneltest.Random(rng, tab), idsTensor(ids, rng, 13)}
 		checkConfigs(t, kernels.Embedding, p, args, firstOnly(i, flatConfigs))
 	}
+}
+
+// TestEmbeddingBF16: a bf16 table is gathered as words with the cast to f32 fused (the rows of a
+// model with bf16 weights and f32 activations); without the cast its bf16 rows have no storage
+// on a device without the bfloat16 type, and the template says so.
+func TestEmbeddingBF16(t *testing.T) {
+	rng := rand.New(rand.NewSource(29))
+	tab, ids := ir.T(ir.BF16, 11, 37), ir.T(ir.I32, 5)
+	p := problem(t, ir.Embedding, nil, tab, ids)
+	caps := kernels.Lavapipe
+	if err := kernels.Embedding.Accepts(p, caps); err == nil || !strings.Contains(err.Error(), "bf16") {
+		t.Errorf("bf16 rows without a cast: %v, want a refusal naming bf16", err)
+	}
+	rows := ir.T(ir.BF16, 5, 37)
+	q := *p
+	q.Outs = []ir.Type{ir.T(ir.F32, 5, 37)}
+	q.Expr = &kernels.Fused{
+		Inputs: []ir.Type{rows},
+		Nodes: []kernels.FusedNode{
+			{Op: ir.Input, Index: 0, DType: ir.BF16},
+			{Op: ir.Cast, Attrs: ir.Attrs{"to": "f32"}, Args: []int{0}, DType: ir.F32},
+		},
+		Outputs: []int{1},
+	}
+	args := []*ir.Tensor{kerneltest.Random(rng, tab), idsTensor(ids, rng, 11)}
+	checkConfigs(t, kernels.Embedding, &q, args, flatConfigs)
 }

@@ -76,6 +76,20 @@ func TestQuantizedPlans(t *testing.T) {
 	if notes := strings.Join(p.Record.Notes, "\n"); strings.Contains(notes, lower.DequantNotePrefix) {
 		t.Errorf("fallback note for weights kernels read:\n%s", notes)
 	}
+	// vkc bench's bytes are the bytes stored: y4 reads x (19×256 f32), the 9×256 q5_1 weight as
+	// its 1728 bytes of blocks, and writes 19×9 f32.
+	wantBytes := float64(19*256*4 + 9*256/32*24 + 19*9*4)
+	found := false
+	for _, dp := range p.Functions[0].Dispatches {
+		found = found || dp.Work.Bytes == wantBytes && strings.Contains(strings.Join(dp.Ops, ","), "linear")
+	}
+	if !found {
+		var got []float64
+		for _, dp := range p.Functions[0].Dispatches {
+			got = append(got, dp.Work.Bytes)
+		}
+		t.Errorf("no linear dispatch records %g bytes (the q5_1 blocks, not their dequantized size): %v", wantBytes, got)
+	}
 
 	in := map[string]*ir.Tensor{"ids": ir.TensorFromFloat64s(ir.T(ir.I32, 3), []float64{5, 0, 3}),
 		"x": random(r, ir.T(ir.F32, 2, 96)), "xs": random(r, ir.T(ir.F32, 19, 256))}

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/plan"
 )
@@ -171,10 +172,10 @@ func (fl *fnLowerer) ref(lc loc) plan.BufferRef {
 	case bufWeight:
 		w := fl.l.weights[b.index]
 		size := lc.size
-		if w.t.DType.Quantized() {
-			// Kernels read blocks as u32 words: a weight whose blocks end mid-word (an odd
-			// number of 18-byte Q4_0 blocks) is bound to the end of its last word, which the
-			// region's alignment (finishWeights) keeps inside it.
+		if w.t.DType.Quantized() || w.t.DType == ir.BF16 {
+			// Kernels read blocks (and bf16 weights) as u32 words: a weight that ends mid-word
+			// (an odd number of 18-byte Q4_0 blocks or of bf16 values) is bound to the end of
+			// its last word, which the region's alignment (finishWeights) keeps inside it.
 			size = alignUp(lc.off+size, 4) - lc.off
 		}
 		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionWeights}, Offset: w.off + lc.off, Range: size}

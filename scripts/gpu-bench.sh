@@ -30,6 +30,9 @@
 #             against plans compiled for each n (issue of run-time lengths)          ~120 s
 #   whisper   the Whisper encoder static and tuned ($WBUDGET), into micro.txt      ~60 s
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
+#   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
+#             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
+#             not in the default parts: its own calls, QMODELS=smollm2 (~4 min), QMODELS=llama1b
 # Defaults: BUDGET=90s (≈ 6 min in all), REPS=5, POS="127 2000", PP=128,512.
 # A split call: PARTS="static tuned table" (~2.5 min), then PARTS="torch llamacpp gemm study table"
 # (~3.5 min);
@@ -248,6 +251,90 @@ if want whisper; then
   t $V bench "$W/w_tuned.plan" -f encode -n 50
   t $V tune $WH -budget 1s -tune-db "$W/tune.json"
 } >> "$OUT/micro.txt" 2>&1
+fi
+
+# quant (issue 13): block-quantized weights, vkc against llama.cpp's llama-bench on the same GGUF
+# files in the same call. QMODELS (default "smollm2 llama1b"): a SmolLM2-135M-shaped and a
+# Llama-3.2-1B-shaped model get random weights (vkc check -write-weights on $S and
+# testdata/llama-1.2b), an F16 GGUF by the kit's st2gguf.py (numpy) and Q8_0 and Q4_K_M files by
+# its llama-quantize; each file is imported (vkc import --ctx 1024 --prefill 512), compiled
+# statically (exact kernels) and, unless QTUNE=0, tuned with --int8 auto (the tuner measures the
+# float and the integer-dot decode kernels; budget QBUDGET, default 150s; a 128-token prefill, so
+# that the selection's float64 reference stays affordable); each plan runs --pp $PP --tg 32 and
+# one profiled decode at position 127; llama-bench -p $PP -n 32 -ngl 99 -fa $FA on the same file.
+# scripts/quant_bench.py prints the table: tokens/s and ratios, and the decode GEMV effective
+# bandwidth against the copy bandwidth vkc measures. Everything into $OUT/quant.txt. Estimated
+# H200 wall time: smollm2 ~4 min, llama1b ~6 min with QTUNE=1: one model per call
+# (QMODELS=smollm2, then QMODELS=llama1b).
+# QUANT_DRY=1 rehearses it on this machine's lavapipe with the llama.cpp oracle's tiny F16 file
+# instead of random models (no numpy needed) and small tests.
+# tjf FILE CMD...: t, with CMD's standard output (JSON) into FILE.
+tjf() { local f=$1 s=$(date +%s.%N); shift; "$@" > "$f"; local rc=$?; echo "[wall $(wall "$s") s, rc $rc] $* > $f"; return $rc; }
+quant_model() { # NAME MODEL.yaml ROPE_THETA
+  local name=$1 yaml=$2 theta=$3 q g pl
+  local Q=$W/quant
+  local QPP=$PP TG=32 QREPS=$REPS CTX=1024 PREFILL=512 TPREFILL=128 QPOS=127
+  mkdir -p "$Q/llamacpp"
+  if [ -n "${QUANT_DRY:-}" ]; then
+    QPP=16,32 TG=8 QREPS=2 CTX=64 PREFILL=32 TPREFILL=16 QPOS=5
+    export GGML_VK_VISIBLE_DEVICES=0 # llama.cpp skips a CPU Vulkan device (lavapipe) otherwise
+  fi
+  part "$name: llama.cpp kit $KIT"
+  [ -f "$KIT/llamacpp-vulkan-bin.tar.xz" ] || { echo "no llama.cpp kit at $KIT"; return 1; }
+  [ -x "$Q/llamacpp/bin/llama-quantize" ] || tar -xJf "$KIT/llamacpp-vulkan-bin.tar.xz" -C "$Q/llamacpp" || return 1
+  local LL=$Q/llamacpp/bin
+  if [ ! -f "$Q/$name-Q4_K_M.gguf" ]; then
+    if [ -n "${QUANT_DRY:-}" ]; then
+      part "$name: F16 source (dry run: the llama.cpp oracle's llama-tiny-F16.gguf)"
+      cp "${ORACLE_F16:-../shared/oracles/llamacpp/llama-tiny/llama-tiny-F16.gguf}" "$Q/$name-F16.gguf" || return 1
+    else
+      part "$name: random weights, F16 GGUF"
+      t $V check -write-weights "$Q/$name.safetensors" "$yaml" | tail -2
+      t $PY "$KIT/st2gguf.py" "$Q/$name.safetensors" "$Q/$name-F16.gguf" --rope-theta "$theta" || return 1
+      rm -f "$Q/$name.safetensors"
+    fi
+    for q in Q8_0 Q4_K_M; do
+      t "$LL/llama-quantize" "$Q/$name-F16.gguf" "$Q/$name-$q.gguf" $q "$(nproc)" > "$Q/$name-$q.quantize.log" 2>&1 || { tail -20 "$Q/$name-$q.quantize.log"; return 1; }
+      grep -E "model size|quant size|fallback" "$Q/$name-$q.quantize.log" | sort | uniq -c | head -8
+    done
+  fi
+  for q in Q8_0 Q4_K_M; do
+    g=$Q/$name-$q.gguf pl=$Q/$name-$q
+    part "$name $q: $(stat -c %s "$g") bytes; vkc static"
+    t $V import "$g" -o "$pl.yaml" --ctx $CTX --prefill $PREFILL --force | tail -3
+    t $V compile "$pl.yaml" -o "$pl.plan" --no-tune -q || continue
+    $V inspect "$pl.plan" | grep -E "weights|by dtype|8-bit|dequantization" | head -6
+    tjf "$pl.vkc.json" $V bench "$pl.plan" --pp $QPP --tg $TG -r $QREPS --json
+    tjf "$pl.decode.json" $V bench "$pl.plan" -f decode -n 50 --input pos=$QPOS --json
+    if [ "${QTUNE:-1}" != 0 ]; then
+      part "$name $q: vkc tuned, --int8 auto (prefill up to $TPREFILL)"
+      t $V import "$g" -o "$pl-tuned.yaml" --ctx $CTX --prefill $TPREFILL --force | tail -1
+      t $V compile "$pl-tuned.yaml" -o "$pl-tuned.plan" --tune --int8 auto --budget ${QBUDGET:-150s} --tune-db "$Q/tune.json" -q || true
+      if [ -f "$pl-tuned.plan" ]; then
+        $V inspect "$pl-tuned.plan" | grep -E "8-bit|matmul_vec" | head -8
+        tjf "$pl-tuned.vkc.json" $V bench "$pl-tuned.plan" --pp $QPP --tg $TG -r $QREPS --json
+        tjf "$pl-tuned.decode.json" $V bench "$pl-tuned.plan" -f decode -n 50 --input pos=$QPOS --json
+      fi
+    fi
+    part "$name $q: llama-bench"
+    tjf "$pl.llamacpp.json" "$LL/llama-bench" -m "$g" -p $QPP -n $TG -r $QREPS -ngl 99 -fa $FA -o json 2> "$pl.llamacpp.err" || tail -20 "$pl.llamacpp.err"
+    grep -m3 -E "ggml_vulkan: [0-9]" "$pl.llamacpp.err"
+  done
+  part "$name: summary"
+  $PY scripts/quant_bench.py "$Q" "$name"
+  part "$name: the vkc and llama-bench results as JSON"
+  for f in "$Q/$name"-*.vkc.json "$Q/$name"-*.llamacpp.json; do echo "--- $f"; cat "$f"; done
+}
+if want quant; then
+{
+  for m in ${QMODELS:-smollm2 llama1b}; do
+    case $m in
+    smollm2) quant_model smollm2 "$S" 100000 ;;
+    llama1b) quant_model llama1b testdata/llama-1.2b/model.yaml 500000 ;;
+    *) echo "QMODELS: unknown model $m (smollm2, llama1b)" ;;
+    esac
+  done
+} >> "$OUT/quant.txt" 2>&1
 fi
 
 if want table; then

@@ -90,9 +90,9 @@ func deviceSize(t ir.Type) int {
 	if t.DType == ir.Bool {
 		return 4 * t.Shape.NumElements()
 	}
-	if t.DType.Quantized() {
-		// Kernels read blocks as u32 words: the last word of a tensor whose blocks end mid-word
-		// (an odd number of 18-byte Q4_0 blocks) must be whole.
+	if t.DType.Quantized() || t.DType == ir.BF16 {
+		// Kernels read blocks and bf16 weights as u32 words: the last word of a tensor that
+		// ends mid-word (an odd number of 18-byte Q4_0 blocks or of bf16 values) must be whole.
 		return (t.Bytes() + 3) &^ 3
 	}
 	return t.Bytes()
