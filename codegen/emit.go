@@ -453,6 +453,12 @@ func (e *emitter) useF16(n *node, storage Feature) {
 	e.feats |= storage
 }
 
+// narrows reports whether conversion n makes a float narrower (f32 to f16 or bf16).
+func (e *emitter) narrows(n *node) bool {
+	from := e.b.nodes[n.ops[0].id].t
+	return n.t.Elem().Size() < from.Elem().Size()
+}
+
 // val returns the SPIR-V id of a node's value, emitting module-level values on first use.
 func (e *emitter) val(id int32) uint32 {
 	if e.vals[id] != 0 {
@@ -774,6 +780,12 @@ func (e *emitter) block(blk *block) bool {
 				inst(&e.fn, n.op, e.typ(n.t), r, e.typ(n.aux))
 			} else {
 				inst(&e.fn, n.op, append([]uint32{e.typ(n.t), r}, e.operands(n)...)...)
+			}
+			if n.op == opFConvert && e.narrows(n) {
+				// A conversion to a narrower float rounds, and kernels rely on it (f32→f16→f32
+				// is the value an f16 tensor would hold): Mesa 25's lavapipe folds the pair away
+				// unless the conversion is exact, which NoContraction says.
+				e.decorate(r, decNoContraction)
 			}
 			e.vals[id] = r
 		case kExt:
