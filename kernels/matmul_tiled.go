@@ -169,22 +169,40 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 			return b.Select(ok, LoadAs(b, bufs.a, i, aT), zero)
 		})
 	}
+	// A quantized B is staged four k at a time: the four quants of a word share its block's
+	// scales, decoded once (quadOf); tile_k and the tile's k0 are multiples of 4, as is K.
+	quadPos := func(e codegen.Value) (codegen.Value, codegen.Value) {
+		return b.Mul(b.Rem(e, b.Div(tk, u(4))), u(4)), b.Div(e, b.Div(tk, u(4)))
+	}
 	fetchB := func(k0 codegen.Value) *staged {
+		if bT.Quantized() {
+			return fetchTile(b, li, threads, vals["tile_k"]*vals["tile_n"]/4, func(e codegen.Value) codegen.Value {
+				kk, n := quadPos(e)
+				gk, gn := b.Add(k0, kk), b.Add(col0, n)
+				ok := b.And(b.Lt(gk, K), b.Lt(gn, N))
+				// W[n, k..k+3] dequantized exactly as ggml does (a 2-D weight: bBase is 0).
+				w := quantB.quad(b, bufs.b, b.Select(ok, gn, u(0)), b.Select(ok, gk, u(0)))
+				if rms {
+					gi := b.Select(ok, gk, u(0))
+					g4 := make([]codegen.Value, 4)
+					for c := range g4 {
+						g4[c] = LoadAs(b, bufs.gamma, b.Add(gi, u(c)), gammaT)
+					}
+					w = b.Mul(w, b.Vec(g4...))
+				}
+				return b.Select(b.Vec(ok, ok, ok, ok), w, b.Splat(zero, 4))
+			})
+		}
 		return fetchTile(b, li, threads, vals["tile_k"]*vals["tile_n"], func(e codegen.Value) codegen.Value {
 			kk, n := bPos(e)
 			gk, gn := b.Add(k0, kk), b.Add(col0, n)
 			ok := b.And(b.Lt(gk, K), b.Lt(gn, N))
 			var w codegen.Value
-			if bT.Quantized() {
-				// W[n, k] dequantized exactly as ggml does (a 2-D weight: bBase is 0).
-				w = quantB.element(b, bufs.b, b.Select(ok, gn, u(0)), b.Select(ok, gk, u(0)))
+			i := b.Select(ok, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), u(0))
+			if bT == ir.BF16 {
+				w = bf16Word(b, bufs.b, i)
 			} else {
-				i := b.Select(ok, b.Add(bBase, b.Add(b.Mul(gk, u(g.sbk)), b.Mul(gn, u(g.sbn)))), u(0))
-				if bT == ir.BF16 {
-					w = bf16Word(b, bufs.b, i)
-				} else {
-					w = LoadAs(b, bufs.b, i, bT)
-				}
+				w = LoadAs(b, bufs.b, i, bT)
 			}
 			if rms {
 				w = b.Mul(w, LoadAs(b, bufs.gamma, b.Select(ok, gk, u(0)), gammaT))
@@ -197,6 +215,13 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		b.Store(as, b.Add(b.Mul(kk, tmp), r), v)
 	}
 	putB := func(e, v codegen.Value) {
+		if bT.Quantized() {
+			kk, n := quadPos(e)
+			for c := 0; c < 4; c++ {
+				b.Store(bs, b.Add(b.Mul(b.Add(kk, u(c)), tnp), n), b.Extract(v, c))
+			}
+			return
+		}
 		kk, n := bPos(e)
 		b.Store(bs, b.Add(b.Mul(kk, tnp), n), v)
 	}

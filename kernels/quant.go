@@ -325,3 +325,70 @@ func (q quantRows) element(b *codegen.Builder, buf *codegen.Buffer, row, k codeg
 	r := newBlockReader(b, buf, f, b.Mul(blk, b.U32(uint32(f.BlockBytes))))
 	return decodeElement(r, f, b.Rem(k, b.U32(uint32(f.BlockElems))))
 }
+
+// quadOf is elements j..j+3 of the block read by r (j a run-time multiple of 4), as a vec4 of
+// f32, each computed as decodeElement computes it: the four quants come from one word of low
+// bits (and one of high bits where the layout puts them in consecutive bytes too), and the block
+// and sub-block scales are read once for the four (a sub-block is a whole number of words).
+func quadOf(r *blockReader, f *quant.Format, j codegen.Value) codegen.Value {
+	b, l := r.b, f.Layout
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	word := func(bits *quant.Bits) (codegen.Value, codegen.Value) {
+		off, sh := locate(b, bits, j)
+		return r.wordAt(b.Add(r.base, off)), sh
+	}
+	lw, lsh := word(&l.Low)
+	var hw, hsh codegen.Value
+	hWords := l.High != nil && l.High.ByteStride[0] == 1 && l.High.ShiftStride[0] == 0 && l.High.Radix[0]%4 == 0
+	if hWords {
+		hw, hsh = word(l.High)
+	}
+	qs := make([]codegen.Value, 4)
+	for e := range qs {
+		v := b.And(b.Shr(lw, b.Add(lsh, u(8*e))), u(1<<l.Low.Width-1))
+		w := l.Low.Width
+		if l.High != nil {
+			var h codegen.Value
+			if hWords {
+				h = b.Shr(hw, b.Add(hsh, u(8*e)))
+			} else {
+				off, sh := locate(b, l.High, b.Add(j, u(e)))
+				h = b.Shr(r.byteAt(0, off), sh)
+			}
+			v = b.Or(v, b.Shl(b.And(h, u(1<<l.High.Width-1)), u(w)))
+			w += l.High.Width
+		}
+		q := b.Bitcast(v, codegen.I32)
+		switch {
+		case l.Signed:
+			q = b.Shr(b.Shl(q, u(32-w)), u(32-w))
+		case l.Bias != 0:
+			q = b.Sub(q, b.I32(int32(l.Bias)))
+		}
+		qs[e] = b.Convert(q, codegen.F32)
+	}
+	q := b.Vec(qs...)
+	d := r.scalar(l.D)
+	splat := func(x codegen.Value) codegen.Value { return b.Splat(x, 4) }
+	switch l.Combine {
+	case quant.Scaled:
+		return b.Mul(splat(d), q)
+	case quant.ScaledPlusMin:
+		return b.Add(b.Mul(splat(d), q), splat(r.scalar(l.M)))
+	case quant.SubScaledMinusMin:
+		sc, mn := r.subScale(l, d, r.scalar(l.M), -1, b.Div(j, u(l.Sub)))
+		return b.Sub(b.Mul(splat(sc), q), splat(mn))
+	case quant.SubScaled:
+		sc, _ := r.subScale(l, d, codegen.Value{}, -1, b.Div(j, u(l.Sub)))
+		return b.Mul(splat(sc), q)
+	}
+	panic("kernels: no combine rule for " + f.Name)
+}
+
+// quad decodes elements (row, k..k+3) of the matrix in buf (k a multiple of 4).
+func (q quantRows) quad(b *codegen.Builder, buf *codegen.Buffer, row, k codegen.Value) codegen.Value {
+	f := q.f
+	blk := b.Add(b.Mul(row, b.U32(uint32(q.blocksPR))), b.Div(k, b.U32(uint32(f.BlockElems))))
+	r := newBlockReader(b, buf, f, b.Mul(blk, b.U32(uint32(f.BlockBytes))))
+	return quadOf(r, f, b.Rem(k, b.U32(uint32(f.BlockElems))))
+}
