@@ -2,7 +2,7 @@
 # The GPU benchmark batch: vkc beside PyTorch and llama.cpp on the same weights, in one device call.
 #
 # Here (the machine with Go), from the project root:
-#   bash ../shared/gpu/prepare.sh ./kernels ./runtime && cp -r examples testdata scripts .gpu/
+#   bash ../shared/gpu/prepare.sh ./kernels ./runtime
 # On the GPU machine (run(command=..., carry=[".gpu"])):
 #   . .gpu/prelude.sh && bash scripts/gpu-bench.sh
 #
@@ -16,10 +16,14 @@
 # The table of medians, spreads and ratios is printed at the end and written to $OUT/table.md,
 # every figure to $OUT/results.json, the raw logs to $OUT/<part>.txt (at most 8 files in all).
 #
-# PARTS (default "static tuned torch llamacpp gemm study table"; estimated H200 wall time each):
+# PARTS (default "check static tuned torch llamacpp gemm study table"; estimated H200 wall time each):
+#   check     kernels.test: the decode fusions (column parts, split attention combined in its
+#             pass) checked against the interpreter on this device                    ~20 s
 #   static    vkc compile --no-tune; bench prefill, decode at $POS, --pp $PP --tg 32   ~25 s
-#   tuned     vkc compile --tune --budget $BUDGET on a fresh database (cold), the same benches,
-#             then the warm compile (byte-identical, nothing measured: issue 17)  ~$BUDGET + 50 s
+#   tuned     vkc compile --tune --budget $BUDGET on a fresh database (cold), the same benches
+#                                                                                  ~$BUDGET + 30 s
+#   warm      the tuned compile again on that database (byte-identical, nothing measured once
+#             the cold compile finished its searches: issue 17)                ~20 s to $BUDGET
 #   torch     weights, vkc's prefill logits, torch_peer.py (eager; graphs compile ~40 s) ~100 s
 #   llamacpp  GGUF from the same weights, llama-bench pp and tg at depths ~$POS       ~35 s
 #   gemm      kernels.test BenchmarkCoopGEMM4096 and cuBLAS 4096³                     ~30 s
@@ -34,8 +38,8 @@
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
 #             not in the default parts: its own calls, QMODELS=smollm2 (~4 min), QMODELS=llama1b
 # Defaults: BUDGET=90s (≈ 6 min in all), REPS=5, POS="127 2000", PP=128,512.
-# A split call: PARTS="static tuned table" (~2.5 min), then PARTS="torch llamacpp gemm study table"
-# (~3.5 min);
+# A split call: PARTS="check static tuned table" (~3 min), then PARTS="torch llamacpp gemm study
+# table" (~3.5 min);
 # the table part reads every part's JSON left in $J (/tmp/vb/json): on a fresh machine only what
 # that call measured, so keep each call's table.md and results.json.
 #
@@ -64,7 +68,7 @@ POS=${POS:-127 2000}
 PP=${PP:-128,512}
 FA=${FA:-1}
 PY=${PY:-python3}
-DEFAULT_PARTS="static tuned torch llamacpp gemm study table"
+DEFAULT_PARTS="check static tuned torch llamacpp gemm study table"
 PARTS=${PARTS:-$DEFAULT_PARTS}
 # Names of earlier versions of this script.
 PARTS=$(echo " $PARTS " | sed -e 's/ smollm2-static / static /; s/ smollm2-tuned / tuned /; s/ peer / torch /; s/ throughput / static tuned /; s/ whisper-static / whisper /; s/ whisper-tuned / whisper /')
@@ -125,13 +129,18 @@ if want tuned; then
   rm -f "$W/tune.json"
   t "${TV[@]}" $V compile "$S" -o "$W/s_tuned.plan" --tune --budget "$BUDGET" --tune-db "$W/tune.json"
   benches vkc-tuned "$W/s_tuned.plan"
+  part "what tuning gained per kernel problem"
+  t $V tune "$S" -budget 1s -tune-db "$W/tune.json" | head -60
+} > "$OUT/vkc-tuned.txt" 2>&1
+fi
+
+if want warm; then
+{
   part "smollm2 tuned compile again, warm (the database's searches and selections reused)"
   t "${TV[@]}" $V compile "$S" -o "$W/s_tuned2.plan" --tune --budget "$BUDGET" --tune-db "$W/tune.json" 2>&1 | tee "$W/warm.txt"
   cmp "$W/s_tuned.plan" "$W/s_tuned2.plan" && echo "cold and warm tuned plans byte-identical"
   grep -q ' 0 searched (0 configurations' "$W/warm.txt" && grep -q 'recorded by an earlier compile' "$W/warm.txt" && echo "the warm compile measured nothing"
-  part "what tuning gained per kernel problem"
-  t $V tune "$S" -budget 1s -tune-db "$W/tune.json" | head -60
-} > "$OUT/vkc-tuned.txt" 2>&1
+} >> "$OUT/vkc-tuned.txt" 2>&1
 fi
 
 if want pipeline; then
@@ -209,6 +218,17 @@ if want llamacpp; then
 } > "$OUT/llamacpp.txt" 2>&1
 fi
 
+if want check; then
+{
+  part "the decode fusions on this device against the interpreter: column parts (QKV rope and cache writes, SwiGLU), split attention combined in its pass"
+  if [ -x "$KT" ]; then
+    (cd kernels && t "$KT" -test.run 'ColumnParts|AttentionSplit' -test.count=1 -test.v 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go' | grep -v '=== RUN' | tail -60)
+  else
+    echo "no $KT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
+  fi
+} >> "$OUT/micro.txt" 2>&1
+fi
+
 if want gemm; then
 {
   part "f16 GEMM 4096x4096x4096: vkc (matmul_coop sweep, matmul_tiled) on the device"
@@ -219,7 +239,7 @@ if want gemm; then
   fi
   part "f16 GEMM 4096x4096x4096: cuBLAS through PyTorch"
   tj gemm-torch $PY examples/bench/torch_peer.py --gemm 4096
-} > "$OUT/micro.txt" 2>&1
+} >> "$OUT/micro.txt" 2>&1
 fi
 
 if want study; then

@@ -832,13 +832,16 @@ func ParseConfig(s string) (kernels.Config, error) {
 }
 
 // launchSignature identifies what a Launch does on the device: its kernels with their
-// specialization data, grids, push constants, bindings and scratch sizes.
+// specialization data, grids, push constants, bindings, scratch and sync sizes.
 func launchSignature(l *kernels.Launch) string {
 	h := sha256.New()
 	for _, s := range l.Steps {
 		fmt.Fprintf(h, "%s|%v|%x|%v;", kernelKey(s.Kernel, s.Spec), s.Grid, s.Push, s.Bindings)
 	}
 	fmt.Fprintf(h, "%v|%v", l.Scratch, l.InPlace)
+	if len(l.Sync) > 0 {
+		fmt.Fprintf(h, "|sync%v", l.Sync)
+	}
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
