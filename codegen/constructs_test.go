@@ -412,3 +412,30 @@ func TestF16TranscendentalsInF32(t *testing.T) {
 		spirvVal(t, k, "vulkan1.1")
 	}
 }
+
+// TestF16RoundTripWithoutF16Buffers: an f32 kernel that rounds values through f16 (an epilogue
+// storing what an unfused f16 op would have) declares the f16 type, which needs a capability:
+// Float16 without any 16-bit buffer, 16-bit storage alone with one.
+func TestF16RoundTripWithoutF16Buffers(t *testing.T) {
+	for _, f16buf := range []bool{false, true} {
+		b := NewBuilder("round16")
+		x := b.Buffer("x", F32, ReadWrite)
+		if f16buf {
+			b.Buffer("h", F16, ReadOnly)
+		}
+		i := b.X(b.GlobalID())
+		b.Store(x, i, b.Convert(b.Convert(b.Load(x, i), F16), F32))
+		k, err := b.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := FeatureFloat16
+		if f16buf {
+			want = FeatureStorageBuffer16
+		}
+		if !k.Needs.Has(want) || f16buf && k.Needs.Has(FeatureFloat16) {
+			t.Errorf("16-bit buffer %v: needs %v, want %v", f16buf, k.Needs, want)
+		}
+		spirvVal(t, k, "vulkan1.1")
+	}
+}

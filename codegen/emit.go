@@ -274,6 +274,8 @@ type emitter struct {
 	next  uint32
 	feats Feature
 	exts  []string
+	// f16conv: an f16 value is converted to or from (storage-only use); see the end of module.
+	f16conv bool
 
 	annots, globals, fn, names []uint32
 
@@ -441,16 +443,20 @@ func (e *emitter) constant(t Type, bits uint32) uint32 {
 // use records the features an f16 type in a node needs: storage-only uses (loads and stores of
 // buffers and push constants, conversions) need 16-bit storage, every other use Float16.
 func (e *emitter) useF16(n *node, storage Feature) {
+	if e.hasF16(n) {
+		e.feats |= storage
+	}
+}
+
+// hasF16 reports whether node n's value or an operand is f16.
+func (e *emitter) hasF16(n *node) bool {
 	has := n.t.kind == F16Kind
 	for _, o := range n.ops {
 		if !o.isLit && e.b.nodes[o.id].t.kind == F16Kind {
 			has = true
 		}
 	}
-	if !has {
-		return
-	}
-	e.feats |= storage
+	return has
 }
 
 // narrows reports whether conversion n makes a float narrower (f32 to f16 or bf16).
@@ -613,6 +619,11 @@ func (e *emitter) module() []uint32 {
 
 	if e.vmm {
 		e.feats |= FeatureVulkanMemoryModel
+	}
+	if e.f16conv && !e.feats.Has(FeatureStorageBuffer16) && !e.feats.Has(FeatureFloat16) {
+		// f16 values only rounded through (an epilogue storing what the unfused f16 op would
+		// have), with no 16-bit buffer: SPIR-V then needs Float16 for the type.
+		e.feats |= FeatureFloat16
 	}
 	// Assemble, in the order the SPIR-V logical layout requires.
 	var out []uint32
@@ -1014,7 +1025,9 @@ func (e *emitter) instFeatures(n *node) {
 		e.feats |= FeatureIntegerDot
 	}
 	if n.op == opFConvert {
-		e.useF16(n, FeatureStorageBuffer16&0) // a conversion is a storage-only use of f16
+		// A conversion is a storage-only use of f16: 16-bit storage covers it when the module
+		// has 16-bit buffers, else it needs Float16 (the end of module decides).
+		e.f16conv = e.f16conv || e.hasF16(n)
 		return
 	}
 	e.useF16(n, FeatureFloat16)

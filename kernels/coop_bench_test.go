@@ -48,13 +48,13 @@ func (m measured) String() string {
 // problem, measuring few points, gives figures unaffected by a long sweep): the default, single
 // buffering, 128×128 blocks, sixteen subgroups of one tile, deep single-buffered slices.
 var coopQuick = []kernels.Config{
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 2},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 1},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 1},
-	{"warps_m": 4, "warps_n": 4, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2},
-	{"warps_m": 4, "warps_n": 4, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 2},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 2, "split_k": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 1, "split_k": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1},
+	{"warps_m": 4, "warps_n": 4, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2, "split_k": 1},
+	{"warps_m": 4, "warps_n": 4, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 2, "split_k": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1, "split_k": 1},
 }
 
 func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *kernels.Template, points []kernels.Config) {
@@ -116,7 +116,7 @@ var coopSweep = func() []kernels.Config {
 		{2, 1, 4, 4, 2, 2}, {2, 2, 4, 4, 2, 2}, {2, 2, 4, 4, 1, 2}, {2, 2, 4, 4, 4, 1}, {4, 2, 2, 4, 2, 2},
 		{2, 4, 4, 2, 2, 2}, {4, 4, 2, 2, 1, 2}, {4, 4, 1, 1, 2, 2},
 	} {
-		out = append(out, kernels.Config{"warps_m": v[0], "warps_n": v[1], "tiles_m": v[2], "tiles_n": v[3], "k_steps": v[4], "stages": v[5]})
+		out = append(out, kernels.Config{"warps_m": v[0], "warps_n": v[1], "tiles_m": v[2], "tiles_n": v[3], "k_steps": v[4], "stages": v[5], "split_k": 1})
 	}
 	return out
 }()

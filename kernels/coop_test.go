@@ -1,6 +1,7 @@
 package kernels_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -78,9 +79,19 @@ func coopGemmCases(t testing.TB) []gemmCase {
 // deep slices, tall and wide subgroup grids.
 var coopConfigs = []kernels.Config{
 	nil,
-	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1},
-	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 4, "stages": 2},
-	{"warps_m": 4, "warps_n": 1, "tiles_m": 1, "tiles_n": 4, "k_steps": 2, "stages": 1},
+	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 1},
+	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 4, "stages": 2, "split_k": 1},
+	{"warps_m": 4, "warps_n": 1, "tiles_m": 1, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1},
+}
+
+// coopSplitConfigs are split-K points (each case takes those that leave no split without work):
+// two and four splits single-buffered, three uneven ones double-buffered, two with several
+// subgroups (rmsnorm's row sums from more than one invocation).
+var coopSplitConfigs = []kernels.Config{
+	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 2},
+	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 2, "split_k": 3},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2, "split_k": 2},
+	{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 1, "split_k": 4},
 }
 
 // validate runs spirv-val on every module of l for Vulkan 1.3, skipping where only an old
@@ -122,26 +133,88 @@ func TestCoopMatmulValidates(t *testing.T) {
 				if !l.Matrix || !l.Steps[0].Kernel.Needs.Has(codegen.FeatureCooperativeMatrix) {
 					t.Errorf("[%s]: launch not marked as matrix work, or module without matrices", c.Key())
 				}
+				if len(l.Steps) != 1 || len(l.Scratch) != 0 {
+					t.Errorf("[%s]: %d steps and %d scratch buffers without split-K", c.Key(), len(l.Steps), len(l.Scratch))
+				}
 				validate(t, l)
+			}
+			split := 0
+			for _, c := range coopSplitConfigs {
+				if kernels.MatmulCoop.Space.Valid(tc.p, c, caps) != nil {
+					continue
+				}
+				l, err := kernels.MatmulCoop.Build(tc.p, c, caps)
+				if err != nil {
+					t.Fatalf("[%s]: %v", c.Key(), err)
+				}
+				checkSplitLaunch(t, tc.p, c, l)
+				validate(t, l)
+				split++
+			}
+			if split == 0 {
+				t.Errorf("no split-K point of %d is valid", len(coopSplitConfigs))
 			}
 		})
 	}
 }
 
-// TestCoopSpaceValid: every point of the space either builds a valid module on the H200 or is
+// checkSplitLaunch checks the shape of a split-K launch: the product (with matrices) and the
+// reduction (without), the partials in scratch, the splits along z, the epilogue's result bound
+// by the second step only.
+func checkSplitLaunch(t *testing.T, p *kernels.Problem, c kernels.Config, l *kernels.Launch) {
+	t.Helper()
+	if len(l.Steps) != 2 {
+		t.Fatalf("[%s]: %d steps, want the product and the reduction", c.Key(), len(l.Steps))
+	}
+	prod, red := l.Steps[0], l.Steps[1]
+	if !prod.Kernel.Needs.Has(codegen.FeatureCooperativeMatrix) || red.Kernel.Needs.Has(codegen.FeatureCooperativeMatrix) {
+		t.Errorf("[%s]: the product step must use matrices and the reduction none", c.Key())
+	}
+	want := 1
+	if p.Op == ir.RMSNormLinear {
+		want = 2 // the rows' partial sums of squares
+	}
+	if len(l.Scratch) != want {
+		t.Errorf("[%s]: %d scratch buffers, want %d", c.Key(), len(l.Scratch), want)
+	}
+	if prod.Grid[2]%uint32(c["split_k"]) != 0 {
+		t.Errorf("[%s]: grid %v does not hold %d splits along z", c.Key(), prod.Grid, c["split_k"])
+	}
+	for _, op := range prod.Bindings {
+		if op.Kind == kernels.Out {
+			t.Errorf("[%s]: the product step binds result %d; only the reduction writes results", c.Key(), op.Index)
+		}
+	}
+	outs := 0
+	for _, op := range red.Bindings {
+		if op.Kind == kernels.Out {
+			outs++
+		}
+	}
+	if outs != len(p.Outs) {
+		t.Errorf("[%s]: the reduction binds %d of %d results", c.Key(), outs, len(p.Outs))
+	}
+}
+
+// TestCoopSpaceBuilds: every point of the space either builds a module on the H200 or is
 // refused by the space's predicate, never by Build.
+// Every third valid point is built (split_k varies fastest, so the third cycles through its
+// values across the other parameters): the space has thousands.
 func TestCoopSpaceBuilds(t *testing.T) {
-	p := opProblem(t, ir.Linear, nil, ir.T(ir.F16, 128, 576), ir.T(ir.F16, 576, 576))
+	p := opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(ir.F16, 128, 576), ir.T(ir.F16, 576), ir.T(ir.F16, 576, 576))
 	valid := 0
 	for _, c := range kernels.MatmulCoop.Space.Points() {
 		if kernels.MatmulCoop.Space.Valid(p, c, kernels.H200) != nil {
 			continue
 		}
-		if _, err := kernels.MatmulCoop.Build(p, c, kernels.H200); err != nil {
-			t.Errorf("[%s]: %v", c.Key(), err)
+		if valid%3 == 0 {
+			if _, err := kernels.MatmulCoop.Build(p, c, kernels.H200); err != nil {
+				t.Errorf("[%s]: %v", c.Key(), err)
+			}
 		}
 		valid++
 	}
+	t.Logf("%d valid points of %d", valid, kernels.MatmulCoop.Space.Size())
 	if valid < 100 {
 		t.Errorf("only %d valid points of %d", valid, kernels.MatmulCoop.Space.Size())
 	}
@@ -217,22 +290,29 @@ func TestCoopMatmulGPU(t *testing.T) {
 				}
 				kerneltest.Check(t, kernels.MatmulCoop, tc.p, c, args)
 			}
+			for _, c := range coopSplitConfigs {
+				if kernels.MatmulCoop.Space.Valid(tc.p, c, caps) == nil {
+					kerneltest.Check(t, kernels.MatmulCoop, tc.p, c, args)
+				}
+			}
 		})
 	}
 }
 
 // TestCoopMatmulSmolLM2GPU checks the template on SmolLM2-135M's prefill shapes (128 tokens) at
-// the points the benchmarks and the tuner favour (large blocks, single and double buffering); the
-// reference is computed once per problem.
+// the points the benchmarks and the tuner favour (large blocks, single and double buffering, the
+// space's suggestions for the problem: split-K among them); the reference is computed once per
+// problem. Split-K points run twice and must give the same bits (the partials are summed in a
+// fixed order, whichever workgroup finished first).
 func TestCoopMatmulSmolLM2GPU(t *testing.T) {
 	caps := coopDevice(t)
 	d := kerneltest.Device(t)
 	rng := rand.New(rand.NewSource(12))
 	configs := append(append([]kernels.Config(nil), coopConfigs...),
-		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2},
-		kernels.Config{"warps_m": 4, "warps_n": 2, "tiles_m": 2, "tiles_n": 4, "k_steps": 2, "stages": 2},
-		kernels.Config{"warps_m": 2, "warps_n": 4, "tiles_m": 4, "tiles_n": 2, "k_steps": 1, "stages": 2},
-		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1},
+		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1},
+		kernels.Config{"warps_m": 4, "warps_n": 2, "tiles_m": 2, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1},
+		kernels.Config{"warps_m": 2, "warps_n": 4, "tiles_m": 4, "tiles_n": 2, "k_steps": 1, "stages": 2, "split_k": 1},
+		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1, "split_k": 1},
 	)
 	for _, p := range smolPrefillProblems(t) {
 		t.Run(p.Key(), func(t *testing.T) {
@@ -244,7 +324,7 @@ func TestCoopMatmulSmolLM2GPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, c := range configs {
+			for _, c := range append(append([]kernels.Config(nil), configs...), kernels.MatmulCoop.Space.Suggestions(p, caps)...) {
 				var l *kernels.Launch
 				if c == nil {
 					l, c, err = kernels.Build(kernels.MatmulCoop, p, caps)
@@ -262,6 +342,15 @@ func TestCoopMatmulSmolLM2GPU(t *testing.T) {
 				}
 				if msg := kerneltest.Compare(got[0], want[0], tune.ProblemTolerance(p, 0)); msg != "" {
 					t.Errorf("[%s]: %s", c.Key(), msg)
+				}
+				if c["split_k"] > 1 {
+					again, err := kerneltest.Run(d, p, l, args)
+					if err != nil {
+						t.Fatalf("[%s]: second run: %v", c.Key(), err)
+					}
+					if !bytes.Equal(got[0].Data, again[0].Data) {
+						t.Errorf("[%s]: two runs of a split-K launch differ", c.Key())
+					}
 				}
 			}
 		})
@@ -428,6 +517,16 @@ func TestCoopMatmulEmulated(t *testing.T) {
 				}
 				checkWith(t, kernels.MatmulCoop, tc.p, c, args, caps)
 			}
+			split := 0
+			for _, c := range coopSplitConfigs {
+				if kernels.MatmulCoop.Space.Valid(tc.p, c, caps) == nil {
+					checkWith(t, kernels.MatmulCoop, tc.p, c, args, caps)
+					split++
+				}
+			}
+			if split == 0 {
+				t.Errorf("no split-K point of %d is valid", len(coopSplitConfigs))
+			}
 		})
 	}
 }
@@ -486,5 +585,45 @@ func checkWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kerne
 		if msg := kerneltest.Compare(got[i], want[i], tune.ProblemTolerance(p, i)); msg != "" {
 			t.Errorf("%s [%s]: result %d: %s", tmpl.Name, c.Key(), i, msg)
 		}
+	}
+}
+
+// TestCoopSuggestions: the points matmul_coop asks a search to measure first, on the H200, for
+// SmolLM2's prefill shapes and the 4096³ GEMM: valid, building modules that validate, split-K
+// for the prefill's small results (18 to 96 workgroups unsplit) and never for the GEMM, whose
+// 1024 blocks of 128×128 fill the device; the default point stays unsplit either way.
+func TestCoopSuggestions(t *testing.T) {
+	caps := kernels.H200
+	gemm := opProblem(t, ir.Linear, nil, ir.T(ir.F16, 4096, 4096), ir.T(ir.F16, 4096, 4096))
+	for _, p := range append(smolPrefillProblems(t), gemm) {
+		t.Run(p.Key(), func(t *testing.T) {
+			sug := kernels.MatmulCoop.Space.Suggestions(p, caps)
+			if len(sug) == 0 || len(sug) > 24 {
+				t.Fatalf("%d suggestions; want some, and few enough to leave a 32-point search room", len(sug))
+			}
+			split := 0
+			for _, c := range sug {
+				l, err := kernels.MatmulCoop.Build(p, c, caps)
+				if err != nil {
+					t.Fatalf("[%s]: %v", c.Key(), err)
+				}
+				if c["split_k"] > 1 {
+					split++
+					checkSplitLaunch(t, p, c, l)
+				}
+				validate(t, l)
+			}
+			small := p.Outs[0].Shape[1] <= 3072
+			if small && split == 0 {
+				t.Errorf("no split-K suggestion for a %v result", p.Outs[0].Shape)
+			}
+			if p == gemm && split > 0 {
+				t.Errorf("%d split-K suggestions for the 4096³ GEMM", split)
+			}
+			_, def, err := kernels.Build(kernels.MatmulCoop, p, caps)
+			if err != nil || def["split_k"] != 1 {
+				t.Errorf("default point %s (%v), want split_k=1", def.Key(), err)
+			}
+		})
 	}
 }

@@ -28,6 +28,17 @@ import (
 // problem's fused epilogue (residual, activation, SwiGLU, casts) element by element through
 // gemm.finish and the epilogue writer, as matmul_tiled does.
 //
+// Split-K (split_k = S > 1) is for products too small to fill the device, such as a 128-token
+// prefill's projections: 18 workgroups of 64×64 for a 128×576 result, each walking K = 576 in 18
+// dependent slices, one global-memory round trip each, left the H200 at ~3 TFLOP/s. The k range
+// is cut into S runs of whole slices, one per workgroup along z (S times the workgroups, a
+// fraction of the chain each); each stores its f32 accumulators with matrix stores into a scratch
+// of partials padded to whole blocks (and, for rmsnorm, its rows' partial sums of squares), and a
+// second step sums the S partials of each element in a fixed order (deterministic: the same sum
+// whichever workgroup finished first) and applies the scale, the bias and the epilogue (column
+// parts too) once. The price is a second dispatch behind a barrier (~2 µs on the H200) and S·M·N
+// floats of scratch (capped at coopSplitScratch).
+//
 // Limits: the contiguous axis of A and of B (K for A and linear's W, M for a transposed A, N for a
 // row-major B) must be a multiple of 8, so that a unit never straddles a row; fewer than M rows
 // (decode's single row) are left to the matrix-vector templates. Needs cooperative matrices, the
@@ -46,9 +57,10 @@ var MatmulCoop = &Template{
 		Ints("warps_n", 2, 1, 4),
 		Ints("tiles_m", 2, 1, 4),
 		Ints("tiles_n", 2, 4, 1),
-		Ints("k_steps", 2, 1, 4),
+		Ints("k_steps", 2, 1, 4, 6, 8),
 		Ints("stages", 2, 1),
-	).Where(coopFits),
+		Ints("split_k", 1, 2, 3, 4, 6, 8, 12, 16),
+	).Where(coopFits).Suggest(coopSuggest),
 	Build: buildMatmulCoop,
 }
 
@@ -191,12 +203,23 @@ type coopGeom struct {
 	bm, bn, bk                 int // the block
 	// A slice: rows × units (+1 pad) of 16-byte units; likewise B.
 	aRows, aUnits, bRows, bUnits int
+	// Split-K: split runs of per slices each (split = 1: one run of every slice); mp × np is
+	// the result padded to whole blocks, the shape of each split's partials.
+	split, slices, per int
+	mp, np             int
 }
+
+// coopSplitScratch bounds the partials of a split-K configuration (S·batches·M·N f32, padded
+// to whole blocks): split-K serves small results; a large one fills the device unsplit.
+const coopSplitScratch = 32 << 20
 
 func coopGeometry(c Config, caps Caps, shape CoopShape, g *gemm) coopGeom {
 	q := coopGeom{wm: c["warps_m"], wn: c["warps_n"], tm: c["tiles_m"], tn: c["tiles_n"], ks: c["k_steps"], stages: c["stages"],
-		sg: caps.SubgroupSize, mm: shape.M, mn: shape.N, mk: shape.K}
+		sg: caps.SubgroupSize, mm: shape.M, mn: shape.N, mk: shape.K, split: max(c["split_k"], 1)}
 	q.bm, q.bn, q.bk = q.wm*q.tm*q.mm, q.wn*q.tn*q.mn, q.ks*q.mk
+	q.slices = ceilDiv(g.k, q.bk)
+	q.per = ceilDiv(q.slices, q.split)
+	q.mp, q.np = ceilDiv(g.m, q.bm)*q.bm, ceilDiv(g.n, q.bn)*q.bn
 	if g.aKContig() {
 		q.aRows, q.aUnits = q.bm, q.bk/8
 	} else {
@@ -218,10 +241,14 @@ func (q coopGeom) stageUnits() (int, int) {
 }
 
 // sharedBytes is the shared memory of a configuration: the staged slices, the epilogue scratch
-// (one accumulator per subgroup) and, for rmsnorm, the partial sums of squares.
+// (one accumulator per subgroup; split-K stores its partials without it) and, for rmsnorm, the
+// partial sums of squares.
 func (q coopGeom) sharedBytes(rms bool) int {
 	a, b := q.stageUnits()
-	n := 16*q.stages*(a+b) + 4*q.wm*q.wn*q.mm*q.mn
+	n := 16 * q.stages * (a + b)
+	if q.split <= 1 {
+		n += 4 * q.wm * q.wn * q.mm * q.mn
+	}
 	if rms {
 		n += 4 * q.aRows * q.aUnits
 	}
@@ -245,8 +272,26 @@ func coopFits(p *Problem, c Config, caps Caps) error {
 	if n := q.sharedBytes(g.gammaArg >= 0); n > caps.MaxSharedBytes {
 		return fmt.Errorf("block %dx%dx%d with %d stages needs %d bytes of shared memory, the device has %d", q.bm, q.bn, q.bk, q.stages, n, caps.MaxSharedBytes)
 	}
+	if q.split > 1 {
+		if (q.split-1)*q.per >= q.slices {
+			return fmt.Errorf("split_k=%d over %d slices of %d leaves a split without work", q.split, q.slices, q.bk)
+		}
+		n := q.partials(g)
+		if n*4 > coopSplitScratch || n >= 1<<31 {
+			return fmt.Errorf("split_k=%d needs %d floats of partials (at most %d bytes: split-K is for small results)", q.split, n, coopSplitScratch)
+		}
+		if caps.MaxBindingRange > 0 && uint64(n*4) > caps.MaxBindingRange {
+			return fmt.Errorf("split_k=%d: %d bytes of partials exceed the device's binding range", q.split, n*4)
+		}
+		if g.batches()*q.split > caps.MaxGroups[2] {
+			return fmt.Errorf("split_k=%d: %d batches × splits exceed the device's %d workgroups in z", q.split, g.batches()*q.split, caps.MaxGroups[2])
+		}
+	}
 	return nil
 }
+
+// partials is the number of f32 partials of a split-K configuration.
+func (q coopGeom) partials(g *gemm) int { return q.split * g.batches() * q.mp * q.np }
 
 // unitSource reads 16-byte units of 8 elements of an f16 or bf16 operand through a vec4<u32> view.
 type unitSource struct{ buf *codegen.Buffer }
@@ -307,12 +352,18 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	q := coopGeometry(c, caps, cg.shape, g)
 	rms := g.gammaArg >= 0
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_coop_%dx%d_%dx%d_k%d_s%d", q.wm, q.wn, q.tm, q.tn, q.ks, q.stages))
+	split := q.split > 1
+	name := fmt.Sprintf("matmul_coop_%dx%d_%dx%d_k%d_s%d", q.wm, q.wn, q.tm, q.tn, q.ks, q.stages)
+	if split {
+		name += fmt.Sprintf("_split%d", q.split)
+	}
+	b := codegen.NewBuilder(name)
 	b.EmulateMatrices(caps.EmulateMatrices)
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	u4 := codegen.Vec(codegen.U32, 4)
 
-	// Bindings in the order of the op's arguments, then the epilogue's.
+	// Bindings in the order of the op's arguments, then the epilogue's (split-K: the bias and
+	// the epilogue belong to the second step; the first writes the partials).
 	var asrc, bsrc unitSource
 	var gamma, bias *codegen.Buffer
 	var binds []Operand
@@ -333,18 +384,36 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 			}
 			gamma = b.Buffer("gamma", gt, codegen.ReadOnly)
 		case g.biasArg:
+			if split {
+				continue
+			}
 			bias = b.Buffer("bias", StorageType(t.DType), codegen.ReadOnly)
 		}
 		binds = append(binds, Operand{Arg, i})
 	}
-	epi, eb := declareEpilogue(b, p, g.opType)
-	binds = append(binds, eb...)
+	var epi *epilogue
+	var partials, ssOut *codegen.Buffer
+	if split {
+		partials = b.Buffer("partials", codegen.F32, codegen.WriteOnly)
+		binds = append(binds, Operand{Scratch, 0})
+		if rms {
+			ssOut = b.Buffer("sumsq_partials", codegen.F32, codegen.WriteOnly)
+			binds = append(binds, Operand{Scratch, 1})
+		}
+	} else {
+		var eb []Operand
+		epi, eb = declareEpilogue(b, p, g.opType)
+		binds = append(binds, eb...)
+	}
 	b.WorkgroupSize(u(q.threads()), u(1), u(1))
 
 	aStage, bStage := q.stageUnits()
 	as := b.Shared("a_slices", u4, u(q.stages*aStage))
 	bs := b.Shared("b_slices", u4, u(q.stages*bStage))
-	scratch := b.Shared("acc_scratch", codegen.F32, u(q.wm*q.wn*q.mm*q.mn))
+	var scratch *codegen.Array
+	if !split {
+		scratch = b.Shared("acc_scratch", codegen.F32, u(q.wm*q.wn*q.mm*q.mn))
+	}
 	var ssPart *codegen.Array
 	if rms {
 		ssPart = b.Shared("sumsq", codegen.F32, u(q.aRows*q.aUnits))
@@ -356,6 +425,16 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	lane := b.SubgroupInvocation()
 	wid := b.WorkgroupID()
 	col0, row0, batch := b.Mul(b.X(wid), u(q.bn)), b.Mul(b.Y(wid), u(q.bm)), b.Z(wid)
+	// The split's run of slices, [kBeg, kEnd): loads past kEnd read zeros, so neither the
+	// products nor the sums of squares see the next split's k.
+	kBeg, kEnd := u(0), K
+	var splitID codegen.Value
+	if split {
+		splitID = b.Rem(b.Z(wid), u(q.split))
+		batch = b.Div(b.Z(wid), u(q.split))
+		kBeg = b.Mul(splitID, u(q.per*q.bk))
+		kEnd = b.Min(K, b.Add(kBeg, u(q.per*q.bk)))
+	}
 	aBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.aBatch), u(g.aMat))
 	bBase := b.Mul(BroadcastIndex(b, batch, g.batch, g.bBatch), u(g.bMat))
 	wm, wn := b.Div(sg, u(q.wn)), b.Rem(sg, u(q.wn))
@@ -370,7 +449,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		} else {
 			k, m = b.Add(k0, r), b.Add(row0, b.Mul(cu, u(8)))
 		}
-		ok := b.And(b.Lt(m, M), b.Lt(k, K))
+		ok := b.And(b.Lt(m, M), b.Lt(k, kEnd))
 		return b.Add(aBase, b.Add(b.Mul(m, u(g.sam)), b.Mul(k, u(g.sak)))), ok
 	}
 	bUnit := func(k0, r, cu codegen.Value) (codegen.Value, codegen.Value, codegen.Value) {
@@ -380,7 +459,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		} else {
 			k, n = b.Add(k0, r), b.Add(col0, b.Mul(cu, u(8)))
 		}
-		ok := b.And(b.Lt(k, K), b.Lt(n, N))
+		ok := b.And(b.Lt(k, kEnd), b.Lt(n, N))
 		return b.Add(bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(n, u(g.sbn)))), k, ok
 	}
 
@@ -490,7 +569,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 	}
 
-	av, bv := fetch(u(0))
+	av, bv := fetch(kBeg)
 	put(av, bv, u(0))
 	b.Barrier()
 	// step multiplies the slice at k0 from stage `from` while the next slice's loads, issued
@@ -508,13 +587,13 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		// Unrolled by two, so that each half reads and writes stages known at build time: with
 		// the stage in a variable, the H200 ran the 4096³ GEMM at 52 TFLOP/s against 135 single-
 		// buffered.
-		b.For(u(0), K, u(2*q.bk), func(k0 codegen.Value) {
+		b.For(kBeg, kEnd, u(2*q.bk), func(k0 codegen.Value) {
 			step(k0, 0, 1)
 			k1 := b.Add(k0, u(q.bk))
-			b.If(b.Lt(k1, K), func() { step(k1, 1, 0) })
+			b.If(b.Lt(k1, kEnd), func() { step(k1, 1, 0) })
 		})
 	} else {
-		b.For(u(0), K, u(q.bk), func(k0 codegen.Value) { step(k0, 0, 0) })
+		b.For(kBeg, kEnd, u(q.bk), func(k0 codegen.Value) { step(k0, 0, 0) })
 	}
 	if rms {
 		// The sums of squares of the staged units, the last slice's excluded: its fetch ran past K
@@ -524,6 +603,31 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 			b.If(live, func() { b.Store(ssPart, e, b.Get(ss[i])) })
 		}
 		b.Barrier()
+	}
+
+	if split {
+		// The split's partials: each accumulator stored whole (the scratch is padded to whole
+		// blocks), and the rows' sums of squares over the split's k, once per row block.
+		pbase := b.Mul(b.Add(b.Mul(splitID, u(g.batches())), batch), u(q.mp))
+		for i := 0; i < q.tm; i++ {
+			for j := 0; j < q.tn; j++ {
+				r := b.Add(pbase, b.Add(row0, b.Add(wRow, u(i*q.mm))))
+				at := b.Add(b.Mul(r, u(q.np)), b.Add(col0, b.Add(wCol, u(j*q.mn))))
+				b.MatrixStore(partials, at, b.Get(acc[i][j]), u(q.np), codegen.RowMajor)
+			}
+		}
+		if rms {
+			b.If(b.Eq(b.X(wid), u(0)), func() {
+				b.For(li, u(q.aRows), u(threads), func(r codegen.Value) {
+					s := b.F32(0)
+					for cu := 0; cu < q.aUnits; cu++ {
+						s = b.Add(s, b.Load(ssPart, b.Add(b.Mul(r, u(q.aUnits)), u(cu))))
+					}
+					b.Store(ssOut, b.Add(pbase, b.Add(row0, r)), s)
+				})
+			})
+		}
+		return finishCoopSplit(b, p, g, q, caps, binds)
 	}
 
 	// Epilogue: each accumulator through the subgroup's scratch, element by element.
@@ -594,4 +698,179 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds, Scale: g.scale(p, 1, q.bm, 2)}}, Matrix: true}
 	g.cost(p, l)
 	return l, nil
+}
+
+// coopReduceThreads is the workgroup of split-K's second step.
+const coopReduceThreads = 256
+
+// finishCoopSplit completes a split-K launch: b is the first step's builder (its partials
+// stored), binds its bindings; the second step sums the partials and applies the epilogue.
+func finishCoopSplit(b *codegen.Builder, p *Problem, g *gemm, q coopGeom, caps Caps, binds []Operand) (*Launch, error) {
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	grid := [3]uint32{uint32(ceilDiv(g.n, q.bn)), uint32(ceilDiv(g.m, q.bm)), uint32(g.batches() * q.split)}
+	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
+		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
+	}
+	red, err := buildCoopReduce(p, g, q, caps)
+	if err != nil {
+		return nil, err
+	}
+	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds}, *red}, Matrix: true,
+		Scratch: []int{4 * q.partials(g)}}
+	if g.gammaArg >= 0 {
+		l.Scratch = append(l.Scratch, 4*q.split*g.batches()*q.mp)
+	}
+	g.cost(p, l)
+	return l, nil
+}
+
+// buildCoopReduce is split-K's second step: one invocation per element (per pair of columns
+// with column parts) sums the element's partials over the splits in split order, and the rows'
+// sums of squares likewise, then applies rmsnorm's scale, the bias and the epilogue as the
+// unsplit kernel does.
+func buildCoopReduce(p *Problem, g *gemm, q coopGeom, caps Caps) (*Step, error) {
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_coop_reduce%d", q.split))
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	var bias *codegen.Buffer
+	var binds []Operand
+	if g.biasArg >= 0 {
+		bias = b.Buffer("bias", StorageType(p.Args[g.biasArg].DType), codegen.ReadOnly)
+		binds = append(binds, Operand{Arg, g.biasArg})
+	}
+	parts := b.Buffer("partials", codegen.F32, codegen.ReadOnly)
+	binds = append(binds, Operand{Scratch, 0})
+	var ssIn *codegen.Buffer
+	if g.gammaArg >= 0 {
+		ssIn = b.Buffer("sumsq_partials", codegen.F32, codegen.ReadOnly)
+		binds = append(binds, Operand{Scratch, 1})
+	}
+	epi, eb := declareEpilogue(b, p, g.opType)
+	binds = append(binds, eb...)
+	threads := min(coopReduceThreads, caps.MaxInvocations, caps.MaxWorkgroupSize[0])
+	b.WorkgroupSize(u(threads), u(1), u(1))
+
+	cols := g.n // items of a row: elements, or pairs of columns
+	if epi.paired() {
+		cols = g.n / 2
+	}
+	items := g.m * cols
+	gid := b.Add(b.Mul(LinearGroup(b), u(threads)), b.LocalIndex())
+	batch := b.Z(b.WorkgroupID())
+	b.If(b.Lt(gid, u(items)), func() {
+		row, col := b.Div(gid, u(cols)), b.Rem(gid, u(cols))
+		if epi.paired() {
+			col = b.Mul(col, u(2))
+		}
+		var v0, v1, ss codegen.Value
+		for s := 0; s < q.split; s++ {
+			r := b.Add(b.Mul(b.Add(u(s*g.batches()), batch), u(q.mp)), row)
+			at := b.Add(b.Mul(r, u(q.np)), col)
+			x0 := b.Load(parts, at)
+			var x1, y codegen.Value
+			if epi.paired() {
+				x1 = b.Load(parts, b.Add(at, u(1)))
+			}
+			if ssIn != nil {
+				y = b.Load(ssIn, r)
+			}
+			if s == 0 {
+				v0, v1, ss = x0, x1, y
+				continue
+			}
+			v0 = b.Add(v0, x0)
+			if epi.paired() {
+				v1 = b.Add(v1, x1)
+			}
+			if ssIn != nil {
+				ss = b.Add(ss, y)
+			}
+		}
+		bufs := gemmBufs{bias: bias}
+		v0 = g.finish(b, p, bufs, v0, ss, col)
+		if epi.paired() {
+			v1 = g.finish(b, p, bufs, v1, ss, b.Add(col, u(1)))
+			epi.storePair(b, row, col, v0, v1)
+			return
+		}
+		epi.store(b, b.Add(b.Mul(batch, u(g.m*g.n)), b.Add(b.Mul(row, u(g.n)), col)), v0)
+	})
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	grid := Grid1D(ceilDiv(items, threads), caps)
+	grid[2] = uint32(g.batches())
+	return &Step{Kernel: k, Grid: grid, Bindings: binds}, nil
+}
+
+// coopTargetGroups is the grid a suggested split aims for: about one workgroup per
+// multiprocessor of a large GPU (the H200 has 132).
+const coopTargetGroups = 128
+
+// coopSplits are split_k's values, ascending.
+var coopSplits = []int{1, 2, 3, 4, 6, 8, 12, 16}
+
+// coopSuggest proposes the points a budgeted search of matmul_coop measures first (the space
+// has thousands): for a product whose unsplit grid leaves a large GPU mostly idle, blocks of
+// 32×32 to 64×64 with slices of 32 and 96 k and the two splits nearest coopTargetGroups
+// workgroups; for any product, the large blocks that led on the 4096³ GEMM (128×128,
+// single-buffered: 186 TFLOP/s on the H200, docs/bench/coopmat-bench-quick.txt) and their
+// neighbours. Only a search order: each point is measured and checked like any other.
+func coopSuggest(p *Problem, caps Caps) []Config {
+	g, cg, err := acceptCoopGemm(p, caps)
+	if err != nil {
+		return nil
+	}
+	pt := func(wm, wn, tm, tn, ks, st, sk int) Config {
+		return Config{"warps_m": wm, "warps_n": wn, "tiles_m": tm, "tiles_n": tn, "k_steps": ks, "stages": st, "split_k": sk}
+	}
+	big := []Config{pt(2, 2, 4, 4, 2, 1, 1), pt(2, 2, 4, 4, 2, 2, 1), pt(2, 2, 4, 4, 4, 1, 1), pt(2, 4, 4, 4, 2, 1, 1), pt(4, 2, 4, 4, 2, 1, 1)}
+	var small []Config
+	for _, blk := range [][4]int{{2, 2, 2, 2}, {4, 4, 1, 1}, {1, 1, 2, 2}, {2, 2, 1, 1}} {
+		for _, ks := range []int{2, 6} {
+			st := 2
+			if ks > 2 {
+				st = 1
+			}
+			c := pt(blk[0], blk[1], blk[2], blk[3], ks, st, 1)
+			q := coopGeometry(c, caps, cg.shape, g)
+			groups := ceilDiv(g.m, q.bm) * ceilDiv(g.n, q.bn) * g.batches()
+			if groups >= coopTargetGroups {
+				continue
+			}
+			var fit []int // splits that leave no split without work
+			for _, s := range coopSplits[1:] {
+				if per := ceilDiv(q.slices, s); (s-1)*per < q.slices {
+					fit = append(fit, s)
+				}
+			}
+			if len(fit) == 0 {
+				continue
+			}
+			at := len(fit) - 1
+			for i, s := range fit {
+				if groups*s >= coopTargetGroups {
+					at = i
+					break
+				}
+			}
+			for _, i := range []int{at, at - 1} {
+				if i >= 0 {
+					d := c.clone()
+					d["split_k"] = fit[i]
+					small = append(small, d)
+				}
+			}
+		}
+	}
+	return append(small, big...)
 }

@@ -30,8 +30,9 @@ type Predicate func(p *Problem, c Config, caps Caps) error
 // Space is a template's tuning space: parameters and validity predicates. It is data, so one
 // tuner searches every template's space.
 type Space struct {
-	Params []Param
-	preds  []Predicate
+	Params  []Param
+	preds   []Predicate
+	suggest func(p *Problem, caps Caps) []Config
 }
 
 // NewSpace declares a space.
@@ -41,6 +42,36 @@ func NewSpace(params ...Param) Space { return Space{Params: params} }
 func (s Space) Where(pred Predicate) Space {
 	s.preds = append(append([]Predicate(nil), s.preds...), pred)
 	return s
+}
+
+// Suggest adds a function proposing points for a problem that a budgeted search should measure
+// first, right after the default (see Suggestions). It is a hint about where a large space's fast
+// points lie for this kind of problem, never a choice: the tuner still measures each one and checks
+// its result, and a static plan still takes the default point.
+func (s Space) Suggest(f func(p *Problem, caps Caps) []Config) Space {
+	s.suggest = f
+	return s
+}
+
+// Suggestions are the valid points the space's Suggest function proposes for p on the device, in
+// its order, without duplicates or the default point (nil without such a function).
+func (s Space) Suggestions(p *Problem, caps Caps) []Config {
+	if s.suggest == nil {
+		return nil
+	}
+	def := Config{}
+	for _, prm := range s.Params {
+		def[prm.Name] = prm.Values[0]
+	}
+	seen := map[string]bool{def.Key(): true}
+	var out []Config
+	for _, c := range s.suggest(p, caps) {
+		if k := c.Key(); !seen[k] && s.Valid(p, c, caps) == nil {
+			seen[k] = true
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Size is the number of points, valid or not.

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"math/rand"
+	"slices"
 	"sort"
 
 	"github.com/vkc-project/vkc/kernels"
@@ -27,6 +28,10 @@ type searchPlan struct {
 	// are free).
 	Budget int
 	Seed   int64
+	// First are points to evaluate right after the default, in order, before any other
+	// (kernels.Space.Suggestions: where a template expects the fast points of this problem to
+	// lie). They count against the budget like any evaluation.
+	First []kernels.Config
 }
 
 // search walks params' points and calls eval on each point it wants, in an order that is a
@@ -34,8 +39,9 @@ type searchPlan struct {
 // order. eval returns the outcome and, for a timed point, its cost (smaller is better); stop
 // reports that the caller's time is up. search returns true when it ran its plan to the end.
 //
-// A small space (≤ Exhaustive points) is enumerated in full, defaults first. A large one gets a
-// budgeted search: the default point, then random samples (a seeded shuffle) for half the budget,
+// A small space (≤ Exhaustive points) is enumerated in full, defaults first, then the plan's First
+// points, then the rest in order. A large one gets a budgeted search: the default point, the First
+// points, then random samples (a seeded shuffle) for half the budget,
 // then hill climbing from the best point over neighbouring values (each parameter one step up or
 // down in its sorted values), then more samples and climbing until the budget is spent or every
 // point has been seen. This is a heuristic, not an optimum: a large space's best point is found
@@ -47,18 +53,30 @@ func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (ou
 		return halted
 	}
 	points := pointsOf(params)
-	if len(points) <= sp.Exhaustive || sp.Budget <= 0 {
-		for _, c := range points {
-			if stop() {
-				return false
-			}
-			eval(c)
-		}
-		return true
-	}
 	index := make(map[string]int, len(points))
 	for i, c := range points {
 		index[c.Key()] = i
+	}
+	var first []int // indices of the First points in the space, once each, the default excluded
+	for _, c := range sp.First {
+		if i, ok := index[c.Key()]; ok && i != 0 && !slices.Contains(first, i) {
+			first = append(first, i)
+		}
+	}
+	if len(points) <= sp.Exhaustive || sp.Budget <= 0 {
+		order := append([]int{0}, first...)
+		for i := 1; i < len(points); i++ {
+			if !slices.Contains(first, i) {
+				order = append(order, i)
+			}
+		}
+		for _, i := range order {
+			if stop() {
+				return false
+			}
+			eval(points[i])
+		}
+		return true
 	}
 	// sorted[j] is parameter j's values in increasing order, for neighbours.
 	sorted := make([][]int, len(params))
@@ -123,6 +141,12 @@ func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (ou
 	order := rng.Perm(len(points))
 	next := 0
 	visit(0) // the default point
+	for _, i := range first {
+		if used >= sp.Budget || stop() {
+			break
+		}
+		visit(i)
+	}
 	quota := max(sp.Budget/2, 1)
 	for used < sp.Budget && !stop() {
 		before := used

@@ -104,3 +104,36 @@ func TestSearchStops(t *testing.T) {
 		t.Errorf("complete %v after %d evaluations, want incomplete after 5", done, n)
 	}
 }
+
+// A plan's First points are evaluated right after the default, in their order, once each (a
+// duplicate, the default and a point outside the space are ignored), before the random samples,
+// and they count against the budget; in a small space they come before the rest of Points order.
+func TestSearchFirstPoints(t *testing.T) {
+	first := []kernels.Config{
+		{"a": 4, "b": 64, "c": 2, "d": 2, "e": 1},
+		{"a": 3, "b": 32, "c": 1, "d": 4, "e": 0},
+		{"a": 4, "b": 64, "c": 2, "d": 2, "e": 1}, // again
+		{"a": 1, "b": 16, "c": 0, "d": 8, "e": 0}, // the default
+		{"a": 9, "b": 16, "c": 0, "d": 8, "e": 0}, // not a point of the space
+	}
+	order, best, used, _ := runSearch(searchPlan{Exhaustive: 64, Budget: 10, Seed: 7, First: first}, bigSpace)
+	want := []string{"a=1,b=16,c=0,d=8,e=0", "a=4,b=64,c=2,d=2,e=1", "a=3,b=32,c=1,d=4,e=0"}
+	if len(order) < 3 || !reflect.DeepEqual(order[:3], want) {
+		t.Fatalf("first evaluations %v, want %v", order[:min(3, len(order))], want)
+	}
+	if best != want[1] || used != 10 {
+		t.Errorf("best %s after %d configurations, want %s after the budget of 10", best, used, want[1])
+	}
+	seen := map[string]bool{}
+	for _, k := range order {
+		if seen[k] {
+			t.Errorf("point %s evaluated twice", k)
+		}
+		seen[k] = true
+	}
+	small := bigSpace[3:] // d, e: 8 points
+	order, _, _, _ = runSearch(searchPlan{Exhaustive: 64, First: []kernels.Config{{"d": 1, "e": 1}}}, small)
+	if len(order) != 8 || order[0] != "d=8,e=0" || order[1] != "d=1,e=1" {
+		t.Errorf("small space order %v, want the default, then d=1,e=1, then the rest", order)
+	}
+}

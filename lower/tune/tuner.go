@@ -621,7 +621,8 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		t.progress(ctx, current)
 		return o, float64(d)
 	}
-	complete := search(tm.Space.Params, searchPlan{Exhaustive: t.Exhaustive, Budget: t.Budget, Seed: t.Seed}, eval, stop)
+	plan := searchPlan{Exhaustive: t.Exhaustive, Budget: t.Budget, Seed: t.Seed, First: tm.Space.Suggestions(p, t.Caps)}
+	complete := search(tm.Space.Params, plan, eval, stop)
 	if fatal == nil && !errors.Is(ctx.Err(), context.Canceled) {
 		if err := t.confirm(context.WithoutCancel(ctx), p, tm, in, e); err != nil {
 			fatal = err
