@@ -573,7 +573,9 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	put(av, bv, u(0))
 	b.Barrier()
 	// step multiplies the slice at k0 from stage `from` while the next slice's loads, issued
-	// first, are in flight (past K they load zeros), then stores them to stage `to`.
+	// first, are in flight, then stores them to stage `to`. The loops stop before the last
+	// slice, which is multiplied alone: no loads past it (with few slices per split, such a
+	// wasted round trip would be a large part of the chain).
 	step := func(k0 codegen.Value, from, to int) {
 		na, nb := fetch(b.Add(k0, u(q.bk)))
 		compute(u(from))
@@ -583,21 +585,32 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		put(na, nb, u(to))
 		b.Barrier()
 	}
+	// The run's slices (a constant without split-K) and where the last begins.
+	nS := u(q.slices)
+	if split {
+		nS = b.Div(b.Add(b.Sub(kEnd, kBeg), u(q.bk-1)), u(q.bk))
+	}
+	kLast := b.Add(kBeg, b.Mul(b.Sub(nS, u(1)), u(q.bk)))
 	if q.stages == 2 {
 		// Unrolled by two, so that each half reads and writes stages known at build time: with
 		// the stage in a variable, the H200 ran the 4096³ GEMM at 52 TFLOP/s against 135 single-
-		// buffered.
-		b.For(kBeg, kEnd, u(2*q.bk), func(k0 codegen.Value) {
+		// buffered. The last slice lies in stage (nS-1) mod 2.
+		b.For(kBeg, kLast, u(2*q.bk), func(k0 codegen.Value) {
 			step(k0, 0, 1)
 			k1 := b.Add(k0, u(q.bk))
-			b.If(b.Lt(k1, kEnd), func() { step(k1, 1, 0) })
+			b.If(b.Lt(k1, kLast), func() { step(k1, 1, 0) })
 		})
+		if split {
+			b.IfElse(b.Eq(b.Rem(b.Sub(nS, u(1)), u(2)), u(0)), func() { compute(u(0)) }, func() { compute(u(1)) })
+		} else {
+			compute(u((q.slices - 1) % 2))
+		}
 	} else {
-		b.For(kBeg, kEnd, u(q.bk), func(k0 codegen.Value) { step(k0, 0, 0) })
+		b.For(kBeg, kLast, u(q.bk), func(k0 codegen.Value) { step(k0, 0, 0) })
+		compute(u(0))
 	}
 	if rms {
-		// The sums of squares of the staged units, the last slice's excluded: its fetch ran past K
-		// (and added zeros).
+		// The sums of squares of the staged units (each invocation's, over the run's slices).
 		for i := 0; i < aPer; i++ {
 			e, live := unitAt(i, q.aRows*q.aUnits)
 			b.If(live, func() { b.Store(ssPart, e, b.Get(ss[i])) })
