@@ -734,7 +734,13 @@ func finishCoopSplit(b *codegen.Builder, p *Problem, g *gemm, q coopGeom, caps C
 	if err != nil {
 		return nil, err
 	}
-	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds}, *red}, Matrix: true,
+	// The product's z holds the splits of every batch, so only its rows follow a run-time
+	// length (a bounded batch axis keeps the full grid).
+	var sc *GridScale
+	if g.batch.Rank() == 0 {
+		sc = g.scale(p, 1, q.bm, 2)
+	}
+	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds, Scale: sc}, *red}, Matrix: true,
 		Scratch: []int{4 * q.partials(g)}}
 	if g.gammaArg >= 0 {
 		l.Scratch = append(l.Scratch, 4*q.split*g.batches()*q.mp)
@@ -822,7 +828,13 @@ func buildCoopReduce(p *Problem, g *gemm, q coopGeom, caps Caps) (*Step, error) 
 	}
 	grid := Grid1D(ceilDiv(items, threads), caps)
 	grid[2] = uint32(g.batches())
-	return &Step{Kernel: k, Grid: grid, Bindings: binds}, nil
+	// A run-time length is the batch axis (z) when there are batches, else the rows of the
+	// linear index over items.
+	sc := g.scale(p, -1, 1, 2)
+	if g.batch.Rank() == 0 {
+		sc = scaleItems(p, p.Rows.Arg(g.aArg), Linear, items, threads)
+	}
+	return &Step{Kernel: k, Grid: grid, Bindings: binds, Scale: sc}, nil
 }
 
 // coopTargetGroups is the grid a suggested split aims for: about one workgroup per
