@@ -27,8 +27,10 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	for _, d := range []string{binDir, tinyDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }
@@ -95,6 +97,7 @@ func needDevice(t *testing.T) {
 var (
 	tinyOnce sync.Once
 	tinyPlan string
+	tinyDir  string // removed by TestMain
 	tinyRes  result
 )
 
@@ -109,6 +112,7 @@ func tinyllamaPlan(t *testing.T) string {
 			tinyRes = result{code: -1, stderr: err.Error()}
 			return
 		}
+		tinyDir = dir
 		tinyPlan = filepath.Join(dir, "tinyllama.plan")
 		model, _ := filepath.Abs("../../examples/tinyllama/model.yaml")
 		tinyRes = runVKC(t, dir, nil, "compile", "-q", model, "-o", tinyPlan)

@@ -45,11 +45,14 @@ func init() {
 					if wf, err := vkc.ModelWeightsFile(m); err == nil {
 						inputs = append(inputs, wf)
 					}
-					w := &outputs{ctx: context.Background(), inputs: inputs, force: *force}
-					if err := w.safetensors(*write, m.Weights); err != nil {
-						return fmt.Errorf("write weights: %w", err)
-					}
-					if err := w.commit(); err != nil {
+					err := whileWriting(func(ctx context.Context) error {
+						w := &outputs{ctx: ctx, inputs: inputs, force: *force}
+						if err := w.safetensors(*write, m.Weights); err != nil {
+							return err
+						}
+						return w.commit()
+					})
+					if err != nil {
 						return fmt.Errorf("write weights: %w", err)
 					}
 					fmt.Fprintf(stdout, "weights written to %s\n", *write)

@@ -62,11 +62,13 @@ func init() {
 					_, err := io.WriteString(stdout, text)
 					return err
 				}
-				w := &outputs{ctx: context.Background(), inputs: []string{args[0]}, force: *force}
-				if err := w.dot(*out, text); err != nil {
-					return err
-				}
-				return w.commit()
+				return whileWriting(func(ctx context.Context) error {
+					w := &outputs{ctx: ctx, inputs: []string{args[0]}, force: *force}
+					if err := w.dot(*out, text); err != nil {
+						return err
+					}
+					return w.commit()
+				})
 			}
 		},
 	})

@@ -93,20 +93,22 @@ func init() {
 				if wf, err := vkc.ModelWeightsFile(m); err == nil {
 					inputs = append(inputs, wf)
 				}
-				w := &outputs{ctx: context.Background(), inputs: append(inputs, *stateFrom), force: *force}
-				defer w.abort()
-				if *out != "" {
-					if err := w.tensors(*out, f.Name, res); err != nil {
-						return err
+				return whileWriting(func(ctx context.Context) error {
+					w := &outputs{ctx: ctx, inputs: append(inputs, *stateFrom), force: *force}
+					defer w.abort()
+					if *out != "" {
+						if err := w.tensors(*out, f.Name, res); err != nil {
+							return err
+						}
 					}
-				}
-				if *stateTo != "" {
-					w.inputs = inputs
-					if err := w.safetensors(*stateTo, state); err != nil {
-						return err
+					if *stateTo != "" {
+						w.inputs = inputs
+						if err := w.safetensors(*stateTo, state); err != nil {
+							return err
+						}
 					}
-				}
-				return w.commit()
+					return w.commit()
+				})
 			}
 		},
 	})

@@ -66,8 +66,10 @@ func init() {
 				if err != nil {
 					return err
 				}
-				err = safefile.Write(context.Background(), *out, safefile.Options{What: "model.yaml", Inputs: []string{args[0]}, Check: isModelYAML, Force: *force},
-					func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
+				err = whileWriting(func(ctx context.Context) error {
+					return safefile.Write(ctx, *out, safefile.Options{What: "model.yaml", Inputs: []string{args[0]}, Check: isModelYAML, Force: *force},
+						func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
+				})
 				if err != nil {
 					return err
 				}
@@ -93,8 +95,10 @@ func importHF(stdout io.Writer, in, out string, opts importer.HFOptions, force b
 		return err
 	}
 	inputs := append([]string{filepath.Join(in, "config.json")}, im.Files...)
-	err = safefile.Write(context.Background(), out, safefile.Options{What: "model.yaml", Inputs: inputs, Check: isModelYAML, Force: force},
-		func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
+	err = whileWriting(func(ctx context.Context) error {
+		return safefile.Write(ctx, out, safefile.Options{What: "model.yaml", Inputs: inputs, Check: isModelYAML, Force: force},
+			func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
+	})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,16 @@ func interruptible() (context.Context, context.CancelFunc) {
 	return ctx, stop
 }
 
+// whileWriting runs write with a context that ends at SIGINT or SIGTERM. Commands whose work
+// before their outputs takes no context (eval, check, dot, import) catch the signals only while
+// they write: before, a signal ends the process as usual (nothing written yet); during, the
+// writes stop and their temporary files are removed.
+func whileWriting(write func(ctx context.Context) error) error {
+	ctx, stop := interruptible()
+	defer stop()
+	return write(ctx)
+}
+
 // outputs collects a command's output files and writes them all or none (safefile.Batch): each
 // is checked (no directory, no input of the command, nothing of another kind unless --force) and
 // written to a temporary file as it is added, and commit renames them all into place.

@@ -34,7 +34,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -302,16 +301,6 @@ func RemoveStale(target string) int {
 		}
 	}
 	return n
-}
-
-// alive reports whether process pid exists on this machine (or might: a permission error says
-// it exists).
-func alive(pid int) bool {
-	if pid == os.Getpid() {
-		return true
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Remove deletes path after the checks of Write (no directory or special file, no input of the

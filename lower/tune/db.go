@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/vkc-project/vkc/internal/safefile"
@@ -297,9 +296,9 @@ func (db *DB) fileOptions() safefile.Options {
 	return safefile.Options{What: "tuning database", Inputs: db.Inputs, Force: db.Force, Check: checkDBFile}
 }
 
-// lockDB takes the database's advisory lock (flock, exclusive) and returns its release. The lock
-// file .NAME.lock stays beside the database: removing it while another process waits on it
-// would let a third lock a new file at once.
+// lockDB takes the database's advisory lock (flock, exclusive; none off Unix) and returns its
+// release. The lock file .NAME.lock stays beside the database: removing it while another process
+// waits on it would let a third lock a new file at once.
 func lockDB(path string) (func(), error) {
 	dir, base := filepath.Split(path)
 	lp := filepath.Join(dir, "."+base+".lock")
@@ -307,18 +306,12 @@ func lockDB(path string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("tuning database: lock: %w", err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("tuning database: lock %s: %w", lp, err)
 	}
 	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		unlockFile(f)
 		f.Close()
 	}, nil
 }
