@@ -20,8 +20,9 @@ func checkConfigs(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, args
 		return
 	}
 	n := 0
+	caps := kerneltest.CapsOf(&kerneltest.Device(t).Info)
 	for _, c := range configs {
-		if tmpl.Space.Valid(p, c, kernels.Lavapipe) == nil {
+		if tmpl.Space.Valid(p, c, caps) == nil {
 			kerneltest.Check(t, tmpl, p, c, args)
 			n++
 		}

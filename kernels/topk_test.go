@@ -16,12 +16,13 @@ import (
 // second step merges; f32, f16 and i32.
 func TestTopKOnDevice(t *testing.T) {
 	rng := rand.New(rand.NewSource(31))
-	// subgroup=1 is a workgroup of one subgroup (lavapipe's is 8 wide); subgroup=0 combines
-	// through shared memory.
+	// subgroup=1 is a workgroup of one subgroup (lavapipe's is 8 wide, the H200's 32);
+	// subgroup=0 combines through shared memory.
+	sg := subgroupSize(t)
 	split := []kernels.Config{
-		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
+		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
 		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
-		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 32},
+		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 32},
 	}
 	for _, tc := range []struct {
 		x       ir.Type
@@ -51,10 +52,11 @@ func TestTopKTiesAndNaN(t *testing.T) {
 	}
 	v[3], v[650], v[n+200] = math.NaN(), math.NaN(), math.Inf(1)
 	x := ir.TensorFromFloat64s(ir.T(ir.F32, 2, n), v)
+	sg := subgroupSize(t)
 	p := problem(t, ir.ArgTopK, ir.Attrs{"k": 30}, x.Type)
 	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{x}, []kernels.Config{
-		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 1},
-		{"wg": 8, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
+		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 1},
+		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
 		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
 		{"wg": 64, "coop": 0, "subgroup": 0, "rows": 1, "split": 1},
 	})
@@ -79,4 +81,9 @@ func TestTakeAlongOnDevice(t *testing.T) {
 		args := []*ir.Tensor{kerneltest.Random(rng, tc.x), ir.TensorFromFloat64s(tc.idx, iv)}
 		checkConfigs(t, kernels.TakeAlong, p, args, firstOnly(i, flatConfigs))
 	}
+}
+
+// subgroupSize is the test device's subgroup size: a subgroup=1 point is a workgroup of one.
+func subgroupSize(t *testing.T) int {
+	return kerneltest.CapsOf(&kerneltest.Device(t).Info).SubgroupSize
 }
