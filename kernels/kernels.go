@@ -34,6 +34,9 @@ import (
 // Caps are the device facts templates depend on. The lowering stage fills them from the runtime's
 // device description (kernels does not import runtime); tests use Lavapipe.
 type Caps struct {
+	// CPU says the device is a CPU implementation (lavapipe): a few templates' static choices
+	// differ there (Template.Static).
+	CPU                bool
 	SubgroupSize       int  // 0 when unknown
 	SubgroupArithmetic bool // subgroup add/min/max
 	SubgroupShuffle    bool // shuffle and shuffle-xor
@@ -98,7 +101,7 @@ func (c Caps) CoopShape(a, b, acc codegen.Type) (CoopShape, bool) {
 // Lavapipe is Mesa's CPU implementation as seen on Debian 12 (subgroup size 8, 32 KiB shared
 // memory, no cooperative matrices); tests that build kernels without a device use it.
 var Lavapipe = Caps{
-	SubgroupSize: 8, SubgroupArithmetic: true, SubgroupShuffle: true, Float16: true, Storage16: true,
+	CPU: true, SubgroupSize: 8, SubgroupArithmetic: true, SubgroupShuffle: true, Float16: true, Storage16: true,
 	MaxSharedBytes: 32768, MaxInvocations: 1024, MaxWorkgroupSize: [3]int{1024, 1024, 1024},
 	MaxGroups: [3]int{65535, 65535, 65535}, MinStorageOffsetAlign: 16, VulkanMemoryModel: true,
 	MaxAllocation: 2 << 30, MaxBindingRange: 128 << 20, DeviceMemory: 2 << 30,
@@ -285,6 +288,9 @@ type Template struct {
 	// space), else an error saying why not.
 	Accepts func(p *Problem, caps Caps) error
 	Space   Space
+	// Static, when set, proposes the configurations a compile that does not measure tries
+	// first, in order, for a problem on a device (Build); the space's first valid point follows.
+	Static func(p *Problem, caps Caps) []Config
 	// Quantized lists the block-quantized weight dtypes (ir.Q8_0, ir.Q4_K, …) the template
 	// reads. For offers it no problem with a block-quantized operand of another dtype, so a
 	// template written for f32/f16 never sees (and misreads) ggml's blocks; the lowering stage
@@ -385,7 +391,11 @@ var ErrOtherOp = errors.New("not this template's op")
 // Build realises p with template t at its default configuration (the first valid point).
 func Build(t *Template, p *Problem, caps Caps) (*Launch, Config, error) {
 	var firstErr error
-	for _, c := range t.Space.Points() {
+	var first []Config
+	if t.Static != nil {
+		first = t.Static(p, caps)
+	}
+	for _, c := range append(first, t.Space.Points()...) {
 		if err := t.Space.Valid(p, c, caps); err != nil {
 			if firstErr == nil {
 				firstErr = err

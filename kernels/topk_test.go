@@ -23,6 +23,8 @@ func TestTopKOnDevice(t *testing.T) {
 		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
 		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
 		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 32},
+		{"wg": 256, "coop": 1, "subgroup": 0, "rows": 1, "split": 32}, // a GPU's static choices
+		{"wg": 256, "coop": 1, "subgroup": 0, "rows": 1, "split": 1},
 	}
 	for _, tc := range []struct {
 		x       ir.Type
@@ -86,4 +88,29 @@ func TestTakeAlongOnDevice(t *testing.T) {
 // subgroupSize is the test device's subgroup size: a subgroup=1 point is a workgroup of one.
 func subgroupSize(t *testing.T) int {
 	return kerneltest.CapsOf(&kerneltest.Device(t).Info).SubgroupSize
+}
+
+// TestTopKStaticChoice: a compile without measurement takes one subgroup per row on a CPU
+// implementation and, on a GPU, 256 invocations per row with a short row split over 32
+// workgroups (TestTopKOnDevice checks both points against the interpreter).
+func TestTopKStaticChoice(t *testing.T) {
+	for _, tc := range []struct {
+		caps  kernels.Caps
+		x     ir.Type
+		split int
+		wg    int
+	}{
+		{kernels.Lavapipe, ir.T(ir.F16, 1, 49152), 1, 8},
+		{kernels.H200, ir.T(ir.F16, 1, 49152), 32, 256},
+		{kernels.H200, ir.T(ir.F16, 128, 49152), 1, 256},
+	} {
+		p := problem(t, ir.ArgTopK, ir.Attrs{"k": 64}, tc.x)
+		_, c, err := kernels.Build(kernels.TopK, p, tc.caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c["split"] != tc.split || c["wg"] != tc.wg {
+			t.Errorf("%s on a device with CPU=%v: static choice %s, want split=%d, wg=%d", p.Key(), tc.caps.CPU, c.Key(), tc.split, tc.wg)
+		}
+	}
 }

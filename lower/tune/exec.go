@@ -21,6 +21,7 @@ func CapsOf(info *runtime.DeviceInfo) kernels.Caps {
 	arith := uint32(1 << 2)
 	shuffle := uint32(1<<4 | 1<<3)
 	return kernels.Caps{
+		CPU:                   info.Type == runtime.CPU,
 		SubgroupSize:          int(c.SubgroupSize),
 		SubgroupArithmetic:    uint32(c.SubgroupOps)&arith != 0 && c.SubgroupStages&0x20 != 0,
 		SubgroupShuffle:       uint32(c.SubgroupOps)&shuffle == shuffle && c.SubgroupStages&0x20 != 0,

@@ -621,7 +621,13 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		t.progress(ctx, current)
 		return o, float64(d)
 	}
-	plan := searchPlan{Exhaustive: t.Exhaustive, Budget: t.Budget, Seed: t.Seed, First: tm.Space.Suggestions(p, t.Caps)}
+	// The static choices a compile without measurement would try first, then the space's
+	// suggestions, are measured right after the default point.
+	var first []kernels.Config
+	if tm.Static != nil {
+		first = tm.Static(p, t.Caps)
+	}
+	plan := searchPlan{Exhaustive: t.Exhaustive, Budget: t.Budget, Seed: t.Seed, First: append(first, tm.Space.Suggestions(p, t.Caps)...)}
 	complete := search(tm.Space.Params, plan, eval, stop)
 	if fatal == nil && !errors.Is(ctx.Err(), context.Canceled) {
 		if err := t.confirm(context.WithoutCancel(ctx), p, tm, in, e); err != nil {
