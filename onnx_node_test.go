@@ -9,6 +9,7 @@ import (
 
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/importer/onnxnode"
+	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/plan"
@@ -33,10 +34,7 @@ func planExcuse(c *onnxnode.Case) string {
 // one device (the kernel and fold caches of one process), each loaded, run once and closed. The
 // counts are logged per dtype category, with the time spent.
 func TestONNXNodePlans(t *testing.T) {
-	dir, why := onnxnode.Dir()
-	if dir == "" {
-		t.Skip(why)
-	}
+	dir := oracles.Dir(t, "onnx-node")
 	d := device(t)
 	es, err := onnxnode.Manifest(dir)
 	if err != nil {

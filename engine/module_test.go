@@ -73,10 +73,7 @@ func TestScratchModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds a program in a scratch module")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is not on PATH")
-	}
+	gobin := goCommand(t)
 	root, err := filepath.Abs(moduleDir)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/importer/onnxnode"
+	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 )
@@ -18,10 +19,7 @@ import (
 // at ONNX's runner tolerances. A test vkc cannot express fails unless its manifest flags put it
 // in a category vkc's design excludes (onnxnode.Why); the counts are logged per dtype category.
 func TestONNXNodeInterpreter(t *testing.T) {
-	dir, why := onnxnode.Dir()
-	if dir == "" {
-		t.Skip(why)
-	}
+	dir := oracles.Dir(t, "onnx-node")
 	es, err := onnxnode.Manifest(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -63,10 +61,7 @@ func TestONNXNodeInterpreter(t *testing.T) {
 // TestONNXNodeYAMLRoundTrip writes every imported node-test model as model.yaml (with its
 // weights file) and parses it back: the parsed model computes bit for bit what the import does.
 func TestONNXNodeYAMLRoundTrip(t *testing.T) {
-	dir, why := onnxnode.Dir()
-	if dir == "" {
-		t.Skip(why)
-	}
+	dir := oracles.Dir(t, "onnx-node")
 	es, err := onnxnode.Manifest(dir)
 	if err != nil {
 		t.Fatal(err)

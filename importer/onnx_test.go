@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/vkc-project/vkc/importer"
-	"github.com/vkc-project/vkc/importer/onnxnode"
+	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/onnx"
@@ -134,7 +134,7 @@ func FuzzImportONNX(f *testing.F) {
 	f.Add(onnx.Marshal(&onnx.Model{Opsets: []onnx.OpsetID{{Version: 13}}, Graph: &onnx.Graph{Inputs: []*onnx.ValueInfo{x},
 		Outputs: []*onnx.ValueInfo{{Name: "y"}}, Initializers: []*onnx.Tensor{int64s("ax", 1)},
 		Nodes: []*onnx.Node{{OpType: "ReduceSum", Inputs: []string{"x", "ax"}, Outputs: []string{"y"}}}}}))
-	if dir, _ := onnxnode.Dir(); dir != "" {
+	if dir, err := oracles.Find("onnx-node"); err == nil {
 		for _, name := range []string{"test_conv_with_strides_padding", "test_softmax_axis_0_expanded", "test_gather_2d_indices",
 			"test_slice_neg_steps", "test_layer_normalization_4d_axis1", "test_averagepool_2d_ceil", "test_split_variable_parts_2d_opset18"} {
 			if b, err := os.ReadFile(filepath.Join(dir, name, "model.onnx")); err == nil {

@@ -54,7 +54,7 @@ func nullDevice(t *testing.T, dir string) string {
 		}
 	}
 	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		t.Skip("no character device to write to (/dev/null is missing)")
+		t.Skip("needs a character device to write to: mknod needs root, and /dev/null is missing or not a character device")
 	}
 	return "/dev/null"
 }

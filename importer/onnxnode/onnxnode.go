@@ -58,28 +58,6 @@ func (e *Entry) Has(flag string) bool {
 	return false
 }
 
-// Dir finds the oracle folder ../shared/oracles/onnx-node relative to the module root (the
-// folder holding go.mod, searched upwards from the working directory); "" and the reason when
-// it is missing.
-func Dir() (string, string) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err.Error()
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			o := filepath.Join(d, "..", "shared", "oracles", "onnx-node")
-			if _, err := os.Stat(filepath.Join(o, "manifest.json")); err != nil {
-				return "", fmt.Sprintf("oracle ../shared/oracles/onnx-node missing (%v)", err)
-			}
-			return o, ""
-		}
-		if filepath.Dir(d) == d {
-			return "", "oracle ../shared/oracles/onnx-node missing: no go.mod above " + wd
-		}
-	}
-}
-
 // Manifest reads dir/manifest.json.
 func Manifest(dir string) ([]*Entry, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))

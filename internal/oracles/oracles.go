@@ -4,6 +4,7 @@
 package oracles
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,15 +14,25 @@ import (
 // test with a message naming the missing oracle.
 func Dir(t testing.TB, name string) string {
 	t.Helper()
+	dir, err := Find(name)
+	if err != nil {
+		t.Skipf("needs the external oracle ../shared/oracles/%s: %v", name, err)
+	}
+	return dir
+}
+
+// Find returns ../shared/oracles/name, or an error saying where it looked; for tests that use
+// an oracle when it is there (a fuzz target's seed corpus) and need not skip without it.
+func Find(name string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		t.Skipf("oracle ../shared/oracles/%s missing: %v", name, err)
+		return "", fmt.Errorf("no go.mod above the working directory: %w", err)
 	}
 	dir := filepath.Join(root, "..", "shared", "oracles", name)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		t.Skipf("oracle ../shared/oracles/%s missing (looked in %s)", name, dir)
+		return "", fmt.Errorf("missing (looked in %s)", dir)
 	}
-	return dir
+	return dir, nil
 }
 
 // File returns a file of oracle name (a path under its folder), or skips naming it.
@@ -29,7 +40,7 @@ func File(t testing.TB, name, rel string) string {
 	t.Helper()
 	p := filepath.Join(Dir(t, name), rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("oracle file ../shared/oracles/%s/%s missing", name, rel)
+		t.Skipf("needs the external oracle file ../shared/oracles/%s/%s: missing", name, rel)
 	}
 	return p
 }
