@@ -118,37 +118,7 @@ func TestCompileTuned(t *testing.T) {
 // function's winner folds w·2 into a weight of its own) and stays silent when the winners are
 // the static extractions.
 func TestWeightsNote(t *testing.T) {
-	const src = `
-model: wn
-dims: {n: 64}
-weights: {init: random, seed: 1}
-params:
-  w: [n, n]
-functions:
-  a:
-    inputs:
-      x: f32[1, n]
-    outputs: [y]
-    body:
-      - y = linear(x, w)
-  b:
-    inputs:
-      x: f32[1, n]
-    outputs: [y]
-    body:
-      - y = linear(x, w)
-  b2:
-    inputs:
-      x: f32[1, n]
-    outputs: [y]
-    body:
-      - y = linear(x, mul(w, 2))
-`
-	m, err := ir.ParseModelBytes("wn.yaml", []byte(src), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, b2 := m.Function("a"), m.Function("b"), m.Function("b2")
+	m, a, b, b2 := weightsModel(t)
 	opts := lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"}
 	static := map[*ir.Function]*staticExtraction{a: {fn: a}, b: {fn: b}}
 	_, got, err := lower.Lower(m, []*ir.Function{a, b2}, opts)
@@ -272,37 +242,7 @@ func TestWarmTinyLlamaPlanIdentical(t *testing.T) {
 // pays for the memory.
 func TestWeighWeights(t *testing.T) {
 	d := device(t)
-	const src = `
-model: ww
-dims: {n: 64}
-weights: {init: random, seed: 1}
-params:
-  w: [n, n]
-functions:
-  a:
-    inputs:
-      x: f32[1, n]
-    outputs: [y]
-    body:
-      - y = linear(x, w)
-  b:
-    inputs:
-      x: f32[1, n]
-    outputs: [y]
-    body:
-      - y = linear(x, w)
-  b2:
-    inputs:
-      x: f32[1, n]
-    outputs: [y]
-    body:
-      - y = linear(x, mul(w, 2))
-`
-	m, err := ir.ParseModelBytes("ww.yaml", []byte(src), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, b2 := m.Function("a"), m.Function("b"), m.Function("b2")
+	m, a, b, b2 := weightsModel(t)
 	s := &measureSource{d: d}
 	lopts := lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"}
 	for _, tc := range []struct {
@@ -327,4 +267,41 @@ functions:
 			t.Errorf("reverted selection: winner %d, ratio %v, why %q", sels[1].Winner, sels[1].Results[0].Ratio, sels[1].Why)
 		}
 	}
+}
+
+// weightsModel is a model whose functions a and b use one weight w and b2 folds w·2 into a
+// weight of its own: a and b2 together hold twice the weights of a and b.
+func weightsModel(t *testing.T) (m *ir.Model, a, b, b2 *ir.Function) {
+	t.Helper()
+	const src = `
+model: weights
+dims: {n: 64}
+weights: {init: random, seed: 1}
+params:
+  w: [n, n]
+functions:
+  a:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
+  b:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
+  b2:
+    inputs:
+      x: f32[1, n]
+    outputs: [y]
+    body:
+      - y = linear(x, mul(w, 2))
+`
+	m, err := ir.ParseModelBytes("weights.yaml", []byte(src), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, m.Function("a"), m.Function("b"), m.Function("b2")
 }

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -212,21 +213,10 @@ func (db *DB) Entries() []*Entry {
 }
 
 func sortEntries(es []*Entry) {
-	sort.Slice(es, func(i, j int) bool {
-		a, b := es[i].Key, es[j].Key
-		if a.Device != b.Device {
-			return a.Device < b.Device
-		}
-		if a.Driver != b.Driver {
-			return a.Driver < b.Driver
-		}
-		if a.Compiler != b.Compiler {
-			return a.Compiler < b.Compiler
-		}
-		if a.Template != b.Template {
-			return a.Template < b.Template
-		}
-		return a.Problem < b.Problem
+	slices.SortFunc(es, func(x, y *Entry) int {
+		a, b := x.Key, y.Key
+		return cmp.Or(cmp.Compare(a.Device, b.Device), cmp.Compare(a.Driver, b.Driver), cmp.Compare(a.Compiler, b.Compiler),
+			cmp.Compare(a.Template, b.Template), cmp.Compare(a.Problem, b.Problem))
 	})
 }
 

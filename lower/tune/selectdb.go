@@ -1,7 +1,8 @@
 package tune
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"time"
 )
 
@@ -87,21 +88,10 @@ func (db *DB) Selections() []*SelectionEntry {
 }
 
 func sortSelections(es []*SelectionEntry) {
-	sort.Slice(es, func(i, j int) bool {
-		a, b := es[i].SelectionKey, es[j].SelectionKey
-		if a.Device != b.Device {
-			return a.Device < b.Device
-		}
-		if a.Driver != b.Driver {
-			return a.Driver < b.Driver
-		}
-		if a.Compiler != b.Compiler {
-			return a.Compiler < b.Compiler
-		}
-		if a.Function != b.Function {
-			return a.Function < b.Function
-		}
-		return a.Graph < b.Graph
+	slices.SortFunc(es, func(x, y *SelectionEntry) int {
+		a, b := x.SelectionKey, y.SelectionKey
+		return cmp.Or(cmp.Compare(a.Device, b.Device), cmp.Compare(a.Driver, b.Driver), cmp.Compare(a.Compiler, b.Compiler),
+			cmp.Compare(a.Function, b.Function), cmp.Compare(a.Graph, b.Graph))
 	})
 }
 
