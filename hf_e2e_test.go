@@ -10,7 +10,6 @@ import (
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
-	"github.com/vkc-project/vkc/ir/interp"
 )
 
 // TestHFOraclePlan: transformers' tinyllama folder (../shared/oracles/hf/tinyllama) through vkc
@@ -143,29 +142,10 @@ func TestRopeScalingPlan(t *testing.T) {
 		return all
 	}
 	got := run(&planRunner{roundTrip(t, d, p)})
-	want := run(&interpRunner{interp.NewSession(im.Model)})
+	want := run(oracles.Interp(im.Model))
 	if e := oracles.RowRel(got, want, 256); e > oracleTol {
 		t.Errorf("plan vs interpreter: %.3g row-relative > %g", e, oracleTol)
 	} else {
 		t.Logf("plan vs interpreter: %.3g row-relative", e)
 	}
-}
-
-// interpRunner runs the reference interpreter's prefill and decode over its session's state.
-type interpRunner struct{ s *interp.Session }
-
-func (r *interpRunner) Reset() error { r.s.Reset(); return nil }
-func (r *interpRunner) Run(fn string, tokens []int, pos int) ([]float64, error) {
-	f := make([]float64, len(tokens))
-	for i, x := range tokens {
-		f[i] = float64(x)
-	}
-	out, err := r.s.Run(fn, map[string]*ir.Tensor{
-		"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, len(tokens)), f),
-		"pos":    ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(pos)}),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out["logits"].Float64s(), nil
 }

@@ -8,26 +8,7 @@ import (
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
-	"github.com/vkc-project/vkc/ir/interp"
 )
-
-type interpRunner struct{ s *interp.Session }
-
-func (r *interpRunner) Reset() error { r.s.Reset(); return nil }
-func (r *interpRunner) Run(fn string, tokens []int, pos int) ([]float64, error) {
-	f := make([]float64, len(tokens))
-	for i, x := range tokens {
-		f[i] = float64(x)
-	}
-	out, err := r.s.Run(fn, map[string]*ir.Tensor{
-		"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, len(tokens)), f),
-		"pos":    ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(pos)}),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out["logits"].Float64s(), nil
-}
 
 // TestGGUFOracleInterpreter imports every GGUF file of the llama.cpp oracle and runs it through
 // the reference interpreter: prefill and decode logits against the float64 reference over
@@ -41,7 +22,7 @@ func TestGGUFOracleInterpreter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := oracles.RunLlamaCpp(t, &interpRunner{interp.NewSession(im.Model)}, gold)
+			run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
 			oracles.CheckLlamaCpp(t, name, run, gold, oracles.LlamaCppRefTol)
 		})
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir/gguf"
-	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/ir/quant"
 )
 
@@ -105,14 +104,14 @@ func TestGGUFQwen2(t *testing.T) {
 			t.Errorf("qwen2 model.yaml lacks %q", want)
 		}
 	}
-	run := oracles.RunLlamaCpp(t, &interpRunner{interp.NewSession(im.Model)}, gold)
+	run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
 	oracles.CheckLlamaCpp(t, name, run, gold, oracles.LlamaCppRefTol)
 
 	im2, err := importer.ImportGGUF(qwen2FromLlama(t, src, 0.05), importer.GGUFOptions{Prefill: prompt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run2 := oracles.RunLlamaCpp(t, &interpRunner{interp.NewSession(im2.Model)}, gold)
+	run2 := oracles.RunLlamaCpp(t, oracles.Interp(im2.Model), gold)
 	if e := oracles.RowRel(run2.Prefill, run.Prefill, gold["prefill_logits"].Type.Shape[1]); e < 1e-3 {
 		t.Errorf("biases of 0.05 moved the logits by %.2g row-relative only", e)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/gguf"
-	"github.com/vkc-project/vkc/ir/interp"
 )
 
 // writeCheckpoint writes a Hugging Face checkpoint folder: config.json and the tensors, in one
@@ -186,7 +185,7 @@ func TestHFCheckpointsAgainstLlamaCppReference(t *testing.T) {
 			if strings.Contains(string(im.YAML), "window=") {
 				t.Errorf("%s: a window in the model:\n%s", c.name, im.YAML)
 			}
-			run := oracles.RunLlamaCpp(t, &interpRunner{interp.NewSession(im.Model)}, gold)
+			run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
 			oracles.CheckLlamaCpp(t, c.file, run, gold, oracles.LlamaCppRefTol)
 		})
 	}
@@ -226,7 +225,7 @@ func TestHFTinyllamaOracle(t *testing.T) {
 	prompt := ints(gold["input_ids"])
 	fed := ints(gold["decode_tokens"])
 	run := func(m *ir.Model) (prefill, decode []float64) {
-		r := &interpRunner{interp.NewSession(m)}
+		r := oracles.Interp(m)
 		p, err := r.Run("prefill", prompt, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -328,7 +327,7 @@ func randomCheckpoint(arch string, layers int, seed uint64) (map[string]any, map
 // lastRow runs prefill on tokens at pos and returns the last row of logits.
 func lastRow(t *testing.T, m *ir.Model, tokens []int, pos int) []float64 {
 	t.Helper()
-	l, err := (&interpRunner{interp.NewSession(m)}).Run("prefill", tokens, pos)
+	l, err := (oracles.Interp(m)).Run("prefill", tokens, pos)
 	if err != nil {
 		t.Fatal(err)
 	}

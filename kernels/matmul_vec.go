@@ -57,28 +57,40 @@ func init() {
 	Register(MatmulVec)
 }
 
-// vecFits: the workgroup fits the device, divides into cols groups of a power-of-two size, and
-// the vector width divides K on contiguous operands.
-func vecFits(p *Problem, c Config, caps Caps) error {
-	wg, cols, vec := c["wg"], c["cols"], c["vec"]
+// vecGroups checks what the matrix-vector templates share: a workgroup of wg invocations that
+// fits the device, holds a subgroup and divides into cols groups, cols not past the columns
+// (twice them at most) and even with column parts. It returns the problem's gemm.
+func vecGroups(p *Problem, c Config, caps Caps) (*gemm, error) {
+	wg, cols := c["wg"], c["cols"]
 	if wg > caps.MaxInvocations || wg > caps.MaxWorkgroupSize[0] {
-		return fmt.Errorf("wg=%d exceeds the device's %d invocations", wg, caps.MaxInvocations)
+		return nil, fmt.Errorf("wg=%d exceeds the device's %d invocations", wg, caps.MaxInvocations)
 	}
 	if wg < max(caps.SubgroupSize, 1) {
-		return fmt.Errorf("wg=%d is smaller than a subgroup (%d)", wg, caps.SubgroupSize)
+		return nil, fmt.Errorf("wg=%d is smaller than a subgroup (%d)", wg, caps.SubgroupSize)
 	}
 	if cols > wg || wg%cols != 0 {
-		return fmt.Errorf("cols=%d does not divide wg=%d", cols, wg)
+		return nil, fmt.Errorf("cols=%d does not divide wg=%d", cols, wg)
 	}
 	g, err := readGemm(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if cols > 1 && cols >= 2*g.n {
-		return fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
+		return nil, fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
 	}
 	if len(p.Parts) > 0 && cols%2 != 0 {
-		return fmt.Errorf("cols=%d: column parts are stored in pairs of columns", cols)
+		return nil, fmt.Errorf("cols=%d: column parts are stored in pairs of columns", cols)
+	}
+	return g, nil
+}
+
+// vecFits: the workgroup fits the device, divides into cols groups of a power-of-two size, and
+// the vector width divides K on contiguous operands.
+func vecFits(p *Problem, c Config, caps Caps) error {
+	vec := c["vec"]
+	g, err := vecGroups(p, c, caps)
+	if err != nil {
+		return err
 	}
 	if vec > 1 && !g.vectorizable(vec) {
 		return fmt.Errorf("vec=%d needs rows of A and columns of B contiguous along K and K (%d) a multiple of it", vec, g.k)

@@ -93,25 +93,10 @@ func int8Claims(p *Problem, g *gemm, caps Caps) error {
 // vecQFits: the workgroup fits the device and splits into cols columns of a power-of-two
 // number of invocations; span divides a block's words.
 func vecQFits(p *Problem, c Config, caps Caps) error {
-	wg, cols, span := c["wg"], c["cols"], c["span"]
-	if wg > caps.MaxInvocations || wg > caps.MaxWorkgroupSize[0] {
-		return fmt.Errorf("wg=%d exceeds the device's %d invocations", wg, caps.MaxInvocations)
-	}
-	if wg < max(caps.SubgroupSize, 1) {
-		return fmt.Errorf("wg=%d is smaller than a subgroup (%d)", wg, caps.SubgroupSize)
-	}
-	if cols > wg || wg%cols != 0 {
-		return fmt.Errorf("cols=%d does not divide wg=%d", cols, wg)
-	}
-	g, err := readGemm(p)
+	span := c["span"]
+	g, err := vecGroups(p, c, caps)
 	if err != nil {
 		return err
-	}
-	if cols > 1 && cols >= 2*g.n {
-		return fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
-	}
-	if len(p.Parts) > 0 && cols%2 != 0 {
-		return fmt.Errorf("cols=%d: column parts are stored in pairs of columns", cols)
 	}
 	f := g.bT.Format()
 	if f == nil || f.Layout == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 )
 
 // LlamaCppFile is one row of ../shared/oracles/llamacpp/README.md's "Measured error" table for
@@ -94,6 +95,28 @@ func Argmax(row []float64) int {
 type Runner interface {
 	Reset() error
 	Run(fn string, tokens []int, pos int) ([]float64, error)
+}
+
+// Interp is the Runner of the reference interpreter: a session of the model, its state kept
+// between calls, inputs tokens (i32[n]) and pos (i32), output logits.
+func Interp(m *ir.Model) Runner { return &interpRunner{interp.NewSession(m)} }
+
+type interpRunner struct{ s *interp.Session }
+
+func (r *interpRunner) Reset() error { r.s.Reset(); return nil }
+func (r *interpRunner) Run(fn string, tokens []int, pos int) ([]float64, error) {
+	f := make([]float64, len(tokens))
+	for i, x := range tokens {
+		f[i] = float64(x)
+	}
+	out, err := r.s.Run(fn, map[string]*ir.Tensor{
+		"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, len(tokens)), f),
+		"pos":    ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(pos)}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out["logits"].Float64s(), nil
 }
 
 // LlamaCppRun is what a model computed for one oracle file: the prefill logits, the decode
