@@ -83,7 +83,7 @@ func WriteModelYAML(ctx context.Context, m *ir.Model, path string, opts YAMLOpti
 	} else {
 		weights = ""
 	}
-	err := batch.Add(ctx, path, safefile.Options{What: "model.yaml", Inputs: opts.Inputs, Check: isModelYAML, Force: opts.Force},
+	err := batch.Add(ctx, path, safefile.Options{What: "model.yaml", Inputs: opts.Inputs, Check: IsModelYAML, Force: opts.Force},
 		func(out io.Writer) error { _, err := io.WriteString(out, b.String()); return err })
 	if err != nil {
 		return "", err
@@ -91,8 +91,9 @@ func WriteModelYAML(ctx context.Context, m *ir.Model, path string, opts YAMLOpti
 	return weights, batch.Commit()
 }
 
-// isModelYAML recognises a file WriteModelYAML may replace: YAML with a top-level model key.
-func isModelYAML(path string) error {
+// IsModelYAML recognises a file that WriteModelYAML (and vkc import) may replace: YAML with a
+// top-level model key.
+func IsModelYAML(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err

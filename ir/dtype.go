@@ -5,9 +5,9 @@ package ir
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
+	"github.com/vkc-project/vkc/internal/bf16"
 	"github.com/vkc-project/vkc/ir/quant"
 	"github.com/x448/float16"
 )
@@ -130,14 +130,7 @@ func F16Bits(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
 func F16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
 
 // BF16Bits converts f to bfloat16, rounding to nearest even.
-func BF16Bits(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
+func BF16Bits(f float32) uint16 { return bf16.FromFloat32(f) }
 
 // BF16ToF32 converts bfloat16 bits to float32.
-func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+func BF16ToF32(h uint16) float32 { return bf16.ToFloat32(h) }

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/ir"
@@ -67,7 +65,7 @@ func init() {
 					return err
 				}
 				err = whileWriting(func(ctx context.Context) error {
-					return safefile.Write(ctx, *out, safefile.Options{What: "model.yaml", Inputs: []string{args[0]}, Check: isModelYAML, Force: *force},
+					return safefile.Write(ctx, *out, safefile.Options{What: "model.yaml", Inputs: []string{args[0]}, Check: importer.IsModelYAML, Force: *force},
 						func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
 				})
 				if err != nil {
@@ -96,7 +94,7 @@ func importHF(stdout io.Writer, in, out string, opts importer.HFOptions, force b
 	}
 	inputs := append([]string{filepath.Join(in, "config.json")}, im.Files...)
 	err = whileWriting(func(ctx context.Context) error {
-		return safefile.Write(ctx, out, safefile.Options{What: "model.yaml", Inputs: inputs, Check: isModelYAML, Force: force},
+		return safefile.Write(ctx, out, safefile.Options{What: "model.yaml", Inputs: inputs, Check: importer.IsModelYAML, Force: force},
 			func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
 	})
 	if err != nil {
@@ -200,17 +198,4 @@ func dimFlags(fs *flag.FlagSet) dimFlag {
 	d := dimFlag{}
 	fs.Var(d, "dim", "fix a symbolic input dimension of an ONNX model: NAME=VALUE (repeatable)")
 	return d
-}
-
-// isModelYAML recognises a file vkc import may replace: YAML with a top-level model key.
-func isModelYAML(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var doc map[string]any
-	if yaml.Unmarshal(b, &doc) != nil || doc["model"] == nil {
-		return fmt.Errorf("it is not a model.yaml")
-	}
-	return nil
 }
