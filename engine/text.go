@@ -189,11 +189,7 @@ var streamDecode = tokenizer.DecodeOptions{SkipSpecial: true, NoCleanup: true}
 // incomplete).
 func (st *textStream) push(id int32) (string, error) {
 	st.ids = append(st.ids, id)
-	before, err := st.tok.Decode(st.ids[st.prefix:st.read], streamDecode)
-	if err != nil {
-		return "", err
-	}
-	after, err := st.tok.Decode(st.ids[st.prefix:], streamDecode)
+	before, after, err := st.decode()
 	if err != nil {
 		return "", err
 	}
@@ -202,6 +198,15 @@ func (st *textStream) push(id int32) (string, error) {
 	}
 	st.prefix, st.read = st.read, len(st.ids)
 	return after[commonPrefix(before, after):], nil
+}
+
+// decode is the text of the tokens since prefix without and with those not emitted yet.
+func (st *textStream) decode() (before, after string, err error) {
+	if before, err = st.tok.Decode(st.ids[st.prefix:st.read], streamDecode); err != nil {
+		return "", "", err
+	}
+	after, err = st.tok.Decode(st.ids[st.prefix:], streamDecode)
+	return before, after, err
 }
 
 // commonPrefix is the length of the longest common prefix of a and b that ends at a character
@@ -224,11 +229,7 @@ func (st *textStream) flush() (string, error) {
 	if st.read == len(st.ids) {
 		return "", nil
 	}
-	before, err := st.tok.Decode(st.ids[st.prefix:st.read], streamDecode)
-	if err != nil {
-		return "", err
-	}
-	after, err := st.tok.Decode(st.ids[st.prefix:], streamDecode)
+	before, after, err := st.decode()
 	if err != nil {
 		return "", err
 	}

@@ -103,13 +103,9 @@ func acceptAttn(p *Problem, caps Caps) (*attn, error) {
 	return a, nil
 }
 
-// buildAttnCombine builds the split template's second step: for each output element, the
-// (m, l, o) of every key range its row sees are merged. Bindings: [kv_len], scratch, the
-// epilogue's inputs, the result.
-func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.Kernel, []Operand, int, error) {
-	b := codegen.NewBuilder("attention_combine")
-	var binds []Operand
-	var lenBuf, nBuf *codegen.Buffer
+// lengthBuffers declares the attention kernels' scalar inputs after binds: the kv_len argument
+// when the problem has one, the run-time length n when the op reads it (nil where absent).
+func (a *attn) lengthBuffers(b *codegen.Builder, p *Problem, binds []Operand) (lenBuf, nBuf *codegen.Buffer, _ []Operand) {
 	if a.kvLen {
 		lenBuf = b.Buffer("kv_len", StorageType(p.Args[3].DType), codegen.ReadOnly)
 		binds = append(binds, Operand{Arg, 3})
@@ -118,6 +114,15 @@ func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.
 		nBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
 		binds = append(binds, Operand{Len, 0})
 	}
+	return lenBuf, nBuf, binds
+}
+
+// buildAttnCombine builds the split template's second step: for each output element, the
+// (m, l, o) of every key range its row sees are merged. Bindings: [kv_len], scratch, the
+// epilogue's inputs, the result.
+func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.Kernel, []Operand, int, error) {
+	b := codegen.NewBuilder("attention_combine")
+	lenBuf, nBuf, binds := a.lengthBuffers(b, p, nil)
 	scratch := b.Buffer("partial", codegen.F32, codegen.ReadOnly)
 	binds = append(binds, Operand{Scratch, 0})
 	epi, eb := declareEpilogue(b, p, a.opType)

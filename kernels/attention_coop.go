@@ -152,16 +152,7 @@ func buildAttnCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	qb := b.Buffer("q", u4, codegen.ReadOnly)
 	kb := b.Buffer("k", u4, codegen.ReadOnly)
 	vb := b.Buffer("v", u4, codegen.ReadOnly)
-	binds := []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}}
-	var lenBuf, nBuf *codegen.Buffer
-	if a.kvLen {
-		lenBuf = b.Buffer("kv_len", StorageType(p.Args[3].DType), codegen.ReadOnly)
-		binds = append(binds, Operand{Arg, 3})
-	}
-	if readsLength(p) {
-		nBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
-		binds = append(binds, Operand{Len, 0})
-	}
+	lenBuf, nBuf, binds := a.lengthBuffers(b, p, []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}})
 	epi, eb := declareEpilogue(b, p, a.opType)
 	binds = append(binds, eb...)
 	b.WorkgroupSize(u(W*SG), u(1), u(1))

@@ -166,15 +166,7 @@ func (g *attnGen) declare() {
 	g.qb = b.Buffer("q", velem, codegen.ReadOnly)
 	g.kb = b.Buffer("k", velem, codegen.ReadOnly)
 	g.vb = b.Buffer("v", vElem, codegen.ReadOnly)
-	g.binds = []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}}
-	if a.kvLen {
-		g.lenBuf = b.Buffer("kv_len", StorageType(p.Args[3].DType), codegen.ReadOnly)
-		g.binds = append(g.binds, Operand{Arg, 3})
-	}
-	if readsLength(p) {
-		g.nBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
-		g.binds = append(g.binds, Operand{Len, 0})
-	}
+	g.lenBuf, g.nBuf, g.binds = a.lengthBuffers(b, p, []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}})
 	switch {
 	case cfg.split && cfg.inPass:
 		// The partials are read back by another workgroup: coherent, and the counters too.
