@@ -245,9 +245,21 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	if cfg.selectFns {
 		// A function whose selection the database holds needs no reference unless its
 		// candidates turn out different (SelectFunction then evaluates it itself).
+		// Functions checked at the same length of one graph (prefill and its variant
+		// prefill@64, both at tune.CheckLength) share one evaluation.
+		byAt := map[*ir.Function]*tune.Reference{}
 		for _, f := range fns {
-			if e, ok := s.db.GetSelection(s.selectionKey(f)); !ok || !e.Complete {
-				s.refs[f] = tune.StartReference(m, f, 0)
+			if e, ok := s.db.GetSelection(s.selectionKey(f)); ok && e.Reusable(opts.Budget) {
+				continue
+			}
+			at, err := f.At(tune.CheckAt(f))
+			if r := byAt[at]; err == nil && r != nil {
+				s.refs[f] = r
+				continue
+			}
+			s.refs[f] = tune.StartReference(m, f, 0)
+			if err == nil {
+				byAt[at] = s.refs[f]
 			}
 		}
 	}
@@ -261,6 +273,12 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		Trace:  opts.TuneTrace,
 		Budget: cfg.configs, Exhaustive: cfg.configs, SearchLimit: cfg.perSearch,
 		Timing: opts.timing,
+	}
+	if cfg.extract {
+		// A compile records what its budget cut short, and takes as they stand the searches a
+		// compile of the same budget cut (a warm compile measures nothing); `vkc tune`
+		// resumes them.
+		s.tu.CompileBudget = opts.Budget
 	}
 	s.tctx, s.cancel = ctx, func() {}
 	s.kctx, s.kcanel = ctx, func() {}
@@ -316,7 +334,7 @@ func (s *measureSource) price(ctx context.Context, what string, probs []tune.Ran
 		for _, r := range pr.Unmet {
 			most = max(most, r.Share)
 		}
-		s.notes = append(s.notes, fmt.Sprintf("%s: %d not searched to the end (the largest %.1f%% of its function's estimated time): the budget ran out first; a larger --budget, or compiling again, continues them",
+		s.notes = append(s.notes, fmt.Sprintf("%s: %d not searched to the end (the largest %.1f%% of its function's estimated time): the budget ran out first; a compile with this budget takes them as they stand, a larger --budget or `vkc tune` continues them",
 			what, len(pr.Unmet), 100*most))
 	}
 	return s.tu.Summary(), nil
@@ -388,7 +406,7 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 	}
 	winners, sels, err := tune.SelectFunctions(s.tctx, s.d, m, fns,
 		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn,
-		tune.SelectOptions{Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer,
+		tune.SelectOptions{Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
 			Tolerance: s.functionTolerance()})
 	if ctx.Err() != nil {
 		return nil, nil, "", ctx.Err()

@@ -48,8 +48,14 @@ type Entry struct {
 	Invalid map[string]string        `json:"invalid,omitempty"`
 	// Stopped says why a complete search ended before its space did ("" when it did not): its
 	// best could no longer move its function by more than the noise (Tuner.BestWithin).
-	Stopped string    `json:"stopped,omitempty"`
-	Updated time.Time `json:"updated"`
+	Stopped string `json:"stopped,omitempty"`
+	// Budget, for an incomplete search, is the budget of the compile whose deadline cut it short
+	// (0: cancelled, or no budget). That compile chose with what the search had measured; a
+	// compile with a budget no larger takes the entry as it stands and measures nothing for it
+	// (Tuner.CompileBudget), so a warm compile makes the same plan. A larger budget, or
+	// `vkc tune`, resumes it.
+	Budget  time.Duration `json:"budget_ns,omitempty"`
+	Updated time.Time     `json:"updated"`
 }
 
 func (e *Entry) clone() *Entry {

@@ -397,6 +397,47 @@ func RunLaunchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, args 
 	return b.Run(context.Background(), args)
 }
 
+// ArgsAt splits args, p's arguments at its capacity, for a run at the length of at (p.At(n)):
+// cut holds the first rows of the bounded arguments (at's arguments, for the reference), dev
+// the arguments for the device with the rows past the run's poisoned (NaN for floats), so that
+// a kernel reading rows the run does not have shows in its results. Unbounded arguments are
+// args' own in both.
+func ArgsAt(p, at *kernels.Problem, args []*ir.Tensor) (cut, dev []*ir.Tensor) {
+	cut = make([]*ir.Tensor, len(args))
+	dev = make([]*ir.Tensor, len(args))
+	for i, a := range args {
+		cut[i], dev[i] = a, a
+		if !p.Rows.Arg(i) {
+			continue
+		}
+		keep := at.Args[i].Bytes()
+		cut[i] = &ir.Tensor{Type: at.Args[i], Data: a.Data[:keep]}
+		poisoned := &ir.Tensor{Type: a.Type, Data: append([]byte(nil), a.Data...)}
+		if a.Type.DType.IsFloat() {
+			nan := ir.TensorFromFloat64s(ir.Type{DType: a.Type.DType, Shape: ir.Shape{}}, []float64{math.NaN()})
+			size := a.Type.DType.Size()
+			for off := keep; off+size <= len(poisoned.Data); off += size {
+				copy(poisoned.Data[off:], nan.Data[:size])
+			}
+		}
+		dev[i] = poisoned
+	}
+	return cut, dev
+}
+
+// ResultsAt returns the first rows of got's bounded results (p's results of a run at the length
+// of at), typed as at's, for comparing with at's reference; unbounded results are got's own.
+func ResultsAt(p, at *kernels.Problem, got []*ir.Tensor) []*ir.Tensor {
+	out := make([]*ir.Tensor, len(got))
+	for i, g := range got {
+		out[i] = g
+		if p.Rows.Out(i) && i < len(at.Outs) {
+			out[i] = &ir.Tensor{Type: at.Outs[i], Data: g.Data[:at.Outs[i].Bytes()]}
+		}
+	}
+	return out
+}
+
 // Expect evaluates p's reference function on args in the interpreter.
 func Expect(p *kernels.Problem, args []*ir.Tensor) ([]*ir.Tensor, error) {
 	f, err := p.Reference()

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -77,5 +78,59 @@ func TestDeviceTimingCutsOnlyLosers(t *testing.T) {
 	// first warm run slow, so up to 4 of 9 cut is tolerated (the old checking-run cut kept 1).
 	if stats.Measured+stats.Cut != 9 || stats.Cut > 4 {
 		t.Errorf("%d measured, %d cut of the 9 points of the elementwise space; points this alike should not be cut", stats.Measured, stats.Cut)
+	}
+}
+
+// A problem with more run-time rows than CheckLength is checked in a run at CheckLength (its
+// reference is the problem at that length, the rows past it poisoned on the device) and timed at
+// its capacity; what the tuner chooses so computes every row of the capacity right.
+func TestTunerChecksBoundedAtCheckLength(t *testing.T) {
+	d := testDevice(t)
+	const capacity = 64
+	p := opProblem(t, ir.Linear, nil, ir.T(ir.F32, capacity, 24), ir.T(ir.F32, 20, 24))
+	p.Rows = &kernels.Rows{Max: capacity, Args: []bool{true, false}, Outs: []bool{true}}
+	in := &checkData{p: p, seed: 5}
+	args, want, err := in.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !args[0].Type.Shape.Equal(ir.Shape{capacity, 24}) || !want[0].Type.Shape.Equal(ir.Shape{CheckLength, 20}) {
+		t.Fatalf("timed on %v, checked against a reference of %v; want [%d 24] and [%d 20]", args[0].Type, want[0].Type, capacity, CheckLength)
+	}
+	if x := in.dev[0].Float64s(); !math.IsNaN(x[CheckLength*24]) || math.IsNaN(x[CheckLength*24-1]) {
+		t.Errorf("the check's argument is not poisoned past row %d", CheckLength)
+	}
+	// One template, two points: pipelines cost 50-300 ms each on lavapipe.
+	tu := &Tuner{Device: d, Compiler: "vkc test", Seed: 3, Exhaustive: 2, Budget: 2,
+		Timing: DeviceTiming{Options: runtimeOptionsQuick},
+		Templates: func(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error) {
+			ts, err := kernels.For(p, caps)
+			if err != nil {
+				return nil, err
+			}
+			return ts[:1], nil
+		}}
+	defer tu.Close()
+	c, err := tu.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Static || c.Time <= 0 {
+		t.Fatalf("choice %s [%s] static=%v, want a measured one", c.Template.Name, c.Config.Key(), c.Static)
+	}
+	l, err := c.Template.Build(p, c.Config, tu.Caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RunLaunch(d, p, l, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := Expect(p, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := Compare(got[0], full[0], LaunchTolerance(l, p, 0)); msg != "" {
+		t.Errorf("%s [%s] at the capacity: %s", c.Template.Name, c.Config.Key(), msg)
 	}
 }

@@ -3,6 +3,7 @@ package tune
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -85,6 +86,10 @@ type SelectOptions struct {
 	// function's winner is then the recorded one, and nothing is lowered, run or timed.
 	DB  *DB
 	Key func(f *ir.Function) SelectionKey
+	// Budget is the compile's budget (0: none): a selection its deadline cuts short is recorded
+	// with it, and a recorded selection cut so under a budget at least as large is reused like a
+	// complete one (SelectionEntry.Budget).
+	Budget time.Duration
 }
 
 func (o SelectOptions) trace(format string, args ...any) {
@@ -93,10 +98,30 @@ func (o SelectOptions) trace(format string, args ...any) {
 	}
 }
 
+// CheckLength is the run-time length at which a function with one (ir.Length) is checked
+// against the interpreter, and the number of rows at which a kernel problem with run-time rows
+// (kernels.Rows) is: at most the capacity. A check at the capacity costs what the float64
+// interpreter costs there — SmolLM2's 512-row prefill took 10 s on two cores and 7.8 GB on the
+// H200's machine, for five functions at once — while what a check catches (a wrong rewrite, a
+// wrong configuration) shows at any length that crosses a tile edge: 37 rows cross the 32-row
+// tiles with a remainder and fill no power-of-two tile. Times are still measured at the capacity.
+const CheckLength = 37
+
+// CheckAt returns the length f is checked at: CheckLength within f's bounds (0: f has no
+// run-time length).
+func CheckAt(f *ir.Function) int {
+	if f.Length == nil {
+		return 0
+	}
+	return max(min(CheckLength, f.Length.Max), f.Length.Min)
+}
+
 // Reference is a function's random inputs (FunctionInputs) and the interpreter's outputs on
-// them, evaluated in the background: the evaluation of a whole model in float64 takes seconds
-// (a SmolLM2 prefill, 10 s on two cores) and needs no device, so a compile starts it before
-// tuning and selection waits for it only if it is not done.
+// them, evaluated in the background: the evaluation of a whole model in float64 takes a
+// while and needs no device, so a compile starts it before tuning and selection waits for it
+// only if it is not done. A function with a run-time length is evaluated at checkAt (f.At),
+// its inputs holding that many rows.
+// (A variant f.WithCapacity(c) with c ≥ CheckLength has f's reference.)
 type Reference struct {
 	seed   int64
 	done   chan struct{}
@@ -110,7 +135,13 @@ func StartReference(m *ir.Model, f *ir.Function, seed int64) *Reference {
 	r := &Reference{seed: seed, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.inputs = FunctionInputs(f, rand.New(rand.NewSource(seed)))
+		at := f
+		if n := CheckAt(f); n > 0 {
+			if at, r.err = f.At(n); r.err != nil {
+				return
+			}
+		}
+		r.inputs = FunctionInputs(at, rand.New(rand.NewSource(seed)))
 		r.want, _, r.err = interp.Run(m, f.Name, r.inputs, nil)
 	}()
 	return r
@@ -147,7 +178,8 @@ type Selection struct {
 	// Why says how the winner was decided when not by its measured time alone.
 	Why string
 
-	asked int // rounds asked for
+	asked    int  // rounds asked for
+	deadline bool // the context's deadline ended the measuring
 }
 
 // recorded returns the selection the database holds for ref when it is complete and its
@@ -157,7 +189,7 @@ func recorded(opts SelectOptions, ref *ir.Function, cands []SelectCandidate) *Se
 		return nil
 	}
 	e, ok := opts.DB.GetSelection(opts.Key(ref))
-	if !ok || !e.Complete || len(e.Candidates) != len(cands) || e.Winner < 0 || e.Winner >= len(e.Candidates) {
+	if !ok || !e.Reusable(opts.Budget) || len(e.Candidates) != len(cands) || e.Winner < 0 || e.Winner >= len(e.Candidates) {
 		return nil
 	}
 	byGraph := map[string]int{}
@@ -202,6 +234,9 @@ func record(opts SelectOptions, ref *ir.Function, sel *Selection) {
 		}
 		e.Candidates = append(e.Candidates, rec)
 	}
+	if !e.Complete && sel.deadline {
+		e.Budget = opts.Budget
+	}
 	opts.DB.PutSelection(e)
 }
 
@@ -233,7 +268,10 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	if rec := recorded(opts, ref, cands); rec != nil {
 		return rec, nil
 	}
-	defer func() { record(opts, ref, sel) }()
+	defer func() {
+		sel.deadline = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		record(opts, ref, sel)
+	}()
 	r := opts.References[ref]
 	if r == nil || r.seed != opts.Seed {
 		r = StartReference(m, ref, opts.Seed)
@@ -253,6 +291,15 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	ins := map[string][]byte{}
 	for name, x := range inputs {
 		ins[name] = deviceBytes(x)
+	}
+	// Candidates are timed at the capacity (what the function costs at its longest); random
+	// inputs need no reference.
+	timeIns := ins
+	if ref.Length != nil {
+		timeIns = map[string][]byte{}
+		for name, x := range FunctionInputs(ref, rand.New(rand.NewSource(opts.Seed))) {
+			timeIns[name] = deviceBytes(x)
+		}
 	}
 	// Once ctx has ended, candidates are checked only until one is valid, so that a spent
 	// budget still yields a checked winner; the checks themselves run to completion.
@@ -294,7 +341,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		row := map[int]time.Duration{}
 		opts.trace("select: %s round %d", ref.Name, round)
 		for _, i := range order {
-			t, err := opts.Timer.TimePlan(ctx, exes[i], cands[i].Fn.Name, ins, i)
+			t, err := opts.Timer.TimePlan(ctx, exes[i], cands[i].Fn.Name, timeIns, i)
 			if err != nil {
 				if ctx.Err() != nil {
 					break

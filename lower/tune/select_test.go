@@ -200,3 +200,148 @@ func TestCompareArgmax(t *testing.T) {
 		t.Error("row 1 index 3 (score 3 against 9) accepted")
 	}
 }
+
+// sizeClock is a PlanTimer that records the size of each input it is given.
+type sizeClock struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *sizeClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sizes = append(c.sizes, len(inputs["x"]))
+	return time.Duration(100+cand) * time.Microsecond, nil
+}
+
+// A function with a run-time length is checked against the interpreter at CheckLength rows,
+// not at its capacity (the reference of a 512-row prefill is what a tuned compile of SmolLM2
+// spent its selection on), and timed at the capacity; a wrong candidate is still rejected.
+func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select_length.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Function("forward")
+	if f.Length == nil || f.Length.Max != 64 || CheckLength >= 64 {
+		t.Fatalf("the test wants a capacity of 64 above CheckLength %d", CheckLength)
+	}
+	ins, want, err := StartReference(m, f, 0).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ins["x"].Type.Shape; !got.Equal(ir.Shape{CheckLength, 16}) {
+		t.Errorf("reference input x %v, want [%d 16]", got, CheckLength)
+	}
+	if got := want["y"].Type.Shape; !got.Equal(ir.Shape{CheckLength, 24}) {
+		t.Errorf("reference output y %v, want [%d 24]", got, CheckLength)
+	}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	defer tu.Close()
+	ctx := context.Background()
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
+		return p, err
+	}
+	cands := []SelectCandidate{{Fn: m.Function("forward_wrong"), Label: "wrong"}, {Fn: f, Label: "as written"}}
+	clock := &sizeClock{}
+	sel, err := SelectFunction(ctx, d, m, f, cands, lowerFn, SelectOptions{Rounds: 2, Timer: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sel.Results[0]; r.Valid || !strings.Contains(r.Reason, "wrong output y") {
+		t.Errorf("the wrong candidate: valid=%v reason %q", r.Valid, r.Reason)
+	}
+	if sel.Winner != 1 || len(clock.sizes) != 2 {
+		t.Fatalf("winner %d after %d timings, want 1 after 2", sel.Winner, len(clock.sizes))
+	}
+	for _, n := range clock.sizes {
+		if n != 64*16*4 {
+			t.Errorf("timed on an input x of %d bytes, want the capacity's %d", n, 64*16*4)
+		}
+	}
+}
+
+// stallClock times each call at 100 µs, except that call stall waits for the context to end.
+type stallClock struct {
+	mu    sync.Mutex
+	calls int
+	stall int
+}
+
+func (c *stallClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
+	c.mu.Lock()
+	c.calls++
+	n := c.calls
+	c.mu.Unlock()
+	if n == c.stall {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return 100 * time.Microsecond, nil
+}
+
+// A selection the compile's deadline cuts short is recorded with the compile's budget: a compile
+// of the same budget takes its winner without measuring; a larger budget measures it again.
+func TestSelectionBudgetCutKept(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	defer tu.Close()
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(context.Background())})
+		return p, err
+	}
+	db, err := OpenDB(t.TempDir() + "/tune.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Function("forward")
+	key := func(*ir.Function) SelectionKey { return SelectionKey{Device: "d", Compiler: "vkc test", Function: "forward", Graph: "g"} }
+	cands := []SelectCandidate{{Fn: f, Key: "a", Label: "as written", Static: true}, {Fn: m.Function("forward_alt"), Key: "b", Label: "alt"}}
+	const budget = time.Minute
+	opts := SelectOptions{Rounds: 3, DB: db, Key: key, Budget: budget}
+
+	// The deadline leaves the checks and the first round seconds to spare on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	opts.Timer = &stallClock{stall: 3} // the second round never ends
+	sel, err := SelectFunction(ctx, d, m, f, cands, lowerFn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Rounds != 1 || sel.Recorded {
+		t.Fatalf("cut selection: %d rounds, recorded=%v; want 1 measured round", sel.Rounds, sel.Recorded)
+	}
+	e, ok := db.GetSelection(key(f))
+	if !ok || e.Complete || e.Budget != budget {
+		t.Fatalf("recorded %+v, want an incomplete selection cut under the budget %v", e, budget)
+	}
+
+	same := &stallClock{}
+	opts.Timer = same
+	again, err := SelectFunction(context.Background(), d, m, f, cands, lowerFn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Recorded || again.Winner != sel.Winner || same.calls != 0 {
+		t.Errorf("same budget: recorded=%v winner %d (was %d), %d timings; want the recorded winner, none", again.Recorded, again.Winner, sel.Winner, same.calls)
+	}
+
+	larger := &stallClock{}
+	opts.Timer, opts.Budget = larger, 2*budget
+	measured, err := SelectFunction(context.Background(), d, m, f, cands, lowerFn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if measured.Recorded || measured.Rounds != 3 || larger.calls != 6 {
+		t.Errorf("larger budget: recorded=%v, %d rounds, %d timings; want 3 rounds measured again", measured.Recorded, measured.Rounds, larger.calls)
+	}
+	if e, _ := db.GetSelection(key(f)); !e.Complete || e.Budget != 0 {
+		t.Errorf("after the larger budget: complete=%v budget=%v", e.Complete, e.Budget)
+	}
+}

@@ -27,10 +27,19 @@ type SelectionEntry struct {
 	Winner     int               `json:"winner"` // index into Candidates
 	Rounds     int               `json:"rounds"`
 	// Complete is false when the budget ended the rounds early (or none ran): a later compile
-	// measures the selection again.
-	Complete bool      `json:"complete"`
-	Why      string    `json:"why,omitempty"` // how the winner was decided when not by time alone
-	Updated  time.Time `json:"updated"`
+	// measures the selection again, unless its budget is no larger than Budget, the budget of
+	// the compile whose deadline cut this one short (SelectOptions.Budget; 0: cancelled, or no
+	// budget): that compile takes the recorded winner as it stands.
+	Complete bool          `json:"complete"`
+	Budget   time.Duration `json:"budget_ns,omitempty"`
+	Why      string        `json:"why,omitempty"` // how the winner was decided when not by time alone
+	Updated  time.Time     `json:"updated"`
+}
+
+// Reusable reports whether a compile of the given budget (0: none) takes e's winner without
+// measuring: e is complete, or a compile of at least that budget was cut short making it.
+func (e *SelectionEntry) Reusable(budget time.Duration) bool {
+	return e.Complete || budget > 0 && e.Budget >= budget
 }
 
 // SelectionRecord is one candidate of a recorded selection.

@@ -113,10 +113,13 @@ type Stats struct {
 	Kernels  int // problems chosen
 	Searches int // template searches run (new, or resumed from an interrupted one)
 	Reused   int // template searches taken complete from the database
-	Configs  int // configurations built and run
-	Invalid  int // configurations rejected after building or running
-	Static   int // problems that got the static choice (no measured configuration)
-	Stopped  bool
+	// Kept: of Reused, searches a compile of the same or a larger budget cut short, taken as
+	// they stand (Entry.Budget).
+	Kept    int
+	Configs int // configurations built and run
+	Invalid int // configurations rejected after building or running
+	Static  int // problems that got the static choice (no measured configuration)
+	Stopped bool
 }
 
 // Choice is the tuner's answer for one problem.
@@ -163,6 +166,11 @@ type Tuner struct {
 	// With one deadline for the whole compile (the context's), it keeps the first problems from
 	// spending the time of all the others.
 	SearchLimit time.Duration
+	// CompileBudget is the budget of the compile the tuner serves (0: none): a search its
+	// deadline cuts short, or never lets start, is recorded with it (Entry.Budget), and an
+	// entry recorded so under a budget at least as large is taken as it stands, measuring
+	// nothing.
+	CompileBudget time.Duration
 	// Seed fixes the search order of budgeted searches and the random inputs.
 	Seed int64
 	// Templates lists the templates that accept a problem (default kernels.For).
@@ -251,8 +259,11 @@ func (t *Tuner) Stats() Stats {
 func (t *Tuner) Summary() string {
 	s := t.Stats()
 	var b strings.Builder
-	fmt.Fprintf(&b, "tuned %d kernels: %d searches reused from the database, %d searched (%d configurations, %d invalid)",
-		s.Kernels, s.Reused, s.Searches, s.Configs, s.Invalid)
+	fmt.Fprintf(&b, "tuned %d kernels: %d searches reused from the database", s.Kernels, s.Reused)
+	if s.Kept > 0 {
+		fmt.Fprintf(&b, " (%d as a compile of budget %v left them)", s.Kept, t.CompileBudget)
+	}
+	fmt.Fprintf(&b, ", %d searched (%d configurations, %d invalid)", s.Searches, s.Configs, s.Invalid)
 	if s.Static > 0 {
 		fmt.Fprintf(&b, ", %d left at the static choice", s.Static)
 	}
@@ -522,12 +533,17 @@ func (t *Tuner) Key(tm *kernels.Template, p *kernels.Problem) Key {
 }
 
 // checkData holds a problem's random inputs and the interpreter's results on them, made on
-// first use and shared by every template and configuration of the problem.
+// first use and shared by every template and configuration of the problem. A problem with more
+// run-time rows than CheckLength is checked in a run at CheckLength (at: the problem there, dev:
+// the arguments with the rows past it poisoned, want: at's reference) and timed at its capacity
+// on args.
 type checkData struct {
 	p    *kernels.Problem
 	seed int64
 	done bool
 	args []*ir.Tensor
+	at   *kernels.Problem // nil: checked at the capacity
+	dev  []*ir.Tensor
 	want []*ir.Tensor
 	err  error
 }
@@ -536,12 +552,46 @@ func (c *checkData) get() ([]*ir.Tensor, []*ir.Tensor, error) {
 	if !c.done {
 		c.done = true
 		c.args = Inputs(c.p, rand.New(rand.NewSource(c.seed)))
-		c.want, c.err = Expect(c.p, c.args)
+		ref := c.args
+		if c.p.Rows != nil && c.p.Rows.Max > CheckLength {
+			if c.at, c.err = c.p.At(CheckLength); c.err != nil {
+				c.err = fmt.Errorf("reference for %s: %w", c.p.Key(), c.err)
+				return nil, nil, c.err
+			}
+			ref, c.dev = ArgsAt(c.p, c.at, c.args)
+		}
+		p := c.p
+		if c.at != nil {
+			p = c.at
+		}
+		c.want, c.err = Expect(p, ref)
 		if c.err != nil {
-			c.err = fmt.Errorf("reference for %s: %w", c.p.Key(), c.err)
+			c.err = fmt.Errorf("reference for %s: %w", p.Key(), c.err)
 		}
 	}
 	return c.args, c.want, c.err
+}
+
+// check runs launch l once as the problem is checked (at CheckLength when in.at is set, the
+// capacity otherwise) and returns the results to compare with in.want.
+func (c *checkData) check(ctx context.Context, d *runtime.Device, l *kernels.Launch, pipes *Pipelines, capacity *Bench) ([]*ir.Tensor, error) {
+	if c.at == nil {
+		return capacity.Run(ctx, c.args)
+	}
+	b, err := NewBenchAt(d, c.p, l, pipes, CheckLength)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	got, err := b.Run(ctx, c.dev)
+	if err != nil {
+		return nil, err
+	}
+	// The capacity's bench runs once, as the timing expects of a checked bench.
+	if _, err := capacity.Run(ctx, c.args); err != nil {
+		return nil, err
+	}
+	return ResultsAt(c.p, c.at, got), nil
 }
 
 // search runs (or reuses, or resumes) the search of template tm on p and returns its entry.
@@ -563,6 +613,10 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			case old.Complete:
 				t.stats.Reused++
 				return old, nil
+			case t.CompileBudget > 0 && old.Budget >= t.CompileBudget:
+				t.stats.Reused++
+				t.stats.Kept++
+				return old, nil
 			default:
 				e = old // resume: what it measured is replayed, not measured again
 			}
@@ -570,6 +624,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	}
 	if ctx.Err() != nil {
 		t.stats.Stopped = true
+		t.cut(ctx, e)
 		return e, nil
 	}
 	t.stats.Searches++
@@ -648,11 +703,32 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		t.stats.Stopped = true
 	}
 	e.Best, e.Time = bestOf(e.Times)
+	if !e.Complete {
+		t.cut(ctx, e)
+	} else {
+		e.Budget = 0
+		e.Updated = time.Now().UTC().Truncate(time.Second)
+		if t.DB != nil {
+			t.DB.Put(e)
+		}
+	}
+	return e, nil
+}
+
+// cut records an incomplete search e: with the compile's budget when that budget's deadline
+// (not a cancellation) ended it, so that a compile of no larger budget takes it as it stands.
+func (t *Tuner) cut(ctx context.Context, e *Entry) {
+	e.Budget = 0
+	if t.CompileBudget > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		e.Budget = t.CompileBudget
+	}
+	if e.Tried == 0 && e.Budget == 0 {
+		return // nothing measured, nothing decided
+	}
 	e.Updated = time.Now().UTC().Truncate(time.Second)
 	if t.DB != nil {
 		t.DB.Put(e)
 	}
-	return e, nil
 }
 
 // confirm times again, back to back after one warm-up measurement, the search's fastest points
@@ -763,7 +839,7 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 			return failed, 0, r
 		}
 	}
-	args, want, err := in.get()
+	_, want, err := in.get()
 	if err != nil {
 		*fatal = err
 		return skipped, 0, ""
@@ -776,7 +852,7 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 		return failed, 0, "pipeline: " + err.Error()
 	}
 	defer b.Close()
-	got, err := b.Run(ctx, args)
+	got, err := in.check(ctx, t.Device, l, t.pipes, b)
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""

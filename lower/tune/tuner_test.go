@@ -173,6 +173,7 @@ func TestTunerCancelAndResume(t *testing.T) {
 	tm := toyTemplate("toy", 1, toySpace...)
 	tu := toyTuner(t, clock, tm)
 	tu.DB = db
+	tu.CompileBudget = time.Minute // a cancellation is not the budget: the search is resumed
 	p := toyProblem(1000)
 	c, err := tu.Best(ctx, p)
 	if err != nil {
@@ -197,9 +198,14 @@ func TestTunerCancelAndResume(t *testing.T) {
 		t.Fatalf("database entry %+v, want an incomplete search with 3 times", e)
 	}
 
+	if e.Budget != 0 {
+		t.Errorf("a cancelled search recorded under the budget %v", e.Budget)
+	}
+
 	clock2 := &fakeClock{timeOf: bowl}
 	tu2 := toyTuner(t, clock2, tm)
 	tu2.DB = db
+	tu2.CompileBudget = time.Minute
 	c2, err := tu2.Best(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -426,5 +432,79 @@ func TestTunerChoosesInt8ByMeasurement(t *testing.T) {
 		if len(c.Entries) != 2 {
 			t.Errorf("%d templates searched, want both", len(c.Entries))
 		}
+	}
+}
+
+// A search the compile's deadline cuts short, and one it never lets start, are recorded with the
+// compile's budget: a compile of the same budget takes both as they stand and measures nothing
+// (a warm compile, the same choices); a larger budget resumes the search.
+func TestTunerBudgetCutKept(t *testing.T) {
+	db, err := OpenDB(t.TempDir() + "/tune.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	clock := &fakeClock{timeOf: bowl, onTime: func(n int) {
+		if n == 3 {
+			<-ctx.Done() // the deadline passes during the fourth timing
+		}
+	}}
+	tm := toyTemplate("toy", 1, toySpace...)
+	tu := toyTuner(t, clock, tm)
+	tu.DB, tu.CompileBudget = db, budget
+	p, q := toyProblem(1000), toyProblem(500)
+	first, err := tu.Best(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreached, err := tu.Best(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Static || !unreached.Static {
+		t.Fatalf("cut: static=%v, unreached: static=%v; want a measured choice, then the static one", first.Static, unreached.Static)
+	}
+	for _, pr := range []*kernels.Problem{p, q} {
+		if e, ok := db.Get(tu.Key(tm, pr)); !ok || e.Complete || e.Budget != budget {
+			t.Fatalf("%s: entry %+v, want an incomplete one cut under the budget %v", pr.Key(), e, budget)
+		}
+	}
+
+	clock2 := &fakeClock{timeOf: bowl}
+	tu2 := toyTuner(t, clock2, tm)
+	tu2.DB, tu2.CompileBudget = db, budget
+	again, err := tu2.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	still, err := tu2.Best(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := clock2.count(); n != 0 {
+		t.Errorf("a compile of the same budget timed %d configurations, want none", n)
+	}
+	if again.Config.Key() != first.Config.Key() || !still.Static || still.Config.Key() != unreached.Config.Key() {
+		t.Errorf("same budget chose [%s] and [%s] static=%v, want [%s] and the static [%s]",
+			again.Config.Key(), still.Config.Key(), still.Static, first.Config.Key(), unreached.Config.Key())
+	}
+	if s := tu2.Stats(); s.Reused != 2 || s.Kept != 2 || s.Searches != 0 {
+		t.Errorf("same budget: stats %+v, want 2 reused as kept, no search", s)
+	}
+
+	clock3 := &fakeClock{timeOf: bowl}
+	tu3 := toyTuner(t, clock3, tm)
+	tu3.DB, tu3.CompileBudget = db, 2*budget
+	resumed, err := tu3.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := clock3.count(); n != 6 || resumed.Config.Key() != "per=2,variant=0,wg=64" {
+		t.Errorf("a larger budget timed %d configurations and chose [%s], want the 6 left and [per=2,variant=0,wg=64]", n, resumed.Config.Key())
+	}
+	if e, _ := db.Get(tu3.Key(tm, p)); !e.Complete || e.Budget != 0 {
+		t.Errorf("resumed entry complete=%v budget=%v, want complete, no budget", e.Complete, e.Budget)
 	}
 }

@@ -8,7 +8,6 @@ package kerneltest
 
 import (
 	"context"
-	"math"
 	"math/rand"
 	"strings"
 	"testing"
@@ -124,25 +123,7 @@ func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c ker
 		}
 		// The run's arguments: the first rows of the bounded ones; the device gets them
 		// followed by poison.
-		cut := make([]*ir.Tensor, len(args))
-		dev := make([]*ir.Tensor, len(args))
-		for i, a := range args {
-			cut[i], dev[i] = a, a
-			if !p.Rows.Arg(i) {
-				continue
-			}
-			keep := at.Args[i].Bytes()
-			cut[i] = &ir.Tensor{Type: at.Args[i], Data: a.Data[:keep]}
-			poisoned := &ir.Tensor{Type: a.Type, Data: append([]byte(nil), a.Data...)}
-			if a.Type.DType.IsFloat() {
-				nan := ir.TensorFromFloat64s(ir.Type{DType: a.Type.DType, Shape: ir.Shape{}}, []float64{math.NaN()})
-				size := a.Type.DType.Size()
-				for off := keep; off+size <= len(poisoned.Data); off += size {
-					copy(poisoned.Data[off:], nan.Data[:size])
-				}
-			}
-			dev[i] = poisoned
-		}
+		cut, dev := tune.ArgsAt(p, at, args)
 		b, err := tune.NewBenchAt(d, p, l, pipes, n)
 		if err != nil {
 			t.Fatalf("%s %s [%s] n=%d: %v", tmpl.Name, p.Key(), c.Key(), n, err)
@@ -156,12 +137,9 @@ func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c ker
 		if err != nil {
 			t.Fatalf("%s %s n=%d: reference: %v", tmpl.Name, at.Key(), n, err)
 		}
+		got = tune.ResultsAt(p, at, got)
 		for i := range want {
-			g := got[i]
-			if p.Rows.Out(i) {
-				g = &ir.Tensor{Type: want[i].Type, Data: g.Data[:want[i].Type.Bytes()]}
-			}
-			if msg := Compare(g, want[i], tune.LaunchTolerance(l, p, i)); msg != "" {
+			if msg := Compare(got[i], want[i], tune.LaunchTolerance(l, p, i)); msg != "" {
 				t.Errorf("%s %s [%s] n=%d: result %d: %s", tmpl.Name, p.Key(), c.Key(), n, i, msg)
 			}
 		}
