@@ -53,7 +53,7 @@ func Eval(f *ir.Function, env Env) (map[*ir.Node][]*ir.Tensor, error) {
 // EvalContext is Eval stopping with ctx's error, between nodes, once ctx is done (a compile's
 // constant folding runs big subgraphs).
 func EvalContext(ctx context.Context, f *ir.Function, env Env) (map[*ir.Node][]*ir.Tensor, error) {
-	vals, err := eval(ctx, f, env)
+	vals, err := eval(ctx, f, env, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,11 @@ func EvalContext(ctx context.Context, f *ir.Function, env Env) (map[*ir.Node][]*
 
 // EvalValues evaluates f and returns the tensors of the given values, in order.
 func EvalValues(f *ir.Function, env Env, vs ...ir.Value) ([]*ir.Tensor, error) {
-	vals, err := eval(context.Background(), f, env)
+	keep := map[*ir.Node]bool{}
+	for _, v := range vs {
+		keep[v.Node] = true
+	}
+	vals, err := eval(context.Background(), f, env, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +89,25 @@ func EvalValues(f *ir.Function, env Env, vs ...ir.Value) ([]*ir.Tensor, error) {
 	return out, nil
 }
 
-func eval(cx context.Context, f *ir.Function, env Env) (map[*ir.Node][]*val, error) {
+// eval evaluates f's nodes in order. With keep nil it returns every node's values; otherwise only
+// those of the nodes in keep survive: a value is dropped after its last use, so that evaluating
+// a model holds its float64 weights one layer at a time, not all at once (a SmolLM2 prefill held
+// 1 GB per evaluation, and a compile runs several).
+func eval(cx context.Context, f *ir.Function, env Env, keep map[*ir.Node]bool) (map[*ir.Node][]*val, error) {
 	vals := make(map[*ir.Node][]*val, len(f.Nodes))
 	c := &ctx{env: env, fn: f}
-	for _, node := range f.Nodes {
+	order := f.Nodes
+	var last map[*ir.Node]int
+	if keep != nil {
+		order = sourcesLate(f.Nodes)
+		last = make(map[*ir.Node]int, len(order))
+		for i, n := range order {
+			for _, a := range n.Args {
+				last[a.Node] = i
+			}
+		}
+	}
+	for i, node := range order {
 		if err := cx.Err(); err != nil {
 			return nil, fmt.Errorf("interp: function %s: %w", f.Name, err)
 		}
@@ -160,8 +179,57 @@ func eval(cx context.Context, f *ir.Function, env Env) (map[*ir.Node][]*val, err
 			}
 		}
 		vals[node] = outs
+		if keep != nil {
+			for _, a := range node.Args {
+				if last[a.Node] == i && !keep[a.Node] {
+					delete(vals, a.Node)
+				}
+			}
+			if _, used := last[node]; !used && !keep[node] {
+				delete(vals, node)
+			}
+		}
 	}
 	return vals, nil
+}
+
+// sourcesLate returns nodes with each source node (a parameter, a constant, an input, a state)
+// moved to just before its first user, so that a parameter's float64 copy is made when a layer
+// needs it, not with all the others at the top of the function. Unused sources stay first.
+func sourcesLate(nodes []*ir.Node) []*ir.Node {
+	isSource := func(n *ir.Node) bool { return n.Op.Info().Kind == ir.KindSource }
+	placed := map[*ir.Node]bool{}
+	used := map[*ir.Node]bool{}
+	for _, n := range nodes {
+		for _, a := range n.Args {
+			used[a.Node] = true
+		}
+	}
+	out := make([]*ir.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if isSource(n) && !used[n] {
+			out = append(out, n)
+			placed[n] = true
+		}
+	}
+	for _, n := range nodes {
+		if isSource(n) {
+			continue
+		}
+		for _, a := range n.Args {
+			if isSource(a.Node) && !placed[a.Node] {
+				out = append(out, a.Node)
+				placed[a.Node] = true
+			}
+		}
+		out = append(out, n)
+	}
+	for _, n := range nodes {
+		if !placed[n] && isSource(n) { // a source used only by a source (none today)
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func typesEqual(a, b []ir.Type) bool {
@@ -256,7 +324,14 @@ func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]
 			st[d.Name] = ir.NewTensor(d.Type)
 		}
 	}
-	vals, err := eval(context.Background(), f, Env{Inputs: inputs, Params: params, State: st})
+	keep := map[*ir.Node]bool{}
+	for _, o := range f.Outputs {
+		keep[o.Value.Node] = true
+	}
+	for _, u := range f.Updates {
+		keep[u.Value.Node] = true
+	}
+	vals, err := eval(context.Background(), f, Env{Inputs: inputs, Params: params, State: st}, keep)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -130,11 +130,18 @@ type Reference struct {
 	err    error
 }
 
+// references lets one reference evaluation run at a time: each uses every core already
+// (the interpreter's loops are parallel), and each holds its model's weights in float64 for a
+// while (SmolLM2: about 0.5 GB), which five at once multiplied.
+var references = make(chan struct{}, 1)
+
 // StartReference starts evaluating f on random inputs drawn with seed.
 func StartReference(m *ir.Model, f *ir.Function, seed int64) *Reference {
 	r := &Reference{seed: seed, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
+		references <- struct{}{}
+		defer func() { <-references }()
 		at := f
 		if n := CheckAt(f); n > 0 {
 			if at, r.err = f.At(n); r.err != nil {
@@ -163,7 +170,9 @@ type SelectResult struct {
 	Median time.Duration
 	Ratio  float64
 	Times  []time.Duration // per paired round
-	Plan   *plan.Plan
+	// Weights is the weight bytes of the candidate's plan (0 when it did not lower). The plan
+	// itself is not kept: a SmolLM2 compile's 25 candidate plans held 10 GB of weights.
+	Weights uint64
 }
 
 // Selection is the outcome of SelectFunction.
@@ -229,9 +238,7 @@ func record(opts SelectOptions, ref *ir.Function, sel *Selection) {
 		}
 		rec := SelectionRecord{Graph: r.Key, Label: r.Label, Valid: r.Valid, Reason: r.Reason, Estimated: r.Estimated,
 			Median: r.Median, Ratio: r.Ratio, Times: r.Times}
-		if r.Plan != nil {
-			rec.Weights = r.Plan.Weights.Size
-		}
+		rec.Weights = r.Weights
 		e.Candidates = append(e.Candidates, rec)
 	}
 	if !e.Complete && sel.deadline {
@@ -310,7 +317,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 			r.Reason = "not checked: " + err.Error()
 		} else {
 			opts.trace("select: check %s candidate %d (%s)", ref.Name, i, c.Label)
-			exes[i], r.Plan, r.Reason = checkCandidate(context.WithoutCancel(ctx), d, m, ref, c.Fn, want, ins, lowerFn, opts)
+			exes[i], r.Weights, r.Reason = checkCandidate(context.WithoutCancel(ctx), d, m, ref, c.Fn, want, ins, lowerFn, opts)
 			opts.trace("select: checked %s candidate %d: %s", ref.Name, i, cmp.Or(r.Reason, "valid"))
 		}
 		r.Valid = r.Reason == ""
@@ -405,23 +412,25 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 }
 
 // checkCandidate lowers, loads and runs one candidate and compares its outputs with want. It
-// returns the loaded executable (nil when invalid), the plan, and "" or why it is invalid.
+// returns the loaded executable (nil when invalid), the plan's weight bytes, and "" or why it is
+// invalid.
 func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn *ir.Function, want map[string]*ir.Tensor,
-	ins map[string][]byte, lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) (*runtime.Executable, *plan.Plan, string) {
+	ins map[string][]byte, lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) (*runtime.Executable, uint64, string) {
 	if len(fn.Outputs) != len(ref.Outputs) {
-		return nil, nil, fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs))
+		return nil, 0, fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs))
 	}
 	p, err := lowerFn([]*ir.Function{fn})
 	if err != nil {
-		return nil, nil, "lower: " + err.Error()
+		return nil, 0, "lower: " + err.Error()
 	}
+	weights := p.Weights.Size
 	exe, err := d.Load(p, opts.Load)
 	if err != nil {
-		return nil, p, "load: " + err.Error()
+		return nil, weights, "load: " + err.Error()
 	}
-	bad := func(msg string) (*runtime.Executable, *plan.Plan, string) {
+	bad := func(msg string) (*runtime.Executable, uint64, string) {
 		exe.Close()
-		return nil, p, msg
+		return nil, weights, msg
 	}
 	if err := exe.ResetState(); err != nil {
 		return bad("reset state: " + err.Error())
@@ -465,7 +474,7 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 			return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
 		}
 	}
-	return exe, p, ""
+	return exe, weights, ""
 }
 
 // argmaxScores returns the reference scores of output k when it is an argmax over the last axis
