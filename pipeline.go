@@ -128,24 +128,35 @@ func (pl *pipeline) survey(ctx context.Context) error {
 		return nil
 	}
 	pl.progress(Progress{Phase: "optimize"})
-	var seen map[string]*kernels.Problem
-	cost := rules.DefaultCost
-	if pl.src.extracts() {
-		// Extraction under the source's costs will ask about every implementable e-node.
-		seen = map[string]*kernels.Problem{}
-		cost = rules.CostFunc(func(n rules.CostNode) float64 {
-			if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
-				if k := p.Key(); seen[k] == nil {
-					seen[k] = p
-				}
-			}
-			return rules.DefaultCost.Cost(n)
-		})
+	// The functions are optimised in parallel (each e-graph is its own; a warm compile's time is
+	// mostly this and extraction); their results are taken in order.
+	type surveyed struct {
+		g    *ir.Function
+		orep *rules.Report
+		seen map[string]*kernels.Problem
+		err  error
 	}
-	var notes []string
-	for _, f := range pl.fns {
-		pl.progress(Progress{Phase: "optimize", What: f.Name})
+	res := parallelMap(pl.fns, func(f *ir.Function) surveyed {
+		var seen map[string]*kernels.Problem
+		cost := rules.DefaultCost
+		if pl.src.extracts() {
+			// Extraction under the source's costs will ask about every implementable e-node.
+			seen = map[string]*kernels.Problem{}
+			cost = rules.CostFunc(func(n rules.CostNode) float64 {
+				if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
+					if k := p.Key(); seen[k] == nil {
+						seen[k] = p
+					}
+				}
+				return rules.DefaultCost.Cost(n)
+			})
+		}
 		g, orep, err := rules.Optimize(ctx, pl.m, f, rules.Options{Cost: cost})
+		return surveyed{g, orep, seen, err}
+	})
+	var notes []string
+	for i, f := range pl.fns {
+		g, orep, err := res[i].g, res[i].orep, res[i].err
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -153,9 +164,8 @@ func (pl *pipeline) survey(ctx context.Context) error {
 			return fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
 		pl.static[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
-		if seen != nil {
-			pl.problems = append(pl.problems, pl.rankEGraph(g, seen)...)
-			clear(seen)
+		if res[i].seen != nil {
+			pl.problems = append(pl.problems, pl.rankEGraph(g, res[i].seen)...)
 		}
 		if !pl.src.extracts() {
 			pl.count(orep)
@@ -258,9 +268,18 @@ func (pl *pipeline) extract(ctx context.Context) error {
 		return nil
 	}
 	t0 := time.Now()
-	for _, f := range pl.fns {
-		pl.progress(Progress{Phase: "optimize", What: f.Name})
+	pl.progress(Progress{Phase: "optimize", What: "extracting candidates"})
+	type extracted struct {
+		gs   []*ir.Function
+		orep *rules.Report
+		err  error
+	}
+	res := parallelMap(pl.fns, func(f *ir.Function) extracted {
 		gs, orep, err := rules.OptimizeK(ctx, pl.m, f, rules.Options{Cost: rules.CostFunc(pl.src.cost)}, k)
+		return extracted{gs, orep, err}
+	})
+	for i, f := range pl.fns {
+		gs, orep, err := res[i].gs, res[i].orep, res[i].err
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -355,23 +374,7 @@ func (pl *pipeline) priceLowering(ctx context.Context) error {
 			jobs = append(jobs, pl.cands[f]...)
 		}
 		pl.progress(Progress{Phase: "tune", What: fmt.Sprintf("listing the kernels of %d candidates", len(jobs))})
-		res := make([]listing, len(jobs))
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for range min(goruntime.GOMAXPROCS(0), len(jobs)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					res[i] = list(jobs[i])
-				}
-			}()
-		}
-		for i := range jobs {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
+		res := parallelMap(jobs, list)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -481,6 +484,29 @@ func (pl *pipeline) lowerPlan(ctx context.Context, winners []*ir.Function) (*pla
 	}
 	pl.src.record(p, pl.rep)
 	return p, nil
+}
+
+// parallelMap applies fn to each of xs on up to GOMAXPROCS goroutines and returns the results
+// in xs' order.
+func parallelMap[X, Y any](xs []X, fn func(X) Y) []Y {
+	out := make([]Y, len(xs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(goruntime.GOMAXPROCS(0), len(xs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = fn(xs[i])
+			}
+		}()
+	}
+	for i := range xs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
 }
 
 // lowerOptions are the options every lowering of this compile shares (inline weights, the fold

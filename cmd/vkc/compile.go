@@ -106,7 +106,7 @@ func init() {
 					return usagef("--%v", err)
 				}
 				if os.Getenv("VKC_TUNE_TRACE") != "" {
-					opts.TuneTrace = os.Stderr
+					opts.TuneTrace = tuneTrace()
 				}
 				if *fns != "" {
 					opts.Functions = strings.Split(*fns, ",")

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/ir"
@@ -169,4 +171,35 @@ func inputFiles(args []string) []string {
 		}
 	}
 	return files
+}
+
+// tuneTrace is where VKC_TUNE_TRACE=1 sends the tuner's trace: standard error, each line
+// stamped with the seconds since the command started, so a slow configuration shows as a gap.
+func tuneTrace() io.Writer {
+	return &stampWriter{w: os.Stderr, start: time.Now(), bol: true}
+}
+
+type stampWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+	bol   bool // at the beginning of a line
+}
+
+func (s *stampWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []byte
+	for _, c := range b {
+		if s.bol {
+			out = fmt.Appendf(out, "[%8.3fs] ", time.Since(s.start).Seconds())
+			s.bol = false
+		}
+		out = append(out, c)
+		s.bol = c == '\n'
+	}
+	if _, err := s.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

@@ -111,7 +111,7 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 			pp.open = true
 		}}
 	if os.Getenv("VKC_TUNE_TRACE") != "" {
-		opts.Trace = stderr
+		opts.Trace = tuneTrace()
 	}
 	fmt.Fprintf(stderr, "tune %s\n", m.Name)
 	start := time.Now()
