@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -192,15 +193,19 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	}
 
 	// Pipelines: one per distinct SPIR-V and specialization (the compiler dedupes, but a plan
-	// from elsewhere may not).
-	byKey := map[string]*Pipeline{}
+	// from elsewhere may not), created in parallel: a driver compiles a pipeline in the calling
+	// thread, and NVIDIA's takes up to a second for a cooperative-matrix matmul.
+	first := map[string]int{} // module key → the first module with it
+	var distinct []int
+	kernels := make([]Kernel, len(p.Modules))
 	for i := range p.Modules {
 		m := &p.Modules[i]
 		key := moduleKey(m)
-		if pl, ok := byKey[key]; ok {
-			e.pipes = append(e.pipes, pl)
+		if _, ok := first[key]; ok {
 			continue
 		}
+		first[key] = i
+		distinct = append(distinct, i)
 		k := Kernel{Name: m.Key, SPIRV: wordsToBytes(m.SPIRV), Entry: m.Entry, PushConstantSize: int(m.PushConstantSize)}
 		for _, b := range m.Bindings {
 			k.Bindings = max(k.Bindings, int(b.Binding)+1)
@@ -211,13 +216,38 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 		for _, s := range m.SpecConstants {
 			k.Spec = append(k.Spec, SpecConstant{ID: s.ID, Value: s.Value})
 		}
-		pl, err := d.NewPipeline(k)
-		if err != nil {
-			return nil, fmt.Errorf("load plan of %s: module %d (%s): %w", p.Model, i, m.Key, err)
+		kernels[i] = k
+	}
+	pipes := make([]*Pipeline, len(p.Modules))
+	errs := make([]error, len(p.Modules))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(goruntime.GOMAXPROCS(0), len(distinct)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				pipes[i], errs[i] = d.NewPipeline(kernels[i])
+			}
+		}()
+	}
+	for _, i := range distinct {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, i := range distinct {
+		if pipes[i] != nil {
+			e.ownPipes = append(e.ownPipes, pipes[i])
 		}
-		byKey[key] = pl
-		e.ownPipes = append(e.ownPipes, pl)
-		e.pipes = append(e.pipes, pl)
+	}
+	for _, i := range distinct {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("load plan of %s: module %d (%s): %w", p.Model, i, p.Modules[i].Key, errs[i])
+		}
+	}
+	for i := range p.Modules {
+		e.pipes = append(e.pipes, pipes[first[moduleKey(&p.Modules[i])]])
 	}
 
 	for i := range p.Functions {
