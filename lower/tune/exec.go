@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	goruntime "runtime"
+	"sync"
 
 	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
@@ -118,13 +120,24 @@ func hostTensor(t ir.Type, b []byte) *ir.Tensor {
 // configurations that realise the same kernel share the pipeline itself.
 type Pipelines struct {
 	d       *runtime.Device
-	m       map[string]*runtime.Pipeline
+	mu      sync.Mutex
+	m       map[string]*pipelineSlot
 	created int
+	wg      sync.WaitGroup // prefetches in flight
+	sem     chan struct{}  // bounds them
+}
+
+// pipelineSlot is one pipeline, made once: the first Get of a key creates it, later ones (and
+// those that came while it was being created) wait on done.
+type pipelineSlot struct {
+	done chan struct{}
+	pl   *runtime.Pipeline
+	err  error
 }
 
 // NewPipelines returns an empty pipeline cache for d. Close it to destroy the pipelines.
 func NewPipelines(d *runtime.Device) *Pipelines {
-	return &Pipelines{d: d, m: map[string]*runtime.Pipeline{}}
+	return &Pipelines{d: d, m: map[string]*pipelineSlot{}}
 }
 
 // kernelKey identifies a kernel and its specialization data.
@@ -139,35 +152,89 @@ func kernelKey(k *codegen.Kernel, spec []uint32) string {
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
-// Get returns the pipeline of k specialised with spec, creating it on first use.
+// Get returns the pipeline of k specialised with spec, creating it on first use. It is safe
+// for concurrent use; a pipeline being created by another call (a Prefetch) is waited for.
 func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, error) {
 	key := kernelKey(k, spec)
-	if pl, ok := c.m[key]; ok {
-		return pl, nil
+	c.mu.Lock()
+	if sl, ok := c.m[key]; ok {
+		c.mu.Unlock()
+		<-sl.done
+		return sl.pl, sl.err
 	}
+	sl := &pipelineSlot{done: make(chan struct{})}
+	c.m[key] = sl
+	c.mu.Unlock()
 	rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
 	for id, v := range spec {
 		rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
 	}
-	pl, err := c.d.NewPipeline(rk)
-	if err != nil {
-		return nil, err
+	sl.pl, sl.err = c.d.NewPipeline(rk)
+	c.mu.Lock()
+	if sl.err != nil {
+		delete(c.m, key) // a later Get tries again (and reports the error itself)
+	} else {
+		c.created++
 	}
-	c.m[key] = pl
-	c.created++
-	return pl, nil
+	c.mu.Unlock()
+	close(sl.done)
+	return sl.pl, sl.err
+}
+
+// Prefetch builds launches (each a func that builds one) and creates their pipelines in the
+// background, at most GOMAXPROCS−1 at a time: a driver compiles a pipeline in the calling thread
+// (NVIDIA's takes 0.3–1 s for a cooperative-matrix matmul), so a search that compiles its next
+// points while it times the current one spends the device's time, not the compiler's. Errors
+// are left for the search's own Build and Get to report.
+func (c *Pipelines) Prefetch(builds []func() (*kernels.Launch, error)) {
+	c.mu.Lock()
+	if c.sem == nil {
+		c.sem = make(chan struct{}, max(goruntime.GOMAXPROCS(0)-1, 1))
+	}
+	sem := c.sem
+	c.mu.Unlock()
+	for _, build := range builds {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			l, err := build()
+			if err != nil {
+				return
+			}
+			for _, st := range l.Steps {
+				if _, err := c.Get(st.Kernel, st.Spec); err != nil {
+					return
+				}
+			}
+		}()
+	}
 }
 
 // Len is the number of pipelines held; Created counts every pipeline ever created.
-func (c *Pipelines) Len() int { return len(c.m) }
+func (c *Pipelines) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
 
 // Created is the number of pipelines created since NewPipelines.
-func (c *Pipelines) Created() int { return c.created }
+func (c *Pipelines) Created() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.created
+}
 
-// Close destroys every pipeline; the cache stays usable.
+// Close waits for the prefetches in flight and destroys every pipeline; the cache stays usable.
 func (c *Pipelines) Close() {
-	for k, pl := range c.m {
-		pl.Close()
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, sl := range c.m {
+		if sl.pl != nil {
+			sl.pl.Close()
+		}
 		delete(c.m, k)
 	}
 }

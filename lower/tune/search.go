@@ -28,10 +28,19 @@ type searchPlan struct {
 	// are free).
 	Budget int
 	Seed   int64
-	// First are points to evaluate right after the default, in order, before any other
-	// (kernels.Space.Suggestions: where a template expects the fast points of this problem to
-	// lie). They count against the budget like any evaluation.
+	// First are points to evaluate before any other, the default included, in order (the
+	// static choices a compile without measurement makes, then kernels.Space.Suggestions: where
+	// a template expects the fast points of this problem to lie): a search cut short after one
+	// point has then measured the static choice, not a default a static compile would not run
+	// (on the H200 a 15 s budget cut most searches there, and the tuned prefill-512 ran 13%
+	// slower than the static plan's). They count against the budget like any evaluation.
 	First []kernels.Config
+	// Prefetch, when set, is told the points the search is about to evaluate, in order, ahead of
+	// evaluating them (a few at a time; each point once): the tuner compiles their pipelines in
+	// the background. It changes nothing the search decides.
+	Prefetch func([]kernels.Config)
+	// Ahead is how many points Prefetch is told ahead (0: 8).
+	Ahead int
 }
 
 // search walks params' points and calls eval on each point it wants, in an order that is a
@@ -39,9 +48,9 @@ type searchPlan struct {
 // order. eval returns the outcome and, for a timed point, its cost (smaller is better); stop
 // reports that the caller's time is up. search returns true when it ran its plan to the end.
 //
-// A small space (≤ Exhaustive points) is enumerated in full, defaults first, then the plan's First
-// points, then the rest in order. A large one gets a budgeted search: the default point, the First
-// points, then random samples (a seeded shuffle) for half the budget,
+// A small space (≤ Exhaustive points) is enumerated in full, the plan's First points first, then
+// the default, then the rest in order. A large one gets a budgeted search: the First points, the
+// default point, then random samples (a seeded shuffle) for half the budget,
 // then hill climbing from the best point over neighbouring values (each parameter one step up or
 // down in its sorted values), then more samples and climbing until the budget is spent or every
 // point has been seen. This is a heuristic, not an optimum: a large space's best point is found
@@ -63,16 +72,43 @@ func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (ou
 			first = append(first, i)
 		}
 	}
+	ahead := sp.Ahead
+	if ahead <= 0 {
+		ahead = 8
+	}
+	hinted := map[int]bool{}
+	// hint tells Prefetch the points of idx not told before, at most n of them.
+	hint := func(idx []int, n int) {
+		if sp.Prefetch == nil || n <= 0 {
+			return
+		}
+		var cs []kernels.Config
+		for _, i := range idx {
+			if len(cs) >= n {
+				break
+			}
+			if !hinted[i] {
+				hinted[i] = true
+				cs = append(cs, points[i])
+			}
+		}
+		if len(cs) > 0 {
+			sp.Prefetch(cs)
+		}
+	}
 	if len(points) <= sp.Exhaustive || sp.Budget <= 0 {
-		order := append([]int{0}, first...)
+		order := append(append([]int(nil), first...), 0)
 		for i := 1; i < len(points); i++ {
 			if !slices.Contains(first, i) {
 				order = append(order, i)
 			}
 		}
-		for _, i := range order {
+		for k, i := range order {
 			if stop() {
 				return false
+			}
+			if k%ahead == 0 {
+				hint(order[k:], 2*ahead) // the next window while this one is evaluated
 			}
 			eval(points[i])
 		}
@@ -124,6 +160,13 @@ func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (ou
 	climb := func() {
 		for used < sp.Budget && best >= 0 && !stop() {
 			from := best
+			var fresh []int
+			for _, n := range neighbours(from) {
+				if !seen[n] {
+					fresh = append(fresh, n)
+				}
+			}
+			hint(fresh, sp.Budget-used)
 			for _, n := range neighbours(from) {
 				if used >= sp.Budget || stop() {
 					return
@@ -140,18 +183,31 @@ func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (ou
 	rng := rand.New(rand.NewSource(sp.Seed))
 	order := rng.Perm(len(points))
 	next := 0
-	visit(0) // the default point
+	hint(append(append([]int(nil), first...), 0), sp.Budget)
 	for _, i := range first {
 		if used >= sp.Budget || stop() {
 			break
 		}
 		visit(i)
 	}
+	if used < sp.Budget && !stop() {
+		visit(0) // the default point
+	}
 	quota := max(sp.Budget/2, 1)
 	for used < sp.Budget && !stop() {
 		before := used
 		for used < min(quota, sp.Budget) && next < len(order) && !stop() {
 			if i := order[next]; !seen[i] {
+				var upcoming []int
+				for _, j := range order[next:] {
+					if !seen[j] {
+						upcoming = append(upcoming, j)
+					}
+					if len(upcoming) == ahead {
+						break
+					}
+				}
+				hint(upcoming, min(quota, sp.Budget)-used)
 				visit(i)
 			}
 			next++

@@ -3,6 +3,7 @@ package tune
 import (
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/vkc-project/vkc/kernels"
@@ -105,9 +106,9 @@ func TestSearchStops(t *testing.T) {
 	}
 }
 
-// A plan's First points are evaluated right after the default, in their order, once each (a
-// duplicate, the default and a point outside the space are ignored), before the random samples,
-// and they count against the budget; in a small space they come before the rest of Points order.
+// A plan's First points are evaluated first, in their order, once each (a duplicate, the default
+// and a point outside the space are ignored), then the default, before the random samples, and
+// they count against the budget; in a small space they come before the rest of Points order.
 func TestSearchFirstPoints(t *testing.T) {
 	first := []kernels.Config{
 		{"a": 4, "b": 64, "c": 2, "d": 2, "e": 1},
@@ -117,12 +118,12 @@ func TestSearchFirstPoints(t *testing.T) {
 		{"a": 9, "b": 16, "c": 0, "d": 8, "e": 0}, // not a point of the space
 	}
 	order, best, used, _ := runSearch(searchPlan{Exhaustive: 64, Budget: 10, Seed: 7, First: first}, bigSpace)
-	want := []string{"a=1,b=16,c=0,d=8,e=0", "a=4,b=64,c=2,d=2,e=1", "a=3,b=32,c=1,d=4,e=0"}
+	want := []string{"a=4,b=64,c=2,d=2,e=1", "a=3,b=32,c=1,d=4,e=0", "a=1,b=16,c=0,d=8,e=0"}
 	if len(order) < 3 || !reflect.DeepEqual(order[:3], want) {
 		t.Fatalf("first evaluations %v, want %v", order[:min(3, len(order))], want)
 	}
-	if best != want[1] || used != 10 {
-		t.Errorf("best %s after %d configurations, want %s after the budget of 10", best, used, want[1])
+	if best != want[0] || used != 10 {
+		t.Errorf("best %s after %d configurations, want %s after the budget of 10", best, used, want[0])
 	}
 	seen := map[string]bool{}
 	for _, k := range order {
@@ -133,7 +134,54 @@ func TestSearchFirstPoints(t *testing.T) {
 	}
 	small := bigSpace[3:] // d, e: 8 points
 	order, _, _, _ = runSearch(searchPlan{Exhaustive: 64, First: []kernels.Config{{"d": 1, "e": 1}}}, small)
-	if len(order) != 8 || order[0] != "d=8,e=0" || order[1] != "d=1,e=1" {
-		t.Errorf("small space order %v, want the default, then d=1,e=1, then the rest", order)
+	if len(order) != 8 || order[0] != "d=1,e=1" || order[1] != "d=8,e=0" {
+		t.Errorf("small space order %v, want d=1,e=1, then the default, then the rest", order)
+	}
+}
+
+// Prefetch is told every point the search evaluates before it is evaluated, each once, and
+// changes nothing the search does; what it is told and never evaluated stays within the window.
+func TestSearchPrefetchAhead(t *testing.T) {
+	smallSpace := bigSpace[:3] // 180 points
+	for _, tc := range []struct {
+		name   string
+		sp     searchPlan
+		params []kernels.Param
+	}{
+		{"budgeted", searchPlan{Exhaustive: 64, Budget: 80, Seed: 42, First: []kernels.Config{{"a": 4, "b": 64, "c": 2, "d": 2, "e": 1}}}, bigSpace},
+		{"exhaustive", searchPlan{Exhaustive: 200, Budget: 80}, smallSpace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plain, _, _, _ := runSearch(tc.sp, tc.params)
+			told := map[string]bool{}
+			tc.sp.Prefetch = func(cs []kernels.Config) {
+				for _, c := range cs {
+					if told[c.Key()] {
+						t.Errorf("%s told twice", c.Key())
+					}
+					told[c.Key()] = true
+				}
+			}
+			var order []string
+			search(tc.params, tc.sp, func(c kernels.Config) (outcome, float64) {
+				if !told[c.Key()] {
+					t.Errorf("%s evaluated before Prefetch was told", c.Key())
+				}
+				order = append(order, c.Key())
+				return bigCost(c)
+			}, func() bool { return false })
+			if !reflect.DeepEqual(order, plain) {
+				t.Errorf("with Prefetch the search evaluated %d points in another order than the %d without", len(order), len(plain))
+			}
+			wasted := 0
+			for k := range told {
+				if !slices.Contains(order, k) {
+					wasted++
+				}
+			}
+			if wasted > 2*8 {
+				t.Errorf("%d points told and never evaluated, want at most two windows of 8", wasted)
+			}
+		})
 	}
 }

@@ -683,6 +683,20 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		first = tm.Static(p, t.Caps)
 	}
 	plan := searchPlan{Exhaustive: t.Exhaustive, Budget: t.Budget, Seed: t.Seed, First: append(first, tm.Space.Suggestions(p, t.Caps)...)}
+	plan.Prefetch = func(cs []kernels.Config) {
+		var builds []func() (*kernels.Launch, error)
+		for _, c := range cs {
+			ck := c.Key()
+			if _, ok := e.Times[ck]; ok {
+				continue
+			}
+			if _, ok := e.Invalid[ck]; ok || tm.Space.Valid(p, c, t.Caps) != nil {
+				continue
+			}
+			builds = append(builds, func() (*kernels.Launch, error) { return tm.Build(p, c, t.Caps) })
+		}
+		t.pipes.Prefetch(builds)
+	}
 	complete := search(tm.Space.Params, plan, eval, stop)
 	if fatal == nil && !errors.Is(ctx.Err(), context.Canceled) {
 		if err := t.confirm(context.WithoutCancel(ctx), p, tm, in, e); err != nil {

@@ -3,6 +3,7 @@ package tune
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -506,5 +507,46 @@ func TestTunerBudgetCutKept(t *testing.T) {
 	}
 	if e, _ := db.Get(tu3.Key(tm, p)); !e.Complete || e.Budget != 0 {
 		t.Errorf("resumed entry complete=%v budget=%v, want complete, no budget", e.Complete, e.Budget)
+	}
+}
+
+// Pipelines made by Prefetch and Get at once are created once per kernel and shared; Close
+// waits for the prefetches in flight.
+func TestPipelinesPrefetchOnce(t *testing.T) {
+	d := testDevice(t)
+	pipes := NewPipelines(d)
+	p := toyProblem(1000)
+	c := kernels.Config{"wg": 64, "per": 2}
+	build := func() (*kernels.Launch, error) { return buildToy(p, c, 1) }
+	l, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipes.Prefetch([]func() (*kernels.Launch, error){build, build, build})
+	got := make([]*runtime.Pipeline, 4)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pl, err := pipes.Get(l.Steps[0].Kernel, l.Steps[0].Spec)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = pl
+		}()
+	}
+	wg.Wait()
+	for _, pl := range got[1:] {
+		if pl != got[0] {
+			t.Error("two pipelines for one kernel")
+		}
+	}
+	if n := pipes.Created(); n != 1 {
+		t.Errorf("%d pipelines created, want 1", n)
+	}
+	pipes.Close()
+	if n := pipes.Len(); n != 0 {
+		t.Errorf("%d pipelines after Close", n)
 	}
 }
