@@ -38,7 +38,14 @@ import (
 func compilePipeline(ctx context.Context, m *ir.Model, fns []*ir.Function, opts Options, rep *Report,
 	progress func(Progress), phase func(string, time.Time, string)) (_ *plan.Plan, err error) {
 	pl := &pipeline{m: m, fns: fns, opts: opts, rep: rep, progress: progress, phase: phase, folds: lower.NewFoldCache()}
-	if opts.Tune && opts.Target == nil {
+	measured := opts.Tune && opts.Target == nil
+	if !opts.NoOptimize {
+		// The e-graphs need no device: they saturate while it opens.
+		octx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		pl.optimized = pl.optimizeAll(octx, measured)
+	}
+	if measured {
 		t0 := time.Now()
 		progress(Progress{Phase: "device"})
 		src, err := newMeasureSource(ctx, m, fns, measureConfig{extract: true, selectFns: true, configs: opts.tuneConfigs}, opts, rep, progress)
@@ -82,7 +89,8 @@ type pipeline struct {
 	progress func(Progress)
 	phase    func(name string, t0 time.Time, note string)
 
-	static   map[*ir.Function]*staticExtraction // the survey's extraction of each function
+	optimized func() []surveyed                  // the survey's optimisations (optimizeAll)
+	static    map[*ir.Function]*staticExtraction // the survey's extraction of each function
 	problems []tune.Ranked                      // the e-graph's priced problems (when the source extracts)
 	cands    map[*ir.Function][]tune.SelectCandidate
 	first    map[*ir.Function]int // without measured selection: the candidate that lowers
@@ -128,32 +136,10 @@ func (pl *pipeline) survey(ctx context.Context) error {
 		return nil
 	}
 	pl.progress(Progress{Phase: "optimize"})
-	// The functions are optimised in parallel (each e-graph is its own; a warm compile's time is
-	// mostly this and extraction); their results are taken in order.
-	type surveyed struct {
-		g    *ir.Function
-		orep *rules.Report
-		seen map[string]*kernels.Problem
-		err  error
+	if pl.optimized == nil {
+		pl.optimized = pl.optimizeAll(ctx, pl.src.extracts())
 	}
-	res := parallelMap(pl.fns, func(f *ir.Function) surveyed {
-		var seen map[string]*kernels.Problem
-		cost := rules.DefaultCost
-		if pl.src.extracts() {
-			// Extraction under the source's costs will ask about every implementable e-node.
-			seen = map[string]*kernels.Problem{}
-			cost = rules.CostFunc(func(n rules.CostNode) float64 {
-				if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
-					if k := p.Key(); seen[k] == nil {
-						seen[k] = p
-					}
-				}
-				return rules.DefaultCost.Cost(n)
-			})
-		}
-		g, orep, err := rules.Optimize(ctx, pl.m, f, rules.Options{Cost: cost})
-		return surveyed{g, orep, seen, err}
-	})
+	res := pl.optimized()
 	var notes []string
 	for i, f := range pl.fns {
 		g, orep, err := res[i].g, res[i].orep, res[i].err
@@ -179,6 +165,44 @@ func (pl *pipeline) survey(ctx context.Context) error {
 	}
 	pl.phase("optimize", t0, note)
 	return nil
+}
+
+// surveyed is one function's optimisation under the static cost model: its extraction and, when
+// the source extracts under its own costs, the problems that extraction will price.
+type surveyed struct {
+	g    *ir.Function
+	orep *rules.Report
+	seen map[string]*kernels.Problem
+	err  error
+}
+
+// optimizeAll starts optimising every function in the background, in parallel (each e-graph is
+// its own; a warm compile's time is mostly this and extraction), and returns the function that
+// waits for the results, in pl.fns' order. With capture, each records the problems of the
+// e-nodes its extraction priced.
+func (pl *pipeline) optimizeAll(ctx context.Context, capture bool) func() []surveyed {
+	done := make(chan []surveyed, 1)
+	go func() {
+		done <- parallelMap(pl.fns, func(f *ir.Function) surveyed {
+			var seen map[string]*kernels.Problem
+			cost := rules.DefaultCost
+			if capture {
+				// Extraction under the source's costs will ask about every implementable e-node.
+				seen = map[string]*kernels.Problem{}
+				cost = rules.CostFunc(func(n rules.CostNode) float64 {
+					if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
+						if k := p.Key(); seen[k] == nil {
+							seen[k] = p
+						}
+					}
+					return rules.DefaultCost.Cost(n)
+				})
+			}
+			g, orep, err := rules.Optimize(ctx, pl.m, f, rules.Options{Cost: cost})
+			return surveyed{g, orep, seen, err}
+		})
+	}()
+	return sync.OnceValue(func() []surveyed { return <-done })
 }
 
 // count adds an optimisation's rule applications to the plan's record.
