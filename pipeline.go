@@ -91,11 +91,11 @@ type pipeline struct {
 
 	optimized func() []surveyed                  // the survey's optimisations (optimizeAll)
 	static    map[*ir.Function]*staticExtraction // the survey's extraction of each function
-	problems []tune.Ranked                      // the e-graph's priced problems (when the source extracts)
-	cands    map[*ir.Function][]tune.SelectCandidate
-	first    map[*ir.Function]int // without measured selection: the candidate that lowers
-	applied  map[string]uint64    // rule applications summed over the functions
-	folds    *lower.FoldCache
+	problems  []tune.Ranked                      // the e-graph's priced problems (when the source extracts)
+	cands     map[*ir.Function][]tune.SelectCandidate
+	first     map[*ir.Function]int // without measured selection: the candidate that lowers
+	applied   map[string]uint64    // rule applications summed over the functions
+	folds     *lower.FoldCache
 }
 
 // staticExtraction is a function's extraction under the static cost model.

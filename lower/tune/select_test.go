@@ -301,7 +301,9 @@ func TestSelectionBudgetCutKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := m.Function("forward")
-	key := func(*ir.Function) SelectionKey { return SelectionKey{Device: "d", Compiler: "vkc test", Function: "forward", Graph: "g"} }
+	key := func(*ir.Function) SelectionKey {
+		return SelectionKey{Device: "d", Compiler: "vkc test", Function: "forward", Graph: "g"}
+	}
 	cands := []SelectCandidate{{Fn: f, Key: "a", Label: "as written", Static: true}, {Fn: m.Function("forward_alt"), Key: "b", Label: "alt"}}
 	const budget = time.Minute
 	opts := SelectOptions{Rounds: 3, DB: db, Key: key, Budget: budget}
