@@ -391,24 +391,33 @@ var ErrOtherOp = errors.New("not this template's op")
 // Build realises p with template t at its default configuration (the first valid point).
 func Build(t *Template, p *Problem, caps Caps) (*Launch, Config, error) {
 	var firstErr error
-	var first []Config
-	if t.Static != nil {
-		first = t.Static(p, caps)
+	try := func(cs []Config) (*Launch, Config) {
+		for _, c := range cs {
+			if err := t.Space.Valid(p, c, caps); err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			l, err := t.Build(p, c, caps)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			return l, c
+		}
+		return nil, nil
 	}
-	for _, c := range append(first, t.Space.Points()...) {
-		if err := t.Space.Valid(p, c, caps); err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
+	if t.Static != nil {
+		if l, c := try(t.Static(p, caps)); l != nil {
+			return l, c, nil
 		}
-		l, err := t.Build(p, c, caps)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
-		}
+	}
+	// The space is enumerated only when no static choice builds (a big space has thousands
+	// of points, and a compile asks for many problems' static choices).
+	if l, c := try(t.Space.Points()); l != nil {
 		return l, c, nil
 	}
 	if firstErr == nil {
