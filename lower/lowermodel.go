@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -366,16 +367,20 @@ func (l *lowerer) fileIdentity(x *blob) (string, bool) {
 	if len(x.pieces) == 0 {
 		return "", false
 	}
-	var b strings.Builder
-	b.WriteString(x.t.String())
+	b := []byte(x.t.String())
 	for _, p := range x.pieces {
 		f, off, ok := l.m.WeightFile(p)
 		if !ok {
 			return "", false
 		}
-		fmt.Fprintf(&b, "|%p:%d+%d", f, off, len(p))
+		b = append(b, '|')
+		b = strconv.AppendUint(b, uint64(uintptr(unsafe.Pointer(f))), 16)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, off, 10)
+		b = append(b, '+')
+		b = strconv.AppendInt(b, int64(len(p)), 10)
 	}
-	return b.String(), true
+	return string(b), true
 }
 
 // visit calls fn with x's bytes in order. Bytes that lie in a file the model's weights are
