@@ -140,6 +140,15 @@ func (pl *pipeline) survey(ctx context.Context) error {
 		pl.optimized = pl.optimizeAll(ctx, pl.src.extracts())
 	}
 	res := pl.optimized()
+	// Ranking estimates every priced problem (its static choice builds each accepting
+	// template's kernel): warm the estimates in parallel first.
+	var priced []*kernels.Problem
+	for _, r := range res {
+		for _, p := range r.seen {
+			priced = append(priced, p)
+		}
+	}
+	parallelMap(priced, func(p *kernels.Problem) time.Duration { est, _ := pl.src.estimate(p); return est })
 	var notes []string
 	for i, f := range pl.fns {
 		g, orep, err := res[i].g, res[i].orep, res[i].err
@@ -398,10 +407,12 @@ func (pl *pipeline) priceLowering(ctx context.Context) error {
 			jobs = append(jobs, pl.cands[f]...)
 		}
 		pl.progress(Progress{Phase: "tune", What: fmt.Sprintf("listing the kernels of %d candidates", len(jobs))})
+		t0 := time.Now()
 		res := parallelMap(jobs, list)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		pl.phase("list", t0, fmt.Sprintf("the kernels of %d candidates, each lowered with static choices", len(jobs)))
 		for _, r := range res {
 			probs = append(probs, r.probs...)
 		}
