@@ -193,7 +193,26 @@ func (t *Tuner) TunePlan(ctx context.Context, rs []Ranked) PlanReport {
 	for _, r := range big {
 		left += r.Share
 	}
-	for _, r := range big {
+	t.mu.Lock()
+	t.planning = true
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.planning = false
+		if t.pipes != nil {
+			t.pipes.Release()
+		}
+		t.mu.Unlock()
+	}()
+	// While a problem is searched, the first points of the next two are compiled.
+	const ahead = 2
+	for i := range min(ahead, len(big)) {
+		t.lookahead(big[i].Problem)
+	}
+	for i, r := range big {
+		if i+ahead < len(big) {
+			t.lookahead(big[i+ahead].Problem)
+		}
 		if c := t.known(r.Problem.Key()); c != nil && !c.Static {
 			rep.Tuned++
 			left -= r.Share

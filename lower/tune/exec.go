@@ -123,21 +123,34 @@ type Pipelines struct {
 	mu      sync.Mutex
 	m       map[string]*pipelineSlot
 	created int
-	wg      sync.WaitGroup // prefetches in flight
-	sem     chan struct{}  // bounds them
+	gen     int // Release's count: a slot of an older generation was released
+
+	// Prefetching: jobs wait in urgent (the running search's next points) and later (other
+	// problems' first points) and run on up to workers goroutines.
+	urgent, later []prefetchJob
+	running       int
+	workers       int
+	wg            sync.WaitGroup // prefetch goroutines
 }
 
 // pipelineSlot is one pipeline, made once: the first Get of a key creates it, later ones (and
 // those that came while it was being created) wait on done.
 type pipelineSlot struct {
 	done chan struct{}
+	gen  int
 	pl   *runtime.Pipeline
 	err  error
 }
 
+// prefetchJob builds one launch whose pipelines Prefetch creates; tag groups a search's jobs.
+type prefetchJob struct {
+	tag   string
+	build func() (*kernels.Launch, error)
+}
+
 // NewPipelines returns an empty pipeline cache for d. Close it to destroy the pipelines.
 func NewPipelines(d *runtime.Device) *Pipelines {
-	return &Pipelines{d: d, m: map[string]*pipelineSlot{}}
+	return &Pipelines{d: d, m: map[string]*pipelineSlot{}, workers: max(goruntime.GOMAXPROCS(0)-1, 1)}
 }
 
 // kernelKey identifies a kernel and its specialization data.
@@ -153,16 +166,25 @@ func kernelKey(k *codegen.Kernel, spec []uint32) string {
 }
 
 // Get returns the pipeline of k specialised with spec, creating it on first use. It is safe
-// for concurrent use; a pipeline being created by another call (a Prefetch) is waited for.
+// for concurrent use; a pipeline being created by another call (a prefetch) is waited for.
 func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, error) {
+	return c.get(k, spec, -1)
+}
+
+// get is Get; a gen ≥ 0 (a prefetch's) that is no longer the cache's creates nothing.
+func (c *Pipelines) get(k *codegen.Kernel, spec []uint32, gen int) (*runtime.Pipeline, error) {
 	key := kernelKey(k, spec)
 	c.mu.Lock()
+	if gen >= 0 && gen != c.gen {
+		c.mu.Unlock()
+		return nil, runtime.ErrClosed
+	}
 	if sl, ok := c.m[key]; ok {
 		c.mu.Unlock()
 		<-sl.done
 		return sl.pl, sl.err
 	}
-	sl := &pipelineSlot{done: make(chan struct{})}
+	sl := &pipelineSlot{done: make(chan struct{}), gen: c.gen}
 	c.m[key] = sl
 	c.mu.Unlock()
 	rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
@@ -171,9 +193,16 @@ func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, er
 	}
 	sl.pl, sl.err = c.d.NewPipeline(rk)
 	c.mu.Lock()
-	if sl.err != nil {
+	switch {
+	case sl.gen != c.gen:
+		// Released while it was being created: nobody holds it.
+		if sl.pl != nil {
+			sl.pl.Close()
+			sl.pl, sl.err = nil, runtime.ErrClosed
+		}
+	case sl.err != nil:
 		delete(c.m, key) // a later Get tries again (and reports the error itself)
-	} else {
+	default:
 		c.created++
 	}
 	c.mu.Unlock()
@@ -181,35 +210,72 @@ func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, er
 	return sl.pl, sl.err
 }
 
-// Prefetch builds launches (each a func that builds one) and creates their pipelines in the
-// background, at most GOMAXPROCS−1 at a time: a driver compiles a pipeline in the calling thread
-// (NVIDIA's takes 0.3–1 s for a cooperative-matrix matmul), so a search that compiles its next
-// points while it times the current one spends the device's time, not the compiler's. Errors
-// are left for the search's own Build and Get to report.
-func (c *Pipelines) Prefetch(builds []func() (*kernels.Launch, error)) {
+// Prefetch queues launches (each a func that builds one) whose pipelines are then created in
+// the background, on up to GOMAXPROCS−1 goroutines: a driver compiles a pipeline in the
+// calling thread (NVIDIA's takes 0.3–1 s for a cooperative-matrix matmul), so a search that
+// compiles its next points while it times the current one spends the device's time, not the
+// compiler's. Urgent jobs (the running search's) go before the others. Errors are left for the
+// search's own Build and Get to report.
+func (c *Pipelines) Prefetch(tag string, urgent bool, builds []func() (*kernels.Launch, error)) {
 	c.mu.Lock()
-	if c.sem == nil {
-		c.sem = make(chan struct{}, max(goruntime.GOMAXPROCS(0)-1, 1))
+	defer c.mu.Unlock()
+	for _, b := range builds {
+		if urgent {
+			c.urgent = append(c.urgent, prefetchJob{tag, b})
+		} else {
+			c.later = append(c.later, prefetchJob{tag, b})
+		}
 	}
-	sem := c.sem
-	c.mu.Unlock()
-	for _, build := range builds {
+	for c.running < c.workers && len(c.urgent)+len(c.later) > c.running {
+		c.running++
 		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			l, err := build()
-			if err != nil {
-				return
-			}
-			for _, st := range l.Steps {
-				if _, err := c.Get(st.Kernel, st.Spec); err != nil {
-					return
-				}
-			}
-		}()
+		go c.prefetchWorker()
 	}
+}
+
+func (c *Pipelines) prefetchWorker() {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		var job prefetchJob
+		gen := c.gen
+		switch {
+		case len(c.urgent) > 0:
+			job, c.urgent = c.urgent[0], c.urgent[1:]
+		case len(c.later) > 0:
+			job, c.later = c.later[0], c.later[1:]
+		default:
+			c.running--
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		l, err := job.build()
+		if err != nil {
+			continue
+		}
+		for _, st := range l.Steps {
+			if _, err := c.get(st.Kernel, st.Spec, gen); err != nil {
+				break
+			}
+		}
+	}
+}
+
+// Forget drops the queued prefetches of tag (those running finish).
+func (c *Pipelines) Forget(tag string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := func(q []prefetchJob) []prefetchJob {
+		out := q[:0]
+		for _, j := range q {
+			if j.tag != tag {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	c.urgent, c.later = keep(c.urgent), keep(c.later)
 }
 
 // Len is the number of pipelines held; Created counts every pipeline ever created.
@@ -226,17 +292,31 @@ func (c *Pipelines) Created() int {
 	return c.created
 }
 
-// Close waits for the prefetches in flight and destroys every pipeline; the cache stays usable.
-func (c *Pipelines) Close() {
-	c.wg.Wait()
+// Release drops the queued prefetches and destroys every pipeline without waiting for those
+// being created (they are destroyed when done); the cache stays usable. No pipeline it held may
+// be in use.
+func (c *Pipelines) Release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.urgent, c.later = nil, nil
+	c.gen++
 	for k, sl := range c.m {
-		if sl.pl != nil {
-			sl.pl.Close()
+		select {
+		case <-sl.done:
+			if sl.pl != nil {
+				sl.pl.Close()
+			}
+		default: // being created: Get destroys it
 		}
 		delete(c.m, k)
 	}
+}
+
+// Close is Release, then waits for the prefetches still creating pipelines: after it, the
+// device may be closed.
+func (c *Pipelines) Close() {
+	c.Release()
+	c.wg.Wait()
 }
 
 // Bench is a Launch bound to device buffers as one runtime program: Run executes it on given

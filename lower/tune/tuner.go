@@ -194,6 +194,8 @@ type Tuner struct {
 	stats   Stats
 	// loggedStatic: the first static fallback was logged (the rest are only counted).
 	loggedStatic bool
+	// planning: TunePlan is running (it releases the pipelines when it ends).
+	planning bool
 }
 
 func (t *Tuner) init() error {
@@ -695,9 +697,10 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			}
 			builds = append(builds, func() (*kernels.Launch, error) { return tm.Build(p, c, t.Caps) })
 		}
-		t.pipes.Prefetch(builds)
+		t.pipes.Prefetch(current, true, builds)
 	}
 	complete := search(tm.Space.Params, plan, eval, stop)
+	t.pipes.Forget(current)
 	if fatal == nil && !errors.Is(ctx.Err(), context.Canceled) {
 		if err := t.confirm(context.WithoutCancel(ctx), p, tm, in, e); err != nil {
 			fatal = err
@@ -705,7 +708,10 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	}
 	// A search's pipelines serve no other search (shapes are baked into the modules); dropping
 	// them keeps a long compile's memory flat. The device's pipeline cache keeps their code.
-	t.pipes.Close()
+	// Within TunePlan they stay until it ends: the next problems' first points are among them.
+	if !t.planning {
+		t.pipes.Release()
+	}
 	if fatal != nil {
 		return nil, fmt.Errorf("tune %s with %s: %w", key.Problem, tm.Name, fatal)
 	}
@@ -727,6 +733,43 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		}
 	}
 	return e, nil
+}
+
+// lookahead queues, behind the running search's own, the pipelines of the first points a search
+// of p would measure (the static choices and suggestions of each accepting template not already
+// decided in the database), so that p's search starts on compiled pipelines.
+func (t *Tuner) lookahead(p *kernels.Problem) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.init() != nil || t.choices[p.Key()] != nil {
+		return
+	}
+	tmpls, err := t.Templates(p, t.Caps)
+	if err != nil {
+		return
+	}
+	const perTemplate = 2
+	for _, tm := range tmpls {
+		if t.DB != nil {
+			if e, ok := t.DB.Get(t.Key(tm, p)); ok && (e.Complete || t.CompileBudget > 0 && e.Budget >= t.CompileBudget) {
+				continue
+			}
+		}
+		var first []kernels.Config
+		if tm.Static != nil {
+			first = tm.Static(p, t.Caps)
+		}
+		var builds []func() (*kernels.Launch, error)
+		for _, c := range append(first, tm.Space.Suggestions(p, t.Caps)...) {
+			if len(builds) == perTemplate {
+				break
+			}
+			if tm.Space.Valid(p, c, t.Caps) == nil {
+				builds = append(builds, func() (*kernels.Launch, error) { return tm.Build(p, c, t.Caps) })
+			}
+		}
+		t.pipes.Prefetch(tm.Name+" "+p.Key(), false, builds)
+	}
 }
 
 // cut records an incomplete search e: with the compile's budget when that budget's deadline

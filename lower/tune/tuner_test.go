@@ -2,6 +2,8 @@ package tune
 
 import (
 	"context"
+	"errors"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -511,7 +513,7 @@ func TestTunerBudgetCutKept(t *testing.T) {
 }
 
 // Pipelines made by Prefetch and Get at once are created once per kernel and shared; Close
-// waits for the prefetches in flight.
+// waits for the prefetches in flight; Release while one is being created destroys it when done.
 func TestPipelinesPrefetchOnce(t *testing.T) {
 	d := testDevice(t)
 	pipes := NewPipelines(d)
@@ -522,7 +524,8 @@ func TestPipelinesPrefetchOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipes.Prefetch([]func() (*kernels.Launch, error){build, build, build})
+	pipes.Prefetch("toy", true, []func() (*kernels.Launch, error){build, build})
+	pipes.Prefetch("toy", false, []func() (*kernels.Launch, error){build})
 	got := make([]*runtime.Pipeline, 4)
 	var wg sync.WaitGroup
 	for i := range got {
@@ -548,5 +551,22 @@ func TestPipelinesPrefetchOnce(t *testing.T) {
 	pipes.Close()
 	if n := pipes.Len(); n != 0 {
 		t.Errorf("%d pipelines after Close", n)
+	}
+
+	// Queued and then forgotten: nothing is created for it.
+	other := func() (*kernels.Launch, error) { return buildToy(toyProblem(500), c, 1) }
+	block := make(chan struct{})
+	busy := func() (*kernels.Launch, error) { <-block; return nil, errors.New("blocked") }
+	busyN := make([]func() (*kernels.Launch, error), goruntime.GOMAXPROCS(0))
+	for i := range busyN {
+		busyN[i] = busy
+	}
+	pipes.Prefetch("busy", true, busyN) // every worker waits
+	pipes.Prefetch("other", false, []func() (*kernels.Launch, error){other})
+	pipes.Forget("other")
+	close(block)
+	pipes.Close()
+	if n := pipes.Created(); n != 1 {
+		t.Errorf("%d pipelines created in all, want the first 1 (the forgotten prefetch made one)", n)
 	}
 }
