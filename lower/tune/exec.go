@@ -475,21 +475,10 @@ func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes 
 
 // Run uploads args, runs the launch once and returns the results.
 func (b *Bench) Run(ctx context.Context, args []*ir.Tensor) ([]*ir.Tensor, error) {
-	p := b.p
-	if len(args) != len(p.Args) {
-		return nil, fmt.Errorf("%d arguments for a problem of %d", len(args), len(p.Args))
-	}
-	for i, a := range args {
-		if !a.Type.Equal(p.Args[i]) {
-			return nil, fmt.Errorf("argument %d is %s, the problem wants %s", i, a.Type, p.Args[i])
-		}
-		if err := b.d.Upload(b.args[i], 0, deviceBytes(a)); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.prog.Run(ctx, nil, nil); err != nil {
+	if err := b.Exec(ctx, args); err != nil {
 		return nil, err
 	}
+	p := b.p
 	outs := make([]*ir.Tensor, len(p.Outs))
 	for i, t := range p.Outs {
 		buf := make([]byte, deviceSize(t))
@@ -499,6 +488,23 @@ func (b *Bench) Run(ctx context.Context, args []*ir.Tensor) ([]*ir.Tensor, error
 		outs[i] = hostTensor(t, buf)
 	}
 	return outs, nil
+}
+
+// Exec uploads args and runs the launch once, reading nothing back.
+func (b *Bench) Exec(ctx context.Context, args []*ir.Tensor) error {
+	p := b.p
+	if len(args) != len(p.Args) {
+		return fmt.Errorf("%d arguments for a problem of %d", len(args), len(p.Args))
+	}
+	for i, a := range args {
+		if !a.Type.Equal(p.Args[i]) {
+			return fmt.Errorf("argument %d is %s, the problem wants %s", i, a.Type, p.Args[i])
+		}
+		if err := b.d.Upload(b.args[i], 0, deviceBytes(a)); err != nil {
+			return err
+		}
+	}
+	return b.prog.Run(ctx, nil, nil)
 }
 
 // Program is the recorded launch, for Measure.

@@ -107,9 +107,7 @@ func search(params []kernels.Param, sp searchPlan, eval func(kernels.Config) (ou
 			if stop() {
 				return false
 			}
-			if k%ahead == 0 {
-				hint(order[k:], 2*ahead) // the next window while this one is evaluated
-			}
+			hint(order[k:min(k+ahead, len(order))], ahead) // a window sliding ahead
 			eval(points[i])
 		}
 		return true

@@ -590,7 +590,7 @@ func (c *checkData) check(ctx context.Context, d *runtime.Device, l *kernels.Lau
 		return nil, err
 	}
 	// The capacity's bench runs once, as the timing expects of a checked bench.
-	if _, err := capacity.Run(ctx, c.args); err != nil {
+	if err := capacity.Exec(ctx, c.args); err != nil {
 		return nil, err
 	}
 	return ResultsAt(c.p, c.at, got), nil
@@ -836,7 +836,7 @@ func (t *Tuner) confirm(ctx context.Context, p *kernels.Problem, tm *kernels.Tem
 			return 0, err
 		}
 		defer b.Close()
-		if _, err := b.Run(ctx, args); err != nil {
+		if err := b.Exec(ctx, args); err != nil {
 			return 0, err
 		}
 		return t.Timing.Time(ctx, &Candidate{Problem: p, Template: tm, Config: c, Launch: l, Bench: b})
