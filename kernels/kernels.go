@@ -23,6 +23,8 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -384,6 +386,22 @@ func (t *Template) readsQuantized(p *Problem) error {
 	return nil
 }
 
+// iterConcat yields a's values, then b's.
+func iterConcat[V any](a, b iter.Seq[V]) iter.Seq[V] {
+	return func(yield func(V) bool) {
+		for v := range a {
+			if !yield(v) {
+				return
+			}
+		}
+		for v := range b {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
 // ErrOtherOp is what Accepts returns (wrapped or not) for a problem of an op the template does
 // not serve at all, so For does not list it among the reasons.
 var ErrOtherOp = errors.New("not this template's op")
@@ -391,33 +409,26 @@ var ErrOtherOp = errors.New("not this template's op")
 // Build realises p with template t at its default configuration (the first valid point).
 func Build(t *Template, p *Problem, caps Caps) (*Launch, Config, error) {
 	var firstErr error
-	try := func(cs []Config) (*Launch, Config) {
-		for _, c := range cs {
-			if err := t.Space.Valid(p, c, caps); err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			l, err := t.Build(p, c, caps)
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			return l, c
-		}
-		return nil, nil
-	}
+	var first []Config
 	if t.Static != nil {
-		if l, c := try(t.Static(p, caps)); l != nil {
-			return l, c, nil
-		}
+		first = t.Static(p, caps)
 	}
-	// The space is enumerated only when no static choice builds (a big space has thousands
-	// of points, and a compile asks for many problems' static choices).
-	if l, c := try(t.Space.Points()); l != nil {
+	// The space is walked one point at a time after the static choices: a big space has
+	// thousands of points, and a compile asks for many problems' static choices.
+	for c := range iterConcat(slices.Values(first), t.Space.All()) {
+		if err := t.Space.Valid(p, c, caps); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		l, err := t.Build(p, c, caps)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
 		return l, c, nil
 	}
 	if firstErr == nil {

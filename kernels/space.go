@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,39 @@ func (s Space) Points() []Config {
 		out = next
 	}
 	return out
+}
+
+// All yields the points in Points' order, one at a time (a caller that stops at the first valid
+// point of a space of thousands builds one map, not thousands). Each yielded Config is the
+// caller's.
+func (s Space) All() iter.Seq[Config] {
+	return func(yield func(Config) bool) {
+		for _, p := range s.Params {
+			if len(p.Values) == 0 {
+				return
+			}
+		}
+		idx := make([]int, len(s.Params))
+		for {
+			c := make(Config, len(s.Params))
+			for j, p := range s.Params {
+				c[p.Name] = p.Values[idx[j]]
+			}
+			if !yield(c) {
+				return
+			}
+			j := len(idx) - 1
+			for ; j >= 0; j-- {
+				if idx[j]++; idx[j] < len(s.Params[j].Values) {
+					break
+				}
+				idx[j] = 0
+			}
+			if j < 0 {
+				return
+			}
+		}
+	}
 }
 
 // Valid checks a configuration: every parameter present with a declared value, predicates hold.

@@ -38,3 +38,25 @@ func TestSpacePointsOrderAndValidity(t *testing.T) {
 		t.Error("a configuration lacking a parameter was accepted")
 	}
 }
+
+// Space.All walks every registered template's space in Points' order, and stops when asked.
+func TestSpaceAllIsPoints(t *testing.T) {
+	for _, tm := range Templates() {
+		var got []Config
+		for c := range tm.Space.All() {
+			got = append(got, c)
+		}
+		if want := tm.Space.Points(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: All gives %d points, Points %d (or another order)", tm.Name, len(got), len(want))
+		}
+		n := 0
+		for range tm.Space.All() {
+			if n++; n == 2 {
+				break
+			}
+		}
+		if size := tm.Space.Size(); n != min(size, 2) {
+			t.Errorf("%s: stopped after %d points of %d, want 2", tm.Name, n, size)
+		}
+	}
+}
