@@ -430,11 +430,14 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 // compile makes the same plan.
 func (s *measureSource) weighWeights(m *ir.Model, fns []*ir.Function, cands map[*ir.Function][]tune.SelectCandidate,
 	sels []*tune.Selection, winners []*ir.Function, lopts lower.Options) []*ir.Function {
-	differ := false
+	differ, recorded := false, true
 	for i, sel := range sels {
 		differ = differ || i < len(fns) && !cands[fns[i]][sel.Winner].Static
+		recorded = recorded && sel.Recorded
 	}
-	if len(sels) != len(fns) || !differ {
+	if len(sels) != len(fns) || !differ || recorded {
+		// Recorded selections carry the weighing of the compile that measured them (SetWinner
+		// recorded a static extraction it put back).
 		return winners
 	}
 	weights := func(fs []*ir.Function) (uint64, bool) {
