@@ -20,10 +20,11 @@
 #   check     kernels.test: the decode fusions (column parts, split attention combined in its
 #             pass) checked against the interpreter on this device                    ~20 s
 #   static    vkc compile --no-tune; bench prefill, decode at $POS, --pp $PP --tg 32   ~25 s
-#   tuned     vkc compile --tune --budget $BUDGET on a fresh database (cold), the same benches
-#                                                                                  ~$BUDGET + 30 s
-#   warm      the tuned compile again on that database (byte-identical, nothing measured once
-#             the cold compile finished its searches: issue 17)                ~20 s to $BUDGET
+#   tuned     vkc compile --tune (--budget $BUDGET when set, else the compiler's default) of
+#             the model with its weights in a safetensors file, on a fresh database and without
+#             the vkc and NVIDIA pipeline caches (cold), the same benches       ~$BUDGET + 30 s
+#   warm      the tuned compile again on that database, twice (byte-identical, nothing measured:
+#             issue 17)                                                                 ~5 s
 #   torch     weights, vkc's prefill logits, torch_peer.py (eager; graphs compile ~40 s) ~100 s
 #   llamacpp  GGUF from the same weights, llama-bench pp and tg at depths ~$POS       ~35 s
 #   gemm      kernels.test BenchmarkCoopGEMM4096 and cuBLAS 4096³                     ~30 s
@@ -37,7 +38,8 @@
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
 #             not in the default parts: its own calls, QMODELS=smollm2 (~4 min), QMODELS=llama1b
-# Defaults: BUDGET=90s (≈ 6 min in all), REPS=5, POS="127 2000", PP=128,512.
+# Defaults: BUDGET unset (the compiler's default budget; ≈ 5 min in all), REPS=5, POS="127 2000",
+# PP=128,512.
 # A split call: PARTS="check static tuned table" (~3 min), then PARTS="torch llamacpp gemm study
 # table" (~3.5 min);
 # the table part reads every part's JSON left in $J (/tmp/vb/json): on a fresh machine only what
@@ -60,7 +62,8 @@ KIT=${LLAMA_KIT:-.gpu/peers/llamacpp}
 [ -d "$KIT" ] || KIT=../shared/peers/llamacpp
 S=${SMOLLM2:-examples/smollm2-135m/model.yaml}
 WH=${WHISPER:-examples/whisper-tiny-encoder/model.yaml}
-BUDGET=${BUDGET:-90s}
+BUDGET=${BUDGET:-}
+BF=(); [ -n "$BUDGET" ] && BF=(--budget "$BUDGET")
 WBUDGET=${WBUDGET:-40s}
 REPS=${REPS:-5}
 N=${N:-50}
@@ -123,23 +126,38 @@ if want static; then
 } > "$OUT/vkc-static.txt" 2>&1
 fi
 
+# sfmodel writes the model's weights to a safetensors file once and a model.yaml that maps it
+# ($W/sf/model.yaml), so that compile times do not include generating random weights.
+sfmodel() {
+  if [ ! -s "$W/sf/model.yaml" ]; then
+    mkdir -p "$W/sf"
+    $V check -write-weights "$W/sf/weights.safetensors" "$S" | tail -1
+    sed 's/^weights:.*/weights: {file: weights.safetensors}/' "$S" > "$W/sf/model.yaml"
+  fi
+}
+
 if want tuned; then
 {
-  part "smollm2 tuned compile, budget $BUDGET, cold: a fresh tuning database $W/tune.json"
-  rm -f "$W/tune.json"
-  t "${TV[@]}" $V compile "$S" -o "$W/s_tuned.plan" --tune --budget "$BUDGET" --tune-db "$W/tune.json"
+  sfmodel
+  part "smollm2 tuned compile, budget ${BUDGET:-default}, cold: a fresh tuning database $W/tune.json, no pipeline caches"
+  rm -f "$W/tune.json"; rm -rf ~/.cache/nvidia ~/.cache/vkc/pipelines-*.bin
+  t "${TV[@]}" $V compile "$W/sf/model.yaml" -o "$W/s_tuned.plan" --tune "${BF[@]}" --tune-db "$W/tune.json"
   benches vkc-tuned "$W/s_tuned.plan"
-  part "what tuning gained per kernel problem"
-  t $V tune "$S" -budget 1s -tune-db "$W/tune.json" | head -60
+  part "what tuning gained per kernel problem (on a copy of the database: vkc tune resumes searches)"
+  cp "$W/tune.json" "$W/tune-gains.json"
+  t $V tune "$S" -budget 1s -tune-db "$W/tune-gains.json" | head -60
 } > "$OUT/vkc-tuned.txt" 2>&1
 fi
 
 if want warm; then
 {
-  part "smollm2 tuned compile again, warm (the database's searches and selections reused)"
-  t "${TV[@]}" $V compile "$S" -o "$W/s_tuned2.plan" --tune --budget "$BUDGET" --tune-db "$W/tune.json" 2>&1 | tee "$W/warm.txt"
-  cmp "$W/s_tuned.plan" "$W/s_tuned2.plan" && echo "cold and warm tuned plans byte-identical"
-  grep -q ' 0 searched (0 configurations' "$W/warm.txt" && grep -q 'recorded by an earlier compile' "$W/warm.txt" && echo "the warm compile measured nothing"
+  sfmodel
+  for i in 1 2; do
+    part "smollm2 tuned compile again ($i), warm (the database's searches and selections reused)"
+    t "${TV[@]}" $V compile "$W/sf/model.yaml" -o "$W/s_tuned2.plan" --tune "${BF[@]}" --tune-db "$W/tune.json" 2>&1 | tee "$W/warm.txt"
+    cmp "$W/s_tuned.plan" "$W/s_tuned2.plan" && echo "cold and warm tuned plans byte-identical"
+    grep -q ' 0 searched (0 configurations' "$W/warm.txt" && grep -q 'recorded by an earlier compile' "$W/warm.txt" && echo "the warm compile measured nothing"
+  done
 } >> "$OUT/vkc-tuned.txt" 2>&1
 fi
 
@@ -150,9 +168,7 @@ if want pipeline; then
   t $V compile "$S" -o "$W/s_static2.plan" --no-tune -q
   cmp "$W/s_static1.plan" "$W/s_static2.plan" && echo "static plans byte-identical"
   part "smollm2 static compile from a safetensors file (weights memory-mapped, written into the plan from the file): 'compiled ... in' is the compile, the rest of the wall time parsing and writing the weights"
-  mkdir -p "$W/sf"
-  t $V check -write-weights "$W/sf/weights.safetensors" "$S" | tail -1
-  sed 's/^weights:.*/weights: {file: weights.safetensors}/' "$S" > "$W/sf/model.yaml"
+  sfmodel
   for i in 1 2 3; do t "${TV[@]}" $V compile "$W/sf/model.yaml" -o "$W/s_file.plan" --no-tune 2>&1 | grep -E 'compiled|peak RSS|wall'; done
   if [ -s "$W/tune.json" ]; then
     part "a compile without --tune: measured by default on a GPU (warm on the tuned part's database)"
