@@ -3,8 +3,8 @@ package runtime
 import (
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
-	"time"
 )
 
 // goki/vulkan converts the slices of create-info structures and slice arguments (pipeline and
@@ -18,20 +18,33 @@ import (
 // restores it.
 //
 // Calls from several goroutines can overlap without end (a tuner compiling pipelines on every
-// core), and a collector that never runs let a SmolLM2 compile grow to 10 GB. So once the
-// collector has been off for maxGCOff, a new call waits until those running have returned,
-// collects, and only then turns the collector off again.
+// core), and a collector that never runs let a SmolLM2 compile grow to 10 GB. So once the heap
+// has grown past what the collector would have let it (gcOffGrowth) while it was off, a new call
+// waits until those running have returned, collects, and only then turns the collector off
+// again. (Waiting every 500 ms instead cost the H200 tuner two thirds of its configurations:
+// the pool of compiles drained each time.)
 var gcOff struct {
 	sync.Mutex
 	cond     sync.Cond
 	depth    int
 	prev     int
-	since    time.Time // when the collector was turned off
-	draining bool      // a call is waiting for the running ones to return, to collect
+	heap     uint64 // heap object bytes when the collector was turned off
+	draining bool   // a call is waiting for the running ones to return, to collect
 }
 
-// maxGCOff is how long overlapping calls keep the collector off before new ones wait for it.
-const maxGCOff = 500 * time.Millisecond
+// gcOffGrowth is the heap growth, beyond doubling, that overlapping calls allow before new ones
+// wait for a collection.
+const gcOffGrowth = 256 << 20
+
+// heapBytes reads the bytes of heap objects, live or not yet swept (no stop of the world).
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
 
 func withoutGC(f func()) {
 	gcOff.Lock()
@@ -41,7 +54,7 @@ func withoutGC(f func()) {
 	for gcOff.draining {
 		gcOff.cond.Wait()
 	}
-	if gcOff.depth > 0 && time.Since(gcOff.since) > maxGCOff {
+	if gcOff.depth > 0 && heapBytes() > 2*gcOff.heap+gcOffGrowth {
 		gcOff.draining = true
 		for gcOff.depth > 0 {
 			gcOff.cond.Wait()
@@ -54,7 +67,7 @@ func withoutGC(f func()) {
 	}
 	if gcOff.depth == 0 {
 		gcOff.prev = debug.SetGCPercent(-1)
-		gcOff.since = time.Now()
+		gcOff.heap = heapBytes()
 	}
 	gcOff.depth++
 	gcOff.Unlock()
