@@ -91,6 +91,7 @@ type pipeline struct {
 
 	optimized func() []surveyed                  // the survey's optimisations (optimizeAll)
 	static    map[*ir.Function]*staticExtraction // the survey's extraction of each function
+	sats      map[*ir.Function]*rules.Saturated  // the survey's e-graphs, until extraction
 	problems  []tune.Ranked                      // the e-graph's priced problems (when the source extracts)
 	cands     map[*ir.Function][]tune.SelectCandidate
 	first     map[*ir.Function]int // without measured selection: the candidate that lowers
@@ -159,6 +160,12 @@ func (pl *pipeline) survey(ctx context.Context) error {
 			return fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
 		pl.static[f] = &staticExtraction{fn: g, info: orep.Candidates[0]}
+		if res[i].sat != nil {
+			if pl.sats == nil {
+				pl.sats = map[*ir.Function]*rules.Saturated{}
+			}
+			pl.sats[f] = res[i].sat
+		}
 		if res[i].seen != nil {
 			pl.problems = append(pl.problems, pl.rankEGraph(g, res[i].seen)...)
 		}
@@ -182,6 +189,7 @@ type surveyed struct {
 	g    *ir.Function
 	orep *rules.Report
 	seen map[string]*kernels.Problem
+	sat  *rules.Saturated // the e-graph, for extraction under the source's costs
 	err  error
 }
 
@@ -207,8 +215,18 @@ func (pl *pipeline) optimizeAll(ctx context.Context, capture bool) func() []surv
 					return rules.DefaultCost.Cost(n)
 				})
 			}
-			g, orep, err := rules.Optimize(ctx, pl.m, f, rules.Options{Cost: cost})
-			return surveyed{g, orep, seen, err}
+			sat, orep, err := rules.Saturate(ctx, pl.m, f, rules.Options{})
+			if err != nil {
+				return surveyed{orep: orep, err: err}
+			}
+			gs, orep, err := sat.Extract(cost, 1)
+			if err != nil {
+				return surveyed{orep: orep, err: err}
+			}
+			if !capture {
+				sat = nil // nothing extracts again
+			}
+			return surveyed{gs[0], orep, seen, sat, nil}
 		})
 	}()
 	return sync.OnceValue(func() []surveyed { return <-done })
@@ -308,9 +326,15 @@ func (pl *pipeline) extract(ctx context.Context) error {
 		err  error
 	}
 	res := parallelMap(pl.fns, func(f *ir.Function) extracted {
+		// The survey's saturated e-graph serves this extraction too.
+		if sat := pl.sats[f]; sat != nil {
+			gs, orep, err := sat.Extract(rules.CostFunc(pl.src.cost), k)
+			return extracted{gs, orep, err}
+		}
 		gs, orep, err := rules.OptimizeK(ctx, pl.m, f, rules.Options{Cost: rules.CostFunc(pl.src.cost)}, k)
 		return extracted{gs, orep, err}
 	})
+	pl.sats = nil
 	for i, f := range pl.fns {
 		gs, orep, err := res[i].gs, res[i].orep, res[i].err
 		if err != nil {

@@ -217,6 +217,27 @@ func OptimizeK(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k
 // optimize saturates, extracts width diverse selections (and one with merged linears favoured),
 // and returns the k cheapest distinct functions.
 func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k, width int) ([]*ir.Function, *Report, error) {
+	sat, rep, err := Saturate(ctx, m, f, opts)
+	if err != nil {
+		return nil, rep, err
+	}
+	return sat.extract(opts.Cost, k, width)
+}
+
+// Saturated is a function's e-graph after saturation, from which Extract extracts under any
+// cost: a compile that extracts twice (under the static model, then under measured times)
+// saturates once. It is not safe for concurrent use.
+type Saturated struct {
+	m    *ir.Model
+	f    *ir.Function
+	a    *adapter
+	vals map[ir.Value]egraph.Id
+	rep  Report // the saturation's part of every extraction's report
+}
+
+// Saturate converts f to an e-graph and saturates it with the rules (opts' limits and Disable;
+// opts.Cost is not used). The report describes the saturation.
+func Saturate(ctx context.Context, m *ir.Model, f *ir.Function, opts Options) (*Saturated, *Report, error) {
 	rep := &Report{Function: f.Name, InputNodes: len(f.Nodes)}
 	t0 := time.Now()
 	a := newAdapter()
@@ -245,16 +266,27 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimize %s: %w", f.Name, err)
 	}
+	return &Saturated{m: m, f: f, a: a, vals: vals, rep: *rep}, rep, nil
+}
 
+// Extract returns up to k diverse candidates extracted under cost (nil: DefaultCost), cheapest
+// first, as OptimizeK does; k = 1 is Optimize's extraction. The report repeats the saturation's.
+func (s *Saturated) Extract(cost Cost, k int) ([]*ir.Function, *Report, error) {
+	return s.extract(cost, k, k)
+}
+
+func (s *Saturated) extract(cost Cost, k, width int) ([]*ir.Function, *Report, error) {
+	a, f, m, vals := s.a, s.f, s.m, s.vals
+	rep := s.rep
+	rep.Candidates, rep.Fused = nil, nil
 	t2 := time.Now()
-	cost := opts.Cost
 	if cost == nil {
 		cost = DefaultCost
 	}
 	cf := a.costFunc(cost)
 	cands, err := extractCandidates(a.g, roots(f, vals), cf, width)
 	if err != nil {
-		return nil, rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
+		return nil, &rep, fmt.Errorf("optimize %s: extract: %w", f.Name, err)
 	}
 	type built struct {
 		f    *ir.Function
@@ -266,7 +298,7 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 	for _, x := range cands {
 		g, c, err := a.buildFunction(f, vals, []*egraph.Extraction{x}, cf)
 		if err != nil {
-			return nil, rep, fmt.Errorf("optimize %s: %w", f.Name, err)
+			return nil, &rep, fmt.Errorf("optimize %s: %w", f.Name, err)
 		}
 		key := FunctionKey(g)
 		if seen[key] {
@@ -276,7 +308,7 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 		if m != nil {
 			chk := &ir.Model{Name: m.Name, Params: m.Params, State: m.State, Functions: []*ir.Function{g}}
 			if err := chk.Validate(); err != nil {
-				return nil, rep, fmt.Errorf("optimize %s: the extracted graph is invalid: %w", f.Name, err)
+				return nil, &rep, fmt.Errorf("optimize %s: the extracted graph is invalid: %w", f.Name, err)
 			}
 		}
 		all = append(all, built{g, c, key})
@@ -304,7 +336,7 @@ func optimize(ctx context.Context, m *ir.Model, f *ir.Function, opts Options, k,
 			rep.Fused[n.Rule]++
 		}
 	}
-	return out, rep, nil
+	return out, &rep, nil
 }
 
 // FunctionKey identifies a function's graph (ops, attributes, arguments, names, results), to

@@ -184,3 +184,49 @@ func TestOptimizeRecognisesScaledRope(t *testing.T) {
 		}
 	}
 }
+
+// One saturation serves several extractions: extracting from a Saturated under the static
+// model, then again for k candidates, gives what Optimize and OptimizeK give from scratch.
+func TestSaturateThenExtractTwice(t *testing.T) {
+	m, err := ir.ParseModel("../examples/tinyllama/model.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, f := range m.Functions {
+		one, _, err := Optimize(ctx, m, f, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		four, _, err := OptimizeK(ctx, m, f, Options{}, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sat, _, err := Saturate(ctx, m, f, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotOne, rep1, err := sat.Extract(nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotFour, rep4, err := sat.Extract(nil, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if FunctionKey(gotOne[0]) != FunctionKey(one) {
+			t.Errorf("%s: the first extraction differs from Optimize's", f.Name)
+		}
+		if len(gotFour) != len(four) {
+			t.Fatalf("%s: %d candidates, OptimizeK gives %d", f.Name, len(gotFour), len(four))
+		}
+		for i := range four {
+			if FunctionKey(gotFour[i]) != FunctionKey(four[i]) {
+				t.Errorf("%s: candidate %d of the second extraction differs from OptimizeK's", f.Name, i)
+			}
+		}
+		if len(rep1.Candidates) != 1 || len(rep4.Candidates) != len(four) || rep4.Iterations == 0 {
+			t.Errorf("%s: reports with %d and %d candidates, %d iterations", f.Name, len(rep1.Candidates), len(rep4.Candidates), rep4.Iterations)
+		}
+	}
+}
