@@ -108,6 +108,7 @@ type staticChoices struct {
 }
 
 type staticChoice struct {
+	done       chan struct{} // closed when the fields below are set
 	t          *kernels.Template
 	c          kernels.Config
 	est, floor time.Duration
@@ -117,24 +118,24 @@ type staticChoice struct {
 func (sc *staticChoices) get(p *kernels.Problem) *staticChoice {
 	k := p.Key()
 	sc.mu.Lock()
-	r, ok := sc.m[k]
-	sc.mu.Unlock()
-	if ok {
+	if sc.m == nil {
+		sc.m = map[string]*staticChoice{}
+	}
+	if r, ok := sc.m[k]; ok {
+		sc.mu.Unlock()
+		<-r.done // made once: the candidates listed in parallel ask for the same problems at once
 		return r
 	}
-	r = &staticChoice{}
+	r := &staticChoice{done: make(chan struct{})}
+	sc.m[k] = r
+	sc.mu.Unlock()
+	defer close(r.done)
 	r.t, r.c, r.err = lower.StaticChoice(p, sc.caps, sc.model)
 	if r.err == nil {
 		if l, err := r.t.Build(p, r.c, sc.caps); err == nil {
 			r.est, r.floor = lower.Estimate(l, sc.model), time.Duration(l.Bytes/(2*sc.model.Bandwidth)*1e9)
 		}
 	}
-	sc.mu.Lock()
-	if sc.m == nil {
-		sc.m = map[string]*staticChoice{}
-	}
-	sc.m[k] = r
-	sc.mu.Unlock()
 	return r
 }
 

@@ -432,7 +432,17 @@ func (pl *pipeline) priceLowering(ctx context.Context) error {
 		}
 		pl.progress(Progress{Phase: "tune", What: fmt.Sprintf("listing the kernels of %d candidates", len(jobs))})
 		t0 := time.Now()
-		res := parallelMap(jobs, list)
+		// Largest first, so that the last to finish is a small one.
+		order := make([]int, len(jobs))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return len(jobs[order[a]].Fn.Nodes) > len(jobs[order[b]].Fn.Nodes) })
+		listed := parallelMap(order, func(i int) listing { return list(jobs[i]) })
+		res := make([]listing, len(jobs))
+		for k, i := range order {
+			res[i] = listed[k]
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
