@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/lower/tune"
@@ -249,6 +250,9 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		// Functions checked at the same length of one graph (prefill and its variant
 		// prefill@64, both at tune.CheckLength) share one evaluation.
 		byAt := map[*ir.Function]*tune.Reference{}
+		// They evaluate one after another and share the weights in float64 (dropped with the
+		// last of them).
+		cache := interp.NewParamCache()
 		for _, f := range fns {
 			if e, ok := s.db.GetSelection(s.selectionKey(f)); ok && e.Reusable(opts.Budget) {
 				continue
@@ -258,7 +262,7 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 				s.refs[f] = r
 				continue
 			}
-			s.refs[f] = tune.StartReference(m, f, 0)
+			s.refs[f] = tune.StartReference(m, f, 0, cache)
 			if err == nil {
 				byAt[at] = s.refs[f]
 			}

@@ -20,6 +20,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/ir"
@@ -29,6 +30,34 @@ import (
 // model names.
 type Env struct {
 	Inputs, Params, State map[string]*ir.Tensor
+	// Cache, when set, keeps the parameters' float64 values across evaluations (see
+	// ParamCache).
+	Cache *ParamCache
+}
+
+// ParamCache keeps parameters in the float64 form the interpreter computes in, for evaluations
+// of one model's functions one after another: a compile checks several functions of a model
+// against the interpreter, and converting every weight for each made gigabytes of garbage
+// (SmolLM2: 1 GB per evaluation). Evaluations never write their arguments, so the values are
+// shared. It is safe for concurrent use; it holds the model's weights in float64 (8 bytes per
+// parameter) until it is dropped.
+type ParamCache struct {
+	mu sync.Mutex
+	m  map[*ir.Tensor]*val
+}
+
+// NewParamCache returns an empty cache.
+func NewParamCache() *ParamCache { return &ParamCache{m: map[*ir.Tensor]*val{}} }
+
+func (c *ParamCache) get(t *ir.Tensor) *val {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[t]
+	if !ok {
+		v = fromTensor(t)
+		c.m[t] = v
+	}
+	return v
 }
 
 // Eval evaluates every node of f in order and returns the outputs of each node (one tensor per
@@ -271,6 +300,12 @@ type ctx struct {
 // the model after the run: the function's update where it has one, else the value it came in with.
 // The input maps are not modified.
 func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]*ir.Tensor) (outputs map[string]*ir.Tensor, newState map[string]*ir.Tensor, err error) {
+	return RunCached(m, fn, inputs, state, nil)
+}
+
+// RunCached is Run with the parameters' float64 values taken from cache (nil: none), for several
+// evaluations of one model in turn.
+func RunCached(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]*ir.Tensor, cache *ParamCache) (outputs map[string]*ir.Tensor, newState map[string]*ir.Tensor, err error) {
 	f := m.Function(fn)
 	if f == nil {
 		names := make([]string, len(m.Functions))
@@ -331,7 +366,7 @@ func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]
 	for _, u := range f.Updates {
 		keep[u.Value.Node] = true
 	}
-	vals, err := eval(context.Background(), f, Env{Inputs: inputs, Params: params, State: st}, keep)
+	vals, err := eval(context.Background(), f, Env{Inputs: inputs, Params: params, State: st, Cache: cache}, keep)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -31,7 +31,12 @@ func init() {
 		}
 		return source(n, "input", c.env.Inputs)
 	}
-	impls[ir.Param] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) { return source(n, "parameter", c.env.Params) }
+	impls[ir.Param] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) {
+		if t := c.env.Params[n.Name]; c.env.Cache != nil && t != nil && t.Type.Equal(n.Type()) && len(t.Data) == t.Type.Bytes() {
+			return c.env.Cache.get(t), nil
+		}
+		return source(n, "parameter", c.env.Params)
+	}
 	impls[ir.State] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) { return source(n, "state", c.env.State) }
 	impls[ir.Const] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) {
 		if n.Value == nil || !n.Value.Type.Equal(n.Type()) || len(n.Value.Data) != n.Type().Bytes() {

@@ -135,8 +135,9 @@ type Reference struct {
 // while (SmolLM2: about 0.5 GB), which five at once multiplied.
 var references = make(chan struct{}, 1)
 
-// StartReference starts evaluating f on random inputs drawn with seed.
-func StartReference(m *ir.Model, f *ir.Function, seed int64) *Reference {
+// StartReference starts evaluating f on random inputs drawn with seed, with the parameters'
+// float64 values from cache (nil: none; a compile's references share one, interp.ParamCache).
+func StartReference(m *ir.Model, f *ir.Function, seed int64, cache *interp.ParamCache) *Reference {
 	r := &Reference{seed: seed, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -149,7 +150,7 @@ func StartReference(m *ir.Model, f *ir.Function, seed int64) *Reference {
 			}
 		}
 		r.inputs = FunctionInputs(at, rand.New(rand.NewSource(seed)))
-		r.want, _, r.err = interp.Run(m, f.Name, r.inputs, nil)
+		r.want, _, r.err = interp.RunCached(m, f.Name, r.inputs, nil, cache)
 	}()
 	return r
 }
@@ -281,7 +282,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	}()
 	r := opts.References[ref]
 	if r == nil || r.seed != opts.Seed {
-		r = StartReference(m, ref, opts.Seed)
+		r = StartReference(m, ref, opts.Seed, nil)
 	}
 	inputs, want, err := r.Wait()
 	if err != nil {

@@ -1,13 +1,16 @@
 package tune
 
 import (
+	"bytes"
 	"context"
+	"math/rand"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
@@ -227,7 +230,7 @@ func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
 	if f.Length == nil || f.Length.Max != 64 || CheckLength >= 64 {
 		t.Fatalf("the test wants a capacity of 64 above CheckLength %d", CheckLength)
 	}
-	ins, want, err := StartReference(m, f, 0).Wait()
+	ins, want, err := StartReference(m, f, 0, nil).Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +348,40 @@ func TestSelectionBudgetCutKept(t *testing.T) {
 	}
 	if e, _ := db.GetSelection(key(f)); !e.Complete || e.Budget != 0 {
 		t.Errorf("after the larger budget: complete=%v budget=%v", e.Complete, e.Budget)
+	}
+}
+
+// References of one model share their parameters' float64 values (interp.ParamCache): an
+// evaluation never writes its arguments, so every function of every example, evaluated twice
+// through one cache, gives exactly what an evaluation without the cache gives.
+func TestReferenceParamCacheSharesWeights(t *testing.T) {
+	for _, name := range []string{"tinyllama", "qwen3-tiny", "llama-tied", "mlp", "resnet-tiny", "whisper-tiny-encoder"} {
+		m, err := ir.ParseModel("../../examples/" + name + "/model.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache := interp.NewParamCache()
+		for round := range 2 {
+			for _, f := range m.Functions {
+				at, err := f.At(CheckAt(f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := FunctionInputs(at, rand.New(rand.NewSource(int64(round))))
+				want, _, err := interp.Run(m, f.Name, in, nil)
+				if err != nil {
+					t.Fatalf("%s %s: %v", name, f.Name, err)
+				}
+				got, _, err := interp.RunCached(m, f.Name, in, nil, cache)
+				if err != nil {
+					t.Fatalf("%s %s with the cache: %v", name, f.Name, err)
+				}
+				for k, w := range want {
+					if g := got[k]; g == nil || !bytes.Equal(g.Data, w.Data) {
+						t.Errorf("%s %s round %d: output %s differs with the cache", name, f.Name, round, k)
+					}
+				}
+			}
+		}
 	}
 }
