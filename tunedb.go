@@ -22,7 +22,11 @@ type TuningSearch struct {
 	Time     time.Duration
 	Tried    int  // configurations built and run
 	Invalid  int  // of which were rejected
-	Complete bool // false: cut short by a budget, resumed by the next compile
+	Complete bool // false: cut short
+	// Budget, for an incomplete search, is the budget of the compile whose deadline cut it: a
+	// compile of no larger budget takes it as it stands, a larger one (or vkc tune) resumes it.
+	// 0: cancelled; the next compile resumes it.
+	Budget time.Duration
 }
 
 // TuningDB is what a tuning database file holds, for listing.
@@ -46,8 +50,9 @@ type TuningSelection struct {
 	Candidates               []TuningCandidate
 	Winner                   int // index into Candidates
 	Rounds                   int
-	Complete                 bool   // false: the budget cut it short; the next compile measures it again
-	Why                      string // how the winner was decided when not by time alone
+	Complete                 bool          // false: the budget cut it short
+	Budget                   time.Duration // for an incomplete one: as TuningSearch.Budget
+	Why                      string        // how the winner was decided when not by time alone
 }
 
 // TuningCandidate is one candidate of a recorded selection.
@@ -70,7 +75,7 @@ func ReadTuningDB(path string) (*TuningDB, error) {
 	out := &TuningDB{Path: db.Path(), Warning: db.Warning}
 	for _, e := range db.Entries() {
 		s := TuningSearch{Device: e.Device, Driver: e.Driver, Compiler: e.Compiler, Template: e.Template,
-			Problem: e.Problem, Time: e.Time, Tried: e.Tried, Invalid: len(e.Invalid), Complete: e.Complete}
+			Problem: e.Problem, Time: e.Time, Tried: e.Tried, Invalid: len(e.Invalid), Complete: e.Complete, Budget: e.Budget}
 		if e.Best != nil {
 			s.Best = e.Best.Key()
 		}
@@ -82,7 +87,7 @@ func ReadTuningDB(path string) (*TuningDB, error) {
 			g = g[:12]
 		}
 		ts := TuningSelection{Device: e.Device, Driver: e.Driver, Compiler: e.Compiler, Function: e.Function, Graph: g,
-			Winner: e.Winner, Rounds: e.Rounds, Complete: e.Complete, Why: e.Why}
+			Winner: e.Winner, Rounds: e.Rounds, Complete: e.Complete, Budget: e.Budget, Why: e.Why}
 		for _, c := range e.Candidates {
 			ts.Candidates = append(ts.Candidates, TuningCandidate{Label: c.Label, Valid: c.Valid, Reason: c.Reason,
 				Median: c.Median, Ratio: c.Ratio, Weights: c.Weights})

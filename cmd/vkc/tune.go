@@ -175,11 +175,17 @@ func tuneList(w io.Writer, path string) error {
 			fmt.Fprintln(tw, "  template\tbest\ttime\ttried\tinvalid\tstate\tproblem")
 		}
 		best, t := "none valid", "-"
+		if e.Tried == 0 {
+			best = "not measured"
+		}
 		if e.Best != "" {
 			best, t = "["+e.Best+"]", e.Time.Round(100*time.Nanosecond).String()
 		}
 		state := "complete"
-		if !e.Complete {
+		switch {
+		case !e.Complete && e.Budget > 0:
+			state = fmt.Sprintf("cut by a %v budget", e.Budget)
+		case !e.Complete:
 			state = "interrupted"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Template, best, t, e.Tried, e.Invalid, state, e.Problem)
@@ -190,7 +196,10 @@ func tuneList(w io.Writer, path string) error {
 	}
 	for _, s := range db.Selections {
 		state := "complete"
-		if !s.Complete {
+		switch {
+		case !s.Complete && s.Budget > 0:
+			state = fmt.Sprintf("cut by a %v budget: taken as it stands by a compile of that budget or less, measured again by a larger one", s.Budget)
+		case !s.Complete:
 			state = "interrupted: measured again by the next compile"
 		}
 		fmt.Fprintf(w, "\nfunction %s (graph %s) on device %s, driver %s, %s: %d candidates, %d paired rounds, %s\n",
