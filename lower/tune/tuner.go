@@ -156,7 +156,8 @@ type Tuner struct {
 	// Budget: larger spaces get this many built-and-run configurations (default 32).
 	Exhaustive, Budget int
 	// Confirm is how many of a search's fastest points are timed again at its end, back to back
-	// with the template's default point, after one warm-up measurement (0: 3; negative: none).
+	// with the template's default point and its static choice, after one warm-up measurement
+	// (0: 3; negative: none).
 	// A GPU that sat idle (while the interpreter computed a big problem's reference) runs the
 	// first points of a search at low clocks: on the H200 the default point of SmolLM2's lm_head
 	// measured 1.94 ms there against 0.34 ms warm, which inflated what tuning seemed to gain.
@@ -789,7 +790,8 @@ func (t *Tuner) cut(ctx context.Context, e *Entry) {
 }
 
 // confirm times again, back to back after one warm-up measurement, the search's fastest points
-// (Confirm of them) and the template's default point, and keeps the new times (see Confirm). It
+// (Confirm of them), the template's default point and its static choice, and keeps the new times
+// (see Confirm). It
 // runs when a search ends, also one cut by its share of the budget: the few measurements cost
 // milliseconds and make the times it stores comparable. Only a device error is returned.
 func (t *Tuner) confirm(ctx context.Context, p *kernels.Problem, tm *kernels.Template, in *checkData, e *Entry) error {
@@ -815,8 +817,21 @@ func (t *Tuner) confirm(ctx context.Context, p *kernels.Problem, tm *kernels.Tem
 	for _, prm := range tm.Space.Params {
 		def[prm.Name] = prm.Values[0]
 	}
-	if _, ok := e.Times[def.Key()]; ok && !slices.Contains(keys, def.Key()) {
-		keys = append(keys, def.Key())
+	again := []kernels.Config{def}
+	if tm.Static != nil {
+		// The static choice is the baseline, and the search measures it first, when the GPU
+		// may still be at idle clocks: it is timed again beside the winners.
+		for _, c := range tm.Static(p, t.Caps) {
+			if _, ok := e.Times[c.Key()]; ok {
+				again = append(again, c)
+				break
+			}
+		}
+	}
+	for _, c := range again {
+		if _, ok := e.Times[c.Key()]; ok && !slices.Contains(keys, c.Key()) {
+			keys = append(keys, c.Key())
+		}
 	}
 	args, _, err := in.get()
 	if err != nil {

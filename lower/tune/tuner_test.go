@@ -395,6 +395,36 @@ func TestConfirmRetimesTheDefaultWarm(t *testing.T) {
 	}
 }
 
+// The static choice is measured first, when the GPU may be at idle clocks; confirm times it
+// again warm beside the winner, so a cold first measurement does not make tuning look better
+// than the baseline.
+func TestConfirmRetimesTheStaticChoiceWarm(t *testing.T) {
+	var cold int
+	clock := &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
+		d := bowl(tmpl, c)
+		if cold < 1 {
+			cold++
+			return 5 * d
+		}
+		return d
+	}}
+	tm := toyTemplate("toy", 1, kernels.Ints("wg", 128, 64), kernels.Ints("per", 1, 2))
+	static := kernels.Config{"wg": 64, "per": 1}
+	tm.Static = func(*kernels.Problem, kernels.Caps) []kernels.Config { return []kernels.Config{static} }
+	tu := toyTuner(t, clock, tm)
+	tu.Confirm = 1
+	c, err := tu.Best(context.Background(), toyProblem(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := clock.timed[0]; first != "toy["+static.Key()+"]" {
+		t.Errorf("first timed %s, want the static choice [%s]", first, static.Key())
+	}
+	if got, want := c.Entries[0].Times[static.Key()], bowl("toy", static); got != want {
+		t.Errorf("static choice stored at %v, want its warm time %v (cold: %v)", got, want, 5*want)
+	}
+}
+
 // With 8-bit activations allowed (Int8Auto), the tuner measures the float and the integer-dot
 // kernel of a quantized matrix-vector product, checks each against the interpreter (the integer
 // one at its declared tolerance: every one of its points must pass), and keeps whichever the
