@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	goruntime "runtime"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/vkc-project/vkc/internal/par"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
@@ -149,7 +149,7 @@ func (pl *pipeline) survey(ctx context.Context) error {
 			priced = append(priced, p)
 		}
 	}
-	parallelMap(priced, func(p *kernels.Problem) time.Duration { est, _ := pl.src.estimate(p); return est })
+	par.Map(priced, func(p *kernels.Problem) time.Duration { est, _ := pl.src.estimate(p); return est })
 	var notes []string
 	for i, f := range pl.fns {
 		g, orep, err := res[i].g, res[i].orep, res[i].err
@@ -200,7 +200,7 @@ type surveyed struct {
 func (pl *pipeline) optimizeAll(ctx context.Context, capture bool) func() []surveyed {
 	done := make(chan []surveyed, 1)
 	go func() {
-		done <- parallelMap(pl.fns, func(f *ir.Function) surveyed {
+		done <- par.Map(pl.fns, func(f *ir.Function) surveyed {
 			var seen map[string]*kernels.Problem
 			cost := rules.DefaultCost
 			if capture {
@@ -325,7 +325,7 @@ func (pl *pipeline) extract(ctx context.Context) error {
 		orep *rules.Report
 		err  error
 	}
-	res := parallelMap(pl.fns, func(f *ir.Function) extracted {
+	res := par.Map(pl.fns, func(f *ir.Function) extracted {
 		// The survey's saturated e-graph serves this extraction too.
 		if sat := pl.sats[f]; sat != nil {
 			gs, orep, err := sat.Extract(rules.CostFunc(pl.src.cost), k)
@@ -438,7 +438,7 @@ func (pl *pipeline) priceLowering(ctx context.Context) error {
 			order[i] = i
 		}
 		sort.SliceStable(order, func(a, b int) bool { return len(jobs[order[a]].Fn.Nodes) > len(jobs[order[b]].Fn.Nodes) })
-		listed := parallelMap(order, func(i int) listing { return list(jobs[i]) })
+		listed := par.Map(order, func(i int) listing { return list(jobs[i]) })
 		res := make([]listing, len(jobs))
 		for k, i := range order {
 			res[i] = listed[k]
@@ -553,29 +553,6 @@ func (pl *pipeline) lowerPlan(ctx context.Context, winners []*ir.Function) (*pla
 	}
 	pl.src.record(p, pl.rep)
 	return p, nil
-}
-
-// parallelMap applies fn to each of xs on up to GOMAXPROCS goroutines and returns the results
-// in xs' order.
-func parallelMap[X, Y any](xs []X, fn func(X) Y) []Y {
-	out := make([]Y, len(xs))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(goruntime.GOMAXPROCS(0), len(xs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i] = fn(xs[i])
-			}
-		}()
-	}
-	for i := range xs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return out
 }
 
 // lowerOptions are the options every lowering of this compile shares (inline weights, the fold

@@ -7,14 +7,13 @@ import (
 	"hash/fnv"
 	"math"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
+	"github.com/vkc-project/vkc/internal/par"
 )
 
 // initSpec is how a parameter is initialised when it does not come from a file.
@@ -308,24 +307,7 @@ func (p *modelParser) loadWeights() (err error) {
 	}
 	// Generated weights are made in parallel: each tensor's values depend on its name and the
 	// seed alone, so the result is the same; SmolLM2's 135 M random values took 1.9 s on one core.
-	out := make([]*Tensor, len(inits))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(goruntime.GOMAXPROCS(0), len(inits)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				q := inits[i]
-				out[i] = InitTensor(q.d.Type, q.kind, w.seed, q.d.Name, q.scale)
-			}
-		}()
-	}
-	for i := range inits {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	out := par.Map(inits, func(q pending) *Tensor { return InitTensor(q.d.Type, q.kind, w.seed, q.d.Name, q.scale) })
 	for i, q := range inits {
 		p.m.Weights[q.d.Name] = out[i]
 	}

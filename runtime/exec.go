@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
+	"github.com/vkc-project/vkc/internal/par"
 	"github.com/vkc-project/vkc/plan"
 )
 
@@ -218,24 +218,15 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 		}
 		kernels[i] = k
 	}
+	type made struct {
+		pl  *Pipeline
+		err error
+	}
 	pipes := make([]*Pipeline, len(p.Modules))
 	errs := make([]error, len(p.Modules))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(goruntime.GOMAXPROCS(0), len(distinct)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				pipes[i], errs[i] = d.NewPipeline(kernels[i])
-			}
-		}()
+	for k, r := range par.Map(distinct, func(i int) made { pl, err := d.NewPipeline(kernels[i]); return made{pl, err} }) {
+		pipes[distinct[k]], errs[distinct[k]] = r.pl, r.err
 	}
-	for _, i := range distinct {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 	for _, i := range distinct {
 		if pipes[i] != nil {
 			e.ownPipes = append(e.ownPipes, pipes[i])
