@@ -11,10 +11,33 @@ import (
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
 )
+
+// selectModel opens the test device and parses the model at path, with a tuner of tiny budgets
+// on a fake clock.
+func selectModel(t *testing.T, path string) (*runtime.Device, *ir.Model, *Tuner) {
+	t.Helper()
+	d := testDevice(t)
+	m, err := ir.ParseModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	t.Cleanup(tu.Close)
+	return d, m, tu
+}
+
+// lowerWith is the lowerFn of SelectFunction for m on d with the kernel choices of choose.
+func lowerWith(d *runtime.Device, m *ir.Model, choose func(*kernels.Problem) (*kernels.Template, kernels.Config, error)) func([]*ir.Function) (*plan.Plan, error) {
+	return func(fns []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: choose})
+		return p, err
+	}
+}
 
 // planClock is a fake PlanTimer: a fixed time per candidate, and the order of the calls.
 type planClock struct {
@@ -38,18 +61,9 @@ func (c *planClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn st
 // fastest) is rejected by the interpreter check and never timed; of the two valid versions the
 // measured winner is chosen although the estimates rank it second; rounds alternate their order.
 func TestSelectFunctionMeasuredWinner(t *testing.T) {
-	d := testDevice(t)
-	m, err := ir.ParseModel("testdata/select.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
-	defer tu.Close()
+	d, m, tu := selectModel(t, "testdata/select.yaml")
 	ctx := context.Background()
-	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
-		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
-		return p, err
-	}
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
 	cands := []SelectCandidate{
 		{Fn: m.Function("forward"), Label: "as written", Estimated: 10 * time.Microsecond},
 		{Fn: m.Function("forward_alt"), Label: "matmul+add", Estimated: 20 * time.Microsecond},
@@ -108,18 +122,9 @@ func equalInts(a, b []int) bool {
 
 // SelectFunctions picks a version per function and keeps the functions' order.
 func TestSelectFunctions(t *testing.T) {
-	d := testDevice(t)
-	m, err := ir.ParseModel("testdata/select.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
-	defer tu.Close()
+	d, m, tu := selectModel(t, "testdata/select.yaml")
 	ctx := context.Background()
-	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
-		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
-		return p, err
-	}
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
 	cands := func(f *ir.Function) ([]SelectCandidate, error) {
 		if f.Name == "forward" {
 			return []SelectCandidate{{Fn: f, Label: "as written"}, {Fn: m.Function("forward_alt"), Label: "alt"}}, nil
@@ -152,10 +157,7 @@ func TestSelectFunctionBudgetSpent(t *testing.T) {
 	defer tu.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
-		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
-		return p, err
-	}
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
 	cands := []SelectCandidate{{Fn: m.Function("forward_wrong")}, {Fn: m.Function("forward_alt")}, {Fn: m.Function("forward")}}
 	clock := &planClock{}
 	sel, err := SelectFunction(ctx, d, m, m.Function("forward"), cands, lowerFn, SelectOptions{Timer: clock})
@@ -243,10 +245,7 @@ func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
 	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
 	defer tu.Close()
 	ctx := context.Background()
-	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
-		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(ctx)})
-		return p, err
-	}
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
 	cands := []SelectCandidate{{Fn: m.Function("forward_wrong"), Label: "wrong"}, {Fn: f, Label: "as written"}}
 	clock := &sizeClock{}
 	sel, err := SelectFunction(ctx, d, m, f, cands, lowerFn, SelectOptions{Rounds: 2, Timer: clock})
@@ -288,17 +287,8 @@ func (c *stallClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn s
 // A selection the compile's deadline cuts short is recorded with the compile's budget: a compile
 // of the same budget takes its winner without measuring; a larger budget measures it again.
 func TestSelectionBudgetCutKept(t *testing.T) {
-	d := testDevice(t)
-	m, err := ir.ParseModel("testdata/select.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
-	defer tu.Close()
-	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
-		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test", Choose: tu.Choose(context.Background())})
-		return p, err
-	}
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
 	db, err := OpenDB(t.TempDir() + "/tune.json")
 	if err != nil {
 		t.Fatal(err)

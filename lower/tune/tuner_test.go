@@ -360,20 +360,25 @@ func TestTuneAllSharesTheBudget(t *testing.T) {
 	}
 }
 
-// The first timings of a search run on a GPU that sat idle (low clocks): with a clock that makes
-// the first two measurements 5x slow, the default point would look 5x worse than it is. The
-// confirmation pass times the fastest points and the default again, back to back after a
-// warm-up, and stores those times.
-func TestConfirmRetimesTheDefaultWarm(t *testing.T) {
-	var cold int
-	clock := &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
+// coldClock is bowl with its first n timings 5× slower, as on a GPU at idle clocks.
+func coldClock(n int) *fakeClock {
+	cold := 0
+	return &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
 		d := bowl(tmpl, c)
-		if cold < 2 {
+		if cold < n {
 			cold++
 			return 5 * d
 		}
 		return d
 	}}
+}
+
+// The first timings of a search run on a GPU that sat idle (low clocks): with a clock that makes
+// the first two measurements 5x slow, the default point would look 5x worse than it is. The
+// confirmation pass times the fastest points and the default again, back to back after a
+// warm-up, and stores those times.
+func TestConfirmRetimesTheDefaultWarm(t *testing.T) {
+	clock := coldClock(2)
 	tm := toyTemplate("toy", 1, kernels.Ints("wg", 128, 64), kernels.Ints("per", 1, 2))
 	tu := toyTuner(t, clock, tm)
 	tu.Confirm = 1
@@ -399,15 +404,7 @@ func TestConfirmRetimesTheDefaultWarm(t *testing.T) {
 // again warm beside the winner, so a cold first measurement does not make tuning look better
 // than the baseline.
 func TestConfirmRetimesTheStaticChoiceWarm(t *testing.T) {
-	var cold int
-	clock := &fakeClock{timeOf: func(tmpl string, c kernels.Config) time.Duration {
-		d := bowl(tmpl, c)
-		if cold < 1 {
-			cold++
-			return 5 * d
-		}
-		return d
-	}}
+	clock := coldClock(1)
 	tm := toyTemplate("toy", 1, kernels.Ints("wg", 128, 64), kernels.Ints("per", 1, 2))
 	static := kernels.Config{"wg": 64, "per": 1}
 	tm.Static = func(*kernels.Problem, kernels.Caps) []kernels.Config { return []kernels.Config{static} }
