@@ -440,6 +440,7 @@ struct vkc_device {
 	int (*GetFenceStatus)(vkc_handle, vkc_handle);
 	int (*ResetFences)(vkc_handle, uint32_t, const vkc_handle*);
 	int (*GetQueryPoolResults)(vkc_handle, vkc_handle, uint32_t, uint32_t, size_t, void*, uint64_t, uint32_t);
+	int (*CreateComputePipelines)(vkc_handle, vkc_handle, uint32_t, const void*, const void*, vkc_handle*);
 };
 
 typedef vkc_void_fn (*pfn_gdpa)(vkc_handle, const char*);
@@ -474,6 +475,7 @@ vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle qu
 	LOAD(GetFenceStatus)
 	LOAD(ResetFences)
 	LOAD(GetQueryPoolResults)
+	LOAD(CreateComputePipelines)
 	if (push_descriptors) {
 		LOAD(CmdPushDescriptorSetKHR)
 	}
@@ -656,4 +658,66 @@ int vkc_reset_fence(vkc_device* d, vkc_handle fence) { return d->ResetFences(d->
 int vkc_timestamps(vkc_device* d, vkc_handle qpool, uint32_t first, uint32_t n, uint64_t* out) {
 	// VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT
 	return d->GetQueryPoolResults(d->device, qpool, first, n, (size_t)n * 8, out, 8, 1 | 2);
+}
+
+// ---- pipeline creation
+
+// VkSpecializationMapEntry, VkSpecializationInfo, VkPipelineShaderStageCreateInfo,
+// VkComputePipelineCreateInfo.
+typedef struct {
+	uint32_t constantID, offset;
+	size_t size;
+} spec_entry;
+typedef struct {
+	uint32_t mapEntryCount;
+	const spec_entry* pMapEntries;
+	size_t dataSize;
+	const void* pData;
+} spec_info;
+typedef struct {
+	uint32_t sType;
+	const void* pNext;
+	uint32_t flags, stage;
+	vkc_handle module;
+	const char* pName;
+	const spec_info* pSpecializationInfo;
+} stage_info;
+typedef struct {
+	uint32_t sType;
+	const void* pNext;
+	uint32_t flags;
+	stage_info stage;
+	vkc_handle layout, basePipelineHandle;
+	int32_t basePipelineIndex;
+} compute_info;
+
+int vkc_create_compute_pipeline(vkc_device* d, vkc_handle cache, vkc_handle module, const char* entry,
+	vkc_handle layout, uint32_t nspec, const uint32_t* spec_ids, const uint32_t* spec_vals, vkc_handle* out) {
+	spec_entry* entries = NULL;
+	spec_info spec = {0};
+	if (nspec > 0) {
+		entries = calloc(nspec, sizeof *entries);
+		if (!entries) return -1; // VK_ERROR_OUT_OF_HOST_MEMORY
+		for (uint32_t i = 0; i < nspec; i++) {
+			entries[i].constantID = spec_ids[i];
+			entries[i].offset = 4 * i;
+			entries[i].size = 4;
+		}
+		spec.mapEntryCount = nspec;
+		spec.pMapEntries = entries;
+		spec.dataSize = 4 * (size_t)nspec;
+		spec.pData = spec_vals;
+	}
+	compute_info ci = {0};
+	ci.sType = 29; // VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO
+	ci.stage.sType = 18; // VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
+	ci.stage.stage = 0x20; // VK_SHADER_STAGE_COMPUTE_BIT
+	ci.stage.module = module;
+	ci.stage.pName = entry;
+	ci.stage.pSpecializationInfo = nspec > 0 ? &spec : NULL;
+	ci.layout = layout;
+	ci.basePipelineIndex = -1;
+	int r = d->CreateComputePipelines(d->device, cache, 1, &ci, NULL, out);
+	free(entries);
+	return r;
 }

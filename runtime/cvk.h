@@ -127,4 +127,11 @@ int vkc_reset_fence(vkc_device* d, vkc_handle fence);
 // vkc_timestamps reads n 64-bit timestamps (waiting for them).
 int vkc_timestamps(vkc_device* d, vkc_handle qpool, uint32_t first, uint32_t n, uint64_t* out);
 
+// ---- pipeline creation
+// vkc_create_compute_pipeline creates one compute pipeline of module's entry with the given
+// specialization constants (4 bytes each), through cache. Everything it hands the driver is C
+// memory of its own, so no Go collector can free it during the call (see nogc.go).
+int vkc_create_compute_pipeline(vkc_device* d, vkc_handle cache, vkc_handle module, const char* entry,
+	vkc_handle layout, uint32_t nspec, const uint32_t* spec_ids, const uint32_t* spec_vals, vkc_handle* out);
+
 #endif

@@ -2,6 +2,7 @@ package runtime
 
 /*
 #include <stdlib.h>
+#include "cvk.h"
 */
 import "C"
 
@@ -73,10 +74,9 @@ func (d *Device) NewPipeline(k Kernel) (*Pipeline, error) {
 	}
 	p := &Pipeline{d: d, Kernel: k}
 	p.Kernel.Name = name
-	var err error
-	// Every goki call in create hands the driver C copies that a finalizer may free (see withoutGC).
-	withoutGC(func() { err = p.create() })
-	if err != nil {
+	// create's goki calls keep their C copies reachable from the create-info structures until
+	// they are freed after the call; the pipeline itself is made through cvk.c (see create).
+	if err := p.create(); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("pipeline %s: %w", name, d.note(err))
 	}
@@ -147,45 +147,32 @@ func (p *Pipeline) create() error {
 	}
 	defer vk.DestroyShaderModule(d.dev, mod, nil)
 
-	var spec []vk.SpecializationInfo
-	if len(k.Spec) > 0 {
-		data := C.malloc(C.size_t(4 * len(k.Spec)))
-		defer C.free(data)
-		vals := unsafe.Slice((*uint32)(data), len(k.Spec))
-		entries := make([]vk.SpecializationMapEntry, len(k.Spec))
-		for i, s := range k.Spec {
-			vals[i] = s.Value
-			entries[i] = vk.SpecializationMapEntry{ConstantID: s.ID, Offset: uint32(4 * i), Size: 4}
-		}
-		spec = []vk.SpecializationInfo{{
-			MapEntryCount: uint32(len(entries)),
-			PMapEntries:   entries,
-			DataSize:      uint64(4 * len(k.Spec)),
-			PData:         data,
-		}}
-	}
 	entry := k.Entry
 	if entry == "" {
 		entry = "main"
 	}
-	cis := []vk.ComputePipelineCreateInfo{{
-		SType: vk.StructureTypeComputePipelineCreateInfo,
-		Stage: vk.PipelineShaderStageCreateInfo{
-			SType:               vk.StructureTypePipelineShaderStageCreateInfo,
-			Stage:               vk.ShaderStageComputeBit,
-			Module:              mod,
-			PName:               entry + "\x00",
-			PSpecializationInfo: spec,
-		},
-		Layout: p.layout,
-	}}
-	out := make([]vk.Pipeline, 1)
-	r = vk.CreateComputePipelines(d.dev, d.pcache, 1, cis, nil, out)
-	cis[0].Free()
+	cEntry := C.CString(entry)
+	defer C.free(unsafe.Pointer(cEntry))
+	var ids, vals *C.uint32_t
+	if n := len(k.Spec); n > 0 {
+		mem := C.malloc(C.size_t(8 * n))
+		defer C.free(mem)
+		words := unsafe.Slice((*uint32)(mem), 2*n)
+		for i, s := range k.Spec {
+			words[i], words[n+i] = s.ID, s.Value
+		}
+		ids, vals = (*C.uint32_t)(mem), (*C.uint32_t)(unsafe.Add(mem, 4*n))
+	}
+	// The pipeline itself is created through cvk.c: goki's vkCreateComputePipelines hands the
+	// driver C copies that a finalizer may free during the call (nogc.go), and the call is where
+	// a driver compiles the shader, up to a second on NVIDIA's; the collector runs meanwhile.
+	var out C.vkc_handle
+	r = vk.Result(C.vkc_create_compute_pipeline(d.c, handle(unsafe.Pointer(d.pcache)), handle(unsafe.Pointer(mod)), cEntry,
+		handle(unsafe.Pointer(p.layout)), C.uint32_t(len(k.Spec)), ids, vals, &out))
 	if err := check("vkCreateComputePipelines", r); err != nil {
 		return err
 	}
-	p.pipeline = out[0]
+	p.pipeline = vk.Pipeline(unsafe.Pointer(out))
 	return nil
 }
 
