@@ -32,8 +32,8 @@ type searchPlan struct {
 	// static choices a compile without measurement makes, then kernels.Space.Suggestions: where
 	// a template expects the fast points of this problem to lie): a search cut short after one
 	// point has then measured the static choice, not a default a static compile would not run
-	// (on the H200 a 15 s budget cut most searches there, and the tuned prefill-512 ran 13%
-	// slower than the static plan's). They count against the budget like any evaluation.
+	// (a 15 s budget on the H200 cuts most searches after a point or two). They count against
+	// the budget like any evaluation.
 	First []kernels.Config
 	// Prefetch, when set, is told the points the search is about to evaluate, in order, ahead of
 	// evaluating them (a few at a time; each point once): the tuner compiles their pipelines in
