@@ -119,9 +119,9 @@ func CheckAt(f *ir.Function) int {
 // Reference is a function's random inputs (FunctionInputs) and the interpreter's outputs on
 // them, evaluated in the background: the evaluation of a whole model in float64 takes a
 // while and needs no device, so a compile starts it before tuning and selection waits for it
-// only if it is not done. A function with a run-time length is evaluated at checkAt (f.At),
-// its inputs holding that many rows.
-// (A variant f.WithCapacity(c) with c ≥ CheckLength has f's reference.)
+// only if it is not done. A function with a run-time length is evaluated at CheckAt (f.At),
+// its inputs holding that many rows; so a variant f.WithCapacity(c) with c ≥ CheckLength has
+// f's reference.
 type Reference struct {
 	seed   int64
 	done   chan struct{}
@@ -131,8 +131,8 @@ type Reference struct {
 }
 
 // references lets one reference evaluation run at a time: each uses every core already
-// (the interpreter's loops are parallel), and each holds its model's weights in float64 for a
-// while (SmolLM2: about 0.5 GB), which five at once multiplied.
+// (the interpreter's loops are parallel), and each holds its model's weights in float64 while it
+// runs (SmolLM2: about 1 GB), which five at once multiplied.
 var references = make(chan struct{}, 1)
 
 // StartReference starts evaluating f on random inputs drawn with seed, with the parameters'

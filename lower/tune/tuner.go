@@ -791,9 +791,9 @@ func (t *Tuner) cut(ctx context.Context, e *Entry) {
 
 // confirm times again, back to back after one warm-up measurement, the search's fastest points
 // (Confirm of them), the template's default point and its static choice, and keeps the new times
-// (see Confirm). It
-// runs when a search ends, also one cut by its share of the budget: the few measurements cost
-// milliseconds and make the times it stores comparable. Only a device error is returned.
+// (see Confirm). It runs when a search ends, also one cut by its share of the budget: the few
+// measurements cost milliseconds and make the times it stores comparable. Only a device error
+// is returned.
 func (t *Tuner) confirm(ctx context.Context, p *kernels.Problem, tm *kernels.Template, in *checkData, e *Entry) error {
 	n := t.Confirm
 	if n == 0 {
