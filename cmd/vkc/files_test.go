@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vkc-project/vkc/internal/chardev"
 )
 
 // copyModel copies examples/mlp (random weights: no weight file) into dir.
@@ -40,23 +42,6 @@ func temporaries(t *testing.T, dir string) []string {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
 	return m
-}
-
-// nullDevice returns a character device to write to: as root a private copy of /dev/null made
-// with mknod (so a bug that replaced it would not replace the system's), else /dev/null itself
-// (which a non-root process cannot replace).
-func nullDevice(t *testing.T, dir string) string {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		p := filepath.Join(dir, "null")
-		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, 1<<8|3); err == nil {
-			return p
-		}
-	}
-	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		t.Skip("needs a character device to write to: mknod needs root, and /dev/null is missing or not a character device")
-	}
-	return "/dev/null"
 }
 
 // TestBinarySafeWrites: outputs never replace a directory or special file, an input of the same
@@ -127,7 +112,7 @@ func TestBinarySafeWrites(t *testing.T) {
 	}
 
 	// A character device is written through, and stays a character device.
-	null := nullDevice(t, dir)
+	null := chardev.Null(t, dir)
 	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", null); r.code != 0 {
 		t.Errorf("compile -o %s: exit %d: %s", null, r.code, r.stderr)
 	}

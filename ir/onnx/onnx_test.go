@@ -9,39 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vkc-project/vkc/internal/oracles"
 )
 
-// oracleDir finds ../shared/oracles/onnx-node relative to the module root (the folder holding
-// go.mod), or skips the test naming it.
+// oracleDir is ONNX's node tests, ../shared/oracles/onnx-node, or skips the test naming it.
 func oracleDir(t testing.TB) string {
 	t.Helper()
-	root := moduleRoot()
-	if root == "" {
-		t.Skip("oracle ../shared/oracles/onnx-node missing: no go.mod above the test")
-	}
-	o := filepath.Join(root, "..", "shared", "oracles", "onnx-node")
-	if _, err := os.Stat(filepath.Join(o, "manifest.json")); err != nil {
-		t.Skipf("oracle ../shared/oracles/onnx-node missing (%v)", err)
-	}
-	return o
-}
-
-// moduleRoot is the folder holding go.mod above the working directory, or "".
-func moduleRoot() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return ""
-		}
-		dir = up
-	}
+	return filepath.Dir(oracles.File(t, "onnx-node", "manifest.json"))
 }
 
 // TestDecodeOracle decodes every model and tensor file of ONNX's node tests: each model has a
@@ -268,7 +243,7 @@ func FuzzDecodeModel(f *testing.F) {
 		Nodes:   []*Node{{OpType: "Conv", Inputs: []string{"x", "w", ""}, Outputs: []string{"y"}, Attrs: []*Attribute{{Name: "pads", Type: AttrInts, Ints: []int64{1, 1, 1, 1}}, {Name: "alpha", Type: AttrFloat, F: 0.5}}}},
 		Inputs:  []*ValueInfo{{Name: "x", Type: &TypeInfo{Kind: TypeTensor, Elem: Float, HasShape: true, Dims: []Dim{{Value: 1, HasValue: true}, {Param: "n"}}}}},
 		Outputs: []*ValueInfo{{Name: "y"}}, Initializers: []*Tensor{{Name: "w", Dims: []int64{1}, DataType: Float, FloatData: []float32{2}}}}}))
-	if dir := oracleDirOrEmpty(f); dir != "" {
+	if dir, err := oracles.Find("onnx-node"); err == nil { // the seeds are optional
 		for _, name := range []string{"test_conv_with_strides_padding", "test_softmax_axis_0_expanded", "test_mvn_expanded_ver18", "test_clip_default_max"} {
 			if b, err := os.ReadFile(filepath.Join(dir, name, "model.onnx")); err == nil {
 				f.Add(b)
@@ -312,17 +287,4 @@ func FuzzDecodeTensor(f *testing.F) {
 			t.Fatalf("%d bytes of data from %d bytes of input", len(d), len(data))
 		}
 	})
-}
-
-// oracleDirOrEmpty is the oracle's folder, or "" when it is missing (fuzz seeds are optional).
-func oracleDirOrEmpty(f *testing.F) string {
-	root := moduleRoot()
-	if root == "" {
-		return ""
-	}
-	dir := filepath.Join(root, "..", "shared", "oracles", "onnx-node")
-	if _, err := os.Stat(dir); err != nil {
-		return ""
-	}
-	return dir
 }

@@ -7,10 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vkc-project/vkc/internal/chardev"
 	"github.com/vkc-project/vkc/kernels"
 )
 
@@ -213,7 +213,7 @@ func TestDBConcurrentWriters(t *testing.T) {
 	const writers, each = 4, 25
 	var cmds []*exec.Cmd
 	for w := 0; w < writers; w++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDBWriterProcess$", "-test.count=1")
+		cmd := exec.Command(os.Args[0]) // TestMain runs the writer
 		cmd.Env = append(os.Environ(), fmt.Sprintf("VKC_DB_WRITER=%s,%d,%d", path, w, each))
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -248,46 +248,52 @@ func TestDBConcurrentWriters(t *testing.T) {
 	}
 }
 
-// TestDBWriterProcess is one writer of TestDBConcurrentWriters (it does nothing unless started
-// by it).
-func TestDBWriterProcess(t *testing.T) {
-	arg := os.Getenv("VKC_DB_WRITER")
-	if arg == "" {
-		t.Skip("a helper process of TestDBConcurrentWriters")
+// TestMain runs one writer of TestDBConcurrentWriters, and nothing else, when the test binary is
+// started as one (VKC_DB_WRITER=path,writer,entries); else the tests.
+func TestMain(m *testing.M) {
+	if arg := os.Getenv("VKC_DB_WRITER"); arg != "" {
+		if err := dbWriter(arg); err != nil {
+			fmt.Fprintln(os.Stderr, "writer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+// dbWriter saves entries (writer, 0..n-1) into the database at path, one save per entry.
+func dbWriter(arg string) error {
 	var path string
 	var w, each int
 	parts := strings.Split(arg, ",")
+	if len(parts) != 3 {
+		return fmt.Errorf("VKC_DB_WRITER=%q: want path,writer,entries", arg)
+	}
 	path = parts[0]
-	fmt.Sscan(parts[1], &w)
-	fmt.Sscan(parts[2], &each)
+	if _, err := fmt.Sscan(parts[1], &w); err != nil {
+		return err
+	}
+	if _, err := fmt.Sscan(parts[2], &each); err != nil {
+		return err
+	}
 	db, err := OpenDB(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for i := 0; i < each; i++ {
 		db.Put(&Entry{Key: Key{Template: fmt.Sprint(w), Problem: fmt.Sprint(i)}, Tried: 1, Complete: true})
 		if err := db.Save(); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // A character device given as the database (/dev/null) is written through: it stays a device,
 // and no lock or temporary file appears beside it.
 func TestDBOnCharacterDevice(t *testing.T) {
 	dir := t.TempDir()
-	null := "/dev/null"
-	if os.Geteuid() == 0 {
-		// A private copy, so that a bug replacing it cannot replace the system's /dev/null.
-		p := filepath.Join(dir, "null")
-		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, 1<<8|3); err == nil {
-			null = p
-		}
-	}
-	if st, err := os.Stat(null); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		t.Skip("no character device to write to")
-	}
+	null := chardev.Null(t, dir)
 	db, err := OpenDB(null)
 	if err != nil {
 		t.Fatal(err)
