@@ -32,10 +32,14 @@ func init() {
 		return source(n, "input", c.env.Inputs)
 	}
 	impls[ir.Param] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) {
-		if t := c.env.Params[n.Name]; c.env.Cache != nil && t != nil && t.Type.Equal(n.Type()) && len(t.Data) == t.Type.Bytes() {
-			return c.env.Cache.get(t), nil
+		if c.env.Cache == nil {
+			return source(n, "parameter", c.env.Params)
 		}
-		return source(n, "parameter", c.env.Params)
+		t, err := sourceTensor(n, "parameter", c.env.Params)
+		if err != nil {
+			return nil, err
+		}
+		return c.env.Cache.get(t), nil
 	}
 	impls[ir.State] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) { return source(n, "state", c.env.State) }
 	impls[ir.Const] = func(c *ctx, n *ir.Node, _ []*val) (*val, error) {
@@ -231,6 +235,15 @@ func init() {
 }
 
 func source(n *ir.Node, kind string, m map[string]*ir.Tensor) (*val, error) {
+	t, err := sourceTensor(n, kind, m)
+	if err != nil {
+		return nil, err
+	}
+	return fromTensor(t), nil
+}
+
+// sourceTensor is source node n's tensor from m, checked against n's type.
+func sourceTensor(n *ir.Node, kind string, m map[string]*ir.Tensor) (*ir.Tensor, error) {
 	t, ok := m[n.Name]
 	if !ok || t == nil {
 		return nil, fmt.Errorf("%s %q (%s) is not provided", kind, n.Name, n.Type())
@@ -238,7 +251,7 @@ func source(n *ir.Node, kind string, m map[string]*ir.Tensor) (*val, error) {
 	if !t.Type.Equal(n.Type()) || len(t.Data) != t.Type.Bytes() {
 		return nil, fmt.Errorf("%s %q is %s, want %s", kind, n.Name, t.Type, n.Type())
 	}
-	return fromTensor(t), nil
+	return t, nil
 }
 
 // wrapInt wraps an exact integer result to the 32-bit dtype d (two's complement for i32,

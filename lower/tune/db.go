@@ -58,6 +58,13 @@ type Entry struct {
 	Updated time.Time     `json:"updated"`
 }
 
+// Reusable reports whether a compile of the given budget (0: none, as vkc tune) takes e as it
+// stands, measuring nothing for it: e is complete, or a compile of at least that budget cut it
+// short (Budget).
+func (e *Entry) Reusable(budget time.Duration) bool {
+	return e.Complete || budget > 0 && e.Budget >= budget
+}
+
 func (e *Entry) clone() *Entry {
 	c := *e
 	c.Best = cloneConfig(e.Best)

@@ -613,12 +613,11 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			}
 			switch {
 			case old == nil:
-			case old.Complete:
+			case old.Reusable(t.CompileBudget):
 				t.stats.Reused++
-				return old, nil
-			case t.CompileBudget > 0 && old.Budget >= t.CompileBudget:
-				t.stats.Reused++
-				t.stats.Kept++
+				if !old.Complete {
+					t.stats.Kept++
+				}
 				return old, nil
 			default:
 				e = old // resume: what it measured is replayed, not measured again
@@ -752,7 +751,7 @@ func (t *Tuner) lookahead(p *kernels.Problem) {
 	const perTemplate = 2
 	for _, tm := range tmpls {
 		if t.DB != nil {
-			if e, ok := t.DB.Get(t.Key(tm, p)); ok && (e.Complete || t.CompileBudget > 0 && e.Budget >= t.CompileBudget) {
+			if e, ok := t.DB.Get(t.Key(tm, p)); ok && e.Reusable(t.CompileBudget) {
 				continue
 			}
 		}
