@@ -32,6 +32,18 @@
 // draw over the candidates read back, or over a whole logits row when the candidates cannot
 // decide a step exactly.
 //
+// # Sessions and concurrency
+//
+// A Model is safe for use from many goroutines: every generation, and every run through Model's
+// methods, holds the model's generation lock for its whole length, so concurrent generations
+// take turns and each gets the tokens it would get alone. A Session is one conversation on a
+// Model (NewSession; any number per Model): its GenerateIDs, Generate and Chat (a list of
+// messages in, the next message out, streamed) continue from the KV cache when the prompt
+// extends what the cache holds, so a chat turn runs only its new tokens (Generation.Reused).
+//
+//	s := m.NewSession()
+//	g, err := s.Chat(ctx, []engine.Message{{Role: "user", Content: "Hi"}}, engine.GenerateOptions{MaxTokens: 64}, emit)
+//
 // # What it links
 //
 // engine imports only the plan format (package plan), the Vulkan runtime (package runtime, cgo

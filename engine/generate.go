@@ -43,9 +43,12 @@ type Generation struct {
 	// first generated token; Steps[i] is the time of the decode run that produced Tokens[i+1].
 	Prompt time.Duration
 	Steps  []time.Duration
+	// Reused is the number of prompt tokens whose keys and values were in the KV cache already
+	// (a Session's earlier turns, a shared prefix): they were not run again.
+	Reused int
 	// PrefillFn and DecodeFn are the functions used ("" for PrefillFn when the prompt went
 	// through DecodeFn one token at a time); Prefilled is the number of prompt tokens that went
-	// through PrefillFn (the rest went through DecodeFn) in Chunks runs of it.
+	// through PrefillFn (the rest, past Reused, went through DecodeFn) in Chunks runs of it.
 	PrefillFn, DecodeFn string
 	Prefilled, Chunks   int
 	// HostArgmax says that a greedy token was chosen on the host from a read-back logits row
@@ -264,6 +267,24 @@ func ContextLength(p *plan.Plan) int {
 //
 // exe is usually a *Model; any Executable works (tests pass the reference interpreter).
 func GenerateIDs(ctx context.Context, exe Executable, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
+	if m, ok := exe.(*Model); ok {
+		return m.GenerateIDs(ctx, prompt, opts, emit)
+	}
+	g, _, err := generate(ctx, exe, prompt, 0, opts, emit)
+	return g, err
+}
+
+// generate is GenerateIDs continuing after the first cached tokens of prompt, whose keys and
+// values the caches hold already (0 ≤ cached < len(prompt)). It returns the number of positions
+// whose cache rows hold the keys and values of the sequence prompt+g.Tokens when it returns
+// (the last generated token is never fed back): at least cached, whatever the error.
+func generate(ctx context.Context, exe Executable, prompt []int32, cached int, opts GenerateOptions, emit func(id int32) error) (g *Generation, written int, err error) {
+	written = cached
+	g, err = generateFrom(ctx, exe, prompt, cached, opts, emit, &written)
+	return g, written, err
+}
+
+func generateFrom(ctx context.Context, exe Executable, prompt []int32, cached int, opts GenerateOptions, emit func(id int32) error, written *int) (*Generation, error) {
 	p := exe.Plan()
 	if len(prompt) == 0 {
 		return nil, errors.New("generate: empty prompt")
@@ -292,12 +313,15 @@ func GenerateIDs(ctx context.Context, exe Executable, prompt []int32, opts Gener
 			}
 		}
 	}
+	if cached < 0 || cached >= len(prompt) {
+		return nil, fmt.Errorf("generate: %d cached tokens of a %d-token prompt", cached, len(prompt))
+	}
 	r := &runner{exe: exe, sm: newSampler(opts.Sampling)}
 	r.sm.see(prompt...)
-	g := &Generation{DecodeFn: decode.Function.Name, PromptTokens: len(prompt)}
+	g := &Generation{DecodeFn: decode.Function.Name, PromptTokens: len(prompt), Reused: cached}
 	r.g = g
 	start := time.Now()
-	pos := 0
+	pos := cached
 	var next int32
 	for prefill != nil && len(prompt)-pos >= prefill.MinSeq && (prefill.Bounded() || len(prompt)-pos >= prefill.Seq) {
 		g.PrefillFn = prefill.Function.Name
@@ -307,13 +331,15 @@ func GenerateIDs(ctx context.Context, exe Executable, prompt []int32, opts Gener
 			return nil, err
 		}
 		pos += n
+		*written = pos
 		g.Chunks++
 	}
-	g.Prefilled = pos
+	g.Prefilled = pos - cached
 	for ; pos < len(prompt); pos++ {
 		if next, err = r.step(ctx, decode, prompt[pos:pos+1], pos, pos+1 == len(prompt)); err != nil {
 			return nil, err
 		}
+		*written = pos + 1
 	}
 	g.Prompt = time.Since(start)
 	for {
@@ -345,13 +371,9 @@ func GenerateIDs(ctx context.Context, exe Executable, prompt []int32, opts Gener
 		}
 		g.Steps = append(g.Steps, time.Since(t0))
 		pos++
+		*written = pos
 	}
 	return g, nil
-}
-
-// GenerateIDs is GenerateIDs(ctx, m, prompt, opts, emit).
-func (m *Model) GenerateIDs(ctx context.Context, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
-	return GenerateIDs(ctx, m, prompt, opts, emit)
 }
 
 // runner runs the steps of one generation and chooses their tokens.

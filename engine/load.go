@@ -25,7 +25,8 @@ type Options struct {
 // Model is a plan file loaded on a device, ready to run. The embedded Executable's Run, RunInto,
 // Profile, Measure, Stats, ResetState and ReadState take and return byte slices in the plan's
 // layout; Call takes and returns Go slices. A Model runs one function at a time (calls
-// serialise) and keeps the plan's state (the KV caches) on the device between runs.
+// serialise), keeps the plan's state (the KV caches) on the device between runs, and is safe for
+// use from many goroutines: generations take turns whole (see Session).
 type Model struct {
 	*runtime.Executable
 	// Device is the device the plan runs on (its Info names it); Close closes it.
@@ -36,6 +37,9 @@ type Model struct {
 	tokOnce sync.Once
 	tok     *tokenizer.Tokenizer
 	tokErr  error
+
+	gen sync.Mutex // held by every generation and run through Model (session.go)
+	kv  kvRecord   // what the cache holds, under gen
 }
 
 // Load reads the plan file at path (LoadPlan), opens the device and loads the plan on it: the

@@ -23,13 +23,20 @@ import (
 // opts.StopIDs says otherwise, at a stop string (its text not emitted), after opts.MaxTokens
 // tokens, when the context is full, or when emit returns ErrStop.
 func GenerateText(ctx context.Context, exe Executable, tok *tokenizer.Tokenizer, prompt string, opts GenerateOptions, emit func(text string) error) (*Generation, error) {
-	if tok == nil {
-		return nil, errors.New("generate: no tokenizer (the plan records none: compile it with --tokenizer, or give one)")
+	ids, o, err := encodePrompt(tok, prompt, opts)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range opts.Stop {
-		if s == "" {
-			return nil, errors.New("generate: an empty stop string")
-		}
+	return streamText(tok, ids, o, emit, func(emitID func(int32) error) (*Generation, error) {
+		return GenerateIDs(ctx, exe, ids, o, emitID)
+	})
+}
+
+// encodePrompt encodes prompt as GenerateText does and returns the options with the stop tokens
+// filled in.
+func encodePrompt(tok *tokenizer.Tokenizer, prompt string, opts GenerateOptions) ([]int32, GenerateOptions, error) {
+	if tok == nil {
+		return nil, opts, errors.New("generate: no tokenizer (the plan records none: compile it with --tokenizer, or give one)")
 	}
 	var ids []int32
 	var err error
@@ -37,10 +44,10 @@ func GenerateText(ctx context.Context, exe Executable, tok *tokenizer.Tokenizer,
 	if opts.Chat {
 		cf, err := tok.ChatFormat()
 		if err != nil {
-			return nil, fmt.Errorf("generate: --chat: %w", err)
+			return nil, opts, fmt.Errorf("generate: --chat: %w", err)
 		}
 		if ids, err = tok.Encode(cf.Render(opts.System, prompt), false); err != nil {
-			return nil, fmt.Errorf("generate: the prompt: %w", err)
+			return nil, opts, fmt.Errorf("generate: the prompt: %w", err)
 		}
 		if stopIDs == nil {
 			if id, ok := tok.ID(cf.EndOfTurn); ok {
@@ -49,20 +56,31 @@ func GenerateText(ctx context.Context, exe Executable, tok *tokenizer.Tokenizer,
 		}
 	} else {
 		if opts.System != "" {
-			return nil, errors.New("generate: a system message goes with Chat (the chat template places it)")
+			return nil, opts, errors.New("generate: a system message goes with Chat (the chat template places it)")
 		}
 		if ids, err = tok.Encode(prompt, true); err != nil {
-			return nil, fmt.Errorf("generate: the prompt: %w", err)
+			return nil, opts, fmt.Errorf("generate: the prompt: %w", err)
 		}
 	}
 	if opts.StopIDs == nil && tok.EOS() >= 0 && !containsID(stopIDs, tok.EOS()) {
 		stopIDs = append(stopIDs, tok.EOS())
 	}
 	if len(ids) == 0 {
-		return nil, errors.New("generate: the prompt encodes to no tokens")
+		return nil, opts, errors.New("generate: the prompt encodes to no tokens")
 	}
-	o := opts
-	o.StopIDs = stopIDs
+	opts.StopIDs = stopIDs
+	return ids, opts, nil
+}
+
+// streamText runs gen, which generates after the prompt ids passing each token to the function
+// it is given, and turns its tokens into text for emit as GenerateText describes (stop strings
+// included).
+func streamText(tok *tokenizer.Tokenizer, ids []int32, opts GenerateOptions, emit func(text string) error, gen func(emitID func(int32) error) (*Generation, error)) (*Generation, error) {
+	for _, s := range opts.Stop {
+		if s == "" {
+			return nil, errors.New("generate: an empty stop string")
+		}
+	}
 	st := newTextStream(tok, ids)
 	stops := &stopMatcher{stops: opts.Stop}
 	var text strings.Builder
@@ -77,7 +95,7 @@ func GenerateText(ctx context.Context, exe Executable, tok *tokenizer.Tokenizer,
 		return emit(s)
 	}
 	stopped := false
-	g, err := GenerateIDs(ctx, exe, ids, o, func(id int32) error {
+	g, err := gen(func(id int32) error {
 		piece, err := st.push(id)
 		if err != nil {
 			return err
@@ -130,12 +148,9 @@ func GenerateText(ctx context.Context, exe Executable, tok *tokenizer.Tokenizer,
 //		Sampling: engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 1}},
 //		func(s string) error { fmt.Print(s); return nil })
 func (m *Model) Generate(ctx context.Context, prompt string, opts GenerateOptions, emit func(text string) error) (*Generation, error) {
-	tok := opts.Tokenizer
-	if tok == nil {
-		var err error
-		if tok, err = m.Tokenizer(); err != nil {
-			return nil, err
-		}
+	tok, err := m.tokenizerFor(opts)
+	if err != nil {
+		return nil, err
 	}
 	return GenerateText(ctx, m, tok, prompt, opts, emit)
 }

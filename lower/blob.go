@@ -81,7 +81,9 @@ func appendPiece(ps [][]byte, p []byte) [][]byte {
 	}
 	if k := len(ps) - 1; k >= 0 {
 		last := ps[k]
-		if unsafe.Pointer(unsafe.SliceData(p)) == unsafe.Add(unsafe.Pointer(unsafe.SliceData(last)), len(last)) {
+		// Compared as addresses: a pointer one past last's end is not one checkptr (go test
+		// -race) lets unsafe.Add make.
+		if uintptr(unsafe.Pointer(unsafe.SliceData(p))) == uintptr(unsafe.Pointer(unsafe.SliceData(last)))+uintptr(len(last)) {
 			ps[k] = unsafe.Slice(unsafe.SliceData(last), len(last)+len(p))
 			return ps
 		}
