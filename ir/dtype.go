@@ -16,7 +16,7 @@ import (
 //
 // Bool is the result of comparisons; it is one byte per element in host tensors.
 //
-// The block-quantized dtypes (Q4_0 … Q8_K) are ggml's weight formats (package ir/quant has
+// The block-quantized dtypes (Q4_0 … Q8_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4) are ggml's weight formats (package ir/quant has
 // their layouts and reference dequantizers). They are valid for parameters only, as the
 // weight operand of linear, matmul (b) and rmsnorm_linear, the table of embedding, and the
 // operands of concat (weights merged row-wise); every other op rejects them (Infer). A tensor
@@ -41,14 +41,21 @@ const (
 	Q5_K
 	Q6_K
 	Q8_K
+	Q2_K
+	Q3_K
+	IQ4_NL
+	IQ4_XS
+	MXFP4
 )
 
 var dtypeNames = [...]string{InvalidDType: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U32: "u32", Bool: "bool",
-	Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q8_0: "q8_0", Q4_K: "q4_k", Q5_K: "q5_k", Q6_K: "q6_k", Q8_K: "q8_k"}
+	Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q8_0: "q8_0", Q4_K: "q4_k", Q5_K: "q5_k", Q6_K: "q6_k", Q8_K: "q8_k",
+	Q2_K: "q2_k", Q3_K: "q3_k", IQ4_NL: "iq4_nl", IQ4_XS: "iq4_xs", MXFP4: "mxfp4"}
 
 // quantFormats maps the block-quantized dtypes to their formats.
 var quantFormats = map[DType]*quant.Format{Q4_0: quant.Q4_0, Q4_1: quant.Q4_1, Q5_0: quant.Q5_0, Q5_1: quant.Q5_1,
-	Q8_0: quant.Q8_0, Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, Q8_K: quant.Q8_K}
+	Q8_0: quant.Q8_0, Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, Q8_K: quant.Q8_K,
+	Q2_K: quant.Q2_K, Q3_K: quant.Q3_K, IQ4_NL: quant.IQ4_NL, IQ4_XS: quant.IQ4_XS, MXFP4: quant.MXFP4}
 
 // Format is d's storage format in quant's table: the block layout and reference dequantizer of a
 // block-quantized dtype, the plain format of f32, f16 and bf16, or nil (integers and bool).
@@ -68,11 +75,13 @@ func (d DType) Format() *quant.Format {
 func (d DType) Quantized() bool { return quantFormats[d] != nil }
 
 // QuantizedDTypes lists the block-quantized dtypes in order.
-func QuantizedDTypes() []DType { return []DType{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K} }
+func QuantizedDTypes() []DType {
+	return []DType{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4}
+}
 
 // DTypeOfFormat returns the dtype stored in format f (f32, f16, bf16 or a block format).
 func DTypeOfFormat(f *quant.Format) (DType, bool) {
-	for d := F32; d <= Q8_K; d++ {
+	for d := F32; int(d) < len(dtypeNames); d++ {
 		if d.Format() == f && f != nil {
 			return d, true
 		}

@@ -76,6 +76,12 @@ func checkLayout(f *quant.Format) error {
 	if l.D.Type != quant.F16 && l.D.Type != quant.F32 {
 		return fmt.Errorf("%s: scale of type %s", f.Name, l.D.Type)
 	}
+	if l.Values != nil {
+		return fmt.Errorf("%s: a codebook", f.Name)
+	}
+	if l.SubScales == quant.PackedScales {
+		return fmt.Errorf("%s: packed sub-block scales", f.Name)
+	}
 	return nil
 }
 

@@ -287,6 +287,16 @@ func PlanDType(d ir.DType) (plan.DType, error) {
 		return plan.Q6_K, nil
 	case ir.Q8_K:
 		return plan.Q8_K, nil
+	case ir.Q2_K:
+		return plan.Q2_K, nil
+	case ir.Q3_K:
+		return plan.Q3_K, nil
+	case ir.IQ4_NL:
+		return plan.IQ4_NL, nil
+	case ir.IQ4_XS:
+		return plan.IQ4_XS, nil
+	case ir.MXFP4:
+		return plan.MXFP4, nil
 	}
 	return plan.InvalidDType, fmt.Errorf("dtype %s has no plan form", d)
 }

@@ -21,15 +21,20 @@ const (
 
 	// Block-quantized weight formats: ggml's blocks, byte for byte (package ir/quant has the
 	// layouts; lower checks this table against it). Values 16.. are reserved for them.
-	Q8_0 DType = 16 // blocks of 32 elements: f16 scale + 32 × i8 = 34 bytes
-	Q4_K DType = 17 // super-blocks of 256 elements: 144 bytes
-	Q4_0 DType = 18 // 32 elements: f16 scale + 16 bytes of nibbles = 18 bytes
-	Q4_1 DType = 19 // 32 elements: f16 scale and min + 16 bytes = 20 bytes
-	Q5_0 DType = 20 // 32 elements: f16 scale + 4 bytes of fifth bits + 16 = 22 bytes
-	Q5_1 DType = 21 // 32 elements: f16 scale and min + 4 + 16 = 24 bytes
-	Q5_K DType = 22 // 256 elements: 176 bytes
-	Q6_K DType = 23 // 256 elements: 210 bytes
-	Q8_K DType = 24 // 256 elements: f32 scale + 256 × i8 + 16 × i16 sums = 292 bytes
+	Q8_0   DType = 16 // blocks of 32 elements: f16 scale + 32 × i8 = 34 bytes
+	Q4_K   DType = 17 // super-blocks of 256 elements: 144 bytes
+	Q4_0   DType = 18 // 32 elements: f16 scale + 16 bytes of nibbles = 18 bytes
+	Q4_1   DType = 19 // 32 elements: f16 scale and min + 16 bytes = 20 bytes
+	Q5_0   DType = 20 // 32 elements: f16 scale + 4 bytes of fifth bits + 16 = 22 bytes
+	Q5_1   DType = 21 // 32 elements: f16 scale and min + 4 + 16 = 24 bytes
+	Q5_K   DType = 22 // 256 elements: 176 bytes
+	Q6_K   DType = 23 // 256 elements: 210 bytes
+	Q8_K   DType = 24 // 256 elements: f32 scale + 256 × i8 + 16 × i16 sums = 292 bytes
+	Q2_K   DType = 25 // 256 elements: 16 bytes of 4-bit scales and mins + 64 of 2-bit quants + f16 d, dmin = 84 bytes
+	Q3_K   DType = 26 // 256 elements: 32 bytes of third bits + 64 of 2-bit quants + 12 of scales + f16 d = 110 bytes
+	IQ4_NL DType = 27 // 32 elements: f16 scale + 16 bytes of codebook nibbles = 18 bytes
+	IQ4_XS DType = 28 // 256 elements: f16 scale + 6 bytes of scales + 128 of codebook nibbles = 136 bytes
+	MXFP4  DType = 29 // 32 elements: an e8m0 exponent + 16 bytes of e2m1 nibbles = 17 bytes
 )
 
 var dtypeInfo = map[DType]struct {
@@ -37,20 +42,25 @@ var dtypeInfo = map[DType]struct {
 	blockElems int64 // elements per block (1 for plain types)
 	blockBytes int64 // bytes per block
 }{
-	F32:  {"f32", 1, 4},
-	F16:  {"f16", 1, 2},
-	BF16: {"bf16", 1, 2},
-	I32:  {"i32", 1, 4},
-	U32:  {"u32", 1, 4},
-	Q8_0: {"q8_0", 32, 34},
-	Q4_K: {"q4_k", 256, 144},
-	Q4_0: {"q4_0", 32, 18},
-	Q4_1: {"q4_1", 32, 20},
-	Q5_0: {"q5_0", 32, 22},
-	Q5_1: {"q5_1", 32, 24},
-	Q5_K: {"q5_k", 256, 176},
-	Q6_K: {"q6_k", 256, 210},
-	Q8_K: {"q8_k", 256, 292},
+	F32:    {"f32", 1, 4},
+	F16:    {"f16", 1, 2},
+	BF16:   {"bf16", 1, 2},
+	I32:    {"i32", 1, 4},
+	U32:    {"u32", 1, 4},
+	Q8_0:   {"q8_0", 32, 34},
+	Q4_K:   {"q4_k", 256, 144},
+	Q4_0:   {"q4_0", 32, 18},
+	Q4_1:   {"q4_1", 32, 20},
+	Q5_0:   {"q5_0", 32, 22},
+	Q5_1:   {"q5_1", 32, 24},
+	Q5_K:   {"q5_k", 256, 176},
+	Q6_K:   {"q6_k", 256, 210},
+	Q8_K:   {"q8_k", 256, 292},
+	Q2_K:   {"q2_k", 256, 84},
+	Q3_K:   {"q3_k", 256, 110},
+	IQ4_NL: {"iq4_nl", 32, 18},
+	IQ4_XS: {"iq4_xs", 256, 136},
+	MXFP4:  {"mxfp4", 32, 17},
 }
 
 // BlockSize returns the elements and bytes of one block (1 and the element size for plain

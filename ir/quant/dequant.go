@@ -173,3 +173,106 @@ func dequantQ8_K(b []byte, y []float32) {
 		y[j] = d * float32(int8(b[4+j]))
 	}
 }
+
+// dequantQ2_K: scales[16] at 0, qs[64] at 16, d at 80, dmin at 82.
+func dequantQ2_K(b []byte, y []float32) {
+	d, dmin := f16(b[80:]), f16(b[82:])
+	scales := b[0:16]
+	q := b[16:80]
+	is, i := 0, 0
+	for n := 0; n < 256; n += 128 {
+		shift := uint(0)
+		for j := 0; j < 4; j++ {
+			for h := 0; h < 2; h++ {
+				sc := scales[is]
+				is++
+				dl, ml := d*float32(sc&0xF), dmin*float32(sc>>4)
+				for l := 0; l < 16; l++ {
+					y[i] = float32(dl*float32((q[16*h+l]>>shift)&3)) - ml
+					i++
+				}
+			}
+			shift += 2
+		}
+		q = q[32:]
+	}
+}
+
+// q3Scales unpacks Q3_K's 16 scales from its 12 scale bytes, less 32: scale s has its low nibble
+// at bits 4·(s/8) of byte s%8 and its top two bits at bits 2·(s/4) of byte 8 + s%4 (what
+// ggml's kmask shuffle of the bytes as four u32 computes).
+func q3Scales(b []byte) (sc [16]int) {
+	for s := range sc {
+		lo := int(b[s%8]>>(4*(s/8))) & 0xF
+		hi := int(b[8+s%4]>>(2*(s/4))) & 3
+		sc[s] = lo | hi<<4 - 32
+	}
+	return sc
+}
+
+// dequantQ3_K: hmask[32] at 0, qs[64] at 32, scales[12] at 96, d at 108.
+func dequantQ3_K(b []byte, y []float32) {
+	dAll := f16(b[108:])
+	hm := b[0:32]
+	q := b[32:96]
+	scales := q3Scales(b[96:108])
+	var m uint8 = 1
+	is, i := 0, 0
+	for n := 0; n < 256; n += 128 {
+		shift := uint(0)
+		for j := 0; j < 4; j++ {
+			for h := 0; h < 2; h++ {
+				dl := dAll * float32(scales[is])
+				is++
+				for l := 0; l < 16; l++ {
+					v := int((q[16*h+l] >> shift) & 3)
+					if hm[16*h+l]&m == 0 {
+						v -= 4
+					}
+					y[i] = dl * float32(v)
+					i++
+				}
+			}
+			shift += 2
+			m <<= 1
+		}
+		q = q[32:]
+	}
+}
+
+// dequantIQ4_NL: d at 0, qs[16] at 2.
+func dequantIQ4_NL(b []byte, y []float32) {
+	d := f16(b[0:])
+	qs := b[2:18]
+	for j := 0; j < 16; j++ {
+		y[j] = d * float32(IQ4NLValues[qs[j]&0xF])
+		y[j+16] = d * float32(IQ4NLValues[qs[j]>>4])
+	}
+}
+
+// dequantIQ4_XS: d at 0, scales_h (u16) at 2, scales_l[4] at 4, qs[128] at 8.
+func dequantIQ4_XS(b []byte, y []float32) {
+	d := f16(b[0:])
+	scalesH := binary.LittleEndian.Uint16(b[2:])
+	scalesL := b[4:8]
+	qs := b[8:136]
+	for ib := 0; ib < 8; ib++ {
+		ls := int(scalesL[ib/2]>>(4*(ib%2)))&0xF | int(scalesH>>(2*ib))&3<<4
+		dl := d * float32(ls-32)
+		for j := 0; j < 16; j++ {
+			y[32*ib+j] = dl * float32(IQ4NLValues[qs[j]&0xF])
+			y[32*ib+j+16] = dl * float32(IQ4NLValues[qs[j]>>4])
+		}
+		qs = qs[16:]
+	}
+}
+
+// dequantMXFP4: e at 0, qs[16] at 1.
+func dequantMXFP4(b []byte, y []float32) {
+	d := E8M0Half(b[0])
+	qs := b[1:17]
+	for j := 0; j < 16; j++ {
+		y[j] = float32(MXFP4Values[qs[j]&0xF]) * d
+		y[j+16] = float32(MXFP4Values[qs[j]>>4]) * d
+	}
+}

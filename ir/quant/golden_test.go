@@ -2,6 +2,7 @@ package quant_test
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/vkc-project/vkc/internal/oracles"
@@ -10,27 +11,41 @@ import (
 	"github.com/vkc-project/vkc/ir/quant"
 )
 
-// TestQuantBlocksOracle dequantizes llama.cpp's one-tensor-per-type blocks file and compares
-// bit for bit with the values ggml's own dequantize_row_* gave (the oracle's golden).
+// TestQuantBlocksOracle dequantizes llama.cpp's one-tensor-per-type blocks files and compares
+// bit for bit with the values ggml's own dequantize_row_* gave (the golden): the shared oracle's
+// (the formats up to Q8_K) and testdata/ggml-blocks (Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, made the
+// same way by scripts/oracles/ggml_blocks.py). Every block format of the table is in one of them.
 func TestQuantBlocksOracle(t *testing.T) {
-	path := oracles.File(t, "llamacpp", "blocks/quant-blocks.gguf")
-	gold, err := ir.ReadSafetensors(oracles.File(t, "llamacpp", "blocks/quant-blocks.golden.safetensors"))
+	seen := map[*quant.Format]bool{}
+	checkBlocksFile(t, filepath.Join("..", "..", "testdata", "ggml-blocks", "quant-blocks-new"), seen)
+	shared := oracles.File(t, "llamacpp", "blocks/quant-blocks.gguf")
+	checkBlocksFile(t, shared[:len(shared)-len(".gguf")], seen)
+	for _, fm := range quant.Formats {
+		if !seen[fm] && fm != quant.FormatBF16 {
+			t.Errorf("no oracle has a tensor of %s", fm.Name)
+		}
+	}
+}
+
+// checkBlocksFile checks base.gguf against base.golden.safetensors.
+func checkBlocksFile(t *testing.T, base string, seen map[*quant.Format]bool) {
+	t.Helper()
+	gold, err := ir.ReadSafetensors(base + ".golden.safetensors")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Open(path)
+	f, err := gguf.Open(base + ".gguf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	seen := map[*quant.Format]bool{}
 	for _, ti := range f.Tensors {
 		want := gold[ti.Name]
 		if want == nil {
-			t.Fatalf("golden has no tensor %s", ti.Name)
+			t.Fatalf("%s: golden has no tensor %s", base, ti.Name)
 		}
 		if ti.Format == nil || ti.Format.Name != ti.Name {
-			t.Fatalf("tensor %s has type %s", ti.Name, ti.TypeName())
+			t.Fatalf("%s: tensor %s has type %s", base, ti.Name, ti.TypeName())
 		}
 		seen[ti.Format] = true
 		y, err := f.Dequantize(ti.Name)
@@ -63,11 +78,6 @@ func TestQuantBlocksOracle(t *testing.T) {
 					t.Fatalf("%s: element %d: layout gives %v, reference %v", ti.Name, i, e, y[i])
 				}
 			}
-		}
-	}
-	for _, fm := range quant.Formats {
-		if !seen[fm] && fm != quant.FormatBF16 {
-			t.Errorf("the oracle has no tensor of %s", fm.Name)
 		}
 	}
 }

@@ -1,19 +1,21 @@
 // Package quant describes ggml's tensor storage formats as data: the plain ones (F32, F16, BF16)
 // and the block-quantized ones llama.cpp writes into GGUF files (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q4_K, Q5_K, Q6_K, Q8_K). It is a leaf package: ir (dtypes, the interpreter), the GGUF reader
-// and the kernel templates all read the same table.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4). It is a leaf package: ir (dtypes,
+// the interpreter), the GGUF reader and the kernel templates all read the same table.
 //
 // Each format is one row of Formats: the elements and bytes of one block, the block's fields
 // in struct order (as ggml-common.h declares them), a Layout that says where each element's
 // quant and scales live (data a kernel generator can follow), and one reference dequantizer
 // written as plain loops in ggml's order of operations, so it gives ggml's float32 values bit
-// for bit (d·q; d·q + m; (d·sc)·q − (dmin·m) for Q4_K/Q5_K; (d·sc)·q for Q6_K).
+// for bit (d·q; d·q + m; (d·sc)·q − (dmin·m) for Q2_K/Q4_K/Q5_K; (d·sc)·q for Q3_K/Q6_K; with a
+// codebook entry for q in IQ4_NL, IQ4_XS and MXFP4).
 //
 // A block never crosses a row: a tensor's innermost dimension (GGUF's ne[0], the last axis of
 // an ir shape) must be a multiple of BlockElems, and a row of n elements is n/BlockElems blocks
 // one after the other.
 //
-// Limits: only the formats listed; no quantizers (vkc reads quantized files, it does not write
+// Limits: only the formats listed (not the lattice-codebook IQ1_*/IQ2_*/IQ3_* nor TQ*: GGMLName
+// names them, and readers refuse them by that name); no quantizers (vkc reads quantized files, it does not write
 // them); big-endian data is not supported (GGUF files are little-endian).
 package quant
 
@@ -56,9 +58,14 @@ const (
 	I16                      // Q8_K's block sums
 	F16                      // IEEE half scales (ggml_half)
 	F32                      // float scales (Q8_K's d)
+	// E8M0 is a power-of-two scale byte e (MXFP4's): as a Scalar it reads 2^(e−128), ggml's
+	// GGML_E8M0_TO_FP32_HALF, half the OCP value 2^(e−127) because ggml's e2m1 codebook is doubled
+	// (kvalues_mxfp4 holds 2·v); e < 2 gives the subnormals 2^−128 and 2^−127, e = 255 2^127
+	// (no NaN).
+	E8M0
 )
 
-var fieldTypeNames = [...]string{U8: "u8", I8: "i8", I16: "i16", F16: "f16", F32: "f32"}
+var fieldTypeNames = [...]string{U8: "u8", I8: "i8", I16: "i16", F16: "f16", F32: "f32", E8M0: "e8m0"}
 
 func (t FieldType) String() string {
 	if int(t) < len(fieldTypeNames) && fieldTypeNames[t] != "" {
@@ -70,7 +77,7 @@ func (t FieldType) String() string {
 // Size is the bytes of one element of the field type.
 func (t FieldType) Size() int {
 	switch t {
-	case U8, I8:
+	case U8, I8, E8M0:
 		return 1
 	case I16, F16:
 		return 2
@@ -101,10 +108,11 @@ const (
 	Scaled Combine = iota + 1
 	// ScaledPlusMin: y = d·q + m (Q4_1, Q5_1).
 	ScaledPlusMin
-	// SubScaledMinusMin: y = (d·sc)·q − (dmin·mn), sc and mn the 6-bit scale and min of the
-	// element's sub-block (Q4_K, Q5_K).
+	// SubScaledMinusMin: y = (d·sc)·q − (dmin·mn), sc and mn the integer scale and min of the
+	// element's sub-block (Q4_K, Q5_K: 6 bits; Q2_K: 4 bits).
 	SubScaledMinusMin
-	// SubScaled: y = (d·sc)·q, sc the signed 8-bit scale of the element's sub-block (Q6_K).
+	// SubScaled: y = (d·sc)·q, sc the signed integer scale of the element's sub-block (Q6_K: 8
+	// bits; Q3_K, IQ4_XS: 6 bits less 32).
 	SubScaled
 )
 
@@ -128,19 +136,26 @@ const (
 	KScales6
 	// Int8Scales are one signed byte per sub-block (Q6_K: 16 sub-blocks of 16).
 	Int8Scales
+	// PackedScales are integers packed as Layout.SubScale (and Layout.SubMin) describe: Q2_K's
+	// nibbles (scale low, min high), Q3_K's and IQ4_XS's 6-bit scales split into a low nibble
+	// and two high bits, stored plus 32.
+	PackedScales
 )
 
 // Bits says where one group of bits of each element's quant lives. Element j of a block
 // (0 ≤ j < BlockElems) is written in the mixed radix Radix, least significant digit first:
 // j = d₀ + Radix[0]·(d₁ + Radix[1]·(d₂ + …)). Its bits are
 //
-//	(block[Offset + Σ dₖ·ByteStride[k]] >> Σ dₖ·ShiftStride[k]) & (1<<Width − 1)
+//	(block[Offset + Σ dₖ·ByteStride[k]] >> (Shift + Σ dₖ·ShiftStride[k])) & (1<<Width − 1)
 //
 // For example Q4_0's low nibbles: element j < 16 is the low nibble of qs[j], element j ≥ 16 the
 // high nibble of qs[j−16]: Radix [16, 2], ByteStride [1, 0], ShiftStride [0, 4].
 type Bits struct {
-	Offset      int
-	Width       int
+	Offset int
+	Width  int
+	// Shift is added to every element's shift (Q2_K's mins, the high nibbles of its scale
+	// bytes); 0 for the quants of every format.
+	Shift       int
 	Radix       []int
 	ByteStride  []int
 	ShiftStride []int
@@ -148,7 +163,7 @@ type Bits struct {
 
 // Locate returns the byte (from the block's start) and shift of element j's bits.
 func (b *Bits) Locate(j int) (byteIndex, shift int) {
-	byteIndex = b.Offset
+	byteIndex, shift = b.Offset, b.Shift
 	for k, r := range b.Radix {
 		d := j % r
 		j /= r
@@ -164,17 +179,40 @@ func (b *Bits) Extract(block []byte, j int) int {
 	return int(block[i]>>s) & (1<<b.Width - 1)
 }
 
+// Packed is a small unsigned integer per index i stored as bits: Low (at index i), with High's
+// bits above them when High is set, less Bias. Layout.SubScale and SubMin use it for packed
+// sub-block scales: Q3_K's scale s is its low nibble (byte s%8, shift 4·(s/8) of the scales)
+// with two high bits (byte 8 + s%4, shift 2·(s/4)), less 32.
+type Packed struct {
+	Low  Bits
+	High *Bits
+	Bias int
+}
+
+// Extract returns index i's integer from block.
+func (p *Packed) Extract(block []byte, i int) int {
+	v := p.Low.Extract(block, i)
+	if p.High != nil {
+		v |= p.High.Extract(block, i) << p.Low.Width
+	}
+	return v - p.Bias
+}
+
 // Layout is how a quantized block is unpacked, as data: an element's unsigned quant is its
 // Low bits with its High bits (if any) above them; Signed reinterprets it as two's complement
-// (the 8-bit formats); Bias is subtracted; the value is Combine of that integer q with the block
-// scale D, the block min M, and the scale (and min) of the element's sub-block of Sub elements.
-// The legacy and K-quant formats differ only in these fields, so one kernel generator can serve
-// all of them.
+// (the 8-bit formats); Bias is subtracted, or the codebook Values maps it; the value is Combine
+// of that integer q with the block scale D, the block min M, and the scale (and min) of the
+// element's sub-block of Sub elements. The legacy, K-quant, IQ4 and MXFP4 formats differ only in
+// these fields, so one kernel generator can serve all of them.
 type Layout struct {
 	Low    Bits
 	High   *Bits // nil when the quant has only Low bits
 	Signed bool  // the quant is Low.Width-bit two's complement (Q8_0, Q8_K)
-	Bias   int   // subtracted from the unsigned quant: 8 (Q4_0), 16 (Q5_0), 32 (Q6_K), else 0
+	Bias   int   // subtracted from the unsigned quant: 8 (Q4_0), 16 (Q5_0), 32 (Q6_K), 4 (Q3_K), else 0
+	// Values, when set, is the format's codebook: q is Values[unsigned quant] (IQ4_NL and IQ4_XS:
+	// ggml's kvalues_iq4nl; MXFP4: kvalues_mxfp4, twice the e2m1 values). Signed and Bias are
+	// then unused.
+	Values []int8
 	// D is the byte offset and type of the block scale; M that of the min (Q4_1/Q5_1's m,
 	// Q4_K/Q5_K's dmin), or Type 0 when there is none.
 	D, M Scalar
@@ -183,7 +221,47 @@ type Layout struct {
 	Sub       int
 	SubScales SubScales
 	SubOffset int
-	Combine   Combine
+	// SubScale and SubMin are the integer scale and min of sub-block s (PackedScales only; SubMin
+	// nil for the formats without mins): SubScale.Extract(block, s).
+	SubScale, SubMin *Packed
+	Combine          Combine
+}
+
+// SubScaleMin returns the integer scale and min of sub-block s of block (min 0 where the format
+// has none), as the layout stores them.
+func (l *Layout) SubScaleMin(block []byte, s int) (sc, mn int) {
+	switch l.SubScales {
+	case KScales6:
+		a, b := KScaleMin(block[l.SubOffset:], s)
+		return int(a), int(b)
+	case Int8Scales:
+		return int(int8(block[l.SubOffset+s])), 0
+	case PackedScales:
+		sc = l.SubScale.Extract(block, s)
+		if l.SubMin != nil {
+			mn = l.SubMin.Extract(block, s)
+		}
+		return sc, mn
+	}
+	return 1, 0
+}
+
+// Quant returns element j's integer quant (before the scales): the bits, sign-extended, biased
+// or mapped through the codebook.
+func (l *Layout) Quant(block []byte, j int) int {
+	u := l.Low.Extract(block, j)
+	w := l.Low.Width
+	if l.High != nil {
+		u |= l.High.Extract(block, j) << w
+		w += l.High.Width
+	}
+	switch {
+	case l.Values != nil:
+		return int(l.Values[u])
+	case l.Signed && u >= 1<<(w-1):
+		return u - 1<<w
+	}
+	return u - l.Bias
 }
 
 // Scalar is one scale field of a block.
@@ -198,8 +276,20 @@ func (s Scalar) read(b []byte) float32 {
 		return f16(b[s.Offset:])
 	case F32:
 		return math.Float32frombits(binary.LittleEndian.Uint32(b[s.Offset:]))
+	case E8M0:
+		return E8M0Half(b[s.Offset])
 	}
 	return 0
+}
+
+// E8M0Half is the scale of an E8M0 byte as ggml's GGML_E8M0_TO_FP32_HALF computes it: the float32
+// with bits (e−1)<<23, 2^(e−128), for e ≥ 2; the subnormals 2^−128 and 2^−127 (bits 0x200000 and
+// 0x400000) for e = 0 and 1.
+func E8M0Half(e uint8) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
 }
 
 // Quantized reports whether f is a block format (BlockElems > 1).
@@ -275,16 +365,7 @@ func (f *Format) Element(block []byte, j int) float32 {
 		f.dequant(block[j*f.BlockBytes:], y[:])
 		return y[0]
 	}
-	u := l.Low.Extract(block, j)
-	w := l.Low.Width
-	if l.High != nil {
-		u |= l.High.Extract(block, j) << w
-		w += l.High.Width
-	}
-	q := u - l.Bias
-	if l.Signed && u >= 1<<(w-1) {
-		q = u - 1<<w
-	}
+	q := l.Quant(block, j)
 	d := l.D.read(block)
 	switch l.Combine {
 	case Scaled:
@@ -292,20 +373,21 @@ func (f *Format) Element(block []byte, j int) float32 {
 	case ScaledPlusMin:
 		return float32(d*float32(q)) + l.M.read(block)
 	case SubScaledMinusMin:
-		sc, mn := KScaleMin(block[l.SubOffset:], j/l.Sub)
+		sc, mn := l.SubScaleMin(block, j/l.Sub)
 		d1 := d * float32(sc)
 		m1 := l.M.read(block) * float32(mn)
 		return float32(d1*float32(q)) - m1
 	case SubScaled:
-		sc := int8(block[l.SubOffset+j/l.Sub])
+		sc, _ := l.SubScaleMin(block, j/l.Sub)
 		return float32(d*float32(sc)) * float32(q)
 	}
 	panic("quant: layout of " + f.Name + " has no combine rule")
 }
 
 // RandomBlocks returns n random blocks of f for tests: random quants, packed scales and mins,
-// with every f16 or f32 scale field finite and moderate (|d| in [2⁻⁸, 2⁻¹)), so dequantized
-// values are finite and dot products stay well inside float32's range.
+// with every f16 or f32 scale field finite and moderate (|d| in [2⁻⁸, 2⁻¹); an E8M0 scale in
+// [2⁻¹¹, 2⁻⁴], times MXFP4's codebook of at most 12), so dequantized values are finite and dot
+// products stay well inside float32's range.
 func (f *Format) RandomBlocks(r *rand.Rand, n int) []byte {
 	out := make([]byte, n*f.BlockBytes)
 	r.Read(out)
@@ -337,6 +419,8 @@ func (f *Format) RandomBlocks(r *rand.Rand, n int) []byte {
 					v = -v
 				}
 				binary.LittleEndian.PutUint32(b[fd.Offset:], math.Float32bits(v))
+			case E8M0:
+				b[fd.Offset] = uint8(117 + r.Intn(8))
 			}
 		}
 	}
@@ -418,6 +502,42 @@ var (
 		Layout: &Layout{Low: Bits{Offset: 2, Width: 8, Radix: []int{32}, ByteStride: []int{1}, ShiftStride: []int{0}},
 			Signed: true, D: Scalar{0, F16}, Sub: 32, Combine: Scaled},
 		dequant: dequantQ8_0}
+	// Q2_K (block_q2_K): super-blocks of 256 = 16 sub-blocks of 16, each with a 4-bit scale (low
+	// nibble of scales[s]) and min (high nibble); qs holds two halves of 128 in 32 bytes each:
+	// element 128n + 32k + 16h + l (k < 4, h < 2, l < 16) is bits 2k of qs[32n + 16h + l];
+	// d and dmin come last; y = (d·sc)·q − (dmin·m).
+	Q2_K = &Format{Name: "q2_k", GGML: 10, BlockElems: 256, BlockBytes: 84,
+		Fields: []Field{
+			{Name: "scales", Offset: 0, Type: U8, Count: 16, Doc: "4-bit scale (low nibble) and min (high nibble) of 16 sub-blocks"},
+			{Name: "qs", Offset: 16, Type: U8, Count: 64, Doc: "2-bit quants: element 128n+32k+16h+l at bits 2k of qs[32n+16h+l]"},
+			{Name: "d", Offset: 80, Type: F16, Count: 1, Doc: "super-block scale of the sub-block scales"},
+			{Name: "dmin", Offset: 82, Type: F16, Count: 1, Doc: "super-block scale of the sub-block mins"},
+		},
+		Layout: &Layout{Low: Bits{Offset: 16, Width: 2, Radix: []int{16, 2, 4, 2}, ByteStride: []int{1, 16, 0, 32}, ShiftStride: []int{0, 0, 2, 0}},
+			D: Scalar{80, F16}, M: Scalar{82, F16}, Sub: 16, SubScales: PackedScales,
+			SubScale: &Packed{Low: Bits{Offset: 0, Width: 4, Radix: []int{16}, ByteStride: []int{1}, ShiftStride: []int{0}}},
+			SubMin:   &Packed{Low: Bits{Offset: 0, Width: 4, Shift: 4, Radix: []int{16}, ByteStride: []int{1}, ShiftStride: []int{0}}},
+			Combine:  SubScaledMinusMin},
+		dequant: dequantQ2_K}
+	// Q3_K (block_q3_K): 16 sub-blocks of 16; element 128n + 32k + 16h + l has its low 2 bits
+	// as Q2_K's (qs after the 32 bytes of hmask) and its third bit at bit 4n + k of
+	// hmask[16h + l]; the 6-bit scales are packed in 12 bytes (scale s: low nibble at bits
+	// 4·(s/8) of byte s%8, top 2 bits at bits 2·(s/4) of byte 8 + s%4), stored plus 32;
+	// y = (d·(sc − 32))·(q − 4).
+	Q3_K = &Format{Name: "q3_k", GGML: 11, BlockElems: 256, BlockBytes: 110,
+		Fields: []Field{
+			{Name: "hmask", Offset: 0, Type: U8, Count: 32, Doc: "third bits: element 128n+32k+16h+l at bit 4n+k of hmask[16h+l]"},
+			{Name: "qs", Offset: 32, Type: U8, Count: 64, Doc: "low 2 bits, as Q2_K's"},
+			{Name: "scales", Offset: 96, Type: U8, Count: 12, Doc: "6-bit scales of 16 sub-blocks, plus 32, packed"},
+			{Name: "d", Offset: 108, Type: F16, Count: 1, Doc: "super-block scale"},
+		},
+		Layout: &Layout{Low: Bits{Offset: 32, Width: 2, Radix: []int{16, 2, 4, 2}, ByteStride: []int{1, 16, 0, 32}, ShiftStride: []int{0, 0, 2, 0}},
+			High: &Bits{Offset: 0, Width: 1, Radix: []int{16, 2, 4, 2}, ByteStride: []int{1, 16, 0, 0}, ShiftStride: []int{0, 0, 1, 4}},
+			Bias: 4, D: Scalar{108, F16}, Sub: 16, SubScales: PackedScales,
+			SubScale: &Packed{Low: Bits{Offset: 96, Width: 4, Radix: []int{8, 2}, ByteStride: []int{1, 0}, ShiftStride: []int{0, 4}},
+				High: &Bits{Offset: 104, Width: 2, Radix: []int{4, 4}, ByteStride: []int{1, 0}, ShiftStride: []int{0, 2}}, Bias: 32},
+			Combine: SubScaled},
+		dequant: dequantQ3_K}
 	// Q4_K (block_q4_K): super-blocks of 256 = 8 sub-blocks of 32, each with a 6-bit scale and
 	// min (KScaleMin); qs holds 4 groups of 64 elements in 32 bytes each: element 64g + l
 	// (l < 32) is the low nibble of qs[32g + l], element 64g + 32 + l its high nibble;
@@ -475,8 +595,55 @@ var (
 		dequant: dequantQ8_K}
 )
 
+// IQ4NLValues is ggml's kvalues_iq4nl: the 16 levels of IQ4_NL and IQ4_XS, a nibble's value.
+var IQ4NLValues = []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+// MXFP4Values is ggml's kvalues_mxfp4: twice the e2m1 values of the 16 nibbles (sign bit 3,
+// then exponent and mantissa), integers so that E8M0's halved scale gives the value.
+var MXFP4Values = []int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+var (
+	// IQ4_NL (block_iq4_nl): Q4_0's nibbles as indices into IQ4NLValues; y = d·value.
+	IQ4_NL = &Format{Name: "iq4_nl", GGML: 20, BlockElems: 32, BlockBytes: 18,
+		Fields: []Field{
+			{Name: "d", Offset: 0, Type: F16, Count: 1, Doc: "scale"},
+			{Name: "qs", Offset: 2, Type: U8, Count: 16, Doc: "codebook indices, nibbles as Q4_0's"},
+		},
+		Layout: &Layout{Low: Bits{Offset: 2, Width: 4, Radix: []int{16, 2}, ByteStride: []int{1, 0}, ShiftStride: []int{0, 4}},
+			Values: IQ4NLValues, D: Scalar{0, F16}, Sub: 32, Combine: Scaled},
+		dequant: dequantIQ4_NL}
+	// IQ4_XS (block_iq4_xs): 8 sub-blocks of 32 with 6-bit scales stored plus 32 (sub-block s:
+	// low nibble at bits 4·(s%2) of scales_l[s/2], top 2 bits at bits 2s of the little-endian
+	// u16 scales_h); sub-block s's 32 elements are IQ4_NL's nibbles in qs[16s : 16s+16];
+	// y = (d·(sc − 32))·value.
+	IQ4_XS = &Format{Name: "iq4_xs", GGML: 23, BlockElems: 256, BlockBytes: 136,
+		Fields: []Field{
+			{Name: "d", Offset: 0, Type: F16, Count: 1, Doc: "super-block scale"},
+			{Name: "scales_h", Offset: 2, Type: U8, Count: 2, Doc: "top 2 bits of the 8 scales (a little-endian u16)"},
+			{Name: "scales_l", Offset: 4, Type: U8, Count: 4, Doc: "low nibbles of the 8 scales"},
+			{Name: "qs", Offset: 8, Type: U8, Count: 128, Doc: "codebook indices, 16 bytes per sub-block as IQ4_NL's"},
+		},
+		Layout: &Layout{Low: Bits{Offset: 8, Width: 4, Radix: []int{16, 2, 8}, ByteStride: []int{1, 0, 16}, ShiftStride: []int{0, 4, 0}},
+			Values: IQ4NLValues, D: Scalar{0, F16}, Sub: 32, SubScales: PackedScales,
+			SubScale: &Packed{Low: Bits{Offset: 4, Width: 4, Radix: []int{2, 4}, ByteStride: []int{0, 1}, ShiftStride: []int{4, 0}},
+				High: &Bits{Offset: 2, Width: 2, Radix: []int{4, 2}, ByteStride: []int{0, 1}, ShiftStride: []int{2, 0}}, Bias: 32},
+			Combine: SubScaled},
+		dequant: dequantIQ4_XS}
+	// MXFP4 (block_mxfp4, OCP microscaling FP4): an E8M0 exponent byte, then Q4_0's nibbles as
+	// e2m1 codes (MXFP4Values); 17 bytes, so blocks are not aligned even to 2 bytes;
+	// y = value·2^(e−128).
+	MXFP4 = &Format{Name: "mxfp4", GGML: 39, BlockElems: 32, BlockBytes: 17,
+		Fields: []Field{
+			{Name: "e", Offset: 0, Type: E8M0, Count: 1, Doc: "shared exponent"},
+			{Name: "qs", Offset: 1, Type: U8, Count: 16, Doc: "e2m1 codes, nibbles as Q4_0's"},
+		},
+		Layout: &Layout{Low: Bits{Offset: 1, Width: 4, Radix: []int{16, 2}, ByteStride: []int{1, 0}, ShiftStride: []int{0, 4}},
+			Values: MXFP4Values, D: Scalar{0, E8M0}, Sub: 32, Combine: Scaled},
+		dequant: dequantMXFP4}
+)
+
 // Formats is the table, plain formats first, then by ggml number.
-var Formats = []*Format{FormatF32, FormatF16, FormatBF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K}
+var Formats = []*Format{FormatF32, FormatF16, FormatBF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4}
 
 // ByName returns the format named name ("q4_k"), or nil.
 func ByName(name string) *Format {
@@ -500,9 +667,8 @@ func ByGGML(t uint32) *Format {
 
 // ggmlNames names the ggml types vkc does not read, for messages ("type 16 (iq2_xxs)").
 var ggmlNames = map[uint32]string{
-	9: "q8_1", 10: "q2_k", 11: "q3_k", 16: "iq2_xxs", 17: "iq2_xs", 18: "iq3_xxs", 19: "iq1_s",
-	20: "iq4_nl", 21: "iq3_s", 22: "iq2_s", 23: "iq4_xs", 24: "i8", 25: "i16", 26: "i32", 27: "i64",
-	28: "f64", 29: "iq1_m", 34: "tq1_0", 35: "tq2_0", 39: "mxfp4",
+	9: "q8_1", 16: "iq2_xxs", 17: "iq2_xs", 18: "iq3_xxs", 19: "iq1_s", 21: "iq3_s", 22: "iq2_s",
+	24: "i8", 25: "i16", 26: "i32", 27: "i64", 28: "f64", 29: "iq1_m", 34: "tq1_0", 35: "tq2_0",
 }
 
 // GGMLName names ggml type t: the format's name, ggml's name of a type vkc does not read, or

@@ -44,13 +44,15 @@ func expect(t *testing.T, f *Format, y []float32, want map[int]float32) {
 func TestSizes(t *testing.T) {
 	// ggml-common.h's static_asserts.
 	want := map[*Format][2]int{Q4_0: {32, 18}, Q4_1: {32, 20}, Q5_0: {32, 22}, Q5_1: {32, 24}, Q8_0: {32, 34},
-		Q4_K: {256, 144}, Q5_K: {256, 176}, Q6_K: {256, 210}, Q8_K: {256, 292},
+		Q2_K: {256, 84}, Q3_K: {256, 110}, Q4_K: {256, 144}, Q5_K: {256, 176}, Q6_K: {256, 210}, Q8_K: {256, 292},
+		IQ4_NL: {32, 18}, IQ4_XS: {256, 136}, MXFP4: {32, 17},
 		FormatF32: {1, 4}, FormatF16: {1, 2}, FormatBF16: {1, 2}}
 	if len(want) != len(Formats) {
 		t.Fatalf("the table has %d formats, the test knows %d", len(Formats), len(want))
 	}
 	ggml := map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
-		"q4_k": 12, "q5_k": 13, "q6_k": 14, "q8_k": 15, "bf16": 30}
+		"q2_k": 10, "q3_k": 11, "q4_k": 12, "q5_k": 13, "q6_k": 14, "q8_k": 15, "iq4_nl": 20, "iq4_xs": 23,
+		"bf16": 30, "mxfp4": 39}
 	for _, f := range Formats {
 		w := want[f]
 		if f.BlockElems != w[0] || f.BlockBytes != w[1] {
@@ -262,6 +264,127 @@ func TestPlainHand(t *testing.T) {
 	y := make([]float32, 2)
 	if err := FormatBF16.Dequantize(bb, y); err != nil || y[0] != 1 || y[1] != -3 {
 		t.Errorf("bf16: %v %v", y, err)
+	}
+}
+
+func TestQ2_KHand(t *testing.T) {
+	b := make([]byte, 84)
+	for s := 0; s < 16; s++ {
+		b[s] = byte(s%16) | byte(15-s)<<4 // sub-block s: scale s, min 15−s
+	}
+	for i := 0; i < 64; i++ {
+		b[16+i] = 0xE4 // bits 2k of every byte hold k: 0, 1, 2, 3
+	}
+	put16(b, 80, h0_5) // d
+	put16(b, 82, h0_25)
+	y := deq(t, Q2_K, b)
+	// Element j = 128n + 32k + 16h + l has q = k (bits 2k of the byte), sub-block s = j/16;
+	// y = 0.5·s·k − 0.25·(15−s).
+	for j := 0; j < 256; j++ {
+		k, s := j/32%4, j/16
+		want := 0.5*float32(s)*float32(k) - 0.25*float32(15-s)
+		if y[j] != want {
+			t.Fatalf("q2_k element %d = %v, want %v", j, y[j], want)
+		}
+	}
+	// One byte of qs moves exactly its four elements: qs[32+16+3] (n 1, h 1, l 3) = 0x1B holds
+	// q = 3, 2, 1, 0 for k = 0..3: elements 128+16+3 = 147, 179, 211, 243.
+	b[16+32+16+3] = 0x1B
+	y = deq(t, Q2_K, b)
+	expect(t, Q2_K, y, map[int]float32{147: 0.5*9*3 - 0.25*6, 179: 0.5*11*2 - 0.25*4, 211: 0.5*13*1 - 0.25*2, 243: 0 - 0.25*0, 146: 0.5*9*0 - 0.25*6})
+}
+
+func TestQ3_KHand(t *testing.T) {
+	b := make([]byte, 110)
+	// Scales: sub-block s has the 6-bit value s + 20 (stored, so the scale is s − 12): low
+	// nibble at bits 4·(s/8) of scales[s%8], top two bits at bits 2·(s/4) of scales[8 + s%4].
+	for s := 0; s < 16; s++ {
+		v := s + 20
+		b[96+s%8] |= byte(v&0xF) << (4 * (s / 8))
+		b[96+8+s%4] |= byte(v>>4) << (2 * (s / 4))
+	}
+	put16(b, 108, h1)
+	for i := 0; i < 64; i++ {
+		b[32+i] = 0xE4 // low bits of element 128n+32k+16h+l: k
+	}
+	for i := 0; i < 32; i++ {
+		b[i] = 0x0F // third bit set for k = 0..3 of the first half (bits 0..3), clear for the second
+	}
+	y := deq(t, Q3_K, b)
+	// q = k + 4·h3 − 4: the first half (n = 0) has its third bit, q = k; the second q = k − 4.
+	for j := 0; j < 256; j++ {
+		k, s, n := j/32%4, j/16, j/128
+		q := k - 4*n
+		want := float32(s-12) * float32(q)
+		if y[j] != want {
+			t.Fatalf("q3_k element %d = %v, want %v", j, y[j], want)
+		}
+	}
+	// Sub-block 13's stored value 33 → scale 1: low nibble 1 in the high nibble of scales[5],
+	// top bits 2 at bits 6 of scales[9]. Element 13·16 + 5 = 213 (n 1, k 2, h 1, l 5): q = 2 − 4.
+	expect(t, Q3_K, y, map[int]float32{213: -2, 0: 0, 16: -11 * 0, 255: 3 * -1})
+}
+
+func TestIQ4_NLHand(t *testing.T) {
+	b := make([]byte, 18)
+	put16(b, 0, h0_5)
+	b[2+0] = 0xF0  // element 0: index 0 → −127; element 16: index 15 → 113
+	b[2+7] = 0x78  // element 7: index 8 → 1; element 23: index 7 → −10
+	b[2+15] = 0x3C // element 15: index 12 → 53; element 31: index 3 → −65
+	expect(t, IQ4_NL, deq(t, IQ4_NL, b), map[int]float32{0: -63.5, 16: 56.5, 7: 0.5, 23: -5, 15: 26.5, 31: -32.5, 1: -63.5})
+}
+
+func TestIQ4_XSHand(t *testing.T) {
+	b := make([]byte, 136)
+	put16(b, 0, h0_25)
+	// Sub-block s's scale: low nibble at bits 4·(s%2) of scales_l[s/2], top bits at bits 2s of
+	// scales_h; stored 32 + s (scale s) for s < 7, and 0 for s = 7 (scale −32).
+	var hi uint16
+	for s := 0; s < 7; s++ {
+		v := 32 + s
+		b[4+s/2] |= byte(v&0xF) << (4 * (s % 2))
+		hi |= uint16(v>>4) << (2 * s)
+	}
+	put16(b, 2, hi)
+	for s := 0; s < 8; s++ {
+		for l := 0; l < 16; l++ {
+			b[8+16*s+l] = byte(l) | byte(15-l)<<4 // element 32s+l: index l; 32s+16+l: 15−l
+		}
+	}
+	y := deq(t, IQ4_XS, b)
+	for j := 0; j < 256; j++ {
+		s, l := j/32, j%32
+		idx := l
+		if l >= 16 {
+			idx = 15 - (l - 16)
+		}
+		sc := s
+		if s == 7 {
+			sc = -32
+		}
+		want := float32(0.25*float32(sc)) * float32(IQ4NLValues[idx])
+		if y[j] != want {
+			t.Fatalf("iq4_xs element %d = %v, want %v", j, y[j], want)
+		}
+	}
+	expect(t, IQ4_XS, y, map[int]float32{32*3 + 4: 0.75 * -49, 32*7 + 16: -8 * 113, 0: 0})
+}
+
+func TestMXFP4Hand(t *testing.T) {
+	b := make([]byte, 17)
+	b[0] = 128     // 2^(128−128) = 1: values are twice e2m1
+	b[1+0] = 0xF7  // element 0: code 7 → 12 (e2m1 6); element 16: code 15 → −12
+	b[1+3] = 0x19  // element 3: code 9 → −1; element 19: code 1 → 1
+	b[1+15] = 0x85 // element 15: code 5 → 6; element 31: code 8 (−0) → 0
+	y := deq(t, MXFP4, b)
+	expect(t, MXFP4, y, map[int]float32{0: 12, 16: -12, 3: -1, 19: 1, 15: 6, 31: 0, 1: 0})
+	b[0] = 125 // 2^−3
+	expect(t, MXFP4, deq(t, MXFP4, b), map[int]float32{0: 1.5, 16: -1.5, 3: -0.125})
+	// ggml's subnormal and extreme exponents.
+	for e, want := range map[uint8]float32{0: float32(math.Ldexp(1, -128)), 1: float32(math.Ldexp(1, -127)), 2: float32(math.Ldexp(1, -126)), 255: float32(math.Ldexp(1, 127))} {
+		if got := E8M0Half(e); got != want {
+			t.Errorf("E8M0Half(%d) = %g, want %g", e, got, want)
+		}
 	}
 }
 
