@@ -90,9 +90,10 @@ type GenerateOptions struct {
 	// Stop are strings that end the generation: the text up to the first one is emitted, the
 	// string itself is not.
 	Stop []string
-	// Chat wraps the prompt in the tokenizer's chat template (tokenizer.ParseChatTemplate says
-	// which are recognised), with System as the system message ("": the template's default, if
-	// any). Without Chat the prompt is encoded with the tokenizer's special tokens (BOS).
+	// Chat renders the prompt as one user message in the tokenizer's chat template (see
+	// tokenizer.Chat), after a system message System when it is not "" (else the template's
+	// default, if any), with the generation prompt. Without Chat the prompt is encoded with
+	// the tokenizer's special tokens (BOS).
 	Chat   bool
 	System string
 	// Tokenizer encodes the prompt and decodes the tokens; nil is the plan's (Model.Generate).

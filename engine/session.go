@@ -187,7 +187,7 @@ func (m *Model) tokenizerFor(opts GenerateOptions) (*tokenizer.Tokenizer, error)
 }
 
 // EncodeChat renders msgs in tok's chat template with the generation prompt and encodes it as
-// written (the template holds the special tokens), and returns opts with StopIDs filled in when
+// tokenizer.EncodeChat does (the template holds the special tokens), and returns opts with StopIDs filled in when
 // nil: the template's end of turn and the tokenizer's EOS.
 func EncodeChat(tok *tokenizer.Tokenizer, msgs []Message, opts GenerateOptions) ([]int32, GenerateOptions, error) {
 	if tok == nil {
@@ -200,7 +200,7 @@ func EncodeChat(tok *tokenizer.Tokenizer, msgs []Message, opts GenerateOptions) 
 	if err != nil {
 		return nil, opts, fmt.Errorf("chat: %w", err)
 	}
-	ids, err := tok.Encode(text, false)
+	ids, err := tok.EncodeChat(text)
 	if err != nil {
 		return nil, opts, fmt.Errorf("chat: the rendered conversation: %w", err)
 	}

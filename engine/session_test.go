@@ -231,10 +231,10 @@ func TestSessionChat(t *testing.T) {
 	if g3.Reused != 0 || g3.Text != g2.Text || fmt.Sprint(g3.Tokens) != fmt.Sprint(g2.Tokens) {
 		t.Errorf("the whole conversation in a new session: reused %d, %q %v; continued: %q %v", g3.Reused, g3.Text, g3.Tokens, g2.Text, g2.Tokens)
 	}
+	// Which role orders are valid is the template's to say (it may raise_exception, as Gemma's
+	// does); this one renders any, so only an empty conversation is refused here.
 	for _, bad := range [][]engine.Message{
 		nil,
-		{{Role: "assistant", Content: "x"}},
-		{{Role: "user", Content: "a"}, {Role: "assistant", Content: "b"}},
 	} {
 		if _, err := s.Chat(ctx, bad, opts, nil); err == nil {
 			t.Errorf("conversation %v accepted", bad)

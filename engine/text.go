@@ -10,10 +10,11 @@ import (
 )
 
 // GenerateText generates text after prompt with the tokenizer tok: the prompt is encoded (with
-// the tokenizer's special tokens, or with opts.Chat rendered in its chat template and encoded as
-// written), tokens are generated as GenerateIDs does, and their text is passed to emit (nil:
-// none) as it is produced. A piece is emitted once it is final: never a broken UTF-8 sequence
-// (a character split over tokens waits for its last byte), never text a later token rewrites
+// the tokenizer's special tokens, or with opts.Chat rendered in its chat template as one user
+// message after opts.System and encoded by tokenizer.EncodeChat), tokens are generated as
+// GenerateIDs does, and their text is passed to emit (nil: none) as it is produced. A piece is
+// emitted once it is final: never a broken UTF-8 sequence (a character split over tokens waits
+// for its last byte), never text a later token rewrites
 // (the decoder's output is compared over a window of the tokens before), and never text that
 // may turn out to begin one of opts.Stop (held back until it cannot). Special tokens are not
 // emitted; the text is the tokenizer.json decoder's (no clean_up_tokenization_spaces). The
@@ -42,15 +43,24 @@ func encodePrompt(tok *tokenizer.Tokenizer, prompt string, opts GenerateOptions)
 	var err error
 	stopIDs := opts.StopIDs
 	if opts.Chat {
-		cf, err := tok.ChatFormat()
+		chat, err := tok.Chat()
 		if err != nil {
 			return nil, opts, fmt.Errorf("generate: --chat: %w", err)
 		}
-		if ids, err = tok.Encode(cf.Render(opts.System, prompt), false); err != nil {
+		var msgs []tokenizer.Message
+		if opts.System != "" {
+			msgs = append(msgs, tokenizer.Message{Role: "system", Content: opts.System})
+		}
+		msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
+		text, err := chat.Render(msgs, tokenizer.ChatOptions{AddGenerationPrompt: true})
+		if err != nil {
+			return nil, opts, fmt.Errorf("generate: --chat: %w", err)
+		}
+		if ids, err = tok.EncodeChat(text); err != nil {
 			return nil, opts, fmt.Errorf("generate: the prompt: %w", err)
 		}
-		if stopIDs == nil {
-			if id, ok := tok.ID(cf.EndOfTurn); ok {
+		if stopIDs == nil && chat.EndOfTurn != "" {
+			if id, ok := tok.ID(chat.EndOfTurn); ok {
 				stopIDs = append(stopIDs, id)
 			}
 		}

@@ -1,149 +1,346 @@
 package tokenizer
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/vkc-project/vkc/tokenizer/jinja"
 )
 
-// Chat formats: the chat templates vkc recognises. A tokenizer_config.json (or GGUF) chat
-// template is a Jinja program; vkc does not run Jinja. It recognises the common templates by
-// their markers and renders one conversation turn — an optional system message and the user's
-// message, then the assistant's header (transformers' add_generation_prompt) — the way those
-// templates render it. A template of another kind is an error saying so; tools, documents,
-// several turns and reasoning switches are not rendered.
-const (
-	// ChatML is <|im_start|>role\ncontent<|im_end|>\n (Qwen, SmolLM, many others). A system
-	// message written as a literal in the template (Qwen2.5's "You are Qwen, ...") is used when
-	// none is given.
-	ChatML = "chatml"
-	// Llama3 is <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> after the BOS
-	// token, contents trimmed. Llama 3.1 and 3.2 templates (recognised by their "Cutting
-	// Knowledge Date" line) always write the system header with that line and the date: their
-	// literal default, or today's date when the template asks for strftime_now.
-	Llama3 = "llama3"
-	// Llama2 is <s>[INST] content [/INST], a system message in <<SYS>> tags when the template
-	// has them (Llama 2) or before the user's message (Mistral).
-	Llama2 = "llama2"
-)
+// Chat templates. A model's chat template (tokenizer_config.json's chat_template, a
+// chat_template.jinja beside it, or a GGUF file's tokenizer.chat_template) is a Jinja program
+// that turns a conversation into the model's prompt text. Package jinja runs it as
+// transformers' apply_chat_template does (Jinja2 with trim_blocks and lstrip_blocks in an
+// immutable sandbox, raise_exception, strftime_now and tojson), with the variables transformers
+// passes: messages, add_generation_prompt, tools and documents (None unless given), the special
+// tokens of tokenizer_config.json (bos_token, eos_token, unk_token, sep_token, pad_token,
+// cls_token, mask_token, additional_special_tokens; for a GGUF vocabulary bos_token, eos_token
+// and unk_token from its ids), and the caller's keyword arguments (enable_thinking, ...).
 
-// ChatFormat is a recognised chat template.
-type ChatFormat struct {
-	// Kind is ChatML, Llama3 or Llama2.
-	Kind string
-	// EndOfTurn is the text of the token that ends the assistant's turn (<|im_end|>,
-	// <|eot_id|>, the EOS token); generation stops at it.
+// Message is one message of a conversation: a role ("system", "user", "assistant", "tool", or
+// any other the template knows) and its text, with any other fields the template reads.
+type Message struct {
+	Role    string
+	Content string
+	// Fields are the message's other fields, JSON values in order: tool_calls,
+	// reasoning_content, name, tool_call_id, ... A "content" field (null, or a list of parts)
+	// replaces Content.
+	Fields []Field
+
+	keys []string // the fields of the JSON object it was decoded from, in order
+}
+
+// Field is a named JSON value.
+type Field struct {
+	Name  string
+	Value json.RawMessage
+}
+
+// UnmarshalJSON reads a message object: "role" must be a string; a string "content" is
+// Content; every other field (and a content that is not a string) is kept in Fields. The
+// template sees the object's fields in their order, and no "content" when the object has none.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("a message must be a JSON object, not %s", data)
+	}
+	*m = Message{keys: []string{}}
+	hasRole := false
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		k := kt.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		if contains(m.keys, k) {
+			return fmt.Errorf("message field %q given twice", k)
+		}
+		m.keys = append(m.keys, k)
+		switch k {
+		case "role":
+			if err := json.Unmarshal(raw, &m.Role); err != nil {
+				return fmt.Errorf("message role: want a string, got %s", raw)
+			}
+			hasRole = true
+			continue
+		case "content":
+			var s string
+			if json.Unmarshal(raw, &s) == nil {
+				m.Content = s
+				continue
+			}
+		}
+		m.Fields = append(m.Fields, Field{k, append(json.RawMessage(nil), raw...)})
+	}
+	if !hasRole {
+		return errors.New("a message without a role")
+	}
+	return nil
+}
+
+// MarshalJSON writes the message as a JSON object (the inverse of UnmarshalJSON).
+func (m Message) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range m.order() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kj, _ := json.Marshal(k)
+		b.Write(kj)
+		b.WriteByte(':')
+		v, err := m.fieldJSON(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// order is the message's field names as the template sees them.
+func (m *Message) order() []string {
+	if m.keys != nil {
+		return m.keys
+	}
+	keys := []string{"role", "content"}
+	for _, f := range m.Fields {
+		if !contains(keys, f.Name) {
+			keys = append(keys, f.Name)
+		}
+	}
+	return keys
+}
+
+func (m *Message) fieldJSON(k string) (json.RawMessage, error) {
+	for _, f := range m.Fields {
+		if f.Name == k {
+			return f.Value, nil
+		}
+	}
+	switch k {
+	case "role":
+		return json.Marshal(m.Role)
+	case "content":
+		return json.Marshal(m.Content)
+	}
+	return nil, fmt.Errorf("message has no field %q", k)
+}
+
+// value is the message as the template's dict.
+func (m *Message) value() (*jinja.Dict, error) {
+	d := jinja.NewDict()
+	for _, k := range m.order() {
+		switch raw, err := m.fieldJSON(k); {
+		case err != nil:
+			return nil, err
+		case k == "role" && !m.hasField("role"):
+			d.Set(k, m.Role)
+		case k == "content" && !m.hasField("content"):
+			d.Set(k, m.Content)
+		default:
+			v, err := jinja.DecodeJSON(raw)
+			if err != nil {
+				return nil, fmt.Errorf("message field %s: %w", k, err)
+			}
+			d.Set(k, v)
+		}
+	}
+	return d, nil
+}
+
+func (m *Message) hasField(k string) bool {
+	for _, f := range m.Fields {
+		if f.Name == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ChatOptions are apply_chat_template's other arguments.
+type ChatOptions struct {
+	// AddGenerationPrompt ends the text with the header of the assistant's next message (for
+	// the templates that honour it).
+	AddGenerationPrompt bool
+	// Tools is the tools variable, a JSON list of tool schemas ({"type": "function",
+	// "function": {...}}); nil is None.
+	Tools json.RawMessage
+	// Kwargs are further template variables by name (enable_thinking, documents,
+	// date_string, ...): Go values (bool, string, numbers, slices, maps) or json.RawMessage.
+	// They override Tools and the special tokens, as apply_chat_template's keyword arguments do.
+	Kwargs map[string]any
+	// Now is the moment strftime_now formats; zero is the current time.
+	Now time.Time
+}
+
+// Chat is a compiled chat template with its tokenizer's special tokens. It is safe for
+// concurrent use.
+type Chat struct {
+	tmpl    *jinja.Template
+	special map[string]any
+	// EndOfTurn is the text of the token that ends an assistant message in this template
+	// (<|im_end|>, <|eot_id|>, <end_of_turn>, </s>, ...), found by rendering a probe
+	// conversation; "" when it could not be found. Generation stops at it.
 	EndOfTurn string
-	// DefaultSystem is the system message used when none is given ("" for none).
-	DefaultSystem string
-	// Date is the "Today Date" of Llama 3.1 and 3.2 templates (e.g. "26 Jul 2024"); "" for
-	// templates without one.
-	Date string
-
-	bos     string
-	sysTags bool // Llama 2: <<SYS>> tags
-	strip   bool // Llama 2: contents stripped
-	dated   bool // Llama 3.1/3.2: the system header is always written, with the date
 }
 
-var (
-	chatMLDefaultSystem = regexp.MustCompile(`<\|im_start\|>system\\n([^'"\\{}]+)<\|im_end\|>`)
-	llamaDate           = regexp.MustCompile(`set date_string = "([^"]+)"`)
-)
-
-// ParseChatTemplate recognises a chat template (the Jinja source); bos is the tokenizer's BOS
-// token text, which Llama templates begin with. An empty template, or one of another kind, is an
-// error naming the kinds vkc renders.
-func ParseChatTemplate(tmpl, bos string) (*ChatFormat, error) {
-	has := func(s ...string) bool {
-		for _, x := range s {
-			if !strings.Contains(tmpl, x) {
-				return false
-			}
-		}
-		return true
+// NewChat compiles a chat template; name is what errors call it (a file and key). special
+// are the special-token variables (bos_token, eos_token, additional_special_tokens, ...).
+// A syntax error is a *jinja.Error with the line.
+func NewChat(name, source string, special map[string]any) (*Chat, error) {
+	if source == "" {
+		return nil, fmt.Errorf("%s: the chat template is empty", name)
 	}
-	switch {
-	case tmpl == "":
-		return nil, fmt.Errorf("the model has no chat template (tokenizer_config.json's chat_template, or the GGUF file's tokenizer.chat_template)")
-	case has("<|im_start|>", "<|im_end|>"):
-		f := &ChatFormat{Kind: ChatML, EndOfTurn: "<|im_end|>"}
-		if m := chatMLDefaultSystem.FindStringSubmatch(tmpl); m != nil {
-			f.DefaultSystem = m[1]
-		}
-		return f, nil
-	case has("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"):
-		if bos == "" {
-			bos = "<|begin_of_text|>"
-		}
-		f := &ChatFormat{Kind: Llama3, EndOfTurn: "<|eot_id|>", bos: bos}
-		if has("Cutting Knowledge Date") {
-			f.dated = true
-			f.Date = "26 Jul 2024"
-			if m := llamaDate.FindStringSubmatch(tmpl); m != nil {
-				f.Date = m[1]
-			}
-			if has("strftime_now") {
-				f.Date = time.Now().Format("02 Jan 2006")
-			}
-		}
-		return f, nil
-	case has("[INST]", "[/INST]"):
-		if bos == "" {
-			bos = "<s>"
-		}
-		return &ChatFormat{Kind: Llama2, EndOfTurn: "</s>", bos: bos, sysTags: has("<<SYS>>"), strip: has("strip()")}, nil
+	t, err := jinja.Compile(name, source)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("the chat template is not one vkc renders (ChatML <|im_start|>, Llama 3 <|start_header_id|>, Llama 2 [INST]); vkc does not run Jinja templates: give the prompt already formatted, without --chat")
+	return &Chat{tmpl: t, special: special}, nil
 }
 
-// Render writes one turn: system (or the default system message when "") and user, then the
-// assistant's header, as the template renders messages [system?, user] with
-// add_generation_prompt. The text holds the template's special tokens (BOS included) and is
-// encoded without adding special tokens, as transformers' apply_chat_template does.
-func (f *ChatFormat) Render(system, user string) string {
-	if system == "" {
-		system = f.DefaultSystem
+// Render renders a conversation: the prompt text, with the template's special tokens as text
+// (BOS included when the template writes it). Encode it with Tokenizer.EncodeChat. An error of
+// the template (its raise_exception, an undefined value) is a *jinja.Error naming the
+// template and the line.
+func (c *Chat) Render(msgs []Message, opt ChatOptions) (string, error) {
+	list := make([]any, len(msgs))
+	for i := range msgs {
+		d, err := msgs[i].value()
+		if err != nil {
+			return "", fmt.Errorf("message %d: %w", i, err)
+		}
+		list[i] = d
 	}
-	var b strings.Builder
-	switch f.Kind {
-	case ChatML:
-		if system != "" {
-			b.WriteString("<|im_start|>system\n" + system + "<|im_end|>\n")
-		}
-		b.WriteString("<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n")
-	case Llama3:
-		b.WriteString(f.bos)
-		if f.dated {
-			b.WriteString("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + f.Date + "\n\n" +
-				strings.TrimSpace(system) + "<|eot_id|>")
-		} else if system != "" {
-			b.WriteString("<|start_header_id|>system<|end_header_id|>\n\n" + strings.TrimSpace(system) + "<|eot_id|>")
-		}
-		b.WriteString("<|start_header_id|>user<|end_header_id|>\n\n" + strings.TrimSpace(user) + "<|eot_id|>")
-		b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
-	case Llama2:
-		if f.strip {
-			system, user = strings.TrimSpace(system), strings.TrimSpace(user)
-		}
-		content := user
-		switch {
-		case system != "" && f.sysTags:
-			content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + user
-		case system != "":
-			content = system + "\n\n" + user
-		}
-		b.WriteString(f.bos + "[INST] " + content + " [/INST]")
+	vars := map[string]any{
+		"messages":              list,
+		"add_generation_prompt": opt.AddGenerationPrompt,
+		"tools":                 nil,
+		"documents":             nil,
 	}
-	return b.String()
+	if opt.Tools != nil {
+		vars["tools"] = opt.Tools
+	}
+	for k, v := range c.special {
+		vars[k] = v
+	}
+	for k, v := range opt.Kwargs {
+		if k == "messages" {
+			return "", errors.New("kwargs: messages is not a keyword argument")
+		}
+		vars[k] = v
+	}
+	return c.tmpl.Render(vars, jinja.Options{Now: opt.Now})
 }
 
-// ChatFormat recognises the tokenizer's chat template (see ParseChatTemplate).
-func (t *Tokenizer) ChatFormat() (*ChatFormat, error) {
-	bos := ""
-	if t.bos >= 0 {
-		bos, _ = t.Token(t.bos)
+// Chat compiles the tokenizer's chat template with its special tokens and finds its end of
+// turn. A tokenizer without a template is an error saying where one would be.
+func (t *Tokenizer) Chat() (*Chat, error) {
+	if t.chatTemplate == "" {
+		return nil, errors.New("the model has no chat template (tokenizer_config.json's chat_template, chat_template.jinja, or the GGUF file's tokenizer.chat_template)")
 	}
-	return ParseChatTemplate(t.chatTemplate, bos)
+	name := t.chatSource
+	if name == "" {
+		name = "chat template"
+	}
+	c, err := NewChat(name, t.chatTemplate, t.chatVars())
+	if err != nil {
+		return nil, err
+	}
+	c.EndOfTurn = t.endOfTurn(c)
+	return c, nil
+}
+
+// chatVars are the special-token variables: tokenizer_config.json's, else the BOS, EOS and
+// UNK tokens the tokenizer knows by id.
+func (t *Tokenizer) chatVars() map[string]any {
+	if t.special != nil {
+		return t.special
+	}
+	vars := map[string]any{}
+	for _, x := range []struct {
+		name string
+		id   int32
+	}{{"bos_token", t.bos}, {"eos_token", t.eos}, {"unk_token", t.unk}} {
+		if x.id >= 0 {
+			if s, ok := t.Token(x.id); ok {
+				vars[x.name] = s
+			}
+		}
+	}
+	return vars
+}
+
+// endOfTurn renders a probe conversation (user, assistant) and returns the added token that
+// directly follows the assistant's text (after white space), or the EOS token's text when
+// none does.
+func (t *Tokenizer) endOfTurn(c *Chat) string {
+	const probe = "vkcprobeanswer"
+	text, err := c.Render([]Message{{Role: "user", Content: "vkcprobequestion"}, {Role: "assistant", Content: probe}}, ChatOptions{})
+	if err == nil {
+		if i := strings.LastIndex(text, probe); i >= 0 {
+			rest := strings.TrimLeft(text[i+len(probe):], " \t\n")
+			best := ""
+			for _, a := range t.added {
+				if strings.HasPrefix(rest, a.Content) && len(a.Content) > len(best) {
+					best = a.Content
+				}
+			}
+			if best != "" {
+				return best
+			}
+		}
+	}
+	if t.eos >= 0 {
+		s, _ := t.Token(t.eos)
+		return s
+	}
+	return ""
+}
+
+// EncodeChat encodes a rendered chat prompt: its special-token text becomes those tokens and
+// nothing is added, as transformers' apply_chat_template does, except that a tokenizer that
+// adds a BOS token to its input (Llama 2's TemplateProcessing, a GGUF vocabulary with
+// add_bos_token) gets it when the template did not write it itself, as llama.cpp does. So a
+// template that writes bos_token is not given a second one.
+func (t *Tokenizer) EncodeChat(text string) ([]int32, error) {
+	ids, err := t.Encode(text, false)
+	if err != nil {
+		return nil, err
+	}
+	if t.addsBOS() && (len(ids) == 0 || ids[0] != t.bos) {
+		ids = append([]int32{t.bos}, ids...)
+	}
+	return ids, nil
+}
+
+// addsBOS reports whether encoding with special tokens puts the BOS token first.
+func (t *Tokenizer) addsBOS() bool {
+	if t.post == nil || t.bos < 0 {
+		return false
+	}
+	p := t.post.process([]int32{})
+	return len(p) > 0 && p[0] == t.bos
 }

@@ -2,90 +2,208 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkc-project/vkc/internal/oracles"
+	"github.com/vkc-project/vkc/tokenizer/jinja"
 )
 
-// TestChatFormatOracleTemplates renders the chat templates of the oracle's real
-// tokenizer_config.json files; the expected texts are what those Jinja templates produce for
-// [system?, user] with add_generation_prompt, worked by reading them.
-func TestChatFormatOracleTemplates(t *testing.T) {
-	dir := oracles.Dir(t, "tokenizers")
-	tmpl := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(dir, name, "tokenizer_config.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var c struct {
-			ChatTemplate string `json:"chat_template"`
-		}
-		if err := json.Unmarshal(b, &c); err != nil {
-			t.Fatal(err)
-		}
-		return c.ChatTemplate
+// oracleDate is the moment the chat-template oracle's strftime_now formats (its README).
+var oracleDate = time.Date(2024, 7, 26, 0, 0, 0, 0, time.UTC)
+
+type chatCase struct {
+	Name                string                     `json:"name"`
+	Messages            []Message                  `json:"messages"`
+	AddGenerationPrompt bool                       `json:"add_generation_prompt"`
+	Kwargs              map[string]json.RawMessage `json:"kwargs"`
+	Rendered            *string                    `json:"rendered"`
+	Error               *string                    `json:"error"`
+	// disagreements.json: the Python jinja2 result (transformers') of a case the two
+	// reference renderers disagree on.
+	Python *struct {
+		Rendered *string `json:"rendered"`
+		Error    *string `json:"error"`
+	} `json:"python_jinja2"`
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name, bos, kind, eot, system, user, want string
-	}{
-		// Llama 3 (original release): bos_token, then each message's header and content | trim.
-		{"llama3", "<|begin_of_text|>", Llama3, "<|eot_id|>", "", " Hello there \n",
-			"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-		{"llama3", "<|begin_of_text|>", Llama3, "<|eot_id|>", "Be brief.", "Hi",
-			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-		// Qwen3: a system turn only when given, contents as they are, no default system message.
-		{"qwen3", "", ChatML, "<|im_end|>", "", " Hello ",
-			"<|im_start|>user\n Hello <|im_end|>\n<|im_start|>assistant\n"},
-		{"qwen3", "", ChatML, "<|im_end|>", "Be brief.", "Hi",
-			"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
-	} {
-		f, err := ParseChatTemplate(tmpl(c.name), c.bos)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// oracleChat compiles a template of the chat-template oracle with its special tokens.
+func oracleChat(t *testing.T, dir string) *Chat {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(dir, "template.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var special map[string]any
+	readJSON(t, filepath.Join(dir, "special_tokens.json"), &special)
+	c, err := NewChat(filepath.Join(dir, "template.jinja"), string(src), special)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func renderCase(c *Chat, k chatCase) (string, error) {
+	kw := map[string]any{}
+	for name, v := range k.Kwargs {
+		kw[name] = v
+	}
+	return c.Render(k.Messages, ChatOptions{AddGenerationPrompt: k.AddGenerationPrompt, Kwargs: kw, Now: oracleDate})
+}
+
+// checkCase compares a rendering with the expected text or raise_exception message, byte
+// for byte.
+func checkCase(t *testing.T, where string, got string, err error, want, wantErr *string) bool {
+	t.Helper()
+	switch {
+	case wantErr != nil:
+		var je *jinja.Error
+		if !errors.As(err, &je) || !je.Raised || je.Msg != *wantErr {
+			t.Errorf("%s: got %q, %v; want the error %q", where, got, err, *wantErr)
+			return false
+		}
+	case err != nil:
+		t.Errorf("%s: %v", where, err)
+		return false
+	case want == nil:
+		t.Errorf("%s: the case has neither rendered nor error", where)
+		return false
+	case got != *want:
+		t.Errorf("%s:\n got %q\nwant %q", where, got, *want)
+		return false
+	}
+	return true
+}
+
+// TestChatTemplateOracle renders every case of ../shared/oracles/chat-templates (the real
+// Llama 3 and Qwen3 templates, rendered by transformers' Jinja2 and @huggingface/jinja) and
+// compares byte for byte; then the cases the two references disagree on, against Python
+// jinja2's result (transformers'), which this renderer follows (trim strips str.isspace()).
+func TestChatTemplateOracle(t *testing.T) {
+	root := oracles.Dir(t, "chat-templates")
+	for _, name := range []string{"llama3", "qwen3"} {
+		dir := filepath.Join(root, name)
+		c := oracleChat(t, dir)
+		var cases []chatCase
+		readJSON(t, filepath.Join(dir, "cases.json"), &cases)
+		if len(cases) == 0 {
+			t.Fatalf("%s: no cases", name)
+		}
+		pass := 0
+		for _, k := range cases {
+			got, err := renderCase(c, k)
+			if checkCase(t, name+"/"+k.Name, got, err, k.Rendered, k.Error) {
+				pass++
+			}
+		}
+		var dis []chatCase
+		readJSON(t, filepath.Join(dir, "disagreements.json"), &dis)
+		for _, k := range dis {
+			if k.Python == nil {
+				t.Fatalf("%s/%s: disagreement without python_jinja2", name, k.Name)
+			}
+			got, err := renderCase(c, k)
+			if checkCase(t, name+"/"+k.Name+" (disagreement, Python jinja2's side)", got, err, k.Python.Rendered, k.Python.Error) {
+				pass++
+			}
+		}
+		t.Logf("%s: %d of %d cases (%d + %d disagreements) render identically", name, pass, len(cases)+len(dis), len(cases), len(dis))
+	}
+}
+
+// TestChatTokenizerOracle renders through the oracle tokenizers' own tokenizer_config.json
+// (the Chat API vkc run uses): the special tokens come from the config, and the end of turn
+// is found by rendering.
+func TestChatTokenizerOracle(t *testing.T) {
+	tokDir := oracles.Dir(t, "tokenizers")
+	root := oracles.Dir(t, "chat-templates")
+	for _, c := range []struct{ name, eot string }{{"llama3", "<|eot_id|>"}, {"qwen3", "<|im_end|>"}} {
+		tok, err := Load(filepath.Join(tokDir, c.name))
 		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+			t.Fatal(err)
 		}
-		if f.Kind != c.kind || f.EndOfTurn != c.eot || f.DefaultSystem != "" {
-			t.Errorf("%s: %+v", c.name, f)
+		chat, err := tok.Chat()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := f.Render(c.system, c.user); got != c.want {
-			t.Errorf("%s: rendered %q, want %q", c.name, got, c.want)
+		if chat.EndOfTurn != c.eot {
+			t.Errorf("%s: end of turn %q, want %q", c.name, chat.EndOfTurn, c.eot)
+		}
+		var cases []chatCase
+		readJSON(t, filepath.Join(root, c.name, "cases.json"), &cases)
+		for _, k := range cases {
+			got, err := renderCase(chat, k)
+			checkCase(t, c.name+"/"+k.Name, got, err, k.Rendered, k.Error)
 		}
 	}
 }
 
-// TestChatFormatKinds: templates written as the released models' are (abbreviated to the
-// parts that matter): Qwen2.5's literal default system message, Llama 3.1's dated system header,
-// Llama 2's <<SYS>> tags and stripped contents, Mistral's [INST] without tags; other templates
-// are refused, naming what vkc renders.
-func TestChatFormatKinds(t *testing.T) {
-	qwen25 := `{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}{%- else %}{{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}`
-	llama31 := `{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = "26 Jul 2024" %}{%- endif %}{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}{{- "Cutting Knowledge Date: December 2023\n" }}{{- "Today Date: " + date_string + "\n\n" }}{{- system_message }}{{- "<|eot_id|>" }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}`
-	llama2 := `{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\n' + messages[0]['content'] | trim + '\n<</SYS>>\n\n' %}{% endif %}{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% endif %}{% endfor %}`
-	mistral := `{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% endif %}{% endfor %}`
-	for _, c := range []struct {
-		name, tmpl, bos, system, user, want, eot string
-	}{
-		{"qwen2.5", qwen25, "", "", "Hi", "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
-		{"qwen2.5 system", qwen25, "", "Be brief.", "Hi", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
-		{"llama3.1", llama31, "<|begin_of_text|>", "", "Hi ", "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
-		{"llama3.1 system", llama31, "<|begin_of_text|>", "Be brief.", "Hi", "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
-		{"llama2", llama2, "<s>", "Be brief.", " Hi ", "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", "</s>"},
-		{"mistral", mistral, "<s>", "", "Hi", "<s>[INST] Hi [/INST]", "</s>"},
-	} {
-		f, err := ParseChatTemplate(c.tmpl, c.bos)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if got := f.Render(c.system, c.user); got != c.want || f.EndOfTurn != c.eot {
-			t.Errorf("%s: rendered %q (end of turn %q), want %q", c.name, got, f.EndOfTurn, c.want)
+// TestEncodeChatBOS: the Llama 3 template writes <|begin_of_text|> itself and its tokenizer
+// adds nothing, so it appears once; Llama 2's tokenizer adds <s>, which EncodeChat puts first
+// when the rendered text does not start with it, and not twice when it does.
+func TestEncodeChatBOS(t *testing.T) {
+	dir := oracles.Dir(t, "tokenizers")
+	l3, err := Load(filepath.Join(dir, "llama3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := l3.Chat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := chat.Render([]Message{{Role: "user", Content: "Hi"}}, ChatOptions{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := l3.EncodeChat(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bos, _ := l3.ID("<|begin_of_text|>")
+	n := 0
+	for _, id := range ids {
+		if id == bos {
+			n++
 		}
 	}
-	gemma := `{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}`
-	for _, tmpl := range []string{gemma, ""} {
-		if _, err := ParseChatTemplate(tmpl, "<bos>"); err == nil || !strings.Contains(err.Error(), "chat template") {
-			t.Errorf("%q: error %v", tmpl, err)
+	if len(ids) == 0 || ids[0] != bos || n != 1 {
+		t.Errorf("llama3: ids %v: want one <|begin_of_text|> (%d), first", ids, bos)
+	}
+	l2, err := Load(filepath.Join(dir, "llama2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"[INST] Hi [/INST]", "<s>[INST] Hi [/INST]"} {
+		ids, err := l2.EncodeChat(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := l2.Encode("[INST] Hi [/INST]", true) // <s> then the text
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(text, "<s>") {
+			// "<s>" is matched as the special token; what follows is encoded as text after it.
+			rest, _ := l2.Encode("[INST] Hi [/INST]", false)
+			want = append([]int32{1}, rest...)
+		}
+		if !equalIDs(ids, want) {
+			t.Errorf("llama2 %q: ids %v, want %v", text, ids, want)
 		}
 	}
 }

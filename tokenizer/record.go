@@ -160,6 +160,7 @@ func FromPlan(rec *plan.Tokenizer, planPath string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: the plan's tokenizer: %w", planPath, err)
 	}
 	t.bos, t.eos, t.chatTemplate = rec.BOS, rec.EOS, rec.ChatTemplate
+	t.chatSource = planPath + " (its recorded chat template)"
 	return t, nil
 }
 

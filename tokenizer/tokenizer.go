@@ -52,8 +52,14 @@ type Tokenizer struct {
 	addedByID map[int32]*AddedToken
 
 	bos, eos     int32
+	unk          int32 // a GGUF vocabulary's unknown token, -1 when none (for the chat template)
 	cleanup      bool
 	chatTemplate string
+	// chatSource names where the chat template came from, for its errors.
+	chatSource string
+	// special are the special-token variables of tokenizer_config.json the chat template
+	// sees (see Chat); nil when there was no tokenizer_config.json.
+	special map[string]any
 
 	// wordSplit, when set, splits a pre-tokenizer-less word before each run of this character
 	// that follows another character: the model's vocabulary has no token (and so no merge
@@ -115,10 +121,14 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if t.chatTemplate == "" {
+	if t.chatTemplate != "" {
+		t.chatSource = cfgPath + " chat_template"
+	} else {
 		// Newer checkpoints keep the chat template in a file of its own beside the tokenizer.
-		if b, err := os.ReadFile(filepath.Join(filepath.Dir(path), "chat_template.jinja")); err == nil {
+		jinjaPath := filepath.Join(filepath.Dir(path), "chat_template.jinja")
+		if b, err := os.ReadFile(jinjaPath); err == nil {
 			t.chatTemplate = string(b)
+			t.chatSource = jinjaPath
 		} else if !os.IsNotExist(err) {
 			return nil, err
 		}
@@ -191,7 +201,7 @@ func Parse(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	t := &Tokenizer{bos: -1, eos: -1}
+	t := &Tokenizer{bos: -1, eos: -1, unk: -1}
 	var err error
 	if t.norm, err = parseNormalizer(f.Normalizer, "normalizer"); err != nil {
 		return nil, err
@@ -304,6 +314,48 @@ type configJSON struct {
 	ChatTemplate json.RawMessage `json:"chat_template"`
 }
 
+// specialTokenKeys are the keys of tokenizer_config.json transformers' special_tokens_map
+// holds (and passes to the chat template).
+var specialTokenKeys = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
+
+// specialVars reads the special-token variables of tokenizer_config.json as transformers
+// passes them to a chat template: each of specialTokenKeys that is set and not null (an
+// AddedToken object as its content), and additional_special_tokens as a list of strings.
+func specialVars(data []byte) (map[string]any, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, err
+	}
+	vars := map[string]any{}
+	for _, k := range specialTokenKeys {
+		v, ok := raw[k]
+		if !ok || isNull(v) {
+			continue
+		}
+		tok, err := configToken(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		vars[k] = tok
+	}
+	if v, ok := raw["additional_special_tokens"]; ok && !isNull(v) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(v, &list); err != nil {
+			return nil, fmt.Errorf("additional_special_tokens: want a list, got %s", v)
+		}
+		toks := []any{}
+		for i, e := range list {
+			tok, err := configToken(e)
+			if err != nil {
+				return nil, fmt.Errorf("additional_special_tokens[%d]: %w", i, err)
+			}
+			toks = append(toks, tok)
+		}
+		vars["additional_special_tokens"] = toks
+	}
+	return vars, nil
+}
+
 // configToken reads a token of tokenizer_config.json: a string, {"content": …} or null.
 func configToken(raw json.RawMessage) (string, error) {
 	if isNull(raw) {
@@ -346,6 +398,11 @@ func (t *Tokenizer) applyConfig(data []byte) error {
 		*x.dst = id
 	}
 	t.cleanup = c.CleanUp != nil && *c.CleanUp
+	special, err := specialVars(data)
+	if err != nil {
+		return err
+	}
+	t.special = special
 	if !isNull(c.ChatTemplate) {
 		var s string
 		if err := json.Unmarshal(c.ChatTemplate, &s); err == nil {

@@ -95,7 +95,7 @@ func FromVocab(v *Vocab) (*Tokenizer, error) {
 			vocab[tok] = int32(i)
 		}
 	}
-	t := &Tokenizer{bos: v.BOS, eos: v.EOS, chatTemplate: v.ChatTemplate}
+	t := &Tokenizer{bos: v.BOS, eos: v.EOS, unk: v.UNK, chatTemplate: v.ChatTemplate, chatSource: "tokenizer.chat_template"}
 	bpe := &bpeModel{}
 	var merges [][2]string
 	switch v.Model {
@@ -252,6 +252,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
+	t.chatSource = f.Path + " tokenizer.chat_template"
 	return t, nil
 }
 
