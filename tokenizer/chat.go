@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/vkc-project/vkc/ir/gguf"
 	"github.com/vkc-project/vkc/tokenizer/jinja"
 )
 
@@ -343,4 +346,74 @@ func (t *Tokenizer) addsBOS() bool {
 	}
 	p := t.post.process([]int32{})
 	return len(p) > 0 && p[0] == t.bos
+}
+
+// LoadChat reads a chat template with its special tokens from path: a tokenizer_config.json
+// (its chat_template, else a chat_template.jinja beside it), a folder holding those, or a GGUF
+// file (tokenizer.chat_template, with bos_token, eos_token and unk_token from its vocabulary).
+// No tokenizer is built, so Chat.EndOfTurn is "" (Tokenizer.Chat finds it).
+func LoadChat(path string) (*Chat, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() && isGGUF(path) {
+		f, err := gguf.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		v, err := vocabFromGGUF(f)
+		if err != nil {
+			return nil, err
+		}
+		if v.ChatTemplate == "" {
+			return nil, fmt.Errorf("%s: no tokenizer.chat_template", path)
+		}
+		special := map[string]any{}
+		for _, x := range []struct {
+			name string
+			id   int32
+		}{{"bos_token", v.BOS}, {"eos_token", v.EOS}, {"unk_token", v.UNK}} {
+			if x.id >= 0 && int(x.id) < len(v.Tokens) {
+				special[x.name] = v.Tokens[x.id]
+			}
+		}
+		return NewChat(path+" tokenizer.chat_template", v.ChatTemplate, special)
+	}
+	dir, cfgPath := path, filepath.Join(path, "tokenizer_config.json")
+	if !st.IsDir() {
+		dir, cfgPath = filepath.Dir(path), path
+	}
+	special := map[string]any{}
+	tmpl, name := "", ""
+	cfg, err := os.ReadFile(cfgPath)
+	switch {
+	case err == nil:
+		if special, err = specialVars(cfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfgPath, err)
+		}
+		var c configJSON
+		if err := json.Unmarshal(cfg, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfgPath, err)
+		}
+		if tmpl, err = configChatTemplate(c.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfgPath, err)
+		}
+		name = cfgPath + " chat_template"
+	case !os.IsNotExist(err) || !st.IsDir():
+		return nil, err
+	}
+	if tmpl == "" {
+		jinjaPath := filepath.Join(dir, "chat_template.jinja")
+		b, err := os.ReadFile(jinjaPath)
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("%s: no chat template (no chat_template in %s, no %s)", path, cfgPath, jinjaPath)
+		}
+		if err != nil {
+			return nil, err
+		}
+		tmpl, name = string(b), jinjaPath
+	}
+	return NewChat(name, tmpl, special)
 }

@@ -403,27 +403,39 @@ func (t *Tokenizer) applyConfig(data []byte) error {
 		return err
 	}
 	t.special = special
-	if !isNull(c.ChatTemplate) {
-		var s string
-		if err := json.Unmarshal(c.ChatTemplate, &s); err == nil {
-			t.chatTemplate = s
-		} else {
-			// A list of named templates: the one named "default".
-			var named []struct {
-				Name     string `json:"name"`
-				Template string `json:"template"`
-			}
-			if err := json.Unmarshal(c.ChatTemplate, &named); err != nil {
-				return fmt.Errorf("chat_template: want a string or a list of {name, template}")
-			}
-			for _, n := range named {
-				if n.Name == "default" {
-					t.chatTemplate = n.Template
-				}
-			}
-		}
+	tmpl, err := configChatTemplate(c.ChatTemplate)
+	if err != nil {
+		return err
+	}
+	if tmpl != "" {
+		t.chatTemplate = tmpl
 	}
 	return nil
+}
+
+// configChatTemplate reads tokenizer_config.json's chat_template: a string, or a list of
+// named templates (the one named "default"); "" when absent.
+func configChatTemplate(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var named []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil {
+		return "", fmt.Errorf("chat_template: want a string or a list of {name, template}")
+	}
+	for _, n := range named {
+		if n.Name == "default" {
+			return n.Template, nil
+		}
+	}
+	return "", nil
 }
 
 // BOS returns the beginning-of-sequence token id, or -1 when the source names none.
