@@ -209,6 +209,13 @@ func init() {
 			case string:
 				base, _ := toInt(p[1], "base")
 				s := strings.ReplaceAll(strings.TrimFunc(x, isPySpace), "_", "")
+				if len(s) > 2 && s[0] == '0' {
+					switch {
+					case base == 16 && (s[1] == 'x' || s[1] == 'X'), base == 8 && (s[1] == 'o' || s[1] == 'O'),
+						base == 2 && (s[1] == 'b' || s[1] == 'B'):
+						s = s[2:]
+					}
+				}
 				if n, err := strconv.ParseInt(s, int(base), 64); err == nil {
 					return n, nil
 				}
@@ -328,7 +335,13 @@ func init() {
 			scale := math.Pow(10, float64(prec))
 			switch p[1] {
 			case "common":
-				return math.Round(f*scale) / scale, nil
+				// Python's round: the nearest, ties to even, on the exact binary value (as
+				// FormatFloat rounds).
+				if prec >= 0 {
+					r, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'f', int(prec), 64), 64)
+					return r, nil
+				}
+				return math.RoundToEven(f*scale) / scale, nil
 			case "ceil":
 				return math.Ceil(f*scale) / scale, nil
 			case "floor":

@@ -46,10 +46,12 @@ var (
 // Limits of a rendering (transformers has Python's, which are far larger; these keep a bad
 // template from exhausting memory).
 const (
-	maxOutput = 64 << 20 // bytes of rendered text
-	maxDepth  = 200      // nested macro calls
-	maxRange  = 100000   // items of range() (Jinja2's sandbox MAX_RANGE)
+	maxDepth = 200    // nested macro calls
+	maxRange = 100000 // items of range() (Jinja2's sandbox MAX_RANGE)
 )
+
+// maxOutput bounds the bytes of rendered text (a variable for the tests).
+var maxOutput = 64 << 20
 
 type scope struct {
 	vars   map[string]any
@@ -341,7 +343,7 @@ func (r *renderer) macro(n *macroNode, def *scope) *Func {
 		if len(args) > len(n.params) {
 			varargs = args[len(n.params):]
 		}
-		inner.set("varargs", toList(varargs))
+		inner.set("varargs", Tuple(varargs))
 		kw := NewDict()
 		if kwargs != nil {
 			for _, k := range kwargs.keys {
@@ -761,12 +763,12 @@ func seqTimes(a, b any) (any, error, bool) {
 	}
 	switch x := a.(type) {
 	case string:
-		if int64(len(x))*n > maxOutput {
+		if int64(len(x))*n > int64(maxOutput) {
 			return nil, errorf("repeated string over %d bytes", maxOutput), true
 		}
 		return strings.Repeat(x, int(n)), nil, true
 	case []any:
-		if int64(len(x))*n > maxOutput {
+		if int64(len(x))*n > int64(maxOutput) {
 			return nil, errorf("repeated list over %d items", maxOutput), true
 		}
 		out := []any{}
