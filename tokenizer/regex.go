@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -31,6 +32,18 @@ import (
 // folding (Go's unicode.SimpleFold orbits); it does not fold property classes (`(?i)\p{Lu}` matches
 // upper case only) or apply multi-character folds (ß against "ss"). The Unicode tables are Go's
 // (Unicode 15.0).
+//
+// Time and memory are bounded, whatever the pattern and the text (a tokenizer.json is input, and
+// so is the text): a pattern is at most maxPatternBytes long, nests groups at most maxNesting
+// deep and compiles to at most maxInsts instructions (counted repetitions expanded), else it is
+// refused when the tokenizer loads. Matching runs the backtracking machine, which is fast on the
+// patterns tokenizers declare, under a budget of steps proportional to the text (stepsPerByte)
+// and a bounded stack; a search that exceeds either, which only a pattern with nested or
+// overlapping repeats such as `(a+)+$` does, is finished by solve: a dynamic program over the
+// positions of the text that computes the same matches (the first in priority order, which
+// depends only on the instruction and the position, since there are no captures) in time
+// O(instructions × text) and memory O(text). So `(a+)+$` on 10^6 a's takes milliseconds, not
+// forever.
 
 // reClass is a set of runes. ascii holds the membership of runes below 128, negation applied;
 // items and neg decide the others.
@@ -128,6 +141,8 @@ type reNode struct {
 type Regex struct {
 	src   string
 	progs []reProg // progs[0] is the pattern; the others are lookahead and atomic bodies
+	// ninsts counts the instructions of all programs (bounded by maxInsts).
+	ninsts int
 }
 
 type instOp uint8
@@ -151,6 +166,11 @@ type inst struct {
 type reProg struct {
 	insts []inst
 	first []firstSet // first[pc]: what a match continuing at pc can start with
+	// order lists the pcs so that every instruction comes after those it continues to at the
+	// same position (split and jump targets, the instruction after an assertion, lookahead or
+	// atomic group): the order solve evaluates a position in. Such edges form no cycle, since a
+	// repeated item that can match the empty string is refused.
+	order []int32
 }
 
 // firstSet over-approximates the first byte a match from some pc consumes: the ASCII bytes in
@@ -196,37 +216,152 @@ func classNonASCII(c *reClass) bool {
 	return false
 }
 
-// computeFirst fills p.first by iterating to a fixed point (loops make the graph cyclic).
+// computeFirst fills p.first: a fixed point (loops make the graph cyclic), by a worklist so that
+// the work is bounded by the instructions times the 130 bits a set can gain, whatever the order.
 func (p *reProg) computeFirst() {
-	p.first = make([]firstSet, len(p.insts))
-	for changed := true; changed; {
-		changed = false
-		for pc := len(p.insts) - 1; pc >= 0; pc-- {
-			in := &p.insts[pc]
-			var f firstSet
-			switch in.op {
-			case iClass:
-				f = firstSet{ascii: in.class.ascii, nonASCII: classNonASCII(in.class)}
-			case iSplit:
-				f = p.first[in.x]
-				f.union(p.first[in.y])
-			case iJmp:
-				f = p.first[in.x]
-			default:
-				f.any = true
-			}
-			if p.first[pc].union(f) {
-				changed = true
+	n := len(p.insts)
+	p.first = make([]firstSet, n)
+	preds := make([][]int32, n)
+	for pc := range p.insts {
+		in := &p.insts[pc]
+		switch in.op {
+		case iSplit:
+			preds[in.x] = append(preds[in.x], int32(pc))
+			preds[in.y] = append(preds[in.y], int32(pc))
+		case iJmp:
+			preds[in.x] = append(preds[in.x], int32(pc))
+		}
+	}
+	work := make([]int32, 0, n)
+	queued := make([]bool, n)
+	for pc := n - 1; pc >= 0; pc-- {
+		work = append(work, int32(pc))
+		queued[pc] = true
+	}
+	for len(work) > 0 {
+		pc := work[len(work)-1]
+		work = work[:len(work)-1]
+		queued[pc] = false
+		in := &p.insts[pc]
+		var f firstSet
+		switch in.op {
+		case iClass:
+			f = firstSet{ascii: in.class.ascii, nonASCII: classNonASCII(in.class)}
+		case iSplit:
+			f = p.first[in.x]
+			f.union(p.first[in.y])
+		case iJmp:
+			f = p.first[in.x]
+		default:
+			f.any = true
+		}
+		if p.first[pc].union(f) {
+			for _, q := range preds[pc] {
+				if !queued[q] {
+					queued[q] = true
+					work = append(work, q)
+				}
 			}
 		}
 	}
 }
 
-// maxRepeat bounds counted repetition, whose copies the compiler expands.
-const maxRepeat = 1000
+// computeOrder fills p.order (see reProg), or fails on a cycle of instructions that consume
+// nothing (which the parser's nullable check should have refused).
+func (p *reProg) computeOrder() error {
+	n := len(p.insts)
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]uint8, n)
+	p.order = make([]int32, 0, n)
+	type frame struct {
+		pc   int32
+		next int // successors visited
+	}
+	succ := func(pc int32, i int) (int32, bool) {
+		in := &p.insts[pc]
+		switch in.op {
+		case iSplit:
+			switch i {
+			case 0:
+				return in.x, true
+			case 1:
+				return in.y, true
+			}
+		case iJmp:
+			if i == 0 {
+				return in.x, true
+			}
+		case iLook, iAtomic, iAssert:
+			if i == 0 {
+				return pc + 1, true
+			}
+		}
+		return 0, false
+	}
+	var stack []frame
+	for root := range n {
+		if color[root] != white {
+			continue
+		}
+		color[root] = grey
+		stack = append(stack[:0], frame{pc: int32(root)})
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			s, ok := succ(f.pc, f.next)
+			if !ok {
+				color[f.pc] = black
+				p.order = append(p.order, f.pc)
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			f.next++
+			switch color[s] {
+			case grey:
+				return fmt.Errorf("a loop that can repeat without consuming input")
+			case white:
+				color[s] = grey
+				stack = append(stack, frame{pc: s})
+			}
+		}
+	}
+	return nil
+}
+
+// Bounds on a pattern (see the file comment): they keep a hostile tokenizer.json from making
+// the compiler or the matcher take unbounded time or memory. The patterns tokenizers declare
+// are a few hundred bytes and a few hundred instructions.
+const (
+	// maxRepeat bounds counted repetition, whose copies the compiler expands.
+	maxRepeat = 1000
+	// maxPatternBytes bounds a pattern's length, checked before it is parsed.
+	maxPatternBytes = 64 << 10
+	// maxNesting bounds how deep groups nest (the parser recurses per group).
+	maxNesting = 200
+	// maxInsts bounds the instructions of all a pattern's programs together: the compiled
+	// size, and the work per text position when solve runs.
+	maxInsts = 1 << 14
+	// maxSubprograms bounds lookaheads and atomic groups: solve keeps an array over the text
+	// for each atomic group.
+	maxSubprograms = 64
+)
+
+// Matching budget: a search may take stepsBase + stepsPerByte × len(text) machine steps in all,
+// and hold maxStack backtracking entries, before solve takes over.
+const (
+	stepsBase    = 1 << 16
+	stepsPerByte = 64
+	maxStack     = 1 << 20
+)
 
 // compileRegex parses and compiles pattern. Errors name the pattern and the rune offset.
 func compileRegex(pattern string) (*Regex, error) {
+	if len(pattern) > maxPatternBytes {
+		return nil, fmt.Errorf("regex %s is longer than a pattern may be (%d bytes)", quotePattern(pattern), maxPatternBytes)
+	}
 	p := &reParser{src: pattern, runes: []rune(pattern)}
 	n, err := p.parseAlt()
 	if err != nil {
@@ -238,9 +373,22 @@ func compileRegex(pattern string) (*Regex, error) {
 	re := &Regex{src: pattern}
 	re.progs = append(re.progs, reProg{})
 	if err := re.compileInto(0, n); err != nil {
-		return nil, fmt.Errorf("regex %q: %w", pattern, err)
+		return nil, fmt.Errorf("regex %s: %w", quotePattern(pattern), err)
 	}
 	return re, nil
+}
+
+// quotePattern quotes a pattern for a message: whole when short, else its start and its length.
+func quotePattern(s string) string {
+	const show = 80
+	if len(s) <= 2*show {
+		return strconv.Quote(s)
+	}
+	cut := show
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }
 
 // MustCompile is compileRegex for the built-in patterns; it panics on an error in them.
@@ -259,10 +407,11 @@ type reParser struct {
 	runes []rune
 	pos   int
 	fold  bool
+	depth int // groups open
 }
 
 func (p *reParser) errf(format string, args ...any) error {
-	return fmt.Errorf("regex %q at offset %d: %s", p.src, p.pos, fmt.Sprintf(format, args...))
+	return fmt.Errorf("regex %s at offset %d: %s", quotePattern(p.src), p.pos, fmt.Sprintf(format, args...))
 }
 
 func (p *reParser) more() bool { return p.pos < len(p.runes) }
@@ -483,6 +632,11 @@ func (p *reParser) literal(r rune) *reNode {
 
 func (p *reParser) parseGroup() (*reNode, error) {
 	open := p.pos
+	if p.depth >= maxNesting {
+		return nil, p.errf("groups nested more than %d deep", maxNesting)
+	}
+	p.depth++
+	defer func() { p.depth-- }()
 	p.pos++ // (
 	kind := byte(0)
 	savedFold := p.fold
@@ -878,9 +1032,11 @@ func (re *Regex) compileInto(pi int, n *reNode) error {
 	if err := c.emit(n); err != nil {
 		return err
 	}
-	c.add(inst{op: iMatch})
+	if err := c.add(inst{op: iMatch}); err != nil {
+		return err
+	}
 	re.progs[pi].computeFirst()
-	return nil
+	return re.progs[pi].computeOrder()
 }
 
 type reCompiler struct {
@@ -890,16 +1046,33 @@ type reCompiler struct {
 
 func (c *reCompiler) pc() int32 { return int32(len(c.re.progs[c.pi].insts)) }
 
-func (c *reCompiler) add(in inst) int32 {
+// errTooBig is the error of a pattern that compiles to more than maxInsts instructions.
+var errTooBig = fmt.Errorf("compiles to more than %d instructions (counted repetitions expanded); simplify it", maxInsts)
+
+// add appends an instruction, or fails once the pattern's programs hold maxInsts.
+func (c *reCompiler) add(in inst) error {
+	if c.re.ninsts >= maxInsts {
+		return errTooBig
+	}
+	c.re.ninsts++
 	p := &c.re.progs[c.pi]
 	p.insts = append(p.insts, in)
-	return int32(len(p.insts) - 1)
+	return nil
+}
+
+// addAt is add returning the new instruction's pc.
+func (c *reCompiler) addAt(in inst) (int32, error) {
+	pc := c.pc()
+	return pc, c.add(in)
 }
 
 func (c *reCompiler) at(i int32) *inst { return &c.re.progs[c.pi].insts[i] }
 
 func (c *reCompiler) sub(n *reNode) (int32, error) {
 	idx := len(c.re.progs)
+	if idx > maxSubprograms {
+		return 0, fmt.Errorf("more than %d lookaheads, atomic groups and possessive repeats", maxSubprograms)
+	}
 	c.re.progs = append(c.re.progs, reProg{})
 	if err := c.re.compileInto(idx, n); err != nil {
 		return 0, err
@@ -910,7 +1083,7 @@ func (c *reCompiler) sub(n *reNode) (int32, error) {
 func (c *reCompiler) emit(n *reNode) error {
 	switch n.op {
 	case nClass:
-		c.add(inst{op: iClass, class: n.class})
+		return c.add(inst{op: iClass, class: n.class})
 	case nEmpty:
 	case nConcat:
 		for _, s := range n.subs {
@@ -921,17 +1094,26 @@ func (c *reCompiler) emit(n *reNode) error {
 	case nAlt:
 		var jumps []int32
 		for i, s := range n.subs {
-			if i < len(n.subs)-1 {
-				split := c.add(inst{op: iSplit})
-				c.at(split).x = c.pc()
+			if i == len(n.subs)-1 {
 				if err := c.emit(s); err != nil {
 					return err
 				}
-				jumps = append(jumps, c.add(inst{op: iJmp}))
-				c.at(split).y = c.pc()
-			} else if err := c.emit(s); err != nil {
+				break
+			}
+			split, err := c.addAt(inst{op: iSplit})
+			if err != nil {
 				return err
 			}
+			c.at(split).x = c.pc()
+			if err := c.emit(s); err != nil {
+				return err
+			}
+			j, err := c.addAt(inst{op: iJmp})
+			if err != nil {
+				return err
+			}
+			jumps = append(jumps, j)
+			c.at(split).y = c.pc()
 		}
 		for _, j := range jumps {
 			c.at(j).x = c.pc()
@@ -944,8 +1126,7 @@ func (c *reCompiler) emit(n *reNode) error {
 			if err != nil {
 				return err
 			}
-			c.add(inst{op: iAtomic, x: idx})
-			return nil
+			return c.add(inst{op: iAtomic, x: idx})
 		}
 		body := n.subs[0]
 		for i := 0; i < n.min; i++ {
@@ -954,19 +1135,27 @@ func (c *reCompiler) emit(n *reNode) error {
 			}
 		}
 		if n.max < 0 { // star loop
-			split := c.add(inst{op: iSplit})
+			split, err := c.addAt(inst{op: iSplit})
+			if err != nil {
+				return err
+			}
 			bodyStart := c.pc()
 			if err := c.emit(body); err != nil {
 				return err
 			}
-			c.add(inst{op: iJmp, x: split})
+			if err := c.add(inst{op: iJmp, x: split}); err != nil {
+				return err
+			}
 			c.setSplit(split, bodyStart, c.pc(), n.greedy)
 			return nil
 		}
 		// (max-min) optional copies, nested: x(x(x)?)?
 		var splits []int32
 		for i := n.min; i < n.max; i++ {
-			split := c.add(inst{op: iSplit})
+			split, err := c.addAt(inst{op: iSplit})
+			if err != nil {
+				return err
+			}
 			splits = append(splits, split)
 			bodyStart := c.pc()
 			if err := c.emit(body); err != nil {
@@ -987,15 +1176,15 @@ func (c *reCompiler) emit(n *reNode) error {
 		if n.neg {
 			neg = 1
 		}
-		c.add(inst{op: iLook, x: idx, y: neg})
+		return c.add(inst{op: iLook, x: idx, y: neg})
 	case nAtomic:
 		idx, err := c.sub(n.subs[0])
 		if err != nil {
 			return err
 		}
-		c.add(inst{op: iAtomic, x: idx})
+		return c.add(inst{op: iAtomic, x: idx})
 	case nAssert:
-		c.add(inst{op: iAssert, x: int32(n.assert)})
+		return c.add(inst{op: iAssert, x: int32(n.assert)})
 	}
 	return nil
 }
@@ -1014,13 +1203,21 @@ type reMachine struct{ stack []reThread }
 
 type reThread struct{ pc, pos int32 }
 
+// outOfBudget is matchAt's result when the search ran out of its budget (steps or stack).
+const outOfBudget = -2
+
 // matchAt runs program pi anchored at pos and returns the end of the first match in priority
-// order, or -1.
-func (re *Regex) matchAt(m *reMachine, pi int, s string, pos int) int {
+// order, -1, or outOfBudget once the steps are spent or the stack holds maxStack entries (each
+// executed instruction costs a step), and the steps left.
+func (re *Regex) matchAt(m *reMachine, pi int, s string, pos int, steps int) (int, int) {
 	insts, first := re.progs[pi].insts, re.progs[pi].first
 	base := len(m.stack)
 	pc := int32(0)
 	for {
+		if steps--; steps < 0 {
+			m.stack = m.stack[:base]
+			return outOfBudget, 0
+		}
 		in := &insts[pc]
 		switch in.op {
 		case iClass:
@@ -1041,6 +1238,10 @@ func (re *Regex) matchAt(m *reMachine, pi int, s string, pos int) int {
 			okX, okY := first[in.x].canStart(s, pos), first[in.y].canStart(s, pos)
 			switch {
 			case okX && okY:
+				if len(m.stack)-base >= maxStack {
+					m.stack = m.stack[:base]
+					return outOfBudget, 0
+				}
 				m.stack = append(m.stack, reThread{in.y, int32(pos)})
 				pc = in.x
 				continue
@@ -1056,14 +1257,24 @@ func (re *Regex) matchAt(m *reMachine, pi int, s string, pos int) int {
 			continue
 		case iMatch:
 			m.stack = m.stack[:base]
-			return pos
+			return pos, steps
 		case iLook:
-			if (re.matchAt(m, int(in.x), s, pos) >= 0) != (in.y == 1) {
+			var e int
+			if e, steps = re.matchAt(m, int(in.x), s, pos, steps); e == outOfBudget {
+				m.stack = m.stack[:base]
+				return outOfBudget, 0
+			}
+			if (e >= 0) != (in.y == 1) {
 				pc++
 				continue
 			}
 		case iAtomic:
-			if e := re.matchAt(m, int(in.x), s, pos); e >= 0 {
+			var e int
+			if e, steps = re.matchAt(m, int(in.x), s, pos, steps); e == outOfBudget {
+				m.stack = m.stack[:base]
+				return outOfBudget, 0
+			}
+			if e >= 0 {
 				pos = e
 				pc++
 				continue
@@ -1076,12 +1287,130 @@ func (re *Regex) matchAt(m *reMachine, pi int, s string, pos int) int {
 		}
 		// fail: resume the most recent alternative
 		if len(m.stack) == base {
-			return -1
+			return -1, steps
 		}
 		t := m.stack[len(m.stack)-1]
 		m.stack = m.stack[:len(m.stack)-1]
 		pc, pos = t.pc, int(t.pos)
 	}
+}
+
+// solved is the result of solve: the first match in priority order starting at each position
+// of a text from some position on.
+type solved struct {
+	pos []int32 // the rune boundaries from the first position to len(text), ascending
+	end []int32 // end[k]: the end of the first match starting at pos[k], or -1
+}
+
+// find returns the first match starting at or after from (a position in d.pos), or -1, -1.
+func (d *solved) find(from int) (start, end int) {
+	k := sort.Search(len(d.pos), func(k int) bool { return int(d.pos[k]) >= from })
+	for ; k < len(d.pos); k++ {
+		if d.end[k] >= 0 {
+			return int(d.pos[k]), int(d.end[k])
+		}
+	}
+	return -1, -1
+}
+
+// solve computes, for every rune boundary p of s from `from` on, the end of the first match of
+// the pattern anchored at p in priority order: the result matchAt would return, without its
+// exponential worst case. The first match from an instruction at a position is a function of
+// the two (there are no captures or backreferences), so it is computed once each, from the end
+// of the text backwards: an instruction that consumes a rune continues at the next boundary,
+// whose values are known; the others continue at the same position, and are evaluated after
+// their successors (reProg.order). A lookahead or atomic body is a program of its own, evaluated
+// at the same position before the program that uses it (a body's index is above its user's);
+// an atomic group continues after the body's end, perhaps far ahead, so the value of the
+// instruction after each atomic group is kept for every position (cont).
+//
+// Time O(instructions × runes); memory O(instructions) plus 4 bytes per rune for pos, end and
+// each atomic group.
+func (re *Regex) solve(s string, from int) *solved {
+	var pos []int32
+	for p := from; ; {
+		pos = append(pos, int32(p))
+		if p >= len(s) {
+			break
+		}
+		p += runeLen(s, p)
+	}
+	n := len(pos)
+	d := &solved{pos: pos, end: make([]int32, n)}
+	np := len(re.progs)
+	cur, next := make([][]int32, np), make([][]int32, np)
+	type atomicAt struct{ prog, pc int }
+	var atomics []atomicAt
+	cont := map[atomicAt][]int32{}
+	for i := range re.progs {
+		cur[i] = make([]int32, len(re.progs[i].insts))
+		next[i] = make([]int32, len(re.progs[i].insts))
+		for pc, in := range re.progs[i].insts {
+			if in.op == iAtomic {
+				a := atomicAt{i, pc}
+				atomics = append(atomics, a)
+				cont[a] = make([]int32, n)
+			}
+		}
+	}
+	index := func(p int32) int { // the k with pos[k] == p
+		return sort.Search(n, func(k int) bool { return pos[k] >= p })
+	}
+	for k := n - 1; k >= 0; k-- {
+		p := int(pos[k])
+		r, size := rune(-1), 0
+		if p < len(s) {
+			if b := s[p]; b < utf8.RuneSelf {
+				r, size = rune(b), 1
+			} else {
+				r, size = utf8.DecodeRuneInString(s[p:])
+			}
+		}
+		for pi := np - 1; pi >= 0; pi-- {
+			prog := &re.progs[pi]
+			c, nx := cur[pi], next[pi]
+			for _, pc := range prog.order {
+				in := &prog.insts[pc]
+				v := int32(-1)
+				switch in.op {
+				case iClass:
+					if size > 0 && in.class.has(r) {
+						v = nx[pc+1]
+					}
+				case iSplit:
+					if v = c[in.x]; v < 0 {
+						v = c[in.y]
+					}
+				case iJmp:
+					v = c[in.x]
+				case iMatch:
+					v = int32(p)
+				case iLook:
+					if (cur[in.x][0] >= 0) != (in.y == 1) {
+						v = c[pc+1]
+					}
+				case iAtomic:
+					switch e := cur[in.x][0]; {
+					case e == int32(p):
+						v = c[pc+1]
+					case e > int32(p):
+						v = cont[atomicAt{pi, int(pc)}][index(e)]
+					}
+				case iAssert:
+					if assertHolds(assertKind(in.x), s, p) {
+						v = c[pc+1]
+					}
+				}
+				c[pc] = v
+			}
+		}
+		for _, a := range atomics {
+			cont[a][k] = cur[a.prog][a.pc+1]
+		}
+		d.end[k] = cur[0][0]
+		cur, next = next, cur
+	}
+	return d
 }
 
 func assertHolds(k assertKind, s string, pos int) bool {
@@ -1114,22 +1443,42 @@ func assertHolds(k assertKind, s string, pos int) bool {
 // findAll calls fn for every match in s, left to right, the way the onig crate's find_iter does:
 // each search starts where the previous match ended, and an empty match right where the previous
 // match ended is skipped. fn returns false to stop.
+//
+// The searches share one budget of steps (see stepsPerByte); once it is spent, solve computes the
+// rest of the matches in linear time. fn may use m (between two matches the machine holds
+// nothing), so findAll keeps its own state in locals.
 func (re *Regex) findAll(m *reMachine, s string, fn func(start, end int) bool) {
+	re.findAllBudget(m, s, stepsBase+stepsPerByte*len(s), fn)
+}
+
+// findAllBudget is findAll with a budget of machine steps.
+func (re *Regex) findAllBudget(m *reMachine, s string, budget int, fn func(start, end int) bool) {
 	lastEnd, lastMatchEnd := 0, -1
+	var dp *solved
 	for lastEnd <= len(s) {
 		start, end := -1, -1
-		first := &re.progs[0].first[0]
-		for st := lastEnd; st <= len(s); {
-			if first.canStart(s, st) {
-				if e := re.matchAt(m, 0, s, st); e >= 0 {
-					start, end = st, e
+		if dp == nil {
+			first := &re.progs[0].first[0]
+			for st := lastEnd; st <= len(s); {
+				if first.canStart(s, st) {
+					var e int
+					if e, budget = re.matchAt(m, 0, s, st, budget); e == outOfBudget {
+						dp = re.solve(s, lastEnd)
+						break
+					}
+					if e >= 0 {
+						start, end = st, e
+						break
+					}
+				}
+				if st == len(s) {
 					break
 				}
+				st += runeLen(s, st)
 			}
-			if st == len(s) {
-				break
-			}
-			st += runeLen(s, st)
+		}
+		if dp != nil {
+			start, end = dp.find(lastEnd)
 		}
 		if start < 0 {
 			return

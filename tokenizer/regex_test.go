@@ -1,10 +1,14 @@
 package tokenizer
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func findAllStrings(t testing.TB, pattern, s string) []string {
@@ -148,4 +152,135 @@ func FuzzRegexAgainstStdlib(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRegexNestedRepeatsLinear is issue 25's severe case 6: `(a+)+$` takes time exponential in
+// a backtracking engine on a run of a's that ends in a non-match. The search runs out of its
+// step budget and solve finishes it; the whole split must take well under a second for a run
+// of 100,000 a's (exponential: 32 a's took more than 30 s).
+func TestRegexNestedRepeatsLinear(t *testing.T) {
+	for _, c := range []struct {
+		pattern string
+		n       int
+		tail    string
+	}{
+		{`(a+)+$`, 100000, "!"},
+		{`(a|a)*b`, 100000, ""},
+		{`(?:a+)*+x|(a+)+y`, 50000, "z"},
+		{`(?=(a+)+$)a|b`, 20000, "!"},
+	} {
+		s := strings.Repeat("a", c.n) + c.tail
+		t0 := time.Now()
+		got := findAllStrings(t, c.pattern, s)
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Errorf("%q on %d a's: %v", c.pattern, c.n, d)
+		}
+		if len(got) != 0 {
+			t.Errorf("%q: %d matches, want none", c.pattern, len(got))
+		}
+	}
+}
+
+// randomPattern writes a random pattern over the letters a, b, c with every construct the
+// engine has: classes, alternation, greedy, lazy, possessive and counted repeats, lookahead,
+// atomic groups and anchors.
+func randomPattern(r *rand.Rand, depth int) string {
+	atom := func() string {
+		switch r.IntN(8) {
+		case 0:
+			return "[ab]"
+		case 1:
+			return "."
+		case 2:
+			return `\s`
+		default:
+			return string(rune('a' + r.IntN(3)))
+		}
+	}
+	if depth <= 0 {
+		return atom()
+	}
+	switch r.IntN(10) {
+	case 0, 1:
+		return randomPattern(r, depth-1) + randomPattern(r, depth-1)
+	case 2:
+		return randomPattern(r, depth-1) + "|" + randomPattern(r, depth-1)
+	case 3:
+		q := []string{"+", "*", "?", "+?", "*?", "++", "{1,3}", "{2}", "{0,2}?"}[r.IntN(9)]
+		return "(?:" + randomPattern(r, depth-1) + ")" + q
+	case 4:
+		return "(?=" + randomPattern(r, depth-1) + ")"
+	case 5:
+		return "(?!" + randomPattern(r, depth-1) + ")"
+	case 6:
+		return "(?>" + randomPattern(r, depth-1) + ")"
+	case 7:
+		return []string{"^", "$", `\b`, `\B`}[r.IntN(4)]
+	}
+	return atom()
+}
+
+// TestRegexSolveMatchesBacktracking checks solve, the linear-time fallback, against the
+// backtracking machine with an unbounded budget on random patterns and texts: the first match
+// from every position, and findAll's matches with a budget so small that solve does the work.
+func TestRegexSolveMatchesBacktracking(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	tried := 0
+	for tried < 3000 {
+		pat := randomPattern(r, 4)
+		re, err := compileRegex(pat)
+		if err != nil {
+			continue // a repeated item that can match the empty string, say
+		}
+		tried++
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = "abc \n"[r.IntN(5)]
+		}
+		s := string(b)
+		if r.IntN(4) == 0 {
+			s += "é" // a rune of two bytes
+		}
+		d := re.solve(s, 0)
+		m := &reMachine{}
+		for k, p := range d.pos {
+			want, _ := re.matchAt(m, 0, s, int(p), math.MaxInt)
+			if int(d.end[k]) != want {
+				t.Fatalf("%q on %q at %d: solve %d, backtracking %d", pat, s, p, d.end[k], want)
+			}
+		}
+		var got, want [][2]int
+		re.findAllBudget(m, s, math.MaxInt, func(a, b int) bool { want = append(want, [2]int{a, b}); return true })
+		re.findAllBudget(m, s, r.IntN(8), func(a, b int) bool { got = append(got, [2]int{a, b}); return true })
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%q on %q: findAll with solve %v, backtracking %v", pat, s, got, want)
+		}
+	}
+}
+
+// TestRegexBounds is issue 25's severe case 7: a pattern too long, too deeply nested or too big
+// once compiled is refused at once, with a message that names it briefly.
+func TestRegexBounds(t *testing.T) {
+	var alts []string
+	for i := range 4499 {
+		alts = append(alts, fmt.Sprintf("word%dx", i))
+	}
+	for _, c := range []struct{ pattern, want string }{
+		{strings.Join(alts, "|"), "more than 16384 instructions"},
+		{strings.Repeat(strings.Join(alts, "|"), 3), "longer than a pattern may be"},
+		{strings.Repeat("(", 300) + "a" + strings.Repeat(")", 300), "nested more than"},
+		{`((a{1000}){1000}){1000}`, "more than 16384 instructions"},
+		{strings.Repeat("(?=a)", 70), "more than 64 lookaheads"},
+	} {
+		t0 := time.Now()
+		_, err := compileRegex(c.pattern)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%.40q: error %v, want %q", c.pattern, err, c.want)
+		} else if len(err.Error()) > 400 {
+			t.Errorf("%.40q: a message of %d bytes", c.pattern, len(err.Error()))
+		}
+		if d := time.Since(t0); d > time.Second {
+			t.Errorf("%.40q: refused after %v", c.pattern, d)
+		}
+	}
 }
