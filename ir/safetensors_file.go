@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
+	"github.com/vkc-project/vkc/internal/regular"
 	"github.com/vkc-project/vkc/internal/safefile"
 )
 
@@ -59,7 +60,7 @@ const maxSafetensorsHeader = 100 << 20
 
 // OpenSafetensors reads the header of a safetensors file. Errors name the file and what is wrong.
 func OpenSafetensors(path string) (*SafetensorsFile, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO or device is refused, without blocking
 	if err != nil {
 		return nil, err
 	}

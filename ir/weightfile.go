@@ -3,8 +3,8 @@ package ir
 import (
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/vkc-project/vkc/internal/regular"
 	"github.com/vkc-project/vkc/ir/gguf"
 )
 
@@ -45,7 +45,7 @@ func openWeightFile(path string) (weightFile, error) {
 
 // IsGGUF reports whether the file at path starts with GGUF's magic.
 func IsGGUF(path string) (bool, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return false, err
 	}
@@ -75,7 +75,7 @@ func (g *ggufWeights) Read(name string) (*Tensor, error) {
 // Map maps the file once more, for the model to keep: the gguf.File's own mapping ends with
 // Close, when loading is done.
 func (g *ggufWeights) Map() (*Mapping, error) {
-	f, err := os.Open(g.f.Path)
+	f, err := regular.Open(g.f.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -22,16 +22,44 @@ import (
 	"github.com/vkc-project/vkc/plan"
 )
 
+// interruptGrace is how long a command has to stop after the first SIGINT or SIGTERM before
+// the process exits anyway.
+const interruptGrace = 5 * time.Second
+
 // interruptible is a context that ends at Ctrl-C (SIGINT) or SIGTERM, so that work stops and
 // outputs are not written (or their temporary files removed) instead of the process dying
-// mid-write. A second signal is not caught: it ends the process as usual.
+// mid-write. A second signal is not caught: it ends the process as usual. Work that does not
+// watch the context (a read blocked on a pipe, a long loop) would make the first signal do
+// nothing: if the command has not returned interruptGrace after it, the process exits (status
+// 1, as a handled interrupt) without writing more. Outputs are renamed into place only when
+// complete, so none is left half-written.
 func interruptible() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
 	go func() {
-		<-ctx.Done()
-		stop() // the next signal has its default effect
+		select {
+		case s := <-sig:
+			signal.Stop(sig) // the next signal has its default effect
+			cancel(fmt.Errorf("%w: %v signal received", context.Canceled, s))
+			select {
+			case <-time.After(interruptGrace):
+				fmt.Fprintf(os.Stderr, "vkc: interrupted by %v, and still busy %v later (blocked reading input?): exiting without writing\n", s, interruptGrace)
+				os.Exit(1)
+			case <-done:
+			}
+		case <-done:
+		}
 	}()
-	return ctx, stop
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sig)
+			close(done)
+			cancel(context.Canceled)
+		})
+	}
 }
 
 // whileWriting runs write with a context that ends at SIGINT or SIGTERM. Commands whose work

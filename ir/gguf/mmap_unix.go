@@ -4,14 +4,15 @@ package gguf
 
 import (
 	"fmt"
-	"os"
 	"syscall"
+
+	"github.com/vkc-project/vkc/internal/regular"
 )
 
 // Open memory-maps the GGUF file at path (read-only) and parses its header. Close the File
 // when done; tensor data returned by Data lives in the mapping.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	fd, err := regular.Open(path) // a FIFO or device is refused, without blocking
 	if err != nil {
 		return nil, err
 	}

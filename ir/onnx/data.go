@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/vkc-project/vkc/internal/regular"
 )
 
 // ReadModel reads and decodes an .onnx file. Tensors stored in external data files are not
 // read here; Tensor.Data reads them, relative to the model's folder.
 func ReadModel(path string) (*Model, error) {
-	b, err := os.ReadFile(path)
+	b, err := regular.ReadFile(path, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +174,14 @@ func (t *Tensor) external(dir string, nb int) ([]byte, error) {
 		return nil, fmt.Errorf("tensor %q: external data length %d, dims %v of %s need %d bytes", t.Name, length, t.Dims, t.DataType, nb)
 	}
 	path := filepath.Join(dir, clean)
-	f, err := os.Open(path)
+	// A symbolic link inside the folder may not lead out of it either: the location is
+	// resolved, links and all, and must stay under the folder resolved the same way. Only a
+	// regular file is read (a FIFO would block, a device stream without end).
+	real, err := insideFolder(dir, path)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: external data location %q: %w", t.Name, loc, err)
+	}
+	f, err := regular.Open(real)
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q: external data: %w", t.Name, err)
 	}
@@ -189,4 +198,29 @@ func (t *Tensor) external(dir string, nb int) ([]byte, error) {
 		return nil, fmt.Errorf("tensor %q: external data %s: %w", t.Name, path, err)
 	}
 	return out, nil
+}
+
+// insideFolder resolves path's symbolic links and returns the file it names, or an error when
+// that lies outside dir (whose own links are resolved too: a model folder may be reached through
+// a link).
+func insideFolder(dir, path string) (string, error) {
+	rdir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	if rdir, err = filepath.Abs(rdir); err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(rdir, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%s is a symbolic link to %s, outside the model's folder %s", path, real, rdir)
+	}
+	return real, nil
 }
