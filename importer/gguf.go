@@ -140,6 +140,9 @@ func (g *ggufImport) generate() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLayerCount(arch+".block_count", layers, g.f.Names()); err != nil {
+		return nil, err
+	}
 	d, err := g.uint("embedding_length")
 	if err != nil {
 		return nil, err
@@ -293,6 +296,9 @@ func (g *ggufImport) generate() ([]byte, error) {
 	if scaling.Type != ir.RopeScalingNone {
 		g.note("RoPE scaling %s (factor %v)", scaling.Type, scaling.Factor)
 	}
+	if err := g.check(lm, epsKey); err != nil {
+		return nil, err
+	}
 	if g.f.Has("tokenizer.ggml.tokens") {
 		lm.tokenizer = weightsFile // the file's vocabulary: a compiled plan records it
 		g.note("the file has a vocabulary (tokenizer.ggml.*): a compiled plan records it")
@@ -438,4 +444,29 @@ func IsGGUFPath(path string) bool {
 	}
 	ok, _ := ir.IsGGUF(path)
 	return ok
+}
+
+// check validates the metadata the model was built from against the file's tensors (see
+// validate.go), naming the GGUF keys.
+func (g *ggufImport) check(lm *decoderLM, epsKey string) error {
+	a := g.arch + "."
+	keys := dimKeys{"vocab": a + "vocab_size", "d": a + "embedding_length", "heads": a + "attention.head_count",
+		"kv_heads": a + "attention.head_count_kv", "hd": a + "attention.key_length", "ffn": a + "feed_forward_length",
+		"eps": epsKey, "theta": a + "rope.freq_base"}
+	if !g.f.Has(a + "vocab_size") {
+		keys["vocab"] = "token_embd.weight's rows"
+	}
+	if !g.f.Has(a + "attention.key_length") {
+		keys["hd"] = a + "embedding_length / " + a + "attention.head_count"
+	}
+	if err := lm.checkScalars(keys); err != nil {
+		return err
+	}
+	return lm.checkShapes(func(name string) ([]int, bool) {
+		ti, ok := g.f.Tensor(name)
+		if !ok {
+			return nil, false
+		}
+		return ti.Shape(), true
+	}, keys)
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vkc-project/vkc/internal/regular"
 	"github.com/vkc-project/vkc/ir"
 )
 
@@ -107,6 +108,47 @@ type hfImport struct {
 	opts HFOptions
 	cfg  *hfConfig
 	res  *HF
+	// entries caches the safetensors headers read (by file path); files and indexed are
+	// weightFiles' answer.
+	entries map[string]map[string]ir.SafetensorsEntry
+	files   []string
+	indexed bool
+}
+
+// fileEntries reads the tensor entries of a safetensors file of the checkpoint (once).
+func (h *hfImport) fileEntries(f string) (map[string]ir.SafetensorsEntry, error) {
+	if e, ok := h.entries[f]; ok {
+		return e, nil
+	}
+	sf, err := ir.OpenSafetensors(f)
+	if err != nil {
+		return nil, err
+	}
+	sf.Close()
+	if h.entries == nil {
+		h.entries = map[string]map[string]ir.SafetensorsEntry{}
+	}
+	h.entries[f] = sf.Entries
+	return sf.Entries, nil
+}
+
+// checkLayers checks num_hidden_layers against the layers the checkpoint's tensors hold.
+func (h *hfImport) checkLayers(layers int) error {
+	files, _, err := h.weightFiles()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, f := range files {
+		entries, err := h.fileEntries(f)
+		if err != nil {
+			return err
+		}
+		for n := range entries {
+			names = append(names, n)
+		}
+	}
+	return checkLayerCount("num_hidden_layers", layers, names)
 }
 
 func (h *hfImport) note(format string, args ...any) {
@@ -120,8 +162,11 @@ type hfConfig struct {
 	used   map[string]bool
 }
 
+// maxJSON bounds the JSON files of a checkpoint read whole (config.json, the shard index).
+const maxJSON = 64 << 20
+
 func readHFConfig(path string) (*hfConfig, error) {
-	b, err := os.ReadFile(path)
+	b, err := regular.ReadFile(path, maxJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +340,10 @@ func (h *hfImport) build() (*decoderLM, error) {
 			return nil, err
 		}
 	}
+	// The checkpoint's tensors bound the layer count before anything per layer is made.
+	if err := h.checkLayers(lm.layers); err != nil {
+		return nil, err
+	}
 	if lm.kvHeads, err = c.optInt("num_key_value_heads", lm.heads); err != nil {
 		return nil, err
 	}
@@ -356,6 +405,9 @@ func (h *hfImport) build() (*decoderLM, error) {
 		return nil, err
 	}
 	if err := h.slidingWindow(lm, mt); err != nil {
+		return nil, err
+	}
+	if err := lm.checkScalars(dimKeys{"eps": "rms_norm_eps", "theta": "rope_theta"}); err != nil {
 		return nil, err
 	}
 	if err := h.weights(lm); err != nil {
@@ -591,12 +643,10 @@ func (h *hfImport) weights(lm *decoderLM) error {
 	tensors := map[string]hfTensor{}
 	var used []string
 	for _, f := range files {
-		sf, err := ir.OpenSafetensors(f)
+		entries, err := h.fileEntries(f)
 		if err != nil {
 			return err
 		}
-		entries := sf.Entries
-		sf.Close()
 		ours := 0
 		for name := range entries {
 			if want[name] {
@@ -655,6 +705,17 @@ func (h *hfImport) weights(lm *decoderLM) error {
 		sort.Strings(foreign)
 		return fmt.Errorf("%d safetensors tensors are not the %s model's: %s", len(foreign), h.res.Arch, listSome(foreign))
 	}
+	keys := dimKeys{"vocab": "vocab_size", "d": "hidden_size", "heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+		"hd": "head_dim", "ffn": "intermediate_size"}
+	if !h.cfg.has("head_dim") {
+		keys["hd"] = "hidden_size / num_attention_heads"
+	}
+	if err := lm.checkShapes(func(name string) ([]int, bool) {
+		t, ok := tensors[name]
+		return t.shape, ok && t.bad == ""
+	}, keys); err != nil {
+		return err
+	}
 	if bf16 > 0 {
 		h.note("%d bf16 tensors are loaded as f32 (every bf16 value is exact in f32; kernels do not store bf16 yet)", bf16)
 	}
@@ -684,10 +745,26 @@ func (h *hfImport) weights(lm *decoderLM) error {
 }
 
 // weightFiles lists the checkpoint's safetensors files: the shards model.safetensors.index.json
-// lists (indexed), else model.safetensors, else every *.safetensors in the folder.
+// lists (indexed), else model.safetensors, else every *.safetensors in the folder. Each must be
+// a regular file (a shard may be a symbolic link, as in the Hugging Face cache, to a regular
+// file anywhere); the list is made once.
 func (h *hfImport) weightFiles() (files []string, indexed bool, err error) {
+	if h.files == nil {
+		if h.files, h.indexed, err = h.listWeightFiles(); err != nil {
+			return nil, false, err
+		}
+		for _, f := range h.files {
+			if err := regular.Check(f); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	return h.files, h.indexed, nil
+}
+
+func (h *hfImport) listWeightFiles() (files []string, indexed bool, err error) {
 	idx := filepath.Join(h.dir, "model.safetensors.index.json")
-	if b, err := os.ReadFile(idx); err == nil {
+	if b, err := regular.ReadFile(idx, maxJSON); err == nil {
 		var doc struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}
@@ -767,6 +844,14 @@ func (h *hfImport) tokenizer(lm *decoderLM) error {
 		}
 		return nil
 	}
+	// The tokenizer files are read later, whole: refuse a FIFO or device among them now.
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"} {
+		if p := filepath.Join(h.dir, f); fileExists(p) {
+			if err := regular.Check(p); err != nil {
+				return err
+			}
+		}
+	}
 	ydir, err := h.yamlDir()
 	if err != nil {
 		return err
@@ -807,4 +892,10 @@ func listSome(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return strings.Join(names[:8], ", ") + " and " + strconv.Itoa(len(names)-8) + " more"
+}
+
+// fileExists reports whether something (of any kind) is at path.
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }

@@ -712,11 +712,12 @@ func (r *reader) tensorInfo(i int) (TensorInfo, error) {
 		if err != nil {
 			return t, err
 		}
+		t.Dims[k] = d
 		hi, lo := bits.Mul64(n, d)
 		if hi != 0 || lo > math.MaxInt64/8 {
 			return t, r.fail("%s: dimensions %v… have too many elements", what, t.Dims[:k+1])
 		}
-		t.Dims[k], n = d, lo
+		n = lo
 	}
 	if t.Type, err = r.u32(what + ": type"); err != nil {
 		return t, err
