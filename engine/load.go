@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
@@ -38,8 +39,9 @@ type Model struct {
 	tok     *tokenizer.Tokenizer
 	tokErr  error
 
-	gen sync.Mutex // held by every generation and run through Model (session.go)
-	kv  kvRecord   // what the cache holds, under gen
+	gen     chan struct{} // the generation lock (capacity 1): held by every generation and run through Model (session.go)
+	waiting atomic.Int64  // generations and runs waiting for gen
+	kv      kvRecord      // what the cache holds, under gen
 }
 
 // Load reads the plan file at path (LoadPlan), opens the device and loads the plan on it: the
@@ -70,7 +72,7 @@ func Load(path string, opts Options) (*Model, error) {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Model{Executable: exe, Device: dev, Path: path}, nil
+	return &Model{Executable: exe, Device: dev, Path: path, gen: make(chan struct{}, 1)}, nil
 }
 
 // Close frees the executable and closes the device.

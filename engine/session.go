@@ -17,6 +17,36 @@ import (
 // turns, each getting the tokens it would get alone. (The embedded Executable's methods, called
 // as m.Executable.Run, bypass the lock: the caller then keeps runs and generations apart.)
 
+// lock takes the model's generation lock, or returns ctx's error if ctx ends first (a request
+// whose client went away stops waiting).
+func (m *Model) lock(ctx context.Context) error {
+	m.waiting.Add(1)
+	defer m.waiting.Add(-1)
+	select {
+	case m.gen <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Model) unlock() { <-m.gen }
+
+// Activity is what a Model is doing, for a server's metrics.
+type Activity struct {
+	// Slots is the number of sequences the state holds; Busy of them are generating (or being
+	// run) now, and Waiting generations and runs wait for one.
+	Slots, Busy, Waiting int
+	// LastBatch is the number of sequences the last step advanced (at most Slots).
+	LastBatch int
+}
+
+// Activity reports what m is doing now.
+func (m *Model) Activity() Activity {
+	busy := len(m.gen)
+	return Activity{Slots: 1, Busy: busy, Waiting: int(m.waiting.Load()), LastBatch: busy}
+}
+
 // kvRecord is what the model knows about its cache: the tokens whose keys and values its rows
 // 0..len(tokens)-1 hold, so that a Session's next turn (or any prompt sharing a prefix with the
 // last one) runs only its new tokens. nil when unknown (after a run the engine did not make).
@@ -48,8 +78,10 @@ func (r *kvRecord) record(prompt []int32, g *Generation, written int) {
 // (nothing of the cache is reused; a Session reuses it). It holds the model's generation lock
 // throughout, so concurrent generations on one Model take turns.
 func (m *Model) GenerateIDs(ctx context.Context, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
-	m.gen.Lock()
-	defer m.gen.Unlock()
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.unlock()
 	g, written, err := generate(ctx, m.Executable, prompt, 0, opts, emit)
 	m.kv.record(prompt, g, written)
 	return g, err
@@ -58,8 +90,10 @@ func (m *Model) GenerateIDs(ctx context.Context, prompt []int32, opts GenerateOp
 // generateReusing generates after prompt continuing from the cache rows the record says hold a
 // prefix of it.
 func (m *Model) generateReusing(ctx context.Context, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
-	m.gen.Lock()
-	defer m.gen.Unlock()
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.unlock()
 	if len(prompt) == 0 {
 		return nil, errors.New("generate: empty prompt")
 	}
@@ -71,40 +105,48 @@ func (m *Model) generateReusing(ctx context.Context, prompt []int32, opts Genera
 // Run is Executable.Run under the model's generation lock; the engine then no longer knows what
 // the cache holds (a Session's next turn runs its whole prompt).
 func (m *Model) Run(ctx context.Context, fn string, inputs map[string][]byte) (map[string][]byte, error) {
-	m.gen.Lock()
-	defer m.gen.Unlock()
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.unlock()
 	m.kv.tokens = nil
 	return m.Executable.Run(ctx, fn, inputs)
 }
 
 // RunInto is Executable.RunInto under the model's generation lock (see Run).
 func (m *Model) RunInto(ctx context.Context, fn string, inputs, outputs map[string][]byte) error {
-	m.gen.Lock()
-	defer m.gen.Unlock()
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
+	defer m.unlock()
 	m.kv.tokens = nil
 	return m.Executable.RunInto(ctx, fn, inputs, outputs)
 }
 
 // ResetState is Executable.ResetState under the model's generation lock.
 func (m *Model) ResetState() error {
-	m.gen.Lock()
-	defer m.gen.Unlock()
+	m.lock(context.Background())
+	defer m.unlock()
 	m.kv.tokens = nil
 	return m.Executable.ResetState()
 }
 
 // Profile is Executable.Profile under the model's generation lock.
 func (m *Model) Profile(ctx context.Context, fn string, inputs map[string][]byte) ([]runtime.DispatchTime, runtime.Stats, error) {
-	m.gen.Lock()
-	defer m.gen.Unlock()
+	if err := m.lock(ctx); err != nil {
+		return nil, runtime.Stats{}, err
+	}
+	defer m.unlock()
 	m.kv.tokens = nil
 	return m.Executable.Profile(ctx, fn, inputs)
 }
 
 // Measure is Executable.Measure under the model's generation lock.
 func (m *Model) Measure(ctx context.Context, fn string, inputs map[string][]byte, o runtime.MeasureOptions) (runtime.Measurement, error) {
-	m.gen.Lock()
-	defer m.gen.Unlock()
+	if err := m.lock(ctx); err != nil {
+		return runtime.Measurement{}, err
+	}
+	defer m.unlock()
 	m.kv.tokens = nil
 	return m.Executable.Measure(ctx, fn, inputs, o)
 }

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/engine"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/server"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		usage:   "plan.bin|model.yaml|model.gguf|HF-DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--alias NAME] [--max-tokens N] [--timeout D] [--max-body BYTES] [--max-queue N] [--shutdown-timeout D] [--log-format text|json] [--device D]",
+		short:   "serve a model over OpenAI's HTTP API (chat completions and completions, plain and streamed; /health, /metrics)",
+		example: "vkc serve model.plan --port 8080",
+		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
+			host := fs.String("host", "127.0.0.1", "the address to listen on (0.0.0.0: every interface)")
+			port := fs.Int("port", 8080, "the TCP port to listen on (0: any free port, printed in the log)")
+			apiKey := fs.String("api-key", "", "require this bearer token on /v1 requests (Authorization: Bearer KEY; default: $VKC_API_KEY, else none)")
+			alias := fs.String("alias", "", "the model's id in /v1/models and the responses (default: the plan's model name)")
+			maxTokens := fs.Int("max-tokens", 0, "the most tokens one request may generate (default: the plan's context)")
+			timeout := fs.Duration("timeout", 10*time.Minute, "the longest a request may take")
+			maxBody := fs.Int64("max-body", 1<<20, "the largest request body, in bytes")
+			maxQueue := fs.Int("max-queue", 256, "the most requests waiting for the model; more get 429 at once")
+			grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT: how long requests in flight may take to finish before they are cancelled")
+			logFormat := fs.String("log-format", "text", "the log's format on standard error: text or json")
+			verbose := fs.Bool("v", false, "log /health and /metrics requests too")
+			device := fs.String("device", "", "the device, by index or name substring (default: $VKC_DEVICE, else the best)")
+			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
+			return func(args []string) error {
+				args, err := positional(fs, args)
+				if err != nil {
+					return err
+				}
+				if len(args) != 1 {
+					return usagef("want one plan or model, got %d arguments", len(args))
+				}
+				if *port < 0 || *port > 65535 {
+					return usagef("--port %d: want 0 to 65535", *port)
+				}
+				if *maxTokens < 0 || *timeout <= 0 || *maxBody <= 0 || *maxQueue <= 0 || *grace < 0 {
+					return usagef("--max-tokens, --timeout, --max-body, --max-queue and --shutdown-timeout want positive values")
+				}
+				lvl := slog.LevelInfo
+				if *verbose {
+					lvl = slog.LevelDebug
+				}
+				var h slog.Handler
+				switch *logFormat {
+				case "text":
+					h = slog.NewTextHandler(fs.Output(), &slog.HandlerOptions{Level: lvl})
+				case "json":
+					h = slog.NewJSONHandler(fs.Output(), &slog.HandlerOptions{Level: lvl})
+				default:
+					return usagef("--log-format %q: want text or json", *logFormat)
+				}
+				key := *apiKey
+				if key == "" {
+					key = os.Getenv("VKC_API_KEY")
+				}
+				cfg := server.Config{APIKey: key, MaxBodyBytes: *maxBody, MaxTokens: *maxTokens, Timeout: *timeout,
+					MaxQueue: *maxQueue, Logger: slog.New(h)}
+				addr := net.JoinHostPort(*host, strconv.Itoa(*port))
+				return serveCmd(args[0], addr, *alias, engine.Options{Device: *device, AllowForeign: *foreign}, cfg, *grace, fs.Output())
+			}
+		},
+	})
+}
+
+// serveCmd listens on addr at once (so /health answers 503 while the model loads), loads the
+// plan (or compiles the model), serves until SIGTERM or SIGINT, then shuts down gracefully: the
+// health check turns 503 and new requests are refused, those in flight get grace to finish and
+// are cancelled after it, and the command returns nil (exit 0).
+func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, grace time.Duration, stderr io.Writer) error {
+	log := cfg.Logger
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s := server.New(cfg)
+	// Generations take their contexts from the requests', which end when base is cancelled:
+	// after the grace period, every generation still running stops.
+	base, cancelAll := context.WithCancel(context.Background())
+	defer cancelAll()
+	hs := &http.Server{Handler: s.Handler(), BaseContext: func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	type result struct {
+		m    *engine.Model
+		name string
+		err  error
+	}
+	loadedc := make(chan result, 1)
+	go func() {
+		m, name, err := loadForServe(ctx, path, lo, stderr, log)
+		loadedc <- result{m, name, err}
+	}()
+	var m *engine.Model
+	select {
+	case r := <-loadedc:
+		if r.err != nil {
+			hs.Close()
+			return r.err
+		}
+		m = r.m
+		if alias == "" {
+			alias = r.name
+		}
+		s.Ready(m, alias)
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+		log.Info("interrupted while loading")
+		hs.Close()
+		if r := <-loadedc; r.m != nil {
+			r.m.Close()
+		}
+		return nil
+	}
+	defer m.Close()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	stop() // a second signal ends the process at once
+	log.Info("shutting down", "in_flight", s.InFlight(), "grace", grace.String())
+	s.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("requests still running after the grace period: cancelling them", "in_flight", s.InFlight())
+		cancelAll()
+		cctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel2()
+		if err := hs.Shutdown(cctx); err != nil {
+			hs.Close()
+		}
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// loadForServe loads a plan file, or compiles a model (model.yaml, GGUF, ONNX, a Hugging Face
+// folder) for the device first, showing the compile's progress, and returns the model and its
+// name.
+func loadForServe(ctx context.Context, path string, lo engine.Options, stderr io.Writer, log *slog.Logger) (*engine.Model, string, error) {
+	if plan.CheckFile(path) == nil {
+		log.Info("loading plan", "plan", path)
+		m, err := engine.Load(path, lo)
+		if err != nil {
+			return nil, "", err
+		}
+		return m, m.Plan().Model, nil
+	}
+	log.Info("compiling", "model", path)
+	md, err := loadModel(path, false, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	measure, why, err := vkc.MeasureByDefault(lo.Device)
+	if err != nil {
+		return nil, "", err
+	}
+	if why != "" {
+		log.Info(why)
+	}
+	pr := newProgressPrinter(stderr)
+	p, _, err := vkc.Compile(ctx, md, vkc.Options{Device: lo.Device, Tune: measure, ArgmaxOutput: true, TopK: vkc.DefaultTopK, Progress: pr.report})
+	pr.done()
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := os.MkdirTemp("", "vkc-serve-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "model.plan")
+	if err := p.WriteFile(tmp); err != nil {
+		return nil, "", err
+	}
+	m, err := engine.Load(tmp, lo)
+	if err != nil {
+		return nil, "", err
+	}
+	return m, strings.TrimSuffix(filepath.Base(filepath.Clean(path)), filepath.Ext(path)), nil
+}
