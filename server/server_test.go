@@ -285,7 +285,6 @@ func TestErrors(t *testing.T) {
 		{"POST", "/v1/chat/completions", `{"messages":"hi"}`, 400, "invalid_request_error", "messages", "messages"},
 		{"POST", "/v1/chat/completions", `{"messages":[]}`, 400, "invalid_request_error", "messages", "at least one"},
 		{"POST", "/v1/chat/completions", `{"messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_request_error", "messages[0].role", "tool"},
-		{"POST", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":"x"}]}`, 400, "invalid_request_error", "messages", "role"},
 		{"POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_request_error", "messages[0].content[0]", "image_url"},
 		{"POST", "/v1/chat/completions", `{` + msgs + `,"max_tokens":17}`, 400, "invalid_request_error", "max_tokens", "limit of 16"},
 		{"POST", "/v1/chat/completions", `{` + msgs + `,"max_tokens":0}`, 400, "invalid_request_error", "max_tokens", "at least 1"},
