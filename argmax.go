@@ -25,7 +25,8 @@ const (
 const DefaultTopK = 64
 
 // addLMOutputs returns fns where every causal-language-model step function (inputs: an i32
-// vector of tokens and an i32 scalar position; an output of floats [seq, vocab]) has the
+// vector of tokens and an i32 scalar position; an output of floats [seq, vocab], or [1, vocab]
+// for the last row only) has the
 // outputs next_token (argmax) and, with topK > 0, top_ids and top_logits (the min(topK, vocab)
 // largest logits of each row, ranked on the device). Other functions, and functions that already
 // have such outputs, are returned unchanged. The returned names say which functions gained them.
@@ -77,7 +78,8 @@ func withLMOutputs(f *ir.Function, argmax bool, topK int) (*ir.Function, error) 
 			return f, nil
 		}
 		t := o.Value.Type()
-		if logits == nil && t.DType.IsFloat() && t.Shape.Rank() == 2 && t.Shape[0] == seq && t.Shape[1] > 1 {
+		// Every row's logits, or the last row's (a generation prefill: [1, vocab]).
+		if logits == nil && t.DType.IsFloat() && t.Shape.Rank() == 2 && (t.Shape[0] == seq || t.Shape[0] == 1) && t.Shape[1] > 1 {
 			logits, li = o, i
 		}
 	}

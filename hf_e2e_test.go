@@ -43,8 +43,9 @@ func TestHFOraclePlan(t *testing.T) {
 	}
 	prompt, fed := ints64(gold["input_ids"]), ints64(gold["decode_tokens"])
 	vocab := gold["prefill_logits"].Type.Shape[1]
-	run := func(r oracles.Runner) (pre, dec []float64) {
-		pre, err := r.Run("prefill", prompt, 0)
+	// Every row: the imported model's score, the hand-written one's prefill.
+	run := func(r oracles.Runner, rows string) (pre, dec []float64) {
+		pre, err := r.Run(rows, prompt, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +58,8 @@ func TestHFOraclePlan(t *testing.T) {
 		}
 		return pre, dec
 	}
-	ip, id := run(&planRunner{roundTrip(t, d, p)})
-	hpre, hdec := run(&planRunner{roundTrip(t, d, hp)})
+	ip, id := run(&planRunner{roundTrip(t, d, p)}, "score")
+	hpre, hdec := run(&planRunner{roundTrip(t, d, hp)}, "prefill")
 	for _, c := range []struct {
 		what      string
 		got, hand []float64
@@ -126,7 +127,7 @@ func TestRopeScalingPlan(t *testing.T) {
 	run := func(r oracles.Runner) []float64 {
 		var all []float64
 		for c := 0; c < 3; c++ { // positions 0..47: past the original context of 16
-			l, err := r.Run("prefill", prompt, 16*c)
+			l, err := r.Run("score", prompt, 16*c)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -112,19 +112,23 @@ func (g *Generation) PerToken() time.Duration {
 
 // Step is a function of a causal language model that processes Seq tokens at a position:
 // inputs Tokens (i32[Seq]) and Pos (i32[]), and either Logits ([Seq, Vocab] of f32, f16 or
-// bf16) or Next, the argmax per row (i32[Seq]; i32[] or i32[1] for the last row only), or both.
+// bf16; [1, Vocab] for the last row only, LastRow) or Next, the argmax per row (i32[Seq]; i32[]
+// or i32[1] for the last row only), or both.
 // A function with a run-time length (plan.Function.Length) over its tokens takes any MinSeq to
 // Seq tokens and returns as many rows; a static one takes exactly Seq (MinSeq = Seq).
 type Step struct {
 	Function    *plan.Function
 	Seq, MinSeq int
 	Tokens, Pos string     // input names
-	Logits      string     // float [Seq, Vocab] output, or ""
+	Logits      string     // float [Seq, Vocab] (LastRow: [1, Vocab]) output, or ""
 	LogitsType  plan.DType // its dtype
 	Vocab       int        // 0 when there is no logits output
 	Next        string     // i32 argmax output, or ""
 	NextPerRow  bool       // Next has one token per row (else: the last row's)
 	nextIndex   int        // Next's index in Function.Outputs
+	// LastRow: Logits, TopIDs and TopLogits hold the last row only ([1, Vocab], [1, TopK]) of a
+	// step of more tokens (a generation prefill: the LM head runs on the row generation reads).
+	LastRow bool
 	// TopK is the number of candidates the device ranks per row (outputs TopIDs, i32[Seq,
 	// TopK], and TopLogits, [Seq, TopK] of TopLogitsType); 0 when the function has none.
 	TopK                int
@@ -174,21 +178,33 @@ func StepFunction(f *plan.Function) *Step {
 	} else if tokensBounded {
 		return nil
 	}
+	// Rows of the logits and the candidates: one per token, or one for the last token (a
+	// generation prefill, LastRow); all of them alike.
+	rows := 0
+	rowsOf := func(v plan.Value) bool {
+		r := int(v.Shape[0])
+		if r != s.Seq && (r != 1 || v.Bounded) || rows != 0 && r != rows {
+			return false
+		}
+		rows = r
+		return true
+	}
 	for i, v := range f.Outputs {
+		isFloat := v.DType == plan.F32 || v.DType == plan.F16 || v.DType == plan.BF16
 		switch {
-		case v.Name == TopIDsOutput && v.DType == plan.I32 && len(v.Shape) == 2 && int(v.Shape[0]) == s.Seq && v.Shape[1] > 0:
+		case v.Name == TopIDsOutput && v.DType == plan.I32 && len(v.Shape) == 2 && v.Shape[1] > 0 && rowsOf(v):
 			s.TopIDs, s.topIDsI, s.TopK = v.Name, i, int(v.Shape[1])
-		case v.Name == TopLogitsOutput && (v.DType == plan.F32 || v.DType == plan.F16 || v.DType == plan.BF16) && len(v.Shape) == 2 && int(v.Shape[0]) == s.Seq:
+		case v.Name == TopLogitsOutput && isFloat && len(v.Shape) == 2 && rowsOf(v):
 			s.TopLogits, s.topLogitsI, s.TopLogitsType = v.Name, i, v.DType
 		case v.DType == plan.I32 && len(v.Shape) == 1 && int(v.Shape[0]) == s.Seq && s.Next == "":
 			s.Next, s.nextIndex, s.NextPerRow = v.Name, i, true
 		case v.DType == plan.I32 && (len(v.Shape) == 0 || len(v.Shape) == 1 && v.Shape[0] == 1) && s.Next == "":
 			s.Next, s.nextIndex, s.NextPerRow = v.Name, i, s.Seq == 1
-		case (v.DType == plan.F32 || v.DType == plan.F16 || v.DType == plan.BF16) &&
-			len(v.Shape) == 2 && int(v.Shape[0]) == s.Seq && v.Shape[1] > 0 && s.Logits == "":
+		case isFloat && len(v.Shape) == 2 && v.Shape[1] > 0 && s.Logits == "" && rowsOf(v):
 			s.Logits, s.LogitsType, s.Vocab = v.Name, v.DType, int(v.Shape[1])
 		}
 	}
+	s.LastRow = rows == 1 && s.Seq > 1
 	if s.TopIDs == "" || s.TopLogits == "" || f.Outputs[s.topLogitsI].Shape[1] != int64(s.TopK) {
 		s.TopK, s.TopIDs, s.TopLogits = 0, "", "" // candidates need both outputs
 	}
@@ -516,7 +532,10 @@ func (r *runner) run(ctx context.Context, s *Step, tokens []int32, pos int, rb r
 func candidatesOf(s *Step, outs map[string][]byte, n int) ([]candidate, error) {
 	ids := Int32s(outs[s.TopIDs])
 	rows := n
-	if !s.Function.Outputs[s.topIDsI].Bounded {
+	switch {
+	case s.LastRow:
+		rows, n = 1, 1
+	case !s.Function.Outputs[s.topIDsI].Bounded:
 		rows = s.Seq
 	}
 	lb := outs[s.TopLogits]
@@ -551,7 +570,10 @@ func lastRow(s *Step, outs map[string][]byte, n int) ([]float32, error) {
 		esize = 2
 	}
 	rows := s.Seq
-	if s.Bounded() {
+	switch {
+	case s.LastRow:
+		rows, n = 1, 1
+	case s.Bounded():
 		rows = n // a run at length n returns n rows
 	}
 	if len(b) != rows*s.Vocab*esize {

@@ -297,3 +297,61 @@ func TestGenerateLogitTypes(t *testing.T) {
 		}
 	}
 }
+
+// lastRowTinyllama is examples/tinyllama whose prefill returns the last row's logits only (as
+// an imported model's does: a slice of the run's last row before the LM head).
+func lastRowTinyllama(t *testing.T) *ir.Model {
+	t.Helper()
+	b, err := os.ReadFile(src("examples/tinyllama/model.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(b), "logits: f32[seq, vocab]", "logits: f32[1, vocab]", 1)
+	s = strings.Replace(s, "linear(rmsnorm(x, out_norm", "linear(rmsnorm(slice(x, axis=0, start=-1, end=seq), out_norm", 1)
+	if strings.Count(s, "start=-1") != 1 || !strings.Contains(s, "logits: f32[1, vocab]") {
+		t.Fatal("examples/tinyllama's prefill head is not where the test expects it")
+	}
+	m, err := ir.ParseModelBytes(src("examples/tinyllama/model.yaml"), []byte(s), src("examples/tinyllama"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A prefill that returns the last row's logits only (Step.LastRow) generates what one that
+// returns every row does: in one run and in chunks, greedily (the host's argmax of the row)
+// and sampling from the row.
+func TestGenerateLastRowPrefill(t *testing.T) {
+	all, err := ir.ParseModel(src("examples/tinyllama/model.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := lastRowTinyllama(t)
+	lm, err := engine.CausalLM(planSignature(t, last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lm.Prefill.LastRow || lm.Prefill.Function.Name != "prefill" || lm.Decode.LastRow {
+		t.Fatalf("prefill last row %v (%s), decode last row %v; want the prefill's logits recognised as its last row", lm.Prefill.LastRow, lm.Prefill.Function.Name, lm.Decode.LastRow)
+	}
+	prompt := make([]int32, 100)
+	for i := range prompt {
+		prompt[i] = int32(11*i+5) % 256
+	}
+	for _, n := range []int{1, 19, 100} {
+		for _, sm := range []engine.Sampling{{}, {Temperature: 0.8, TopP: 0.9, Seed: 7}} {
+			var toks []string
+			for _, m := range []*ir.Model{all, last} {
+				exe := &interpExe{p: planSignature(t, m), s: interp.NewSession(m)}
+				g, err := engine.GenerateIDs(context.Background(), exe, prompt[:n], engine.GenerateOptions{MaxTokens: 4, Sampling: sm}, nil)
+				if err != nil {
+					t.Fatalf("%d tokens, %+v: %v", n, sm, err)
+				}
+				toks = append(toks, fmt.Sprint(g.Tokens))
+			}
+			if toks[0] != toks[1] {
+				t.Errorf("%d tokens, %+v: every row's prefill gives %s, the last row's %s", n, sm, toks[0], toks[1])
+			}
+		}
+	}
+}

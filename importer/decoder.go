@@ -16,9 +16,14 @@ import (
 // per-head RMSNorm of q and k (Qwen3); RoPE; the KV cache writes; grouped-query causal
 // attention (optionally over a sliding window); the output projection; the residual; RMSNorm;
 // SwiGLU MLP; the residual. Then RMSNorm and the output projection (tied to the embedding or
-// not). The functions follow the examples' conventions: prefill (seq a run-time length
-// 1..prefill) and decode (seq 1), inputs tokens (i32[seq]) and pos (i32 scalar), output logits
-// (f32[seq, vocab]), state k_cache.{i} and v_cache.{i} ([ctx, kv_heads, hd], f32).
+// not). The functions follow the examples' conventions, inputs tokens (i32[seq]) and pos (i32
+// scalar), state k_cache.{i} and v_cache.{i} ([ctx, kv_heads, hd], f32):
+//   - prefill (seq a run-time length 1..prefill): what generation runs on a prompt, the logits
+//     of its last row only (f32[1, vocab]): the LM head (and the argmax and top-k a compile adds)
+//     run on one row, the rows before it picked out by a slice of the run's last row;
+//   - decode (seq 1): the same body, logits f32[1, vocab];
+//   - score (seq 1..prefill): every row's logits (f32[seq, vocab]), for perplexity and for
+//     comparing with other implementations row by row.
 type decoderLM struct {
 	header []string // comment lines at the top of the model.yaml
 	name   string
@@ -135,35 +140,68 @@ func (m *decoderLM) yaml() ([]byte, error) {
 	}
 	w("\nstate:\n  k_cache.{i}: [ctx, kv_heads, hd]\n  v_cache.{i}: [ctx, kv_heads, hd]\n")
 	w("\nfunctions:\n")
+	var blocks []string
 	for fi, fn := range []struct {
-		name string
-		seq  int
-	}{{"prefill", m.prefill}, {"decode", 1}} {
+		name, rows string
+		seq        int
+	}{{"prefill", "1", m.prefill}, {"decode", "seq", 1}, {"score", "seq", m.prefill}} {
 		dims := fmt.Sprint(fn.seq)
 		if fn.seq > 1 {
 			dims = fmt.Sprintf("1..%d", fn.seq) // a run-time length: a prompt of any length up to it
 		}
-		w("  %s:\n    dims: {seq: %s}\n    inputs:\n      tokens: i32[seq]\n      pos: i32[]\n    outputs:\n      logits: f32[seq, vocab]\n", fn.name, dims)
-		if fi > 0 {
-			w("    body: *body\n")
-			continue
+		w("  %s:\n    dims: {seq: %s}\n    inputs:\n      tokens: i32[seq]\n      pos: i32[]\n    outputs:\n      logits: f32[%s, vocab]\n", fn.name, dims, fn.rows)
+		switch fi {
+		case 0:
+			w("    body: &body\n")
+			blocks = m.body(&b, true)
+		case 1:
+			w("    body: *body\n") // the last row of one row is the row
+		default:
+			// Every row's logits: prefill's layers (its repeat blocks by their anchors), then
+			// the LM head on every row.
+			w("    body:\n")
+			m.prologue(&b)
+			for _, a := range blocks {
+				w("      - *%s\n", a)
+			}
+			m.head(&b, false)
 		}
-		w("    body: &body\n")
-		m.body(&b)
 	}
 	return []byte(b.String()), nil
 }
 
-// body writes the prefill body (decode shares it).
-func (m *decoderLM) body(b *strings.Builder) {
-	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+// prologue writes the body's first statements: the embedding and the KV length.
+func (m *decoderLM) prologue(b *strings.Builder) {
 	if m.castEmbed {
 		// 16-bit table rows; the activations are f32.
-		w("      - x = cast(embedding(embed, tokens), to=f32)\n")
+		fmt.Fprintf(b, "      - x = cast(embedding(embed, tokens), to=f32)\n")
 	} else {
-		w("      - x = embedding(embed, tokens)\n")
+		fmt.Fprintf(b, "      - x = embedding(embed, tokens)\n")
 	}
-	w("      - kv_len = add(pos, seq)\n")
+	fmt.Fprintf(b, "      - kv_len = add(pos, seq)\n")
+}
+
+// head writes the final norm and the LM head: of the last row only (ir.LastRows: a slice the
+// run's length places) when last, else of every row.
+func (m *decoderLM) head(b *strings.Builder, last bool) {
+	head := "lm_head"
+	if m.tied {
+		head = "embed"
+	}
+	x := "x"
+	if last {
+		fmt.Fprintf(b, "      # the last row: generation needs its logits only\n")
+		x = "slice(x, axis=0, start=-1, end=seq)"
+	}
+	fmt.Fprintf(b, "      - logits = linear(rmsnorm(%s, out_norm, eps=%s), %s)\n", x, fmtFloat(m.eps), head)
+}
+
+// body writes the prefill body (decode shares it), with the LM head of the last row when last,
+// and returns the YAML anchors of its repeat blocks (score's body aliases them).
+func (m *decoderLM) body(b *strings.Builder, last bool) []string {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	m.prologue(b)
+	var anchors []string
 	epsS, thetaS := fmtFloat(m.eps), fmtFloat(m.theta)
 	lin := func(x, wname, bname string) string {
 		if m.bias[bname] {
@@ -193,7 +231,8 @@ func (m *decoderLM) body(b *strings.Builder) {
 			win = fmt.Sprintf(", window=%d", wn)
 			w("      # layers %d..%d: sliding-window attention over the last %d positions\n", lo, hi-1, wn)
 		}
-		w("      - repeat i in %s..%s:\n", from, to)
+		anchors = append(anchors, fmt.Sprintf("layers%d", lo))
+		w("      - &%s\n        repeat i in %s..%s:\n", anchors[len(anchors)-1], from, to)
 		w("        - h = rmsnorm(x, layers.{i}.attn_norm, eps=%s)\n", epsS)
 		q := fmt.Sprintf("reshape(%s, shape=[seq, heads, hd])", lin("h", "wq", "q"))
 		k := fmt.Sprintf("reshape(%s, shape=[seq, kv_heads, hd])", lin("h", "wk", "k"))
@@ -213,11 +252,8 @@ func (m *decoderLM) body(b *strings.Builder) {
 		w("        - x = add(x, linear(mul(silu(linear(h, layers.{i}.w_gate)), linear(h, layers.{i}.w_up)), layers.{i}.w_down))\n")
 		lo = hi
 	}
-	head := "lm_head"
-	if m.tied {
-		head = "embed"
-	}
-	w("      - logits = linear(rmsnorm(x, out_norm, eps=%s), %s)\n", epsS, head)
+	m.head(b, last)
+	return anchors
 }
 
 func (m *decoderLM) windowOf(layer int) int {

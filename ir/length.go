@@ -19,8 +19,8 @@ import (
 //
 // Limits: one run-time dimension per function; it may set only the leading axis of inputs and
 // outputs (as a multiple k·seq); inside the graph it must stay the leading axis (LengthRows
-// rejects a transpose, a slice or a reduction over it); as a value it is used alone (`seq`,
-// not `seq-1`).
+// rejects a transpose, a slice or a reduction over it, except a slice of the run's last rows,
+// see LastRows); as a value it is used alone (`seq`, not `seq-1`).
 type Length struct {
 	Dim      string // the dimension's name
 	Min, Max int    // 1 ≤ Min ≤ Max
@@ -282,7 +282,12 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 			out = true
 		case n.Op == Slice:
 			if axis("axis", 0, n.Args[0].Type().Shape.Rank()) == 0 {
-				return nil, fail("the slice is along axis 0")
+				// The last rows of the run (start = −r, to the end): their number does
+				// not change with n, so the result is not bounded; the slice reads n.
+				if _, ok := LastRows(n, l); !ok {
+					return nil, fail("the slice along axis 0 is not the last rows of the run (start −r with r ≤ %d·%d, to the end, step 1)", l.Min, l.RowsPerLength(n.Args[0].Type()))
+				}
+				break
 			}
 			out = true
 		case n.Op == Concat:
@@ -375,7 +380,9 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 		}
 	}
 	for i, o := range f.Outputs {
-		if rows[o.Value] && (i >= len(l.Outputs) || !l.Outputs[i]) {
+		// With one length only (a variant of capacity Min) every value has its rows, so a
+		// rewrite may have dropped a slice of the last row (slice-identity).
+		if rows[o.Value] && (i >= len(l.Outputs) || !l.Outputs[i]) && l.Min < l.Max {
 			return nil, fmt.Errorf("output %s carries the run-time length %s but its type %s does not scale with it", o.Name, l.Dim, o.Value.Type())
 		}
 	}
@@ -383,14 +390,42 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 }
 
 // NeedsLength reports whether node n of f (rows from LengthRows) reads the run-time length
-// itself, beyond computing its rows independently: a cache write writes n·k rows, and
-// attention places its queries at kv_len − n + i.
+// itself, beyond computing its rows independently: a cache write writes n·k rows, attention
+// places its queries at kv_len − n + i, and a slice of the last rows starts at n·k − r.
 func NeedsLength(n *Node, rows map[Value]bool) bool {
 	switch n.Op {
 	case CacheWrite, RopeCacheWrite:
 		return rows[n.Args[1]]
 	case Attention:
 		return rows[n.Args[0]]
+	case Slice:
+		ax, err := NormAxis(n.Attrs.Int("axis", 0), n.Args[0].Type().Shape.Rank())
+		return rows[n.Args[0]] && err == nil && ax == 0
 	}
 	return false
+}
+
+// LastRows reports whether slice node n keeps the last r rows of its input's leading axis —
+// axis 0, step 1, start −r, and an end at or past the axis' end — and returns r. Within a
+// function with run-time length l (nil: none) the rows are the run's (n·k of them, k rows per
+// unit of the length), so r must not exceed the fewest a run has (Min·k): such a slice has r
+// rows at every length, and its meaning at n is the function written with seq = n, as
+// always. A generation prefill picks the last row before the LM head with it (model.yaml):
+//
+//	logits = linear(rmsnorm(slice(x, axis=0, start=-1, end=seq), out_norm, eps=1e-5), lm_head)
+func LastRows(n *Node, l *Length) (int, bool) {
+	if n.Op != Slice || len(n.Args) != 1 {
+		return 0, false
+	}
+	x := n.Args[0].Type()
+	ax, err := NormAxis(n.Attrs.Int("axis", 0), x.Shape.Rank())
+	start, end := n.Attrs.Int("start", 0), n.Attrs.Int("end", 0)
+	if err != nil || ax != 0 || n.Attrs.Int("step", 1) != 1 || start >= 0 || end < x.Shape[0] {
+		return 0, false
+	}
+	r := -start
+	if l != nil && r > l.Min*l.RowsPerLength(x) {
+		return 0, false
+	}
+	return r, r <= x.Shape[0]
 }

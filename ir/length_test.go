@@ -196,7 +196,9 @@ func TestLengthErrors(t *testing.T) {
 		{"not leading", "pos: i32[]", "pos: i32[2, seq]", "may set only the leading axis"},
 		{"no input", "x: f32[seq, d]", "x: f32[8, d]", "no input has the run-time length"},
 		{"arithmetic", "y = linear(x, w)", "y = add(pos, sub(seq, 1))\n      - z = add(pos, seq-1)", "in arithmetic"},
-		{"slice", "y = linear(x, w)", "y = slice(x, axis=0, start=0, end=seq)", "the slice is along axis 0"},
+		{"slice", "y = linear(x, w)", "y = slice(x, axis=0, start=0, end=seq)", "is not the last rows of the run"},
+		{"slice past min", "y = linear(x, w)", "y = slice(x, axis=0, start=-2, end=seq)", "is not the last rows of the run"},
+		{"slice inside", "y = linear(x, w)", "y = slice(x, axis=0, start=-2, end=-1)", "is not the last rows of the run"},
 		{"reduce", "y = linear(x, w)", "y = sum(x, axis=0)", "reduces over axis 0"},
 		{"transpose", "y = linear(x, w)", "y = transpose(transpose(x, perm=[1, 0]), perm=[1, 0])", "moves axis 0"},
 		{"concat", "y = linear(x, w)", "y = concat(x, x, axis=0)", "concatenation is along axis 0"},
@@ -220,5 +222,40 @@ func TestLengthErrors(t *testing.T) {
 	}
 	if _, err := ir.ParseModelBytes("t.yaml", []byte(smallBounded), "."); err != nil {
 		t.Fatalf("the base model: %v", err)
+	}
+}
+
+// A slice of the run's last rows (ir.LastRows) is allowed along the length: its result is not
+// bounded (one row at every length), it reads the length, and the function at n slices n rows.
+func TestLengthLastRows(t *testing.T) {
+	src := strings.Replace(smallBounded, "y = linear(x, w)", "y = linear(slice(x, axis=0, start=-1, end=seq), w)", 1)
+	src = strings.Replace(src, "outputs: [y]", "outputs:\n      y: f32[1, d]", 1)
+	m, err := ir.ParseModelBytes("t.yaml", []byte(src), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Function("f")
+	rows, err := ir.LengthRows(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Length.Outputs[0] {
+		t.Errorf("the last row's result is marked bounded")
+	}
+	var sl *ir.Node
+	for _, n := range f.Nodes {
+		if n.Op == ir.Slice {
+			sl = n
+		}
+	}
+	if r, ok := ir.LastRows(sl, f.Length); !ok || r != 1 || !ir.NeedsLength(sl, rows) || rows[sl.V()] {
+		t.Errorf("LastRows %d %v, NeedsLength %v, bounded %v: want 1 row read at the run's end, not bounded", r, ok, ir.NeedsLength(sl, rows), rows[sl.V()])
+	}
+	g, err := f.At(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Outputs[0].Value.Type().Shape; !got.Equal(ir.Shape{1, 4}) {
+		t.Errorf("at 3: result %v, want [1 4]", got)
 	}
 }

@@ -37,6 +37,8 @@ func init() {
 		}
 		return nil
 	}
+	// A slice of a run's last rows (ir.LastRows) starts where the run's length puts it.
+	Slice.ReadsLength = true
 	for _, t := range []*Template{Transpose, Slice, Expand, Reverse, ReshapeCopy} {
 		Register(t)
 	}
@@ -78,16 +80,35 @@ func gatherTemplate(name string, op ir.Op, index func(p *Problem) func(b *codege
 			b := codegen.NewBuilder(name)
 			x := b.Buffer("x", elem, codegen.ReadOnly)
 			y := b.Buffer("y", elem, codegen.WriteOnly)
+			reads := p.Rows != nil && p.Rows.Reads
+			var lenBuf *codegen.Buffer
+			if reads {
+				lenBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
+			}
 			idx := index(p)
-			eachFlat(b, c, n, func(e codegen.Value) { b.Store(y, e, b.Load(x, idx(b, e))) })
+			eachFlat(b, c, n, func(e codegen.Value) {
+				src := idx(b, e)
+				if reads {
+					// The last rows of the run (ir.LastRows): the index past the capacity's
+					// last rows moves back by the rows the run does not have, (Max − n)·k.
+					perRow := p.Args[0].Shape.NumElements() / p.Rows.Max // k rows of inner elements
+					missing := b.Sub(b.U32(uint32(p.Rows.Max)), b.Load(lenBuf, b.U32(0)))
+					src = b.Sub(src, b.Mul(missing, b.U32(uint32(perRow))))
+				}
+				b.Store(y, e, b.Load(x, src))
+			})
 			k, spec, err := finish(b, caps, c, "wg", "per_thread")
 			if err != nil {
 				return nil, err
 			}
 			// A bounded result's rows read the input's rows at the same index (ir.LengthRows
-			// allows no transpose, slice or expand along the run-time axis).
+			// allows no transpose or expand along the run-time axis, and no slice but of the
+			// run's last rows, whose result is not bounded).
 			st := Step{Kernel: k, Spec: spec, Grid: flatGrid(n, c, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}},
 				Scale: flatScale(p, p.Rows.Out(0), n, c)}
+			if reads {
+				st.Bindings = append(st.Bindings, Operand{Len, 0})
+			}
 			return &Launch{Steps: []Step{st}, Bytes: 2 * float64(out.Bytes())}, nil
 		},
 	}

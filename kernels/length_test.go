@@ -58,6 +58,10 @@ func TestRunTimeLengthTemplates(t *testing.T) {
 	mk("argmax", ir.Argmax, ir.Attrs{"axis": -1}, []ir.Type{ir.T(f32, max, 300)}, []int{0}, []int{0}, false, -1)
 	mk("softmax", ir.Softmax, ir.Attrs{"axis": -1}, []ir.Type{ir.T(f32, max, 2, 9)}, []int{0}, []int{0}, false, -1)
 	mk("transpose", ir.Transpose, ir.Attrs{"perm": []int{0, 2, 1}}, []ir.Type{ir.T(f32, max, 3, 5)}, []int{0}, []int{0}, false, -1)
+	// The run's last row (and the last of two rows per unit of the length): not bounded, so
+	// it keeps its grid; its start follows n.
+	mk("slice_last_row", ir.Slice, ir.Attrs{"axis": 0, "start": -1, "end": max}, []ir.Type{ir.T(f32, max, 3, 5)}, []int{0}, nil, true, -1)
+	mk("slice_last_of_2k", ir.Slice, ir.Attrs{"axis": 0, "start": -2, "end": 2 * max}, []ir.Type{ir.T(f16, 2*max, 7)}, []int{0}, nil, true, -1)
 	mk("concat", ir.Concat, ir.Attrs{"axis": 1}, []ir.Type{ir.T(f32, max, 3), ir.T(f32, max, 5)}, []int{0, 1}, []int{0}, false, -1)
 	for _, causal := range []bool{true, false} {
 		// q: the run's rows; kv_len = pos + n rows of a 40-row cache (the test passes kv_len
@@ -82,7 +86,7 @@ func TestRunTimeLengthTemplates(t *testing.T) {
 			// The grids follow n: every step of these templates walks the rows in order.
 			// (attention_split's ranges and combine walk heads first and keep their grids;
 			// matmul_vec takes all rows of a few-row problem in one workgroup.)
-			if l, _, err := kernels.Build(tmpl, c.p, caps); err == nil && tmpl.Name != "attention_split" && tmpl.Name != "matmul_vec" {
+			if l, _, err := kernels.Build(tmpl, c.p, caps); err == nil && tmpl.Name != "attention_split" && tmpl.Name != "matmul_vec" && tmpl.Name != "slice" {
 				for i, st := range l.Steps {
 					if st.Scale == nil {
 						t.Errorf("%s/%s: step %d keeps its full grid %v", c.name, tmpl.Name, i, st.Grid)

@@ -152,6 +152,11 @@ func (a *adapter) composeSlices(g *egraph.EGraph, m egraph.Match, rule string) (
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || err != nil || err2 != nil || ax != ax2 {
 		return false, nil
 	}
+	if s1 < 0 || s2 < 0 || e1 < 0 || e2 < 0 {
+		// Bounds counted from the end stay as written: along a run-time length the end is
+		// the run's (ir.LastRows), which the capacity's shape does not know.
+		return false, nil
+	}
 	is, ie := ir.ClampSlice(xt.Shape[ax], s2, e2)
 	os, oe := ir.ClampSlice(ie-is, s1, e1)
 	if oe <= os {

@@ -145,7 +145,9 @@ func RunLlamaCpp(t testing.TB, r Runner, gold map[string]*ir.Tensor) LlamaCppRun
 	if err = r.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	if res.Prefill, err = r.Run("prefill", prompt, 0); err != nil {
+	// Every row's logits: an imported model's score function (its prefill computes the last
+	// row's only, for generation).
+	if res.Prefill, err = r.Run("score", prompt, 0); err != nil {
 		t.Fatal(err)
 	}
 	own := Argmax(res.Prefill[(len(prompt)-1)*vocab:])
