@@ -50,8 +50,12 @@ const (
 	maxRange = 100000 // items of range() (Jinja2's sandbox MAX_RANGE)
 )
 
-// maxOutput bounds the bytes of rendered text (a variable for the tests).
-var maxOutput = 64 << 20
+// maxOutput bounds the bytes of rendered text, and maxIterations the loop iterations of a
+// rendering, so that no template runs without end (variables for the tests).
+var (
+	maxOutput     = 64 << 20
+	maxIterations = 10_000_000
+)
 
 type scope struct {
 	vars   map[string]any
@@ -75,6 +79,7 @@ type renderer struct {
 	t     *Template
 	out   *strings.Builder
 	depth int
+	iters int // loop iterations so far
 }
 
 // place gives err the template's name and line, if it has none yet.
@@ -287,6 +292,9 @@ func (r *renderer) runLoop(n *forNode, iv any, sc *scope, depth int) error {
 		}
 	}
 	for i, it := range items {
+		if r.iters++; r.iters > maxIterations {
+			return errorf("more than %d loop iterations", maxIterations)
+		}
 		lp.index = i
 		inner := newScope(sc)
 		inner.set("loop", lp)

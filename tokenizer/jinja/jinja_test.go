@@ -133,13 +133,14 @@ func TestErrorLines(t *testing.T) {
 
 // TestLimits: a template cannot make unbounded output or recurse without end.
 func TestLimits(t *testing.T) {
-	defer func(n int) { maxOutput = n }(maxOutput)
-	maxOutput = 1 << 20
+	defer func(n, m int) { maxOutput, maxIterations = n, m }(maxOutput, maxIterations)
+	maxOutput, maxIterations = 1<<20, 100_000
 	for _, src := range []string{
 		"{{ 'x' * 2000000 }}",
 		"{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
 		"{{ range(1000000)|length }}",
 		"{% for i in range(90000) %}{% for j in range(90000) %}{{ 'x' * 2000 }}{% endfor %}{% endfor %}",
+		"{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}",
 	} {
 		tmpl, err := Compile("t", src)
 		if err != nil {
