@@ -8,6 +8,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/openai/openai-go/v3 v3.102.0
 	github.com/prometheus/common v0.74.0
+	github.com/rivo/uniseg v0.4.7
 	github.com/x448/float16 v0.8.4
 	golang.org/x/text v0.44.0
 	gopkg.in/yaml.v3 v3.0.1

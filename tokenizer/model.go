@@ -22,17 +22,21 @@ type modelJSON struct {
 	IgnoreMerges            bool       `json:"ignore_merges"`
 	Dropout                 *float64   `json:"dropout"`
 	MaxInputCharsPerWord    *int       `json:"max_input_chars_per_word"`
+	UnkID                   *int       `json:"unk_id"` // Unigram
 }
 
-// vocabJSON is a {"token": id} object; a list (Unigram's [[piece, score], …]) is noted, not read.
+// vocabJSON is a {"token": id} object, or a list (Unigram's [[piece, score], …]) kept raw for
+// parseUnigram.
 type vocabJSON struct {
 	m      map[string]int32
 	isList bool
+	raw    json.RawMessage
 }
 
 func (v *vocabJSON) UnmarshalJSON(b []byte) error {
 	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
 		v.isList = true
+		v.raw = append(json.RawMessage(nil), b...)
 		return nil
 	}
 	return json.Unmarshal(b, &v.m)
@@ -99,7 +103,7 @@ func parseModel(c *modelJSON, where string) (model, error) {
 	switch typ {
 	case "BPE", "WordPiece", "WordLevel":
 	case "Unigram":
-		return nil, fmt.Errorf("%s: model type %q is not supported (BPE, WordPiece and WordLevel are)", where, typ)
+		return parseUnigram(c, where)
 	default:
 		return nil, fmt.Errorf("%s: unknown model type %q", where, typ)
 	}

@@ -313,8 +313,19 @@ func parseNormalizer(raw json.RawMessage, where string) (normalizer, error) {
 		}
 		lower := def(c.Lowercase, true)
 		return bertNormalizer{def(c.CleanText, true), def(c.Chinese, true), def(c.StripAccents, lower), lower}, nil
-	case "Precompiled", "Nmt":
-		return nil, fmt.Errorf("%s: normalizer type %q is not supported (SentencePiece's precompiled character maps are not implemented)", where, typ)
+	case "Precompiled":
+		var c struct {
+			Charsmap *string `json:"precompiled_charsmap"`
+		}
+		if err := unmarshalStage(raw, where, &c); err != nil {
+			return nil, err
+		}
+		if c.Charsmap == nil || *c.Charsmap == "" {
+			return nil, nil // no rules: the text is left as it is
+		}
+		return parsePrecompiledBase64(*c.Charsmap, where)
+	case "Nmt":
+		return nil, fmt.Errorf("%s: normalizer type %q is not supported (Precompiled is)", where, typ)
 	}
 	return nil, fmt.Errorf("%s: unknown normalizer type %q", where, typ)
 }

@@ -2,15 +2,16 @@
 // for a tokenizer.json file, in pure Go.
 //
 // A tokenizer is the Rust library's pipeline of five stages, each chosen by its "type" in the
-// file: a normalizer (NFC, NFKC, Prepend, Replace, Lowercase, Strip, Sequence, …), a pre-tokenizer
-// (ByteLevel, Split with the file's regex, Metaspace, Digits, Sequence, …), a model (BPE, with
-// byte_fallback, ignore_merges and the continuing-subword and end-of-word affixes; WordPiece;
-// WordLevel), a post-processor that adds special tokens (TemplateProcessing, ByteLevel, Bert,
-// Roberta, Sequence) and a decoder (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace,
-// WordPiece, Sequence, …). Added tokens (special or not) are matched in the text before the model,
-// with their lstrip/rstrip/single_word/normalized flags. An unknown type is an error naming it and
-// its place in the file, and so is a known type this package does not implement (Unigram, the
-// Precompiled normalizer, UnicodeScripts).
+// file: a normalizer (NFC, NFKC, Prepend, Replace, Lowercase, Strip, Precompiled — SentencePiece's
+// compiled rules —, Sequence, …), a pre-tokenizer (ByteLevel, Split with the file's regex,
+// Metaspace, Digits, WhitespaceSplit, Sequence, …), a model (BPE, with byte_fallback,
+// ignore_merges and the continuing-subword and end-of-word affixes; Unigram, SentencePiece's
+// unigram model by Viterbi; WordPiece; WordLevel), a post-processor that adds special tokens
+// (TemplateProcessing, ByteLevel, Bert, Roberta, Sequence) and a decoder (ByteLevel, Replace,
+// ByteFallback, Fuse, Strip, Metaspace, WordPiece, Sequence, …). Added tokens (special or not) are
+// matched in the text before the model, with their lstrip/rstrip/single_word/normalized flags.
+// An unknown type is an error naming it and its place in the file, and so is a known type this
+// package does not implement (the Nmt normalizer, UnicodeScripts).
 //
 // tokenizer_config.json, when it sits beside the file, gives the BOS and EOS tokens, the chat
 // template (else chat_template.jinja beside it) and clean_up_tokenization_spaces (applied by
@@ -19,7 +20,8 @@
 // FromVocab.
 //
 // The ids are checked against the Rust library's on the oracle corpus of ../shared/oracles/
-// tokenizers (Llama 2, Llama 3 and Qwen3 files). Limits: one text at a time (no pairs), no
+// tokenizers (Llama 2, Llama 3 and Qwen3 files), and for Unigram on T5- and ALBERT-style files of
+// testdata/tokenizers/unigram. Limits: one text at a time (no pairs), no
 // offsets, and tokenizer.json's truncation and padding settings are not applied.
 package tokenizer
 

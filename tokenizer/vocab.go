@@ -26,8 +26,10 @@ const (
 // Vocab is a vocabulary as a GGUF file carries it (llama.cpp's tokenizer.ggml.* keys), in plain
 // Go values, so that it can be built without a file (tests, converters).
 type Vocab struct {
-	// Model is tokenizer.ggml.model: "gpt2" (byte-level BPE with merges) or "llama"
-	// (SentencePiece BPE: merge priority from Scores, byte fallback, ▁ for spaces).
+	// Model is tokenizer.ggml.model: "gpt2" (byte-level BPE with merges), "llama"
+	// (SentencePiece BPE: merge priority from Scores, byte fallback, ▁ for spaces) or "t5"
+	// (a SentencePiece unigram model: Scores are the pieces' log probabilities; see
+	// fromUnigramVocab).
 	Model string
 	// Pre is tokenizer.ggml.pre, the pre-tokenizer of a gpt2 vocabulary: "llama-bpe" (also
 	// "llama3", "llama-v3"), "qwen2", "gpt-2" or "smollm".
@@ -44,6 +46,12 @@ type Vocab struct {
 	AddSpacePrefix bool
 	// ChatTemplate is tokenizer.chat_template, "" when absent.
 	ChatTemplate string
+	// PrecompiledCharsmap (t5) is tokenizer.ggml.precompiled_charsmap, SentencePiece's
+	// normalization rules (see the Precompiled normalizer); nil for none.
+	PrecompiledCharsmap []byte
+	// RemoveExtraWhitespaces (t5): runs of white space separate words and are not pieces
+	// (tokenizer.ggml.remove_extra_whitespaces).
+	RemoveExtraWhitespaces bool
 }
 
 // Split patterns of the gpt2 pre-tokenizers, as the Hugging Face tokenizer.json files of those
@@ -147,15 +155,26 @@ func FromVocab(v *Vocab) (*Tokenizer, error) {
 			dec = append(dec, stripDec{' ', 1, 0})
 		}
 		t.dec = dec
+	case "t5":
+		return fromUnigramVocab(t, v, typ)
 	case "":
 		return nil, errors.New("vocabulary: no tokenizer.ggml.model")
 	default:
-		return nil, fmt.Errorf("vocabulary: tokenizer model %q is not supported (gpt2 and llama are)", v.Model)
+		return nil, fmt.Errorf("vocabulary: tokenizer model %q is not supported (gpt2, llama and t5 are)", v.Model)
 	}
 	if err := bpe.initList(v.Tokens, vocab, merges, "vocabulary"); err != nil {
 		return nil, err
 	}
 	t.model = bpe
+	t.setAdded(vocabAdded(v, typ))
+	t.post = vocabPost(v)
+	t.chooseWordSplit()
+	return t, nil
+}
+
+// vocabAdded lists a vocabulary's control and unknown tokens as special added tokens, and its
+// user-defined ones as non-special added tokens.
+func vocabAdded(v *Vocab, typ func(int) TokenType) []AddedToken {
 	var added []AddedToken
 	for i, tok := range v.Tokens {
 		switch ty := typ(i); ty {
@@ -166,7 +185,11 @@ func FromVocab(v *Vocab) (*Tokenizer, error) {
 			added = append(added, AddedToken{ID: int32(i), Content: tok, Special: ty != TypeUserDefined})
 		}
 	}
-	t.setAdded(added)
+	return added
+}
+
+// vocabPost adds BOS and EOS as the vocabulary asks.
+func vocabPost(v *Vocab) postProcessor {
 	var before, after []int32
 	if v.AddBOS && v.BOS >= 0 {
 		before = []int32{v.BOS}
@@ -174,8 +197,55 @@ func FromVocab(v *Vocab) (*Tokenizer, error) {
 	if v.AddEOS && v.EOS >= 0 {
 		after = []int32{v.EOS}
 	}
-	t.post = templatePost{before, after}
-	t.chooseWordSplit()
+	return templatePost{before, after}
+}
+
+// fromUnigramVocab builds a t5 vocabulary (llama.cpp's UGM: a SentencePiece unigram model) as
+// transformers' converter builds T5's tokenizer.json from the same SentencePiece model: the
+// Precompiled normalizer of its charsmap; WhitespaceSplit (with remove_extra_whitespaces) and
+// Metaspace (▁, prepended when add_space_prefix); Unigram over the tokens and their scores,
+// with the unknown token and byte fallback when the vocabulary has byte tokens; the Metaspace
+// decoder (after ByteFallback).
+func fromUnigramVocab(t *Tokenizer, v *Vocab, typ func(int) TokenType) (*Tokenizer, error) {
+	n := len(v.Tokens)
+	if len(v.Scores) != n {
+		return nil, fmt.Errorf("vocabulary: %d scores for %d tokens", len(v.Scores), n)
+	}
+	if len(v.PrecompiledCharsmap) > 0 {
+		p, err := parsePrecompiled(v.PrecompiledCharsmap)
+		if err != nil {
+			return nil, fmt.Errorf("vocabulary: tokenizer.ggml.%w", err)
+		}
+		t.norm = p
+	}
+	prepend := prependNever
+	if v.AddSpacePrefix {
+		prepend = prependAlways
+	}
+	meta := metaspacePre{replacement: "\u2581", prepend: prepend, split: true}
+	if v.RemoveExtraWhitespaces {
+		t.pre = sequencePre{whitespaceSplit{}, meta}
+	} else {
+		t.pre = meta
+	}
+	scores := make([]float64, n)
+	byteFallback := false
+	for i, s := range v.Scores {
+		scores[i] = float64(s)
+		byteFallback = byteFallback || typ(i) == TypeByte
+	}
+	m, err := newUnigram(v.Tokens, scores, v.UNK, byteFallback, "vocabulary")
+	if err != nil {
+		return nil, err
+	}
+	t.model = m
+	dec := sequenceDec{metaspaceDec{replacement: '\u2581', prepend: prepend}}
+	if byteFallback {
+		dec = sequenceDec{byteFallbackDec{}, dec[0]}
+	}
+	t.dec = dec
+	t.setAdded(vocabAdded(v, typ))
+	t.post = vocabPost(v)
 	return t, nil
 }
 
@@ -306,11 +376,14 @@ func vocabFromGGUF(f *gguf.File) (*Vocab, error) {
 		}
 	}
 	v.AddBOS = v.Model == "llama" || v.Pre == "llama-bpe" || v.Pre == "llama3" || v.Pre == "llama-v3"
-	v.AddSpacePrefix = v.Model == "llama"
+	v.AddEOS = v.Model == "t5" // T5 ends every sequence with </s>
+	v.AddSpacePrefix = v.Model == "llama" || v.Model == "t5"
+	v.RemoveExtraWhitespaces = v.Model == "t5"
 	for _, x := range []struct {
 		key string
 		dst *bool
-	}{{"tokenizer.ggml.add_bos_token", &v.AddBOS}, {"tokenizer.ggml.add_eos_token", &v.AddEOS}, {"tokenizer.ggml.add_space_prefix", &v.AddSpacePrefix}} {
+	}{{"tokenizer.ggml.add_bos_token", &v.AddBOS}, {"tokenizer.ggml.add_eos_token", &v.AddEOS}, {"tokenizer.ggml.add_space_prefix", &v.AddSpacePrefix},
+		{"tokenizer.ggml.remove_extra_whitespaces", &v.RemoveExtraWhitespaces}} {
 		b, err := f.Bool(x.key)
 		if optional(err) != nil {
 			return nil, err
@@ -321,6 +394,16 @@ func vocabFromGGUF(f *gguf.File) (*Vocab, error) {
 	}
 	if v.ChatTemplate, err = f.String("tokenizer.chat_template"); optional(err) != nil {
 		return nil, err
+	}
+	cm, err := f.Ints("tokenizer.ggml.precompiled_charsmap")
+	if optional(err) != nil {
+		return nil, err
+	}
+	for i, b := range cm {
+		if b < 0 || b > 255 {
+			return nil, fmt.Errorf("%s: tokenizer.ggml.precompiled_charsmap[%d] is %d, not a byte", f.Path, i, b)
+		}
+		v.PrecompiledCharsmap = append(v.PrecompiledCharsmap, byte(b))
 	}
 	return v, nil
 }
