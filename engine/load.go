@@ -21,6 +21,13 @@ type Options struct {
 	AllowForeign bool
 	// Runtime is passed to runtime.Open; its Device field is replaced by Device.
 	Runtime runtime.Options
+	// Prepare makes Load ready every pipeline of the plan before it returns
+	// (runtime.Executable.Prepare), so that no call pays for a driver compiling a shader at its
+	// first dispatch (Mesa's lavapipe does; GPU drivers compile when Load creates the
+	// pipelines). PrepareProgress, when set, is called as it goes: done of total.
+	// Model.Prepare and Model.PrepareGeneration do it later, for some functions only.
+	Prepare         bool
+	PrepareProgress func(done, total int)
 }
 
 // Model is a plan file loaded on a device, ready to run. The embedded Executable's Run, RunInto,
@@ -71,6 +78,13 @@ func Load(path string, opts Options) (*Model, error) {
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if opts.Prepare {
+		if _, err := exe.Prepare(context.Background(), runtime.PrepareOptions{Progress: opts.PrepareProgress}); err != nil {
+			exe.Close()
+			dev.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	return &Model{Executable: exe, Device: dev, Path: path, gen: make(chan struct{}, 1)}, nil
 }

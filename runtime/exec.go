@@ -47,6 +47,8 @@ type Executable struct {
 
 	mu     sync.Mutex // one run at a time: runs share the arena, the state and the argument slices
 	closed bool
+	// prepared holds the pipelines Prepare has made ready.
+	prepared map[*Pipeline]bool
 
 	fullGrids bool
 }

@@ -193,6 +193,17 @@ func equalF(a, b []float32) bool {
 func TestRunTimeLengthVariants(t *testing.T) {
 	d := openTest(t, Options{})
 	ctx := context.Background()
+	p := lengthVariantPlan(t, d)
+	e, err := d.Load(p, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	checkLengthVariants(t, ctx, e)
+}
+
+// lengthVariantPlan is lengthPlan with a variant of f for lengths 1..2 (module add_1000n).
+func lengthVariantPlan(t *testing.T, d *Device) *plan.Plan {
 	p := lengthPlan(t, d)
 	f := &p.Functions[0]
 	f.Variants = []plan.Function{{
@@ -209,11 +220,12 @@ func TestRunTimeLengthVariants(t *testing.T) {
 				{Binding: 2, Buffer: plan.BufferRef{Region: plan.Region{Kind: plan.RegionOutput}, Range: 8}},
 			}}},
 	}}
-	e, err := d.Load(p, LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	return p
+}
+
+// checkLengthVariants runs lengthVariantPlan's f at lengths that pick the variant or the function.
+func checkLengthVariants(t *testing.T, ctx context.Context, e *Executable) {
+	t.Helper()
 	for _, c := range []struct {
 		x, want []float32
 		pos     uint32

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vkc-project/vkc/engine"
+	"github.com/vkc-project/vkc/runtime"
+)
+
+// preparePipelines makes ready the pipelines a command is about to run (fns; nil: all of the
+// plan's), as a step of its own: a counter on a terminal, then one line on w saying how many
+// and how long. A driver that compiles shaders at their first dispatch (Mesa's lavapipe) does
+// it here, not in the first run, whose time then is the run's; a second process of the same
+// plan on the same device and driver finds them in the caches.
+func preparePipelines(ctx context.Context, w io.Writer, m *engine.Model, fns []runtime.FunctionLength) error {
+	pp := newProgressPrinter(w)
+	t0 := time.Now()
+	st, err := m.Prepare(ctx, runtime.PrepareOptions{Functions: fns, Progress: func(done, total int) {
+		if pp.tty && total > 0 {
+			fmt.Fprintf(pp.w, "\rpipelines: %d/%d prepared", done, total)
+			pp.open = true
+		}
+	}})
+	if pp.open {
+		fmt.Fprint(pp.w, "\r")
+		pp.open = false
+	}
+	if err != nil {
+		return fmt.Errorf("prepare pipelines: %w", err)
+	}
+	took := time.Since(t0)
+	fmt.Fprintf(w, "pipelines ready: %d in %v", st.Pipelines+st.Before, took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		fmt.Fprintf(w, " (the driver compiled them; its caches keep them for the next run)")
+	}
+	fmt.Fprintln(w)
+	return nil
+}

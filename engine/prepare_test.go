@@ -1,0 +1,35 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vkc-project/vkc/plan"
+)
+
+// TestGenerationFunctions: the lengths a generation runs the prefill at are its chunks, as
+// generate cuts them (a fixed-length prefill only where the prompt fills it), and decode always.
+func TestGenerationFunctions(t *testing.T) {
+	step := func(name string, seq, minSeq int) *Step {
+		return &Step{Function: &plan.Function{Name: name}, Seq: seq, MinSeq: minSeq}
+	}
+	bounded := &LM{Prefill: step("prefill", 64, 1), Decode: step("decode", 1, 1)}
+	fixed := &LM{Prefill: step("prefill", 16, 16), Decode: step("decode", 1, 1)}
+	for _, c := range []struct {
+		lm   *LM
+		n    int
+		want string
+	}{
+		{bounded, 5, "[{prefill 5} {decode 1}]"},
+		{bounded, 64, "[{prefill 64} {decode 1}]"},
+		{bounded, 150, "[{prefill 64} {prefill 22} {decode 1}]"},
+		{bounded, 0, "[{prefill 0} {decode 1}]"},
+		{fixed, 40, "[{prefill 16} {decode 1}]"}, // 8 tokens left go through decode
+		{fixed, 10, "[{decode 1}]"},
+		{&LM{Decode: step("decode", 1, 1)}, 10, "[{decode 1}]"},
+	} {
+		if got := fmt.Sprint(GenerationFunctions(c.lm, c.n)); got != c.want {
+			t.Errorf("prefill %d..%d, %d tokens: %s, want %s", c.lm.Decode.MinSeq, c.n, c.n, got, c.want)
+		}
+	}
+}
