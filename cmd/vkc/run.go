@@ -13,15 +13,16 @@ import (
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 	"github.com/vkc-project/vkc/tokenizer"
 )
 
 func init() {
 	register(&command{
 		name:    "run",
-		usage:   "plan.bin -f NAME --input name=FILE... [-o out.safetensors|out.npy|DIR]  |  plan.bin --prompt TEXT [--chat] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...  |  plan.bin --prompt-ids 1,2,3 --steps N",
-		short:   "run a function of a compiled plan on inputs, generate text from a prompt (streamed as it is produced), or generate tokens greedily from token ids",
-		example: "vkc run model.plan --prompt 'Once upon a time' --max-tokens 64 --seed 1",
+		usage:   "PLAN|MODEL [-f NAME] --input name=FILE... [-o out.safetensors|out.npy|DIR]  |  PLAN|MODEL --prompt TEXT|--prompt-file FILE [--chat] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...  |  PLAN|MODEL --prompt-ids 1,2,3 --steps N   (MODEL: a model.yaml, .gguf, .onnx or Hugging Face folder, compiled once and kept in the plan cache)",
+		short:   "run a function of a compiled plan (or of a model, compiled on first use) on inputs, generate text from a prompt (streamed as it is produced), or generate tokens greedily from token ids",
+		example: "vkc run model.gguf --prompt 'Once upon a time' --max-tokens 64 --seed 1",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to run")
 			var inputs multiFlag
@@ -30,6 +31,10 @@ func init() {
 			prompt := fs.String("prompt-ids", "", "comma-separated prompt token ids: greedy generation through the plan's prefill and decode functions")
 			steps := fs.Int("steps", 16, "with --prompt-ids: tokens to generate")
 			text := fs.String("prompt", "", "generate text after this prompt, through the plan's tokenizer (or --tokenizer), streaming it to standard output")
+			promptFile := fs.String("prompt-file", "", "--prompt's text from this file (- : standard input)")
+			recompile := fs.Bool("recompile", false, "with a MODEL: compile it even when the plan cache has its plan")
+			planCache := fs.String("plan-cache", "", "with a MODEL: the plan cache folder (default: vkc/plans in the user cache directory; it keeps the 4 plans used last)")
+			dims := dimFlags(fs)
 			tokPath := fs.String("tokenizer", "", "with --prompt: the tokenizer (tokenizer.json, a folder holding one, or a .gguf vocabulary) instead of the plan's")
 			chat := fs.Bool("chat", false, "with --prompt: wrap the prompt in the model's chat template (ChatML, Llama 3 or Llama 2 [INST])")
 			system := fs.String("system", "", "with --chat: the system message (default: the template's, if any)")
@@ -51,13 +56,26 @@ func init() {
 					return err
 				}
 				if len(args) != 1 {
-					return usagef("want one plan file, got %d arguments", len(args))
+					return usagef("want one plan file or model, got %d arguments", len(args))
 				}
 				lo := engine.Options{Device: *device, AllowForeign: *foreign}
 				set := map[string]bool{}
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				// A model (not a plan) is compiled, or found in the plan cache, once the
+				// command line is known to be good.
+				target := runTarget{path: args[0], device: *device, recompile: *recompile, cacheDir: *planCache, dims: dims, stderr: fs.Output()}
+				if err := target.check(set); err != nil {
+					return err
+				}
 				textOnly := []string{"tokenizer", "chat", "system", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop"}
-				if *text != "" {
+				if set["prompt"] && set["prompt-file"] {
+					return usagef("--prompt and --prompt-file exclude each other")
+				}
+				if *chat && !set["prompt"] && !set["prompt-file"] && *prompt == "" && *fn == "" && len(inputs) == 0 {
+					return target.chat(stdout, fs.Output(), set, lo, *tokPath, chatFlags{system: *system, maxTokens: *maxTokens, stops: stops,
+						sampling: engine.Sampling{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP, RepeatPenalty: *penalty, Seed: *seed}})
+				}
+				if set["prompt"] || set["prompt-file"] {
 					if *prompt != "" || *fn != "" || len(inputs) > 0 || *out != "" || set["steps"] {
 						return usagef("--prompt generates text; it takes no --prompt-ids, --steps, -f, --input or -o")
 					}
@@ -74,8 +92,21 @@ func init() {
 					if !set["seed"] {
 						sp.Seed = rand.Uint64()
 					}
+					if set["prompt-file"] {
+						var err error
+						if *text, err = readPromptFile(*promptFile); err != nil {
+							return err
+						}
+					}
+					if *text == "" {
+						return usagef("the prompt is empty (--prompt or --prompt-file gives the text to continue)")
+					}
 					o := engine.GenerateOptions{MaxTokens: *maxTokens, Sampling: sp, Stop: stops, Chat: *chat, System: *system}
-					return textCmd(stdout, fs.Output(), args[0], lo, *text, *tokPath, o, !set["seed"])
+					path, err := target.plan()
+					if err != nil {
+						return err
+					}
+					return textCmd(stdout, fs.Output(), path, lo, *text, *tokPath, o, !set["seed"])
 				}
 				for _, f := range textOnly {
 					if set[f] {
@@ -93,12 +124,17 @@ func init() {
 					if *steps < 1 {
 						return usagef("--steps %d: want at least 1", *steps)
 					}
-					return generateCmd(stdout, args[0], lo, ids, *steps)
+					path, err := target.plan()
+					if err != nil {
+						return err
+					}
+					return generateCmd(stdout, path, lo, ids, *steps)
 				}
-				if *fn == "" {
-					return usagef("-f NAME (the function to run), --prompt TEXT or --prompt-ids is required")
+				path, err := target.plan()
+				if err != nil {
+					return err
 				}
-				return runCmd(stdout, args[0], lo, *fn, inputs, *out, *force)
+				return runCmd(stdout, path, lo, *fn, inputs, *out, *force)
 			}
 		},
 	})
@@ -129,6 +165,16 @@ func runCmd(w io.Writer, path string, lo engine.Options, fn string, inputs []str
 	if err != nil {
 		return err
 	}
+	if fn == "" {
+		if len(p.Functions) != 1 {
+			names := make([]string, len(p.Functions))
+			for i, f := range p.Functions {
+				names[i] = f.Name
+			}
+			return usagef("-f NAME (the function to run; the plan has %s), --prompt TEXT or --prompt-ids is required", strings.Join(names, ", "))
+		}
+		fn = p.Functions[0].Name
+	}
 	f, err := engine.FindFunction(p, fn)
 	if err != nil {
 		return usagef("%v", err)
@@ -144,6 +190,9 @@ func runCmd(w io.Writer, path string, lo engine.Options, fn string, inputs []str
 	defer l.Close()
 	ctx, stop := interruptible()
 	defer stop()
+	if err := preparePipelines(ctx, w, l, []runtime.FunctionLength{{Name: fn}}); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	res, err := l.Run(ctx, fn, in)
 	if err != nil {
@@ -154,7 +203,7 @@ func runCmd(w io.Writer, path string, lo engine.Options, fn string, inputs []str
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s on %s: %v wall (first run: includes pipeline warm-up)\n", fn, l.Device.Info.Name, wall.Round(time.Microsecond))
+	fmt.Fprintf(w, "%s on %s: %v wall\n", fn, l.Device.Info.Name, wall.Round(time.Microsecond))
 	if out != "" {
 		files := append([]string{path, p.ResolveSource(path)}, inputFiles(inputs)...)
 		o := &outputs{ctx: ctx, inputs: files, force: force}
@@ -244,11 +293,16 @@ func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, st
 	load := time.Since(t0)
 	ctx, stop := interruptible()
 	defer stop()
+	fmt.Fprintf(w, "device: %s (plan loaded in %v)\n", l.Device.Info.Name, load.Round(time.Millisecond))
+	if lm, err := engine.CausalLM(l.Plan()); err == nil {
+		if err := preparePipelines(ctx, w, l, engine.GenerationFunctions(lm, len(prompt))); err != nil {
+			return err
+		}
+	}
 	g, err := l.GenerateIDs(ctx, prompt, engine.GenerateOptions{MaxTokens: steps}, nil)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "device: %s (plan loaded in %v)\n", l.Device.Info.Name, load.Round(time.Millisecond))
 	var via string
 	switch {
 	case g.Prefilled == len(prompt) && g.Chunks > 1:
@@ -260,12 +314,19 @@ func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, st
 	default:
 		via = g.DecodeFn + " one token at a time"
 	}
-	fmt.Fprintf(w, "prompt: %d tokens through %s in %v\n", len(prompt), via, g.Prompt.Round(time.Microsecond))
+	fmt.Fprintf(w, "prompt: %s through %s in %v\n", count(len(prompt), "token"), via, g.Prompt.Round(time.Microsecond))
 	ids := make([]string, len(g.Tokens))
 	for i, t := range g.Tokens {
 		ids[i] = strconv.Itoa(int(t))
 	}
 	fmt.Fprintf(w, "greedy tokens: %s\n", strings.Join(ids, " "))
+	if len(g.Tokens) < steps {
+		why := g.Stopped
+		if g.Stopped == engine.StopContext {
+			why = fmt.Sprintf("the KV cache is full (%d positions)", engine.ContextLength(l.Plan()))
+		}
+		fmt.Fprintf(w, "stopped after %d of --steps %d tokens: %s\n", len(g.Tokens), steps, why)
+	}
 	where := "on the device"
 	if g.HostArgmax {
 		where = "on the host (the plan outputs logits only)"
@@ -300,6 +361,14 @@ func textCmd(w, info io.Writer, path string, lo engine.Options, prompt, tokPath 
 	}
 	ctx, stop := interruptible()
 	defer stop()
+	fmt.Fprintf(info, "device: %s (plan loaded in %v)\n", m.Device.Info.Name, load.Round(time.Millisecond))
+	if lm, err := engine.CausalLM(m.Plan()); err == nil {
+		// The prompt's length in tokens is known once Generate has rendered and encoded it:
+		// the prefill at every length it has a variant for.
+		if err := preparePipelines(ctx, info, m, engine.GenerationFunctions(lm, 0)); err != nil {
+			return err
+		}
+	}
 	g, err := m.Generate(ctx, prompt, opts, func(s string) error {
 		_, err := io.WriteString(w, s)
 		return err
@@ -314,8 +383,7 @@ func textCmd(w, info io.Writer, path string, lo engine.Options, prompt, tokPath 
 		return err
 	}
 	sp := opts.Sampling
-	fmt.Fprintf(info, "device: %s (plan loaded in %v)\n", m.Device.Info.Name, load.Round(time.Millisecond))
-	fmt.Fprintf(info, "prompt: %d tokens in %v; generated %d tokens, stopped: %s", g.PromptTokens, g.Prompt.Round(time.Microsecond), len(g.Tokens), g.Stopped)
+	fmt.Fprintf(info, "prompt: %s in %v; generated %s, stopped: %s", count(g.PromptTokens, "token"), g.Prompt.Round(time.Microsecond), count(len(g.Tokens), "token"), g.Stopped)
 	if len(g.Steps) > 0 {
 		fmt.Fprintf(info, "; %v per token (median of %d steps)", g.PerToken().Round(time.Microsecond), len(g.Steps))
 	}
@@ -340,4 +408,12 @@ func textCmd(w, info io.Writer, path string, lo engine.Options, prompt, tokPath 
 			where, sp.Temperature, sp.TopP, sp.MinP, sp.RepeatPenalty, seed)
 	}
 	return nil
+}
+
+// count writes n and the noun, plural unless n is 1: "1 token", "8 tokens".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
