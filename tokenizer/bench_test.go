@@ -109,3 +109,29 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeUnigram measures the Unigram tokenizers of testdata/tokenizers/unigram
+// (Precompiled normalizer, Viterbi per word, no word cache) on the same texts:
+// go test -run '^$' -bench EncodeUnigram -cpu 1 ./tokenizer
+func BenchmarkEncodeUnigram(b *testing.B) {
+	texts := benchTexts(b)
+	for _, name := range []string{"t5", "albert"} {
+		tk, err := Load(filepath.Join(unigramDir, name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, kind := range []string{"english", "corpus"} {
+			text := texts[kind]
+			b.Run(name+"/"+kind, func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				cpu0 := cpuSeconds()
+				for b.Loop() {
+					if _, err := tk.Encode(text, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportCPU(b, len(text), cpu0)
+			})
+		}
+	}
+}
