@@ -73,14 +73,15 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 		m.keys = append(m.keys, k)
 		switch k {
 		case "role":
-			if err := json.Unmarshal(raw, &m.Role); err != nil {
+			if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '"' || json.Unmarshal(raw, &m.Role) != nil {
 				return fmt.Errorf("message role: want a string, got %s", raw)
 			}
 			hasRole = true
 			continue
 		case "content":
+			// (json.Unmarshal takes null into a string without an error: only a string is one.)
 			var s string
-			if json.Unmarshal(raw, &s) == nil {
+			if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '"' && json.Unmarshal(raw, &s) == nil {
 				m.Content = s
 				continue
 			}
@@ -259,8 +260,14 @@ func (c *Chat) Render(msgs []Message, opt ChatOptions) (string, error) {
 }
 
 // Chat compiles the tokenizer's chat template with its special tokens and finds its end of
-// turn. A tokenizer without a template is an error saying where one would be.
+// turn (once: later calls return the same Chat). A tokenizer without a template is an error
+// saying where one would be.
 func (t *Tokenizer) Chat() (*Chat, error) {
+	t.chatOnce.Do(func() { t.chat, t.chatErr = t.compileChat() })
+	return t.chat, t.chatErr
+}
+
+func (t *Tokenizer) compileChat() (*Chat, error) {
 	if t.chatTemplate == "" {
 		return nil, errors.New("the model has no chat template (tokenizer_config.json's chat_template, chat_template.jinja, or the GGUF file's tokenizer.chat_template)")
 	}

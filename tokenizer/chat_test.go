@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +205,54 @@ func TestEncodeChatBOS(t *testing.T) {
 		}
 		if !equalIDs(ids, want) {
 			t.Errorf("llama2 %q: ids %v, want %v", text, ids, want)
+		}
+	}
+}
+
+// TestMessageJSON: a message object keeps its fields in order for the template (a tojson of
+// the message writes them as given), a null or list content stays what it is, a message
+// without content has none (the template's "is defined" says so), and MarshalJSON gives the
+// object back.
+func TestMessageJSON(t *testing.T) {
+	src := `[{"content": null, "role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]},` +
+		`{"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "tool", "name": "f"}, {"role": "user", "content": "x"}]`
+	var msgs []Message
+	if err := json.Unmarshal([]byte(src), &msgs); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewChat("t", "{% for m in messages %}{{ m|tojson }}|{{ m.content is defined }}|{{ m.content is none }}\n{% endfor %}", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Render(msgs, ChatOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"content": null, "role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]}|True|True` + "\n" +
+		`{"role": "user", "content": [{"type": "text", "text": "hi"}]}|True|False` + "\n" +
+		`{"role": "tool", "name": "f"}|False|False` + "\n" +
+		`{"role": "user", "content": "x"}|True|False` + "\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	out, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	json.Unmarshal([]byte(src), &a)
+	json.Unmarshal(out, &b)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("marshal: %s\nwant the same as %s", out, src)
+	}
+	// A Go-built message has role and content, then its fields.
+	m := Message{Role: "assistant", Content: "ok", Fields: []Field{{"reasoning_content", json.RawMessage(`"why"`)}}}
+	if got, err := c.Render([]Message{m}, ChatOptions{}); err != nil || got != `{"role": "assistant", "content": "ok", "reasoning_content": "why"}|True|False`+"\n" {
+		t.Errorf("Go message: %q, %v", got, err)
+	}
+	for _, bad := range []string{`[{"content": "x"}]`, `[{"role": 1}]`, `[["user", "x"]]`, `[{"role": "a", "role": "b"}]`} {
+		if err := json.Unmarshal([]byte(bad), &msgs); err == nil {
+			t.Errorf("%s accepted", bad)
 		}
 	}
 }

@@ -62,6 +62,10 @@ type Tokenizer struct {
 	// special are the special-token variables of tokenizer_config.json the chat template
 	// sees (see Chat); nil when there was no tokenizer_config.json.
 	special map[string]any
+	// chat is the compiled chat template, made by the first Chat call.
+	chatOnce sync.Once
+	chat     *Chat
+	chatErr  error
 
 	// wordSplit, when set, splits a pre-tokenizer-less word before each run of this character
 	// that follows another character: the model's vocabulary has no token (and so no merge
