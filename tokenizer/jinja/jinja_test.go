@@ -45,7 +45,8 @@ func varsOf(t *testing.T, raw json.RawMessage) map[string]any {
 }
 
 // TestJinja2Cases renders testdata/jinja2_cases.json's templates (whitespace control, value
-// printing, scoping, loops, macros, filters, tests, methods, errors) and compares them byte
+// printing, scoping, loops, macros, filters, tests, methods, errors, and 100 random nestings of
+// tags in every whitespace control) and compares them byte
 // for byte with what Python's jinja2, configured as transformers configures it, rendered
 // (make_cases.py wrote them). A case jinja2 fails must fail here; a raise_exception must carry
 // its message exactly, and undefined, sandbox and type errors jinja2's text.

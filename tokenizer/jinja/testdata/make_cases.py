@@ -10,6 +10,7 @@ The expected outputs are jinja2's, never this package's.
 """
 import datetime
 import json
+import random
 import sys
 
 import jinja2
@@ -58,7 +59,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                                            "required": ["city"]}}}]
 D = {"b": 1, "a": [1, 2.5, None, True, "x'y"], "s": "Hello World", "n": 7, "f": -2.5, "e": [], "u": "  \u3000x\u00a0\t\n", "nested": {"k": {"z": [1, {"q": "w"}]}}}
 
-DEFAULT_VARS = {"messages": MSGS, "d": D, "tools": TOOLS}
+DEFAULT_VARS = {"messages": MSGS, "d": D, "tools": TOOLS, "a": True, "n": 2}
 
 # (name, template, vars); vars default to {"messages": MSGS, "d": D, "tools": TOOLS}.
 PROBES = [
@@ -154,6 +155,55 @@ PROBES = [
 ]
 
 
+# Random nestings of if/for/set/comments/output tags with every whitespace control ("-", "+",
+# none) between runs of spaces, tabs and newlines: trim_blocks and lstrip_blocks in all their
+# combinations.
+WS = [" ", "  ", "\t", "\n", " \n", "\n  ", "\n\t ", "\r\n", "", "", "x", "y z", "\n\n"]
+
+def tag(kind, body):
+    l = rng.choice(["", "", "-", "+"])
+    r = rng.choice(["", "", "-", "+"])
+    if kind == "{{":
+        l = l if l != "+" else ""
+        r = r if r != "+" else ""
+        return "{{" + l + " " + body + " " + r + "}}"
+    if kind == "{#":
+        return "{#" + l + " c " + r + "#}"
+    return "{%" + l + " " + body + " " + r + "%}"
+
+def block(depth):
+    out = []
+    for _ in range(rng.randint(1, 5)):
+        out.append(rng.choice(WS))
+        k = rng.random()
+        if k < 0.25:
+            out.append(tag("{{", rng.choice(["a", "'s'", "n", "loop.index if loop is defined else 0"])))
+        elif k < 0.35:
+            out.append(tag("{#", ""))
+        elif k < 0.55 and depth < 3:
+            out.append(tag("{%", rng.choice(["if a", "if not a", "if n > 1"])))
+            out.append(block(depth + 1))
+            if rng.random() < 0.4:
+                out.append(rng.choice(WS)); out.append(tag("{%", "else")); out.append(block(depth + 1))
+            out.append(rng.choice(WS)); out.append(tag("{%", "endif"))
+        elif k < 0.7 and depth < 3:
+            out.append(tag("{%", "for i in range(2)"))
+            out.append(block(depth + 1))
+            out.append(rng.choice(WS)); out.append(tag("{%", "endfor"))
+        elif k < 0.8:
+            out.append(tag("{%", "set q = 1"))
+        else:
+            out.append(rng.choice(WS))
+    out.append(rng.choice(WS))
+    return "".join(out)
+
+
+def random_probes(n, seed=1):
+    global rng
+    rng = random.Random(seed)
+    return [("ws_random_%d" % i, block(0), None) for i in range(n)]
+
+
 def render(src, vars):
     try:
         return {"rendered": env.from_string(src).render(**vars)}
@@ -167,7 +217,7 @@ def render(src, vars):
 
 def main():
     out = []
-    for name, src, vars in PROBES:
+    for name, src, vars in PROBES + random_probes(100):
         case = {"name": name, "template": src}
         if vars is not None:
             case["vars"] = vars
