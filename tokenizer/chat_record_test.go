@@ -12,14 +12,26 @@ import (
 
 // TestChatTemplateRecorded: a plan records the whole chat template (Qwen3's, 4 KiB, byte for
 // byte) and the special tokens it needs (the inline tokenizer_config.json), so the tokenizer a
-// plan gives back renders every oracle conversation as the source folder does.
+// plan gives back renders every oracle conversation as the source folder does. The
+// tokenizer.json beside Qwen3's config is a small stand-in (the vocabulary plays no part).
 func TestChatTemplateRecorded(t *testing.T) {
-	dir := filepath.Join(oracles.Dir(t, "tokenizers"), "qwen3")
+	cfg, err := os.ReadFile(filepath.Join(oracles.Dir(t, "tokenizers"), "qwen3", "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	src, err := os.ReadFile(filepath.Join(oracles.Dir(t, "chat-templates"), "qwen3", "template.jinja"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := Record(dir, true)
+	dir := t.TempDir()
+	tj := `{"model": {"type": "WordLevel", "vocab": {"<|im_end|>": 0, "<|endoftext|>": 1, "<unk>": 2}, "unk_token": "<unk>"}}`
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(tj), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Record(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,13 +131,9 @@ func TestChatTemplateOracle(t *testing.T) {
 // (the Chat API vkc run uses): the special tokens come from the config, and the end of turn
 // is found by rendering.
 func TestChatTokenizerOracle(t *testing.T) {
-	tokDir := oracles.Dir(t, "tokenizers")
 	root := oracles.Dir(t, "chat-templates")
 	for _, c := range []struct{ name, eot string }{{"llama3", "<|eot_id|>"}, {"qwen3", "<|im_end|>"}} {
-		tok, err := Load(filepath.Join(tokDir, c.name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tok, _ := oracleTokenizer(t, c.name)
 		chat, err := tok.Chat()
 		if err != nil {
 			t.Fatal(err)
@@ -158,11 +154,7 @@ func TestChatTokenizerOracle(t *testing.T) {
 // adds nothing, so it appears once; Llama 2's tokenizer adds <s>, which EncodeChat puts first
 // when the rendered text does not start with it, and not twice when it does.
 func TestEncodeChatBOS(t *testing.T) {
-	dir := oracles.Dir(t, "tokenizers")
-	l3, err := Load(filepath.Join(dir, "llama3"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l3, _ := oracleTokenizer(t, "llama3")
 	chat, err := l3.Chat()
 	if err != nil {
 		t.Fatal(err)
@@ -185,10 +177,7 @@ func TestEncodeChatBOS(t *testing.T) {
 	if len(ids) == 0 || ids[0] != bos || n != 1 {
 		t.Errorf("llama3: ids %v: want one <|begin_of_text|> (%d), first", ids, bos)
 	}
-	l2, err := Load(filepath.Join(dir, "llama2"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2, _ := oracleTokenizer(t, "llama2")
 	for _, text := range []string{"[INST] Hi [/INST]", "<s>[INST] Hi [/INST]"} {
 		ids, err := l2.EncodeChat(text)
 		if err != nil {
