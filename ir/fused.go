@@ -18,6 +18,9 @@ const (
 	// RopeCacheWrite(state, x, pos) = cache_write(state, rope(x, pos), pos): keys are rotated
 	// as they are written into the cache.
 	RopeCacheWrite
+	// MoeLinearSum(x, W, ids, w) = moe_sum(moe_linear(x, W, ids), w): an MoE layer's down
+	// projection sums its k experts' rows with the routing weights as it computes them.
+	MoeLinearSum
 
 	numOps
 )
@@ -61,5 +64,13 @@ func init() {
 				return nil, err
 			}
 			return opTable[CacheWrite].infer(a, args)
+		}})
+	def(MoeLinearSum, OpInfo{Name: "moe_linear_sum", Kind: KindOther, MinArgs: 4, MaxArgs: 4, Fused: true, WeightArgs: []int{1},
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			y, err := moeLinearInfer(args[:3])
+			if err != nil {
+				return nil, err
+			}
+			return opTable[MoeSum].infer(a, []Type{y[0], args[3]})
 		}})
 }

@@ -305,7 +305,16 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 				return nil, fail("x and the indices must both have the length on their leading axis")
 			}
 			out = true
-		case n.Op == Sum || n.Op == Mean || n.Op == Max || n.Op == Min || n.Op == Argmax || n.Op == ArgTopK || n.Op == Softmax:
+		case n.Op == MoeLinear || n.Op == MoeSum || n.Op == MoeLinearSum:
+			// Rows (tokens) are routed and computed independently; the experts' weights are
+			// never bounded.
+			for i, a := range n.Args {
+				if b[i] && (i == 1 && n.Op != MoeSum || a.Type().Shape.Rank() < 2) {
+					return nil, fail("operand %d is bounded but is not a row operand", i)
+				}
+			}
+			out = true
+		case n.Op == Sum || n.Op == Mean || n.Op == Max || n.Op == Min || n.Op == Argmax || n.Op == ArgTopK || n.Op == Softmax || n.Op == MoeRoute:
 			x := n.Args[0].Type()
 			if x.Shape.Rank() < 2 || axis("axis", -1, x.Shape.Rank()) == 0 {
 				return nil, fail("it reduces over axis 0")

@@ -109,6 +109,14 @@ const (
 	// (numpy's take_along_axis), x [..., n] and idx int [..., k] with the same leading axes.
 	TakeAlongAxis
 
+	// Mixture of experts (ops_moe.go): a router's logits choose k of E experts per row
+	// (MoeRoute), each chosen expert's matrix of a stack [E, out, in] multiplies the row
+	// (MoeLinear: a gather of experts, so the work follows k, not E), and the k results are
+	// summed with the routing weights (MoeSum).
+	MoeRoute
+	MoeLinear
+	MoeSum
+
 	numBaseOps
 )
 

@@ -46,6 +46,12 @@ func TestFusedOpsEqualCompositions(t *testing.T) {
 			r := b.MustOp(ir.Rope, ir.Attrs{"theta": 100.0}, in[1], in[2])
 			return []ir.Value{f}, []ir.Value{b.MustOp(ir.CacheWrite, nil, in[0], r, in[2])}
 		}},
+		{"moe_linear_sum", []ir.Type{ir.T(ir.F32, 3, 2, 6), ir.T(ir.F32, 4, 5, 6), ir.T(ir.F32, 3, 4)}, func(b *ir.Builder, in []ir.Value) ([]ir.Value, []ir.Value) {
+			r := b.MustOp(ir.MoeRoute, ir.Attrs{"k": 2}, in[2])
+			w := ir.Value{Node: r.Node, Out: 1}
+			f := b.MustOp(ir.MoeLinearSum, nil, in[0], in[1], r, w)
+			return []ir.Value{f}, []ir.Value{b.MustOp(ir.MoeSum, nil, b.MustOp(ir.MoeLinear, nil, in[0], in[1], r), w)}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -193,8 +193,54 @@ func handCases() []opCase {
 			f32(sh(1, 2, 1, 2), 7, 9, 7, 8), 0},
 		{"batch_norm nhwc", ir.BatchNorm, ir.Attrs{"eps": 1.0, "layout": "nhwc"}, a(f32(sh(1, 2, 2), 3, 7, 5, 8), f32(sh(2), 2, 1), f32(sh(2), 5, 0), f32(sh(2), 1, 0), f32(sh(2), 3, 0)),
 			f32(sh(1, 2, 2), 7, 7, 9, 8), 0},
+
+		// Mixture of experts. Logits ln(1, 3, 2, 6): the two largest are experts 3 and 1 (out0,
+		// the ids; TestMoeRouteWeights checks the weights).
+		{"moe_route ids", ir.MoeRoute, ir.Attrs{"k": 2}, a(f32(sh(1, 4), 0, math.Log(3), math.Log(2), math.Log(6))), i32(sh(1, 2), 3, 1), 0},
+		// Expert e is [[e+1, 0], [0, 1]]: row [1, 2] through experts 2 and 0 gives [3, 2] and [1, 2].
+		{"moe_linear", ir.MoeLinear, nil, a(f32(sh(1, 2), 1, 2), f32(sh(3, 2, 2), 1, 0, 0, 1, 2, 0, 0, 1, 3, 0, 0, 1), i32(sh(1, 2), 2, 0)),
+			f32(sh(1, 2, 2), 3, 2, 1, 2), 0},
+		// Each slot its own row: slot 0 reads [1, 2] through expert 1, slot 1 reads [5, 7] through expert 1.
+		{"moe_linear per slot", ir.MoeLinear, nil, a(f32(sh(1, 2, 2), 1, 2, 5, 7), f32(sh(2, 2, 2), 1, 0, 0, 1, 2, 0, 0, 1), i32(sh(1, 2), 1, 1)),
+			f32(sh(1, 2, 2), 2, 2, 10, 7), 0},
+		{"moe_sum", ir.MoeSum, nil, a(f32(sh(1, 2, 2), 3, 2, 1, 2), f32(sh(1, 2), 0.5, 0.25)), f32(sh(1, 2), 1.75, 1.5), 0},
 	}
 	return c
+}
+
+// TestMoeRouteWeights checks moe_route's second output by hand: logits ln(1, 3, 2, 6) choose
+// experts 3 and 1, whose weights are 6/9 and 3/9 renormalised, or 6/12 and 3/12 of the
+// softmax over all four (norm=none).
+func TestMoeRouteWeights(t *testing.T) {
+	x := f32(sh(2, 4), 0, math.Log(3), math.Log(2), math.Log(6), 1, 1, 1, 1)
+	for _, c := range []struct {
+		norm string
+		want *ir.Tensor
+	}{
+		{"renorm", f32(sh(2, 2), 2.0/3, 1.0/3, 0.5, 0.5)},
+		{"none", f32(sh(2, 2), 0.5, 0.25, 0.25, 0.25)},
+	} {
+		b := ir.NewBuilder("t")
+		in, err := b.Input("x", x.Type)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.Op(ir.MoeRoute, ir.Attrs{"k": 2, "norm": c.norm}, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := EvalValues(b.Function(), Env{Inputs: map[string]*ir.Tensor{"x": x}}, r, ir.Value{Node: r.Node, Out: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Equal logits (the second row) choose in index order: experts 0 and 1.
+		if msg := closeTo(got[0], i32(sh(2, 2), 3, 1, 0, 1), 0); msg != "" {
+			t.Errorf("norm=%s ids: %s", c.norm, msg)
+		}
+		if msg := closeTo(got[1], c.want, 1e-7); msg != "" {
+			t.Errorf("norm=%s weights: %s", c.norm, msg)
+		}
+	}
 }
 
 func a(x ...*ir.Tensor) []*ir.Tensor { return x }
@@ -236,6 +282,7 @@ func TestRunTimeErrors(t *testing.T) {
 		{"kv_len zero", ir.Attention, nil, a(f32(sh(1, 1, 1), 1), f32(sh(2, 1, 1), 0, 1), f32(sh(2, 1, 1), 4, 8), i32(sh(), 0)), "kv_len 0 is outside 1..2"},
 		{"kv_len below queries causal", ir.Attention, ir.Attrs{"causal": true}, a(f32(sh(2, 1, 1), 1, 1), f32(sh(2, 1, 1), 0, 1), f32(sh(2, 1, 1), 4, 8), i32(sh(), 1)), "kv_len 1 is less than the 2 queries"},
 		{"embedding id too large", ir.Embedding, nil, a(f32(sh(3, 1), 1, 2, 3), i32(sh(2), 0, 3)), "id 3 at index 1 is outside the table of 3 rows"},
+		{"moe_linear expert id", ir.MoeLinear, nil, a(f32(sh(1, 2), 1, 2), f32(sh(2, 2, 2), 1, 0, 0, 1, 2, 0, 0, 1), i32(sh(1, 2), 0, 2)), "expert id 2 at row 0, slot 1 is outside 0..1"},
 		{"take_along_axis index", ir.TakeAlongAxis, nil, a(f32(sh(1, 3), 1, 2, 3), i32(sh(1, 2), 0, 3)), "index 3 at 1 is outside the axis of 3"},
 		{"embedding id negative", ir.Embedding, nil, a(f32(sh(3, 1), 1, 2, 3), i32(sh(1), -1)), "id -1 at index 0"},
 		{"rope negative pos", ir.Rope, nil, a(f32(sh(1, 2), 1, 2), i32(sh(), -1)), "pos -1 is negative"},
