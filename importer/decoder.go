@@ -50,6 +50,10 @@ type decoderLM struct {
 	castEmbed bool
 	// tokenizer is the tokenizer file the model.yaml names (relative to it), or "".
 	tokenizer string
+
+	// arch holds the architecture extensions (decoder_arch.go: Gemma, Phi-3, mixtures of
+	// experts); its zero value is the graph above.
+	arch archLM
 }
 
 // lmParam is one parameter of the decoder: its name template, its shape in model.yaml dims,
@@ -65,9 +69,14 @@ func (m *decoderLM) params() []lmParam {
 	ps := []lmParam{
 		{"embed", []string{"vocab", "d"}, false},
 		{"layers.{i}.attn_norm", []string{"d"}, true},
-		{"layers.{i}.wq", []string{"heads*hd", "d"}, true},
-		{"layers.{i}.wk", []string{"kv_heads*hd", "d"}, true},
-		{"layers.{i}.wv", []string{"kv_heads*hd", "d"}, true},
+	}
+	if m.arch.fusedQKV {
+		ps = append(ps, lmParam{"layers.{i}.wqkv", []string{"(heads+2*kv_heads)*hd", "d"}, true})
+	} else {
+		ps = append(ps,
+			lmParam{"layers.{i}.wq", []string{"heads*hd", "d"}, true},
+			lmParam{"layers.{i}.wk", []string{"kv_heads*hd", "d"}, true},
+			lmParam{"layers.{i}.wv", []string{"kv_heads*hd", "d"}, true})
 	}
 	for _, b := range []struct{ p, out string }{{"q", "heads*hd"}, {"k", "kv_heads*hd"}, {"v", "kv_heads*hd"}, {"o", "d"}} {
 		if m.bias[b.p] {
@@ -77,13 +86,16 @@ func (m *decoderLM) params() []lmParam {
 	if m.qkNorm {
 		ps = append(ps, lmParam{"layers.{i}.q_norm", []string{"hd"}, true}, lmParam{"layers.{i}.k_norm", []string{"hd"}, true})
 	}
-	ps = append(ps,
-		lmParam{"layers.{i}.wo", []string{"d", "heads*hd"}, true},
-		lmParam{"layers.{i}.mlp_norm", []string{"d"}, true},
-		lmParam{"layers.{i}.w_gate", []string{"ffn", "d"}, true},
-		lmParam{"layers.{i}.w_up", []string{"ffn", "d"}, true},
-		lmParam{"layers.{i}.w_down", []string{"d", "ffn"}, true},
-		lmParam{"out_norm", []string{"d"}, false})
+	ps = append(ps, lmParam{"layers.{i}.wo", []string{"d", "heads*hd"}, true})
+	if m.arch.postNorms {
+		ps = append(ps, lmParam{"layers.{i}.post_attn_norm", []string{"d"}, true})
+	}
+	ps = append(ps, lmParam{"layers.{i}.mlp_norm", []string{"d"}, true})
+	ps = append(ps, m.arch.ffnParams()...)
+	if m.arch.postNorms {
+		ps = append(ps, lmParam{"layers.{i}.post_mlp_norm", []string{"d"}, true})
+	}
+	ps = append(ps, lmParam{"out_norm", []string{"d"}, false})
 	if !m.tied {
 		ps = append(ps, lmParam{"lm_head", []string{"vocab", "d"}, false})
 	}
@@ -115,6 +127,7 @@ func (m *decoderLM) yaml() ([]byte, error) {
 	w("model: %s\n", yamlString(m.name))
 	w("dims:\n  vocab: %d\n  d: %d\n  heads: %d\n  kv_heads: %d\n  hd: %d\n  ffn: %d\n  layers: %d\n  ctx: %d\n",
 		m.vocab, m.d, m.heads, m.kvHeads, m.hd, m.ffn, m.layers, m.ctx)
+	m.arch.dims(w)
 	if m.tokenizer != "" {
 		w("tokenizer: %s\n", yamlString(m.tokenizer))
 	}
@@ -170,15 +183,26 @@ func (m *decoderLM) yaml() ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// prologue writes the body's first statements: the embedding and the KV length.
+// prologue writes the body's first statements: the embedding (scaled where the architecture
+// scales it) and the KV length.
 func (m *decoderLM) prologue(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	emb := "embedding(embed, tokens)"
 	if m.castEmbed {
 		// 16-bit table rows; the activations are f32.
-		fmt.Fprintf(b, "      - x = cast(embedding(embed, tokens), to=f32)\n")
-	} else {
-		fmt.Fprintf(b, "      - x = embedding(embed, tokens)\n")
+		emb = "cast(embedding(embed, tokens), to=f32)"
 	}
-	fmt.Fprintf(b, "      - kv_len = add(pos, seq)\n")
+	if s := m.arch.embedScale; s != 0 {
+		w("      # the embedding rows scaled by %s\n", m.arch.embedScaleWhy)
+		emb = fmt.Sprintf("mul(%s, %s)", emb, fmtFloat(s))
+	}
+	w("      - x = %s\n", emb)
+	w("      - kv_len = add(pos, seq)\n")
+}
+
+// norm is an RMSNorm of x by the weight parameter name (as the architecture uses its weights).
+func (m *decoderLM) norm(x, name string) string {
+	return fmt.Sprintf("rmsnorm(%s, %s, eps=%s)", x, m.arch.normWeight(name), fmtFloat(m.eps))
 }
 
 // head writes the final norm and the LM head: of the last row only (ir.LastRows: a slice the
@@ -193,7 +217,12 @@ func (m *decoderLM) head(b *strings.Builder, last bool) {
 		fmt.Fprintf(b, "      # the last row: generation needs its logits only\n")
 		x = "slice(x, axis=0, start=-1, end=seq)"
 	}
-	fmt.Fprintf(b, "      - logits = linear(rmsnorm(%s, out_norm, eps=%s), %s)\n", x, fmtFloat(m.eps), head)
+	logits := fmt.Sprintf("linear(%s, %s)", m.norm(x, "out_norm"), head)
+	if c := m.arch.finalSoftcap; c > 0 {
+		fmt.Fprintf(b, "      # logits soft-capped at %s: cap·tanh(logits/cap)\n", fmtFloat(c))
+		logits = fmt.Sprintf("mul(tanh(mul(%s, %s)), %s)", logits, fmtFloat(1/c), fmtFloat(c))
+	}
+	fmt.Fprintf(b, "      - logits = %s\n", logits)
 }
 
 // body writes the prefill body (decode shares it), with the LM head of the last row when last,
@@ -202,24 +231,17 @@ func (m *decoderLM) body(b *strings.Builder, last bool) []string {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	m.prologue(b)
 	var anchors []string
-	epsS, thetaS := fmtFloat(m.eps), fmtFloat(m.theta)
 	lin := func(x, wname, bname string) string {
 		if m.bias[bname] {
 			return fmt.Sprintf("linear(%s, layers.{i}.%s, layers.{i}.b%s)", x, wname, bname)
 		}
 		return fmt.Sprintf("linear(%s, layers.{i}.%s)", x, wname)
 	}
-	rope := fmt.Sprintf("theta=%s, mode=%s", thetaS, m.ropeMode)
-	if s := m.scaling; s.Type == ir.RopeScalingLinear {
-		rope += fmt.Sprintf(", scaling=linear, factor=%s", fmtFloat(s.Factor))
-	} else if s.Type == ir.RopeScalingLlama3 {
-		rope += fmt.Sprintf(", scaling=llama3, factor=%s, low_freq_factor=%s, high_freq_factor=%s, original_ctx=%d",
-			fmtFloat(s.Factor), fmtFloat(s.LowFreqFactor), fmtFloat(s.HighFreqFactor), s.OriginalCtx)
-	}
-	// Consecutive layers with the same attention window share one repeat block.
+	norm := m.norm
+	// Consecutive layers with the same attention window and RoPE share one repeat block.
 	for lo := 0; lo < m.layers; {
 		hi := lo + 1
-		for hi < m.layers && m.windowOf(hi) == m.windowOf(lo) {
+		for hi < m.layers && m.windowOf(hi) == m.windowOf(lo) && m.ropeOf(hi) == m.ropeOf(lo) {
 			hi++
 		}
 		from, to := strconv.Itoa(lo), strconv.Itoa(hi)
@@ -231,29 +253,63 @@ func (m *decoderLM) body(b *strings.Builder, last bool) []string {
 			win = fmt.Sprintf(", window=%d", wn)
 			w("      # layers %d..%d: sliding-window attention over the last %d positions\n", lo, hi-1, wn)
 		}
+		rope := m.ropeOf(lo)
 		anchors = append(anchors, fmt.Sprintf("layers%d", lo))
 		w("      - &%s\n        repeat i in %s..%s:\n", anchors[len(anchors)-1], from, to)
-		w("        - h = rmsnorm(x, layers.{i}.attn_norm, eps=%s)\n", epsS)
+		w("        - h = %s\n", norm("x", "layers.{i}.attn_norm"))
 		q := fmt.Sprintf("reshape(%s, shape=[seq, heads, hd])", lin("h", "wq", "q"))
 		k := fmt.Sprintf("reshape(%s, shape=[seq, kv_heads, hd])", lin("h", "wk", "k"))
+		v := fmt.Sprintf("reshape(%s, shape=[seq, kv_heads, hd])", lin("h", "wv", "v"))
+		if m.arch.fusedQKV {
+			// One projection whose output rows are q, then k, then v (its columns sliced).
+			w("        - qkv = linear(h, layers.{i}.wqkv)\n")
+			q = "reshape(slice(qkv, axis=-1, start=0, end=heads*hd), shape=[seq, heads, hd])"
+			k = "reshape(slice(qkv, axis=-1, start=heads*hd, end=(heads+kv_heads)*hd), shape=[seq, kv_heads, hd])"
+			v = "reshape(slice(qkv, axis=-1, start=(heads+kv_heads)*hd, end=(heads+2*kv_heads)*hd), shape=[seq, kv_heads, hd])"
+		}
 		if m.qkNorm {
 			w("        # per-head RMSNorm of q and k, then RoPE\n")
-			w("        - q = rmsnorm(%s, layers.{i}.q_norm, eps=%s)\n", q, epsS)
-			w("        - k = rmsnorm(%s, layers.{i}.k_norm, eps=%s)\n", k, epsS)
+			w("        - q = %s\n", norm(q, "layers.{i}.q_norm"))
+			w("        - k = %s\n", norm(k, "layers.{i}.k_norm"))
 			q, k = "q", "k"
 		}
 		w("        - q = rope(%s, pos, %s)\n", q, rope)
 		w("        - k = rope(%s, pos, %s)\n", k, rope)
 		w("        - k_cache.{i} <- cache_write(k_cache.{i}, k, pos)\n")
-		w("        - v_cache.{i} <- cache_write(v_cache.{i}, reshape(%s, shape=[seq, kv_heads, hd]), pos)\n", lin("h", "wv", "v"))
-		w("        - a = attention(q, k_cache.{i}, v_cache.{i}, kv_len, scale=1/sqrt(hd), causal=true%s)\n", win)
-		w("        - x = add(x, %s)\n", lin("reshape(a, shape=[seq, heads*hd])", "wo", "o"))
-		w("        - h = rmsnorm(x, layers.{i}.mlp_norm, eps=%s)\n", epsS)
-		w("        - x = add(x, linear(mul(silu(linear(h, layers.{i}.w_gate)), linear(h, layers.{i}.w_up)), layers.{i}.w_down))\n")
+		w("        - v_cache.{i} <- cache_write(v_cache.{i}, %s, pos)\n", v)
+		w("        - a = attention(q, k_cache.{i}, v_cache.{i}, kv_len, scale=%s, causal=true%s)\n", m.arch.attnScaleExpr(), win)
+		o := lin("reshape(a, shape=[seq, heads*hd])", "wo", "o")
+		if m.arch.postNorms {
+			o = norm(o, "layers.{i}.post_attn_norm")
+		}
+		w("        - x = add(x, %s)\n", o)
+		w("        - h = %s\n", norm("x", "layers.{i}.mlp_norm"))
+		f := m.arch.ffn(w)
+		if m.arch.postNorms {
+			f = norm(f, "layers.{i}.post_mlp_norm")
+		}
+		w("        - x = add(x, %s)\n", f)
 		lo = hi
 	}
 	m.head(b, last)
 	return anchors
+}
+
+// ropeOf is layer's rope attributes: theta, mode and the frequency scaling (a layer may have a
+// base and scaling of its own: Gemma's local layers).
+func (m *decoderLM) ropeOf(layer int) string {
+	theta, scaling := m.theta, m.scaling
+	if r, ok := m.arch.layerRope[layer]; ok {
+		theta, scaling = r.theta, r.scaling
+	}
+	rope := fmt.Sprintf("theta=%s, mode=%s", fmtFloat(theta), m.ropeMode)
+	if s := scaling; s.Type == ir.RopeScalingLinear {
+		rope += fmt.Sprintf(", scaling=linear, factor=%s", fmtFloat(s.Factor))
+	} else if s.Type == ir.RopeScalingLlama3 {
+		rope += fmt.Sprintf(", scaling=llama3, factor=%s, low_freq_factor=%s, high_freq_factor=%s, original_ctx=%d",
+			fmtFloat(s.Factor), fmtFloat(s.LowFreqFactor), fmtFloat(s.HighFreqFactor), s.OriginalCtx)
+	}
+	return rope
 }
 
 func (m *decoderLM) windowOf(layer int) int {

@@ -12,9 +12,11 @@ import (
 )
 
 // GGUFArchitectures are the general.architecture values ImportGGUF knows: Llama-style
-// decoders (llama: Llama 2 and 3, SmolLM2, TinyLlama, Mistral without a sliding window),
-// qwen2 (q/k/v biases) and qwen3 (per-head RMSNorm of q and k before RoPE).
-var GGUFArchitectures = []string{"llama", "qwen2", "qwen3"}
+// decoders (llama: Llama 2 and 3, SmolLM2, TinyLlama, Mistral without a sliding window, and
+// Mixtral's mixture of experts), qwen2 (q/k/v biases), qwen3 (per-head RMSNorm of q and k
+// before RoPE), qwen3moe (Qwen3 with a mixture of experts), gemma3 and phi3 (see
+// gguf_arch.go).
+var GGUFArchitectures = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3"}
 
 // MaxCtx caps the context (KV cache rows) an import gives a model by default: the KV caches
 // are f32, so a model that declares 128k tokens would need tens of GiB; 4096 keeps Llama-3-8B's
@@ -148,6 +150,9 @@ func (g *ggufImport) generate() ([]byte, error) {
 		return nil, err
 	}
 	ffn, err := g.uint("feed_forward_length")
+	if err != nil && arch == "qwen3moe" && g.f.Has(arch+".expert_feed_forward_length") {
+		ffn, err = g.uint("expert_feed_forward_length") // no dense FFN: its width is not needed
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +233,7 @@ func (g *ggufImport) generate() ([]byte, error) {
 	case ctxLen > 0 && ctx > ctxLen:
 		g.note("context %d is more than the model's %d; positions past it were not trained", ctx, ctxLen)
 	}
-	if w, err := g.optUint("attention.sliding_window", 0); err == nil && w > 0 && w < ctx {
+	if w, err := g.optUint("attention.sliding_window", 0); err == nil && w > 0 && w < ctx && !archWindows[arch] {
 		return nil, fmt.Errorf("%s.attention.sliding_window is %d, less than the context %d: sliding-window attention is not supported (import with --ctx %d or less)", arch, w, ctx, w)
 	}
 	seq := g.opts.Prefill
@@ -243,7 +248,7 @@ func (g *ggufImport) generate() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode := "half"
+	mode := "half" // every architecture but llama is stored unpermuted and run with NEOX RoPE
 	if arch == "llama" {
 		mode = "interleaved"
 		g.note("llama.cpp stores llama's Q and K rows permuted for its interleaved RoPE: rope mode=interleaved on the stored weights (no un-permuting)")
@@ -276,7 +281,7 @@ func (g *ggufImport) generate() ([]byte, error) {
 			"eps and theta are the file's f32 values, exactly.",
 		},
 		name: name, vocab: vocab, d: d, heads: heads, kvHeads: kvHeads, hd: hd, ffn: ffn, layers: layers, ctx: ctx, prefill: seq,
-		eps: eps, theta: theta, ropeMode: mode, scaling: scaling, qkNorm: arch == "qwen3", bias: bias, tied: !hasOutput,
+		eps: eps, theta: theta, ropeMode: mode, scaling: scaling, qkNorm: arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3", bias: bias, tied: !hasOutput,
 		files: []string{weightsFile},
 		names: map[string]string{
 			"embed": "token_embd.weight", "layers.{i}.attn_norm": "blk.{i}.attn_norm.weight",
@@ -293,6 +298,10 @@ func (g *ggufImport) generate() ([]byte, error) {
 		// them (a block-quantized table gives f32 rows itself).
 		castEmbed: emb.Format != nil && emb.Format.Name == "f16",
 	}
+	if err := g.archSpecific(lm); err != nil {
+		return nil, err
+	}
+	lm.header = append(lm.header, lm.arch.header()...)
 	if scaling.Type != ir.RopeScalingNone {
 		g.note("RoPE scaling %s (factor %v)", scaling.Type, scaling.Factor)
 	}
@@ -388,8 +397,11 @@ func (g *ggufImport) dtype(name string) (string, error) {
 // compute.
 func (g *ggufImport) unsupported() error {
 	a := g.arch
-	if n, err := g.optUint("expert_count", 0); err != nil || n > 0 {
-		return fmt.Errorf("%s.expert_count is %d: mixture-of-experts models are not supported", a, n)
+	if n, err := g.optUint("expert_count", 0); err != nil || n > 0 && a != "llama" && a != "qwen3moe" {
+		return fmt.Errorf("%s.expert_count is %d: vkc imports mixtures of experts of llama (Mixtral) and qwen3moe only", a, n)
+	}
+	if a == "qwen3moe" && !g.f.Has(a+".expert_count") {
+		return fmt.Errorf("a qwen3moe file has %s.expert_count; it is missing", a)
 	}
 	return nil
 }
