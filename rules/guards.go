@@ -50,6 +50,16 @@ func (a *adapter) guards() map[string]Guard {
 			n, err := strconv.Atoi(args[1])
 			return ok && err == nil && info(g, id).Type().Shape.Rank() == n
 		}},
+		// last_dim_at_most(?x, n): the last axis of ?x has at most n elements.
+		"last_dim_at_most": {Args: 2, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
+			id, ok := classArg(m, args[0])
+			n, err := strconv.Atoi(args[1])
+			if !ok || err != nil {
+				return false
+			}
+			s := info(g, id).Type().Shape
+			return s.Rank() > 0 && s[s.Rank()-1] <= n
+		}},
 		// scalar_const(?c): ?c is a known one-element constant.
 		"scalar_const": {Args: 1, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
 			id, ok := classArg(m, args[0])

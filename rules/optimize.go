@@ -20,8 +20,9 @@ import (
 
 // The rule files, grouped by purpose: algebra.rules (identities, transposes, reshapes, scalar
 // folding, x·Wᵀ forms), recognise.rules (the compositions ir.Decompose writes, back to composite
-// ops), fusion.rules (ops that one kernel does in one pass) and layout.rules (attention layouts,
-// linears that share an input).
+// ops), fusion.rules (ops that one kernel does in one pass), layout.rules (attention layouts,
+// linears that share an input) and moe.rules (mixtures of experts: routing recognised, the
+// weighted sum done by the down projection).
 //
 //go:embed *.rules
 var ruleFiles embed.FS
@@ -588,6 +589,13 @@ func (c StaticCost) Cost(n CostNode) float64 {
 	case ir.Attention:
 		q, k := n.Args[0].Shape, n.Args[1].Shape
 		flops = 4 * float64(q.NumElements()) * float64(max(k[0], k[1]))
+	case ir.MoeLinear, ir.MoeLinearSum:
+		// Only the chosen experts' matrices are read: k per row, at most all of them.
+		w := n.Args[1]
+		ids := n.Args[2].Shape
+		slots := ids.NumElements()
+		bytes -= float64(w.Bytes()) * (1 - math.Min(1, float64(slots)/float64(w.Shape[0])))
+		flops = 2 * float64(slots) * float64(w.Shape[1]) * float64(w.Shape[2])
 	case ir.Conv2d:
 		w := n.Args[1].Shape // [cout, cin/groups, kh, kw]
 		flops = 2 * float64(n.Outs[0].Shape.NumElements()) * float64(w[1]*w[2]*w[3])

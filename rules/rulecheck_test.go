@@ -283,6 +283,18 @@ var ruleCases = map[string]ruleCase{
 		in := c.dim()
 		return []ir.Value{c.dec(ir.Linear, nil, c.in(in), c.param(c.dim(), in))}
 	}},
+	"moe-route": {build: func(c *caseGen) []ir.Value {
+		e := c.pick(2, 3, 8, 9)
+		x := c.in(c.dim(), e)
+		ids := c.op(ir.ArgTopK, ir.Attrs{"k": 1 + c.rng.IntN(e)}, x)
+		return []ir.Value{ids, c.op(ir.Softmax, ir.Attrs{"axis": -1}, c.op(ir.TakeAlongAxis, nil, x, ids))}
+	}},
+	"moe-route-probs": {build: func(c *caseGen) []ir.Value {
+		e := c.pick(2, 3, 8, 9)
+		x := c.in(c.dim(), e)
+		ids := c.op(ir.ArgTopK, ir.Attrs{"k": 1 + c.rng.IntN(e)}, x)
+		return []ir.Value{ids, c.op(ir.TakeAlongAxis, nil, c.op(ir.Softmax, ir.Attrs{"axis": -1}, x), ids)}
+	}},
 	"attention": {also: []string{"softmax"}, build: func(c *caseGen) []ir.Value {
 		lay := []string{"shd", "hsd"}[c.rng.IntN(2)]
 		q, k, v, at, sq, skv := attentionInputs(c, lay)
@@ -320,6 +332,16 @@ var ruleCases = map[string]ruleCase{
 		ctx := s + c.pick(0, 1, 4)
 		pos := c.i32(c.rng.IntN(ctx - s + 1))
 		return []ir.Value{c.op(ir.CacheWrite, nil, c.state(ctx, sh[1], sh[2]), c.op(ir.Rope, at, x, pos), pos)}
+	}},
+	"moe-linear-sum": {build: func(c *caseGen) []ir.Value {
+		n, k, e, in, out := c.dim(), c.pick(1, 2), c.pick(2, 3, 5), c.dim(), c.dim()
+		r := c.op(ir.MoeRoute, ir.Attrs{"k": k}, c.in(n, e))
+		x := c.in(n, in)
+		if c.rng.IntN(2) == 0 {
+			x = c.in(n, k, in) // a row per slot (the down projection's input)
+		}
+		y := c.op(ir.MoeLinear, nil, x, c.param(e, out, in), r)
+		return []ir.Value{c.op(ir.MoeSum, nil, y, ir.Value{Node: r.Node, Out: 1})}
 	}},
 	"matmul-bias": {build: func(c *caseGen) []ir.Value {
 		in, out := c.dim(), c.dim()
@@ -581,7 +603,7 @@ func TestRuleFilesListed(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := []string{"algebra.rules", "fusion.rules", "layout.rules", "recognise.rules"}; !slices.Equal(names, want) {
+	if want := []string{"algebra.rules", "fusion.rules", "layout.rules", "moe.rules", "recognise.rules"}; !slices.Equal(names, want) {
 		t.Errorf("rule files %v, want %v", names, want)
 	}
 }
