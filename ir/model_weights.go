@@ -31,9 +31,13 @@ type weightSpec struct {
 	file  string
 	files []string          // the shards of a checkpoint (files:), instead of file
 	names map[string]string // parameter name -> tensor name in the file (expanded)
-	init  string
-	seed  uint64
-	scale float64
+	// stacks maps a parameter to the template of the tensors stacked along its first axis
+	// (names: {p: {stack: NAME}}, NAME with {j} for the index along that axis, expanded
+	// otherwise): a mixture of experts' matrices stored one tensor per expert.
+	stacks map[string]string
+	init   string
+	seed   uint64
+	scale  float64
 }
 
 // defaultScale is the half-width of the uniform distribution of random weights.
@@ -113,6 +117,18 @@ func (p *modelParser) parseWeightSpec(n *yaml.Node) error {
 		w.names = map[string]string{}
 		err := p.eachKey(namesNode, "weights: names", nil, func(k string, kn, v *yaml.Node) error {
 			ctx := "weights: names: " + k
+			stack := false
+			if v.Kind == yaml.MappingNode {
+				// {stack: NAME}: the tensors NAME with {j} = 0, 1, … stacked along the first axis.
+				var sv *yaml.Node
+				if err := p.eachKey(v, ctx, []string{"stack"}, func(_ string, _, x *yaml.Node) error { sv = x; return nil }); err != nil {
+					return err
+				}
+				if sv == nil || sv.Kind != yaml.ScalarNode || !strings.Contains(sv.Value, "{j}") {
+					return p.errAt(v, ctx, "want {stack: NAME} with {j} in NAME (the index along the parameter's first axis)")
+				}
+				v, stack = sv, true
+			}
 			if v.Kind != yaml.ScalarNode {
 				return p.errAt(v, ctx, "want a tensor name")
 			}
@@ -128,9 +144,12 @@ func (p *modelParser) parseWeightSpec(n *yaml.Node) error {
 					return p.errAt(kn, ctx, "duplicate name: %s is mapped twice", name)
 				}
 				file := v.Value
+				if stack {
+					file = strings.ReplaceAll(file, "{j}", stackMark)
+				}
 				if idx[j] >= 0 {
 					ii := idx[j]
-					file, err = expandNameString(v.Value, func(s string) (int, bool) {
+					file, err = expandNameString(file, func(s string) (int, bool) {
 						if s == "i" {
 							return ii, true
 						}
@@ -139,6 +158,13 @@ func (p *modelParser) parseWeightSpec(n *yaml.Node) error {
 					if err != nil {
 						return p.errAt(v, ctx, "%v", err)
 					}
+				}
+				if stack {
+					if w.stacks == nil {
+						w.stacks = map[string]string{}
+					}
+					w.stacks[name] = file
+					continue
 				}
 				w.names[name] = file
 			}
@@ -255,6 +281,17 @@ func (p *modelParser) loadWeights() (err error) {
 		if own && init.kind != "" {
 			kind = init.kind
 		}
+		if st, ok := w.stacks[d.Name]; ok && kind == "" && sf != nil {
+			if err := alloc(d); err != nil {
+				return err
+			}
+			t, err := stackTensors(sf, d.Type, st)
+			if err != nil {
+				return &SourceError{Pos: d.Pos, Context: "parameter " + d.Name, Err: err}
+			}
+			p.m.Weights[d.Name] = t
+			continue
+		}
 		if kind == "" && sf != nil {
 			name := d.Name
 			if mapped, ok := w.names[d.Name]; ok {
@@ -312,6 +349,42 @@ func (p *modelParser) loadWeights() (err error) {
 		p.m.Weights[q.d.Name] = out[i]
 	}
 	return nil
+}
+
+// stackMark stands for {j} in a stacked name while its other templates are expanded.
+const stackMark = "\x00j\x00"
+
+// stackTensors reads the tensors template names (stackMark for j = 0 … t.Shape[0]−1), each of
+// t's shape without its first axis, and stacks them into one tensor of type t (each converted to
+// t's dtype; a block-quantized one must be of it already).
+func stackTensors(sf weightFile, t Type, template string) (*Tensor, error) {
+	if t.Shape.Rank() < 2 {
+		return nil, fmt.Errorf("a stacked parameter needs an axis to stack along and one more, got %s", t)
+	}
+	part := Type{DType: t.DType, Shape: t.Shape[1:].Clone()}
+	out := NewTensor(t)
+	size := part.Bytes()
+	for j := range t.Shape[0] {
+		name := strings.ReplaceAll(template, stackMark, fmt.Sprint(j))
+		if !sf.Has(name) {
+			return nil, fmt.Errorf("missing weight: %s has no tensor %q (stacked entry %d of %d)%s", shortName(sf.Name()), name, j, t.Shape[0], sf.Similar(name))
+		}
+		x, err := sf.View(name)
+		if err != nil {
+			return nil, err
+		}
+		if !x.Type.Shape.Equal(part.Shape) {
+			return nil, fmt.Errorf("stacked entry %s in %s is %s; want %s (the parameter %s without its first axis)", name, shortName(sf.Name()), x.Type.Shape, part.Shape, t.Shape)
+		}
+		if x.Type.DType != t.DType {
+			if t.DType.Quantized() || x.Type.DType.Quantized() {
+				return nil, fmt.Errorf("stacked entry %s in %s is %s, the parameter %s; vkc does not quantize or requantize", name, shortName(sf.Name()), x.Type.DType, t.DType)
+			}
+			x = x.Convert(t.DType)
+		}
+		copy(out.Data[j*size:(j+1)*size], x.Data)
+	}
+	return out, nil
 }
 
 // InitTensor makes a parameter tensor without a file: kind "zeros", "ones" or "random" (uniform
