@@ -111,7 +111,8 @@ func (m *decoderLM) tensorNames() []string {
 			n = m.layers
 		}
 		for i := range n {
-			out = append(out, strings.ReplaceAll(m.names[p.name], "{i}", strconv.Itoa(i)))
+			name := strings.ReplaceAll(m.names[p.name], "{i}", strconv.Itoa(i))
+			out = append(out, m.arch.stacked(name)...)
 		}
 	}
 	return out
@@ -143,6 +144,10 @@ func (m *decoderLM) yaml() ([]byte, error) {
 	w("  names:\n")
 	ps := m.params()
 	for _, p := range ps {
+		if n := m.names[p.name]; strings.Contains(n, "{j}") {
+			w("    %s: {stack: %s}\n", p.name, strconv.Quote(n)) // one tensor per expert
+			continue
+		}
 		w("    %s: %s\n", p.name, yamlName(m.names[p.name]))
 	}
 	w("\nparams:\n")
@@ -329,7 +334,7 @@ func (m *decoderLM) declare(b *strings.Builder, p lmParam) error {
 	}
 	types := make([]string, n)
 	for i := range types {
-		name := strings.ReplaceAll(m.names[p.name], "{i}", strconv.Itoa(i))
+		name := strings.ReplaceAll(strings.ReplaceAll(m.names[p.name], "{i}", strconv.Itoa(i)), "{j}", "0")
 		t, err := m.dtype(name)
 		if err != nil {
 			return err

@@ -2,6 +2,8 @@ package importer
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/vkc-project/vkc/ir"
 )
@@ -110,4 +112,17 @@ func (a *archLM) attnScaleExpr() string {
 		return "1/sqrt(hd)"
 	}
 	return fmtFloat(a.attnScale)
+}
+
+// stacked lists the tensors a parameter's name stands for: itself, or with {j} (a stacked
+// parameter, one tensor per expert) one name per expert.
+func (a *archLM) stacked(name string) []string {
+	if !strings.Contains(name, "{j}") || a.moe == nil {
+		return []string{name}
+	}
+	out := make([]string, a.moe.experts)
+	for j := range out {
+		out[j] = strings.ReplaceAll(name, "{j}", strconv.Itoa(j))
+	}
+	return out
 }

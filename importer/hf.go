@@ -3,6 +3,7 @@ package importer
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -22,6 +23,9 @@ var HFArchitectures = []struct{ Class, ModelType string }{
 	{"MistralForCausalLM", "mistral"},
 	{"Qwen2ForCausalLM", "qwen2"},
 	{"Qwen3ForCausalLM", "qwen3"},
+	{"Qwen3MoeForCausalLM", "qwen3_moe"},
+	{"Gemma3ForCausalLM", "gemma3_text"},
+	{"Phi3ForCausalLM", "phi3"},
 }
 
 // HFOptions configure ImportHF.
@@ -113,6 +117,8 @@ type hfImport struct {
 	entries map[string]map[string]ir.SafetensorsEntry
 	files   []string
 	indexed bool
+	// embedBF16: the checkpoint stores the embedding in bf16 (Gemma's scale is rounded to it).
+	embedBF16 bool
 }
 
 // fileEntries reads the tensor entries of a safetensors file of the checkpoint (once).
@@ -330,7 +336,7 @@ func (h *hfImport) build() (*decoderLM, error) {
 			return nil, fmt.Errorf("config.json has %s: quantized checkpoints are not supported (import the unquantized one, or a GGUF file)", k)
 		}
 	}
-	lm := &decoderLM{ropeMode: "half", bias: map[string]bool{}, names: hfNames}
+	lm := &decoderLM{ropeMode: "half", bias: map[string]bool{}, names: maps.Clone(hfNames)}
 	for _, f := range []struct {
 		key string
 		dst *int
@@ -359,10 +365,12 @@ func (h *hfImport) build() (*decoderLM, error) {
 	if lm.hd%2 != 0 {
 		return nil, fmt.Errorf("head dimension %d is odd; RoPE needs pairs", lm.hd)
 	}
-	if act, err := c.optString("hidden_act", "silu"); err != nil {
-		return nil, err
-	} else if act != "silu" {
-		return nil, fmt.Errorf("hidden_act is %q: vkc imports SwiGLU MLPs (silu)", act)
+	if mt != "gemma3_text" { // Gemma's activation: hfArchSpecific
+		if act, err := c.optString("hidden_act", "silu"); err != nil {
+			return nil, err
+		} else if act != "silu" {
+			return nil, fmt.Errorf("hidden_act is %q: vkc imports SwiGLU MLPs (silu)", act)
+		}
 	}
 	if prf, err := c.optFloat("partial_rotary_factor", 1); err != nil {
 		return nil, err
@@ -383,15 +391,15 @@ func (h *hfImport) build() (*decoderLM, error) {
 	switch mt {
 	case "qwen2":
 		lm.bias["q"], lm.bias["k"], lm.bias["v"] = true, true, true // Qwen2Attention: q, k, v with bias, o without
-	case "llama", "qwen3":
+	case "llama", "qwen3", "qwen3_moe", "gemma3_text":
 		ab, err := c.optBool("attention_bias", false)
 		if err != nil {
 			return nil, err
 		}
 		lm.bias["q"], lm.bias["k"], lm.bias["v"], lm.bias["o"] = ab, ab, ab, ab
 	}
-	lm.qkNorm = mt == "qwen3"
-	if lm.tied, err = c.optBool("tie_word_embeddings", false); err != nil {
+	lm.qkNorm = mt == "qwen3" || mt == "qwen3_moe" || mt == "gemma3_text"
+	if lm.tied, err = c.optBool("tie_word_embeddings", mt == "gemma3_text"); err != nil { // Gemma3TextConfig ties by default
 		return nil, err
 	}
 	if err := h.rope(lm); err != nil {
@@ -407,12 +415,16 @@ func (h *hfImport) build() (*decoderLM, error) {
 	if err := h.slidingWindow(lm, mt); err != nil {
 		return nil, err
 	}
+	if err := h.archSpecific(lm, mt); err != nil {
+		return nil, err
+	}
 	if err := lm.checkScalars(dimKeys{"eps": "rms_norm_eps", "theta": "rope_theta"}); err != nil {
 		return nil, err
 	}
 	if err := h.weights(lm); err != nil {
 		return nil, err
 	}
+	h.embedScaleDType(lm)
 	if err := h.tokenizer(lm); err != nil {
 		return nil, err
 	}
@@ -421,10 +433,10 @@ func (h *hfImport) build() (*decoderLM, error) {
 		name = filepath.Base(abs)
 	}
 	lm.name = name
-	lm.header = []string{
+	lm.header = append([]string{
 		fmt.Sprintf("Imported by vkc import from the Hugging Face checkpoint %s (%s).", name, class),
 		"Weights by their transformers names; Q and K as transformers stores them (rotate-half RoPE: mode=half).",
-	}
+	}, lm.header...) // and what archSpecific added
 	h.note("context %d, prefill up to %d tokens, %d layers, %d heads over %d KV heads of %d", lm.ctx, lm.prefill, lm.layers, lm.heads, lm.kvHeads, lm.hd)
 	return lm, nil
 }
@@ -564,7 +576,7 @@ func (h *hfImport) slidingWindow(lm *decoderLM, mt string) error {
 	}
 	sliding := make([]bool, lm.layers)
 	switch mt {
-	case "mistral":
+	case "mistral", "phi3":
 		for i := range sliding {
 			sliding[i] = true
 		}
@@ -741,6 +753,7 @@ func (h *hfImport) weights(lm *decoderLM) error {
 	}
 	emb := tensors[hfNames["embed"]]
 	lm.castEmbed = emb.dtype == ir.F16
+	h.embedBF16 = emb.dtype == ir.BF16
 	return nil
 }
 
