@@ -58,11 +58,17 @@ func attnCases() []attnCase {
 		{sq: 5, hq: 3, skv: 37, hkv: 3, d: 6, dv: 5, dt: f32, attrs: ir.Attrs{"causal": true, "window": 6, "layout": "hsd"}, kvLen: 20, every: true},
 		{sq: 37, hq: 2, skv: 37, hkv: 1, d: 8, dv: 8, dt: f16, attrs: ir.Attrs{"causal": true}, residual: true, every: true},
 		{sq: 4, hq: 4, skv: 67, hkv: 2, d: 16, dv: 16, dt: f16, attrs: ir.Attrs{"scale": 0.3}, kvLen: 30},
+		// Gemma's local layers: a window shorter than the prompt and the cache (shd, as models run)
+		{sq: 12, hq: 4, skv: 40, hkv: 2, d: 8, dv: 8, dt: f32, attrs: ir.Attrs{"causal": true, "window": 5}, kvLen: 30},
 		// decode
 		{sq: 1, hq: 9, skv: 67, hkv: 3, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true}, kvLen: 50, every: true},
 		{sq: 1, hq: 9, skv: 67, hkv: 3, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true}, kvLen: 5, every: true},
 		{sq: 2, hq: 6, skv: 67, hkv: 2, d: 8, dv: 8, dt: f16, attrs: ir.Attrs{"causal": true, "window": 10, "layout": "hsd"}, kvLen: 40},
 		{sq: 1, hq: 3, skv: 37, hkv: 1, d: 5, dv: 7, dt: f32, attrs: nil, residual: true},
+		// a decode step of a local layer: the last 8 of 50 keys of a 67-row cache; and a cache
+		// that holds fewer keys than the window
+		{sq: 1, hq: 4, skv: 67, hkv: 2, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true, "window": 8}, kvLen: 50, every: true},
+		{sq: 1, hq: 4, skv: 67, hkv: 2, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true, "window": 8}, kvLen: 5},
 	}
 }
 

@@ -69,6 +69,10 @@ func TestRunTimeLengthTemplates(t *testing.T) {
 		mk(fmt.Sprintf("attention_causal=%v", causal), ir.Attention, ir.Attrs{"causal": causal, "scale": 0.3},
 			[]ir.Type{ir.T(f32, max, 4, 8), ir.T(f32, 40, 2, 8), ir.T(f32, 40, 2, 8), ir.T(i32)}, []int{0}, []int{0}, true, -1)
 	}
+	// A sliding window shorter than the run (Gemma's local layers): query i sees keys
+	// kv_len − n + i − 3 … kv_len − n + i.
+	mk("attention_window", ir.Attention, ir.Attrs{"causal": true, "window": 4, "scale": 0.3},
+		[]ir.Type{ir.T(f32, max, 4, 8), ir.T(f32, 40, 2, 8), ir.T(f32, 40, 2, 8), ir.T(i32)}, []int{0}, []int{0}, true, -1)
 	// With a silu epilogue: the epilogue's input is the op's bounded value.
 	lin := bounded(problem(t, ir.Linear, nil, ir.T(f32, max, 16), ir.T(f32, 24, 16)), max, []int{0}, []int{0}, false)
 	lin.Expr, lin.NumOpArgs = silu, 2
