@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -198,12 +199,17 @@ type ChatOptions struct {
 	Kwargs map[string]any
 	// Now is the moment strftime_now formats; zero is the current time.
 	Now time.Time
+	// Template names one of the model's named templates (apply_chat_template's
+	// chat_template="tool_use"); "" picks as transformers does: "tool_use" when tools are
+	// given and the model has it, else the default.
+	Template string
 }
 
 // Chat is a compiled chat template with its tokenizer's special tokens. It is safe for
 // concurrent use.
 type Chat struct {
-	tmpl    *jinja.Template
+	tmpl    *jinja.Template // the default template; nil when the model has only named ones
+	named   map[string]*jinja.Template
 	special map[string]any
 	// EndOfTurn is the text of the token that ends an assistant message in this template
 	// (<|im_end|>, <|eot_id|>, <end_of_turn>, </s>, ...), found by rendering a probe
@@ -223,6 +229,70 @@ func NewChat(name, source string, special map[string]any) (*Chat, error) {
 		return nil, err
 	}
 	return &Chat{tmpl: t, special: special}, nil
+}
+
+// newChatNamed compiles a default template (source may be "") and named ones (a
+// tokenizer_config.json's list of {name, template}, a GGUF file's tokenizer.chat_template.NAME).
+func newChatNamed(name, source string, named map[string]string, special map[string]any) (*Chat, error) {
+	c := &Chat{special: special}
+	if source != "" {
+		var err error
+		if c.tmpl, err = jinja.Compile(name, source); err != nil {
+			return nil, err
+		}
+	}
+	for n, src := range named {
+		t, err := jinja.Compile(name+" ("+n+")", src)
+		if err != nil {
+			return nil, err
+		}
+		if c.named == nil {
+			c.named = map[string]*jinja.Template{}
+		}
+		c.named[n] = t
+	}
+	if c.tmpl == nil && c.named == nil {
+		return nil, fmt.Errorf("%s: the chat template is empty", name)
+	}
+	return c, nil
+}
+
+// Templates lists the names of the model's named templates (besides the default), sorted.
+func (c *Chat) Templates() []string {
+	var n []string
+	for k := range c.named {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// pick chooses the template of a rendering as transformers' get_chat_template does.
+func (c *Chat) pick(opt ChatOptions, tools any) (*jinja.Template, error) {
+	if opt.Template != "" {
+		if opt.Template == "default" && c.tmpl != nil {
+			return c.tmpl, nil
+		}
+		if t, ok := c.named[opt.Template]; ok {
+			return t, nil
+		}
+		return nil, fmt.Errorf("the model has no chat template named %q (it has %s)", opt.Template, c.describe())
+	}
+	if t, ok := c.named["tool_use"]; ok && tools != nil {
+		return t, nil
+	}
+	if c.tmpl == nil {
+		return nil, fmt.Errorf("the model has several chat templates (%s) and no default: name one", c.describe())
+	}
+	return c.tmpl, nil
+}
+
+func (c *Chat) describe() string {
+	names := c.Templates()
+	if c.tmpl != nil {
+		names = append([]string{"default"}, names...)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Render renders a conversation: the prompt text, with the template's special tokens as text
@@ -256,7 +326,15 @@ func (c *Chat) Render(msgs []Message, opt ChatOptions) (string, error) {
 		}
 		vars[k] = v
 	}
-	return c.tmpl.Render(vars, jinja.Options{Now: opt.Now})
+	var tools any = vars["tools"]
+	if raw, ok := tools.(json.RawMessage); ok && string(bytes.TrimSpace(raw)) == "null" {
+		tools = nil
+	}
+	tmpl, err := c.pick(opt, tools)
+	if err != nil {
+		return "", err
+	}
+	return tmpl.Render(vars, jinja.Options{Now: opt.Now})
 }
 
 // Chat compiles the tokenizer's chat template with its special tokens and finds its end of
@@ -268,14 +346,14 @@ func (t *Tokenizer) Chat() (*Chat, error) {
 }
 
 func (t *Tokenizer) compileChat() (*Chat, error) {
-	if t.chatTemplate == "" {
+	if t.chatTemplate == "" && len(t.chatNamed) == 0 {
 		return nil, errors.New("the model has no chat template (tokenizer_config.json's chat_template, chat_template.jinja, or the GGUF file's tokenizer.chat_template)")
 	}
 	name := t.chatSource
 	if name == "" {
 		name = "chat template"
 	}
-	c, err := NewChat(name, t.chatTemplate, t.chatVars())
+	c, err := newChatNamed(name, t.chatTemplate, t.chatNamed, t.chatVars())
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +386,11 @@ func (t *Tokenizer) chatVars() map[string]any {
 // none does.
 func (t *Tokenizer) endOfTurn(c *Chat) string {
 	const probe = "vkcprobeanswer"
-	text, err := c.Render([]Message{{Role: "user", Content: "vkcprobequestion"}, {Role: "assistant", Content: probe}}, ChatOptions{})
+	opt := ChatOptions{}
+	if c.tmpl == nil {
+		opt.Template = c.Templates()[0]
+	}
+	text, err := c.Render([]Message{{Role: "user", Content: "vkcprobequestion"}, {Role: "assistant", Content: probe}}, opt)
 	if err == nil {
 		if i := strings.LastIndex(text, probe); i >= 0 {
 			rest := strings.TrimLeft(text[i+len(probe):], " \t\n")
@@ -374,7 +456,7 @@ func LoadChat(path string) (*Chat, error) {
 		if err != nil {
 			return nil, err
 		}
-		if v.ChatTemplate == "" {
+		if v.ChatTemplate == "" && len(v.NamedChatTemplates) == 0 {
 			return nil, fmt.Errorf("%s: no tokenizer.chat_template", path)
 		}
 		special := map[string]any{}
@@ -386,7 +468,7 @@ func LoadChat(path string) (*Chat, error) {
 				special[x.name] = v.Tokens[x.id]
 			}
 		}
-		return NewChat(path+" tokenizer.chat_template", v.ChatTemplate, special)
+		return newChatNamed(path+" tokenizer.chat_template", v.ChatTemplate, v.NamedChatTemplates, special)
 	}
 	dir, cfgPath := path, filepath.Join(path, "tokenizer_config.json")
 	if !st.IsDir() {
@@ -394,6 +476,7 @@ func LoadChat(path string) (*Chat, error) {
 	}
 	special := map[string]any{}
 	tmpl, name := "", ""
+	var named map[string]string
 	cfg, err := os.ReadFile(cfgPath)
 	switch {
 	case err == nil:
@@ -404,14 +487,14 @@ func LoadChat(path string) (*Chat, error) {
 		if err := json.Unmarshal(cfg, &c); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfgPath, err)
 		}
-		if tmpl, err = configChatTemplate(c.ChatTemplate); err != nil {
+		if tmpl, named, err = configChatTemplate(c.ChatTemplate); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfgPath, err)
 		}
 		name = cfgPath + " chat_template"
 	case !os.IsNotExist(err) || !st.IsDir():
 		return nil, err
 	}
-	if tmpl == "" {
+	if tmpl == "" && named == nil {
 		jinjaPath := filepath.Join(dir, "chat_template.jinja")
 		b, err := os.ReadFile(jinjaPath)
 		if os.IsNotExist(err) {
@@ -422,5 +505,5 @@ func LoadChat(path string) (*Chat, error) {
 		}
 		tmpl, name = string(b), jinjaPath
 	}
-	return NewChat(name, tmpl, special)
+	return newChatNamed(name, tmpl, named, special)
 }

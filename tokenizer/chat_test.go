@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkc-project/vkc/internal/oracles"
+	"github.com/vkc-project/vkc/ir/gguf"
 	"github.com/vkc-project/vkc/tokenizer/jinja"
 )
 
@@ -243,5 +244,73 @@ func TestMessageJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(bad), &msgs); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
+	}
+}
+
+// TestNamedTemplates: a tokenizer_config.json with a list of named templates, and a GGUF file
+// with tokenizer.chat_templates, render as transformers picks: "tool_use" when tools are
+// given, else "default"; a name picks one; without a default and without tools it is an error
+// naming the templates.
+func TestNamedTemplates(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{"chat_template": [{"name": "default", "template": "D{{ messages|length }}"}, {"name": "tool_use", "template": "T{{ tools|length }}"}, {"name": "rag", "template": "R{{ documents }}"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	onlyNamed := filepath.Join(dir, "only")
+	os.Mkdir(onlyNamed, 0o755)
+	if err := os.WriteFile(filepath.Join(onlyNamed, "tokenizer_config.json"), []byte(`{"chat_template": [{"name": "tool_use", "template": "T"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b gguf.Builder
+	b.Add("tokenizer.ggml.model", gguf.MustValue("gpt2"))
+	b.Add("tokenizer.ggml.tokens", gguf.MustValue([]string{"a"}))
+	b.Add("tokenizer.chat_template", gguf.MustValue("D{{ messages|length }}"))
+	b.Add("tokenizer.chat_templates", gguf.MustValue([]string{"tool_use", "rag"}))
+	b.Add("tokenizer.chat_template.tool_use", gguf.MustValue("T{{ tools|length }}"))
+	b.Add("tokenizer.chat_template.rag", gguf.MustValue("R{{ documents }}"))
+	data, err := b.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ggufPath := filepath.Join(dir, "m.gguf")
+	if err := os.WriteFile(ggufPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []Message{{Role: "user", Content: "x"}}
+	tools := json.RawMessage(`[{"type": "function"}, {"type": "function"}]`)
+	for _, path := range []string{dir, ggufPath} {
+		c, err := LoadChat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(c.Templates(), ","); got != "rag,tool_use" {
+			t.Errorf("%s: templates %s", path, got)
+		}
+		for _, k := range []struct {
+			opt  ChatOptions
+			want string
+		}{
+			{ChatOptions{}, "D1"},
+			{ChatOptions{Tools: tools}, "T2"},
+			{ChatOptions{Kwargs: map[string]any{"tools": tools}}, "T2"},
+			{ChatOptions{Kwargs: map[string]any{"tools": json.RawMessage("null")}}, "D1"},
+			{ChatOptions{Template: "rag", Kwargs: map[string]any{"documents": "docs"}}, "Rdocs"},
+			{ChatOptions{Template: "default", Tools: tools}, "D1"},
+		} {
+			if got, err := c.Render(msgs, k.opt); err != nil || got != k.want {
+				t.Errorf("%s %+v: %q, %v; want %q", path, k.opt, got, err, k.want)
+			}
+		}
+		if _, err := c.Render(msgs, ChatOptions{Template: "nope"}); err == nil || !strings.Contains(err.Error(), "default, rag, tool_use") {
+			t.Errorf("%s: unknown name: %v", path, err)
+		}
+	}
+	c, err := LoadChat(onlyNamed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Render(msgs, ChatOptions{}); err == nil || !strings.Contains(err.Error(), "tool_use") {
+		t.Errorf("no default: %v", err)
 	}
 }

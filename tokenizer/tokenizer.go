@@ -59,6 +59,8 @@ type Tokenizer struct {
 	chatTemplate string
 	// chatSource names where the chat template came from, for its errors.
 	chatSource string
+	// chatNamed are the named chat templates besides the default ("tool_use", "rag", ...).
+	chatNamed map[string]string
 	// special are the special-token variables of tokenizer_config.json the chat template
 	// sees (see Chat); nil when there was no tokenizer_config.json.
 	special map[string]any
@@ -127,9 +129,10 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if t.chatTemplate != "" {
+	if t.chatTemplate != "" || t.chatNamed != nil {
 		t.chatSource = cfgPath + " chat_template"
-	} else {
+	}
+	if t.chatTemplate == "" {
 		// Newer checkpoints keep the chat template in a file of its own beside the tokenizer.
 		jinjaPath := filepath.Join(filepath.Dir(path), "chat_template.jinja")
 		if b, err := os.ReadFile(jinjaPath); err == nil {
@@ -409,39 +412,48 @@ func (t *Tokenizer) applyConfig(data []byte) error {
 		return err
 	}
 	t.special = special
-	tmpl, err := configChatTemplate(c.ChatTemplate)
+	tmpl, named, err := configChatTemplate(c.ChatTemplate)
 	if err != nil {
 		return err
 	}
 	if tmpl != "" {
 		t.chatTemplate = tmpl
 	}
+	t.chatNamed = named
 	return nil
 }
 
 // configChatTemplate reads tokenizer_config.json's chat_template: a string, or a list of
-// named templates (the one named "default"); "" when absent.
-func configChatTemplate(raw json.RawMessage) (string, error) {
+// named templates (the one named "default", and the others by name); "" when absent.
+func configChatTemplate(raw json.RawMessage) (string, map[string]string, error) {
 	if isNull(raw) {
-		return "", nil
+		return "", nil, nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
+		return s, nil, nil
 	}
-	var named []struct {
+	var list []struct {
 		Name     string `json:"name"`
 		Template string `json:"template"`
 	}
-	if err := json.Unmarshal(raw, &named); err != nil {
-		return "", fmt.Errorf("chat_template: want a string or a list of {name, template}")
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return "", nil, fmt.Errorf("chat_template: want a string or a list of {name, template}")
 	}
-	for _, n := range named {
-		if n.Name == "default" {
-			return n.Template, nil
+	def := ""
+	var named map[string]string
+	for _, n := range list {
+		switch {
+		case n.Name == "default":
+			def = n.Template
+		case n.Name != "" && n.Template != "":
+			if named == nil {
+				named = map[string]string{}
+			}
+			named[n.Name] = n.Template
 		}
 	}
-	return "", nil
+	return def, named, nil
 }
 
 // BOS returns the beginning-of-sequence token id, or -1 when the source names none.

@@ -44,8 +44,10 @@ type Vocab struct {
 	AddBOS, AddEOS bool
 	// AddSpacePrefix (llama): a ▁ is prepended to the text, as SentencePiece does.
 	AddSpacePrefix bool
-	// ChatTemplate is tokenizer.chat_template, "" when absent.
-	ChatTemplate string
+	// ChatTemplate is tokenizer.chat_template, "" when absent; NamedChatTemplates are the
+	// others, tokenizer.chat_template.NAME for each NAME of tokenizer.chat_templates.
+	ChatTemplate       string
+	NamedChatTemplates map[string]string
 	// PrecompiledCharsmap (t5) is tokenizer.ggml.precompiled_charsmap, SentencePiece's
 	// normalization rules (see the Precompiled normalizer); nil for none.
 	PrecompiledCharsmap []byte
@@ -103,7 +105,7 @@ func FromVocab(v *Vocab) (*Tokenizer, error) {
 			vocab[tok] = int32(i)
 		}
 	}
-	t := &Tokenizer{bos: v.BOS, eos: v.EOS, unk: v.UNK, chatTemplate: v.ChatTemplate, chatSource: "tokenizer.chat_template"}
+	t := &Tokenizer{bos: v.BOS, eos: v.EOS, unk: v.UNK, chatTemplate: v.ChatTemplate, chatNamed: v.NamedChatTemplates, chatSource: "tokenizer.chat_template"}
 	bpe := &bpeModel{}
 	var merges [][2]string
 	switch v.Model {
@@ -394,6 +396,21 @@ func vocabFromGGUF(f *gguf.File) (*Vocab, error) {
 	}
 	if v.ChatTemplate, err = f.String("tokenizer.chat_template"); optional(err) != nil {
 		return nil, err
+	}
+	names, err := f.Strings("tokenizer.chat_templates")
+	if optional(err) != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		key := "tokenizer.chat_template." + n
+		s, err := f.String(key)
+		if err != nil {
+			return nil, err
+		}
+		if v.NamedChatTemplates == nil {
+			v.NamedChatTemplates = map[string]string{}
+		}
+		v.NamedChatTemplates[n] = s
 	}
 	cm, err := f.Ints("tokenizer.ggml.precompiled_charsmap")
 	if optional(err) != nil {
