@@ -16,19 +16,20 @@ func TestGenerationFunctions(t *testing.T) {
 	bounded := &LM{Prefill: step("prefill", 64, 1), Decode: step("decode", 1, 1)}
 	fixed := &LM{Prefill: step("prefill", 16, 16), Decode: step("decode", 1, 1)}
 	for _, c := range []struct {
-		lm   *LM
-		n    int
-		want string
+		lm     *LM
+		n, max int
+		want   string
 	}{
-		{bounded, 5, "[{prefill 5} {decode 1}]"},
-		{bounded, 64, "[{prefill 64} {decode 1}]"},
-		{bounded, 150, "[{prefill 64} {prefill 22} {decode 1}]"},
-		{bounded, 0, "[{prefill 0} {decode 1}]"},
-		{fixed, 40, "[{prefill 16} {decode 1}]"}, // 8 tokens left go through decode
-		{fixed, 10, "[{decode 1}]"},
-		{&LM{Decode: step("decode", 1, 1)}, 10, "[{decode 1}]"},
+		{bounded, 5, 0, "[{prefill 5} {decode 1}]"},
+		{bounded, 5, 1, "[{prefill 5}]"}, // one token: the prefill gives it
+		{bounded, 64, 8, "[{prefill 64} {decode 1}]"},
+		{bounded, 150, 8, "[{prefill 64} {prefill 22} {decode 1}]"},
+		{bounded, 0, 1, "[{prefill 0} {decode 1}]"},
+		{fixed, 40, 1, "[{prefill 16} {decode 1}]"}, // 8 tokens left go through decode
+		{fixed, 10, 8, "[{decode 1}]"},
+		{&LM{Decode: step("decode", 1, 1)}, 10, 8, "[{decode 1}]"},
 	} {
-		if got := fmt.Sprint(GenerationFunctions(c.lm, c.n)); got != c.want {
+		if got := fmt.Sprint(GenerationFunctions(c.lm, c.n, c.max)); got != c.want {
 			t.Errorf("prefill %d..%d, %d tokens: %s, want %s", c.lm.Decode.MinSeq, c.n, c.n, got, c.want)
 		}
 	}

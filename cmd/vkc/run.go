@@ -295,7 +295,7 @@ func generateCmd(w io.Writer, path string, lo engine.Options, prompt []int32, st
 	defer stop()
 	fmt.Fprintf(w, "device: %s (plan loaded in %v)\n", l.Device.Info.Name, load.Round(time.Millisecond))
 	if lm, err := engine.CausalLM(l.Plan()); err == nil {
-		if err := preparePipelines(ctx, w, l, engine.GenerationFunctions(lm, len(prompt))); err != nil {
+		if err := preparePipelines(ctx, w, l, engine.GenerationFunctions(lm, len(prompt), steps)); err != nil {
 			return err
 		}
 	}
@@ -363,9 +363,11 @@ func textCmd(w, info io.Writer, path string, lo engine.Options, prompt, tokPath 
 	defer stop()
 	fmt.Fprintf(info, "device: %s (plan loaded in %v)\n", m.Device.Info.Name, load.Round(time.Millisecond))
 	if lm, err := engine.CausalLM(m.Plan()); err == nil {
-		// The prompt's length in tokens is known once Generate has rendered and encoded it:
-		// the prefill at every length it has a variant for.
-		if err := preparePipelines(ctx, info, m, engine.GenerationFunctions(lm, 0)); err != nil {
+		n, err := m.PromptTokens(prompt, opts)
+		if err != nil {
+			return err
+		}
+		if err := preparePipelines(ctx, info, m, engine.GenerationFunctions(lm, n, opts.MaxTokens)); err != nil {
 			return err
 		}
 	}

@@ -210,7 +210,7 @@ func (t *runTarget) chat(stdout, stderr io.Writer, set map[string]bool, lo engin
 	ctx, stop := interruptible()
 	defer stop()
 	if lm, err := engine.CausalLM(m.Plan()); err == nil {
-		if err := preparePipelines(ctx, stderr, m, engine.GenerationFunctions(lm, 0)); err != nil {
+		if err := preparePipelines(ctx, stderr, m, engine.GenerationFunctions(lm, 0, 0)); err != nil {
 			return err
 		}
 	}
