@@ -317,6 +317,17 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 		}
 	}
 
+	tokName := opts.Tokenizer
+	if tokName == "" {
+		tokName = m.Tokenizer
+	}
+	if err := checkTokenizerVocab(m, tok, tokName); err != nil {
+		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
+	}
+	if n := tokenizerNote(m, tok, opts); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
+
 	t0 := time.Now()
 	fns, err := selectFunctions(m, opts.Functions)
 	if err != nil {

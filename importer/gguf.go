@@ -311,6 +311,8 @@ func (g *ggufImport) generate() ([]byte, error) {
 	if g.f.Has("tokenizer.ggml.tokens") {
 		lm.tokenizer = weightsFile // the file's vocabulary: a compiled plan records it
 		g.note("the file has a vocabulary (tokenizer.ggml.*): a compiled plan records it")
+	} else {
+		g.note("%s", NoVocabulary(g.f))
 	}
 	src, err := lm.yaml()
 	if err != nil {
@@ -481,4 +483,28 @@ func (g *ggufImport) check(lm *decoderLM, epsKey string) error {
 		}
 		return ti.Shape(), true
 	}, keys)
+}
+
+// NoVocabulary says why a GGUF file without tokenizer.ggml.tokens has no tokenizer, and what to
+// do: text generation then needs a tokenizer.json given apart.
+func NoVocabulary(f *gguf.File) string {
+	why := "it has no tokenizer.ggml.* keys"
+	if m, err := f.String("tokenizer.ggml.model"); err == nil {
+		why = fmt.Sprintf("tokenizer.ggml.model is %q and there is no tokenizer.ggml.tokens", m)
+	}
+	return fmt.Sprintf("the file has no vocabulary (%s): a plan compiled from it records no tokenizer; give one with --tokenizer tokenizer.json", why)
+}
+
+// GGUFVocabulary reports, for a GGUF file, "" when it has a vocabulary, else NoVocabulary's
+// sentence (and "" for a file that does not open: its import says why).
+func GGUFVocabulary(path string) string {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if f.Has("tokenizer.ggml.tokens") {
+		return ""
+	}
+	return NoVocabulary(f)
 }

@@ -57,6 +57,8 @@ func (p *Plan) Summary(w io.Writer) error {
 	pr("  arena    %10s  aligned to %d\n", sizeStr(p.Arena.Size), max(p.Arena.Align, 1))
 	if p.Tokenizer != nil {
 		pr("\ntokenizer: %v\n", p.Tokenizer)
+	} else if hasLogits(p) {
+		pr("\ntokenizer: none recorded (text generation needs one given apart: vkc run --tokenizer FILE)\n")
 	}
 
 	uses := make([]int, len(p.Modules))
@@ -260,4 +262,16 @@ func siStr(x float64) string {
 		}
 	}
 	return fmt.Sprintf("%.3g", x)
+}
+
+// hasLogits reports whether a function of p outputs logits (a language model's plan).
+func hasLogits(p *Plan) bool {
+	for _, f := range p.Functions {
+		for _, o := range f.Outputs {
+			if o.Name == "logits" {
+				return true
+			}
+		}
+	}
+	return false
 }

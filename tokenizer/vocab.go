@@ -337,7 +337,13 @@ func vocabFromGGUF(f *gguf.File) (*Vocab, error) {
 		}
 		return nil, err
 	}
+	if v.Model == "none" {
+		return nil, fmt.Errorf("%s: no vocabulary (tokenizer.ggml.model is \"none\": the file was converted without its tokenizer; give the model's tokenizer.json)", f.Path)
+	}
 	if v.Tokens, err = f.Strings("tokenizer.ggml.tokens"); err != nil {
+		if errors.Is(err, gguf.ErrNoKey) {
+			return nil, fmt.Errorf("%s: no vocabulary (tokenizer.ggml.model is %q but tokenizer.ggml.tokens is absent)", f.Path, v.Model)
+		}
 		return nil, err
 	}
 	optional := func(err error) error {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/ir"
 )
 
@@ -103,6 +104,14 @@ func summarize(w io.Writer, m *ir.Model, weights bool) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
+	switch {
+	case m.Tokenizer != "":
+		fmt.Fprintf(w, "tokenizer: %s\n", m.Tokenizer)
+	case importer.IsGGUFPath(m.Source):
+		if why := importer.GGUFVocabulary(m.Source); why != "" {
+			fmt.Fprintf(w, "tokenizer: none: %s\n", why)
+		}
+	}
 	used := map[string]bool{}
 	for _, f := range m.Functions {
 		for _, n := range f.Nodes {

@@ -64,6 +64,9 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if err := outputDir(*out); err != nil {
+					return err
+				}
 				err = whileWriting(func(ctx context.Context) error {
 					return safefile.Write(ctx, *out, safefile.Options{What: "model.yaml", Inputs: []string{args[0]}, Check: importer.IsModelYAML, Force: *force},
 						func(w io.Writer) error { _, err := w.Write(im.YAML); return err })
@@ -90,6 +93,9 @@ func importHF(stdout io.Writer, in, out string, opts importer.HFOptions, force b
 	}
 	im, err := importer.ImportHF(in, opts)
 	if err != nil {
+		return err
+	}
+	if err := outputDir(out); err != nil {
 		return err
 	}
 	inputs := append([]string{filepath.Join(in, "config.json")}, im.Files...)
@@ -119,6 +125,9 @@ func importONNX(stdout io.Writer, in, out string, dims dimFlag, force bool) erro
 	defer stop()
 	im, err := importer.ImportONNX(in, importer.ONNXOptions{Dims: dims})
 	if err != nil {
+		return err
+	}
+	if err := outputDir(out); err != nil {
 		return err
 	}
 	header := []string{fmt.Sprintf("imported from %s (ONNX opset %d) by vkc import", filepath.Base(in), im.Opset)}
@@ -198,4 +207,20 @@ func dimFlags(fs *flag.FlagSet) dimFlag {
 	d := dimFlag{}
 	fs.Var(d, "dim", "fix a symbolic input dimension of an ONNX model: NAME=VALUE (repeatable)")
 	return d
+}
+
+// outputDir creates the folder an output file goes in when it does not exist (vkc import -o
+// new/model.yaml), once the import has succeeded.
+func outputDir(out string) error {
+	dir := filepath.Dir(out)
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("-o %s: %s is not a folder", out, dir)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-o %s: %w", out, err)
+	}
+	return nil
 }

@@ -132,6 +132,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "help" {
 		return help(args[1:], stdout, stderr)
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		printVersion(stdout)
+		return 0
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "vkc: unknown command %q\n\n", args[0])
@@ -139,10 +143,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs, do := newFlagSet(c, stdout, stderr)
-	if err := fs.Parse(args[1:]); err != nil {
+	// A bad flag is one line and where to read more, not the whole usage: the flag package
+	// prints its error and calls Usage for both -h and a mistake, so it prints nothing here.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args[1:])
+	fs.Usage = usage
+	fs.SetOutput(stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return 0
 		}
+		fmt.Fprintf(stderr, "vkc %s: %v\n%s", c.name, err, seeHelp(c.name))
 		return 2
 	}
 	if err := do(fs.Args()); err != nil {
@@ -151,12 +165,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "vkc %s: %s\n", c.name, ue.msg)
-			fs.Usage()
+			fmt.Fprintf(stderr, "vkc %s: %s\n%s", c.name, ue.msg, seeHelp(c.name))
 			return 2
 		}
 		fmt.Fprintf(stderr, "vkc %s: %v\n", c.name, err)
 		return 1
 	}
 	return 0
+}
+
+// seeHelp is the line after a usage error: where the command's usage is.
+func seeHelp(name string) string {
+	return fmt.Sprintf("see 'vkc %s -h'\n", name)
 }

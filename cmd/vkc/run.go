@@ -71,6 +71,10 @@ func init() {
 				if set["prompt"] && set["prompt-file"] {
 					return usagef("--prompt and --prompt-file exclude each other")
 				}
+				if *penalty == 0 && set["repeat-penalty"] {
+					// The API's zero value means no penalty; on the command line 1 says that.
+					return usagef("--repeat-penalty 0: want a positive factor (1: off)")
+				}
 				if *chat && !set["prompt"] && !set["prompt-file"] && *prompt == "" && *fn == "" && len(inputs) == 0 {
 					return target.chat(stdout, fs.Output(), set, lo, *tokPath, chatFlags{system: *system, maxTokens: *maxTokens, stops: stops,
 						sampling: engine.Sampling{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP, RepeatPenalty: *penalty, Seed: *seed}})

@@ -199,7 +199,7 @@ func TestPlanCommandErrors(t *testing.T) {
 		{[]string{"run", path, "-f", "add", "--input", "a=" + a, "--input", "b=" + a, "--input", "x=1"}, 2, `no input "x"`},
 		{[]string{"run", path, "-f", "add", "--input", "a=" + short, "--input", "b=" + a}, 1, "is f32[3], the input is f32[256]"},
 		{[]string{"run", path, "-f", "mul"}, 2, `no function "mul" (it has add)`},
-		{[]string{"run", path}, 2, "-f NAME"},
+		{[]string{"run", path}, 2, "missing --input a (function add takes"}, // -f: the plan's only function
 		{[]string{"run"}, 2, "want one plan file"},
 		{[]string{"run", path, "--prompt-ids", "1,x"}, 2, `"x" is not a token id`},
 		{[]string{"run", path, "--prompt-ids", "1,2", "--steps", "2"}, 1, "no decode function"},

@@ -178,27 +178,28 @@ func TestTokenizeErrors(t *testing.T) {
 }
 
 // TestBinaryCompileTokenizer: vkc compile --tokenizer records the tokenizer (here by reference,
-// relative to the plan's folder) and vkc inspect shows it.
+// relative to the plan's folder) and vkc inspect shows it; a tokenizer with more ids than the
+// model's vocabulary (Llama 2's 32000 for tinyllama's 256) is refused.
 func TestBinaryCompileTokenizer(t *testing.T) {
 	needDevice(t)
 	oracle := tokenizerOracle(t)
 	dir := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(oracle, "llama2", "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	os.MkdirAll(filepath.Join(dir, "tok"), 0o755)
-	os.WriteFile(filepath.Join(dir, "tok", "tokenizer.json"), data, 0o644)
+	byteTokenizer(t, filepath.Join(dir, "tok"))
 	model, _ := filepath.Abs("../../examples/tinyllama/model.yaml")
 	r := runVKC(t, dir, nil, "compile", "-q", model, "-o", "tiny.plan", "--tokenizer", "tok/tokenizer.json", "--tokenizer-ref")
 	if r.code != 0 {
 		t.Fatalf("compile: exit %d: %s", r.code, r.stderr)
 	}
 	r = runVKC(t, dir, nil, "inspect", "tiny.plan")
-	if want := "tokenizer: tokenizer.json (file tok/tokenizer.json, 1.7 MiB, sha256 "; r.code != 0 || !strings.Contains(r.stdout, want) {
+	if want := "tokenizer: tokenizer.json (file tok/tokenizer.json, "; r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Errorf("inspect: exit %d, stdout lacks %q:\n%s%s", r.code, want, r.stdout, r.stderr)
 	}
 	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", "x.plan", "--tokenizer-ref"); r.code != 1 || !strings.Contains(r.stderr, "the model names no tokenizer and none was given") {
 		t.Errorf("--tokenizer-ref alone: exit %d, %s", r.code, r.stderr)
+	}
+	l2 := filepath.Join(oracle, "llama2", "tokenizer.json")
+	if r := runVKC(t, dir, nil, "compile", "-q", model, "-o", "x.plan", "--tokenizer", l2); r.code != 1 || !strings.Contains(r.stderr, "has ids up to 31999, but the model's logits cover 256 tokens") {
+		t.Errorf("Llama 2's tokenizer for tinyllama: exit %d, %s", r.code, r.stderr)
 	}
 }
