@@ -379,6 +379,21 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 				}
 			}
 			out = true
+		case n.Op == RopeRows:
+			if !b[0] || !b[1] {
+				return nil, fail("x and its positions must both have the run's rows")
+			}
+			out = true
+		case n.Op == CacheScatter:
+			if b[0] || !b[1] || !b[2] || !b[3] {
+				return nil, fail("the rows, their slots and positions must have the run's rows, the cache not")
+			}
+			// The state keeps its type; the run's rows are written.
+		case n.Op == AttentionRows:
+			if !b[0] || b[1] || b[2] || !b[3] || !b[4] {
+				return nil, fail("the queries, their slots and positions must have the run's rows, the caches not")
+			}
+			out = true
 		default:
 			return nil, fail("op %s does not support a run-time length", n.Op)
 		}
@@ -403,7 +418,7 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 // places its queries at kv_len − n + i, and a slice of the last rows starts at n·k − r.
 func NeedsLength(n *Node, rows map[Value]bool) bool {
 	switch n.Op {
-	case CacheWrite, RopeCacheWrite:
+	case CacheWrite, RopeCacheWrite, CacheScatter:
 		return rows[n.Args[1]]
 	case Attention:
 		return rows[n.Args[0]]

@@ -89,6 +89,14 @@ const (
 	// keeps only the last window keys up to it, and keys at or past kv_len are ignored.
 	// kv_len is a run-time i32 scalar; without it all skv keys are valid.
 	Attention
+	// Rows of several sequences in one run (ops_rows.go): a batched decode step advances rows
+	// that belong to different sequences, each at its own position, in a KV cache with a slot
+	// dimension [slots, ctx, ...]. RopeRows(x, pos) rotates row r at position pos[r];
+	// CacheScatter(state, x, slot, pos) writes row r at state[slot[r], pos[r]];
+	// AttentionRows(q, k, v, slot, pos) lets row r attend keys 0..pos[r] of sequence slot[r].
+	RopeRows
+	CacheScatter
+	AttentionRows
 	Conv1d // conv1d(x [cin, L] or [n, cin, L], w [cout, cin/groups, k][, b [cout]])
 
 	// Vision ops (ops_vision.go): 2-D convolution and pooling over [n, c, h, w] (layout nchw)

@@ -19,6 +19,8 @@ import (
 //	rope(x, pos)                       0 ≤ pos
 //	attention(q, k, v, kv_len)         1 ≤ kv_len ≤ keys; kv_len ≥ queries when causal or windowed
 //	rope_norm, rope_cache_write        as rope and cache_write
+//	cache_scatter(state, x, slot, pos)  0 ≤ slot ≤ slots - 1, 0 ≤ pos ≤ ctx - 1 (each row's)
+//	attention_rows(q, k, v, slot, pos)  as cache_scatter; rope_rows(x, pos): 0 ≤ pos
 //
 // An op's integer argument is followed back to the inputs through the ops that keep it an affine
 // sum (input + input + constant): add, sub of a constant, reshape, expand and casts between
@@ -225,7 +227,27 @@ func consumerBounds(n *ir.Node, l *ir.Length, bounded map[ir.Value]bool) []argBo
 	ropePos := func(p int) argBound {
 		return argBound{arg: p, bound: bound{0, plan.NoMax, fmt.Sprintf("%s %s: a position is at least 0", n.Op, label), ""}}
 	}
+	// slotPos bounds a per-row slot and position of a [slots, ctx, ...] cache (each element).
+	slotPos := func(st, slot, pos int) []argBound {
+		sh := n.Args[st].Type().Shape
+		name := n.Args[st].Node.Name
+		if name == "" {
+			name = "the cache"
+		}
+		return []argBound{
+			{arg: slot, bound: bound{0, int64(sh[0]) - 1, fmt.Sprintf("%s %s: a slot is at least 0", n.Op, label),
+				fmt.Sprintf("%s %s: %s has %d slots", n.Op, label, name, sh[0])}},
+			{arg: pos, bound: bound{0, int64(sh[1]) - 1, fmt.Sprintf("%s %s: a position is at least 0", n.Op, label),
+				fmt.Sprintf("%s %s: %s holds %d positions per slot", n.Op, label, name, sh[1])}},
+		}
+	}
 	switch n.Op {
+	case ir.RopeRows:
+		return []argBound{ropePos(1)}
+	case ir.CacheScatter:
+		return slotPos(0, 2, 3)
+	case ir.AttentionRows:
+		return slotPos(1, 3, 4)
 	case ir.Embedding:
 		name := n.Args[0].Node.Name
 		rowsN := rows(n.Args[0])

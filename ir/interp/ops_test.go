@@ -152,6 +152,14 @@ func handCases() []opCase {
 		// kv_len 2 of a cache of 3 keys (the third is garbage), window 1: the single query at
 		// position 1 sees key 1 only.
 		{"attention window kv_len", ir.Attention, ir.Attrs{"window": 1}, a(f32(sh(1, 1, 1), 1), f32(sh(3, 1, 1), 0, 1, 50), f32(sh(3, 1, 1), 4, 8, 99), i32(sh(), 2)), f32(sh(1, 1, 1), 8), 0},
+		// Rows of several sequences: row 0 at position 1 (d = 2: angle 1), row 1 at position 0.
+		{"rope_rows", ir.RopeRows, nil, a(f32(sh(2, 2), 1, 0, 0, 1), i32(sh(2), 1, 0)), f32(sh(2, 2), math.Cos(1), math.Sin(1), 0, 1), 1e-7},
+		// Row 0 into slot 1 at position 0, row 1 into slot 0 at position 1.
+		{"cache_scatter", ir.CacheScatter, nil, a(f32(sh(2, 2, 1), 0, 0, 0, 0), f32(sh(2, 1), 5, 6), i32(sh(2), 1, 0), i32(sh(2), 0, 1)), f32(sh(2, 2, 1), 0, 6, 5, 0), 0},
+		// Slot 1 of two; the row at position 1 sees keys 0 and 1 (weights 1 and 3), not key 2
+		// nor slot 0.
+		{"attention_rows", ir.AttentionRows, ir.Attrs{"scale": 1.0}, a(f32(sh(1, 1, 1), 1), f32(sh(2, 3, 1, 1), 9, 9, 9, 0, math.Log(3), 50),
+			f32(sh(2, 3, 1, 1), 1, 1, 1, 4, 8, 99), i32(sh(1), 1), i32(sh(1), 1)), f32(sh(1, 1, 1), 7), 1e-7},
 		// Two query heads share one kv head; hsd layout.
 		{"attention gqa hsd", ir.Attention, ir.Attrs{"scale": 1.0, "layout": "hsd"}, a(f32(sh(2, 1, 1), 1, 0), f32(sh(1, 2, 1), 0, math.Log(3)), f32(sh(1, 2, 1), 4, 8)), f32(sh(2, 1, 1), 7, 6), 1e-7},
 

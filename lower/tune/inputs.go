@@ -17,6 +17,9 @@ import (
 //   - cache_write / rope_cache_write position: cache rows − new rows, the last valid position (0
 //     when the rows fill the cache), so the write lands at an offset whenever it can;
 //   - attention kv_len: the key length (every key valid, every query at a real position);
+//   - a batched step's per-row slot and position (cache_scatter, attention_rows): row r in slot
+//     r mod slots at position ctx − 1 − r/slots, so no two rows share a cell and the positions
+//     reach the end of the cache; rope_rows' positions 1, 2, ...;
 //   - the position of column parts (a merged projection's rope and cache writes): see partsPos;
 //   - any other integer scalar of the op: 0; other integer tensors (and epilogue inputs): small
 //     integers in [0, 8), as Random gives.
@@ -85,7 +88,28 @@ func intOperand(p *kernels.Problem, i int, rng *rand.Rand) (func() float64, bool
 		}
 		return 1
 	}
+	// A per-row slot (idx 0) or position (idx 1) of a [slots, ctx, ...] cache: the element
+	// counter gives row r the cell (r mod slots, ctx − 1 − (r/slots) mod ctx).
+	rowCell := func(cache ir.Type, idx int) (func() float64, bool) {
+		slots, ctx := max(rows(cache, 0), 1), max(rows(cache, 1), 1)
+		r := 0
+		return func() float64 {
+			v := r % slots
+			if idx == 1 {
+				v = ctx - 1 - (r/slots)%ctx
+			}
+			r++
+			return float64(v)
+		}, true
+	}
 	switch {
+	case p.Op == ir.RopeRows && i == 1:
+		r := 0
+		return func() float64 { r++; return float64(r) }, true
+	case p.Op == ir.CacheScatter && (i == 2 || i == 3):
+		return rowCell(p.Args[0], i-2)
+	case p.Op == ir.AttentionRows && (i == 3 || i == 4):
+		return rowCell(p.Args[1], i-3)
 	case p.Op == ir.Embedding && i == 1:
 		n := max(rows(p.Args[0], 0), 1)
 		return func() float64 { return float64(rng.Intn(n)) }, true

@@ -602,8 +602,26 @@ func FunctionInputs(f *ir.Function, rng *rand.Rand) map[string]*ir.Tensor {
 		if t.Shape.NumElements() == 1 {
 			gen = func() float64 { return 0 }
 		}
+		// A batched step's slot and position: row r in cell (r mod slots, ctx − 1 − r/slots),
+		// no two rows in one cell (see Inputs).
+		rowCell := func(cache ir.Type, idx int) func() float64 {
+			slots, ctx := max(cache.Shape[0], 1), max(cache.Shape[1], 1)
+			r := 0
+			return func() float64 {
+				v := r % slots
+				if idx == 1 {
+					v = ctx - 1 - (r/slots)%ctx
+				}
+				r++
+				return float64(v)
+			}
+		}
 		for _, u := range reachThroughReshapes(in, users) {
 			switch {
+			case u.n.Op == ir.CacheScatter && (u.arg == 2 || u.arg == 3):
+				gen = rowCell(u.n.Args[0].Type(), u.arg-2)
+			case u.n.Op == ir.AttentionRows && (u.arg == 3 || u.arg == 4):
+				gen = rowCell(u.n.Args[1].Type(), u.arg-3)
 			case u.n.Op == ir.Embedding && u.arg == 1:
 				rows := max(u.n.Args[0].Type().Shape[0], 1)
 				gen = func() float64 { return float64(rng.Intn(rows)) }
