@@ -25,8 +25,8 @@ const (
 const DefaultTopK = 64
 
 // addLMOutputs returns fns where every causal-language-model step function (inputs: an i32
-// vector of tokens and an i32 scalar position; an output of floats [seq, vocab], or [1, vocab]
-// for the last row only) has the
+// vector of tokens and an i32 scalar position, or a batched step's tokens, positions and slots,
+// three i32 vectors; an output of floats [seq, vocab], or [1, vocab] for the last row only) has the
 // outputs next_token (argmax) and, with topK > 0, top_ids and top_logits (the min(topK, vocab)
 // largest logits of each row, ranked on the device). Other functions, and functions that already
 // have such outputs, are returned unchanged. The returned names say which functions gained them.
@@ -54,7 +54,7 @@ func addLMOutputs(m *ir.Model, fns []*ir.Function, argmax bool, topK int) ([]*ir
 
 func withLMOutputs(f *ir.Function, argmax bool, topK int) (*ir.Function, error) {
 	var seq int
-	tokens, pos := false, false
+	tokens, pos, rows := false, false, 0
 	for _, in := range f.Inputs {
 		t := in.Type()
 		switch {
@@ -62,11 +62,13 @@ func withLMOutputs(f *ir.Function, argmax bool, topK int) (*ir.Function, error) 
 			tokens, seq = true, t.Shape[0]
 		case t.DType == ir.I32 && t.Shape.Rank() == 0 && !pos:
 			pos = true
+		case t.DType == ir.I32 && t.Shape.Rank() == 1 && tokens && t.Shape[0] == seq:
+			rows++ // a batched step's per-row position and slot (importer --parallel)
 		default:
 			return f, nil
 		}
 	}
-	if !tokens || !pos || len(f.Inputs) != 2 {
+	if !(tokens && pos && len(f.Inputs) == 2) && !(tokens && rows == 2 && len(f.Inputs) == 3) {
 		return f, nil
 	}
 	var logits *ir.Output

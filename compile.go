@@ -127,7 +127,8 @@ type Options struct {
 	Candidates int
 	// LengthVariants are the smaller capacities for which every function with a run-time length
 	// is compiled too (plan.Function.Variants; a run at length n uses the smallest variant that
-	// holds n): nil is DefaultLengthVariants; capacities outside a function's bounds, or not
+	// holds n): nil is DefaultLengthVariants (for a batched step of several sequences, its slot
+	// count and 64: batchSlots); capacities outside a function's bounds, or not
 	// below its maximum, are skipped. NoLengthVariants compiles the capacity alone.
 	LengthVariants   []int
 	NoLengthVariants bool
@@ -620,6 +621,22 @@ func atLength(m *ir.Model, fns []*ir.Function, n int) (*ir.Model, []*ir.Function
 // to 20 times slower than a plan compiled for one token (docs/design-runtime-length.md).
 var DefaultLengthVariants = []int{1, 8, 64}
 
+// batchSlots is the number of sequences a batched step of several sequences advances (a
+// function that writes a cache with a slot dimension, cache_scatter), or 0. Such a function is
+// compiled by default for its slot count (and 64) below its maximum instead of
+// DefaultLengthVariants, so that a decode step runs the same kernels whether it advances one
+// sequence or all of them: each row's result, and so a greedy generation's tokens, do not
+// depend on how many other sequences share its steps (engine's scheduler keeps prefill chunks
+// in runs of their own for the same reason).
+func batchSlots(f *ir.Function) int {
+	for _, n := range f.Nodes {
+		if n.Op == ir.CacheScatter {
+			return n.Args[0].Type().Shape[0]
+		}
+	}
+	return 0
+}
+
 // variantSep joins a function's name and a variant's capacity in the functions compiled (the
 // plan folds them back into plan.Function.Variants).
 const variantSep = "@"
@@ -628,9 +645,6 @@ const variantSep = "@"
 // variants for the capacities caps (nil: DefaultLengthVariants) within its bounds and below its
 // maximum, named NAME@CAPACITY; the model has them too, so the interpreter checks them by name.
 func withLengthVariants(m *ir.Model, fns []*ir.Function, caps []int) (*ir.Model, []*ir.Function, []string, error) {
-	if caps == nil {
-		caps = DefaultLengthVariants
-	}
 	var out []*ir.Function
 	var added []*ir.Function
 	var notes []string
@@ -640,8 +654,15 @@ func withLengthVariants(m *ir.Model, fns []*ir.Function, caps []int) (*ir.Model,
 		if l == nil {
 			continue
 		}
+		fcaps := caps
+		if fcaps == nil {
+			fcaps = DefaultLengthVariants
+			if s := batchSlots(f); s > 0 {
+				fcaps = []int{s, 64}
+			}
+		}
 		var made []string
-		for _, c := range caps {
+		for _, c := range fcaps {
 			if c < l.Min || c >= l.Max {
 				continue
 			}

@@ -29,6 +29,9 @@ type decoderLM struct {
 	name   string
 
 	vocab, d, heads, kvHeads, hd, ffn, layers, ctx, prefill int
+	// slots > 0 gives the caches a slot dimension, [slots, ctx, kv_heads, hd], and the model
+	// one function, batch, instead of prefill, decode and score (see batchFunction).
+	slots int
 
 	eps, theta float64
 	ropeMode   string // "half" (rotate-half) or "interleaved"
@@ -129,6 +132,9 @@ func (m *decoderLM) yaml() ([]byte, error) {
 	w("dims:\n  vocab: %d\n  d: %d\n  heads: %d\n  kv_heads: %d\n  hd: %d\n  ffn: %d\n  layers: %d\n  ctx: %d\n",
 		m.vocab, m.d, m.heads, m.kvHeads, m.hd, m.ffn, m.layers, m.ctx)
 	m.arch.dims(w)
+	if m.slots > 0 {
+		w("  slots: %d\n", m.slots)
+	}
 	if m.tokenizer != "" {
 		w("tokenizer: %s\n", yamlString(m.tokenizer))
 	}
@@ -155,6 +161,10 @@ func (m *decoderLM) yaml() ([]byte, error) {
 		if err := m.declare(&b, p); err != nil {
 			return nil, err
 		}
+	}
+	if m.slots > 0 {
+		m.batchFunction(&b)
+		return []byte(b.String()), nil
 	}
 	w("\nstate:\n  k_cache.{i}: [ctx, kv_heads, hd]\n  v_cache.{i}: [ctx, kv_heads, hd]\n")
 	w("\nfunctions:\n")
@@ -202,7 +212,9 @@ func (m *decoderLM) prologue(b *strings.Builder) {
 		emb = fmt.Sprintf("mul(%s, %s)", emb, fmtFloat(s))
 	}
 	w("      - x = %s\n", emb)
-	w("      - kv_len = add(pos, seq)\n")
+	if m.slots == 0 {
+		w("      - kv_len = add(pos, seq)\n")
+	}
 }
 
 // norm is an RMSNorm of x by the weight parameter name (as the architecture uses its weights).
@@ -278,11 +290,20 @@ func (m *decoderLM) body(b *strings.Builder, last bool) []string {
 			w("        - k = %s\n", norm(k, "layers.{i}.k_norm"))
 			q, k = "q", "k"
 		}
-		w("        - q = rope(%s, pos, %s)\n", q, rope)
-		w("        - k = rope(%s, pos, %s)\n", k, rope)
-		w("        - k_cache.{i} <- cache_write(k_cache.{i}, k, pos)\n")
-		w("        - v_cache.{i} <- cache_write(v_cache.{i}, %s, pos)\n", v)
-		w("        - a = attention(q, k_cache.{i}, v_cache.{i}, kv_len, scale=%s, causal=true%s)\n", m.arch.attnScaleExpr(), win)
+		if m.slots > 0 {
+			// Each row at its own position pos[r] in its own slot slot[r].
+			w("        - q = rope_rows(%s, pos, %s)\n", q, rope)
+			w("        - k = rope_rows(%s, pos, %s)\n", k, rope)
+			w("        - k_cache.{i} <- cache_scatter(k_cache.{i}, k, slot, pos)\n")
+			w("        - v_cache.{i} <- cache_scatter(v_cache.{i}, %s, slot, pos)\n", v)
+			w("        - a = attention_rows(q, k_cache.{i}, v_cache.{i}, slot, pos, scale=%s%s)\n", m.arch.attnScaleExpr(), win)
+		} else {
+			w("        - q = rope(%s, pos, %s)\n", q, rope)
+			w("        - k = rope(%s, pos, %s)\n", k, rope)
+			w("        - k_cache.{i} <- cache_write(k_cache.{i}, k, pos)\n")
+			w("        - v_cache.{i} <- cache_write(v_cache.{i}, %s, pos)\n", v)
+			w("        - a = attention(q, k_cache.{i}, v_cache.{i}, kv_len, scale=%s, causal=true%s)\n", m.arch.attnScaleExpr(), win)
+		}
 		o := lin("reshape(a, shape=[seq, heads*hd])", "wo", "o")
 		if m.arch.postNorms {
 			o = norm(o, "layers.{i}.post_attn_norm")
@@ -315,6 +336,26 @@ func (m *decoderLM) ropeOf(layer int) string {
 			fmtFloat(s.Factor), fmtFloat(s.LowFreqFactor), fmtFloat(s.HighFreqFactor), s.OriginalCtx)
 	}
 	return rope
+}
+
+// maxSlots bounds GGUFOptions.Slots and HFOptions.Slots: the sequences one plan's caches hold.
+const maxSlots = 1024
+
+// batchFunction writes the state and functions of a model with slots: caches of slots
+// sequences, and one function, batch, whose rows each belong to a sequence (slot) at a position.
+// A run of n rows (a run-time length up to the larger of the prefill length and the slots)
+// advances several sequences one token each (a batched decode step), runs a chunk of one
+// sequence's prompt (rows of one slot at consecutive positions), or both at once; a row sees the
+// keys and values of its sequence up to its position, the run's earlier rows included. Every
+// row's logits are returned (each row may be a sequence's last).
+func (m *decoderLM) batchFunction(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("\nstate:\n  k_cache.{i}: [slots, ctx, kv_heads, hd]\n  v_cache.{i}: [slots, ctx, kv_heads, hd]\n")
+	w("\nfunctions:\n  batch:\n    dims: {seq: 1..%d}\n", max(m.prefill, m.slots, 2))
+	w("    inputs:\n      tokens: i32[seq]\n      pos: i32[seq]      # each row's position in its sequence\n")
+	w("      slot: i32[seq]     # each row's sequence: its KV cache slot\n")
+	w("    outputs:\n      logits: f32[seq, vocab]\n    body:\n")
+	m.body(b, false)
 }
 
 func (m *decoderLM) windowOf(layer int) int {

@@ -40,6 +40,9 @@ type GGUFOptions struct {
 	YAMLDir string
 	// SkipWeights parses the generated model without loading its weights.
 	SkipWeights bool
+	// Slots > 0 gives the KV caches a slot dimension for that many sequences and the model a
+	// batched function (batch) in place of prefill and decode: vkc serve --parallel.
+	Slots int
 }
 
 // GGUF is an imported GGUF model.
@@ -72,6 +75,9 @@ type GGUF struct {
 // rope scaling, a partial rotary dimension, mixture of experts, a sliding window shorter than
 // the context), is an error that says so; nothing is silently dropped.
 func ImportGGUF(path string, opts GGUFOptions) (*GGUF, error) {
+	if opts.Slots < 0 || opts.Slots > maxSlots {
+		return nil, fmt.Errorf("import %s: %d slots: want 0 (one sequence) to %d", path, opts.Slots, maxSlots)
+	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
@@ -281,7 +287,7 @@ func (g *ggufImport) generate() ([]byte, error) {
 			"eps and theta are the file's f32 values, exactly.",
 		},
 		name: name, vocab: vocab, d: d, heads: heads, kvHeads: kvHeads, hd: hd, ffn: ffn, layers: layers, ctx: ctx, prefill: seq,
-		eps: eps, theta: theta, ropeMode: mode, scaling: scaling, qkNorm: arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3", bias: bias, tied: !hasOutput,
+		slots: g.opts.Slots, eps: eps, theta: theta, ropeMode: mode, scaling: scaling, qkNorm: arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3", bias: bias, tied: !hasOutput,
 		files: []string{weightsFile},
 		names: map[string]string{
 			"embed": "token_embd.weight", "layers.{i}.attn_norm": "blk.{i}.attn_norm.weight",

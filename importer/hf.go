@@ -39,6 +39,9 @@ type HFOptions struct {
 	YAMLDir string
 	// SkipWeights parses the generated model without loading its weights.
 	SkipWeights bool
+	// Slots > 0 gives the KV caches a slot dimension for that many sequences and the model a
+	// batched function (batch) in place of prefill and decode: vkc serve --parallel.
+	Slots int
 }
 
 // HF is an imported Hugging Face checkpoint.
@@ -85,6 +88,9 @@ func IsHFDir(path string) bool {
 // none of whose tensors is the model's is skipped with a note (a folder may hold reference
 // outputs beside the weights).
 func ImportHF(dir string, opts HFOptions) (*HF, error) {
+	if opts.Slots < 0 || opts.Slots > maxSlots {
+		return nil, fmt.Errorf("import %s: %d slots: want 0 (one sequence) to %d", dir, opts.Slots, maxSlots)
+	}
 	h := &hfImport{dir: dir, opts: opts, res: &HF{}}
 	lm, err := h.build()
 	if err != nil {
@@ -336,7 +342,7 @@ func (h *hfImport) build() (*decoderLM, error) {
 			return nil, fmt.Errorf("config.json has %s: quantized checkpoints are not supported (import the unquantized one, or a GGUF file)", k)
 		}
 	}
-	lm := &decoderLM{ropeMode: "half", bias: map[string]bool{}, names: maps.Clone(hfNames)}
+	lm := &decoderLM{ropeMode: "half", bias: map[string]bool{}, names: maps.Clone(hfNames), slots: h.opts.Slots}
 	for _, f := range []struct {
 		key string
 		dst *int

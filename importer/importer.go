@@ -26,6 +26,10 @@ type Options struct {
 	// SkipWeights builds and validates the model without loading its weights (model.yaml and
 	// GGUF files; Model.Weights stays nil), for tools that need only the graph.
 	SkipWeights bool
+	// Slots, when positive, imports a GGUF file or Hugging Face folder with KV caches for that
+	// many sequences and a batched step function (GGUFOptions.Slots, HFOptions.Slots); a
+	// model.yaml or ONNX file takes none.
+	Slots int
 }
 
 // Load reads the model at path by its kind: model.yaml (.yaml, .yml), ONNX (.onnx), GGUF
@@ -44,11 +48,17 @@ func LoadWith(path string, opts Options) (*ir.Model, error) {
 		}
 		h := opts.HF
 		h.SkipWeights = h.SkipWeights || opts.SkipWeights
+		if opts.Slots > 0 {
+			h.Slots = opts.Slots
+		}
 		im, err := ImportHF(path, h)
 		if err != nil {
 			return nil, err
 		}
 		return im.Model, nil
+	}
+	if ext := strings.ToLower(filepath.Ext(path)); opts.Slots > 0 && ext != ".gguf" {
+		return nil, fmt.Errorf("%s: slots (--parallel) are imported from GGUF files and Hugging Face folders; write a model.yaml's batched function by hand (docs/serving.md)", path)
 	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
@@ -65,6 +75,9 @@ func LoadWith(path string, opts Options) (*ir.Model, error) {
 	case ".gguf":
 		g := opts.GGUF
 		g.SkipWeights = g.SkipWeights || opts.SkipWeights
+		if opts.Slots > 0 {
+			g.Slots = opts.Slots
+		}
 		im, err := ImportGGUF(path, g)
 		if err != nil {
 			return nil, err

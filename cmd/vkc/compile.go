@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compile",
-		usage:   "model.yaml|model.gguf|model.onnx|HF-DIR [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--int8 off|auto|on] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE|none [--tokenizer-ref]] [--top-k K]",
+		usage:   "model.yaml|model.gguf|model.onnx|HF-DIR [--dim NAME=VALUE] -o plan.bin [--device D] [-f fn,...] [--weights inline|external] [--tune|--no-tune] [--budget D] [--tune-db F] [--int8 off|auto|on] [--dot chosen.dot] [--dump-kernels DIR] [--tokenizer FILE|none [--tokenizer-ref]] [--top-k K] [--parallel N]",
 		short:   "compile a model into a plan for one Vulkan device (written atomically: never a partial file)",
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -45,6 +45,7 @@ func init() {
 			int8 := fs.String("int8", "off", "8-bit activations for products with block-quantized weights, by integer dot products where the device has them (as llama.cpp's q8_1): off (exact f32 arithmetic), auto (with --tune: measured against the float kernels), on (wherever they apply); they move logits by about 3e-2 to 5e-2 row-relative")
 			argmax := fs.Bool("argmax", true, "add next_token = argmax(logits) to language-model functions (greedy generation then runs the argmax on the device)")
 			topK := fs.Int("top-k", vkc.DefaultTopK, "add top_ids and top_logits, the K largest logits of each row ranked on the device, to language-model functions (sampling then reads back K candidates per step; 0: none)")
+			parallel := fs.Int("parallel", 0, "a GGUF file or Hugging Face folder: KV caches for N sequences and a batched step function, for vkc serve's continuous batching (docs/serving.md)")
 			quiet := fs.Bool("q", false, "no progress or report on standard error")
 			force := fs.Bool("force", false, "replace -o, --dot and --tune-db files that are not a plan, a DOT graph or a tuning database")
 			return func(args []string) error {
@@ -122,7 +123,10 @@ func init() {
 				if why != "" {
 					fmt.Fprintf(stderr, "%s\n", why)
 				}
-				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr, dims)
+				if *parallel < 0 {
+					return usagef("--parallel %d: want the sequences the plan serves at once", *parallel)
+				}
+				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr, dims, *parallel)
 			}
 		},
 	})
@@ -131,11 +135,11 @@ func init() {
 // compileCmd compiles the model and writes the plan and the --dot graph all or none: both are
 // prepared as temporary files and renamed into place only when both are complete (and the
 // kernels dumped), and nothing is written after an interrupt (SIGINT or SIGTERM).
-func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, stderr io.Writer, dims dimFlag) error {
+func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, stderr io.Writer, dims dimFlag, slots int) error {
 	ctx, stop := interruptible()
 	defer stop()
 	fmt.Fprintf(stderr, "parse %s\n", model)
-	m, err := loadModel(model, false, dims)
+	m, err := loadModelSlots(model, false, dims, slots)
 	if err != nil {
 		return err
 	}

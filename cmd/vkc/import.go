@@ -18,7 +18,7 @@ import (
 func init() {
 	register(&command{
 		name:    "import",
-		usage:   "model.gguf|HF-DIR -o model.yaml [--ctx N] [--prefill N] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
+		usage:   "model.gguf|HF-DIR -o model.yaml [--ctx N] [--prefill N] [--parallel N] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
 		short:   "write a model.yaml for a GGUF file (llama, qwen2, qwen3), a Hugging Face checkpoint folder (Llama, Mistral, Qwen2, Qwen3; weights read from their files) or an ONNX file (weights written beside it)",
 		example: "vkc import model.gguf -o model.yaml --ctx 2048",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -27,6 +27,7 @@ func init() {
 			ctx := fs.Int("ctx", 0, fmt.Sprintf("KV cache positions (default: the model's context length, at most %d)", importer.MaxCtx))
 			force := fs.Bool("force", false, "replace an existing file that is not a model.yaml")
 			prefill := fs.Int("prefill", 0, fmt.Sprintf("the most tokens the prefill function takes, a run-time length 1..N (default %d, at most the context)", importer.DefaultPrefill))
+			parallel := fs.Int("parallel", 0, "KV caches for N sequences and one batched step function (batch) instead of prefill and decode: what vkc serve batches concurrent requests with (docs/serving.md)")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -39,28 +40,28 @@ func init() {
 					return usagef("-o model.yaml is required")
 				}
 				if strings.EqualFold(filepath.Ext(args[0]), ".onnx") {
-					if *ctx != 0 || *prefill != 0 {
-						return usagef("--ctx and --prefill go with GGUF files")
+					if *ctx != 0 || *prefill != 0 || *parallel != 0 {
+						return usagef("--ctx, --prefill and --parallel go with GGUF files and Hugging Face folders")
 					}
 					return importONNX(stdout, args[0], *out, dims, *force)
 				}
 				if len(dims) > 0 {
 					return usagef("--dim goes with ONNX files")
 				}
-				if *ctx < 0 || *prefill < 0 {
-					return usagef("--ctx and --prefill must be positive")
+				if *ctx < 0 || *prefill < 0 || *parallel < 0 {
+					return usagef("--ctx, --prefill and --parallel must be positive")
 				}
 				dir, err := filepath.Abs(filepath.Dir(*out))
 				if err != nil {
 					return err
 				}
 				if st, err := os.Stat(args[0]); err == nil && st.IsDir() {
-					return importHF(stdout, args[0], *out, importer.HFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir}, *force)
+					return importHF(stdout, args[0], *out, importer.HFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir, Slots: *parallel}, *force)
 				}
 				if !importer.IsGGUFPath(args[0]) {
 					return fmt.Errorf("%s: vkc import reads GGUF (.gguf) and ONNX (.onnx) files and Hugging Face checkpoint folders", args[0])
 				}
-				im, err := importer.ImportGGUF(args[0], importer.GGUFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir})
+				im, err := importer.ImportGGUF(args[0], importer.GGUFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir, Slots: *parallel})
 				if err != nil {
 					return err
 				}
@@ -155,6 +156,18 @@ func importONNX(stdout io.Writer, in, out string, dims dimFlag, force bool) erro
 // wrote (GGUF, ONNX, a Hugging Face checkpoint), imported in memory with the importer's defaults. dims fixes an ONNX model's
 // symbolic input dimensions (--dim NAME=VALUE); a model.yaml or GGUF file takes none.
 func loadModel(path string, skipWeights bool, dims dimFlag) (*ir.Model, error) {
+	return loadModelSlots(path, skipWeights, dims, 0)
+}
+
+// loadModelSlots is loadModel importing a GGUF file or Hugging Face folder with slots > 0: KV
+// caches for that many sequences and a batched step (--parallel).
+func loadModelSlots(path string, skipWeights bool, dims dimFlag, slots int) (*ir.Model, error) {
+	if slots > 0 {
+		if len(dims) > 0 {
+			return nil, usagef("--dim fixes an ONNX model's dimensions; --parallel goes with GGUF files and Hugging Face folders")
+		}
+		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights, Slots: slots})
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		if len(dims) > 0 {
 			return nil, usagef("--dim fixes the symbolic dimensions of ONNX models; %s is a folder", path)
