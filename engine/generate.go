@@ -119,13 +119,17 @@ func (g *Generation) PerToken() time.Duration {
 type Step struct {
 	Function    *plan.Function
 	Seq, MinSeq int
-	Tokens, Pos string     // input names
-	Logits      string     // float [Seq, Vocab] (LastRow: [1, Vocab]) output, or ""
-	LogitsType  plan.DType // its dtype
-	Vocab       int        // 0 when there is no logits output
-	Next        string     // i32 argmax output, or ""
-	NextPerRow  bool       // Next has one token per row (else: the last row's)
-	nextIndex   int        // Next's index in Function.Outputs
+	Tokens, Pos string // input names
+	// Slot, for a batched step of several sequences (a plan compiled with slots, importer
+	// --parallel), is the input naming each row's sequence; Pos is then each row's position
+	// (i32[Seq]) rather than the first row's.
+	Slot       string
+	Logits     string     // float [Seq, Vocab] (LastRow: [1, Vocab]) output, or ""
+	LogitsType plan.DType // its dtype
+	Vocab      int        // 0 when there is no logits output
+	Next       string     // i32 argmax output, or ""
+	NextPerRow bool       // Next has one token per row (else: the last row's)
+	nextIndex  int        // Next's index in Function.Outputs
 	// LastRow: Logits, TopIDs and TopLogits hold the last row only ([1, Vocab], [1, TopK]) of a
 	// step of more tokens (a generation prefill: the LM head runs on the row generation reads).
 	LastRow bool
@@ -146,19 +150,29 @@ const (
 
 // StepFunction recognises f as a step function of a causal language model, or returns nil.
 func StepFunction(f *plan.Function) *Step {
-	if len(f.Inputs) != 2 {
-		return nil
-	}
 	s := &Step{Function: f}
-	for _, v := range f.Inputs {
-		switch {
-		case v.DType == plan.I32 && len(v.Shape) == 1 && s.Tokens == "":
-			s.Tokens, s.Seq = v.Name, int(v.Shape[0])
-		case v.DType == plan.I32 && len(v.Shape) == 0 && s.Pos == "":
-			s.Pos = v.Name
-		default:
-			return nil
+	switch len(f.Inputs) {
+	case 2:
+		for _, v := range f.Inputs {
+			switch {
+			case v.DType == plan.I32 && len(v.Shape) == 1 && s.Tokens == "":
+				s.Tokens, s.Seq = v.Name, int(v.Shape[0])
+			case v.DType == plan.I32 && len(v.Shape) == 0 && s.Pos == "":
+				s.Pos = v.Name
+			default:
+				return nil
+			}
 		}
+	case 3:
+		// A batched step: tokens, pos and slot, one of each per row, in that order.
+		for _, v := range f.Inputs {
+			if v.DType != plan.I32 || len(v.Shape) != 1 || v.Shape[0] != f.Inputs[0].Shape[0] || v.Bounded != f.Inputs[0].Bounded {
+				return nil
+			}
+		}
+		s.Tokens, s.Pos, s.Slot, s.Seq = f.Inputs[0].Name, f.Inputs[1].Name, f.Inputs[2].Name, int(f.Inputs[0].Shape[0])
+	default:
+		return nil
 	}
 	if s.Tokens == "" || s.Pos == "" || s.Seq < 1 {
 		return nil
@@ -217,6 +231,23 @@ func StepFunction(f *plan.Function) *Step {
 // Bounded reports whether s takes a run-time number of tokens (MinSeq to Seq).
 func (s *Step) Bounded() bool { return s.MinSeq < s.Seq }
 
+// Batched reports whether s advances rows of several sequences, each at its own slot and
+// position (a plan compiled with slots).
+func (s *Step) Batched() bool { return s.Slot != "" }
+
+// inputs are s's inputs for rows of one sequence in slot at positions pos.. (tokens, pos and,
+// for a batched step, slot).
+func (s *Step) inputs(tokens []int32, pos, slot int) map[string][]byte {
+	if !s.Batched() {
+		return map[string][]byte{s.Tokens: Int32Bytes(tokens...), s.Pos: Int32Bytes(int32(pos))}
+	}
+	ps, ss := make([]int32, len(tokens)), make([]int32, len(tokens))
+	for i := range tokens {
+		ps[i], ss[i] = int32(pos+i), int32(slot)
+	}
+	return map[string][]byte{s.Tokens: Int32Bytes(tokens...), s.Pos: Int32Bytes(ps...), s.Slot: Int32Bytes(ss...)}
+}
+
 // LM is what Generate uses of a causal language model's plan.
 type LM struct {
 	// Decode is the step function of one token, preferably named "decode" (or, when there is
@@ -225,12 +256,15 @@ type LM struct {
 	Prefill, Decode *Step
 	// Context is the number of positions the KV caches hold (ContextLength; 0: unbounded).
 	Context int
+	// Slots is the number of sequences the caches hold: 1, or for a plan with a batched step
+	// (Decode.Batched()) its slots.
+	Slots int
 }
 
 // CausalLM finds the prefill and decode functions of p, or says why p is not a causal language
 // model's plan (listing its functions' signatures).
 func CausalLM(p *plan.Plan) (*LM, error) {
-	lm := &LM{Context: ContextLength(p)}
+	lm := &LM{Context: ContextLength(p), Slots: Slots(p)}
 	for i := range p.Functions {
 		s := StepFunction(&p.Functions[i])
 		if s == nil {
@@ -258,16 +292,61 @@ func CausalLM(p *plan.Plan) (*LM, error) {
 }
 
 // ContextLength is the number of positions the plan's KV caches hold: the smallest leading
-// dimension of its state tensors of rank 2 or more, or 0 when it has none. Generation must stay
-// below it (the cache rows past it do not exist).
+// dimension of its state tensors of rank 2 or more (the second of a plan with slots, whose
+// caches are [slots, ctx, ...]), or 0 when it has none. Generation must stay below it (the
+// cache rows past it do not exist).
 func ContextLength(p *plan.Plan) int {
+	axis, rank := 0, 2
+	if Slots(p) > 1 || batchedPlan(p) {
+		axis, rank = 1, 3
+	}
 	n := 0
 	for _, s := range p.State {
-		if len(s.Shape) >= 2 && (n == 0 || int(s.Shape[0]) < n) {
-			n = int(s.Shape[0])
+		if len(s.Shape) >= rank && (n == 0 || int(s.Shape[axis]) < n) {
+			n = int(s.Shape[axis])
 		}
 	}
 	return n
+}
+
+// batchedPlan reports whether p has a batched step function.
+func batchedPlan(p *plan.Plan) bool {
+	for i := range p.Functions {
+		if s := StepFunction(&p.Functions[i]); s != nil && s.Batched() {
+			return true
+		}
+	}
+	return false
+}
+
+// Slots is the number of sequences the plan's KV caches hold: for a plan with a batched step,
+// the bound its slot input's range gives (the caches' leading dimension), else 1.
+func Slots(p *plan.Plan) int {
+	for i := range p.Functions {
+		f := &p.Functions[i]
+		s := StepFunction(f)
+		if s == nil || !s.Batched() {
+			continue
+		}
+		for j, v := range f.Inputs {
+			if v.Name != s.Slot {
+				continue
+			}
+			for _, r := range f.Ranges {
+				if int(r.Input) == j && len(r.Plus) == 0 && !r.PlusLength && r.Max != plan.NoMax && r.Max >= 0 && r.Max < 1<<20 {
+					return int(r.Max) + 1
+				}
+			}
+		}
+		n := 0
+		for _, st := range p.State {
+			if len(st.Shape) >= 3 && (n == 0 || int(st.Shape[0]) < n) {
+				n = int(st.Shape[0])
+			}
+		}
+		return max(n, 1)
+	}
+	return 1
 }
 
 // GenerateIDs generates tokens after prompt: the prompt goes through the plan's prefill
@@ -287,7 +366,7 @@ func GenerateIDs(ctx context.Context, exe Executable, prompt []int32, opts Gener
 	if m, ok := exe.(*Model); ok {
 		return m.GenerateIDs(ctx, prompt, opts, emit)
 	}
-	g, _, err := generate(ctx, exe, prompt, 0, opts, emit)
+	g, _, err := generate(ctx, exe, prompt, 0, 0, opts, emit)
 	return g, err
 }
 
@@ -295,13 +374,14 @@ func GenerateIDs(ctx context.Context, exe Executable, prompt []int32, opts Gener
 // values the caches hold already (0 ≤ cached < len(prompt)). It returns the number of positions
 // whose cache rows hold the keys and values of the sequence prompt+g.Tokens when it returns
 // (the last generated token is never fed back): at least cached, whatever the error.
-func generate(ctx context.Context, exe Executable, prompt []int32, cached int, opts GenerateOptions, emit func(id int32) error) (g *Generation, written int, err error) {
+func generate(ctx context.Context, exe Executable, prompt []int32, cached, slot int, opts GenerateOptions, emit func(id int32) error) (g *Generation, written int, err error) {
 	written = cached
-	g, err = generateFrom(ctx, exe, prompt, cached, opts, emit, &written)
+	g, err = generateFrom(ctx, exe, prompt, cached, slot, opts, emit, &written)
 	return g, written, err
 }
 
-func generateFrom(ctx context.Context, exe Executable, prompt []int32, cached int, opts GenerateOptions, emit func(id int32) error, written *int) (*Generation, error) {
+// generateFrom is generate; slot is the sequence's slot for a plan with a batched step.
+func generateFrom(ctx context.Context, exe Executable, prompt []int32, cached, slot int, opts GenerateOptions, emit func(id int32) error, written *int) (*Generation, error) {
 	p := exe.Plan()
 	if len(prompt) == 0 {
 		return nil, errors.New("generate: empty prompt")
@@ -333,7 +413,7 @@ func generateFrom(ctx context.Context, exe Executable, prompt []int32, cached in
 	if cached < 0 || cached >= len(prompt) {
 		return nil, fmt.Errorf("generate: %d cached tokens of a %d-token prompt", cached, len(prompt))
 	}
-	r := &runner{exe: exe, sm: newSampler(opts.Sampling)}
+	r := &runner{exe: exe, sm: newSampler(opts.Sampling), slot: slot}
 	r.sm.see(prompt...)
 	g := &Generation{DecodeFn: decode.Function.Name, PromptTokens: len(prompt), Reused: cached}
 	r.g = g
@@ -395,9 +475,10 @@ func generateFrom(ctx context.Context, exe Executable, prompt []int32, cached in
 
 // runner runs the steps of one generation and chooses their tokens.
 type runner struct {
-	exe Executable
-	sm  *sampler
-	g   *Generation
+	exe  Executable
+	sm   *sampler
+	g    *Generation
+	slot int // the sequence's slot (a batched step)
 }
 
 // What a step reads back to choose its token.
@@ -482,10 +563,7 @@ func (r *runner) step(ctx context.Context, s *Step, tokens []int32, pos int, cho
 
 // run runs s, reading back what rb needs (everything, for an executable without RunInto).
 func (r *runner) run(ctx context.Context, s *Step, tokens []int32, pos int, rb readback) (map[string][]byte, error) {
-	in := map[string][]byte{
-		s.Tokens: Int32Bytes(tokens...),
-		s.Pos:    Int32Bytes(int32(pos)),
-	}
+	in := s.inputs(tokens, pos, r.slot)
 	var outs map[string][]byte
 	var err error
 	if ri, ok := r.exe.(runInto); ok {
@@ -530,11 +608,16 @@ func (r *runner) run(ctx context.Context, s *Step, tokens []int32, pos int, rb r
 
 // candidatesOf reads the last row's TopK candidates of a run over n tokens.
 func candidatesOf(s *Step, outs map[string][]byte, n int) ([]candidate, error) {
+	return candidatesAt(s, outs, n, n-1)
+}
+
+// candidatesAt reads row last's TopK candidates of a run over n tokens.
+func candidatesAt(s *Step, outs map[string][]byte, n, last int) ([]candidate, error) {
 	ids := Int32s(outs[s.TopIDs])
 	rows := n
 	switch {
 	case s.LastRow:
-		rows, n = 1, 1
+		rows, last = 1, 0 // the last row is the only one
 	case !s.Function.Outputs[s.topIDsI].Bounded:
 		rows = s.Seq
 	}
@@ -546,7 +629,6 @@ func candidatesOf(s *Step, outs map[string][]byte, n int) ([]candidate, error) {
 	if len(ids) != rows*s.TopK || len(lb) != rows*s.TopK*esize {
 		return nil, fmt.Errorf("generate: %s returned %d candidate ids and %d bytes of their logits, want %d×%d", s.Function.Name, len(ids), len(lb), rows, s.TopK)
 	}
-	last := n - 1
 	t := &Tensor{DType: s.TopLogitsType, Shape: []int64{int64(s.TopK)}, Data: lb[last*s.TopK*esize : (last+1)*s.TopK*esize]}
 	lg, err := t.Float32s()
 	if err != nil {
@@ -564,6 +646,11 @@ func candidatesOf(s *Step, outs map[string][]byte, n int) ([]candidate, error) {
 
 // lastRow reads the last row of logits of a run over n tokens.
 func lastRow(s *Step, outs map[string][]byte, n int) ([]float32, error) {
+	return rowAt(s, outs, n, n-1)
+}
+
+// rowAt reads row i of the logits of a run over n tokens.
+func rowAt(s *Step, outs map[string][]byte, n, i int) ([]float32, error) {
 	b := outs[s.Logits]
 	esize := 4
 	if s.LogitsType != plan.F32 {
@@ -572,14 +659,14 @@ func lastRow(s *Step, outs map[string][]byte, n int) ([]float32, error) {
 	rows := s.Seq
 	switch {
 	case s.LastRow:
-		rows, n = 1, 1
+		rows, i = 1, 0 // the last row is the only one
 	case s.Bounded():
 		rows = n // a run at length n returns n rows
 	}
 	if len(b) != rows*s.Vocab*esize {
 		return nil, fmt.Errorf("generate: %s returned %d bytes of logits, want %d×%d %s", s.Function.Name, len(b), rows, s.Vocab, s.LogitsType)
 	}
-	row := b[(n-1)*s.Vocab*esize : n*s.Vocab*esize]
+	row := b[i*s.Vocab*esize : (i+1)*s.Vocab*esize]
 	t := &Tensor{DType: s.LogitsType, Shape: []int64{int64(s.Vocab)}, Data: row}
 	logits, err := t.Float32s()
 	if err != nil {

@@ -28,6 +28,10 @@ type Options struct {
 	// Model.Prepare and Model.PrepareGeneration do it later, for some functions only.
 	Prepare         bool
 	PrepareProgress func(done, total int)
+	// PrefillChunk bounds the prompt tokens one step runs on a plan with slots, where prompts
+	// and the running generations' decode steps take turns (0: DefaultPrefillChunk): a new
+	// prompt delays the others' next tokens by one such chunk at most.
+	PrefillChunk int
 }
 
 // Model is a plan file loaded on a device, ready to run. The embedded Executable's Run, RunInto,
@@ -49,6 +53,7 @@ type Model struct {
 	gen     chan struct{} // the generation lock (capacity 1): held by every generation and run through Model (session.go)
 	waiting atomic.Int64  // generations and runs waiting for gen
 	kv      kvRecord      // what the cache holds, under gen
+	sched   *scheduler    // continuous batching, for a plan with slots (scheduler.go)
 }
 
 // Load reads the plan file at path (LoadPlan), opens the device and loads the plan on it: the
@@ -86,11 +91,18 @@ func Load(path string, opts Options) (*Model, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return &Model{Executable: exe, Device: dev, Path: path, gen: make(chan struct{}, 1)}, nil
+	m := &Model{Executable: exe, Device: dev, Path: path, gen: make(chan struct{}, 1)}
+	if lm, err := CausalLM(p); err == nil && lm.Decode.Batched() && lm.Decode.Bounded() && lm.Slots >= 1 {
+		m.sched = newScheduler(m, lm, opts.PrefillChunk)
+	}
+	return m, nil
 }
 
-// Close frees the executable and closes the device.
+// Close frees the executable and closes the device. Generations still running fail.
 func (m *Model) Close() error {
+	if m.sched != nil {
+		m.sched.close()
+	}
 	err := m.Executable.Close()
 	if cerr := m.Device.Close(); err == nil {
 		err = cerr

@@ -39,12 +39,28 @@ type Activity struct {
 	Slots, Busy, Waiting int
 	// LastBatch is the number of sequences the last step advanced (at most Slots).
 	LastBatch int
+	// DecodeSteps counts the batched decode steps run so far, DecodeRows the sequences they
+	// advanced together (DecodeRows/DecodeSteps is the mean batch); 0 without slots.
+	DecodeSteps, DecodeRows uint64
 }
 
 // Activity reports what m is doing now.
 func (m *Model) Activity() Activity {
+	if m.sched != nil {
+		a := m.sched.activity()
+		a.Waiting += int(m.waiting.Load())
+		return a
+	}
 	busy := len(m.gen)
 	return Activity{Slots: 1, Busy: busy, Waiting: int(m.waiting.Load()), LastBatch: busy}
+}
+
+// forget drops what the engine knows the caches hold (a run it did not make changed them).
+func (m *Model) forget() {
+	m.kv.tokens = nil
+	if m.sched != nil {
+		m.sched.forget()
+	}
 }
 
 // kvRecord is what the model knows about its cache: the tokens whose keys and values its rows
@@ -78,18 +94,29 @@ func (r *kvRecord) record(prompt []int32, g *Generation, written int) {
 // (nothing of the cache is reused; a Session reuses it). It holds the model's generation lock
 // throughout, so concurrent generations on one Model take turns.
 func (m *Model) GenerateIDs(ctx context.Context, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
+	if m.sched != nil {
+		g, _, err := m.sched.generate(ctx, prompt, false, -1, opts, emit)
+		return g, err
+	}
 	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer m.unlock()
-	g, written, err := generate(ctx, m.Executable, prompt, 0, opts, emit)
+	g, written, err := generate(ctx, m.Executable, prompt, 0, 0, opts, emit)
 	m.kv.record(prompt, g, written)
 	return g, err
 }
 
 // generateReusing generates after prompt continuing from the cache rows the record says hold a
-// prefix of it.
-func (m *Model) generateReusing(ctx context.Context, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
+// prefix of it; with slots, in the slot *slot when it is free (and sets it to the slot used).
+func (m *Model) generateReusing(ctx context.Context, prompt []int32, slot *int, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
+	if m.sched != nil {
+		g, used, err := m.sched.generate(ctx, prompt, true, *slot, opts, emit)
+		if used >= 0 {
+			*slot = used
+		}
+		return g, err
+	}
 	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -97,7 +124,7 @@ func (m *Model) generateReusing(ctx context.Context, prompt []int32, opts Genera
 	if len(prompt) == 0 {
 		return nil, errors.New("generate: empty prompt")
 	}
-	g, written, err := generate(ctx, m.Executable, prompt, m.kv.reusable(prompt), opts, emit)
+	g, written, err := generate(ctx, m.Executable, prompt, m.kv.reusable(prompt), 0, opts, emit)
 	m.kv.record(prompt, g, written)
 	return g, err
 }
@@ -109,7 +136,7 @@ func (m *Model) Run(ctx context.Context, fn string, inputs map[string][]byte) (m
 		return nil, err
 	}
 	defer m.unlock()
-	m.kv.tokens = nil
+	m.forget()
 	return m.Executable.Run(ctx, fn, inputs)
 }
 
@@ -119,7 +146,7 @@ func (m *Model) RunInto(ctx context.Context, fn string, inputs, outputs map[stri
 		return err
 	}
 	defer m.unlock()
-	m.kv.tokens = nil
+	m.forget()
 	return m.Executable.RunInto(ctx, fn, inputs, outputs)
 }
 
@@ -127,7 +154,7 @@ func (m *Model) RunInto(ctx context.Context, fn string, inputs, outputs map[stri
 func (m *Model) ResetState() error {
 	m.lock(context.Background())
 	defer m.unlock()
-	m.kv.tokens = nil
+	m.forget()
 	return m.Executable.ResetState()
 }
 
@@ -137,7 +164,7 @@ func (m *Model) Profile(ctx context.Context, fn string, inputs map[string][]byte
 		return nil, runtime.Stats{}, err
 	}
 	defer m.unlock()
-	m.kv.tokens = nil
+	m.forget()
 	return m.Executable.Profile(ctx, fn, inputs)
 }
 
@@ -147,7 +174,7 @@ func (m *Model) Measure(ctx context.Context, fn string, inputs map[string][]byte
 		return runtime.Measurement{}, err
 	}
 	defer m.unlock()
-	m.kv.tokens = nil
+	m.forget()
 	return m.Executable.Measure(ctx, fn, inputs, o)
 }
 
@@ -164,19 +191,20 @@ func (m *Model) Measure(ctx context.Context, fn string, inputs map[string][]byte
 //	msgs = append(msgs, engine.Message{Role: "assistant", Content: g.Text}, next)
 //	g, err = s.Chat(ctx, msgs, opts, emit) // runs only the new tokens
 type Session struct {
-	m  *Model
-	mu sync.Mutex
+	m    *Model
+	mu   sync.Mutex
+	slot int // the slot of its last generation (a plan with slots), or -1
 }
 
 // NewSession starts a conversation on m.
-func (m *Model) NewSession() *Session { return &Session{m: m} }
+func (m *Model) NewSession() *Session { return &Session{m: m, slot: -1} }
 
 // GenerateIDs generates after prompt as Model.GenerateIDs does, reusing the cache rows of the
 // prompt's longest prefix that they hold (Generation.Reused counts those tokens).
 func (s *Session) GenerateIDs(ctx context.Context, prompt []int32, opts GenerateOptions, emit func(id int32) error) (*Generation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m.generateReusing(ctx, prompt, opts, emit)
+	return s.m.generateReusing(ctx, prompt, &s.slot, opts, emit)
 }
 
 // Generate is Model.Generate reusing the cache as GenerateIDs does: a prompt that extends the
