@@ -31,60 +31,68 @@ import (
 	"github.com/vkc-project/vkc/server"
 )
 
-// chatPlan is testdata/chat-tiny compiled once for the default device (tinyllama's shape with a
-// byte-level vocabulary and a ChatML template), or "" without a Vulkan device.
-var chatPlan struct {
-	once sync.Once
-	path string
-	err  error
-	dir  string
+// compiled holds testdata/chat-tiny's plans (tinyllama's shape with a byte-level vocabulary and
+// a ChatML template), each compiled once for the default device: model.yaml (one sequence) and
+// parallel.yaml (4 slots and a batched step).
+var compiled struct {
+	mu    sync.Mutex
+	dir   string
+	paths map[string]string
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if chatPlan.dir != "" {
-		os.RemoveAll(chatPlan.dir)
+	if compiled.dir != "" {
+		os.RemoveAll(compiled.dir)
 	}
 	os.Exit(code)
 }
 
-func planPath(t *testing.T) string {
+// planPath compiles testdata/chat-tiny/model.yaml (once) and returns the plan's path, or skips
+// without a Vulkan device.
+func planPath(t *testing.T) string { return compiledPlan(t, "model.yaml") }
+
+func compiledPlan(t *testing.T, name string) string {
 	t.Helper()
-	chatPlan.once.Do(func() {
-		if _, _, err := runtime.Devices(runtime.Options{}); err != nil {
-			chatPlan.err = err
-			return
-		}
-		md, err := ir.ParseModel("../testdata/chat-tiny/model.yaml")
-		if err != nil {
-			chatPlan.err = err
-			return
-		}
-		p, _, err := vkc.Compile(context.Background(), md, vkc.Options{ArgmaxOutput: true, TopK: vkc.DefaultTopK})
-		if err != nil {
-			chatPlan.err = err
-			return
-		}
-		if chatPlan.dir, err = os.MkdirTemp("", "vkc-server-test"); err != nil {
-			chatPlan.err = err
-			return
-		}
-		chatPlan.path = filepath.Join(chatPlan.dir, "chat.plan")
-		chatPlan.err = p.WriteFile(chatPlan.path)
-	})
-	if chatPlan.err != nil {
-		if chatPlan.path == "" {
-			t.Skipf("needs a Vulkan device (lavapipe is enough): %v", chatPlan.err)
-		}
-		t.Fatal(chatPlan.err)
+	if _, _, err := runtime.Devices(runtime.Options{}); err != nil {
+		t.Skipf("needs a Vulkan device (lavapipe is enough): %v", err)
 	}
-	return chatPlan.path
+	compiled.mu.Lock()
+	defer compiled.mu.Unlock()
+	if p, ok := compiled.paths[name]; ok {
+		return p
+	}
+	md, err := ir.ParseModel("../testdata/chat-tiny/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := vkc.Compile(context.Background(), md, vkc.Options{ArgmaxOutput: true, TopK: vkc.DefaultTopK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compiled.dir == "" {
+		if compiled.dir, err = os.MkdirTemp("", "vkc-server-test"); err != nil {
+			t.Fatal(err)
+		}
+		compiled.paths = map[string]string{}
+	}
+	path := filepath.Join(compiled.dir, strings.TrimSuffix(name, ".yaml")+".plan")
+	if err := p.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	compiled.paths[name] = path
+	return path
 }
 
 // newServer starts a server on loopback with the chat plan loaded; it is closed with the test.
 func newServer(t *testing.T, cfg server.Config) (*httptest.Server, *server.Server, *engine.Model) {
 	t.Helper()
-	m, err := engine.Load(planPath(t), engine.Options{})
+	return newServerOn(t, planPath(t), cfg)
+}
+
+func newServerOn(t *testing.T, plan string, cfg server.Config) (*httptest.Server, *server.Server, *engine.Model) {
+	t.Helper()
+	m, err := engine.Load(plan, engine.Options{PrefillChunk: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,4 +544,59 @@ func TestCurl(t *testing.T) {
 		t.Errorf("curl without the key: %s", out)
 	}
 	_ = fmt.Sprint
+}
+
+// Concurrent requests on a plan with slots are batched (the metrics count decode steps that
+// advanced several sequences) and each answers what the same request answers alone.
+func TestBatchedRequests(t *testing.T) {
+	hs, _, m := newServerOn(t, compiledPlan(t, "parallel.yaml"), server.Config{})
+	if a := m.Activity(); a.Slots != 4 {
+		t.Fatalf("parallel.yaml's plan: %+v, want 4 slots", a)
+	}
+	body := func(i int) string {
+		return fmt.Sprintf(`{"messages":[{"role":"user","content":"Question %d: %s"}],"max_tokens":12,"temperature":0}`, i, strings.Repeat("why ", i))
+	}
+	type answer struct {
+		Choices []struct{ Message struct{ Content string } }
+		Usage   struct {
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	const n = 6
+	alone := make([]answer, n)
+	for i := range n {
+		if code := post(t, hs.URL+"/v1/chat/completions", body(i), &alone[i]); code != 200 {
+			t.Fatal(code)
+		}
+	}
+	before := m.Activity()
+	got := make([]answer, n)
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = post(t, hs.URL+"/v1/chat/completions", body(i), &got[i])
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if codes[i] != 200 || len(got[i].Choices) != 1 || got[i].Choices[0].Message.Content != alone[i].Choices[0].Message.Content {
+			t.Errorf("request %d: %d %+v, alone %+v", i, codes[i], got[i], alone[i])
+		}
+	}
+	after := m.Activity()
+	if steps, rows := after.DecodeSteps-before.DecodeSteps, after.DecodeRows-before.DecodeRows; steps == 0 || float64(rows)/float64(steps) < 1.5 {
+		t.Errorf("%d decode steps advanced %d sequences: the requests were not batched", steps, rows)
+	}
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "vkc_kv_slots 4\n") {
+		t.Errorf("metrics:\n%s", b)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/engine"
+	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/server"
 )
@@ -24,7 +26,7 @@ import (
 func init() {
 	register(&command{
 		name:    "serve",
-		usage:   "plan.bin|model.yaml|model.gguf|HF-DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--alias NAME] [--max-tokens N] [--timeout D] [--max-body BYTES] [--max-queue N] [--shutdown-timeout D] [--log-format text|json] [--device D]",
+		usage:   "plan.bin|model.yaml|model.gguf|HF-DIR [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key KEY] [--alias NAME] [--max-tokens N] [--timeout D] [--max-body BYTES] [--max-queue N] [--shutdown-timeout D] [--log-format text|json] [--device D]",
 		short:   "serve a model over OpenAI's HTTP API (chat completions and completions, plain and streamed; /health, /metrics)",
 		example: "vkc serve model.plan --port 8080",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -41,6 +43,8 @@ func init() {
 			verbose := fs.Bool("v", false, "log /health and /metrics requests too")
 			device := fs.String("device", "", "the device, by index or name substring (default: $VKC_DEVICE, else the best)")
 			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
+			parallel := fs.Int("parallel", 4, "a GGUF file or Hugging Face folder is compiled with KV caches for N sequences, batched together as requests come (a plan or model.yaml has its own: see docs/serving.md); 1: one at a time")
+			chunk := fs.Int("chunk", 0, "with slots: the most prompt tokens one step runs between the running requests' decode steps (default 64)")
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -52,8 +56,14 @@ func init() {
 				if *port < 0 || *port > 65535 {
 					return usagef("--port %d: want 0 to 65535", *port)
 				}
-				if *maxTokens < 0 || *timeout <= 0 || *maxBody <= 0 || *maxQueue <= 0 || *grace < 0 {
-					return usagef("--max-tokens, --timeout, --max-body, --max-queue and --shutdown-timeout want positive values")
+				if *maxTokens < 0 || *timeout <= 0 || *maxBody <= 0 || *maxQueue <= 0 || *grace < 0 || *parallel < 1 || *chunk < 0 {
+					return usagef("--max-tokens, --timeout, --max-body, --max-queue, --shutdown-timeout, --parallel and --chunk want positive values")
+				}
+				set := map[string]bool{}
+				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				slots := *parallel
+				if !set["parallel"] {
+					slots = -1 // the default: batched for what the importer writes
 				}
 				lvl := slog.LevelInfo
 				if *verbose {
@@ -75,7 +85,7 @@ func init() {
 				cfg := server.Config{APIKey: key, MaxBodyBytes: *maxBody, MaxTokens: *maxTokens, Timeout: *timeout,
 					MaxQueue: *maxQueue, Logger: slog.New(h)}
 				addr := net.JoinHostPort(*host, strconv.Itoa(*port))
-				return serveCmd(args[0], addr, *alias, engine.Options{Device: *device, AllowForeign: *foreign}, cfg, *grace, fs.Output())
+				return serveCmd(args[0], addr, *alias, engine.Options{Device: *device, AllowForeign: *foreign, PrefillChunk: *chunk}, cfg, *grace, slots, fs.Output())
 			}
 		},
 	})
@@ -85,7 +95,7 @@ func init() {
 // plan (or compiles the model), serves until SIGTERM or SIGINT, then shuts down gracefully: the
 // health check turns 503 and new requests are refused, those in flight get grace to finish and
 // are cancelled after it, and the command returns nil (exit 0).
-func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, grace time.Duration, stderr io.Writer) error {
+func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, grace time.Duration, slots int, stderr io.Writer) error {
 	log := cfg.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -111,7 +121,7 @@ func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, gr
 	}
 	loadedc := make(chan result, 1)
 	go func() {
-		m, name, err := loadForServe(ctx, path, lo, stderr, log)
+		m, name, err := loadForServe(ctx, path, lo, slots, stderr, log)
 		loadedc <- result{m, name, err}
 	}()
 	var m *engine.Model
@@ -160,20 +170,43 @@ func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, gr
 	return nil
 }
 
+// defaultSlots is the sequences vkc serve batches when it compiles a GGUF file or Hugging Face
+// folder without --parallel (llama-server's default too).
+const defaultSlots = 4
+
 // loadForServe loads a plan file, or compiles a model (model.yaml, GGUF, ONNX, a Hugging Face
 // folder) for the device first, showing the compile's progress, and returns the model and its
 // name.
-func loadForServe(ctx context.Context, path string, lo engine.Options, stderr io.Writer, log *slog.Logger) (*engine.Model, string, error) {
+//
+// slots is --parallel: -1 when not given (a GGUF file or Hugging Face folder then gets
+// defaultSlots), 1 for one sequence; a plan or model.yaml has its own, and a --parallel that
+// disagrees with it is an error.
+func loadForServe(ctx context.Context, path string, lo engine.Options, slots int, stderr io.Writer, log *slog.Logger) (*engine.Model, string, error) {
+	imported := importer.IsHFDir(path) || importer.IsGGUFPath(path)
 	if plan.CheckFile(path) == nil {
 		log.Info("loading plan", "plan", path)
 		m, err := engine.Load(path, lo)
 		if err != nil {
 			return nil, "", err
 		}
+		if have := m.Activity().Slots; slots > 0 && slots != have {
+			m.Close()
+			return nil, "", fmt.Errorf("--parallel %d: the plan %s was compiled for %d (vkc compile --parallel N compiles another)", slots, path, have)
+		}
 		return m, m.Plan().Model, nil
 	}
-	log.Info("compiling", "model", path)
-	md, err := loadModel(path, false, nil)
+	switch {
+	case slots < 0 && imported:
+		slots = defaultSlots
+	case slots < 0:
+		slots = 0
+	case slots == 1:
+		slots = 0 // one sequence: prefill and decode
+	case !imported:
+		return nil, "", fmt.Errorf("--parallel %d: %s is not a GGUF file or Hugging Face folder; its batched function (if any) says how many sequences it serves", slots, path)
+	}
+	log.Info("compiling", "model", path, "parallel", max(slots, 1))
+	md, err := loadModelSlots(path, false, nil, slots)
 	if err != nil {
 		return nil, "", err
 	}
