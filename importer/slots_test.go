@@ -20,8 +20,8 @@ type batchRow struct {
 // interpreter: tinyllama imported with 4 slots runs three sequences through batch in runs that
 // mix prefill chunks (rows of one slot at consecutive positions) and decode rows of several
 // slots, and every row's logits equal those of the same sequence run alone through the import
-// without slots (prefill over the whole sequence). The sequences sit in slots 2, 0 and 3; slot 1
-// is never written.
+// without slots (score: every row's logits of the whole sequence). The sequences sit in slots
+// 2, 0 and 3; slot 1 is never written.
 func TestBatchFunctionMeaning(t *testing.T) {
 	dir := "../testdata/hf/tinyllama"
 	single, err := importer.ImportHF(dir, importer.HFOptions{})
@@ -80,7 +80,7 @@ func TestBatchFunctionMeaning(t *testing.T) {
 		for i, id := range sq {
 			ids[i] = float64(id)
 		}
-		out, err := ss.Run("prefill", map[string]*ir.Tensor{
+		out, err := ss.Run("score", map[string]*ir.Tensor{
 			"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, len(sq)), ids),
 			"pos":    ir.TensorFromFloat64s(ir.T(ir.I32), []float64{0}),
 		})

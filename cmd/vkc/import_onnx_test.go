@@ -80,7 +80,7 @@ func TestImportONNX(t *testing.T) {
 	}{
 		{[]string{"import", model, "-o", yaml}, 1, `input "x": dimension 0 is "N", not static: fix it with --dim N=VALUE`},
 		{[]string{"import", model, "-o", yaml, "--dim", "N=0"}, 2, "want NAME=VALUE with a positive integer VALUE"},
-		{[]string{"import", model, "-o", yaml, "--dim", "N=2", "--ctx", "8"}, 2, "--ctx and --prefill go with GGUF files"},
+		{[]string{"import", model, "-o", yaml, "--dim", "N=2", "--ctx", "8"}, 2, "--ctx, --prefill and --parallel go with GGUF files"},
 		{[]string{"check", "../../examples/mlp/model.yaml", "--dim", "N=2"}, 2, "--dim fixes the symbolic dimensions of ONNX models"},
 		{[]string{"check", model}, 1, `fix it with --dim N=VALUE`},
 	} {

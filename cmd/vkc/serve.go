@@ -120,6 +120,16 @@ func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, gr
 		err  error
 	}
 	loadedc := make(chan result, 1)
+	// Ready only when every pipeline exists: the driver's shader compiles happen before /health
+	// says ok, not in the first requests.
+	lo.Prepare = true
+	lastShown := time.Time{}
+	lo.PrepareProgress = func(done, total int) {
+		if done == total || time.Since(lastShown) > 2*time.Second {
+			lastShown = time.Now()
+			log.Info("preparing pipelines", "done", done, "total", total)
+		}
+	}
 	go func() {
 		m, name, err := loadForServe(ctx, path, lo, slots, stderr, log)
 		loadedc <- result{m, name, err}
