@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -136,4 +137,33 @@ func TestGGUFOraclePlansInt8(t *testing.T) {
 			t.Logf("greedy %v; the reference's %v, llama.cpp's %v", run.Greedy, gold["ref_greedy_tokens"].Float64s(), gold["greedy_tokens"].Float64s())
 		})
 	}
+}
+
+// TestMixtralPlan compiles the Mixtral-style oracle model (a GGUF of arch llama with experts,
+// testdata/llamacpp-mixtral) for the device and runs prefill, decode and greedy generation on it
+// against llama.cpp's logits: the mixture of experts' kernels (moe_route, moe_matvec in decode,
+// moe_grouped in prefill) on a second architecture.
+func TestMixtralPlan(t *testing.T) {
+	d := device(t)
+	path, gold := oracles.MixtralFile(t)
+	im, err := importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := compileExample(t, im.Model, Options{Target: targetOf(d)})
+	var used []string // function:template of the chosen MoE kernels
+	for _, c := range p.Record.Candidates {
+		fn, _, _ := strings.Cut(c.Subject, "/")
+		tmpl, _, _ := strings.Cut(c.Kernel, " ")
+		if c.Chosen && strings.HasPrefix(tmpl, "moe_") && !slices.Contains(used, fn+":"+tmpl) {
+			used = append(used, fn+":"+tmpl)
+		}
+	}
+	slices.Sort(used)
+	for _, want := range []string{"decode:moe_matvec", "decode:moe_route", "prefill:moe_grouped"} {
+		if !slices.Contains(used, want) {
+			t.Errorf("the plan's MoE kernels are %v; want %s among them", used, want)
+		}
+	}
+	oracles.CheckMixtral(t, oracles.RunLlamaCpp(t, &planRunner{roundTrip(t, d, p)}, gold), gold)
 }
