@@ -30,6 +30,10 @@ type archLM struct {
 	fusedQKV, fusedGateUp bool
 	finalSoftcap          float64 // 0: none
 	moe                   *moeFFN
+	// wideAct: the residual stream exceeds f16's range (Gemma's: the embedding is scaled by
+	// √d and its norms' outputs are added unscaled), so its activations must stay f32 whatever
+	// a precision option asks (every activation is f32 today).
+	wideAct bool
 }
 
 type layerRope struct {

@@ -58,7 +58,7 @@ func (g *ggufImport) gemma3(lm *decoderLM) error {
 	arch := g.arch
 	a.embedScale = float64(float32(math.Sqrt(float64(lm.d))))
 	a.embedScaleWhy = fmt.Sprintf("sqrtf(%d), as llama.cpp's gemma3 graph", lm.d)
-	a.postNorms = true
+	a.postNorms, a.wideAct = true, true
 	a.act = "gelu_tanh"
 	if lm.layers == 62 {
 		a.attnScale = 1 / math.Sqrt(float64(lm.d/lm.heads)) // llama.cpp's "27B" case

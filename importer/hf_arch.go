@@ -72,7 +72,7 @@ func (h *hfImport) gemma3(lm *decoderLM) error {
 	}
 	a.embedScale = math.Sqrt(float64(lm.d))
 	a.embedScaleWhy = fmt.Sprintf("sqrt(hidden_size %d) in the embedding's dtype, as Gemma3TextScaledWordEmbedding", lm.d)
-	a.normPlusOne, a.postNorms = true, true
+	a.normPlusOne, a.postNorms, a.wideAct = true, true, true
 	qs, err := c.optFloat("query_pre_attn_scalar", float64(lm.hd))
 	if err != nil {
 		return err
