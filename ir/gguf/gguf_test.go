@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -293,8 +294,14 @@ func TestOracleFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		if arch != "quant-blocks" {
-			if n, err := f.Uint(arch + ".block_count"); err != nil || n != 2 {
-				t.Errorf("%s: block_count %d %v", p, n, err)
+			// block_count: the blocks the tensors hold (2, or 4 for gemma3-tiny).
+			n, err := f.Uint(arch + ".block_count")
+			last := "blk." + strconv.FormatUint(n-1, 10) + ".attn_norm.weight"
+			if _, ok := f.Tensor(last); err != nil || n < 2 || !ok {
+				t.Errorf("%s: block_count %d %v (tensor %s: %v)", p, n, err, last, ok)
+			}
+			if _, ok := f.Tensor("blk." + strconv.FormatUint(n, 10) + ".attn_norm.weight"); ok {
+				t.Errorf("%s: block_count %d, but there is a block %d", p, n, n)
 			}
 			if e, err := f.Float(arch + ".attention.layer_norm_rms_epsilon"); err != nil || e <= 0 {
 				t.Errorf("%s: eps %v %v", p, e, err)
