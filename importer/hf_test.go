@@ -521,7 +521,7 @@ func TestHFErrors(t *testing.T) {
 		{"missing lm_head", func(_ map[string]any, ts map[string]*ir.Tensor) { delete(ts, "lm_head.weight") },
 			"tie_word_embeddings is false, so the output projection lm_head.weight must be stored"},
 		{"unknown architecture", func(cfg map[string]any, _ map[string]*ir.Tensor) { cfg["architectures"] = []string{"GPT2LMHeadModel"} },
-			"architectures [GPT2LMHeadModel]: vkc imports LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"},
+			"architectures [GPT2LMHeadModel]: vkc imports LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM"},
 		{"model_type", func(cfg map[string]any, _ map[string]*ir.Tensor) {
 			delete(cfg, "architectures")
 			cfg["model_type"] = "gemma"

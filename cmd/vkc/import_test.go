@@ -61,7 +61,7 @@ func TestImportErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"import", mamba}, 2, "-o model.yaml is required"},
-		{[]string{"import", mamba, "-o", out}, 1, `architecture "mamba" is not one vkc imports (it knows llama, qwen2, qwen3)`},
+		{[]string{"import", mamba, "-o", out}, 1, `architecture "mamba" is not one vkc imports (it knows llama, qwen2, qwen3, qwen3moe, gemma3, phi3)`},
 		{[]string{"import", "../../go.mod", "-o", out}, 1, "reads GGUF (.gguf) and ONNX (.onnx) files"},
 		{[]string{"import"}, 2, "want one GGUF or ONNX file"},
 		{[]string{"check", mamba}, 1, `architecture "mamba"`},
