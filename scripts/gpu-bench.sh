@@ -34,6 +34,8 @@
 #   length    scripts/length-bench.sh on SmolLM2: the 1..512 prefill at n = 1 7 64 300 512
 #             against plans compiled for each n (issue of run-time lengths)          ~120 s
 #   whisper   the Whisper encoder static and tuned ($WBUDGET), into micro.txt      ~60 s
+#   moe       vkc.test BenchmarkMoEDecode (8, 32, 128 experts, k = 2, against dense), into
+#             micro.txt; not in the default parts                                     ~30 s
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
@@ -58,6 +60,7 @@ mkdir -p "$OUT" "$W" "$J"
 V=${VKC:-.gpu/vkc}
 KT=${KERNELS_TEST:-$PWD/.gpu/kernels.test}
 RT=${RUNTIME_TEST:-$PWD/.gpu/runtime.test}
+VT=${VKC_TEST:-$PWD/.gpu/vkc.test}
 KIT=${LLAMA_KIT:-.gpu/peers/llamacpp}
 [ -d "$KIT" ] || KIT=../shared/peers/llamacpp
 S=${SMOLLM2:-examples/smollm2-135m/model.yaml}
@@ -265,6 +268,17 @@ if want study; then
     (cd runtime && t "$RT" -test.run '^$' -test.bench 'BarrierCost|RangeBarriers|PersistentPhases' -test.benchtime 1x -test.v) | tee "$J/study.txt"
   else
     echo "no $RT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
+  fi
+} >> "$OUT/micro.txt" 2>&1
+fi
+
+if want moe; then
+{
+  part "mixtures of experts (issue 23): decode time per token at 8, 32 and 128 experts (k = 2) against the dense model of the same active parameters"
+  if [ -x "$VT" ]; then
+    t "$VT" -test.run '^$' -test.bench MoEDecode -test.benchtime 200x -test.v | tee "$J/moe.txt"
+  else
+    echo "no $VT: build it first: go test -c -o .gpu/vkc.test ."
   fi
 } >> "$OUT/micro.txt" 2>&1
 fi
