@@ -35,7 +35,7 @@
 #             against plans compiled for each n (issue of run-time lengths)          ~120 s
 #   whisper   the Whisper encoder static and tuned ($WBUDGET), into micro.txt      ~60 s
 #   moe       vkc.test BenchmarkMoEDecode (8, 32, 128 experts, k = 2, against dense), into
-#             micro.txt; not in the default parts                                     ~30 s
+#             micro.txt (each model compiled as vkc compile would); not a default part  ~90 s
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
