@@ -62,6 +62,16 @@ func TestGGUFHostileMetadata(t *testing.T) {
 	}
 }
 
+// TestGGUFContextOverflow: a context whose KV cache no tensor can hold is an error naming the
+// context, not "the generated model.yaml does not load".
+func TestGGUFContextOverflow(t *testing.T) {
+	src, _ := oracles.LlamaCpp(t, "llama-tiny/llama-tiny-F16")
+	_, err := importer.ImportGGUF(src, importer.GGUFOptions{Ctx: math.MaxInt32, Prefill: 1, SkipWeights: true})
+	if err == nil || !strings.Contains(err.Error(), "context 2147483647: a KV cache of [2147483647, 2, 64] is more than a tensor may hold") {
+		t.Errorf("error %v", err)
+	}
+}
+
 // TestHFHostileConfig: severe case 2 (num_hidden_layers 10^7 grew to 11 GB) and the config
 // values the tensors contradict.
 func TestHFHostileConfig(t *testing.T) {

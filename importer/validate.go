@@ -3,6 +3,7 @@ package importer
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"regexp"
 	"sort"
 	"strconv"
@@ -118,6 +119,9 @@ func sameShape(a, b []int) bool {
 	return true
 }
 
+// maxTensorElements is model.yaml's bound on a tensor's elements (ir's maxElements).
+const maxTensorElements = 1 << 34
+
 // checkScalars checks the model's float attributes: each must be finite, and eps and theta
 // positive. keys names the metadata key of "eps" and "theta".
 func (m *decoderLM) checkScalars(keys dimKeys) error {
@@ -132,6 +136,10 @@ func (m *decoderLM) checkScalars(keys dimKeys) error {
 	}
 	if !(m.theta > 0) || math.IsInf(m.theta, 0) {
 		return fmt.Errorf("%s is %v; want a positive number (the RoPE base)", name("theta"), m.theta)
+	}
+	// The KV caches: ctx rows of kv_heads×hd, each a tensor the model format bounds.
+	if hi, lo := bits.Mul64(uint64(m.ctx), uint64(m.kvHeads)*uint64(m.hd)); hi != 0 || lo > maxTensorElements {
+		return fmt.Errorf("context %d: a KV cache of [%d, %d, %d] is more than a tensor may hold (%d elements); give a smaller --ctx", m.ctx, m.ctx, m.kvHeads, m.hd, uint64(maxTensorElements))
 	}
 	s := m.scaling
 	for _, f := range []struct {

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
@@ -89,6 +90,14 @@ type sectionEntry struct {
 }
 
 func decode(r io.Reader, size int64) (*Plan, error) {
+	return decodeWith(r, size, nil)
+}
+
+// decodeWith is decode; when weights is set (a file of known size), the weight data section is
+// not read: weights(offset, length) gives the region's bytes as a piece read on demand, and its
+// checksum is not checked (ReadDescription).
+func decodeWith(r io.Reader, size int64, weights func(off, n uint64) WeightPiece) (*Plan, error) {
+	lazy := weights != nil && size >= 0
 	in := &input{r: r, size: size}
 
 	// Magic, version and header length, checked in that order so that a foreign or newer file is
@@ -157,7 +166,10 @@ func decode(r io.Reader, size int64) (*Plan, error) {
 	// header). Bytes past the input's end are not counted: they are a truncation, reported as
 	// such below.
 	var total uint64
-	for _, s := range table {
+	for i, s := range table {
+		if lazy && i == secWeightData-1 {
+			continue
+		}
 		if total += s.length; total < s.length {
 			total = math.MaxUint64
 		}
@@ -171,9 +183,23 @@ func decode(r io.Reader, size int64) (*Plan, error) {
 
 	// Read and check every section before interpreting any of them.
 	var payload [numSections][]byte
+	var lazyPiece *WeightPiece
 	for i, s := range table {
 		name := sectionNames[i+1]
 		start := in.pos
+		if lazy && i == secWeightData-1 {
+			// The last section: the file's size says whether it is all there.
+			if s.length > uint64(size)-in.pos {
+				return nil, formatErr(ErrTruncated, "section %s needs %d bytes from byte %d but the input ends at byte %d", name, s.length, in.pos, size)
+			}
+			if end := in.pos + s.length; end < uint64(size) {
+				return nil, formatErr(ErrCorrupt, "%d bytes follow the last section at byte %d", uint64(size)-end, end)
+			}
+			pc := weights(in.pos, s.length)
+			lazyPiece = &pc
+			in.pos += s.length
+			break
+		}
 		b, err := in.read(s.length, "section "+name)
 		if err != nil {
 			return nil, err
@@ -185,7 +211,9 @@ func decode(r io.Reader, size int64) (*Plan, error) {
 		payload[i] = b
 	}
 	var one [1]byte
-	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+	if lazy {
+		// checked against the size above
+	} else if n, _ := io.ReadFull(r, one[:]); n > 0 {
 		extra := "more"
 		if size >= 0 {
 			extra = fmt.Sprint(uint64(size) - in.pos)
@@ -202,7 +230,12 @@ func decode(r io.Reader, size int64) (*Plan, error) {
 		}
 		off += table[i].length
 	}
-	if data := payload[secWeightData-1]; len(data) > 0 {
+	if lazyPiece != nil && lazyPiece.Size > 0 {
+		if p.Weights.Source != nil {
+			return nil, formatErr(ErrCorrupt, "section weightdata holds %d bytes but the weights are external (%s)", lazyPiece.Size, p.Weights.Source.Path)
+		}
+		p.Weights.Pieces = []WeightPiece{*lazyPiece}
+	} else if data := payload[secWeightData-1]; len(data) > 0 {
 		if p.Weights.Source != nil {
 			return nil, formatErr(ErrCorrupt, "section weightdata holds %d bytes but the weights are external (%s)", len(data), p.Weights.Source.Path)
 		}
@@ -210,7 +243,12 @@ func decode(r io.Reader, size int64) (*Plan, error) {
 	}
 
 	if err := p.Validate(); err != nil {
-		return nil, &FormatError{Kind: ErrInvalid, Detail: err.Error()}
+		detail := err.Error()
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			detail = strings.TrimPrefix(detail, "invalid plan: ") // the Kind says it
+		}
+		return nil, &FormatError{Kind: ErrInvalid, Detail: detail}
 	}
 	return p, nil
 }

@@ -125,6 +125,51 @@ func ReadFile(path string) (*Plan, error) {
 	return p, nil
 }
 
+// ReadDescription reads the plan file at path without its weight data: everything else is
+// read, checked and validated as ReadFile does, and the weight region is one piece that reads
+// the file when asked (Weights.Pieces). What looks at a plan without running it (vkc inspect)
+// then costs the plan's description, not its weights: a sparse file declaring gigabytes of
+// weights is not read. The weight data's checksum is not checked (ReadFile and loading do).
+func ReadDescription(path string) (*Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return ReadFile(path) // a pipe has no size to check the skipped section against
+	}
+	p, err := decodeWith(bufio.NewReaderSize(f, 1<<20), st.Size(), func(off, n uint64) WeightPiece {
+		return WeightPiece{Size: n, File: reopen(path), FileOffset: int64(off)}
+	})
+	if err != nil {
+		var fe *FormatError
+		if errors.As(err, &fe) {
+			fe.Path = path
+			return nil, fe
+		}
+		return nil, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// reopen is an io.ReaderAt over the file at path, opened for each read (a description's weights
+// are rarely read, and no descriptor is held meanwhile).
+type reopen string
+
+func (r reopen) ReadAt(b []byte, off int64) (int, error) {
+	f, err := os.Open(string(r))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.ReadAt(b, off)
+}
+
 // ResolveSource returns the path of the plan's external weight file, resolving a relative path
 // against the directory of the plan file at planPath, or "" if the weights are inline.
 func (p *Plan) ResolveSource(planPath string) string {

@@ -38,7 +38,7 @@ func init() {
 func inspect(w io.Writer, path string, checkDevice bool, device string) error {
 	// The plan's description only: external weights are not read, so inspect works on a plan
 	// whose weight file is elsewhere.
-	p, err := plan.ReadFile(path)
+	p, err := plan.ReadDescription(path)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,11 @@ func inspect(w io.Writer, path string, checkDevice bool, device string) error {
 		for _, m := range p.Modules {
 			spirv += 4 * len(m.SPIRV)
 		}
-		fmt.Fprintf(w, "file %s: %s (SPIR-V %s, inline weights %s)\n", path, byteSize(uint64(st.Size())), byteSize(uint64(spirv)), byteSize(uint64(len(p.Weights.Data))))
+		inline := uint64(0)
+		if p.Weights.Source == nil {
+			inline = p.Weights.Size
+		}
+		fmt.Fprintf(w, "file %s: %s (SPIR-V %s, inline weights %s)\n", path, byteSize(uint64(st.Size())), byteSize(uint64(spirv)), byteSize(inline))
 	}
 	if err := p.Summary(w); err != nil {
 		return err

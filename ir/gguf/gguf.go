@@ -540,10 +540,15 @@ func formatNames() string {
 
 // reader walks the header with every read bounds-checked.
 type reader struct {
-	name string
-	b    []byte
-	off  int
+	name   string
+	b      []byte
+	off    int
+	nested int // values in arrays of arrays so far
 }
+
+// maxNestedValues bounds the values of arrays of arrays in a file (real files have none: a
+// vocabulary is an array of strings).
+const maxNestedValues = 1 << 20
 
 func (r *reader) fail(what string, args ...any) error {
 	return fmt.Errorf("%s: at byte %d: %s", r.name, r.off, fmt.Sprintf(what, args...))
@@ -902,19 +907,24 @@ func (r *reader) array(what string, et ValueType, n, depth int) (any, error) {
 	case String:
 		a := make([]string, n)
 		for i := range a {
-			s, err := r.str(fmt.Sprintf("%s[%d]", what, i))
+			s, err := r.str(what) // the element's index only in a message: no string per element
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("element %d: %w", i, err)
 			}
 			a[i] = s
 		}
 		return a, nil
 	case Array:
+		// A Value costs tens of bytes for the 12 an empty nested array takes in the file: the
+		// nested arrays of a file hold at most maxNestedValues in all.
+		if r.nested += n; r.nested > maxNestedValues {
+			return nil, r.fail("%s: arrays of arrays hold more than %d values in all", what, maxNestedValues)
+		}
 		a := make([]Value, n)
 		for i := range a {
-			v, err := r.value(fmt.Sprintf("%s[%d]", what, i), Array, depth+1)
+			v, err := r.value(what, Array, depth+1)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("element %d: %w", i, err)
 			}
 			a[i] = v
 		}

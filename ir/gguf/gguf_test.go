@@ -349,3 +349,29 @@ func FuzzGGUF(f *testing.F) {
 		}
 	})
 }
+
+// TestNestedArraysBounded: 48 MB of empty arrays nested in one array (4 million values of
+// 12 bytes each in the file) took 1.13 GB of memory to parse; they are refused once the
+// file's nested arrays pass maxNestedValues.
+func TestNestedArraysBounded(t *testing.T) {
+	const n = 4 << 20
+	le := binary.LittleEndian
+	b := []byte(Magic)
+	b = le.AppendUint32(b, 3)
+	b = le.AppendUint64(b, 0) // tensors
+	b = le.AppendUint64(b, 1) // metadata entries
+	key := "x.nested"
+	b = le.AppendUint64(b, uint64(len(key)))
+	b = append(b, key...)
+	b = le.AppendUint32(b, uint32(Array))
+	b = le.AppendUint32(b, uint32(Array))
+	b = le.AppendUint64(b, n)
+	for range n {
+		b = le.AppendUint32(b, uint32(Uint8))
+		b = le.AppendUint64(b, 0)
+	}
+	_, err := FromBytes("nested.gguf", b)
+	if err == nil || !strings.Contains(err.Error(), "arrays of arrays hold more than 1048576 values in all") {
+		t.Errorf("%d empty nested arrays: %v", n, err)
+	}
+}
