@@ -133,7 +133,33 @@ func parseSafetensors(path string, f *os.File) (*SafetensorsFile, error) {
 		}
 		out.Entries[name] = SafetensorsEntry{Name: name, Type: t, Offset: base + h.DataOffsets[0], Size: size}
 	}
+	if err := safetensorsOverlap(out.Entries); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return out, nil
+}
+
+// safetensorsOverlap refuses two tensors whose bytes overlap: a writer never makes them, and a
+// file that has them gives one tensor's bytes to another.
+func safetensorsOverlap(entries map[string]SafetensorsEntry) error {
+	var es []SafetensorsEntry
+	for _, e := range entries {
+		if e.Unsupported == "" && e.Size > 0 {
+			es = append(es, e)
+		}
+	}
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].Offset != es[j].Offset {
+			return es[i].Offset < es[j].Offset
+		}
+		return es[i].Name < es[j].Name
+	})
+	for i := 1; i < len(es); i++ {
+		if a, b := es[i-1], es[i]; b.Offset < a.Offset+a.Size {
+			return fmt.Errorf("tensors %q (bytes %d..%d) and %q (bytes %d..%d) overlap", a.Name, a.Offset, a.Offset+a.Size, b.Name, b.Offset, b.Offset+b.Size)
+		}
+	}
+	return nil
 }
 
 // Names lists the tensor names, sorted.

@@ -693,6 +693,20 @@ func parse(name string, b []byte) (*File, error) {
 		}
 		t.Offset = start + rel
 	}
+	// A writer never lays two tensors over each other; a file that does gives one tensor's bytes
+	// to another.
+	byOffset := make([]*TensorInfo, 0, len(f.Tensors))
+	for i := range f.Tensors {
+		if t := &f.Tensors[i]; t.Size > 0 {
+			byOffset = append(byOffset, t)
+		}
+	}
+	sort.Slice(byOffset, func(i, j int) bool { return byOffset[i].Offset < byOffset[j].Offset })
+	for i := 1; i < len(byOffset); i++ {
+		if a, b := byOffset[i-1], byOffset[i]; b.Offset < a.Offset+a.Size {
+			return nil, fmt.Errorf("%s: tensors %s (bytes %d..%d) and %s (bytes %d..%d) overlap", name, a.Name, a.Offset, a.Offset+a.Size, b.Name, b.Offset, b.Offset+b.Size)
+		}
+	}
 	return f, nil
 }
 

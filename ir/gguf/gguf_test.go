@@ -375,3 +375,23 @@ func TestNestedArraysBounded(t *testing.T) {
 		t.Errorf("%d empty nested arrays: %v", n, err)
 	}
 }
+
+// TestOverlappingTensors: a file whose tensors share bytes is refused, naming both.
+func TestOverlappingTensors(t *testing.T) {
+	var b Builder
+	b.Tensor("a", quant.FormatF32.GGML, []uint64{8}, make([]byte, 32))
+	b.Tensor("b", quant.FormatF32.GGML, []uint64{8}, make([]byte, 32))
+	data, err := b.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromBytes("ok.gguf", data); err != nil {
+		t.Fatal(err)
+	}
+	idx := strings.Index(string(data), "\x01\x00\x00\x00\x00\x00\x00\x00b") // the name "b"
+	off := idx + 9 + 4 + 8 + 4                                              // name, n_dims, one dim, type: the offset
+	binary.LittleEndian.PutUint64(data[off:], 0)                            // over a
+	if _, err := FromBytes("overlap.gguf", data); err == nil || !strings.Contains(err.Error(), "tensors a (bytes") || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("overlapping tensors: %v", err)
+	}
+}
