@@ -224,3 +224,41 @@ func TestONNXExternalDataConfined(t *testing.T) {
 		t.Errorf("through a linked folder: %v", err)
 	}
 }
+
+// TestONNXNodeChecks: issue 25's ONNX cases, each an error naming the node: two nodes writing
+// one value (the last won silently), a node writing a graph input, an attribute of the wrong
+// type (Softmax's axis as a string read as 0), duplicate and unknown attributes (ignored), an
+// opset newer than vkc knows (accepted).
+func TestONNXNodeChecks(t *testing.T) {
+	x := tensorInfo("x", onnx.Float, 2, 3)
+	relu := func(in, out string, attrs ...*onnx.Attribute) *onnx.Node {
+		return &onnx.Node{OpType: "Relu", Inputs: []string{in}, Outputs: []string{out}, Attrs: attrs}
+	}
+	axis := func(a *onnx.Attribute) *onnx.Node {
+		return &onnx.Node{Name: "sm", OpType: "Softmax", Inputs: []string{"x"}, Outputs: []string{"y"}, Attrs: []*onnx.Attribute{a}}
+	}
+	for _, c := range []struct {
+		name  string
+		opset int64
+		nodes []*onnx.Node
+		want  string
+	}{
+		{"two writers", 13, []*onnx.Node{relu("x", "y"), relu("x", "y")}, `node 1 "" (Relu, opset 13): output 0: "y" is an earlier node's output`},
+		{"writes an input", 13, []*onnx.Node{relu("x", "x"), relu("x", "y")}, `node 0 "" (Relu, opset 13): output 0: "x" is a graph input`},
+		{"axis a string", 13, []*onnx.Node{axis(&onnx.Attribute{Name: "axis", Type: onnx.AttrString, S: []byte("1")})},
+			`node 0 "sm" (Softmax, opset 13): attribute axis is the string "1"; Softmax takes int`},
+		{"duplicate attribute", 13, []*onnx.Node{{OpType: "Softmax", Inputs: []string{"x"}, Outputs: []string{"y"}, Attrs: []*onnx.Attribute{
+			{Name: "axis", Type: onnx.AttrInt, I: 0}, {Name: "axis", Type: onnx.AttrInt, I: 1}}}}, "attribute axis appears twice"},
+		{"unknown attribute", 13, []*onnx.Node{relu("x", "y", &onnx.Attribute{Name: "alpha", Type: onnx.AttrFloat, F: 0.1})},
+			"attribute alpha: ONNX's Relu has no attributes"},
+		{"misspelt attribute", 13, []*onnx.Node{axis(&onnx.Attribute{Name: "axes", Type: onnx.AttrInt, I: 0})},
+			"attribute axes is not one of ONNX's Softmax (axis)"},
+		{"opset 99", 99, []*onnx.Node{relu("x", "y")}, "opset 99 is newer than vkc knows (it imports opsets 13 to 25)"},
+	} {
+		g := &onnx.Graph{Inputs: []*onnx.ValueInfo{x}, Outputs: []*onnx.ValueInfo{{Name: "y"}}, Nodes: c.nodes}
+		_, err := importer.ImportONNX(writeModel(t, c.opset, g), importer.ONNXOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}

@@ -103,6 +103,10 @@ type importer struct {
 	node     *onnx.Node
 	consts   int
 	paramSet map[string]bool
+	// graphInputs and initializers name the values the graph itself gives (no node may write
+	// them); attrErr is the node's first attribute of the wrong type (onnx_check.go).
+	graphInputs, initializers map[string]bool
+	attrErr                   error
 }
 
 func importModel(m *onnx.Model, dir, name string, opts ONNXOptions) (*ONNX, error) {
@@ -118,6 +122,9 @@ func importModel(m *onnx.Model, dir, name string, opts ONNXOptions) (*ONNX, erro
 	}
 	if im.opset < MinOpset {
 		return nil, fmt.Errorf("opset %d: vkc imports opset %d and newer (convert the model with onnx.version_converter)", im.opset, MinOpset)
+	}
+	if im.opset > MaxOpset {
+		return nil, fmt.Errorf("opset %d is newer than vkc knows (it imports opsets %d to %d): an op may mean something else there", im.opset, MinOpset, MaxOpset)
 	}
 	g := m.Graph
 	if g.SparseInitializers > 0 {
@@ -137,10 +144,14 @@ func importModel(m *onnx.Model, dir, name string, opts ONNXOptions) (*ONNX, erro
 		if err != nil {
 			return nil, fmt.Errorf("initializer %q: %w", t.Name, err)
 		}
+		if inits[t.Name] {
+			return nil, fmt.Errorf("initializer %q appears twice", t.Name)
+		}
 		inits[t.Name] = true
 		im.vals[t.Name] = &onnxValue{dt: t.DataType, dims: append([]int64{}, t.Dims...), raw: raw, param: t.Name}
 	}
 	// Inputs (an input that is also an initializer is the initializer: IR < 4 lists both).
+	im.initializers, im.graphInputs = inits, map[string]bool{}
 	used := map[string]bool{}
 	for name := range opts.ConstInputs {
 		used[name] = false
@@ -149,6 +160,10 @@ func importModel(m *onnx.Model, dir, name string, opts ONNXOptions) (*ONNX, erro
 		if inits[in.Name] {
 			continue
 		}
+		if im.graphInputs[in.Name] {
+			return nil, fmt.Errorf("input %q appears twice", in.Name)
+		}
+		im.graphInputs[in.Name] = true
 		if c, ok := opts.ConstInputs[in.Name]; ok {
 			used[in.Name] = true
 			raw, err := c.Data(dir)
@@ -312,14 +327,23 @@ func (im *importer) translate(n *onnx.Node) error {
 	if !ok {
 		return fmt.Errorf("op %s is not supported by vkc's ONNX importer", n.OpType)
 	}
+	if err := im.checkNodeBefore(n); err != nil {
+		return err
+	}
 	// Shape ops on constants are evaluated here, so the shapes they compute are known.
 	if fold, ok := onnxFolds[n.OpType]; ok && im.allConst(n) {
 		done, err := fold(im, n)
-		if err != nil || done {
+		if err != nil {
 			return err
 		}
+		if done {
+			return im.checkNodeAfter(n)
+		}
 	}
-	return tr(im, n)
+	if err := tr(im, n); err != nil {
+		return err
+	}
+	return im.checkNodeAfter(n)
 }
 
 // allConst reports whether every present input of n is a constant.

@@ -484,7 +484,7 @@ func (im *importer) optInts(n *onnx.Node, i int, what string) ([]int64, error) {
 }
 
 func (im *importer) attrInt(n *onnx.Node, name string, def int) int {
-	if a := n.Attr(name); a != nil {
+	if a := im.attr(n, name, onnx.AttrInt); a != nil {
 		return int(a.I)
 	}
 	return def
@@ -494,7 +494,7 @@ func (im *importer) attrInt(n *onnx.Node, name string, def int) int {
 // the same float32 (1e-05, not 9.999999747378752e-06) is what the exporter meant and what
 // model.yaml shows.
 func (im *importer) attrFloat(n *onnx.Node, name string, def float64) float64 {
-	if a := n.Attr(name); a != nil {
+	if a := im.attr(n, name, onnx.AttrFloat); a != nil {
 		v, err := strconv.ParseFloat(strconv.FormatFloat(float64(a.F), 'g', -1, 32), 64)
 		if err != nil {
 			return float64(a.F)
@@ -505,14 +505,14 @@ func (im *importer) attrFloat(n *onnx.Node, name string, def float64) float64 {
 }
 
 func (im *importer) attrString(n *onnx.Node, name, def string) string {
-	if a := n.Attr(name); a != nil {
+	if a := im.attr(n, name, onnx.AttrString); a != nil {
 		return string(a.S)
 	}
 	return def
 }
 
 func (im *importer) attrInts(n *onnx.Node, name string) []int {
-	a := n.Attr(name)
+	a := im.attr(n, name, onnx.AttrInts)
 	if a == nil {
 		return nil
 	}
@@ -521,6 +521,14 @@ func (im *importer) attrInts(n *onnx.Node, name string) []int {
 		out[i] = int(v)
 	}
 	return out
+}
+
+// attrInt64s reads an ints attribute as ONNX holds it (nil when absent).
+func (im *importer) attrInt64s(n *onnx.Node, name string) ([]int64, bool) {
+	if a := im.attr(n, name, onnx.AttrInts); a != nil {
+		return a.Ints, true
+	}
+	return nil, false
 }
 
 func (im *importer) op(op ir.Op, a ir.Attrs, args ...ir.Value) (ir.Value, error) {
@@ -629,8 +637,8 @@ func (im *importer) reduce(n *onnx.Node, op ir.Op) error {
 	}
 	s := x.Type().Shape
 	var axes []int64
-	if a := n.Attr("axes"); a != nil {
-		axes = a.Ints
+	if a, ok := im.attrInt64s(n, "axes"); ok {
+		axes = a
 	} else if axes, err = im.optInts(n, 1, "axes"); err != nil {
 		return err
 	}
@@ -1013,8 +1021,8 @@ func translateSplit(im *importer, n *onnx.Node) error {
 	}
 	dim := s[ax]
 	var sizes []int64
-	if a := n.Attr("split"); a != nil {
-		sizes = a.Ints
+	if a, ok := im.attrInt64s(n, "split"); ok {
+		sizes = a
 	} else if sizes, err = im.optInts(n, 1, "split"); err != nil {
 		return err
 	}
@@ -1075,8 +1083,8 @@ func (im *importer) squeeze(n *onnx.Node, un bool) error {
 	}
 	s := x.Type().Shape
 	var axes []int64
-	if a := n.Attr("axes"); a != nil {
-		axes = a.Ints
+	if a, ok := im.attrInt64s(n, "axes"); ok {
+		axes = a
 	} else if axes, err = im.optInts(n, 1, "axes"); err != nil {
 		return err
 	}
@@ -1511,7 +1519,7 @@ func foldConstantOfShape(im *importer, n *onnx.Node) (bool, error) {
 		return false, err
 	}
 	dt, val := onnx.Float, []byte{0, 0, 0, 0}
-	if a := n.Attr("value"); a != nil && a.T != nil {
+	if a := im.attr(n, "value", onnx.AttrTensor); a != nil && a.T != nil {
 		raw, err := a.T.Data(im.dir)
 		if err != nil {
 			return false, err
@@ -1577,8 +1585,8 @@ func foldIntReshape(im *importer, n *onnx.Node) (bool, error) {
 		s[i] = int(d)
 	}
 	var axes []int64
-	if a := n.Attr("axes"); a != nil {
-		axes = a.Ints
+	if a, ok := im.attrInt64s(n, "axes"); ok {
+		axes = a
 	} else if im.has(n, 1) {
 		var err error
 		if axes, err = im.ints(n, 1, "axes"); err != nil {
