@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/vkc-project/vkc/ir"
@@ -108,6 +109,11 @@ func ClearTuningDB(path string, force bool) (string, int, error) {
 			return "", 0, err
 		}
 		path = p
+	}
+	// Through a symbolic link, the database is the file it leads to: that is what is cleared
+	// (and named), not the link.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
 	}
 	n, err := tune.ClearDB(path, force)
 	return path, n, err

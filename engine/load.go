@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -160,6 +161,9 @@ func LoadPlan(path string) (*plan.Plan, error) {
 // The inputs are checked against the function's signature (names, dtypes, element counts, and
 // shapes for Shaped values) before anything runs.
 func (m *Model) Call(ctx context.Context, fn string, inputs map[string]any) (*Results, error) {
+	if ctx == nil {
+		return nil, errors.New("engine: Call with a nil context (give context.Background())")
+	}
 	f, err := m.Function(fn)
 	if err != nil {
 		return nil, err

@@ -34,3 +34,26 @@ func TestGenerationFunctions(t *testing.T) {
 		}
 	}
 }
+
+// TestNilResults: the accessors of a nil *Results return an error naming the output instead of
+// panicking.
+func TestNilResults(t *testing.T) {
+	var r *Results
+	if _, err := r.Float32s("logits"); err == nil {
+		t.Errorf("Float32s on nil: no error")
+	}
+	if _, err := r.Int32s("next_token"); err == nil {
+		t.Errorf("Int32s on nil: no error")
+	}
+	if s := r.Shape("logits"); s != nil {
+		t.Errorf("Shape on nil: %v", s)
+	}
+	if _, err := (&Results{}).Tensor("x"); err == nil {
+		t.Errorf("Tensor without a function: no error")
+	}
+	var m Model
+	//lint:ignore SA1012 the nil context is the case under test
+	if _, err := m.Call(nil, "decode", nil); err == nil { //nolint:staticcheck
+		t.Errorf("Call(nil, …): no error")
+	}
+}

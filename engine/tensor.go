@@ -402,6 +402,9 @@ type Results struct {
 
 // Tensor returns output name as a Tensor (its bytes are not copied).
 func (r *Results) Tensor(name string) (*Tensor, error) {
+	if r == nil || r.Function == nil {
+		return nil, fmt.Errorf("output %s: no results (a nil Results, or one without its function)", name)
+	}
 	for i := range r.Function.Outputs {
 		v := &r.Function.Outputs[i]
 		if v.Name != name {
@@ -467,6 +470,9 @@ func (r *Results) Uint16s(name string) ([]uint16, error) {
 func (r *Results) Shape(name string) []int64 {
 	if t, err := r.Tensor(name); err == nil {
 		return t.Shape
+	}
+	if r == nil || r.Function == nil {
+		return nil
 	}
 	for _, v := range r.Function.Outputs {
 		if v.Name == name {

@@ -141,11 +141,15 @@ func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error 
 }
 
 func tuneClear(w io.Writer, path string, force bool) error {
-	path, n, err := vkc.ClearTuningDB(path, force)
+	cleared, n, err := vkc.ClearTuningDB(path, force)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "cleared %s (%d entries)\n", path, n)
+	fmt.Fprintf(w, "cleared %s (%d entries)", cleared, n)
+	if path != "" && path != cleared {
+		fmt.Fprintf(w, " through %s", path)
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 

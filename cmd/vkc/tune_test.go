@@ -104,3 +104,33 @@ func TestCompileDefaultPath(t *testing.T) {
 		t.Errorf("the tuned compile's selection is not listed: exit %d, %s%s", code, out, errs)
 	}
 }
+
+// TestTuneClearThroughLink: -clear with a --tune-db that is a symbolic link clears the database
+// the link leads to and names it (it used to remove the link, leave the database and report the
+// link cleared).
+func TestTuneClearThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "real.json")
+	db, err := tune.OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Put(&tune.Entry{Key: tune.Key{Device: "d", Driver: "v", Compiler: "c", Template: "elementwise", Problem: "p"}, Tried: 1})
+	if err := db.Save(); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "tune", "--clear", "--tune-db", link)
+	if code != 0 || !strings.Contains(out, "cleared "+path+" (1 entries) through "+link) {
+		t.Fatalf("clear through a link: exit %d: %s%s", code, out, errs)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the database is still there: %v", err)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		t.Errorf("the link was removed: %v", err)
+	}
+}
