@@ -23,9 +23,10 @@ import (
 // How a word is unpacked is the format's data (quant.Layout), turned into a plan when the kernel
 // is built (quantWords): the low bits of the four quants are the word's four bytes at one shift;
 // the high bits (Q5_*, Q6_K) are another word at a matching offset when the layout puts them so
-// (Q5_K, Q6_K), else a window of at most four bytes read once per unit with a run-time bit
-// position (Q5_0, Q5_1's qh); the sub-block of a word is known when the kernel is built or
-// computed from the unit's position (Q6_K's sub-blocks of 16).
+// (Q3_K, Q5_K, Q6_K), else a window of at most four bytes read once per unit with a run-time bit
+// position (Q5_0, Q5_1's qh); a codebook (IQ4_NL, IQ4_XS, MXFP4) maps the four quants by
+// constant selects; the sub-block of a word is known when the kernel is built or computed from
+// the unit's position (Q6_K's sub-blocks of 16), and its scale read as the layout packs it.
 //
 // Specialization constants: wg, cols. Built per span. Grid: ceil(N/cols) × batches.
 var MatmulVecQ = &Template{
@@ -147,7 +148,7 @@ func quantWords(f *quant.Format, span int) []quantWord {
 	}
 	var out []quantWord
 	for rest := 0; rest < rests; rest++ {
-		off, sh, x := lo.Offset, 0, rest
+		off, sh, x := lo.Offset, lo.Shift, rest
 		for k := 1; k < len(lo.Radix); k++ {
 			d := x % lo.Radix[k]
 			x /= lo.Radix[k]
@@ -208,7 +209,6 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	upb := l.Low.Radix[0] / 4 / span // units per block
 	nb := g.k / f.BlockElems
 	f4 := codegen.Vec(codegen.F32, 4)
-	i4 := codegen.Vec(codegen.I32, 4)
 	uvec := func(x ...int) codegen.Value {
 		vs := make([]codegen.Value, len(x))
 		for i, e := range x {
@@ -273,15 +273,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 					qv = b.Or(qv, b.Shl(hv, b.Splat(u(width), 4)))
 					width += l.High.Width
 				}
-				iv := b.Bitcast(qv, i4)
-				switch {
-				case l.Signed:
-					n := b.Splat(u(32-width), 4)
-					iv = b.Shr(b.Shl(iv, n), n)
-				case l.Bias != 0:
-					iv = b.Sub(iv, b.Splat(b.I32(int32(l.Bias)), 4))
-				}
-				qf := b.Convert(iv, f4)
+				qf := b.Convert(signedQuant(b, l, qv, width), f4)
 				kx := b.Add(k0, u(w.j0)) // K index of the word's first element
 				var gm codegen.Value
 				if rms {

@@ -237,6 +237,14 @@ func packedQuants(b *codegen.Builder, rd *blockReader, l *quant.Layout, w quantW
 		}
 		low = b.Or(low, b.Shl(hv, u(uint32(l.Low.Width))))
 	}
+	if l.Values != nil {
+		// A codebook (IQ4_NL, IQ4_XS, MXFP4: entries in [−127, 127]): each byte's index is
+		// looked up and the four entries packed again as signed bytes.
+		idx := b.And(b.Shr(b.Splat(low, 4), b.Vec(u(0), u(8), u(16), u(24))), b.Splat(u(0xff), 4))
+		vals := b.Bitcast(codebook(b, l.Values, idx), codegen.Vec(codegen.U32, 4))
+		bytesV := b.Shl(b.And(vals, b.Splat(u(0xff), 4)), b.Vec(u(0), u(8), u(16), u(24)))
+		return b.Or(b.Or(b.X(bytesV), b.Y(bytesV)), b.Or(b.Z(bytesV), b.Extract(bytesV, 3)))
+	}
 	if l.Bias != 0 {
 		// Byte-wise x − bias for x < 128, bias ≤ 128, with no borrow between bytes: bit 7 of each
 		// byte is set first, so the subtraction stays in the byte, and flipped back after.

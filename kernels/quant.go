@@ -44,8 +44,10 @@ func QuantizedDTypes() []ir.DType { return append([]ir.DType(nil), quantDTypes..
 
 // checkLayout reports whether the generators handle f's layout: the low bits of four
 // consecutive elements are four consecutive bytes at one shift (the first digit of Low's
-// radix runs over bytes, in whole words), quants have at most 8 bits, sub-blocks are whole
-// words of elements, and the scales are of a kind decodeScales knows.
+// radix runs over bytes, in whole words), quants have at most 8 bits, a codebook has an entry
+// for each of at most 16 quants, sub-blocks are whole words of elements, the scales are of a
+// kind subScale knows, and f16/f32 scales sit at even offsets (blocks of an odd number of bytes,
+// MXFP4's 17, have byte scales only).
 func checkLayout(f *quant.Format) error {
 	l := f.Layout
 	if l == nil {
@@ -62,25 +64,40 @@ func checkLayout(f *quant.Format) error {
 	if w > 8 {
 		return fmt.Errorf("%s: %d-bit quants", f.Name, w)
 	}
+	if l.Values != nil && (len(l.Values) != 1<<w || w > 4) {
+		return fmt.Errorf("%s: a codebook of %d entries for %d-bit quants (at most 16)", f.Name, len(l.Values), w)
+	}
 	if l.Sub%4 != 0 || f.BlockElems%l.Sub != 0 {
 		return fmt.Errorf("%s: sub-blocks of %d elements", f.Name, l.Sub)
 	}
-	if f.BlockBytes%2 != 0 {
-		return fmt.Errorf("%s: blocks of %d bytes are not 16-bit aligned", f.Name, f.BlockBytes)
+	switch l.SubScales {
+	case quant.NoSubScales, quant.KScales6, quant.Int8Scales:
+	case quant.PackedScales:
+		if l.SubScale == nil {
+			return fmt.Errorf("%s: packed sub-block scales without SubScale", f.Name)
+		}
+	default:
+		return fmt.Errorf("%s: sub-block scales of kind %d", f.Name, l.SubScales)
 	}
 	switch l.Combine {
 	case quant.Scaled, quant.ScaledPlusMin, quant.SubScaledMinusMin, quant.SubScaled:
 	default:
 		return fmt.Errorf("%s: combine rule %s", f.Name, l.Combine)
 	}
-	if l.D.Type != quant.F16 && l.D.Type != quant.F32 {
-		return fmt.Errorf("%s: scale of type %s", f.Name, l.D.Type)
+	for _, s := range []quant.Scalar{l.D, l.M} {
+		switch s.Type {
+		case 0:
+		case quant.F16, quant.F32:
+			if f.BlockBytes%2 != 0 || s.Offset%2 != 0 {
+				return fmt.Errorf("%s: a %s scale at byte %d of %d-byte blocks is not 16-bit aligned", f.Name, s.Type, s.Offset, f.BlockBytes)
+			}
+		case quant.E8M0:
+		default:
+			return fmt.Errorf("%s: scale of type %s", f.Name, s.Type)
+		}
 	}
-	if l.Values != nil {
-		return fmt.Errorf("%s: a codebook", f.Name)
-	}
-	if l.SubScales == quant.PackedScales {
-		return fmt.Errorf("%s: packed sub-block scales", f.Name)
+	if l.D.Type == 0 {
+		return fmt.Errorf("%s: no block scale", f.Name)
 	}
 	return nil
 }
@@ -97,6 +114,8 @@ func readsBlocks(d ir.DType) bool {
 
 // blockReader reads the fields of one block of a quantized weight bound as u32 words. Offsets
 // are bytes from the block's start (off) plus, optionally, a run-time multiple of four (dyn).
+// A block starts at any byte: at a multiple of 4 when BlockBytes is one, else at an even byte
+// (18-, 22-, 34-, 110-, 210-byte blocks) or at any byte (MXFP4's 17).
 type blockReader struct {
 	b    *codegen.Builder
 	buf  *codegen.Buffer // the weight, as u32 words
@@ -123,7 +142,7 @@ func (r *blockReader) addr(off int, dyn codegen.Value) codegen.Value {
 }
 
 // word is the little-endian u32 of the four bytes at off + dyn (dyn a multiple of 4, or the
-// zero Value).
+// zero Value), at any byte address.
 func (r *blockReader) word(off int, dyn codegen.Value) codegen.Value {
 	b := r.b
 	if r.aligned && off%4 == 0 {
@@ -141,9 +160,9 @@ func (r *blockReader) word(off int, dyn codegen.Value) codegen.Value {
 	return r.wordAt(r.addr(off, dyn))
 }
 
-// wordAt is the u32 of the four bytes at the even byte address a: one word, or the halves of
-// two (the second is loaded only when the first does not hold all four bytes, so no load
-// passes the weight's last word).
+// wordAt is the u32 of the four bytes at byte address a: one word, or the parts of two (the
+// second is loaded only when the first does not hold all four bytes, so no load passes the
+// weight's last word).
 func (r *blockReader) wordAt(a codegen.Value) codegen.Value {
 	b := r.b
 	i := b.Shr(a, r.u(2))
@@ -181,11 +200,20 @@ func (r *blockReader) half(off int) codegen.Value {
 	return b.Select(b.Ne(b.And(a, r.u(2)), r.u(0)), b.Y(v), b.X(v))
 }
 
-// scalar reads a block scale field (f16 or f32) as f32.
+// scalar reads a block scale field (f16, f32 or e8m0) as f32.
 func (r *blockReader) scalar(s quant.Scalar) codegen.Value {
-	if s.Type == quant.F32 {
+	b := r.b
+	switch s.Type {
+	case quant.F32:
 		// f32 fields are word-aligned in every format that has one (Q8_K: 292-byte blocks).
-		return r.b.Bitcast(r.word(s.Offset, codegen.Value{}), codegen.F32)
+		return b.Bitcast(r.word(s.Offset, codegen.Value{}), codegen.F32)
+	case quant.E8M0:
+		// quant.E8M0Half: the bits (e−1)<<23 for e ≥ 2, the subnormals 0x200000<<e below. A
+		// device that flushes f32 subnormals gives 0 for e < 2 (scales of 2^−127 and less, which
+		// no trained weight has).
+		e := r.byteAt(s.Offset, codegen.Value{})
+		bits := b.Select(b.Lt(e, r.u(2)), b.Shl(r.u(0x00200000), e), b.Shl(b.Sub(e, r.u(1)), r.u(23)))
+		return b.Bitcast(bits, codegen.F32)
 	}
 	return r.half(s.Offset)
 }
@@ -199,7 +227,7 @@ func signExtend8(b *codegen.Builder, v codegen.Value) codegen.Value {
 // run-time index; radices are constants, so the digits are shifts and masks for the powers of
 // two every format uses).
 func locate(b *codegen.Builder, bits *quant.Bits, j codegen.Value) (off, shift codegen.Value) {
-	off, shift = b.U32(uint32(bits.Offset)), b.U32(0)
+	off, shift = b.U32(uint32(bits.Offset)), b.U32(uint32(bits.Shift))
 	for k, radix := range bits.Radix {
 		d := b.Rem(j, b.U32(uint32(radix)))
 		if k < len(bits.Radix)-1 {
@@ -263,12 +291,106 @@ func (r *blockReader) subScale(l *quant.Layout, d, dmin codegen.Value, subConst 
 			v = r.byteAt(l.SubOffset, subDyn)
 		}
 		return b.Mul(d, b.Convert(signExtend8(b, v), codegen.F32)), codegen.Value{}
+	case quant.PackedScales:
+		scale = b.Mul(d, b.Convert(r.packed(l.SubScale, subConst, subDyn), codegen.F32))
+		if l.SubMin != nil {
+			min = b.Mul(dmin, b.Convert(r.packed(l.SubMin, subConst, subDyn), codegen.F32))
+		}
+		return scale, min
 	}
 	return d, codegen.Value{}
 }
 
-// quantOf is element j's integer quant (i32): its low bits with its high bits above, biased or
-// sign-extended, as the layout says.
+// bitsOf is index i's bits of a quant.Bits (i a constant when iConst ≥ 0, else the run-time
+// iDyn), as a u32.
+func (r *blockReader) bitsOf(bits *quant.Bits, iConst int, iDyn codegen.Value) codegen.Value {
+	b := r.b
+	var v codegen.Value
+	if iConst >= 0 {
+		off, sh := bits.Locate(iConst)
+		v = b.Shr(r.byteAt(off, codegen.Value{}), r.u(sh))
+	} else {
+		off, sh := locate(b, bits, iDyn)
+		v = b.Shr(r.byteAt(0, off), sh)
+	}
+	return b.And(v, r.u(1<<bits.Width-1))
+}
+
+// packed is index i's integer of a quant.Packed (Packed.Extract), as an i32.
+func (r *blockReader) packed(p *quant.Packed, iConst int, iDyn codegen.Value) codegen.Value {
+	b := r.b
+	v := r.bitsOf(&p.Low, iConst, iDyn)
+	if p.High != nil {
+		v = b.Or(v, b.Shl(r.bitsOf(p.High, iConst, iDyn), r.u(p.Low.Width)))
+	}
+	q := b.Bitcast(v, codegen.I32)
+	if p.Bias != 0 {
+		q = b.Sub(q, b.I32(int32(p.Bias)))
+	}
+	return q
+}
+
+// codebook maps unsigned quants u (a u32, or a vector of them, each below len(values) ≤ 16) to
+// their codebook entries as i32: the 16 signed bytes are four constant words, the word is chosen
+// by two compares and the byte shifted out and sign-extended, so no table lives in memory.
+func codebook(b *codegen.Builder, values []int8, u codegen.Value) codegen.Value {
+	var words [4]uint32
+	for i, v := range values {
+		words[i/4] |= uint32(uint8(v)) << (8 * (i % 4))
+	}
+	n := 1
+	if t := u.Type(); t.IsVector() {
+		n = t.Len()
+	}
+	c := func(x uint32) codegen.Value {
+		if n == 1 {
+			return b.U32(x)
+		}
+		return b.Splat(b.U32(x), n)
+	}
+	w := b.Select(b.Lt(u, c(8)), b.Select(b.Lt(u, c(4)), c(words[0]), c(words[1])), b.Select(b.Lt(u, c(12)), c(words[2]), c(words[3])))
+	byteV := b.Shl(b.Shr(w, b.Shl(b.And(u, c(3)), c(3))), c(24))
+	it := codegen.I32
+	if n > 1 {
+		it = codegen.Vec(codegen.I32, n)
+	}
+	sh := c(24)
+	return b.Shr(b.Bitcast(byteV, it), sh)
+}
+
+// signedQuant is the integer quant (i32, or a vector) of the unsigned quants u of width bits: the
+// codebook entry, the two's-complement value or u less the bias, as the layout says.
+func signedQuant(b *codegen.Builder, l *quant.Layout, u codegen.Value, width int) codegen.Value {
+	n := 1
+	if t := u.Type(); t.IsVector() {
+		n = t.Len()
+	}
+	if l.Values != nil {
+		return codebook(b, l.Values, u)
+	}
+	it := codegen.I32
+	if n > 1 {
+		it = codegen.Vec(codegen.I32, n)
+	}
+	splat := func(x codegen.Value) codegen.Value {
+		if n == 1 {
+			return x
+		}
+		return b.Splat(x, n)
+	}
+	q := b.Bitcast(u, it)
+	switch {
+	case l.Signed:
+		s := splat(b.U32(uint32(32 - width)))
+		q = b.Shr(b.Shl(q, s), s)
+	case l.Bias != 0:
+		q = b.Sub(q, splat(b.I32(int32(l.Bias))))
+	}
+	return q
+}
+
+// quantOf is element j's integer quant (i32): its low bits with its high bits above, biased,
+// sign-extended or mapped through the codebook, as the layout says.
 func (r *blockReader) quantOf(l *quant.Layout, j codegen.Value) codegen.Value {
 	b := r.b
 	off, sh := locate(b, &l.Low, j)
@@ -280,14 +402,7 @@ func (r *blockReader) quantOf(l *quant.Layout, j codegen.Value) codegen.Value {
 		u = b.Or(u, b.Shl(h, r.u(w)))
 		w += l.High.Width
 	}
-	q := b.Bitcast(u, codegen.I32)
-	switch {
-	case l.Signed:
-		q = b.Shr(b.Shl(q, r.u(32-w)), r.u(32-w))
-	case l.Bias != 0:
-		q = b.Sub(q, b.I32(int32(l.Bias)))
-	}
-	return q
+	return signedQuant(b, l, u, w)
 }
 
 // decodeElement is element j (a run-time u32 below BlockElems) of the block read by r, as f32,
@@ -350,6 +465,7 @@ func quadOf(r *blockReader, f *quant.Format, j codegen.Value) codegen.Value {
 		hw, hsh = word(l.High)
 	}
 	qs := make([]codegen.Value, 4)
+	width := l.Low.Width
 	for e := range qs {
 		v := b.And(b.Shr(lw, b.Add(lsh, u(8*e))), u(1<<l.Low.Width-1))
 		w := l.Low.Width
@@ -364,16 +480,10 @@ func quadOf(r *blockReader, f *quant.Format, j codegen.Value) codegen.Value {
 			v = b.Or(v, b.Shl(b.And(h, u(1<<l.High.Width-1)), u(w)))
 			w += l.High.Width
 		}
-		q := b.Bitcast(v, codegen.I32)
-		switch {
-		case l.Signed:
-			q = b.Shr(b.Shl(q, u(32-w)), u(32-w))
-		case l.Bias != 0:
-			q = b.Sub(q, b.I32(int32(l.Bias)))
-		}
-		qs[e] = b.Convert(q, codegen.F32)
+		qs[e] = v
+		width = w
 	}
-	q := b.Vec(qs...)
+	q := b.Convert(signedQuant(b, l, b.Vec(qs...), width), codegen.Vec(codegen.F32, 4))
 	d := r.scalar(l.D)
 	splat := func(x codegen.Value) codegen.Value { return b.Splat(x, 4) }
 	switch l.Combine {

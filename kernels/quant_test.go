@@ -128,7 +128,7 @@ func TestQuantAccepts(t *testing.T) {
 		}
 	}
 	got := fmt.Sprint(kernels.QuantizedDTypes())
-	if want := "[q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k q8_k]"; got != want {
+	if want := "[q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q8_k iq4_nl iq4_xs mxfp4]"; got != want {
 		t.Errorf("kernels read %s, want %s", got, want)
 	}
 }

@@ -115,6 +115,80 @@ func TestQuantizedPlans(t *testing.T) {
 	}
 }
 
+// TestQuantizedPlansNewFormats is TestQuantizedPlans for the formats with codebooks, packed
+// sub-block scales and odd block sizes: an IQ4_XS embedding, an MXFP4 concatenation of weights of
+// an odd number of 17-byte blocks (255 and 153 bytes, then whole words only in the binding), Q3_K
+// and IQ4_NL decode products, and a Q2_K product of 19 rows (the tiled kernel). Each weight stays
+// its blocks, and the plan matches the interpreter on the exact weights.
+func TestQuantizedPlansNewFormats(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	weights := map[string]*ir.Tensor{
+		"embed": randomQuant(r, ir.T(ir.IQ4_XS, 6, 256)),
+		"wa":    randomQuant(r, ir.T(ir.MXFP4, 5, 96)),
+		"wb":    randomQuant(r, ir.T(ir.MXFP4, 3, 96)),
+		"wc":    randomQuant(r, ir.T(ir.Q3_K, 7, 256)),
+		"wd":    randomQuant(r, ir.T(ir.IQ4_NL, 3, 96)),
+		"we":    randomQuant(r, ir.T(ir.Q2_K, 9, 256)),
+		"wf":    randomQuant(r, ir.T(ir.MXFP4, 3, 96)),
+	}
+	b := ir.NewBuilder("f")
+	ids, _ := b.Input("ids", ir.T(ir.I32, 3))
+	x, _ := b.Input("x", ir.T(ir.F32, 2, 96))
+	xs, _ := b.Input("xs", ir.T(ir.F32, 19, 256))
+	h := b.MustOp(ir.Embedding, nil, b.Param("embed", weights["embed"].Type), ids)
+	cat := b.MustOp(ir.Concat, ir.Attrs{"axis": 0}, b.Param("wa", weights["wa"].Type), b.Param("wb", weights["wb"].Type))
+	y1 := b.MustOp(ir.Linear, nil, x, cat)
+	y2 := b.MustOp(ir.Linear, nil, h, b.Param("wc", weights["wc"].Type))
+	y3 := b.MustOp(ir.Matmul, ir.Attrs{"tb": true}, x, b.Param("wd", weights["wd"].Type))
+	y4 := b.MustOp(ir.Linear, nil, xs, b.Param("we", weights["we"].Type))
+	y5 := b.MustOp(ir.Linear, nil, x, b.Param("wf", weights["wf"].Type))
+	for name, v := range map[string]ir.Value{"y1": y1, "y2": y2, "y3": y3, "y4": y4, "y5": y5} {
+		b.Output(name, v)
+	}
+	f := b.Function()
+	m := newModel("q", weights, f)
+	p, _, exe := compile(t, m)
+	got := map[string]plan.DType{}
+	for _, w := range p.Weights.Tensors {
+		got[w.Name] = w.DType
+	}
+	for _, n := range []string{"embed", "wc", "wd", "we", "wf"} {
+		if want, _ := lower.PlanDType(weights[n].Type.DType); got[n] != want {
+			t.Errorf("weight %s is stored as %v, want its blocks (%v); weights %v", n, got[n], want, got)
+		}
+	}
+	for n, dt := range got {
+		if !dt.Quantized() {
+			t.Errorf("weight %s is stored as %s", n, dt)
+		}
+	}
+	if notes := strings.Join(p.Record.Notes, "\n"); strings.Contains(notes, lower.DequantNotePrefix) {
+		t.Errorf("fallback note for weights kernels read:\n%s", notes)
+	}
+	in := map[string]*ir.Tensor{"ids": ir.TensorFromFloat64s(ir.T(ir.I32, 3), []float64{5, 0, 3}),
+		"x": random(r, ir.T(ir.F32, 2, 96)), "xs": random(r, ir.T(ir.F32, 19, 256))}
+	want, err := interp.Eval(f, interp.Env{Inputs: in, Params: weights})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := map[string][]byte{}
+	for k, v := range in {
+		raw[k] = v.Data
+	}
+	out, err := exe.Run(context.Background(), "f", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range f.Outputs {
+		g := &ir.Tensor{Type: o.Value.Type(), Data: out[o.Name]}
+		e := rowError(g, want[o.Value.Node][o.Value.Out])
+		t.Logf("%s: row-relative error %.2g against the exact weights", o.Name, e)
+		if e > 1e-5 {
+			t.Errorf("%s: row-relative error %.3g > 1e-5", o.Name, e)
+		}
+	}
+}
+
 // TestDequantFallback compiles a block-quantized weight that no kernel template reads in its
 // place — matmul's b without tb, whose blocks run along N, not along the product's K — so it is
 // dequantized at compile time (to f16), the plan holds only the dequantized form and says so in
