@@ -211,6 +211,12 @@ func CheckLlamaCpp(t testing.TB, name string, run LlamaCppRun, gold map[string]*
 	if !ok {
 		t.Fatalf("no README row for %s", name)
 	}
+	CheckLlamaCppFile(t, o, run, gold, tol)
+}
+
+// CheckLlamaCppFile is CheckLlamaCpp for a file whose tolerance (2) and greedy agreement o gives.
+func CheckLlamaCppFile(t testing.TB, o LlamaCppFile, run LlamaCppRun, gold map[string]*ir.Tensor, tol float64) {
+	t.Helper()
 	vocab := gold["prefill_logits"].Type.Shape[1]
 	for _, c := range []struct {
 		what      string
