@@ -55,8 +55,8 @@ func TestMoeRouteOnDevice(t *testing.T) {
 
 // TestMoeLinearOnDevice: moe_linear and moe_linear_sum by both templates (one matrix-vector
 // product per slot; tokens grouped by expert) against the interpreter: x shared by a token's
-// slots or one row per slot, f32, f16 and block-quantized experts (a legacy format and two
-// K-quants), an input width that is not a multiple of 4 or of the staged tile, more experts than
+// slots or one row per slot, f32, f16 and block-quantized experts (legacy formats, K-quants,
+// codebooks, MXFP4's 17-byte blocks), an input width that is not a multiple of 4 or of the staged tile, more experts than
 // slots (empty lists), a decode step among many experts, and every slot on one expert (one list
 // cut into many tiles).
 func TestMoeLinearOnDevice(t *testing.T) {
@@ -80,6 +80,10 @@ func TestMoeLinearOnDevice(t *testing.T) {
 		{T(ir.F32, 5, 2, 256), T(ir.Q6_K, 4, 17, 256), 2, true, false, false, nil},
 		{T(ir.F32, 1, 64), T(ir.F32, 128, 16, 64), 2, true, false, true, nil},
 		{T(ir.F32, 37, 32), T(ir.Q8_0, 3, 8, 32), 2, false, true, false, []kernels.Config{{"tn": 32, "tm": 8, "group_wg": 64}}},
+		// the formats with codebooks, packed scales and odd-sized blocks (gpt-oss's experts are MXFP4)
+		{T(ir.F32, 3, 64), T(ir.MXFP4, 4, 10, 64), 2, true, false, false, nil},
+		{T(ir.F32, 2, 2, 32), T(ir.IQ4_NL, 5, 9, 32), 2, true, false, true, nil},
+		{T(ir.F32, 2, 256), T(ir.Q3_K, 3, 8, 256), 2, false, false, true, nil},
 	} {
 		n := tc.x.Shape[0]
 		name := fmt.Sprintf("%s_%s_k%d_sum%v", tc.x, tc.w, tc.k, tc.sum)
