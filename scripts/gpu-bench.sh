@@ -40,6 +40,10 @@
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
 #             not in the default parts: its own calls, QMODELS=smollm2 (~4 min), QMODELS=llama1b
+#   serve     issue 24: vkc serve with continuous batching (--parallel $SLOTS) under vkc loadgen's
+#             load at 1, 4, 16 and 64 streams, SmolLM2-135M and Llama-3.2-1B shapes (random
+#             weights), with the targets (see below); not in the default parts: SMODELS=smollm2
+#             (~3 min), SMODELS=llama1b (~4 min), into serve.txt
 # Defaults: BUDGET unset (the compiler's default budget; ≈ 5 min in all), REPS=5, POS="127 2000",
 # PP=128,512.
 # A split call: PARTS="check static tuned table" (~3 min), then PARTS="torch llamacpp gemm study
@@ -385,6 +389,84 @@ if want quant; then
     esac
   done
 } >> "$OUT/quant.txt" 2>&1
+fi
+
+# serve (issue 24): continuous batching under load. For each of SMODELS (default "smollm2
+# llama1b"): the model's F16 GGUF with random weights (the file the quant part makes, reused when
+# it is there), a byte-level ChatML tokenizer of exactly its vocabulary (scripts/bench_tokenizer.py:
+# the chat API needs a tokenizer and a template, and random weights have none), imported with
+# --parallel $SLOTS (default 16) slots (--ctx 2048 --prefill 256), compiled (measured by default on
+# a GPU; SBUDGET sets --budget), served on 127.0.0.1:18200 and loaded by vkc loadgen --streams
+# 1,4,16,64 --requests $SREQ (default 64) --max-tokens $STOK (default 128) (the requests are
+# streamed chat completions; loopback only). Printed: the load table, and the issue's targets:
+# aggregate tokens/s at 16 streams at least 6x one stream's, and p99 inter-token latency at 16
+# streams at most 2x one stream's; requests lost 0. Into $OUT/serve.txt.
+# SERVE_DRY=1 rehearses it on this machine's lavapipe with the llama.cpp oracle's tiny F16 file
+# instead of random models (no numpy needed), e.g. SERVE_DRY=1 SMODELS=smollm2 SREQ=8 STOK=8 SLOTS=4.
+SLOTS=${SLOTS:-16}
+SCTX=${SCTX:-2048}
+SREQ=${SREQ:-64}
+STOK=${STOK:-128}
+SBF=(); [ -n "${SBUDGET:-}" ] && SBF=(--budget "$SBUDGET")
+serve_model() { # NAME MODEL.yaml ROPE_THETA
+  local name=$1 yaml=$2 theta=$3
+  local D=$W/serve Q=$W/quant
+  mkdir -p "$D" "$Q"
+  local g=$Q/$name-F16.gguf
+  if [ -n "${SERVE_DRY:-}" ] && [ ! -f "$g" ]; then
+    cp "${ORACLE_F16:-../shared/oracles/llamacpp/llama-tiny/llama-tiny-F16.gguf}" "$g" || return 1
+  fi
+  if [ ! -f "$g" ]; then
+    part "$name: random weights, F16 GGUF"
+    t $V check -write-weights "$D/$name.safetensors" "$yaml" | tail -2
+    t $PY "$KIT/st2gguf.py" "$D/$name.safetensors" "$g" --rope-theta "$theta" || return 1
+    rm -f "$D/$name.safetensors"
+  fi
+  part "$name: --parallel $SLOTS, compiled"
+  t $V import "$g" -o "$D/$name.yaml" --ctx "$SCTX" --prefill 256 --parallel "$SLOTS" --force | tail -2
+  local vocab
+  vocab=$(awk '/^  vocab:/ {print $2; exit}' "$D/$name.yaml")
+  t $PY scripts/bench_tokenizer.py "$vocab" "$D/tok-$name" || return 1
+  t $V compile "$D/$name.yaml" -o "$D/$name.plan" --tokenizer "$D/tok-$name/tokenizer.json" "${SBF[@]}" -q || return 1
+  $V inspect "$D/$name.plan" | grep -E '^function|variant|dispatches' | head -8
+  part "$name: vkc serve, vkc loadgen at 1, 4, 16, 64 streams"
+  $V serve "$D/$name.plan" --port 18200 --log-format json 2> "$D/$name.serve.log" &
+  local pid=$! i
+  for i in $(seq 1200); do curl -sf -o /dev/null http://127.0.0.1:18200/health && break; sleep 0.5; done
+  tjf "$D/$name.load.json" $V loadgen http://127.0.0.1:18200 --streams 1,4,16,64 --requests "$SREQ" --max-tokens "$STOK" --json
+  curl -s http://127.0.0.1:18200/metrics | grep -E '^vkc_(generated|prompt|batch|kv|requests_total)' | head -20
+  kill -TERM $pid; wait $pid; echo "vkc serve exited $?"
+  tail -3 "$D/$name.serve.log"
+  $PY - "$D/$name.load.json" "$name" <<'PYEOF'
+import json, sys
+rs = json.load(open(sys.argv[1]))
+ms = lambda ns: ns / 1e6
+print("| %s | streams | requests | lost | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |" % sys.argv[2])
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+by = {}
+for r in rs:
+    by[r["Streams"]] = r
+    print("| | %d | %d | %d | %.1f | %.1f | %.1f | %.2f | %.2f |" % (r["Streams"], r["Requests"], r["Lost"], r["Throughput"],
+          ms(r["TTFTp50"]), ms(r["TTFTp99"]), ms(r["ITLp50"]), ms(r["ITLp99"])))
+if 1 in by and 16 in by:
+    tp = by[16]["Throughput"] / by[1]["Throughput"]
+    itl = by[16]["ITLp99"] / by[1]["ITLp99"] if by[1]["ITLp99"] else float("inf")
+    lost = sum(r["Lost"] for r in rs)
+    print("tokens/s at 16 streams / 1 stream: %.2fx (target >= 6): %s" % (tp, "met" if tp >= 6 else "NOT met"))
+    print("p99 inter-token latency at 16 streams / 1 stream: %.2fx (target <= 2): %s" % (itl, "met" if itl <= 2 else "NOT met"))
+    print("requests lost: %d (target 0)" % lost)
+PYEOF
+}
+if want serve; then
+{
+  for m in ${SMODELS:-smollm2 llama1b}; do
+    case $m in
+    smollm2) serve_model smollm2 "$S" 100000 ;;
+    llama1b) serve_model llama1b testdata/llama-1.2b/model.yaml 500000 ;;
+    *) echo "SMODELS: unknown model $m (smollm2, llama1b)" ;;
+    esac
+  done
+} >> "$OUT/serve.txt" 2>&1
 fi
 
 if want table; then
