@@ -17,7 +17,24 @@ import (
 // benchmark with -count N and take the median of the N) in µs and the GB/s of the bytes it must
 // move (the weight's blocks, x and y). On lavapipe:
 //
-//	go test ./kernels -run '^$' -bench 'QuantGEMV|QuantGEMM' -benchtime 1x -count 5
+//	LP_NUM_THREADS=1 go test ./kernels -run '^$' -bench 'QuantGEMV|QuantGEMM' -benchtime 1x -count 5
+//
+// Medians of the five, lavapipe (Mesa 25) on one thread of the shared 2-core machine under a load
+// of about 15, so only the ratios to f16 in the same run mean much (each format's spread is
+// ±30%); lavapipe computes on the CPU, so they measure unpacking work, not memory traffic:
+//
+//	            GEMV 1×2048·2048²   ×f16    GEMM 64×1024·1024²   ×f16
+//	f16              90 ms          1.00         711 ms          1.00
+//	q8_0             81 ms          0.90         446 ms          0.63
+//	q4_k            147 ms          1.63         792 ms          1.11
+//	q2_k            121 ms          1.34         777 ms          1.09
+//	q3_k            236 ms          2.61         633 ms          0.89
+//	iq4_nl           92 ms          1.02         516 ms          0.72
+//	iq4_xs          186 ms          2.06         562 ms          0.79
+//	mxfp4            92 ms          1.02         540 ms          0.76
+//
+// Without LP_NUM_THREADS=1 lavapipe's worker threads wait on each other when the machine is
+// oversubscribed: one 8-row decode test took 95 s instead of 41 ms. Not yet measured on a GPU.
 var quantBenchDTypes = []ir.DType{ir.F16, ir.Q8_0, ir.Q4_K, ir.Q2_K, ir.Q3_K, ir.IQ4_NL, ir.IQ4_XS, ir.MXFP4}
 
 func benchQuant(b *testing.B, tmplQ, tmplF *kernels.Template, rows, k, n int) {

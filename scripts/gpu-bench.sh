@@ -319,11 +319,14 @@ fi
 # scripts/quant_bench.py prints the table: tokens/s and ratios, and the decode GEMV effective
 # bandwidth against the copy bandwidth vkc measures. Everything into $OUT/quant.txt. Estimated
 # H200 wall time: smollm2 ~4 min, llama1b ~6 min with QTUNE=1: one model per call
-# (QMODELS=smollm2, then QMODELS=llama1b).
+# (QMODELS=smollm2, then QMODELS=llama1b). QTYPES (default "Q8_0 Q4_K_M") are llama-quantize's
+# type names; QTYPES="Q2_K Q3_K_M IQ4_XS IQ4_NL MXFP4" QTUNE=0 measures the formats of issue 23
+# (not yet run on a GPU).
 # QUANT_DRY=1 rehearses it on this machine's lavapipe with the llama.cpp oracle's tiny F16 file
 # instead of random models (no numpy needed) and small tests.
 # tjf FILE CMD...: t, with CMD's standard output (JSON) into FILE.
 tjf() { local f=$1 s=$(date +%s.%N); shift; "$@" > "$f"; local rc=$?; echo "[wall $(wall "$s") s, rc $rc] $* > $f"; return $rc; }
+export QTYPES=${QTYPES:-Q8_0 Q4_K_M}
 quant_model() { # NAME MODEL.yaml ROPE_THETA
   local name=$1 yaml=$2 theta=$3 q g pl
   local Q=$W/quant
@@ -337,7 +340,7 @@ quant_model() { # NAME MODEL.yaml ROPE_THETA
   [ -f "$KIT/llamacpp-vulkan-bin.tar.xz" ] || { echo "no llama.cpp kit at $KIT"; return 1; }
   [ -x "$Q/llamacpp/bin/llama-quantize" ] || tar -xJf "$KIT/llamacpp-vulkan-bin.tar.xz" -C "$Q/llamacpp" || return 1
   local LL=$Q/llamacpp/bin
-  if [ ! -f "$Q/$name-Q4_K_M.gguf" ]; then
+  if [ ! -f "$Q/$name-F16.gguf" ]; then
     if [ -n "${QUANT_DRY:-}" ]; then
       part "$name: F16 source (dry run: the llama.cpp oracle's llama-tiny-F16.gguf)"
       cp "${ORACLE_F16:-../shared/oracles/llamacpp/llama-tiny/llama-tiny-F16.gguf}" "$Q/$name-F16.gguf" || return 1
@@ -347,12 +350,20 @@ quant_model() { # NAME MODEL.yaml ROPE_THETA
       t $PY "$KIT/st2gguf.py" "$Q/$name.safetensors" "$Q/$name-F16.gguf" --rope-theta "$theta" || return 1
       rm -f "$Q/$name.safetensors"
     fi
-    for q in Q8_0 Q4_K_M; do
-      t "$LL/llama-quantize" "$Q/$name-F16.gguf" "$Q/$name-$q.gguf" $q "$(nproc)" > "$Q/$name-$q.quantize.log" 2>&1 || { tail -20 "$Q/$name-$q.quantize.log"; return 1; }
-      grep -E "model size|quant size|fallback" "$Q/$name-$q.quantize.log" | sort | uniq -c | head -8
-    done
   fi
-  for q in Q8_0 Q4_K_M; do
+  for q in $QTYPES; do
+    [ -f "$Q/$name-$q.gguf" ] && continue
+    # MXFP4: llama.cpp's MXFP4_MOE puts MXFP4 on expert tensors only; a dense model gets it on
+    # every 2-D weight by overrides (as scripts/oracles/quant_models.py makes its MXFP4 file).
+    local qa=$q qo=()
+    if [ "$q" = MXFP4 ]; then
+      qa=MXFP4_MOE qo=(--token-embedding-type mxfp4 --output-tensor-type mxfp4)
+      for tt in attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do qo+=(--tensor-type "$tt=mxfp4"); done
+    fi
+    t "$LL/llama-quantize" "${qo[@]}" "$Q/$name-F16.gguf" "$Q/$name-$q.gguf" $qa "$(nproc)" > "$Q/$name-$q.quantize.log" 2>&1 || { tail -20 "$Q/$name-$q.quantize.log"; return 1; }
+    grep -E "model size|quant size|fallback" "$Q/$name-$q.quantize.log" | sort | uniq -c | head -8
+  done
+  for q in $QTYPES; do
     g=$Q/$name-$q.gguf pl=$Q/$name-$q
     part "$name $q: $(stat -c %s "$g") bytes; vkc static"
     t $V import "$g" -o "$pl.yaml" --ctx $CTX --prefill $PREFILL --force | tail -3

@@ -14,6 +14,9 @@ import json
 import os
 import sys
 
+# The quantizations the quant part made (gpu-bench.sh's QTYPES), in its order.
+QTYPES = os.environ.get("QTYPES", "Q8_0 Q4_K_M").split()
+
 def load(path):
     try:
         with open(path) as f:
@@ -68,7 +71,7 @@ def main():
     print("| model | quant | test | vkc static t/s | vkc tuned (--int8 auto) t/s | llama.cpp t/s | static/llama.cpp | tuned/llama.cpp |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
     for name in names:
-        for q in ("Q8_0", "Q4_K_M"):
+        for q in QTYPES:
             p = os.path.join(base, f"{name}-{q}")
             vs = vkc_rates(load(p + ".vkc.json"))
             vt = vkc_rates(load(p + "-tuned.vkc.json"))
@@ -84,7 +87,7 @@ def main():
     print("| model | quant | plan | GEMV GB/s | copy GB/s | % of copy | kernels | slowest kernel GB/s | fastest kernel GB/s |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
-        for q in ("Q8_0", "Q4_K_M"):
+        for q in QTYPES:
             for plan, suffix in (("static", ""), ("tuned", "-tuned")):
                 g = gemv(load(os.path.join(base, f"{name}-{q}{suffix}.decode.json")))
                 if g is None:
