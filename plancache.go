@@ -41,6 +41,9 @@ type PlanCacheOptions struct {
 	Compile Options
 	// Dims fixes symbolic input dimensions of an ONNX model (importer.Options.Dims).
 	Dims map[string]int
+	// Slots imports a GGUF file or Hugging Face folder with KV caches for that many sequences
+	// and a batched step (importer.Options.Slots: vkc serve --parallel); 0 for none.
+	Slots int
 	// Dir is the cache folder; "" is os.UserCacheDir()/vkc/plans.
 	Dir string
 	// Keep is how many plans the folder keeps (0: DefaultPlanCacheKeep).
@@ -86,7 +89,7 @@ func CachedPlan(ctx context.Context, path string, o PlanCacheOptions) (*CachedPl
 	if o.Compiling != nil {
 		o.Compiling(out)
 	}
-	m, err := importer.LoadWith(path, importer.Options{Dims: o.Dims})
+	m, err := importer.LoadWith(path, importer.Options{Dims: o.Dims, Slots: o.Slots})
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +161,9 @@ func planCacheKey(path string, o PlanCacheOptions) (string, error) {
 	}
 	sort.Strings(dims)
 	w("dims %s", strings.Join(dims, ","))
+	if o.Slots > 0 {
+		w("slots %d", o.Slots)
+	}
 	if c.Tokenizer != "" && c.Tokenizer != NoTokenizer {
 		if st, err := os.Stat(c.Tokenizer); err == nil {
 			w("tokenizer file %d %d", st.Size(), st.ModTime().UnixNano())

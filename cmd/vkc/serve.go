@@ -26,7 +26,7 @@ import (
 func init() {
 	register(&command{
 		name:    "serve",
-		usage:   "plan.bin|model.yaml|model.gguf|HF-DIR [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key KEY] [--alias NAME] [--max-tokens N] [--timeout D] [--max-body BYTES] [--max-queue N] [--shutdown-timeout D] [--log-format text|json] [--device D]",
+		usage:   "plan.bin|model.yaml|model.gguf|HF-DIR [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key KEY] [--alias NAME] [--max-tokens N] [--timeout D] [--max-body BYTES] [--max-queue N] [--shutdown-timeout D] [--log-format text|json] [--device D] [--plan-cache DIR]",
 		short:   "serve a model over OpenAI's HTTP API (chat completions and completions, plain and streamed; /health, /metrics)",
 		example: "vkc serve model.plan --port 8080",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -44,6 +44,7 @@ func init() {
 			device := fs.String("device", "", "the device, by index or name substring (default: $VKC_DEVICE, else the best)")
 			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
 			parallel := fs.Int("parallel", 4, "a GGUF file or Hugging Face folder is compiled with KV caches for N sequences, batched together as requests come (a plan or model.yaml has its own: see docs/serving.md); 1: one at a time")
+			planCache := fs.String("plan-cache", "", "where a model's plan is kept once compiled (default: the user cache folder's vkc/plans)")
 			chunk := fs.Int("chunk", 0, "with slots: the most prompt tokens one step runs between the running requests' decode steps (default 64)")
 			return func(args []string) error {
 				args, err := positional(fs, args)
@@ -85,7 +86,7 @@ func init() {
 				cfg := server.Config{APIKey: key, MaxBodyBytes: *maxBody, MaxTokens: *maxTokens, Timeout: *timeout,
 					MaxQueue: *maxQueue, Logger: slog.New(h)}
 				addr := net.JoinHostPort(*host, strconv.Itoa(*port))
-				return serveCmd(args[0], addr, *alias, engine.Options{Device: *device, AllowForeign: *foreign, PrefillChunk: *chunk}, cfg, *grace, slots, fs.Output())
+				return serveCmd(args[0], addr, *alias, engine.Options{Device: *device, AllowForeign: *foreign, PrefillChunk: *chunk}, cfg, *grace, slots, *planCache, fs.Output())
 			}
 		},
 	})
@@ -95,7 +96,7 @@ func init() {
 // plan (or compiles the model), serves until SIGTERM or SIGINT, then shuts down gracefully: the
 // health check turns 503 and new requests are refused, those in flight get grace to finish and
 // are cancelled after it, and the command returns nil (exit 0).
-func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, grace time.Duration, slots int, stderr io.Writer) error {
+func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, grace time.Duration, slots int, planCache string, stderr io.Writer) error {
 	log := cfg.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -131,7 +132,7 @@ func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, gr
 		}
 	}
 	go func() {
-		m, name, err := loadForServe(ctx, path, lo, slots, stderr, log)
+		m, name, err := loadForServe(ctx, path, lo, slots, planCache, stderr, log)
 		loadedc <- result{m, name, err}
 	}()
 	var m *engine.Model
@@ -191,7 +192,7 @@ const defaultSlots = 4
 // slots is --parallel: -1 when not given (a GGUF file or Hugging Face folder then gets
 // defaultSlots), 1 for one sequence; a plan or model.yaml has its own, and a --parallel that
 // disagrees with it is an error.
-func loadForServe(ctx context.Context, path string, lo engine.Options, slots int, stderr io.Writer, log *slog.Logger) (*engine.Model, string, error) {
+func loadForServe(ctx context.Context, path string, lo engine.Options, slots int, planCache string, stderr io.Writer, log *slog.Logger) (*engine.Model, string, error) {
 	imported := importer.IsHFDir(path) || importer.IsGGUFPath(path)
 	if plan.CheckFile(path) == nil {
 		log.Info("loading plan", "plan", path)
@@ -215,34 +216,28 @@ func loadForServe(ctx context.Context, path string, lo engine.Options, slots int
 	case !imported:
 		return nil, "", fmt.Errorf("--parallel %d: %s is not a GGUF file or Hugging Face folder; its batched function (if any) says how many sequences it serves", slots, path)
 	}
-	log.Info("compiling", "model", path, "parallel", max(slots, 1))
-	md, err := loadModelSlots(path, false, nil, slots)
-	if err != nil {
-		return nil, "", err
-	}
 	measure, why, err := vkc.MeasureByDefault(lo.Device)
 	if err != nil {
 		return nil, "", err
 	}
-	if why != "" {
-		log.Info(why)
-	}
 	pr := newProgressPrinter(stderr)
-	p, _, err := vkc.Compile(ctx, md, vkc.Options{Device: lo.Device, Tune: measure, ArgmaxOutput: true, TopK: vkc.DefaultTopK, Progress: pr.report})
+	res, err := vkc.CachedPlan(ctx, path, vkc.PlanCacheOptions{
+		Compile: vkc.Options{Device: lo.Device, Tune: measure, Budget: vkc.DefaultBudget, ArgmaxOutput: true, TopK: vkc.DefaultTopK,
+			Progress: pr.report},
+		Slots: slots,
+		Dir:   planCache,
+		Compiling: func(planPath string) {
+			log.Info("compiling", "model", path, "parallel", max(slots, 1), "how", why, "plan", planPath)
+		},
+	})
 	pr.done()
 	if err != nil {
 		return nil, "", err
 	}
-	dir, err := os.MkdirTemp("", "vkc-serve-")
-	if err != nil {
-		return nil, "", err
+	if res.Cached {
+		log.Info("plan from the plan cache", "model", path, "plan", res.Path)
 	}
-	defer os.RemoveAll(dir)
-	tmp := filepath.Join(dir, "model.plan")
-	if err := p.WriteFile(tmp); err != nil {
-		return nil, "", err
-	}
-	m, err := engine.Load(tmp, lo)
+	m, err := engine.Load(res.Path, lo)
 	if err != nil {
 		return nil, "", err
 	}

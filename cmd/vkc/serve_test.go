@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -116,7 +114,7 @@ func chatTinyPlan(t *testing.T) string {
 func TestBinaryServeGracefulShutdown(t *testing.T) {
 	needDevice(t)
 	model, _ := filepath.Abs("../../testdata/chat-tiny/model.yaml")
-	p := startServe(t, model)
+	p := startServe(t, model, "--plan-cache", t.TempDir())
 	p.waitHealthy(t, 2*time.Minute)
 	resp, err := http.Post(p.url+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":60,"temperature":0,"stream":true}`))
@@ -191,6 +189,4 @@ func TestBinaryServeShutdownCancels(t *testing.T) {
 	if r := runVKC(t, ".", nil, "serve", filepath.Join(t.TempDir(), "none.plan"), "--port", "0"); r.code != 1 {
 		t.Errorf("a missing plan: exit %d %s", r.code, r.stderr)
 	}
-	_ = fmt.Sprint
-	_ = os.Getpid
 }
