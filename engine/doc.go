@@ -44,6 +44,13 @@
 //	s := m.NewSession()
 //	g, err := s.Chat(ctx, []engine.Message{{Role: "user", Content: "Hi"}}, engine.GenerateOptions{MaxTokens: 64}, emit)
 //
+// A plan compiled with slots (vkc compile --parallel N: KV caches for N sequences and a batched
+// step function) runs concurrent generations together instead: a scheduler admits each into a
+// free slot (the one whose cache shares the longest prefix with its prompt), runs prompts in
+// chunks of Options.PrefillChunk tokens between batched decode steps that advance every running
+// generation by one token, and frees the slot at the end; Activity reports the slots, the queue
+// and the batches. A greedy generation gives the same tokens alone or batched.
+//
 // # What it links
 //
 // engine imports only the plan format (package plan), the Vulkan runtime (package runtime, cgo
