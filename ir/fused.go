@@ -21,6 +21,10 @@ const (
 	// MoeLinearSum(x, W, ids, w) = moe_sum(moe_linear(x, W, ids), w): an MoE layer's down
 	// projection sums its k experts' rows with the routing weights as it computes them.
 	MoeLinearSum
+	// MoeGLU(x, Wg, Wu, ids) = mul(act(moe_linear(x, Wg, ids)), moe_linear(x, Wu, ids)) with act
+	// silu, gelu_tanh or gelu: an MoE layer's gated gate and up projections of each chosen expert
+	// in one pass over x.
+	MoeGLU
 
 	numOps
 )
@@ -72,5 +76,24 @@ func init() {
 				return nil, err
 			}
 			return opTable[MoeSum].infer(a, []Type{y[0], args[3]})
+		}})
+	def(MoeGLU, OpInfo{Name: "moe_glu", Kind: KindOther, MinArgs: 4, MaxArgs: 4, Fused: true, WeightArgs: []int{1, 2},
+		Attrs: []AttrSpec{{Name: "act", Kind: AttrString, Default: "silu"}},
+		infer: func(a Attrs, args []Type) ([]Type, error) {
+			if act := a.String("act", "silu"); act != "silu" && act != "gelu_tanh" && act != "gelu" {
+				return nil, fmt.Errorf("act must be silu, gelu_tanh or gelu, got %q", act)
+			}
+			g, err := moeLinearInfer([]Type{args[0], args[1], args[3]})
+			if err != nil {
+				return nil, fmt.Errorf("gate: %w", err)
+			}
+			u, err := moeLinearInfer([]Type{args[0], args[2], args[3]})
+			if err != nil {
+				return nil, fmt.Errorf("up: %w", err)
+			}
+			if !g[0].Equal(u[0]) {
+				return nil, fmt.Errorf("the gate gives %s, the up projection %s", g[0], u[0])
+			}
+			return g, nil
 		}})
 }

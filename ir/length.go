@@ -305,11 +305,12 @@ func LengthRows(f *Function) (map[Value]bool, error) {
 				return nil, fail("x and the indices must both have the length on their leading axis")
 			}
 			out = true
-		case n.Op == MoeLinear || n.Op == MoeSum || n.Op == MoeLinearSum:
+		case n.Op == MoeLinear || n.Op == MoeSum || n.Op == MoeLinearSum || n.Op == MoeGLU:
 			// Rows (tokens) are routed and computed independently; the experts' weights are
 			// never bounded.
 			for i, a := range n.Args {
-				if b[i] && (i == 1 && n.Op != MoeSum || a.Type().Shape.Rank() < 2) {
+				weight := i == 1 && n.Op != MoeSum || i == 2 && n.Op == MoeGLU
+				if b[i] && (weight || a.Type().Shape.Rank() < 2) {
 					return nil, fail("operand %d is bounded but is not a row operand", i)
 				}
 			}

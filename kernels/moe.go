@@ -12,7 +12,7 @@ import (
 //   - moe_route: one invocation per row picks its k experts in k passes over the row's logits
 //     (each pass takes the best logit after the previous pass's in argtopk's order: larger
 //     first, equal ones in index order, NaN above every number) and computes their weights.
-//   - moe_matvec: moe_linear and moe_linear_sum a slot (token, chosen expert) at a time, as a
+//   - moe_matvec: moe_linear, moe_linear_sum and moe_glu a slot (token, chosen expert) at a time, as a
 //     matrix-vector product over the chosen expert's matrix only: a row of workgroups per slot
 //     (per token for moe_linear_sum, whose workgroups sum their k experts' columns with the
 //     routing weights), so a decode step reads k experts' weights whatever their number. Every
@@ -23,7 +23,8 @@ import (
 //     tn rows once for the tile's tm slots, their inputs gathered by the list and its results
 //     scattered back. A prefill of n tokens thus reads each chosen expert's matrix about
 //     n·k/(E·tm) times rather than n·k/E. moe_linear_sum adds a third step that sums each
-//     token's k rows with its weights.
+//     token's k rows with its weights; moe_glu reads the gate's and the up projection's rows in
+//     the same loop and stores act(gate)·up.
 //
 // Expert ids are clamped to 0..E−1 as they are read: the rows of a run-time length past the run's
 // hold anything (the interpreter refuses an id out of range; a kernel cannot report it).
@@ -148,13 +149,24 @@ func buildMoeRoute(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}, nil
 }
 
-// moeDims is a moe_linear or moe_linear_sum problem.
+// moeDims is a moe_linear, moe_linear_sum or moe_glu problem.
 type moeDims struct {
-	sum                bool // moe_linear_sum
-	perSlot            bool // x is [n, k, in]
-	n, k, e, out, in   int
+	sum                bool  // moe_linear_sum
+	glu                ir.Op // moe_glu's activation (0 for the others)
+	perSlot            bool  // x is [n, k, in]
+	idsArg, routeArg   int   // the ids' argument; moe_linear_sum's routing weights'
+	n, k, e, out, in   int   //
 	xT, wT, oT         ir.DType
 	weightBytesPerElem float64
+}
+
+// mats is the number of expert matrices a slot reads (moe_glu: the gate's and the up
+// projection's).
+func (d moeDims) mats() int {
+	if d.glu != 0 {
+		return 2
+	}
+	return 1
 }
 
 func (d moeDims) slots() int { return d.n * d.k }
@@ -163,11 +175,17 @@ func (d moeDims) slots() int { return d.n * d.k }
 func (d moeDims) expertBytes() float64 { return float64(d.out*d.in) * d.weightBytesPerElem }
 
 func readMoe(p *Problem) (moeDims, error) {
-	var d moeDims
+	d := moeDims{idsArg: 2, routeArg: -1}
 	switch p.Op {
 	case ir.MoeLinear:
 	case ir.MoeLinearSum:
-		d.sum = true
+		d.sum, d.routeArg = true, 3
+	case ir.MoeGLU:
+		d.idsArg = 3
+		var ok bool
+		if d.glu, ok = map[string]ir.Op{"silu": ir.Silu, "gelu_tanh": ir.GeluTanh, "gelu": ir.Gelu}[p.Attrs.String("act", "silu")]; !ok {
+			return d, fmt.Errorf("moe_glu: act %q", p.Attrs.String("act", ""))
+		}
 	default:
 		return d, otherOp(p)
 	}
@@ -181,7 +199,10 @@ func readMoe(p *Problem) (moeDims, error) {
 	if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
 		return d, fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
 	}
-	x, w, ids := p.Args[0], p.Args[1], p.Args[2]
+	x, w, ids := p.Args[0], p.Args[1], p.Args[d.idsArg]
+	if d.glu != 0 && p.Args[2].DType != w.DType {
+		return d, fmt.Errorf("the gate's weights are %s, the up projection's %s", w.DType, p.Args[2].DType)
+	}
 	d.perSlot = x.Shape.Rank() == 3
 	d.n, d.k = ids.Shape[0], ids.Shape[1]
 	d.e, d.out, d.in = w.Shape[0], w.Shape[1], w.Shape[2]
@@ -210,6 +231,13 @@ func acceptMoeLinear(p *Problem, caps Caps) error {
 	if n := d.e * d.out * d.in; n >= 1<<31 {
 		return fmt.Errorf("%d weights overflow 32-bit indexing", n)
 	}
+	if d.glu != 0 && d.wT.Quantized() {
+		// checkDTypesExcept skips one argument: the up projection's blocks were checked above
+		// with the gate's (the same dtype).
+		q := *p
+		q.Args = append([]ir.Type{p.Args[0], p.Args[1]}, p.Args[3:]...)
+		return checkDTypesExcept(&q, caps, 1)
+	}
 	return checkDTypesExcept(p, caps, 1)
 }
 
@@ -221,15 +249,34 @@ type moeWeights struct {
 	q   quantRows
 }
 
-func declareMoeWeights(b *codegen.Builder, d moeDims) moeWeights {
+func declareMoeWeights(b *codegen.Builder, d moeDims, name string) moeWeights {
 	w := moeWeights{d: d}
 	if d.wT.Quantized() {
-		w.buf = b.Buffer("w", codegen.U32, codegen.ReadOnly)
+		w.buf = b.Buffer(name, codegen.U32, codegen.ReadOnly)
 		w.q = newQuantRows(d.wT, d.in)
 	} else {
-		w.buf = b.Buffer("w", StorageType(d.wT), codegen.ReadOnly)
+		w.buf = b.Buffer(name, StorageType(d.wT), codegen.ReadOnly)
 	}
 	return w
+}
+
+// declareMoeInputs declares x and the experts' weights (two for moe_glu) in argument order and
+// returns the operands bound to them.
+func declareMoeInputs(b *codegen.Builder, d moeDims) (*codegen.Buffer, []moeWeights, []Operand) {
+	x := b.Buffer("x", StorageType(d.xT), codegen.ReadOnly)
+	ws := []moeWeights{declareMoeWeights(b, d, "w")}
+	binds := []Operand{{Arg, 0}, {Arg, 1}}
+	if d.glu != 0 {
+		ws = append(ws, declareMoeWeights(b, d, "w_up"))
+		binds = append(binds, Operand{Arg, 2})
+	}
+	return x, ws, binds
+}
+
+// gated is moe_glu's act(g)·u (the activation as the fused elementwise kernels compute it).
+func gated(b *codegen.Builder, act ir.Op, g, u codegen.Value) codegen.Value {
+	f := &Fused{Inputs: []ir.Type{ir.T(ir.F32)}, Nodes: []FusedNode{{Op: ir.Input, DType: ir.F32}, {Op: act, Args: []int{0}, DType: ir.F32}}, Outputs: []int{1}}
+	return b.Mul(f.Emit(b, []codegen.Value{g})[0], u)
 }
 
 // quad is elements k..k+3 of matrix row row (k a multiple of 4, k+3 < in; in a multiple of 4).
@@ -296,10 +343,9 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	wgN, colsN := c["wg"], c["cols"]
 	b := codegen.NewBuilder(fmt.Sprintf("moe_matvec_k%d", d.k))
 	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
-	x := b.Buffer("x", StorageType(d.xT), codegen.ReadOnly)
-	w := declareMoeWeights(b, d)
+	x, ws, binds := declareMoeInputs(b, d)
 	ids := b.Buffer("ids", codegen.I32, codegen.ReadOnly)
-	binds := []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}}
+	binds = append(binds, Operand{Arg, d.idsArg})
 	var rw *codegen.Buffer
 	if d.sum {
 		rw = b.Buffer("route_w", StorageType(p.Args[3].DType), codegen.ReadOnly)
@@ -317,7 +363,11 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	wid := b.WorkgroupID()
 	col := b.Add(b.Mul(b.X(wid), cols), ci)
 	y := b.Y(wid)
-	acc := b.Var("acc", b.F32(0))
+	// acc[m]: this invocation's partial sum of matrix m (moe_glu: the gate's, the up's).
+	acc := make([]*codegen.Var, d.mats())
+	for m := range acc {
+		acc[m] = b.Var(fmt.Sprintf("acc%d", m), b.F32(0))
+	}
 	vec := d.in%4 == 0
 	slot := func(s codegen.Value) {
 		e := expertOf(b, ids, s, d.e)
@@ -327,7 +377,10 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 		xBase := b.Mul(xrow, u(d.in))
 		row := b.Add(b.Mul(e, u(d.out)), col)
-		part := b.Var("part", b.F32(0))
+		part := make([]*codegen.Var, len(ws))
+		for m := range part {
+			part[m] = b.Var(fmt.Sprintf("part%d", m), b.F32(0))
+		}
 		b.If(b.Lt(col, u(d.out)), func() {
 			if vec {
 				b.For(b.Mul(ki, u(4)), u(d.in), b.Mul(kp, u(4)), func(k codegen.Value) {
@@ -335,18 +388,26 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 					for i := range xs {
 						xs[i] = LoadAs(b, x, b.Add(xBase, b.Add(k, u(i))), d.xT)
 					}
-					b.Set(part, b.Add(b.Get(part), b.Dot(b.Vec(xs...), w.quad(b, row, k))))
+					xv := b.Vec(xs...)
+					for m, w := range ws {
+						b.Set(part[m], b.Add(b.Get(part[m]), b.Dot(xv, w.quad(b, row, k))))
+					}
 				})
 				return
 			}
 			b.For(ki, u(d.in), kp, func(k codegen.Value) {
-				b.Set(part, b.Add(b.Get(part), b.Mul(LoadAs(b, x, b.Add(xBase, k), d.xT), w.elem(b, row, k))))
+				xv := LoadAs(b, x, b.Add(xBase, k), d.xT)
+				for m, w := range ws {
+					b.Set(part[m], b.Add(b.Get(part[m]), b.Mul(xv, w.elem(b, row, k))))
+				}
 			})
 		})
 		if d.sum {
-			b.Set(acc, b.Add(b.Get(acc), b.Mul(LoadAs(b, rw, s, p.Args[3].DType), b.Get(part))))
+			b.Set(acc[0], b.Add(b.Get(acc[0]), b.Mul(LoadAs(b, rw, s, p.Args[3].DType), b.Get(part[0]))))
 		} else {
-			b.Set(acc, b.Get(part))
+			for m := range acc {
+				b.Set(acc[m], b.Get(part[m]))
+			}
 		}
 	}
 	if d.sum {
@@ -356,21 +417,31 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	} else {
 		slot(y)
 	}
-	// The kp partial sums of each column: a shared-memory tree (kp is a power of two).
-	red := b.Shared("red", codegen.F32, wg)
-	b.Store(red, li, b.Get(acc))
+	// The kp partial sums of each column: a shared-memory tree (kp is a power of two), matrix m's
+	// at m·wg.
+	red := b.Shared("red", codegen.F32, b.Mul(wg, u(len(acc))))
+	for m := range acc {
+		b.Store(red, b.Add(b.Mul(u(m), wg), li), b.Get(acc[m]))
+	}
 	b.Barrier()
 	half := b.Var("half", b.Div(kp, u(2)))
 	b.While(func() codegen.Value { return b.Gt(b.Get(half), u(0)) }, func() {
 		h := b.Get(half)
 		b.If(b.Lt(ki, h), func() {
-			b.Store(red, li, b.Add(b.Load(red, li), b.Load(red, b.Add(li, h))))
+			for m := range acc {
+				i := b.Add(b.Mul(u(m), wg), li)
+				b.Store(red, i, b.Add(b.Load(red, i), b.Load(red, b.Add(i, h))))
+			}
 		})
 		b.Barrier()
 		b.Set(half, b.Div(h, u(2)))
 	})
 	b.If(b.And(b.Eq(ki, u(0)), b.Lt(col, u(d.out))), func() {
-		StoreAs(b, out, b.Add(b.Mul(y, u(d.out)), col), b.Load(red, li), d.oT)
+		v := b.Load(red, li)
+		if d.glu != 0 {
+			v = gated(b, d.glu, v, b.Load(red, b.Add(wg, li)))
+		}
+		StoreAs(b, out, b.Add(b.Mul(y, u(d.out)), col), v, d.oT)
 	})
 	kern, spec, err := finish(b, caps, c, "wg", "cols")
 	if err != nil {
@@ -379,10 +450,10 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	rows := moeMatvecRows(d)
 	return &Launch{
 		Steps: []Step{{Kernel: kern, Spec: spec, Grid: [3]uint32{uint32(ceilDiv(d.out, colsN)), uint32(rows), 1}, Bindings: binds,
-			Scale: scaleItems(p, p.Rows.Arg(2), 1, rows, 1)}},
-		Flops: 2 * float64(d.slots()) * float64(d.out) * float64(d.in),
-		// Every slot reads its expert's matrix.
-		Bytes: float64(d.slots())*d.expertBytes() + moeActivationBytes(p, d),
+			Scale: scaleItems(p, p.Rows.Arg(d.idsArg), 1, rows, 1)}},
+		Flops: 2 * float64(d.mats()*d.slots()) * float64(d.out) * float64(d.in),
+		// Every slot reads its expert's matrices.
+		Bytes: float64(d.mats()*d.slots())*d.expertBytes() + moeActivationBytes(p, d),
 	}, nil
 }
 
@@ -390,7 +461,7 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 func moeActivationBytes(p *Problem, d moeDims) float64 {
 	n := tensorBytes(p.Outs)
 	for i, t := range p.Args {
-		if i != 1 {
+		if i != 1 && (i != 2 || d.glu == 0) {
 			n += float64(t.Bytes())
 		}
 	}
@@ -413,7 +484,7 @@ func moeGroupedSpace() Space {
 			if y := moeMaxTiles(d, c["tm"]); y > caps.MaxGroups[1] {
 				return fmt.Errorf("%d tiles exceed the device's %d workgroups in y", y, caps.MaxGroups[1])
 			}
-			if bytes := 4 * (2*(d.e+1) + c["tm"]*moeTK); bytes > caps.MaxSharedBytes {
+			if bytes := 4 * (2*(d.e+1) + c["tm"]*moeTK); bytes > caps.MaxSharedBytes { // step 1's lists, step 2's tile
 				return fmt.Errorf("%d experts and tm=%d need %d bytes of shared memory, the device has %d", d.e, c["tm"], bytes, caps.MaxSharedBytes)
 			}
 			return nil
@@ -492,19 +563,18 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 			return nil, err
 		}
 		l.Steps = append(l.Steps, Step{Kernel: kern, Spec: spec, Grid: [3]uint32{1, 1, 1},
-			Bindings: []Operand{{Arg, 2}, {Scratch, 0}, {Scratch, 1}}})
+			Bindings: []Operand{{Arg, d.idsArg}, {Scratch, 0}, {Scratch, 1}}})
 	}
 
 	// Step 2: a tile of tm slots of one expert by tn columns per workgroup.
 	{
 		b := codegen.NewBuilder(fmt.Sprintf("moe_gemm_tm%d", tm))
 		u := func(v int) codegen.Value { return b.U32(uint32(v)) }
-		x := b.Buffer("x", StorageType(d.xT), codegen.ReadOnly)
-		w := declareMoeWeights(b, d)
+		x, ws, binds := declareMoeInputs(b, d)
 		tiles := b.Buffer("tiles", codegen.U32, codegen.ReadOnly)
 		list := b.Buffer("list", codegen.U32, codegen.ReadOnly)
 		outT := d.oT
-		binds := []Operand{{Arg, 0}, {Arg, 1}, {Scratch, 0}, {Scratch, 1}}
+		binds = append(binds, Operand{Scratch, 0}, Operand{Scratch, 1})
 		if d.sum {
 			outT = ir.F32
 			l.Scratch = append(l.Scratch, 4*S*d.out)
@@ -529,9 +599,13 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 			first := b.Load(tiles, b.Add(at, u(1)))
 			rows := b.Select(active, b.Max(b.Load(tiles, b.Add(at, u(2))), u(1)), u(0))
 			row := b.Add(b.Mul(e, u(d.out)), b.Min(col, u(d.out-1)))
-			accs := make([]*codegen.Var, tm)
-			for r := range accs {
-				accs[r] = b.Var(fmt.Sprintf("acc%d", r), b.F32(0))
+			// accs[m][r]: slot r's sum for matrix m (moe_glu: the gate's, the up's).
+			accs := make([][]*codegen.Var, len(ws))
+			for m := range accs {
+				accs[m] = make([]*codegen.Var, tm)
+				for r := range tm {
+					accs[m][r] = b.Var(fmt.Sprintf("acc%d_%d", m, r), b.F32(0))
+				}
 			}
 			// The input row of the tile's slot r (clamped to the tile's last for r ≥ rows).
 			xrow := func(r codegen.Value) codegen.Value {
@@ -553,21 +627,25 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 				b.Barrier()
 				if d.in%moeTK == 0 {
 					b.For(u(0), u(moeTK), u(4), func(q codegen.Value) {
-						wq := w.quad(b, row, b.Add(k0, q))
-						for r := 0; r < tm; r++ {
-							xv := make([]codegen.Value, 4)
-							for i := range xv {
-								xv[i] = b.Load(xs, b.Add(q, u(r*moeTK+i)))
+						for m, w := range ws {
+							wq := w.quad(b, row, b.Add(k0, q))
+							for r := 0; r < tm; r++ {
+								xv := make([]codegen.Value, 4)
+								for i := range xv {
+									xv[i] = b.Load(xs, b.Add(q, u(r*moeTK+i)))
+								}
+								b.Set(accs[m][r], b.Add(b.Get(accs[m][r]), b.Dot(b.Vec(xv...), wq)))
 							}
-							b.Set(accs[r], b.Add(b.Get(accs[r]), b.Dot(b.Vec(xv...), wq)))
 						}
 					})
 				} else {
 					b.For(u(0), u(moeTK), u(1), func(kk codegen.Value) {
 						kg := b.Add(k0, kk)
-						wv := b.Select(b.Lt(kg, u(d.in)), w.elem(b, row, b.Min(kg, u(d.in-1))), b.F32(0))
-						for r := 0; r < tm; r++ {
-							b.Set(accs[r], b.Add(b.Get(accs[r]), b.Mul(b.Load(xs, b.Add(u(r*moeTK), kk)), wv)))
+						for m, w := range ws {
+							wv := b.Select(b.Lt(kg, u(d.in)), w.elem(b, row, b.Min(kg, u(d.in-1))), b.F32(0))
+							for r := 0; r < tm; r++ {
+								b.Set(accs[m][r], b.Add(b.Get(accs[m][r]), b.Mul(b.Load(xs, b.Add(u(r*moeTK), kk)), wv)))
+							}
 						}
 					})
 				}
@@ -577,7 +655,11 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 				for r := 0; r < tm; r++ {
 					b.If(b.Lt(u(r), rows), func() {
 						s := b.Load(list, b.Add(first, u(r)))
-						StoreAs(b, out, b.Add(b.Mul(s, u(d.out)), col), b.Get(accs[r]), outT)
+						v := b.Get(accs[0][r])
+						if d.glu != 0 {
+							v = gated(b, d.glu, v, b.Get(accs[1][r]))
+						}
+						StoreAs(b, out, b.Add(b.Mul(s, u(d.out)), col), v, outT)
 					})
 				}
 			})
@@ -613,11 +695,11 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 		l.Steps = append(l.Steps, Step{Kernel: kern, Spec: spec, Grid: flatGrid(d.n*d.out, fc, caps),
 			Bindings: []Operand{{Scratch, 2}, {Arg, 3}, {Out, 0}}, Scale: flatScale(p, p.Rows.Out(0), d.n*d.out, fc)})
 	}
-	l.Flops = 2 * float64(S) * float64(d.out) * float64(d.in)
+	l.Flops = 2 * float64(d.mats()*S) * float64(d.out) * float64(d.in)
 	// Each expert's matrix is read once per tile of its slots: about slots/tm + E tiles at most,
 	// never more matrices than slots.
 	reads := min(float64(S), float64(S)/float64(tm)+float64(min(d.e, S)))
-	l.Bytes = reads*d.expertBytes() + moeActivationBytes(p, d)
+	l.Bytes = float64(d.mats())*reads*d.expertBytes() + moeActivationBytes(p, d)
 	return l, nil
 }
 

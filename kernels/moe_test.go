@@ -149,3 +149,32 @@ func TestMoeMatvecReadsChosenExperts(t *testing.T) {
 		}
 	}
 }
+
+// TestMoeGLUOnDevice: moe_glu (an expert's gate and up projections and their gated product in
+// one pass) by both templates against the interpreter, SwiGLU and GeGLU, float and
+// block-quantized experts.
+func TestMoeGLUOnDevice(t *testing.T) {
+	rng := rand.New(rand.NewSource(44))
+	T := ir.T
+	for _, tc := range []struct {
+		x, w ir.Type
+		act  string
+	}{
+		{T(ir.F32, 3, 40), T(ir.F32, 5, 24, 40), "silu"},
+		{T(ir.F32, 5, 256), T(ir.Q4_K, 4, 40, 256), "gelu_tanh"},
+		{T(ir.F16, 2, 64), T(ir.Q8_0, 6, 10, 64), "silu"},
+	} {
+		n := tc.x.Shape[0]
+		p := problem(t, ir.MoeGLU, ir.Attrs{"act": tc.act}, tc.x, tc.w, tc.w, T(ir.I32, n, 2))
+		vals := make([]*ir.Tensor, 4)
+		for i, a := range p.Args[:3] {
+			vals[i] = kerneltest.Random(rng, a)
+		}
+		vals[3] = moeIDs(rng, n, 2, tc.w.Shape[0])
+		for _, tmpl := range []*kernels.Template{kernels.MoeMatvec, kernels.MoeGrouped} {
+			t.Run(fmt.Sprintf("%s/%s_%s_%s", tmpl.Name, tc.x, tc.w, tc.act), func(t *testing.T) {
+				checkConfigs(t, tmpl, p, vals, nil)
+			})
+		}
+	}
+}

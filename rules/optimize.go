@@ -589,13 +589,17 @@ func (c StaticCost) Cost(n CostNode) float64 {
 	case ir.Attention:
 		q, k := n.Args[0].Shape, n.Args[1].Shape
 		flops = 4 * float64(q.NumElements()) * float64(max(k[0], k[1]))
-	case ir.MoeLinear, ir.MoeLinearSum:
+	case ir.MoeLinear, ir.MoeLinearSum, ir.MoeGLU:
 		// Only the chosen experts' matrices are read: k per row, at most all of them.
-		w := n.Args[1]
-		ids := n.Args[2].Shape
+		ws, ids := n.Args[1:2], n.Args[2].Shape
+		if n.Op == ir.MoeGLU {
+			ws, ids = n.Args[1:3], n.Args[3].Shape
+		}
 		slots := ids.NumElements()
-		bytes -= float64(w.Bytes()) * (1 - math.Min(1, float64(slots)/float64(w.Shape[0])))
-		flops = 2 * float64(slots) * float64(w.Shape[1]) * float64(w.Shape[2])
+		for _, w := range ws {
+			bytes -= float64(w.Bytes()) * (1 - math.Min(1, float64(slots)/float64(w.Shape[0])))
+			flops += 2 * float64(slots) * float64(w.Shape[1]) * float64(w.Shape[2])
+		}
 	case ir.Conv2d:
 		w := n.Args[1].Shape // [cout, cin/groups, kh, kw]
 		flops = 2 * float64(n.Outs[0].Shape.NumElements()) * float64(w[1]*w[2]*w[3])

@@ -137,6 +137,16 @@ func attentionInputs(c *caseGen, lay string) (q, k, v ir.Value, at ir.Attrs, sq,
 	return c.in(shape(sq, hq, d)...), c.in(shape(skv, hkv, d)...), c.in(shape(skv, hkv, d)...), at, sq, skv
 }
 
+// moeGLUCase is act(moe_linear(x, Wg, ids))·moe_linear(x, Wu, ids), the ids routed from random
+// logits.
+func moeGLUCase(c *caseGen, act ir.Op) []ir.Value {
+	n, k, e, in, out := c.dim(), c.pick(1, 2), c.pick(2, 3, 5), c.dim(), c.dim()
+	ids := c.op(ir.MoeRoute, ir.Attrs{"k": k}, c.in(n, e))
+	x := c.in(n, in)
+	g := c.op(act, nil, c.op(ir.MoeLinear, nil, x, c.param(e, out, in), ids))
+	return []ir.Value{c.op(ir.Mul, nil, g, c.op(ir.MoeLinear, nil, x, c.param(e, out, in), ids))}
+}
+
 // ropeInput draws x for rope with a random layout and the rope attributes.
 func ropeInput(c *caseGen, seqAxis0 bool) (ir.Value, ir.Attrs, int) {
 	s, h, d := c.pick(1, 3, 5), c.pick(1, 2, 3), 2*c.pick(1, 2, 3, 5)
@@ -343,6 +353,8 @@ var ruleCases = map[string]ruleCase{
 		y := c.op(ir.MoeLinear, nil, x, c.param(e, out, in), r)
 		return []ir.Value{c.op(ir.MoeSum, nil, y, ir.Value{Node: r.Node, Out: 1})}
 	}},
+	"moe-glu-silu":      {build: func(c *caseGen) []ir.Value { return moeGLUCase(c, ir.Silu) }},
+	"moe-glu-gelu-tanh": {build: func(c *caseGen) []ir.Value { return moeGLUCase(c, ir.GeluTanh) }},
 	"matmul-bias": {build: func(c *caseGen) []ir.Value {
 		in, out := c.dim(), c.dim()
 		mm := c.op(ir.Matmul, ir.Attrs{"tb": true}, c.in(c.dim(), in), c.param(out, in))

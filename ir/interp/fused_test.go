@@ -52,6 +52,12 @@ func TestFusedOpsEqualCompositions(t *testing.T) {
 			f := b.MustOp(ir.MoeLinearSum, nil, in[0], in[1], r, w)
 			return []ir.Value{f}, []ir.Value{b.MustOp(ir.MoeSum, nil, b.MustOp(ir.MoeLinear, nil, in[0], in[1], r), w)}
 		}},
+		{"moe_glu", []ir.Type{ir.T(ir.F32, 3, 6), ir.T(ir.F32, 4, 5, 6), ir.T(ir.F32, 4, 5, 6), ir.T(ir.F32, 3, 4)}, func(b *ir.Builder, in []ir.Value) ([]ir.Value, []ir.Value) {
+			r := b.MustOp(ir.MoeRoute, ir.Attrs{"k": 2}, in[3])
+			f := b.MustOp(ir.MoeGLU, ir.Attrs{"act": "gelu_tanh"}, in[0], in[1], in[2], r)
+			g := b.MustOp(ir.GeluTanh, nil, b.MustOp(ir.MoeLinear, nil, in[0], in[1], r))
+			return []ir.Value{f}, []ir.Value{b.MustOp(ir.Mul, nil, g, b.MustOp(ir.MoeLinear, nil, in[0], in[2], r))}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -23,6 +23,26 @@ func init() {
 		}
 		return evalMoeSum(c, sub(n, ir.MoeSum, nil, t), []*val{y, a[3]})
 	}
+	impls[ir.MoeGLU] = func(c *ctx, n *ir.Node, a []*val) (*val, error) {
+		t := n.Type()
+		g, err := evalMoeLinear(c, sub(n, ir.MoeLinear, nil, t), []*val{a[0], a[1], a[3]})
+		if err != nil {
+			return nil, err
+		}
+		u, err := evalMoeLinear(c, sub(n, ir.MoeLinear, nil, t), []*val{a[0], a[2], a[3]})
+		if err != nil {
+			return nil, err
+		}
+		act, ok := map[string]ir.Op{"silu": ir.Silu, "gelu_tanh": ir.GeluTanh, "gelu": ir.Gelu}[n.Attrs.String("act", "silu")]
+		if !ok {
+			return nil, fmt.Errorf("act %q", n.Attrs.String("act", ""))
+		}
+		ga, err := impls[act](c, sub(n, act, nil, t), []*val{g})
+		if err != nil {
+			return nil, err
+		}
+		return impls[ir.Mul](c, sub(n, ir.Mul, nil, t), []*val{ga, u})
+	}
 }
 
 // evalMoeRoute chooses each row's k experts: the indices of its k largest logits, largest first,
