@@ -73,6 +73,13 @@ func TestRunTimeLengthTemplates(t *testing.T) {
 	// kv_len − n + i − 3 … kv_len − n + i.
 	mk("attention_window", ir.Attention, ir.Attrs{"causal": true, "window": 4, "scale": 0.3},
 		[]ir.Type{ir.T(f32, max, 4, 8), ir.T(f32, 40, 2, 8), ir.T(f32, 40, 2, 8), ir.T(i32)}, []int{0}, []int{0}, true, -1)
+	// Mixtures of experts (8 experts: randomArgs draws ids in 0..7): each row routed and
+	// computed alone.
+	mk("moe_route", ir.MoeRoute, ir.Attrs{"k": 2}, []ir.Type{ir.T(f32, max, 8)}, []int{0}, []int{0, 1}, false, -1)
+	mk("moe_linear", ir.MoeLinear, nil, []ir.Type{ir.T(f32, max, 32), ir.T(ir.Q8_0, 8, 6, 32), ir.T(i32, max, 2)}, []int{0, 2}, []int{0}, false, -1)
+	mk("moe_linear_sum", ir.MoeLinearSum, nil, []ir.Type{ir.T(f32, max, 2, 12), ir.T(f32, 8, 5, 12), ir.T(i32, max, 2), ir.T(f32, max, 2)}, []int{0, 2, 3}, []int{0}, false, -1)
+	mk("moe_glu", ir.MoeGLU, ir.Attrs{"act": "silu"}, []ir.Type{ir.T(f32, max, 12), ir.T(f32, 8, 5, 12), ir.T(f32, 8, 5, 12), ir.T(i32, max, 2)}, []int{0, 3}, []int{0}, false, -1)
+	mk("moe_sum", ir.MoeSum, nil, []ir.Type{ir.T(f32, max, 2, 7), ir.T(f32, max, 2)}, []int{0, 1}, []int{0}, false, -1)
 	// With a silu epilogue: the epilogue's input is the op's bounded value.
 	lin := bounded(problem(t, ir.Linear, nil, ir.T(f32, max, 16), ir.T(f32, 24, 16)), max, []int{0}, []int{0}, false)
 	lin.Expr, lin.NumOpArgs = silu, 2
@@ -89,8 +96,9 @@ func TestRunTimeLengthTemplates(t *testing.T) {
 		for _, tmpl := range ts {
 			// The grids follow n: every step of these templates walks the rows in order.
 			// (attention_split's ranges and combine walk heads first and keep their grids;
-			// matmul_vec takes all rows of a few-row problem in one workgroup.)
-			if l, _, err := kernels.Build(tmpl, c.p, caps); err == nil && tmpl.Name != "attention_split" && tmpl.Name != "matmul_vec" && tmpl.Name != "slice" {
+			// matmul_vec takes all rows of a few-row problem in one workgroup; moe_grouped's
+			// lists and tiles are by expert, only its weighted sum follows the rows.)
+			if l, _, err := kernels.Build(tmpl, c.p, caps); err == nil && tmpl.Name != "attention_split" && tmpl.Name != "matmul_vec" && tmpl.Name != "slice" && tmpl.Name != "moe_grouped" {
 				for i, st := range l.Steps {
 					if st.Scale == nil {
 						t.Errorf("%s/%s: step %d keeps its full grid %v", c.name, tmpl.Name, i, st.Grid)
