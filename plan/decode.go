@@ -510,6 +510,7 @@ func decodeMemory(d *dec, p *Plan) {
 				Offset: d.u64(), Size: d.u64(), SourceOffset: d.u64()}
 		}
 	}
+	w.Split = d.split()
 	p.StateSize = d.u64()
 	if n := d.count(4 + 1 + 4 + 8); n > 0 {
 		p.State = make([]StateTensor, n)
@@ -517,7 +518,22 @@ func decodeMemory(d *dec, p *Plan) {
 			p.State[i] = StateTensor{Name: d.str(), DType: d.dtype(), Shape: d.shape(), Offset: d.u64()}
 		}
 	}
+	p.StateSplit = d.split()
 	p.Arena = Arena{Size: d.u64(), Align: d.u64()}
+	p.Arena.Split = d.split()
+}
+
+// split reads a region's split (nil when empty, as the plan had it).
+func (d *dec) split() Split {
+	n := d.count(8)
+	if n == 0 {
+		return nil
+	}
+	s := make(Split, n)
+	for i := range s {
+		s[i] = d.u64()
+	}
+	return s
 }
 
 func (d *dec) values() []Value {

@@ -1,6 +1,6 @@
 package plan
 
-// The plan file format, version 2. All integers are little-endian.
+// The plan file format, version 3. All integers are little-endian.
 //
 //	offset  size  field
 //	0       8     magic "\x89vkc\r\n\x1a\n"
@@ -39,6 +39,11 @@ package plan
 // its grid, then axis u8, num u32, den u32), a range's PlusLength (a bool after its plus list), and
 // after each function its variants (a list of functions encoded alike, without variants).
 // Version 2 also added the tokenizer section (see encodeTokenizer), before weightdata.
+// Version 3 cut regions into device buffers (Split): the memory section gains, after the weight
+// tensors, after the state tensors and after the arena's alignment, each a list of u64: the
+// offsets at which that region's buffers after the first begin. Version 2 files are rejected
+// with ErrVersion: they were written by a compiler that did not check a region against the
+// device's allocation limit the way version 3's loader relies on, and recompiling is cheap.
 //
 // The bulky weight data comes last so that a reader that needs only the description can stop early.
 //
@@ -71,7 +76,7 @@ import (
 const Magic = "\x89vkc\r\n\x1a\n"
 
 // FormatVersion is the version of the file format this package writes and reads.
-const FormatVersion = 2
+const FormatVersion = 3
 
 const (
 	secModules    = 1
@@ -151,6 +156,12 @@ func (e *enc) shape(s []int64) {
 		e.i64(d)
 	}
 }
+func (e *enc) split(s Split) {
+	e.count(len(s))
+	for _, x := range s {
+		e.u64(x)
+	}
+}
 func (e *enc) strs(ss []string) {
 	e.count(len(ss))
 	for _, s := range ss {
@@ -220,6 +231,7 @@ func encodeMemory(p *Plan) []byte {
 		e.u64(t.Size)
 		e.u64(t.SourceOffset)
 	}
+	e.split(w.Split)
 	e.u64(p.StateSize)
 	e.count(len(p.State))
 	for _, t := range p.State {
@@ -228,8 +240,10 @@ func encodeMemory(p *Plan) []byte {
 		e.shape(t.Shape)
 		e.u64(t.Offset)
 	}
+	e.split(p.StateSplit)
 	e.u64(p.Arena.Size)
 	e.u64(p.Arena.Align)
+	e.split(p.Arena.Split)
 	return e.b
 }
 

@@ -17,6 +17,9 @@
 //	input i    the staging slot of input i of the running function (only if it is placed in Staging)
 //	output i   the staging slot of output i of the running function (only if it is placed in Staging)
 //
+// A region larger than one device allocation may be is cut into several buffers (Split): offsets
+// stay the region's, and nothing a dispatch binds crosses from one buffer into the next.
+//
 // An input or output lives either in a staging slot of its own (written by the host before the run,
 // or read by the host after it) or in a range of the arena (the runtime copies it in before the first
 // dispatch, or out after the last).
@@ -87,10 +90,12 @@ type Plan struct {
 	Modules []Module
 
 	Weights Weights
-	// State holds the persistent tensors (e.g. KV caches) in the state region of StateSize bytes.
-	State     []StateTensor
-	StateSize uint64
-	Arena     Arena
+	// State holds the persistent tensors (e.g. KV caches) in the state region of StateSize bytes,
+	// cut into device buffers by StateSplit.
+	State      []StateTensor
+	StateSize  uint64
+	StateSplit Split
+	Arena      Arena
 
 	Functions []Function
 
@@ -183,6 +188,8 @@ type Weights struct {
 	// Source, when non-nil, says that the weights are not in the plan: the runtime reads each
 	// tensor's bytes verbatim from this file (at SourceOffset) into the region (at Offset).
 	Source *Source
+	// Split cuts the region into device buffers (format version 3); nil is one buffer.
+	Split Split
 }
 
 // WeightPiece is one byte range of an inline weight region held outside Weights.Data: Data, or
@@ -231,6 +238,9 @@ type StateTensor struct {
 type Arena struct {
 	Size  uint64
 	Align uint64 // alignment of the arena's base the plan's offsets assume; a power of two, or 0 (1)
+	// Split cuts the arena into device buffers (format version 3); nil is one buffer. Each
+	// buffer's base is aligned to Align too.
+	Split Split
 }
 
 // Function is one entry point of the model (e.g. "prefill", "decode").

@@ -62,10 +62,11 @@ func smallPlan() *Plan {
 				{Name: "w", DType: F32, Shape: []int64{4, 4}, Offset: 0, Size: 64},
 				{Name: "b", DType: F16, Shape: []int64{16}, Offset: 64, Size: 32, Layout: "padded"},
 			},
+			Split: Split{64}, // two buffers: w, then b
 		},
 		State:     []StateTensor{{Name: "k_cache.0", DType: F32, Shape: []int64{8, 4}, Offset: 0}},
 		StateSize: 128,
-		Arena:     Arena{Size: 64, Align: 16},
+		Arena:     Arena{Size: 64, Align: 16, Split: Split{48}},
 		Functions: []Function{
 			{
 				Name: "decode",
@@ -280,7 +281,7 @@ func TestDeterministic(t *testing.T) {
 func TestFormatStable(t *testing.T) {
 	b := encode(t, smallPlan())
 	got := fmt.Sprintf("%x", sha256.Sum256(b))
-	const want = "de95e1fd45257bddf98134ed809db7f7a8e69397483153b6504dce8c8568b9d5"
+	const want = "3e14e7b1924351043b2bf78500176291fb232c3dc6e68cb77deaa79a8c83c8cf"
 	if got != want {
 		t.Errorf("smallPlan encodes to %d bytes with SHA-256 %s, want %s", len(b), got, want)
 	}
@@ -339,8 +340,9 @@ func TestVersion(t *testing.T) {
 		version uint32
 		want    string
 	}{
-		{FormatVersion + 1, "format version 3 is newer than this vkc reads (version 2)"},
-		{1, "format version 1 is not one this vkc reads (version 2); recompile the model"},
+		{FormatVersion + 1, "format version 4 is newer than this vkc reads (version 3)"},
+		{2, "format version 2 is not one this vkc reads (version 3); recompile the model"},
+		{1, "format version 1 is not one this vkc reads (version 3); recompile the model"},
 		{0xffffffff, "newer"},
 		{0, "format version 0 is not one this vkc reads"},
 	} {
@@ -615,9 +617,10 @@ func TestSummary(t *testing.T) {
 	s := buf.String()
 	for _, want := range []string{
 		`plan for model "tiny"`,
-		"weights        96 B  2 tensors (inline)",
-		"state         128 B  1 tensors",
-		"arena          64 B  aligned to 16",
+		"weights        96 B  2 tensors (inline), in 2 buffers (64 B, 32 B)",
+		"state         128 B  1 tensors\n",
+		"arena          64 B  aligned to 16, in 2 buffers (48 B, 16 B)",
+		"device        356 B  in all with 68 B of input and output slots, 5 allocations, the largest 128 B",
 		"function decode: 2 dispatches, 1 barriers, estimated 3µs, measured 2.5µs",
 		"inputs:  x f32[4] (staging), pos i32[] (staging)",
 		"outputs: y f32[4] (arena@16)",

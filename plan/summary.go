@@ -32,7 +32,7 @@ func (p *Plan) Summary(w io.Writer) error {
 	if s := wt.Source; s != nil {
 		where = fmt.Sprintf("external: %s, %s, sha256 %x", s.Path, sizeStr(s.Size), s.SHA256)
 	}
-	pr("  weights  %10s  %d tensors (%s)\n", sizeStr(wt.Size), len(wt.Tensors), where)
+	pr("  weights  %10s  %d tensors (%s)%s\n", sizeStr(wt.Size), len(wt.Tensors), where, buffersStr(wt.Split, wt.Size))
 	// bytes per weight dtype, in dtype order (f32, f16, …, the block formats)
 	byDType := map[DType]uint64{}
 	var dts []DType
@@ -50,11 +50,14 @@ func (p *Plan) Summary(w io.Writer) error {
 		}
 		pr("           by dtype: %s\n", strings.Join(parts, ", "))
 	}
-	pr("  state    %10s  %d tensors\n", sizeStr(p.StateSize), len(p.State))
+	pr("  state    %10s  %d tensors%s\n", sizeStr(p.StateSize), len(p.State), buffersStr(p.StateSplit, p.StateSize))
 	for _, t := range p.State {
 		pr("           %-24s %s%v at %d\n", t.Name, t.DType, t.Shape, t.Offset)
 	}
-	pr("  arena    %10s  aligned to %d\n", sizeStr(p.Arena.Size), max(p.Arena.Align, 1))
+	pr("  arena    %10s  aligned to %d%s\n", sizeStr(p.Arena.Size), max(p.Arena.Align, 1), buffersStr(p.Arena.Split, p.Arena.Size))
+	dm := p.DeviceMemory()
+	pr("  device   %10s  in all with %s of input and output slots, %d allocations, the largest %s\n",
+		sizeStr(dm.Total()), sizeStr(dm.Staging), dm.Buffers, sizeStr(dm.Largest))
 	if p.Tokenizer != nil {
 		pr("\ntokenizer: %v\n", p.Tokenizer)
 	} else if hasLogits(p) {
@@ -274,4 +277,17 @@ func hasLogits(p *Plan) bool {
 		}
 	}
 	return false
+}
+
+// buffersStr says how a split region is cut into device buffers ("" for one buffer).
+func buffersStr(s Split, size uint64) string {
+	if len(s) == 0 {
+		return ""
+	}
+	parts := make([]string, s.Buffers())
+	for i := range parts {
+		a, b := s.Bounds(i, size)
+		parts[i] = sizeStr(b - a)
+	}
+	return fmt.Sprintf(", in %d buffers (%s)", s.Buffers(), strings.Join(parts, ", "))
 }

@@ -254,12 +254,43 @@ func (v *validator) memory(p *Plan) {
 	for i, t := range p.State {
 		where := fmt.Sprintf("state %d (%s)", i, t.Name)
 		v.name(where, t.Name, seen)
-		if n, ok := v.tensorBytes(where, t.DType, t.Shape); ok && !inside(t.Offset, n, p.StateSize) {
+		n, ok := v.tensorBytes(where, t.DType, t.Shape)
+		switch {
+		case ok && !inside(t.Offset, n, p.StateSize):
 			v.addf("%s: bytes %d..%d+%d lie outside the %d-byte state region", where, t.Offset, t.Offset, n, p.StateSize)
+		case ok && !p.StateSplit.Holds(t.Offset, n):
+			v.addf("%s: bytes %d..%d+%d cross from one state buffer into the next", where, t.Offset, t.Offset, n)
 		}
 	}
-	if a := p.Arena.Align; a&(a-1) != 0 {
+	a := p.Arena.Align
+	if a&(a-1) != 0 {
 		v.addf("arena: alignment %d is not a power of two", a)
+		a = 1
+	}
+	for _, r := range []struct {
+		what  string
+		size  uint64
+		split Split
+	}{{"weight region", w.Size, w.Split}, {"state region", p.StateSize, p.StateSplit}, {"arena", p.Arena.Size, p.Arena.Split}} {
+		if !v.list(r.what+": buffers", len(r.split)) {
+			continue
+		}
+		if bad := r.split.check(r.size); bad != "" {
+			v.addf("%s: %s", r.what, bad)
+			continue
+		}
+		for i, x := range r.split {
+			if a > 1 && x%a != 0 {
+				v.addf("%s: buffer %d begins at byte %d, not a multiple of the plan's alignment %d", r.what, i+1, x, a)
+			}
+		}
+	}
+	if bad := w.Split.check(w.Size); bad == "" {
+		for i, t := range w.Tensors {
+			if t.Size > 0 && inside(t.Offset, t.Size, w.Size) && !w.Split.Holds(t.Offset, t.Size) {
+				v.addf("weight %d (%s): bytes %d..%d+%d cross from one weight buffer into the next", i, t.Name, t.Offset, t.Offset, t.Size)
+			}
+		}
 	}
 }
 
@@ -286,6 +317,8 @@ func (v *validator) values(p *Plan, f *Function, fwhere, kind string, vs []Value
 		case InArena:
 			if !inside(x.Offset, n, p.Arena.Size) {
 				v.addf("%s: arena bytes %d..%d+%d lie outside the %d-byte arena", where, x.Offset, x.Offset, n, p.Arena.Size)
+			} else if !p.Arena.Split.Holds(x.Offset, n) {
+				v.addf("%s: arena bytes %d..%d+%d cross from one arena buffer into the next", where, x.Offset, x.Offset, n)
 			}
 		default:
 			v.addf("%s: unknown placement %d", where, x.Place)
@@ -469,6 +502,10 @@ func (v *validator) function(p *Plan, f *Function) {
 			}
 			if !inside(r.Offset, r.Range, size) {
 				v.addf("%s: %s bytes %d..%d+%d lie outside the %d-byte region", bwhere, r.Region, r.Offset, r.Offset, r.Range, size)
+				continue
+			}
+			if !p.splitOf(r.Region).Holds(r.Offset, r.Range) {
+				v.addf("%s: %s bytes %d..%d+%d cross from one of the region's buffers into the next", bwhere, r.Region, r.Offset, r.Offset, r.Range)
 				continue
 			}
 			if (r.Region.Kind == RegionWeights || r.Region.Kind == RegionLength) && acc.writes() {

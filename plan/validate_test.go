@@ -76,6 +76,15 @@ func TestValidateRejects(t *testing.T) {
 		{"scale axis", func(p *Plan) { p.Functions[2].Dispatches[0].Scale.Axis = 4 }, "grid scale axis 4"},
 		{"plus length without length", func(p *Plan) { p.Functions[0].Ranges[0].PlusLength = true },
 			"adds the run-time length, but the function has none"},
+		{"split not increasing", func(p *Plan) { p.Arena.Split = Split{32, 32} }, "arena: buffer 2 begins at byte 32, not after the one before it (32)"},
+		{"split outside", func(p *Plan) { p.StateSplit = Split{128} }, "state region: buffer 1 begins at byte 128, not inside the 128-byte region"},
+		{"split unaligned", func(p *Plan) { p.Arena.Split = Split{40} }, "arena: buffer 1 begins at byte 40, not a multiple of the plan's alignment 16"},
+		{"binding across buffers", func(p *Plan) { p.Weights.Split = Split{32} },
+			"binding 0: weights bytes 0..0+64 cross from one of the region's buffers into the next"},
+		{"weight across buffers", func(p *Plan) { p.Weights.Split = Split{80} }, "weight 1 (b): bytes 64..64+32 cross from one weight buffer into the next"},
+		{"state across buffers", func(p *Plan) { p.StateSplit = Split{64} }, "state 0 (k_cache.0): bytes 0..0+128 cross from one state buffer into the next"},
+		{"arena value across buffers", func(p *Plan) { p.Arena.Split = Split{32}; p.Functions[0].Outputs[0].Shape = []int64{8} },
+			"output 0 (y): arena bytes 16..16+32 cross from one arena buffer into the next"},
 		{"variant name", func(p *Plan) { p.Functions[2].Variants[0].Name = "other" }, `variant 0 is named "other"`},
 		{"variant range", func(p *Plan) { p.Functions[2].Variants[0].Length.Max = 4 }, "lengths 1..4, want a range within 1..4 below its maximum"},
 		{"variant overlap", func(p *Plan) {
@@ -185,6 +194,7 @@ func TestValidateHazards(t *testing.T) {
 	// Reads of the same bytes from one interval are fine; a dispatch may update in place through its
 	// own bindings; disjoint writes are fine.
 	p := smallPlan()
+	p.Arena.Split = nil // the ranges below use the whole arena
 	p.Modules[1].Bindings = []BindingDecl{{0, ReadWrite}, {1, ReadWrite}}
 	f := &p.Functions[0]
 	f.Dispatches[1].BarrierBefore = false

@@ -38,12 +38,11 @@ type Executable struct {
 	d    *Device
 	plan *plan.Plan
 
-	weights, state, arena *Buffer
+	weights, state, arena regionBuffers
 	pipes                 []*Pipeline // by plan module index (deduplicated modules share one)
 	ownPipes              []*Pipeline
 	fns                   map[string]*execFunction
 	names                 []string // function names in plan order
-	zeros                 []byte   // StateSize zero bytes, for ResetState
 
 	mu     sync.Mutex // one run at a time: runs share the arena, the state and the argument slices
 	closed bool
@@ -141,55 +140,56 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			e.Close()
 		}
 	}()
-	alloc := func(what string, n uint64) (*Buffer, error) {
-		b, err := d.NewBuffer(int64(max(n, 16)))
-		if err != nil {
-			return nil, fmt.Errorf("load plan of %s: %s (%d bytes): %w", p.Model, what, n, err)
-		}
-		return b, nil
+	// Everything the plan needs in device memory is compared with what the heap has free
+	// before anything is allocated: a plan too large is refused with the numbers and what would
+	// fit, not by an allocation failing half-way.
+	if err := CheckFits(p, d.Room()); err != nil {
+		return nil, fmt.Errorf("load plan of %s on %s: %w", p.Model, d.Info.Name, err)
 	}
-	if e.weights, err = alloc("weights", p.Weights.Size); err != nil {
-		return nil, err
-	}
-	if e.state, err = alloc("state", p.StateSize); err != nil {
-		return nil, err
-	}
-	if e.arena, err = alloc("arena", p.Arena.Size); err != nil {
-		return nil, err
-	}
-	if a := p.Arena.Align; a > 1 && e.arena.off%a != 0 {
-		return nil, fmt.Errorf("load plan of %s: the arena's base is not aligned to %d bytes", p.Model, a)
-	}
-	if p.Weights.Source != nil {
-		w, err := p.LoadWeights(opts.PlanPath)
-		if err != nil {
-			return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
-		}
-		if len(w) > 0 {
-			if err := d.Upload(e.weights, 0, w); err != nil {
-				return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
-			}
-		}
-	} else if err := p.Weights.Spans(16<<20, func(off uint64, b []byte) error {
-		// A plan fresh from the compiler holds its weights in pieces (plan.Weights.Pieces):
-		// they are uploaded from where they are in staging-sized runs, not assembled first.
-		return d.Upload(e.weights, int64(off), b)
-	}); err != nil {
-		return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
-	}
-	// Host copies the executable keeps: the zeros that reset the state, every function's
-	// output scratch. A plan's sizes come from a file: check them before allocating.
-	host := p.StateSize
+	// Host copies the executable keeps: every function's output scratch. A plan's sizes come
+	// from a file: check them before allocating.
+	var host uint64
 	for _, f := range p.Functions {
 		for i := range f.Outputs {
 			n, _ := f.Outputs[i].Bytes()
 			host += n
 		}
 	}
-	if err := hostmem.Check(fmt.Sprintf("load plan of %s: the state's zeros and the outputs' buffers", p.Model), host); err != nil {
+	if err := hostmem.Check(fmt.Sprintf("load plan of %s: the outputs' buffers", p.Model), host); err != nil {
 		return nil, err
 	}
-	e.zeros = make([]byte, p.StateSize)
+	for _, r := range []struct {
+		what  string
+		rb    *regionBuffers
+		size  uint64
+		split plan.Split
+	}{{"weights", &e.weights, p.Weights.Size, p.Weights.Split}, {"state", &e.state, p.StateSize, p.StateSplit}, {"arena", &e.arena, p.Arena.Size, p.Arena.Split}} {
+		if err := r.rb.alloc(d, r.size, r.split); err != nil {
+			return nil, fmt.Errorf("load plan of %s: %s: %w", p.Model, r.what, err)
+		}
+	}
+	if a := p.Arena.Align; a > 1 {
+		for _, b := range e.arena.bufs {
+			if b.off%a != 0 {
+				return nil, fmt.Errorf("load plan of %s: the arena's base is not aligned to %d bytes", p.Model, a)
+			}
+		}
+	}
+	if p.Weights.Source != nil {
+		w, err := p.LoadWeights(opts.PlanPath)
+		if err != nil {
+			return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
+		}
+		if err := e.weights.upload(d, 0, w); err != nil {
+			return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+		}
+	} else if err := p.Weights.Spans(16<<20, func(off uint64, b []byte) error {
+		// A plan fresh from the compiler holds its weights in pieces (plan.Weights.Pieces):
+		// they are uploaded from where they are in staging-sized runs, not assembled first.
+		return e.weights.upload(d, off, b)
+	}); err != nil {
+		return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+	}
 	if err := e.resetState(); err != nil {
 		return nil, err
 	}
@@ -304,7 +304,8 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 			return nil, Region{}, 0, fmt.Errorf("%s %s: %w", kind, v.Name, err)
 		}
 		if v.Place == plan.InArena {
-			return nil, Region{Buffer: e.arena, Offset: int64(v.Offset), Size: int64(n)}, int(n), nil
+			b, at := e.arena.at(v.Offset)
+			return nil, Region{Buffer: b, Offset: int64(at), Size: int64(n)}, int(n), nil
 		}
 		alloc := d.NewBuffer
 		if kind == "output" && v.Bounded {
@@ -377,13 +378,14 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 		binds := make([]Binding, len(m.Bindings))
 		for _, b := range pd.Bindings {
 			var buf *Buffer
+			at := b.Buffer.Offset
 			switch b.Buffer.Region.Kind {
 			case plan.RegionWeights:
-				buf = e.weights
+				buf, at = e.weights.at(at)
 			case plan.RegionState:
-				buf = e.state
+				buf, at = e.state.at(at)
 			case plan.RegionArena:
-				buf = e.arena
+				buf, at = e.arena.at(at)
 			case plan.RegionInput:
 				buf = inBuf[b.Buffer.Region.Index]
 			case plan.RegionOutput:
@@ -391,7 +393,7 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 			case plan.RegionLength:
 				buf = lenBuf
 			}
-			binds[b.Binding] = Binding{Buffer: buf, Offset: int64(b.Buffer.Offset), Size: int64(b.Buffer.Range), Access: Access(acc[b.Binding])}
+			binds[b.Binding] = Binding{Buffer: buf, Offset: int64(at), Size: int64(b.Buffer.Range), Access: Access(acc[b.Binding])}
 		}
 		name := pd.Label
 		if name == "" {
@@ -608,10 +610,7 @@ func (e *Executable) resetState() error {
 	if e.closed {
 		return ErrClosed
 	}
-	if len(e.zeros) == 0 {
-		return nil
-	}
-	if err := e.d.Upload(e.state, 0, e.zeros); err != nil {
+	if err := e.state.zero(e.d); err != nil {
 		return fmt.Errorf("reset state: %w", err)
 	}
 	return nil
@@ -633,7 +632,8 @@ func (e *Executable) ReadState(name string) ([]byte, error) {
 			return nil, err
 		}
 		out := make([]byte, n)
-		if err := e.d.Download(e.state, int64(s.Offset), out); err != nil {
+		b, at := e.state.at(s.Offset)
+		if err := e.d.Download(b, int64(at), out); err != nil {
 			return nil, fmt.Errorf("read state %s: %w", name, err)
 		}
 		return out, nil
@@ -739,8 +739,87 @@ func (e *Executable) Close() error {
 	for _, pl := range e.ownPipes {
 		pl.Close()
 	}
-	for _, b := range []*Buffer{e.weights, e.state, e.arena} {
-		b.Free()
+	for _, r := range []*regionBuffers{&e.weights, &e.state, &e.arena} {
+		r.free()
 	}
 	return nil
+}
+
+// regionBuffers are the device buffers of one region of a plan (the weights, the state or the
+// arena), one per buffer of its split (plan.Split): byte off of the region is byte off − start
+// of the buffer that holds it.
+type regionBuffers struct {
+	split plan.Split
+	size  uint64
+	bufs  []*Buffer
+}
+
+// alloc allocates the buffers of a region of size bytes cut by split.
+func (r *regionBuffers) alloc(d *Device, size uint64, split plan.Split) error {
+	r.split, r.size = split, size
+	for i := range split.Buffers() {
+		a, b := split.Bounds(i, size)
+		buf, err := d.NewBuffer(int64(max(b-a, 16)))
+		if err != nil {
+			if len(split) > 0 {
+				return fmt.Errorf("buffer %d of %d (%d bytes): %w", i+1, split.Buffers(), b-a, err)
+			}
+			return fmt.Errorf("%d bytes: %w", b-a, err)
+		}
+		r.bufs = append(r.bufs, buf)
+	}
+	return nil
+}
+
+// at returns the buffer holding byte off of the region and off's offset in it.
+func (r *regionBuffers) at(off uint64) (*Buffer, uint64) {
+	i := r.split.Of(off)
+	a, _ := r.split.Bounds(i, r.size)
+	return r.bufs[i], off - a
+}
+
+// upload writes b at byte off of the region, across buffers where it spans several.
+func (r *regionBuffers) upload(d *Device, off uint64, b []byte) error {
+	for len(b) > 0 {
+		i := r.split.Of(off)
+		a, end := r.split.Bounds(i, r.size)
+		n := min(uint64(len(b)), end-off)
+		if err := d.Upload(r.bufs[i], int64(off-a), b[:n]); err != nil {
+			return err
+		}
+		b, off = b[n:], off+n
+	}
+	return nil
+}
+
+// zero fills the region with zeros: directly where the memory is mapped, else by uploads of a
+// bounded block of zeros (a KV cache may be gigabytes; its zeros are not kept in host memory).
+func (r *regionBuffers) zero(d *Device) error {
+	var zeros []byte
+	for i, buf := range r.bufs {
+		a, b := r.split.Bounds(i, r.size)
+		n := b - a
+		if m := buf.Bytes(); m != nil {
+			clear(m[:n])
+			continue
+		}
+		if uint64(len(zeros)) < min(n, 16<<20) {
+			zeros = make([]byte, min(n, 16<<20))
+		}
+		for done := uint64(0); done < n; {
+			k := min(uint64(len(zeros)), n-done)
+			if err := d.Upload(buf, int64(done), zeros[:k]); err != nil {
+				return err
+			}
+			done += k
+		}
+	}
+	return nil
+}
+
+func (r *regionBuffers) free() {
+	for _, b := range r.bufs {
+		b.Free()
+	}
+	r.bufs = nil
 }

@@ -89,6 +89,12 @@ func inspect(w io.Writer, path string, checkDevice bool, device string) error {
 		default:
 			return err
 		}
+		// The same comparison the loader makes before it allocates anything.
+		room := runtime.RoomOf(d)
+		if err := runtime.CheckFits(p, room); err != nil {
+			return fmt.Errorf("device %d (%s): %w", d.Index, d.Name, err)
+		}
+		fmt.Fprintf(w, "fits: the plan needs %s of device memory; %s\n", byteSize(p.DeviceMemory().Total()), room)
 	}
 	return nil
 }
