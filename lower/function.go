@@ -83,6 +83,7 @@ type fnLowerer struct {
 	bufs    []buffer
 	locs    map[ir.Value]loc
 	deqLocs map[deqLocKey]loc   // dequantized weights (dequant.go)
+	pieces  map[string]ir.Value // row pieces of weights larger than a storage buffer (split.go), by name
 	aff     map[ir.Value]affine // integer values as sums of inputs (work.go), computed on first use
 	units   []*unit
 	rep     *FunctionReport

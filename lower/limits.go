@@ -3,22 +3,27 @@ package lower
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/plan"
 )
 
-// ErrDeviceLimit is wrapped by the error for a plan the target device cannot hold: a region
-// larger than one allocation may be, a binding larger than a storage buffer range, or more than
-// the device-local memory in all. The plan would fail at load; the compile fails instead.
+// ErrDeviceLimit is wrapped by the error for a plan the target device cannot hold: a tensor
+// larger than one allocation or one storage buffer may be that lowering cannot split, or more
+// than the device-local memory in all. The plan would fail at load; the compile fails instead.
 var ErrDeviceLimit = errors.New("exceeds the device's memory limits")
 
 // checkDeviceLimits compares the plan's memory with the Caps' limits (a zero limit is unknown and
-// not checked): the weight (weights bytes), state and arena regions and every staging slot are
-// one allocation each (maxMemoryAllocationSize), every binding one storage buffer range
-// (maxStorageBufferRange), and all of them are device memory at once (the largest device-local
-// heap). It runs before the weight region is assembled in host memory.
+// not checked). The weight, state and arena regions are cut into buffers of at most
+// maxMemoryAllocationSize by construction (fit, arenaSplit, memplan.AssignWithin), and rows of
+// weights larger than a storage buffer into pieces (split.go); this checks the result: every
+// region buffer and staging slot is one allocation (maxMemoryAllocationSize), every binding one
+// storage buffer range (maxStorageBufferRange), and all of them are device memory at once (the
+// largest device-local heap; the loader checks the heap's budget again before it allocates).
+// It runs before the weight region is assembled in host memory; weights is the weight region's
+// size so far.
 func checkDeviceLimits(p *plan.Plan, weights, state uint64, c kernels.Caps) error {
 	limit := func(what string, n, max uint64, name string) error {
 		if max > 0 && n > max {
@@ -27,41 +32,77 @@ func checkDeviceLimits(p *plan.Plan, weights, state uint64, c kernels.Caps) erro
 		}
 		return nil
 	}
-	total := weights + state + p.Arena.Size
 	for _, r := range []struct {
-		what string
-		n    uint64
-	}{{"the weight region", weights}, {"the state region", state}, {"the arena", p.Arena.Size}} {
-		if err := limit(r.what, r.n, c.MaxAllocation, "maxMemoryAllocationSize"); err != nil {
-			return err
+		what  string
+		size  uint64
+		split plan.Split
+	}{{"the weight region", weights, p.Weights.Split}, {"the state region", state, p.StateSplit}, {"the arena", p.Arena.Size, p.Arena.Split}} {
+		for i := range r.split.Buffers() {
+			a, b := r.split.Bounds(i, r.size)
+			what := r.what
+			if len(r.split) > 0 {
+				what = fmt.Sprintf("buffer %d of %d of %s", i+1, r.split.Buffers(), r.what)
+			}
+			if err := limit(what, b-a, c.MaxAllocation, "maxMemoryAllocationSize"); err != nil {
+				return err
+			}
 		}
 	}
-	for _, f := range p.Functions {
-		for _, io := range []struct {
-			kind string
-			vs   []plan.Value
-		}{{"input", f.Inputs}, {"output", f.Outputs}} {
-			kind := io.kind
-			for _, v := range io.vs {
-				n, err := v.Bytes()
-				if err != nil || v.Place != plan.Staging {
-					continue
-				}
-				total += n
-				if err := limit(fmt.Sprintf("function %s: %s %s", f.Name, kind, v.Name), n, c.MaxAllocation, "maxMemoryAllocationSize"); err != nil {
-					return err
+	total := weights + state + p.Arena.Size
+	// Weight tensors by offset, to name the one a binding reads.
+	type named struct {
+		off  uint64
+		name string
+	}
+	var ws []named
+	for _, t := range p.Weights.Tensors {
+		ws = append(ws, named{t.Offset, t.Name})
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].off < ws[j].off })
+	all := func(f *plan.Function, each func(f *plan.Function)) {
+		each(f)
+		for i := range f.Variants {
+			each(&f.Variants[i])
+		}
+	}
+	var err error
+	for i := range p.Functions {
+		all(&p.Functions[i], func(f *plan.Function) {
+			for _, io := range []struct {
+				kind string
+				vs   []plan.Value
+			}{{"input", f.Inputs}, {"output", f.Outputs}} {
+				for _, v := range io.vs {
+					n, e := v.Bytes()
+					if e != nil || v.Place != plan.Staging {
+						continue
+					}
+					total += n
+					if e := limit(fmt.Sprintf("function %s: %s %s", f.Name, io.kind, v.Name), n, c.MaxAllocation, "maxMemoryAllocationSize"); e != nil && err == nil {
+						err = e
+					}
 				}
 			}
-		}
-		for i, d := range f.Dispatches {
-			for _, b := range d.Bindings {
-				what := fmt.Sprintf("function %s: dispatch %d (%s): binding %d, %s bytes %d..%d", f.Name, i, d.Label, b.Binding,
-					b.Buffer.Region, b.Buffer.Offset, b.Buffer.Offset+b.Buffer.Range)
-				if err := limit(what, b.Buffer.Range, c.MaxBindingRange, "maxStorageBufferRange"); err != nil {
-					return err
+			for i, d := range f.Dispatches {
+				for _, b := range d.Bindings {
+					r := b.Buffer
+					what := fmt.Sprintf("function %s: dispatch %d (%s): binding %d, %s bytes %d..%d", f.Name, i, d.Label, b.Binding,
+						r.Region, r.Offset, r.Offset+r.Range)
+					if r.Region.Kind == plan.RegionWeights {
+						k := sort.Search(len(ws), func(k int) bool { return ws[k].off > r.Offset }) - 1
+						if k >= 0 {
+							what += " (weight " + ws[k].name + ")"
+						}
+					}
+					if e := limit(what, r.Range, c.MaxBindingRange, "maxStorageBufferRange"); e != nil && err == nil {
+						err = e
+					}
 				}
 			}
-		}
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return limit("the plan's device memory (weights, state, arena and staging slots)", total, c.DeviceMemory, "largest device-local heap")
 }

@@ -27,10 +27,11 @@ functions:
       - y = linear(x, w)
 `
 
-// TestDeviceLimitsAtCompileTime: a plan whose weight region, bindings or total memory exceed the
-// target's maxMemoryAllocationSize, maxStorageBufferRange or device-local heap fails to compile,
-// naming what is too large and both sizes, instead of failing at load. The limits are made
-// small, so nothing large is allocated.
+// TestDeviceLimitsAtCompileTime: a plan that exceeds the target's maxMemoryAllocationSize,
+// maxStorageBufferRange or device-local heap where lowering cannot cut it (a state tensor, an
+// input, the whole plan) fails to compile, naming what is too large and both sizes, instead of
+// failing at load; a weight larger than either is cut into pieces and compiles. The limits are
+// made small, so nothing large is allocated.
 func TestDeviceLimitsAtCompileTime(t *testing.T) {
 	m, err := ir.ParseModelBytes("limits.yaml", []byte(limitsModel), "")
 	if err != nil {
@@ -42,10 +43,10 @@ func TestDeviceLimitsAtCompileTime(t *testing.T) {
 		change func(c *kernels.Caps)
 		want   string
 	}{
-		{"allocation", func(c *kernels.Caps) { c.MaxAllocation = 128 << 10 },
-			"the weight region is 256.0 KiB (262144 bytes), more than the device's maxMemoryAllocationSize of 128.0 KiB (131072 bytes)"},
-		{"binding", func(c *kernels.Caps) { c.MaxBindingRange = 128 << 10 },
-			"binding 1, weights bytes 0..262144 is 256.0 KiB (262144 bytes), more than the device's maxStorageBufferRange of 128.0 KiB"},
+		{"allocation", func(c *kernels.Caps) { c.MaxAllocation = 32 << 10 },
+			"state s: 64.0 KiB (65536 bytes), more than one device allocation may hold (maxMemoryAllocationSize 32.0 KiB)"},
+		{"binding", func(c *kernels.Caps) { c.MaxBindingRange = 32 << 10 },
+			"binding 0, input0 bytes 0..65536 is 64.0 KiB (65536 bytes), more than the device's maxStorageBufferRange of 32.0 KiB"},
 		{"heap", func(c *kernels.Caps) { c.DeviceMemory = 300 << 10 },
 			"the plan's device memory (weights, state, arena and staging slots) is"},
 	} {
@@ -60,5 +61,15 @@ func TestDeviceLimitsAtCompileTime(t *testing.T) {
 	}
 	if _, _, err := lower.Lower(m, m.Functions, lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"}); err != nil {
 		t.Errorf("within lavapipe's limits: %v", err)
+	}
+	// w alone larger than an allocation and a binding: cut into row pieces.
+	caps := kernels.Lavapipe
+	caps.MaxAllocation, caps.MaxBindingRange = 128<<10, 128<<10
+	p, _, err := lower.Lower(m, m.Functions, lower.Options{Caps: caps, CompilerVersion: "t"})
+	if err != nil {
+		t.Fatalf("w in pieces: %v", err)
+	}
+	if len(p.Weights.Split) == 0 {
+		t.Errorf("a weight region of %d bytes in one buffer of at most %d", p.Weights.Size, caps.MaxAllocation)
 	}
 }

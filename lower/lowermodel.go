@@ -46,6 +46,12 @@ type lowerer struct {
 	folded       int
 	folds        *FoldCache
 
+	// chunk is the most bytes one device buffer of a region may hold (the device's
+	// maxMemoryAllocationSize, aligned down; 0: no limit); wsplit and stateSplit are where the
+	// weight and state regions start a new buffer (place.go's fit).
+	chunk              uint64
+	wsplit, stateSplit plan.Split
+
 	stateIndex map[string]int
 	stateOff   []uint64
 	stateSize  uint64
@@ -121,14 +127,23 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 			l.extStat = st
 		}
 	}
-	// State: every declared tensor, in declaration order, aligned.
+	if c := l.caps.MaxAllocation; c > 0 {
+		l.chunk = c / l.align * l.align
+	}
+	// State: every declared tensor, in declaration order, aligned, in as many buffers as the
+	// device's allocation limit asks.
 	for i, d := range m.State {
 		l.stateIndex[d.Name] = i
-		l.stateSize = alignUp(l.stateSize, l.align)
-		l.stateOff = append(l.stateOff, l.stateSize)
-		l.stateSize += deviceBytes(d.Type)
+		off, err := l.fit(alignUp(l.stateSize, l.align), deviceBytes(d.Type), &l.stateSplit)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lower: state %s: %w", d.Name, err)
+		}
+		l.stateOff = append(l.stateOff, off)
+		l.stateSize = off + deviceBytes(d.Type)
 	}
-	l.syncBase = alignUp(l.stateSize, l.align)
+	// The sync words follow, in the last state buffer when it has room for them (a few words
+	// per launch that uses them), else in a buffer of their own.
+	l.syncBase, _ = l.fit(alignUp(l.stateSize, l.align), syncRoom, &l.stateSplit)
 	rep := &Report{}
 	var pfns []plan.Function
 	var arena uint64
@@ -167,10 +182,17 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		arena = max(arena, fr.ArenaBytes)
 	}
 	p := &plan.Plan{CompilerVersion: opts.CompilerVersion, Model: m.Name, Device: opts.Device,
-		Modules: l.modules, Functions: pfns, Arena: plan.Arena{Size: arena, Align: l.align}}
+		Modules: l.modules, Functions: pfns, Arena: plan.Arena{Size: arena, Align: l.align, Split: l.arenaSplit(arena)}}
 	if l.syncSize > 0 {
+		if l.syncSize > syncRoom {
+			return nil, nil, fmt.Errorf("lower: the launches' sync words take %d bytes, more than the %d reserved for them (a bug in lower)", l.syncSize, syncRoom)
+		}
 		l.stateSize = l.syncBase + l.syncSize
+	} else if n := len(l.stateSplit); n > 0 && l.stateSplit[n-1] >= l.stateSize {
+		l.stateSplit = l.stateSplit[:n-1] // the buffer reserved for sync words holds none
 	}
+	p.Weights.Split = l.wsplit
+	p.StateSplit = l.stateSplit
 	if err := checkDeviceLimits(p, l.wsize, l.stateSize, l.caps); err != nil {
 		return nil, nil, err
 	}
@@ -343,9 +365,12 @@ func (l *lowerer) weight(name string, x *blob) (int, error) {
 	if bi < 0 {
 		// Offsets are given as weights appear (the dispatches that bind them are emitted before
 		// the last function is lowered).
-		l.wsize = alignUp(l.wsize, l.align)
-		wb := &weightBuf{t: x.t, pieces: x.pieces, size: size, off: l.wsize}
-		l.wsize += wb.size
+		off, err := l.fit(alignUp(l.wsize, l.align), size, &l.wsplit)
+		if err != nil {
+			return 0, fmt.Errorf("lower: weight %s: %w", name, err)
+		}
+		wb := &weightBuf{t: x.t, pieces: x.pieces, size: size, off: off}
+		l.wsize = off + wb.size
 		if l.external != nil {
 			off, err := l.findExternal(name, x)
 			if err != nil {

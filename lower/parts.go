@@ -90,6 +90,9 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 	if n.Op == ir.RMSNormLinear {
 		wArg = 2
 	}
+	if lim := fl.l.pieceLimit(); lim > 0 && deviceBytes(n.Args[wArg].Type()) > lim {
+		return nil // a weight cut into row pieces (split.go) has no kernel reading it whole
+	}
 	// Reordering needs the weight (and bias) at compile time, in the plan.
 	reorder := fl.l.external == nil && fl.compileTime(n.Args[wArg])
 	if len(n.Args) > wArg+1 {

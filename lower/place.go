@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower/memplan"
+	"github.com/vkc-project/vkc/plan"
 )
 
 func (fl *fnLowerer) newBuf(b buffer) int {
@@ -16,6 +18,42 @@ func (fl *fnLowerer) newBuf(b buffer) int {
 
 func (fl *fnLowerer) arenaBuf(size uint64) int {
 	return fl.newBuf(buffer{kind: bufArena, size: size})
+}
+
+// syncRoom is the bytes of the state region kept for the launches' sync words (syncBuf): far
+// more than a model's launches take (a word per workgroup of a split reduction).
+const syncRoom = 64 << 10
+
+// fit returns where size bytes go in a region at the first offset off (aligned) or later: at
+// off, unless they would make the region's last buffer (which begins at the last offset of split)
+// larger than one device allocation may be (l.chunk); then a new buffer begins at off. Nothing
+// placed this way crosses from one buffer into the next.
+func (l *lowerer) fit(off, size uint64, split *plan.Split) (uint64, error) {
+	if l.chunk == 0 || size == 0 {
+		return off, nil
+	}
+	if alignUp(size, l.align) > l.chunk {
+		return 0, fmt.Errorf("%s (%d bytes), more than one device allocation may hold (maxMemoryAllocationSize %s): %w",
+			hostmem.Size(size), size, hostmem.Size(l.chunk), ErrDeviceLimit)
+	}
+	start := uint64(0)
+	if n := len(*split); n > 0 {
+		start = (*split)[n-1]
+	}
+	if off > start && off+alignUp(size, l.align)-start > l.chunk {
+		*split = append(*split, off)
+	}
+	return off, nil
+}
+
+// arenaSplit cuts an arena of size bytes into buffers of l.chunk bytes: the memory plans
+// (memoryPlan) place no buffer across a multiple of it.
+func (l *lowerer) arenaSplit(size uint64) plan.Split {
+	var s plan.Split
+	for at := l.chunk; l.chunk > 0 && at < size; at += l.chunk {
+		s = append(s, at)
+	}
+	return s
 }
 
 // syncBuf places size bytes of Sync words (kernels.Launch.Sync) of one unit in the plan's sync
@@ -249,7 +287,7 @@ func (fl *fnLowerer) memoryPlan() {
 			fl.rep.Intermediates += alignUp(b.size, fl.l.align)
 		}
 	}
-	offs, size := memplan.Assign(reqs, fl.l.align)
+	offs, size := memplan.AssignWithin(reqs, fl.l.align, fl.l.chunk)
 	for k, i := range ids {
 		fl.bufs[i].off = offs[k]
 	}

@@ -31,6 +31,9 @@ func (fl *fnLowerer) lowerNode(n *ir.Node) error {
 			// (dequant.go), so a plan never carries a form no kernel reads.
 			return nil
 		}
+		if fl.readInPieces(n) {
+			return nil // placed in row pieces by the units that read it (split.go)
+		}
 		_, err := fl.locOf(n.V())
 		return err
 	case n.Op == ir.Reshape:
@@ -130,6 +133,9 @@ func (fl *fnLowerer) lowerGroup(g *pwGroup) error {
 // result the launch computes in place, its argument's storage (a state tensor updated by this
 // very value, or a private copy).
 func (fl *fnLowerer) addUnit(nodes []*ir.Node, p *kernels.Problem, args []ir.Value, outs []ir.Value) error {
+	if big := fl.bigArg(p, args); big >= 0 {
+		return fl.addSplit(nodes, p, args, outs, big) // a weight cut into pieces (split.go)
+	}
 	root := nodes[len(nodes)-1]
 	p, deq, err := fl.dequantFallback(p, args)
 	if err != nil {

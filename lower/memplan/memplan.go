@@ -25,6 +25,16 @@ func (a Buffer) Overlaps(b Buffer) bool { return a.First <= b.Last && b.First <=
 //	off, size := memplan.Assign([]memplan.Buffer{{Size: 100, First: 0, Last: 1}, {Size: 100, First: 2, Last: 3}}, 16)
 //	// off == [0 0], size == 112: the second buffer reuses the first one's bytes
 func Assign(bufs []Buffer, align uint64) (offsets []uint64, size uint64) {
+	return AssignWithin(bufs, align, 0)
+}
+
+// AssignWithin is Assign for an arena cut into device buffers of limit bytes (a multiple of
+// align; 0: no limit): no buffer crosses a multiple of limit. A gap or the space above the placed
+// buffers that a buffer would cross one in is skipped up to the multiple. Buffers larger than
+// limit are the caller's to refuse (lower splits or refuses them before it plans); one is placed
+// at a multiple of limit and crosses the next. Without a limit, or when everything fits below
+// it, the offsets are Assign's.
+func AssignWithin(bufs []Buffer, align, limit uint64) (offsets []uint64, size uint64) {
 	if align == 0 {
 		align = 1
 	}
@@ -57,18 +67,28 @@ func Assign(bufs []Buffer, align uint64) (offsets []uint64, size uint64) {
 			}
 		}
 		sort.Slice(busy, func(a, c int) bool { return busy[a].off < busy[c].off })
+		// within moves a start that would make [at, at+n) cross a multiple of limit up to it.
+		within := func(at uint64) uint64 {
+			if limit == 0 || n > limit || at/limit == (at+n-1)/limit {
+				return at
+			}
+			return (at + n - 1) / limit * limit
+		}
 		best, bestGap, found := uint64(0), uint64(0), false
 		cur := uint64(0)
 		for _, p := range busy {
-			if p.off > cur {
-				if gap := p.off - cur; gap >= n && (!found || gap < bestGap) {
-					best, bestGap, found = cur, gap, true
+			if at := within(cur); p.off > at {
+				if gap := p.off - cur; p.off-at >= n && (!found || gap < bestGap) {
+					best, bestGap, found = at, gap, true
 				}
 			}
 			cur = max(cur, p.end)
 		}
 		if !found {
-			best = cur
+			best = within(cur)
+			if limit > 0 && n > limit && best%limit != 0 {
+				best = (best + limit - 1) / limit * limit
+			}
 		}
 		offsets[i] = best
 		size = max(size, best+n)

@@ -81,3 +81,43 @@ func TestAssignRandom(t *testing.T) {
 		}
 	}
 }
+
+// AssignWithin keeps every buffer inside one multiple of the limit, on random lifetimes, and
+// gives Assign's offsets when the limit is no constraint.
+func TestAssignWithin(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for trial := 0; trial < 300; trial++ {
+		n := 1 + rng.Intn(40)
+		bufs := make([]Buffer, n)
+		for i := range bufs {
+			first := rng.Intn(20)
+			bufs[i] = Buffer{Size: uint64(1 + rng.Intn(1000)), First: first, Last: first + rng.Intn(8)}
+		}
+		const align = 16
+		limit := uint64(1024) * uint64(1+rng.Intn(3))
+		off, size := AssignWithin(bufs, align, limit)
+		check(t, bufs, off, size, align)
+		for i, b := range bufs {
+			if off[i]/limit != (off[i]+b.Size-1)/limit {
+				t.Fatalf("trial %d: buffer %d [%d, %d) crosses a multiple of %d", trial, i, off[i], off[i]+b.Size, limit)
+			}
+		}
+		o1, s1 := Assign(bufs, align)
+		o2, s2 := AssignWithin(bufs, align, s1+uint64(rng.Intn(3))*align)
+		if s1 != s2 || !equal(o1, o2) {
+			t.Fatalf("trial %d: a limit above the arena (%d) changed the plan: %v %d vs %v %d", trial, s1, o2, s2, o1, s1)
+		}
+	}
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
