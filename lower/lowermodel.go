@@ -95,6 +95,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 	if len(fns) == 0 {
 		fns = m.Functions
 	}
+	fns = adoptMerges(fns)
 	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
 		weightByHash: map[uint64][]int{}, weightByID: map[string]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
 		moduleByKey: map[string]int{}, chosen: map[string]*choice{}, folds: opts.Folds}

@@ -1,0 +1,343 @@
+package lower
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/vkc-project/vkc/ir"
+)
+
+// ─── One layout of each weight for every function ───────────────────────────────────────────
+//
+// Functions are extracted one at a time, so they may merge a layer's projections differently:
+// SmolLM2's 512-token prefill keeps Q, K, V and gate, up as linears of their own while decode
+// merges each group (merge-linears) and lowers it with column parts, whose weight rows are
+// reordered for the kernel (rope's pairs, gate/up interleaved; parts.go). Lowered as they come,
+// the plan would hold each projection twice, in both layouts (1.52× SmolLM2's weights).
+//
+// adoptMerges makes every function read one layout: where one function of the plan merged a
+// set of linears of one input over parameters, another that has the same linears unmerged
+// (same op, input, norm weight and epsilon; biases alike) gets them merged the same way, as
+// merge-linears writes it (one linear over the parameters' concatenation in parameter order,
+// its columns sliced back). The function computes the same values (the rule's equivalence), and
+// lowering then gives the merged linear the same column parts and the same reordered weight as
+// the other function's, which the plan stores once. A merge with column parts is one kernel
+// where the unmerged linears were several, so the adopting function does no more work.
+//
+// Merges that differ in their sets (one function merged K and V, another Q, K and V) are left as
+// they are; the weight region stores a merged weight that is a contiguous part of another as a
+// view of it when their bytes allow (finishWeights).
+
+// mergeSet is one merge some function made: the parameters of its weight concatenation and of
+// its bias concatenation (none for a linear without bias), in concatenation order.
+type mergeSet struct {
+	weights, biases []string
+}
+
+func (s mergeSet) key() string {
+	return strings.Join(s.weights, ",") + "|" + strings.Join(s.biases, ",")
+}
+
+// paramConcat returns the parameter names of v when it is an axis-0 concatenation of
+// parameters (as merge-linears builds), else nil.
+func paramConcat(v ir.Value) []string {
+	n := v.Node
+	if n.Op != ir.Concat || n.Attrs.Int("axis", 0) != 0 || len(n.Args) < 2 {
+		return nil
+	}
+	var names []string
+	for _, a := range n.Args {
+		if a.Node.Op != ir.Param {
+			return nil
+		}
+		names = append(names, a.Node.Name)
+	}
+	return names
+}
+
+// weightArg is the index of the weight of a linear (1) or rmsnorm_linear (2), or -1.
+func weightArg(n *ir.Node) int {
+	switch n.Op {
+	case ir.Linear:
+		return 1
+	case ir.RMSNormLinear:
+		return 2
+	}
+	return -1
+}
+
+// merges lists the merges of fns, largest first (then by key, for determinism).
+func merges(fns []*ir.Function) []mergeSet {
+	seen := map[string]bool{}
+	var out []mergeSet
+	for _, f := range fns {
+		for _, n := range f.Nodes {
+			w := weightArg(n)
+			if w < 0 {
+				continue
+			}
+			s := mergeSet{weights: paramConcat(n.Args[w])}
+			if s.weights == nil {
+				continue
+			}
+			if n.Op == ir.Linear && len(n.Args) == 3 {
+				if s.biases = paramConcat(n.Args[2]); len(s.biases) != len(s.weights) {
+					continue
+				}
+			}
+			if k := s.key(); !seen[k] {
+				seen[k] = true
+				out = append(out, s)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if len(out[i].weights) != len(out[j].weights) {
+			return len(out[i].weights) > len(out[j].weights)
+		}
+		return out[i].key() < out[j].key()
+	})
+	return out
+}
+
+// adoptMerges returns fns with each function's unmerged linears merged as another function of
+// the plan merged them (see the comment above); functions with nothing to adopt are returned as
+// they are.
+func adoptMerges(fns []*ir.Function) []*ir.Function {
+	ms := merges(fns)
+	if len(ms) == 0 {
+		return fns
+	}
+	out := make([]*ir.Function, len(fns))
+	for i, f := range fns {
+		out[i] = adoptIn(f, ms)
+	}
+	return out
+}
+
+// sibling identifies linears that a merge may join: the op, its input, and for rmsnorm_linear
+// the norm's weight and attributes.
+type sibling struct {
+	op    ir.Op
+	x     ir.Value
+	gamma ir.Value
+	attrs string
+	bias  bool
+}
+
+func adoptIn(f *ir.Function, ms []mergeSet) *ir.Function {
+	pos := map[*ir.Node]int{}
+	for i, n := range f.Nodes {
+		pos[n] = i
+	}
+	// Unmerged linears over a parameter, by sibling group and weight name.
+	groups := map[sibling]map[string]*ir.Node{}
+	for _, n := range f.Nodes {
+		w := weightArg(n)
+		if w < 0 || n.Args[w].Node.Op != ir.Param || len(n.Outs) != 1 {
+			continue
+		}
+		k := sibling{op: n.Op, x: n.Args[0], attrs: n.Attrs.Key()}
+		if n.Op == ir.RMSNormLinear {
+			k.gamma = n.Args[1]
+		}
+		if n.Op == ir.Linear && len(n.Args) == 3 {
+			if n.Args[2].Node.Op != ir.Param {
+				continue
+			}
+			k.bias = true
+		}
+		if groups[k] == nil {
+			groups[k] = map[string]*ir.Node{}
+		}
+		groups[k][n.Args[w].Node.Name] = n
+	}
+	type plannedMerge struct {
+		k     sibling
+		nodes []*ir.Node // in the merge's order
+	}
+	var plans []plannedMerge
+	used := map[*ir.Node]bool{}
+	keys := make([]sibling, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	// Groups in graph order (of their first linear), for a deterministic result.
+	first := func(k sibling) int {
+		best := len(f.Nodes)
+		for _, n := range groups[k] {
+			best = min(best, pos[n])
+		}
+		return best
+	}
+	sort.Slice(keys, func(i, j int) bool { return first(keys[i]) < first(keys[j]) })
+	for _, k := range keys {
+		g := groups[k]
+		for _, s := range ms {
+			if k.bias != (len(s.biases) > 0) {
+				continue
+			}
+			var nodes []*ir.Node
+			for i, w := range s.weights {
+				n := g[w]
+				if n == nil || used[n] || (k.bias && n.Args[2].Node.Name != s.biases[i]) {
+					nodes = nil
+					break
+				}
+				nodes = append(nodes, n)
+			}
+			if nodes == nil {
+				continue
+			}
+			for _, n := range nodes {
+				used[n] = true
+			}
+			plans = append(plans, plannedMerge{k, nodes})
+		}
+	}
+	if len(plans) == 0 {
+		return f
+	}
+	// Rebuild the node list: each merge's concatenations, merged linear and slices where its
+	// first linear was; its linears gone; every use of a linear's value now its slice's.
+	nextID := 0
+	for _, n := range f.Nodes {
+		nextID = max(nextID, n.ID+1)
+	}
+	add := func(n *ir.Node) *ir.Node {
+		n.ID = nextID
+		nextID++
+		return n
+	}
+	replace := map[ir.Value]ir.Value{}
+	insertAt := map[*ir.Node][]*ir.Node{} // new nodes before an old one
+	for _, pm := range plans {
+		at := pm.nodes[0]
+		for _, n := range pm.nodes[1:] {
+			if pos[n] < pos[at] {
+				at = n
+			}
+		}
+		w := weightArg(at)
+		var ws, bs []ir.Value
+		var wt, bt []ir.Type
+		for _, n := range pm.nodes {
+			ws = append(ws, n.Args[w])
+			wt = append(wt, n.Args[w].Type())
+			if pm.k.bias {
+				bs = append(bs, n.Args[2])
+				bt = append(bt, n.Args[2].Type())
+			}
+		}
+		var made []*ir.Node
+		concat := func(vs []ir.Value, ts []ir.Type) (ir.Value, bool) {
+			attrs := ir.Attrs{"axis": 0}
+			_, outs, err := ir.Infer(ir.Concat, attrs, ts)
+			if err != nil {
+				return ir.Value{}, false
+			}
+			c := add(&ir.Node{Op: ir.Concat, Args: vs, Attrs: attrs, Outs: outs, Rule: "merge-linears"})
+			made = append(made, c)
+			return c.V(), true
+		}
+		wc, ok := concat(ws, wt)
+		if !ok {
+			continue
+		}
+		args := append([]ir.Value(nil), at.Args...)
+		args[w] = wc
+		if pm.k.bias {
+			bc, ok := concat(bs, bt)
+			if !ok {
+				continue
+			}
+			args[2] = bc
+		}
+		var argT []ir.Type
+		for _, a := range args {
+			argT = append(argT, a.Type())
+		}
+		attrs, outs, err := ir.Infer(at.Op, at.Attrs, argT)
+		if err != nil {
+			continue
+		}
+		merged := add(&ir.Node{Op: at.Op, Args: args, Attrs: attrs, Outs: outs, Rule: "merge-linears", Pos: at.Pos})
+		made = append(made, merged)
+		start := 0
+		for _, n := range pm.nodes {
+			t := n.Type()
+			cols := t.Shape[t.Shape.Rank()-1]
+			sa := ir.Attrs{"axis": -1, "start": start, "end": start + cols}
+			s := add(&ir.Node{Op: ir.Slice, Args: []ir.Value{merged.V()}, Attrs: sa, Outs: []ir.Type{t}, Name: n.Name, Rule: "merge-linears", Pos: n.Pos})
+			made = append(made, s)
+			replace[n.V()] = s.V()
+			start += cols
+		}
+		insertAt[at] = append(insertAt[at], made...)
+	}
+	if len(replace) == 0 {
+		return f
+	}
+	g := *f
+	g.Nodes = nil
+	sub := func(v ir.Value) ir.Value {
+		if r, ok := replace[v]; ok {
+			return r
+		}
+		return v
+	}
+	hoisted := map[*ir.Node]bool{}
+	for _, n := range f.Nodes {
+		if hoisted[n] {
+			continue
+		}
+		for _, m := range insertAt[n] {
+			// A merged linear's input may be a node rebuilt above (its own input changed), and
+			// the parameters of a concatenation may come later in the graph (each before its
+			// own linear): they move up, which their having no arguments allows.
+			for i, a := range m.Args {
+				m.Args[i] = sub(a)
+				if a.Node.Op == ir.Param && pos[a.Node] > pos[n] && !hoisted[a.Node] {
+					hoisted[a.Node] = true
+					g.Nodes = append(g.Nodes, a.Node)
+				}
+			}
+			g.Nodes = append(g.Nodes, m)
+		}
+		if _, gone := replace[n.V()]; gone && len(n.Outs) == 1 {
+			continue
+		}
+		changed := false
+		for _, a := range n.Args {
+			if _, ok := replace[a]; ok {
+				changed = true
+			}
+		}
+		if changed {
+			c := *n
+			c.Args = make([]ir.Value, len(n.Args))
+			for i, a := range n.Args {
+				c.Args[i] = sub(a)
+			}
+			replaceNode(replace, n, &c)
+			n = &c
+		}
+		g.Nodes = append(g.Nodes, n)
+	}
+	g.Outputs = append([]ir.Output(nil), f.Outputs...)
+	for i := range g.Outputs {
+		g.Outputs[i].Value = sub(g.Outputs[i].Value)
+	}
+	g.Updates = append([]ir.StateUpdate(nil), f.Updates...)
+	for i := range g.Updates {
+		g.Updates[i].Value = sub(g.Updates[i].Value)
+	}
+	return &g
+}
+
+// replaceNode records that node c replaces n: every value of n is now c's.
+func replaceNode(replace map[ir.Value]ir.Value, n, c *ir.Node) {
+	for i := range n.Outs {
+		replace[ir.Value{Node: n, Out: i}] = ir.Value{Node: c, Out: i}
+	}
+}
