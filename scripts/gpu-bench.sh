@@ -44,6 +44,13 @@
 #             load at 1, 4, 16 and 64 streams, SmolLM2-135M and Llama-3.2-1B shapes (random
 #             weights), with the targets (see below); not in the default parts: SMODELS=smollm2
 #             (~3 min), SMODELS=llama1b (~4 min), into serve.txt
+#   big8b     issue 22: Llama 3.1 8B-shaped GGUF files (random weights quantized to Q4_K_M and Q8_0
+#             by llama-quantize; made once into $W/bench-8b by BenchmarkCompile8B of .gpu/vkc.test,
+#             which also times the static compile) through vkc beside llama-bench: device memory
+#             (the plan's own figure, vkc inspect --check-device, the heap budget before and
+#             with the plan loaded), pp512, tg128 and the first-token latency of a 512-token
+#             prompt, into big8b.txt. Not in the default parts: its own call (~8 min the first
+#             time, ~5 min with the files made). Needs .gpu/vkc.test: go test -c -o .gpu/vkc.test .
 # Defaults: BUDGET unset (the compiler's default budget; ≈ 5 min in all), REPS=5, POS="127 2000",
 # PP=128,512.
 # A split call: PARTS="check static tuned table" (~3 min), then PARTS="torch llamacpp gemm study
@@ -478,6 +485,68 @@ if want serve; then
     esac
   done
 } >> "$OUT/serve.txt" 2>&1
+fi
+
+# big8b: see the PARTS list. CTX8 (default 4096) is the KV cache's context, PREFILL8 (512) the
+# prefill's capacity; BIG8B_QUANTS ("Q4_K_M Q8_0") the files.
+big8b() {
+  local B=$W/bench-8b CTX8=${CTX8:-4096} PREFILL8=${PREFILL8:-512} q g pl
+  mkdir -p "$B"
+  part "big8b: the files (BenchmarkCompile8B makes them once with llama-quantize, then times vkc's static compile for lavapipe, device-free)"
+  [ -x .gpu/vkc.test ] || { echo "no .gpu/vkc.test: go test -c -o .gpu/vkc.test . before the call"; return 1; }
+  t env VKC_BENCH_CACHE="$B" VKC_BENCH_8B_QUANTS="${BIG8B_QUANTS:-Q4_K_M Q8_0}" LLAMA_KIT="$KIT" \
+    .gpu/vkc.test -test.run '^$' -test.bench 'Compile8B$' -test.benchtime 1x -test.timeout 30m | tail -12
+  local LL=$B/bin
+  for q in ${BIG8B_QUANTS:-Q4_K_M Q8_0}; do
+    g=$B/llama-3.1-8b-shape-random-$q.gguf pl=$B/llama8b-$q
+    [ -f "$g" ] || { echo "no $g"; continue; }
+    part "big8b $q: $(stat -c %s "$g") bytes; vkc import (ctx $CTX8, prefill up to $PREFILL8) and static compile"
+    t $V import "$g" -o "$pl.yaml" --ctx $CTX8 --prefill $PREFILL8 --force | tail -2
+    t "${TV[@]}" $V compile "$pl.yaml" -o "$pl.plan" --no-tune -q || continue
+    $V inspect "$pl.plan" | grep -E "^  (weights|state|arena|device)|by dtype|dequantization" | head -8
+    part "big8b $q: device memory against the heap (budget before the run, then with the plan loaded)"
+    $V devices | grep -E "^\*|heap"
+    $V inspect --check-device "$pl.plan" | grep -E "^(runs|fits)" || true
+    part "big8b $q: vkc bench pp512 tg128 (wall time as engine.Generate sees it; the first token of a 512-token prompt is pp512's time per call)"
+    tjf "$pl.vkc.json" $V bench "$pl.plan" --pp 512 --tg 128 -r $REPS --json
+    $V bench "$pl.plan" --pp 512 --tg 8 -r 1 2>&1 | grep "device memory"
+    tjf "$pl.decode.json" $V bench "$pl.plan" -f decode -n 30 --input pos=511 --json
+    part "big8b $q: llama-bench -p 512 -n 128 on the same file"
+    tjf "$pl.llamacpp.json" "$LL/llama-bench" -m "$g" -p 512 -n 128 -r $REPS -ngl 99 -fa $FA -o json 2> "$pl.llamacpp.err" || tail -20 "$pl.llamacpp.err"
+    grep -m3 -E "ggml_vulkan: [0-9]" "$pl.llamacpp.err"
+  done
+  part "big8b: summary (targets: device memory ≤ file + KV cache + 10%, pp512 ≥ 1.0×, tg128 ≥ 1.1× llama.cpp)"
+  $PY - "$B" ${BIG8B_QUANTS:-Q4_K_M Q8_0} <<'PYEOF'
+import json, os, sys
+b, quants = sys.argv[1], sys.argv[2:]
+def load(p):
+    try:
+        with open(p) as f:
+            return json.load(f)
+    except Exception as e:
+        print(f"  {p}: {e}"); return []
+for q in quants:
+    g = f"{b}/llama-3.1-8b-shape-random-{q}.gguf"
+    v, l = load(f"{b}/llama8b-{q}.vkc.json"), load(f"{b}/llama8b-{q}.llamacpp.json")
+    if not v or not os.path.exists(g):
+        continue
+    fsize = os.path.getsize(g)
+    def ts(rows, np, ng):
+        for r in rows:
+            if r.get("n_prompt") == np and r.get("n_gen") == ng:
+                return r.get("median_ts") or r.get("avg_ts")
+    dev = v[0].get("plan_device_bytes", 0)
+    print(f"{q}: file {fsize/2**30:.2f} GiB; vkc's plan needs {dev/2**30:.2f} GiB of device memory, allocated {v[0].get('allocated_bytes',0)/2**30:.2f} GiB;"
+          f" heap budget {v[0].get('heap_budget',0)/2**30:.2f} GiB, in use with the plan {v[0].get('heap_usage',0)/2**30:.2f} GiB")
+    for test, np, ng in (("pp512", 512, 0), ("tg128", 0, 128)):
+        a, c = ts(v, np, ng), ts(l, np, ng)
+        ratio = f"{a/c:.2f}×" if a and c else "-"
+        first = f", first token {1000*512/a:.1f} ms" if a and np else ""
+        print(f"  {test}: vkc {a or 0:.1f} t/s, llama.cpp {c or 0:.1f} t/s: {ratio}{first}")
+PYEOF
+}
+if want big8b; then
+  big8b >> "$OUT/big8b.txt" 2>&1
 fi
 
 if want table; then

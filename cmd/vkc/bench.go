@@ -614,6 +614,12 @@ type tput struct {
 	SamplesNS []int64   `json:"samples_ns"`
 	SamplesTS []float64 `json:"samples_ts"`
 	Via       string    `json:"via"` // how the tokens went through the plan's functions
+	// Device memory with the plan loaded: what the plan needs (plan.DeviceMemory), what the
+	// device allocated, and the heap's budget and usage (VK_EXT_memory_budget; 0 without it).
+	PlanDeviceBytes uint64 `json:"plan_device_bytes"`
+	AllocatedBytes  uint64 `json:"allocated_bytes"`
+	HeapBudget      uint64 `json:"heap_budget"`
+	HeapUsage       uint64 `json:"heap_usage"`
 }
 
 // throughputCmd measures prompt processing (pp: a prompt of N tokens through the plan from
@@ -664,10 +670,16 @@ func throughputCmd(w io.Writer, path string, lo engine.Options, pps, tgs []int, 
 		}
 		return ids
 	}
+	room := m.Device.Room()
+	if !jsonOut {
+		fmt.Fprintf(os.Stderr, "vkc bench: device memory: the plan needs %s, the device allocated %s; with it loaded %s\n",
+			sizeOf(float64(p.DeviceMemory().Total())), sizeOf(float64(room.Own)), room)
+	}
 	var results []tput
 	run := func(test string, np, ng int) error {
 		r := tput{Model: p.Model, Plan: path, Device: m.Device.Info.Name, SizeBytes: size, Params: params,
-			Test: test, NPrompt: np, NGen: ng, Reps: reps}
+			Test: test, NPrompt: np, NGen: ng, Reps: reps,
+			PlanDeviceBytes: p.DeviceMemory().Total(), AllocatedBytes: room.Own, HeapBudget: room.Budget, HeapUsage: room.Usage}
 		for i := 0; i <= reps; i++ {
 			var g *engine.Generation
 			var err error
