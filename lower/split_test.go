@@ -13,6 +13,7 @@ import (
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/gguf"
 	"github.com/vkc-project/vkc/ir/interp"
+	"github.com/vkc-project/vkc/ir/safetensors"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
@@ -352,4 +353,42 @@ functions:
 	if !errors.Is(err, runtime.ErrOutOfDeviceMemory) {
 		t.Errorf("%v: not ErrOutOfDeviceMemory", err)
 	}
+}
+
+// External weights in a weight region of several buffers: each tensor is read from the file
+// into the buffer that holds it.
+func TestExternalWeightsInBuffers(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 2, 64))
+	ws := map[string]*ir.Tensor{}
+	h := x
+	for _, name := range []string{"w1", "w2", "w3"} {
+		w := b.Param(name, ir.T(ir.F32, 64, 64)) // 16 KiB each
+		ws[name] = random(rng, ir.T(ir.F32, 64, 64))
+		h = b.MustOp(ir.Linear, nil, h, w)
+	}
+	b.Output("y", h)
+	m := newModel("extbuf", ws, b.Function())
+	file := filepath.Join(t.TempDir(), "weights.safetensors")
+	if err := safetensors.Write(file, ws); err != nil {
+		t.Fatal(err)
+	}
+	d := kerneltest.Device(t)
+	opts := options(d)
+	opts.Caps.MaxAllocation = 24 << 10
+	opts.ExternalWeights = file
+	p, _, err := lower.Lower(m, m.Functions, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Weights.Source == nil || p.Weights.Split.Buffers() != 3 {
+		t.Fatalf("source %v, %d weight buffers: want external weights in 3", p.Weights.Source, p.Weights.Split.Buffers())
+	}
+	exe, err := d.Load(p, runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	runBoth(t, exe, interp.NewSession(m), m.Functions[0], map[string]*ir.Tensor{"x": random(rng, ir.T(ir.F32, 2, 64))})
 }
