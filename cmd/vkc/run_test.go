@@ -133,10 +133,33 @@ func TestInspectHandWrittenPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{`plan for model "add"`, "function add: 1 dispatches", "add/f32[256]", "runs on device"} {
+	for _, want := range []string{`plan for model "add"`, "function add: 1 dispatches", "add/f32[256]", "runs on device", "fits: the plan needs "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// A plan that needs more device memory than the heap has (a KV cache of 1 TiB) is refused by
+// inspect --check-device and by the loader (bench here), before anything is allocated, with what would fit.
+func TestTooLargeForTheHeap(t *testing.T) {
+	path, _ := addPlan(t)
+	p, err := plan.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.State = []plan.StateTensor{{Name: "k_cache.0", DType: plan.F32, Shape: []int64{1 << 20, 64, 4096}}}
+	p.StateSize = 1 << 40
+	if err := p.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "inspect", "-check-device", path)
+	if code != 1 || !strings.Contains(stderr, "the plan needs 1.0 TiB of device memory") || !strings.Contains(stderr, "would fit: a context of") {
+		t.Errorf("inspect: exit %d, stderr %q (stdout %d bytes)", code, stderr, len(stdout))
+	}
+	code, _, stderr = runCLI(t, "bench", path, "-f", "add", "-n", "1", "--peaks=false")
+	if code != 1 || !strings.Contains(stderr, "the plan needs 1.0 TiB") || !strings.Contains(stderr, "out of device memory") {
+		t.Errorf("bench: exit %d, stderr %q", code, stderr)
 	}
 }
 
