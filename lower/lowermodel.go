@@ -69,14 +69,22 @@ type lowerer struct {
 	// dequant holds the weights the compile-time dequantization fallback made, by source
 	// name and storage dtype ("wq@f16"; dequant.go).
 	dequant map[string]*dequantWeight
+
+	// wfix are the dispatches' weight bindings, bound at offsets relative to their weight
+	// buffer until layoutWeights places it.
+	wfix []weightFix
 }
 
 type weightBuf struct {
 	t      ir.Type
 	pieces [][]byte // device bytes (for external weights: compared for deduplication, not written)
 	size   uint64
-	off    uint64 // in the weight region
+	off    uint64 // in the weight region, once laid out (layoutWeights)
 	srcOff uint64 // in the external file
+	// view, when not -1, is the weight buffer whose bytes hold this one's at delta (a merged
+	// projection's part read by another function): it takes no storage of its own.
+	view  int
+	delta uint64
 }
 
 // choice is a template and configuration for a problem, with its launch.
@@ -191,6 +199,9 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 		l.stateSize = l.syncBase + l.syncSize
 	} else if n := len(l.stateSplit); n > 0 && l.stateSplit[n-1] >= l.stateSize {
 		l.stateSplit = l.stateSplit[:n-1] // the buffer reserved for sync words holds none
+	}
+	if err := l.layoutWeights(); err != nil {
+		return nil, nil, err
 	}
 	p.Weights.Split = l.wsplit
 	p.StateSplit = l.stateSplit
@@ -364,14 +375,14 @@ func (l *lowerer) weight(name string, x *blob) (int, error) {
 		}
 	}
 	if bi < 0 {
-		// Offsets are given as weights appear (the dispatches that bind them are emitted before
-		// the last function is lowered).
-		off, err := l.fit(alignUp(l.wsize, l.align), size, &l.wsplit)
-		if err != nil {
-			return 0, fmt.Errorf("lower: weight %s: %w", name, err)
+		// Offsets are given once every function is lowered (layoutWeights), so that a weight
+		// whose bytes are part of another's can be a view of it; the dispatches bind weights at
+		// offsets relative to theirs until then.
+		if l.chunk > 0 && alignUp(size, l.align) > l.chunk {
+			return 0, fmt.Errorf("lower: weight %s is %s (%d bytes), more than one device allocation may hold (maxMemoryAllocationSize %s): %w",
+				name, hostmem.Size(size), size, hostmem.Size(l.chunk), ErrDeviceLimit)
 		}
-		wb := &weightBuf{t: x.t, pieces: x.pieces, size: size, off: off}
-		l.wsize = off + wb.size
+		wb := &weightBuf{t: x.t, pieces: x.pieces, size: size, view: -1}
 		if l.external != nil {
 			off, err := l.findExternal(name, x)
 			if err != nil {
@@ -578,6 +589,9 @@ func (l *lowerer) finishWeights(p *plan.Plan) error {
 		if err := l.cancelled("placing the weights"); err != nil {
 			p.Weights.Pieces = nil
 			return err
+		}
+		if w.view >= 0 {
+			continue // its bytes are another weight's
 		}
 		off := w.off
 		for _, pc := range w.pieces {

@@ -129,6 +129,7 @@ func (fl *fnLowerer) emit(pf *plan.Function) {
 		d.Work = fl.stepWork(u, s.index)
 		m := &fl.l.modules[mi]
 		var spans []span
+		var wb []weightFix // the weight bindings, their offsets fixed once the weights are laid out
 		for bi, op := range st.Bindings {
 			var lc loc
 			switch op.Kind {
@@ -144,8 +145,15 @@ func (fl *fnLowerer) emit(pf *plan.Function) {
 				lc = loc{buf: u.sync[op.Index], size: fl.bufs[u.sync[op.Index]].size}
 			}
 			ref := fl.ref(lc)
+			if b := fl.bufs[lc.buf]; b.kind == bufWeight {
+				wb = append(wb, weightFix{at: len(d.Bindings), weight: b.index})
+			}
 			d.Bindings = append(d.Bindings, plan.Binding{Binding: uint32(bi), Buffer: ref})
 			spans = append(spans, span{ref.Region, ref.Offset, ref.Offset + ref.Range, m.Bindings[bi].Access&plan.Write != 0})
+		}
+		for _, f := range wb {
+			f.b = &d.Bindings[f.at] // d.Bindings is complete: the pointer stays valid in the plan
+			fl.l.wfix = append(fl.l.wfix, f)
 		}
 		if conflicts(interval, spans) {
 			d.BarrierBefore = true
@@ -178,7 +186,9 @@ func (fl *fnLowerer) ref(lc loc) plan.BufferRef {
 			// its last word, which the region's alignment (finishWeights) keeps inside it.
 			size = alignUp(lc.off+size, 4) - lc.off
 		}
-		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionWeights}, Offset: w.off + lc.off, Range: size}
+		// Relative to the weight until layoutWeights places it (weightFix); weights are read
+		// only, so the barrier placement below never compares their bytes.
+		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionWeights}, Offset: lc.off, Range: size}
 	case bufState:
 		return plan.BufferRef{Region: plan.Region{Kind: plan.RegionState}, Offset: fl.l.stateOff[b.index] + lc.off, Range: lc.size}
 	case bufInput:
