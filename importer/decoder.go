@@ -9,7 +9,8 @@ import (
 )
 
 // decoderLM is a Llama-family decoder-only language model (Llama 2 and 3, Mistral, Qwen2,
-// Qwen3, SmolLM2, TinyLlama) as the GGUF and Hugging Face front ends describe it: the one place
+// Qwen3, SmolLM2, TinyLlama; with the extensions of decoder_arch.go, Gemma 3, Phi-3 and
+// mixtures of experts) as the GGUF and Hugging Face front ends describe it: the one place
 // that writes such a model's model.yaml, so that both importers compute the same graph.
 //
 // The graph, per layer: RMSNorm; q, k, v projections (with biases where the model has them);

@@ -180,7 +180,7 @@ func (g *ggufImport) experts(lm *decoderLM, n int) error {
 	return nil
 }
 
-// archOf names what the architecture adds, for the model.yaml's header.
+// header names what the architecture adds, for the model.yaml's header.
 func (a *archLM) header() []string {
 	var h []string
 	if a.moe != nil {

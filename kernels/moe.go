@@ -155,7 +155,7 @@ type moeDims struct {
 	glu                ir.Op // moe_glu's activation (0 for the others)
 	perSlot            bool  // x is [n, k, in]
 	idsArg, routeArg   int   // the ids' argument; moe_linear_sum's routing weights'
-	n, k, e, out, in   int   //
+	n, k, e, out, in   int
 	xT, wT, oT         ir.DType
 	weightBytesPerElem float64
 }

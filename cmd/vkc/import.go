@@ -19,7 +19,7 @@ func init() {
 	register(&command{
 		name:    "import",
 		usage:   "model.gguf|HF-DIR -o model.yaml [--ctx N] [--prefill N] [--parallel N] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
-		short:   "write a model.yaml for a GGUF file (llama, qwen2, qwen3), a Hugging Face checkpoint folder (Llama, Mistral, Qwen2, Qwen3; weights read from their files) or an ONNX file (weights written beside it)",
+		short:   "write a model.yaml for a GGUF file (llama and Mixtral, qwen2, qwen3, qwen3moe, gemma3, phi3), a Hugging Face checkpoint folder (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Gemma 3, Phi-3; weights read from their files) or an ONNX file (weights written beside it)",
 		example: "vkc import model.gguf -o model.yaml --ctx 2048",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			dims := dimFlags(fs)
