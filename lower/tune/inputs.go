@@ -11,7 +11,8 @@ import (
 // interpreter: floats are standard normal, bools fair coins, and integer operands get values
 // valid for the op that reads them, chosen from the problem:
 //
-//   - embedding ids: uniform in [0, rows of the table);
+//   - embedding ids: uniform in [0, rows of the table); a mixture of experts' expert ids
+//     (moe_linear, moe_linear_sum, moe_glu): uniform in [0, experts);
 //   - rope / rope_norm position: 1 (any position is valid; not 0, so a kernel that ignores the
 //     position is caught);
 //   - cache_write / rope_cache_write position: cache rows − new rows, the last valid position (0
@@ -112,6 +113,9 @@ func intOperand(p *kernels.Problem, i int, rng *rand.Rand) (func() float64, bool
 		return rowCell(p.Args[1], i-3)
 	case p.Op == ir.Embedding && i == 1:
 		n := max(rows(p.Args[0], 0), 1)
+		return func() float64 { return float64(rng.Intn(n)) }, true
+	case (p.Op == ir.MoeLinear || p.Op == ir.MoeLinearSum) && i == 2, p.Op == ir.MoeGLU && i == 3:
+		n := max(rows(p.Args[1], 0), 1) // the experts
 		return func() float64 { return float64(rng.Intn(n)) }, true
 	case p.Op == ir.Rope && i == 1, p.Op == ir.RopeNorm && i == 2:
 		return konst(1)

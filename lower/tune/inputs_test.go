@@ -21,6 +21,10 @@ func TestInputsValidScalars(t *testing.T) {
 	}{
 		{"embedding ids in range", &kernels.Problem{Op: ir.Embedding, Args: []ir.Type{ir.T(ir.F32, 5, 4), ir.T(ir.I32, 64)}, Outs: []ir.Type{ir.T(ir.F32, 64, 4)}},
 			1, func(v float64) bool { return v >= 0 && v < 5 }, "in [0, 5)"},
+		{"expert ids in range", &kernels.Problem{Op: ir.MoeLinear, Args: []ir.Type{ir.T(ir.F32, 40, 8), ir.T(ir.F32, 3, 6, 8), ir.T(ir.I32, 40, 2)}, Outs: []ir.Type{ir.T(ir.F32, 40, 2, 6)}},
+			2, func(v float64) bool { return v >= 0 && v < 3 }, "in [0, 3)"},
+		{"moe_glu expert ids in range", &kernels.Problem{Op: ir.MoeGLU, Args: []ir.Type{ir.T(ir.F32, 40, 8), ir.T(ir.F32, 3, 6, 8), ir.T(ir.F32, 3, 6, 8), ir.T(ir.I32, 40, 2)}, Outs: []ir.Type{ir.T(ir.F32, 40, 2, 6)}},
+			3, func(v float64) bool { return v >= 0 && v < 3 }, "in [0, 3)"},
 		{"rope position", &kernels.Problem{Op: ir.Rope, Args: []ir.Type{ir.T(ir.F32, 3, 2, 8), scalar}, Outs: []ir.Type{ir.T(ir.F32, 3, 2, 8)}},
 			1, func(v float64) bool { return v == 1 }, "1"},
 		{"cache_write last valid position", &kernels.Problem{Op: ir.CacheWrite, Args: []ir.Type{ir.T(ir.F32, 16, 2, 8), ir.T(ir.F32, 3, 2, 8), scalar}, Outs: []ir.Type{ir.T(ir.F32, 16, 2, 8)}},
