@@ -272,7 +272,11 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		Device: d, Caps: s.t.Caps, DB: s.db, Compiler: CompilerVersion(),
 		Static: s.staticChoice,
 		Progress: func(p tune.Progress) {
-			progress(Progress{Phase: "tune", Done: p.Kernels, What: fmt.Sprintf("%d configurations (%d invalid) %s", p.Configs, p.Invalid, p.Current)})
+			left := ""
+			if p.Deadline {
+				left = fmt.Sprintf("%v left, ", p.TimeLeft.Round(time.Second))
+			}
+			progress(Progress{Phase: "tune", Done: p.Kernels, What: fmt.Sprintf("%s%d configurations (%d invalid) %s", left, p.Configs, p.Invalid, p.Current)})
 		},
 		Log:    func(msg string) { rep.Notes = append(rep.Notes, msg) },
 		Trace:  opts.TuneTrace,

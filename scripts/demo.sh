@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's main command: installs what is missing (scripts/setup.sh), builds vkc, checks the
 # tinyllama example (the Hugging Face oracle's weights), compiles it for the best Vulkan device
-# (lavapipe when there is no GPU; on a GPU the compile measures, within the default 30 s budget)
+# (lavapipe when there is no GPU; on a GPU the compile measures, within the default 15 s budget)
 # and runs it greedily there: prefill on the oracle's 16-token prompt, then 8 decode steps over the
 # KV cache on the device, printing the tokens and the time per token. The tokens must equal
 # Hugging Face's.
@@ -16,7 +16,7 @@ go build -o bin/vkc ./cmd/vkc
 echo "== vkc check examples/tinyllama/model.yaml"
 bin/vkc check examples/tinyllama/model.yaml
 
-echo "== vkc compile examples/tinyllama/model.yaml (the best Vulkan device, lavapipe when there is no GPU: measured within 30 s on a GPU, static on lavapipe)"
+echo "== vkc compile examples/tinyllama/model.yaml (the best Vulkan device, lavapipe when there is no GPU: measured within 15 s on a GPU, static on lavapipe)"
 bin/vkc compile examples/tinyllama/model.yaml -o bin/tinyllama.plan
 
 echo "== vkc run: greedy generation on the device (prefill the 16-token prompt, then 8 decode steps)"
