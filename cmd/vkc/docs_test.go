@@ -204,4 +204,3 @@ func mustAbs(t *testing.T, p string) string {
 	}
 	return a
 }
-
