@@ -14,7 +14,6 @@ import (
 
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/internal/safefile"
-	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/plan"
 )
 
@@ -103,7 +102,7 @@ func init() {
 						opts.LengthVariants = append(opts.LengthVariants, c)
 					}
 				}
-				if opts.Int8, err = kernels.ParseInt8Mode(*int8); err != nil {
+				if opts.Int8, err = vkc.ParseInt8Mode(*int8); err != nil {
 					return usagef("--%v", err)
 				}
 				if os.Getenv("VKC_TUNE_TRACE") != "" {
