@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"fmt"
-
 	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
 )
@@ -26,27 +24,8 @@ var Conv1d = &Template{
 func init() { Register(Conv1d) }
 
 func acceptConv1d(p *Problem, caps Caps) error {
-	if p.Op != ir.Conv1d {
-		return otherOp(p)
-	}
-	nop := numOpArgs(p)
-	if nop > len(p.Args) {
-		return fmt.Errorf("problem has %d op arguments of %d", nop, len(p.Args))
-	}
-	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args[:nop])
-	if err != nil {
-		return err
-	}
-	if len(p.Outs) != 1 {
-		return fmt.Errorf("want one result, got %d", len(p.Outs))
-	}
-	if p.Expr == nil && !p.Outs[0].Equal(outs[0]) {
-		return fmt.Errorf("result %s, the op gives %s", p.Outs[0], outs[0])
-	}
-	if err := checkEpilogueOf(p, outs[0]); err != nil {
-		return err
-	}
-	return checkDTypes(p, caps)
+	_, err := acceptConvOp(p, caps, ir.Conv1d)
+	return err
 }
 
 func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
@@ -55,23 +34,12 @@ func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	nop := numOpArgs(p)
 	xt, wt, ot := p.Args[0], p.Args[1], p.Outs[0]
-	r := xt.Shape.Rank()
-	batch := 1
-	if r == 3 {
-		batch = xt.Shape[0]
-	}
-	cin, L := xt.Shape[r-2], xt.Shape[r-1]
-	cout, cpg, kw := wt.Shape[0], wt.Shape[1], wt.Shape[2]
-	lout := ot.Shape[r-1]
-	groups := p.Attrs.Int("groups", 1)
-	st, pad, dil := p.Attrs.Int("stride", 1), p.Attrs.Int("padding", 0), p.Attrs.Int("dilation", 1)
-	opg := cout / groups
+	g := conv1dGeom(p)
+	batch, cin, L, cout, cpg, kw, lout := g.batch, g.cin, g.L, g.cout, g.cpg, g.kw, g.lout
+	st, pad, dil, opg := g.stride, g.pad, g.dil, g.opg
 	chunks := (lout + c["per_thread"] - 1) / c["per_thread"]
 	items := batch * cout * chunks
-	opType := xt.DType
-	if p.Expr != nil {
-		opType = p.Expr.Inputs[0].DType
-	}
+	opType := convOpType(p)
 
 	b := codegen.NewBuilder("conv1d")
 	xb, wb, bb, yb, epi, ops := convBuffers(b, p, nop)

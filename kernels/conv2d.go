@@ -28,30 +28,14 @@ var Conv2d = &Template{
 func init() { Register(Conv2d) }
 
 func acceptConv2d(p *Problem, caps Caps) error {
-	if p.Op != ir.Conv2d {
-		return otherOp(p)
-	}
-	nop := numOpArgs(p)
-	if nop > len(p.Args) {
-		return fmt.Errorf("problem has %d op arguments of %d", nop, len(p.Args))
-	}
-	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args[:nop])
+	out, err := acceptConvOp(p, caps, ir.Conv2d)
 	if err != nil {
 		return err
 	}
-	if len(p.Outs) != 1 {
-		return fmt.Errorf("want one result, got %d", len(p.Outs))
-	}
-	if p.Expr == nil && !p.Outs[0].Equal(outs[0]) {
-		return fmt.Errorf("result %s, the op gives %s", p.Outs[0], outs[0])
-	}
-	if err := checkEpilogueOf(p, outs[0]); err != nil {
-		return err
-	}
-	if n := outs[0].Shape.NumElements(); n >= 1<<31 || p.Args[0].Shape.NumElements() >= 1<<31 {
+	if n := out.Shape.NumElements(); n >= 1<<31 || p.Args[0].Shape.NumElements() >= 1<<31 {
 		return fmt.Errorf("tensors of 2^31 elements or more are not supported (u32 indexing)")
 	}
-	return checkDTypes(p, caps)
+	return nil
 }
 
 // conv2dGeom reads a conv2d problem.
@@ -78,10 +62,7 @@ func buildConv2d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	per := c["per_thread"]
 	chunks := (g.OW + per - 1) / per
 	items := g.N * cout * g.OH * chunks
-	opType := xt.DType
-	if p.Expr != nil {
-		opType = p.Expr.Inputs[0].DType
-	}
+	opType := convOpType(p)
 
 	b := codegen.NewBuilder("conv2d")
 	xb, wb, bb, yb, epi, ops := convBuffers(b, p, nop)
