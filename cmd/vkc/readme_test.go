@@ -99,7 +99,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		if haveDot != nil {
 			c, _, _ = strings.Cut(c, " && dot ")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // a cold shader cache on a busy CPU
 		cmd := exec.CommandContext(ctx, "bash", "-c", c)
 		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
