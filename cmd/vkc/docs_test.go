@@ -65,7 +65,8 @@ var snippetImports = map[string]string{
 }
 
 // snippetFunc makes a documentation snippet (statements, as the docs write them) into a
-// function of package docsnippets: ctx is its context.Context parameter, and every variable
+// function of package docsnippets: ctx is its context.Context parameter (and m an *engine.Model
+// when the block uses one without loading it), and every variable
 // the snippet declares at its top level is used once at the end (a fragment leaves some unread).
 // It returns the function and the package names it uses.
 func snippetFunc(name, src string) (string, []string, error) {
@@ -104,7 +105,18 @@ func snippetFunc(name, src string) (string, []string, error) {
 			}
 		}
 	}
+	// m, when a block uses it without making it, is the engine.Model the text before it loaded.
+	usesM := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && id.Name == "m" && !declared["m"] {
+			usesM = true
+		}
+		return true
+	})
 	pkgs := map[string]bool{}
+	if usesM {
+		pkgs["engine"] = true
+	}
 	ast.Inspect(body, func(n ast.Node) bool {
 		if sel, ok := n.(*ast.SelectorExpr); ok {
 			if id, ok := sel.X.(*ast.Ident); ok && !declared[id.Name] {
@@ -121,7 +133,11 @@ func snippetFunc(name, src string) (string, []string, error) {
 	}
 	sort.Strings(used)
 	var b strings.Builder
-	fmt.Fprintf(&b, "func %s(ctx context.Context) {\n%s\n", name, src)
+	params := "ctx context.Context"
+	if usesM {
+		params += ", m *engine.Model"
+	}
+	fmt.Fprintf(&b, "func %s(%s) {\n%s\n", name, params, src)
 	for _, v := range order {
 		fmt.Fprintf(&b, "\t_ = %s\n", v)
 	}
