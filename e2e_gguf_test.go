@@ -99,6 +99,9 @@ func TestGGUFOraclePlansInt8(t *testing.T) {
 		t.Skipf("%s has no integer dot products (shaderIntegerDotProduct): the 8-bit activation kernels cannot run", d.Info.Name)
 	}
 	for _, name := range oracles.LlamaCppNames() {
+		if oracles.LlamaCppFiles[name].NoInt8 {
+			continue // another file of its architecture runs it
+		}
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			path, gold := oracles.LlamaCpp(t, name)
 			dir := t.TempDir()
