@@ -220,6 +220,10 @@ func (d *decomposer) rope(a Attrs, x, pos Value) Value {
 func (d *decomposer) attention(a Attrs, args []Value) Value {
 	q, k, v := args[0], args[1], args[2]
 	dt := q.Type().DType
+	if k.Type().DType.Quantized() {
+		// A block-quantized KV cache: its values, in q's dtype (layout ops take no blocks).
+		k, v = d.castTo(k, dt), d.castTo(v, dt)
+	}
 	shd := a.String("layout", "shd") == "shd"
 	heads := func(x Value) Value { // to [heads, seq, feature]
 		if shd {

@@ -74,6 +74,17 @@ func (d DType) Format() *quant.Format {
 // Quantized reports whether d is a block-quantized weight format.
 func (d DType) Quantized() bool { return quantFormats[d] != nil }
 
+// CacheFormat reports whether d is a dtype a KV cache (state written by cache_write, read by
+// attention) may have: f32, f16, bf16, or a block format vkc quantizes itself (q8_0, q4_0:
+// quant.Format.Quantizes).
+func (d DType) CacheFormat() bool {
+	if d.IsFloat() {
+		return true
+	}
+	f := quantFormats[d]
+	return f != nil && f.Quantizes()
+}
+
 // QuantizedDTypes lists the block-quantized dtypes in order.
 func QuantizedDTypes() []DType {
 	return []DType{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4}

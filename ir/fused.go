@@ -59,7 +59,7 @@ func init() {
 			}
 			return opTable[Rope].infer(a, []Type{args[0], args[2]})
 		}})
-	def(RopeCacheWrite, OpInfo{Name: "rope_cache_write", Kind: KindOther, MinArgs: 3, MaxArgs: 3, Fused: true,
+	def(RopeCacheWrite, OpInfo{Name: "rope_cache_write", Kind: KindOther, MinArgs: 3, MaxArgs: 3, Fused: true, CacheArgs: []int{0},
 		Attrs: append(append([]AttrSpec(nil), ropeAttrs[:2]...), ropeScalingAttrs...), // no seq_axis: rows along axis 0
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			ra := a.Clone()

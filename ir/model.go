@@ -548,8 +548,8 @@ func (p *modelParser) parseDecls(n *yaml.Node, section string, isParam bool) err
 			return p.errAt(v, ctx, "%v", err)
 		}
 		if t.DType.Quantized() {
-			if !isParam {
-				return p.errAt(v, ctx, "state cannot be %s: block-quantized dtypes are for parameters (weights) only", t.DType)
+			if !isParam && !t.DType.CacheFormat() {
+				return p.errAt(v, ctx, "state cannot be %s: a block-quantized state is a KV cache in q8_0 or q4_0", t.DType)
 			}
 			if err := t.CheckBlocks(); err != nil {
 				return p.errAt(v, ctx, "%v", err)

@@ -160,6 +160,10 @@ type OpInfo struct {
 	// Infer rejects a block-quantized argument anywhere else.
 	WeightArgs    []int
 	AllWeightArgs bool
+	// CacheArgs lists the arguments that may be a block-quantized KV cache: a state in one of
+	// the formats vkc quantizes itself (DType.CacheFormat: q8_0, q4_0), written by cache_write
+	// and read by attention.
+	CacheArgs []int
 	// infer computes the output types from the (checked) attributes and argument types.
 	infer func(a Attrs, args []Type) ([]Type, error)
 }
@@ -257,6 +261,9 @@ func checkWeightArgs(info *OpInfo, args []Type) error {
 		ok := info.AllWeightArgs
 		for _, w := range info.WeightArgs {
 			ok = ok || w == i
+		}
+		for _, w := range info.CacheArgs {
+			ok = ok || w == i && t.DType.CacheFormat()
 		}
 		if !ok {
 			what := "no argument"

@@ -331,11 +331,16 @@ func init() {
 			}
 			return one(x), nil
 		}})
-	def(CacheWrite, OpInfo{Name: "cache_write", Kind: KindOther, MinArgs: 3, MaxArgs: 3,
+	def(CacheWrite, OpInfo{Name: "cache_write", Kind: KindOther, MinArgs: 3, MaxArgs: 3, CacheArgs: []int{0},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			st, x, pos := args[0], args[1], args[2]
-			if st.DType != x.DType {
-				return nil, fmt.Errorf("cache %s and rows %s differ in dtype", st, x)
+			// The rows are converted to the cache's dtype as they are written: rounded to a
+			// 16-bit cache, quantized block by block to a q8_0 or q4_0 one.
+			if !x.DType.IsFloat() && st.DType != x.DType {
+				return nil, fmt.Errorf("cache %s and rows %s differ in dtype (rows of another dtype must be float)", st, x)
+			}
+			if st.DType != x.DType && !st.DType.CacheFormat() {
+				return nil, fmt.Errorf("float rows %s cannot be written to a %s cache", x, st.DType)
 			}
 			if st.Shape.Rank() != x.Shape.Rank() || st.Shape.Rank() == 0 || !st.Shape[1:].Equal(x.Shape[1:]) || x.Shape[0] > st.Shape[0] {
 				return nil, fmt.Errorf("rows %s do not fit cache %s (same trailing dims, at most as many rows)", x, st)
@@ -345,7 +350,7 @@ func init() {
 			}
 			return one(st), nil
 		}})
-	def(Attention, OpInfo{Name: "attention", Kind: KindOther, MinArgs: 3, MaxArgs: 4, Composite: true,
+	def(Attention, OpInfo{Name: "attention", Kind: KindOther, MinArgs: 3, MaxArgs: 4, Composite: true, CacheArgs: []int{1, 2},
 		Attrs: []AttrSpec{{Name: "scale", Kind: AttrFloat}, {Name: "causal", Kind: AttrBool, Default: false},
 			{Name: "window", Kind: AttrInt, Default: 0}, {Name: "layout", Kind: AttrString, Default: "shd"}},
 		infer: attentionInfer})
@@ -519,8 +524,10 @@ func attentionInfer(a Attrs, args []Type) ([]Type, error) {
 	if q.Shape.Rank() != 3 || k.Shape.Rank() != 3 || v.Shape.Rank() != 3 {
 		return nil, fmt.Errorf("q, k, v must have rank 3, got %s, %s, %s", q, k, v)
 	}
-	if !q.DType.IsFloat() || q.DType != k.DType || k.DType != v.DType {
-		return nil, fmt.Errorf("q, k, v must share a float dtype, got %s, %s, %s", q, k, v)
+	// k and v share a dtype (a KV cache's: float, or a block format such as q8_0); q may
+	// differ (f32 queries over an f16 cache); the result has q's dtype.
+	if !q.DType.IsFloat() || k.DType != v.DType || !k.DType.IsFloat() && !k.DType.CacheFormat() {
+		return nil, fmt.Errorf("q must be float and k, v share a float or KV-cache dtype, got %s, %s, %s", q, k, v)
 	}
 	lay := a.String("layout", "shd")
 	sq, hq, d := q.Shape[0], q.Shape[1], q.Shape[2]

@@ -89,7 +89,7 @@ func TestInfer(t *testing.T) {
 		{"rope seq axis", Rope, Attrs{"seq_axis": -1}, []Type{f32(16, 8), i32()}, Type{}, "seq_axis cannot be the rotated"},
 		{"cache_write", CacheWrite, nil, []Type{f32(128, 2, 16), f32(1, 2, 16), i32()}, f32(128, 2, 16), ""},
 		{"cache_write fit", CacheWrite, nil, []Type{f32(128, 2, 16), f32(1, 4, 16), i32()}, Type{}, "rows f32[1,4,16] do not fit cache f32[128,2,16]"},
-		{"cache_write dtype", CacheWrite, nil, []Type{f32(8, 4), T(F16, 1, 4), i32()}, Type{}, "differ in dtype"},
+		{"cache_write dtype", CacheWrite, nil, []Type{f32(8, 4), T(I32, 1, 4), i32()}, Type{}, "differ in dtype"},
 		{"attention gqa", Attention, Attrs{"causal": true}, []Type{f32(16, 6, 10), f32(48, 2, 10), f32(48, 2, 10), i32()}, f32(16, 6, 10), ""},
 		{"attention hsd", Attention, Attrs{"layout": "hsd"}, []Type{f32(4, 16, 8), f32(2, 20, 8), f32(2, 20, 8)}, f32(4, 16, 8), ""},
 		{"attention heads", Attention, nil, []Type{f32(16, 5, 8), f32(16, 2, 8), f32(16, 2, 8)}, Type{}, "5 query heads are not a multiple of 2"},

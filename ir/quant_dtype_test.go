@@ -39,6 +39,17 @@ func TestQuantizedInfer(t *testing.T) {
 		{"add", ir.Add, nil, []ir.Type{q(2, 256), q(2, 256)}, ir.Type{}, "block-quantized weight; add takes no argument"},
 		{"reshape", ir.Reshape, ir.Attrs{"shape": []int{512}}, []ir.Type{q(2, 256)}, ir.Type{}, "block-quantized"},
 		{"partial block", ir.Linear, nil, []ir.Type{f32(3, 100), q(5, 100)}, ir.Type{}, "not a whole number of q4_k blocks"},
+		// A KV cache in q8_0 or q4_0: written from float rows, read by attention with float
+		// queries (the result has q's dtype); no other block format, and k and v alike.
+		{"cache_write q8_0", ir.CacheWrite, nil, []ir.Type{ir.T(ir.Q8_0, 8, 2, 64), f32(3, 2, 64), ir.T(ir.I32)}, ir.T(ir.Q8_0, 8, 2, 64), ""},
+		{"cache_write f16 rows", ir.CacheWrite, nil, []ir.Type{ir.T(ir.Q4_0, 8, 32), ir.T(ir.F16, 1, 32), ir.T(ir.I32)}, ir.T(ir.Q4_0, 8, 32), ""},
+		{"cache_write f32 into f16", ir.CacheWrite, nil, []ir.Type{ir.T(ir.F16, 8, 32), f32(1, 32), ir.T(ir.I32)}, ir.T(ir.F16, 8, 32), ""},
+		{"cache_write q4_k", ir.CacheWrite, nil, []ir.Type{q(8, 256), f32(1, 256), ir.T(ir.I32)}, ir.Type{}, "argument 1 is q4_k"},
+		{"cache_write int rows", ir.CacheWrite, nil, []ir.Type{f32(8, 32), ir.T(ir.I32, 1, 32), ir.T(ir.I32)}, ir.Type{}, "differ in dtype"},
+		{"attention q8_0", ir.Attention, nil, []ir.Type{f32(1, 4, 32), ir.T(ir.Q8_0, 8, 2, 32), ir.T(ir.Q8_0, 8, 2, 32)}, f32(1, 4, 32), ""},
+		{"attention f16 cache", ir.Attention, nil, []ir.Type{f32(1, 4, 32), ir.T(ir.F16, 8, 2, 32), ir.T(ir.F16, 8, 2, 32)}, f32(1, 4, 32), ""},
+		{"attention k, v apart", ir.Attention, nil, []ir.Type{f32(1, 4, 32), ir.T(ir.Q8_0, 8, 2, 32), ir.T(ir.Q4_0, 8, 2, 32)}, ir.Type{}, "k, v share"},
+		{"attention quantized q", ir.Attention, nil, []ir.Type{ir.T(ir.Q8_0, 1, 4, 32), ir.T(ir.Q8_0, 8, 2, 32), ir.T(ir.Q8_0, 8, 2, 32)}, ir.Type{}, "argument 1 is q8_0"},
 	} {
 		_, outs, err := ir.Infer(c.op, c.at, c.args)
 		if c.err != "" {
@@ -148,7 +159,7 @@ func TestGGUFWeights(t *testing.T) {
 		{"other format", "w: q8_0[out, d]", "w: q4_k[out, d]", "not a whole number"},
 		{"wrong quant", "w: q8_0[out, d]", "w: q4_0[out, d]", "declared q4_0 but blk.0.w in w.gguf is q8_0"},
 		{"quant from float", "w: blk.0.w", "w: f2d", "f2d in w.gguf is f32; vkc does not quantize"},
-		{"state", "functions:", "state: {s: \"q8_0[2, d]\"}\nfunctions:", "state cannot be q8_0"},
+		{"state", "functions:", "state: {s: \"q4_k[2, 256]\"}\nfunctions:", "state cannot be q4_k: a block-quantized state is a KV cache in q8_0 or q4_0"},
 		{"input", `tokens: "i32[2]"`, `tokens: "i32[2]", z: "q8_0[1, 32]"`, "an input cannot be q8_0"},
 		{"default dtype", "dims:", "dtype: q8_0\ndims:", "default dtype cannot be q8_0"},
 		{"random init", "weights: {file: w.gguf, names: {embed: token_embd.weight, w: blk.0.w, norm: blk.0.norm}}",

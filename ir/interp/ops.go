@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/quant"
 )
 
 // impl evaluates one node from its evaluated arguments. The node has passed type inference, so
@@ -776,7 +777,10 @@ func ropeScaled(a ir.Attrs, inv float64) float64 {
 }
 
 // evalCacheWrite returns the state with rows pos..pos+len(x)-1 of axis 0 replaced by x; rows
-// outside the cache are an error.
+// outside the cache are an error. The rows are converted to the state's dtype: rounded to
+// nearest even for a float state, and for a block-quantized one (q8_0, q4_0) quantized block by
+// block from their float32 values by ggml's reference quantizer (quant.Format.QuantizeBlock),
+// the state then holding what ggml's dequantizer gives for those blocks.
 func evalCacheWrite(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	st, x, pos := a[0], a[1], scalarInt(a[2])
 	rows, k := st.t.Shape[0], x.t.Shape[0]
@@ -785,8 +789,33 @@ func evalCacheWrite(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	}
 	d := append([]float64(nil), st.d...)
 	row := len(st.d) / rows
-	copy(d[pos*row:], x.d)
+	if f := st.t.DType.Format(); st.t.DType.Quantized() {
+		return quantizeRows(n, st, x, pos*row, f)
+	}
+	r := rounder(st.t.DType)
+	for i, v := range x.d {
+		d[pos*row+i] = r(v)
+	}
 	return &val{t: n.Type(), d: d}, nil
+}
+
+// quantizeRows writes x's values into a copy of the block-quantized state st from element off
+// on (a whole number of blocks: rows of the state are whole blocks).
+func quantizeRows(n *ir.Node, st, x *val, off int, f *quant.Format) (*val, error) {
+	raw := st.tensor()
+	out := &ir.Tensor{Type: n.Type(), Data: append([]byte(nil), raw.Data...)}
+	be, bb := f.BlockElems, f.BlockBytes
+	blk := make([]float32, be)
+	for i := 0; i < len(x.d); i += be {
+		for j := range blk {
+			blk[j] = float32(x.d[i+j])
+		}
+		at := (off + i) / be * bb
+		if err := f.QuantizeBlock(blk, out.Data[at:at+bb]); err != nil {
+			return nil, err
+		}
+	}
+	return fromTensor(out), nil
 }
 
 // evalAttention is scaled dot-product attention with grouped-query heads: query head h reads

@@ -15,8 +15,10 @@
 // one after the other.
 //
 // Limits: only the formats listed (not the lattice-codebook IQ1_*/IQ2_*/IQ3_* nor TQ*: GGMLName
-// names them, and readers refuse them by that name); no quantizers (vkc reads quantized files, it does not write
-// them); big-endian data is not supported (GGUF files are little-endian).
+// names them, and readers refuse them by that name); quantizers for q8_0 and q4_0 only (a KV
+// cache in those formats, quantize.go: ggml's reference quantizers; vkc reads quantized weight
+// files, it does not write them); big-endian data is not supported (GGUF files are
+// little-endian).
 package quant
 
 import (
@@ -47,6 +49,9 @@ type Format struct {
 	Layout *Layout
 	// dequant is the reference: one block to BlockElems float32s.
 	dequant func(b []byte, y []float32)
+	// quantize is ggml's reference quantizer of one block, for the formats a KV cache may
+	// take (quantize.go); nil for the others.
+	quantize func(x []float32, b []byte)
 }
 
 // FieldType is the element type of a block field.
