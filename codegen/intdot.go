@@ -56,3 +56,20 @@ func (b *Builder) dot4x8(name string, op opcode, x, y Value, acc ...Value) Value
 	ops = append(ops, operand{lit: packed4x8, isLit: true})
 	return b.add(node{kind: kInst, t: I32, op: op, ops: ops, divergent: b.divergent(append([]Value{x, y}, acc...)...)}, true)
 }
+
+// PackHalf2x16 converts the two components of the vec2<f32> x to IEEE half floats and packs
+// them into a u32, the first in the low 16 bits (GLSL.std.450 PackHalf2x16): what a kernel
+// that writes ggml's blocks (an f16 scale at an even byte offset) stores in a word. The
+// rounding is the device's conversion to 16 bits (round to nearest even on lavapipe and the
+// GPUs vkc targets; the Vulkan specification leaves it to the implementation). It needs no
+// device feature.
+func (b *Builder) PackHalf2x16(x Value) Value {
+	if !b.ok("PackHalf2x16", x) {
+		return Value{t: U32}
+	}
+	if x.t != Vec(F32, 2) {
+		b.errorf("PackHalf2x16", "operand is %s, want vec2<f32>", x.t)
+		return Value{t: U32}
+	}
+	return b.add(node{kind: kExt, t: U32, lit: glslPackHalf2x16, ops: ids(x), divergent: b.divergent(x)}, true)
+}

@@ -40,8 +40,9 @@ type attn struct {
 	causal                  bool
 	window                  int
 	scale                   float64
-	kvLen                   bool // kv_len is an operand (Args[3])
-	dt                      ir.DType
+	kvLen                   bool     // kv_len is an operand (Args[3])
+	dt                      ir.DType // q's (and the result's before an epilogue)
+	kvt                     ir.DType // k's and v's (a KV cache's: may differ from q's)
 	opType                  ir.Type
 }
 
@@ -62,7 +63,7 @@ func readAttn(p *Problem) (*attn, error) {
 		return nil, err
 	}
 	a := &attn{hsd: attrs.String("layout", "shd") == "hsd", causal: attrs.Bool("causal", false),
-		window: attrs.Int("window", 0), kvLen: nop == 4, dt: args[0].DType, opType: outs[0]}
+		window: attrs.Int("window", 0), kvLen: nop == 4, dt: args[0].DType, kvt: args[1].DType, opType: outs[0]}
 	dims := func(t ir.Type) (s, h, f int) {
 		if a.hsd {
 			return t.Shape[1], t.Shape[0], t.Shape[2]
@@ -91,7 +92,26 @@ func acceptAttn(p *Problem, caps Caps) (*attn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDTypes(p, caps); err != nil {
+	if a.kvt.Quantized() {
+		// A block-quantized KV cache (q8_0, q4_0): the passes dequantize K and V tiles as
+		// they load them (quantRows), from the table's layout.
+		if !readsBlocks(a.kvt) {
+			return nil, fmt.Errorf("kernels do not read %s blocks", a.kvt)
+		}
+		for i := 0; i < len(p.Args); i++ {
+			if (i == 1 || i == 2) && p.Args[i].DType == a.kvt {
+				continue
+			}
+			if err := checkDTypesOf(p.Args[i], caps); err != nil {
+				return nil, err
+			}
+		}
+		for _, t := range p.Outs {
+			if err := checkDTypesOf(t, caps); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := checkDTypes(p, caps); err != nil {
 		return nil, err
 	}
 	if err := checkEpilogue(p, a.opType); err != nil {

@@ -67,6 +67,7 @@ type attnGen struct {
 	d4, d4p  int          // Q/K row length in loads, and the padded K row
 
 	qb, kb, vb      *codegen.Buffer
+	kq, vq          *quantRows      // a block-quantized K and V (bound as u32 words), else nil
 	lenBuf, scratch *codegen.Buffer // kv_len (when an operand), the split pass's partials
 	sync            *codegen.Buffer // inPass: one arrival counter per key/value head
 	lastFlag        *codegen.Array  // inPass: this workgroup arrived last
@@ -149,22 +150,32 @@ func (g *attnGen) declare() {
 	if a.d%4 == 0 {
 		g.dvec = 4
 	}
-	elem := StorageType(a.dt)
-	velem := elem
+	// q and k, v may differ in dtype (f32 queries over an f16 cache).
+	elem, kelem := StorageType(a.dt), codegen.U32 // a block-quantized K and V are u32 words
+	if !a.kvt.Quantized() {
+		kelem = StorageType(a.kvt)
+	}
+	velem, kvelem := elem, kelem
 	g.vt = codegen.F32
 	if g.dvec > 1 {
-		velem, g.vt = codegen.Vec(elem, g.dvec), codegen.Vec(codegen.F32, g.dvec)
+		velem, kvelem, g.vt = codegen.Vec(elem, g.dvec), codegen.Vec(kelem, g.dvec), codegen.Vec(codegen.F32, g.dvec)
 	}
 	// reg: each invocation keeps a micro tile of the output in registers — rows ty + i·TY of
 	// the block (i < br/TY) and features 4·fx..4·fx+3 — and reads V as vectors.
 	g.reg = cfg.regOutput(a)
 	g.tx4 = a.dv / 4
-	vElem := elem
+	vElem := kelem
 	if g.reg {
-		vElem = codegen.Vec(elem, 4)
+		vElem = codegen.Vec(kelem, 4)
 	}
 	g.qb = b.Buffer("q", velem, codegen.ReadOnly)
-	g.kb = b.Buffer("k", velem, codegen.ReadOnly)
+	if a.kvt.Quantized() {
+		// ggml's blocks as u32 words: rows of d (and dv) features are whole blocks.
+		kq, vq := newQuantRows(a.kvt, a.d), newQuantRows(a.kvt, a.dv)
+		g.kq, g.vq = &kq, &vq
+		kvelem, vElem = codegen.U32, codegen.U32
+	}
+	g.kb = b.Buffer("k", kvelem, codegen.ReadOnly)
 	g.vb = b.Buffer("v", vElem, codegen.ReadOnly)
 	g.lenBuf, g.nBuf, g.binds = a.lengthBuffers(b, p, []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}})
 	switch {
@@ -194,9 +205,12 @@ func (g *attnGen) declare() {
 	// then hit different banks.
 	g.d4p = g.d4 + 1
 	g.ks = b.Shared("k_tile", g.vt, b.Mul(g.BK, u(g.d4p)))
-	g.vs = b.Shared("v_tile", codegen.F32, b.Mul(g.BK, u(a.dv)))
+	// One V tile (declaring both forms left an unused array in shared memory: 8 KiB at
+	// block_k 32, dv 64, past lavapipe's 32 KiB).
 	if g.reg {
 		g.vs = b.Shared("v_tile", codegen.Vec(codegen.F32, 4), b.Mul(g.BK, u(g.tx4)))
+	} else {
+		g.vs = b.Shared("v_tile", codegen.F32, b.Mul(g.BK, u(a.dv)))
 	}
 	g.ss = b.Shared("scores", codegen.F32, b.Mul(g.BR, g.BK))
 	g.ms = b.Shared("m", codegen.F32, g.BR)
@@ -307,22 +321,42 @@ func (g *attnGen) fetchKV(kt codegen.Value) (*staged, *staged) {
 		ok := b.Lt(jj, g.hiU)
 		return b.Select(ok, jj, u(0)), ok
 	}
+	// A quantized row (key jj of head kh) is row at(jj, kh, 0)/d of a [rows, d] block matrix;
+	// its features k.. decode from the blocks (four at a time where the loads are vectors).
 	kst := fetchTile(b, g.li, cfg.wg, cfg.bk*d4, func(e codegen.Value) codegen.Value {
 		jj, ok := key(b.Div(e, u(d4)))
-		x := b.Load(g.kb, b.Add(b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(dvec)), b.Rem(e, u(d4))))
-		return b.Select(ok, b.Convert(x, g.vt), g.zv)
+		var x codegen.Value
+		switch {
+		case g.kq != nil && dvec == 4:
+			x = g.kq.quad(b, g.kb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(a.d)), b.Mul(b.Rem(e, u(d4)), u(4)))
+		case g.kq != nil:
+			x = g.kq.element(b, g.kb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(a.d)), b.Rem(e, u(d4)))
+		default:
+			x = b.Convert(b.Load(g.kb, b.Add(b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(dvec)), b.Rem(e, u(d4)))), g.vt)
+		}
+		return b.Select(ok, x, g.zv)
 	})
 	if g.reg {
 		v4 := codegen.Vec(codegen.F32, 4)
 		return kst, fetchTile(b, g.li, cfg.wg, cfg.bk*tx4, func(e codegen.Value) codegen.Value {
 			jj, ok := key(b.Div(e, u(tx4)))
-			x := b.Load(g.vb, b.Add(b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(4)), b.Rem(e, u(tx4))))
-			return b.Select(ok, b.Convert(x, v4), b.Splat(g.zero, 4))
+			var x codegen.Value
+			if g.vq != nil {
+				x = g.vq.quad(b, g.vb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(a.dv)), b.Mul(b.Rem(e, u(tx4)), u(4)))
+			} else {
+				x = b.Convert(b.Load(g.vb, b.Add(b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(4)), b.Rem(e, u(tx4)))), v4)
+			}
+			return b.Select(ok, x, b.Splat(g.zero, 4))
 		})
 	}
 	return kst, fetchTile(b, g.li, cfg.wg, cfg.bk*a.dv, func(e codegen.Value) codegen.Value {
 		jj, ok := key(b.Div(e, u(a.dv)))
-		x := LoadAs(b, g.vb, a.at(b, jj, g.kh, b.Rem(e, u(a.dv)), a.skv, a.hkv, a.dv), a.dt)
+		var x codegen.Value
+		if g.vq != nil {
+			x = g.vq.element(b, g.vb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(a.dv)), b.Rem(e, u(a.dv)))
+		} else {
+			x = LoadAs(b, g.vb, a.at(b, jj, g.kh, b.Rem(e, u(a.dv)), a.skv, a.hkv, a.dv), a.kvt)
+		}
 		return b.Select(ok, x, g.zero)
 	})
 }

@@ -15,6 +15,7 @@ import (
 type attnCase struct {
 	sq, hq, skv, hkv, d, dv int
 	dt                      ir.DType
+	kvt                     ir.DType // k's and v's dtype when it differs from q's (a KV cache)
 	attrs                   ir.Attrs
 	kvLen                   int // 0: no kv_len operand
 	residual                bool
@@ -25,18 +26,26 @@ type attnCase struct {
 }
 
 func (c attnCase) name() string {
-	return fmt.Sprintf("sq%d_h%d/%d_skv%d_d%d/%d_%s_%s_kv%d", c.sq, c.hq, c.hkv, c.skv, c.d, c.dv, c.dt, c.attrs.Key(), c.kvLen)
+	kv := ""
+	if c.kvt != 0 {
+		kv = "_kv_" + c.kvt.String()
+	}
+	return fmt.Sprintf("sq%d_h%d/%d_skv%d_d%d/%d_%s%s_%s_kv%d", c.sq, c.hq, c.hkv, c.skv, c.d, c.dv, c.dt, kv, c.attrs.Key(), c.kvLen)
 }
 
 func (c attnCase) problem(t testing.TB) (*kernels.Problem, []*ir.Tensor) {
 	rng := rand.New(rand.NewSource(int64(c.sq*1000 + c.skv)))
-	shape := func(s, h, f int) ir.Type {
+	shape := func(dt ir.DType, s, h, f int) ir.Type {
 		if c.attrs.String("layout", "shd") == "hsd" {
-			return ir.T(c.dt, h, s, f)
+			return ir.T(dt, h, s, f)
 		}
-		return ir.T(c.dt, s, h, f)
+		return ir.T(dt, s, h, f)
 	}
-	args := []ir.Type{shape(c.sq, c.hq, c.d), shape(c.skv, c.hkv, c.d), shape(c.skv, c.hkv, c.dv)}
+	kvt := c.dt
+	if c.kvt != 0 {
+		kvt = c.kvt
+	}
+	args := []ir.Type{shape(c.dt, c.sq, c.hq, c.d), shape(kvt, c.skv, c.hkv, c.d), shape(kvt, c.skv, c.hkv, c.dv)}
 	vals := []*ir.Tensor{kerneltest.Random(rng, args[0]), kerneltest.Random(rng, args[1]), kerneltest.Random(rng, args[2])}
 	if c.kvLen > 0 {
 		args = append(args, ir.T(ir.I32))
@@ -69,6 +78,12 @@ func attnCases() []attnCase {
 		// that holds fewer keys than the window
 		{sq: 1, hq: 4, skv: 67, hkv: 2, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true, "window": 8}, kvLen: 50, every: true},
 		{sq: 1, hq: 4, skv: 67, hkv: 2, d: 16, dv: 16, dt: f32, attrs: ir.Attrs{"causal": true, "window": 8}, kvLen: 5},
+		// f32 queries over an f16 KV cache (an imported model's decode), and prefill's f16 ones
+		{sq: 1, hq: 9, skv: 67, hkv: 3, d: 16, dv: 16, dt: f32, kvt: f16, attrs: ir.Attrs{"causal": true}, kvLen: 50},
+		{sq: 9, hq: 4, skv: 37, hkv: 2, d: 8, dv: 8, dt: f32, kvt: f16, attrs: ir.Attrs{"causal": true}, kvLen: 20},
+		// a block-quantized KV cache (--kv q8_0, q4_0): decode, and a prefill block
+		{sq: 1, hq: 2, skv: 40, hkv: 1, d: 32, dv: 32, dt: f32, kvt: ir.Q8_0, attrs: ir.Attrs{"causal": true}, kvLen: 29},
+		{sq: 6, hq: 4, skv: 40, hkv: 2, d: 32, dv: 32, dt: f16, kvt: ir.Q4_0, attrs: ir.Attrs{"causal": true}, kvLen: 17},
 	}
 }
 

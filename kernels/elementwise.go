@@ -50,6 +50,17 @@ func checkDTypesExcept(p *Problem, caps Caps, skip int) error {
 	return nil
 }
 
+// checkDTypesOf is checkDTypes for one operand.
+func checkDTypesOf(t ir.Type, caps Caps) error {
+	if !Supported(t.DType) {
+		return fmt.Errorf("dtype %s is not supported in device memory", t.DType)
+	}
+	if t.DType == ir.F16 && !caps.Storage16 {
+		return fmt.Errorf("f16 tensors need 16-bit storage, which the device lacks")
+	}
+	return nil
+}
+
 // fitsInvocations rejects workgroup sizes above the device's limits.
 func fitsInvocations(param string) Predicate {
 	return func(p *Problem, c Config, caps Caps) error {

@@ -5,7 +5,8 @@ import (
 	"github.com/vkc-project/vkc/ir"
 )
 
-// CacheWrite writes x into rows pos..pos+len(x)-1 (axis 0) of the state, in place: the result
+// CacheWrite writes x into rows pos..pos+len(x)-1 (axis 0) of the state, converted to the state's
+// dtype (f32 rows into an f16 cache are rounded as they are written), in place: the result
 // shares the state's buffer (Launch.InPlace) and only the new rows are written, so a decode step
 // costs the size of x, not of the cache. pos is the run-time i32 operand. Rows that fall outside
 // the cache (pos < 0, or pos + len(x) past its end) are not written; the interpreter reports
@@ -21,20 +22,31 @@ var CacheWrite = &Template{
 
 func init() { Register(CacheWrite) }
 
-var acceptCacheWrite = acceptPlain(ir.CacheWrite)
+var acceptPlainCacheWrite = acceptPlain(ir.CacheWrite)
+
+// acceptCacheWrite takes a float cache (acceptPlain) or a block-quantized one
+// (cachewrite_quant.go).
+func acceptCacheWrite(p *Problem, caps Caps) error {
+	if p.Op == ir.CacheWrite && len(p.Args) == 3 && p.Args[0].DType.Quantized() {
+		return acceptQuantCacheWrite(p, caps)
+	}
+	return acceptPlainCacheWrite(p, caps)
+}
 
 func buildCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err := acceptCacheWrite(p, caps); err != nil {
 		return nil, err
 	}
+	if p.Args[0].DType.Quantized() {
+		return buildQuantCacheWrite(p, c, caps)
+	}
 	st, xt, pt := p.Args[0], p.Args[1], p.Args[2]
 	rowLen := st.Shape.NumElements() / st.Shape[0]
 	n := xt.Shape.NumElements()
-	elem := StorageType(xt.DType)
 	b := codegen.NewBuilder("cache_write")
-	x := b.Buffer("x", elem, codegen.ReadOnly)
+	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
-	y := b.Buffer("state", elem, codegen.WriteOnly)
+	y := b.Buffer("state", StorageType(st.DType), codegen.WriteOnly)
 	reads := p.Rows.Arg(1) && p.Rows.Reads
 	var lenBuf *codegen.Buffer
 	if reads {
@@ -50,7 +62,12 @@ func buildCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 		b.If(in, func() {
 			off := b.Mul(b.Bitcast(pos, codegen.U32), b.U32(uint32(rowLen)))
-			b.Store(y, b.Add(off, q), b.Load(x, q))
+			if xt.DType == st.DType {
+				b.Store(y, b.Add(off, q), b.Load(x, q))
+			} else {
+				// Rows of another float dtype are rounded to the cache's as they are written.
+				StoreAs(b, y, b.Add(off, q), LoadAs(b, x, q, xt.DType), st.DType)
+			}
 		})
 	})
 	k, spec, err := finish(b, caps, c, "wg", "per_thread")

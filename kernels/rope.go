@@ -57,6 +57,9 @@ func acceptRope(p *Problem, caps Caps) error {
 	if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
 		return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
 	}
+	if p.Op == ir.RopeCacheWrite && p.Args[0].DType.Quantized() {
+		return acceptQuantCacheWrite(p, caps) // cachewrite_quant.go
+	}
 	return checkDTypes(p, caps)
 }
 
@@ -152,6 +155,9 @@ func loadPos(b *codegen.Builder, buf *codegen.Buffer) codegen.Value {
 }
 
 func buildRope(p *Problem, c Config, caps Caps) (*Launch, error) {
+	if p.Op == ir.RopeCacheWrite && p.Args[0].DType.Quantized() {
+		return buildQuantCacheWrite(p, c, caps)
+	}
 	g := readRope(p)
 	xt, pt, ot := p.Args[g.xArg], p.Args[g.posArg], p.Outs[0]
 	b := codegen.NewBuilder(p.OpName())

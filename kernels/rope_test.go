@@ -97,6 +97,9 @@ func TestCacheWriteOnDevice(t *testing.T) {
 		{ir.T(ir.F32, 9, 3, 5), ir.T(ir.F32, 9, 3, 5), 0},
 		{ir.T(ir.F16, 7, 6), ir.T(ir.F16, 3, 6), 4},
 		{ir.T(ir.I32, 5, 2), ir.T(ir.I32, 2, 2), 1},
+		// f32 rows into an f16 cache (rounded as written), and f16 rows into an f32 one
+		{ir.T(ir.F16, 9, 2, 8), ir.T(ir.F32, 2, 2, 8), 3},
+		{ir.T(ir.F32, 9, 2, 8), ir.T(ir.F16, 1, 2, 8), 8},
 	} {
 		p := problem(t, ir.CacheWrite, nil, tc.state, tc.x, ir.T(ir.I32))
 		args := []*ir.Tensor{kerneltest.Random(rng, tc.state), kerneltest.Random(rng, tc.x), posTensor(tc.pos)}
@@ -113,6 +116,7 @@ func TestRopeCacheWriteOnDevice(t *testing.T) {
 		}{
 			{ir.T(ir.F32, 11, 3, 8), ir.T(ir.F32, 1, 3, 8), 10},
 			{ir.T(ir.F16, 11, 3, 8), ir.T(ir.F16, 5, 3, 8), 2},
+			{ir.T(ir.F16, 11, 3, 8), ir.T(ir.F32, 2, 3, 8), 6}, // f32 keys into an f16 cache
 		} {
 			p := problem(t, ir.RopeCacheWrite, ir.Attrs{"mode": mode}, tc.state, tc.x, ir.T(ir.I32))
 			args := []*ir.Tensor{kerneltest.Random(rng, tc.state), kerneltest.Random(rng, tc.x), posTensor(tc.pos)}
