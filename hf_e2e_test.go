@@ -13,7 +13,7 @@ import (
 )
 
 // TestHFOraclePlan: transformers' tinyllama folder (../shared/oracles/hf/tinyllama) through vkc
-// import (a model.yaml written beside the plan, naming the folder's weights file), compiled for
+// import with everything in f32 (a model.yaml written beside the plan, naming the folder's weights file), compiled for
 // the device (lavapipe in CI) and run: prefill and decode logits against transformers' golden
 // (the oracle's 1e-4 row-relative) and against the plan compiled from the hand-written
 // examples/tinyllama model.yaml (the same graph: ≤ 1e-5), and the greedy tokens.
@@ -21,7 +21,7 @@ func TestHFOraclePlan(t *testing.T) {
 	d := device(t)
 	src := oracles.Dir(t, "hf/tinyllama")
 	dir := t.TempDir()
-	im, err := importer.ImportHF(src, importer.HFOptions{Ctx: 32, Prefill: 16, YAMLDir: dir})
+	im, err := importer.ImportHF(src, importer.HFOptions{Ctx: 32, Prefill: 16, YAMLDir: dir, Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestRopeScalingPlan(t *testing.T) {
 	if err := os.Symlink(filepath.Join(src, "weights.safetensors"), filepath.Join(dir, "weights.safetensors")); err != nil {
 		t.Fatal(err)
 	}
-	im, err := importer.ImportHF(dir, importer.HFOptions{Ctx: 64, Prefill: 16})
+	im, err := importer.ImportHF(dir, importer.HFOptions{Ctx: 64, Prefill: 16, Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,8 @@ import (
 // attention (optionally over a sliding window); the output projection; the residual; RMSNorm;
 // SwiGLU MLP; the residual. Then RMSNorm and the output projection (tied to the embedding or
 // not). The functions follow the examples' conventions, inputs tokens (i32[seq]) and pos (i32
-// scalar), state k_cache.{i} and v_cache.{i} ([ctx, kv_heads, hd], f32):
+// scalar), state k_cache.{i} and v_cache.{i} ([ctx, kv_heads, hd], in the KV cache's dtype: f16
+// by default, see Precision):
 //   - prefill (seq a run-time length 1..prefill): what generation runs on a prompt, the logits
 //     of its last row only (f32[1, vocab]): the LM head (and the argmax and top-k a compile adds)
 //     run on one row, the rows before it picked out by a slice of the run's last row;
@@ -58,6 +59,11 @@ type decoderLM struct {
 	// arch holds the architecture extensions (decoder_arch.go: Gemma, Phi-3, mixtures of
 	// experts); its zero value is the graph above.
 	arch archLM
+
+	// act is the dtype the prefill's (and score's) matrix products read their activations in
+	// (f32 or f16) and kv the KV cache's dtype: setPrecision (precision.go) chooses them; the
+	// zero values mean f32.
+	act, kv ir.DType
 }
 
 // lmParam is one parameter of the decoder: its name template, its shape in model.yaml dims,
@@ -167,8 +173,16 @@ func (m *decoderLM) yaml() ([]byte, error) {
 		m.batchFunction(&b)
 		return []byte(b.String()), nil
 	}
-	w("\nstate:\n  k_cache.{i}: [ctx, kv_heads, hd]\n  v_cache.{i}: [ctx, kv_heads, hd]\n")
+	kv := ""
+	if m.kv != 0 && m.kv != ir.F32 {
+		kv = m.kv.String()
+	}
+	w("\nstate:\n  k_cache.{i}: %s[ctx, kv_heads, hd]\n  v_cache.{i}: %s[ctx, kv_heads, hd]\n", kv, kv)
 	w("\nfunctions:\n")
+	act := m.act
+	if act == 0 {
+		act = ir.F32
+	}
 	var blocks []string
 	for fi, fn := range []struct {
 		name, rows string
@@ -179,11 +193,18 @@ func (m *decoderLM) yaml() ([]byte, error) {
 			dims = fmt.Sprintf("1..%d", fn.seq) // a run-time length: a prompt of any length up to it
 		}
 		w("  %s:\n    dims: {seq: %s}\n    inputs:\n      tokens: i32[seq]\n      pos: i32[]\n    outputs:\n      logits: f32[%s, vocab]\n", fn.name, dims, fn.rows)
-		switch fi {
-		case 0:
+		switch {
+		case fi == 0:
+			if act != ir.F32 {
+				w("    # the matrix products read %s activations (converted where they are produced)\n", act)
+			}
 			w("    body: &body\n")
-			blocks = m.body(&b, true)
-		case 1:
+			blocks = m.body(&b, true, act, "layers")
+		case fi == 1 && act != ir.F32:
+			// Decode's matrix-vector products read f32 activations: a body of its own.
+			w("    body:\n")
+			m.body(&b, true, ir.F32, "decode_layers")
+		case fi == 1:
 			w("    body: *body\n") // the last row of one row is the row
 		default:
 			// Every row's logits: prefill's layers (its repeat blocks by their anchors), then
@@ -243,10 +264,21 @@ func (m *decoderLM) head(b *strings.Builder, last bool) {
 	fmt.Fprintf(b, "      - logits = %s\n", logits)
 }
 
-// body writes the prefill body (decode shares it), with the LM head of the last row when last,
-// and returns the YAML anchors of its repeat blocks (score's body aliases them).
-func (m *decoderLM) body(b *strings.Builder, last bool) []string {
+// body writes the prefill body (decode shares it when act is f32), with the LM head of the last
+// row when last, and returns the YAML anchors of its repeat blocks, named anchor0, … (score's
+// body aliases prefill's). Its matrix products read activations of dtype act: with f16, the
+// norms' results are cast to f16 where they are produced, the attention and SwiGLU results are
+// f16 already (their operands are), and the products that feed the f32 residual stream are cast
+// back; the LM head reads f32.
+func (m *decoderLM) body(b *strings.Builder, last bool, act ir.DType, anchor string) []string {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	// in16 converts a norm's result to the products' activations; out32 brings a product's
+	// result back to the residual stream.
+	in16, out32 := func(x string) string { return x }, func(x string) string { return x }
+	if act != ir.F32 {
+		in16 = func(x string) string { return fmt.Sprintf("cast(%s, to=%s)", x, act) }
+		out32 = func(x string) string { return fmt.Sprintf("cast(%s, to=f32)", x) }
+	}
 	m.prologue(b)
 	var anchors []string
 	lin := func(x, wname, bname string) string {
@@ -272,9 +304,9 @@ func (m *decoderLM) body(b *strings.Builder, last bool) []string {
 			w("      # layers %d..%d: sliding-window attention over the last %d positions\n", lo, hi-1, wn)
 		}
 		rope := m.ropeOf(lo)
-		anchors = append(anchors, fmt.Sprintf("layers%d", lo))
+		anchors = append(anchors, fmt.Sprintf("%s%d", anchor, lo))
 		w("      - &%s\n        repeat i in %s..%s:\n", anchors[len(anchors)-1], from, to)
-		w("        - h = %s\n", norm("x", "layers.{i}.attn_norm"))
+		w("        - h = %s\n", in16(norm("x", "layers.{i}.attn_norm")))
 		q := fmt.Sprintf("reshape(%s, shape=[seq, heads, hd])", lin("h", "wq", "q"))
 		k := fmt.Sprintf("reshape(%s, shape=[seq, kv_heads, hd])", lin("h", "wk", "k"))
 		v := fmt.Sprintf("reshape(%s, shape=[seq, kv_heads, hd])", lin("h", "wv", "v"))
@@ -309,13 +341,13 @@ func (m *decoderLM) body(b *strings.Builder, last bool) []string {
 		if m.arch.postNorms {
 			o = norm(o, "layers.{i}.post_attn_norm")
 		}
-		w("        - x = add(x, %s)\n", o)
-		w("        - h = %s\n", norm("x", "layers.{i}.mlp_norm"))
+		w("        - x = add(x, %s)\n", out32(o))
+		w("        - h = %s\n", in16(norm("x", "layers.{i}.mlp_norm")))
 		f := m.arch.ffn(w)
 		if m.arch.postNorms {
 			f = norm(f, "layers.{i}.post_mlp_norm")
 		}
-		w("        - x = add(x, %s)\n", f)
+		w("        - x = add(x, %s)\n", out32(f))
 		lo = hi
 	}
 	m.head(b, last)
@@ -356,7 +388,7 @@ func (m *decoderLM) batchFunction(b *strings.Builder) {
 	w("    inputs:\n      tokens: i32[seq]\n      pos: i32[seq]      # each row's position in its sequence\n")
 	w("      slot: i32[seq]     # each row's sequence: its KV cache slot\n")
 	w("    outputs:\n      logits: f32[seq, vocab]\n    body:\n")
-	m.body(b, false)
+	m.body(b, false, ir.F32, "layers")
 }
 
 func (m *decoderLM) windowOf(layer int) int {

@@ -43,6 +43,8 @@ type GGUFOptions struct {
 	// Slots > 0 gives the KV caches a slot dimension for that many sequences and the model a
 	// batched function (batch) in place of prefill and decode: vkc serve --parallel.
 	Slots int
+	// Precision chooses the KV cache's dtype and the activations the products read.
+	Precision Precision
 }
 
 // GGUF is an imported GGUF model.
@@ -314,6 +316,11 @@ func (g *ggufImport) generate() ([]byte, error) {
 	if err := g.check(lm, epsKey); err != nil {
 		return nil, err
 	}
+	pn, err := lm.setPrecision(g.opts.Precision)
+	if err != nil {
+		return nil, err
+	}
+	g.note("%s", pn)
 	if g.f.Has("tokenizer.ggml.tokens") {
 		lm.tokenizer = weightsFile // the file's vocabulary: a compiled plan records it
 		g.note("the file has a vocabulary (tokenizer.ggml.*): a compiled plan records it")

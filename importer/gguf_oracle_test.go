@@ -11,20 +11,29 @@ import (
 )
 
 // TestGGUFOracleInterpreter imports every GGUF file of the llama.cpp oracle and runs it through
-// the reference interpreter: prefill and decode logits against the float64 reference over
-// ggml's dequantized weights (≤ 1e-4) and against llama.cpp's own logits (the file's tolerance
-// (2)), and the greedy tokens.
+// the reference interpreter, with the import's defaults (an f16 KV cache, f16 activations into
+// the prefill's products, as llama.cpp runs) and with everything in f32 (importer.F32): prefill
+// and decode logits against the float64 reference over ggml's dequantized weights and against
+// llama.cpp's own logits, and the greedy tokens. The f32 path is within the README's tolerance
+// (1), 1e-4, of the reference; the 16-bit one within its tolerance (2) of both (the README: an
+// f16 KV cache moves the logits by about 1e-3, so it is compared with tolerance (2)).
 func TestGGUFOracleInterpreter(t *testing.T) {
 	for _, name := range oracles.LlamaCppNames() {
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			path, gold := oracles.LlamaCpp(t, name)
-			im, err := importer.ImportGGUF(path, importer.GGUFOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
-			oracles.CheckLlamaCpp(t, name, run, gold, oracles.LlamaCppRefTol)
-		})
+		for _, c := range []struct {
+			what string
+			prec importer.Precision
+			tol  float64
+		}{{"default", importer.Precision{}, oracles.LlamaCppFiles[name].Tol2}, {"f32", importer.F32, oracles.LlamaCppRefTol}} {
+			t.Run(filepath.Base(name)+"/"+c.what, func(t *testing.T) {
+				path, gold := oracles.LlamaCpp(t, name)
+				im, err := importer.ImportGGUF(path, importer.GGUFOptions{Precision: c.prec})
+				if err != nil {
+					t.Fatal(err)
+				}
+				run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
+				oracles.CheckLlamaCpp(t, name, run, gold, c.tol)
+			})
+		}
 	}
 }
 
@@ -67,5 +76,26 @@ func TestGGUFImportChoices(t *testing.T) {
 	m, err = importer.Load(path)
 	if err != nil || m.Function("decode") == nil || m.Function("prefill") == nil {
 		t.Fatalf("Load: %v", err)
+	}
+}
+
+// TestGGUFKVCacheOracle: files of the llama.cpp oracle imported with a block-quantized KV cache
+// (--kv q8_0, q4_0; the interpreter quantizes it as ggml's reference quantizer does) match
+// llama.cpp's own logits with that cache (testdata/llamacpp-kv) and the float64 reference within
+// that oracle's tolerance.
+func TestGGUFKVCacheOracle(t *testing.T) {
+	for _, f := range oracles.LlamaCppKVFiles {
+		t.Run(filepath.Base(f.Name)+"/"+f.KV, func(t *testing.T) {
+			path, gold := oracles.LlamaCpp(t, f.Name)
+			im, err := importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 32, Precision: importer.Precision{KV: f.KV}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := im.Model.State[0].Type; st.DType.String() != f.KV {
+				t.Fatalf("the cache is %s, want %s", st, f.KV)
+			}
+			run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
+			oracles.CheckLlamaCppKV(t, f, run, gold)
+		})
 	}
 }

@@ -94,7 +94,7 @@ func TestGGUFQwen2(t *testing.T) {
 	name := "llama-tiny/llama-tiny-Q8_0"
 	src, gold := oracles.LlamaCpp(t, name)
 	prompt := gold["input_ids"].NumElements()
-	im, err := importer.ImportGGUF(qwen2FromLlama(t, src, 0), importer.GGUFOptions{Prefill: prompt})
+	im, err := importer.ImportGGUF(qwen2FromLlama(t, src, 0), importer.GGUFOptions{Prefill: prompt, Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestGGUFQwen2(t *testing.T) {
 	run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
 	oracles.CheckLlamaCpp(t, name, run, gold, oracles.LlamaCppRefTol)
 
-	im2, err := importer.ImportGGUF(qwen2FromLlama(t, src, 0.05), importer.GGUFOptions{Prefill: prompt})
+	im2, err := importer.ImportGGUF(qwen2FromLlama(t, src, 0.05), importer.GGUFOptions{Prefill: prompt, Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}

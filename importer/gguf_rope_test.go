@@ -80,7 +80,8 @@ func TestGGUFRopeScaling(t *testing.T) {
 			ff[i] = float32(1 / ((1-s)/factor + s))
 		}
 	}
-	im, err := importer.ImportGGUF(ggufWith(t, src, nil, map[string][]float32{"rope_freqs.weight": ff}), importer.GGUFOptions{SkipWeights: true})
+	// f32 activations: prefill and decode share one body, one rope of q and of k.
+	im, err := importer.ImportGGUF(ggufWith(t, src, nil, map[string][]float32{"rope_freqs.weight": ff}), importer.GGUFOptions{SkipWeights: true, Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestGGUFRopeScaling(t *testing.T) {
 	if n := strings.Count(string(im.YAML), want); n != 2 {
 		t.Errorf("%d ropes with %q:\n%s", n, want, im.YAML)
 	}
-	im, err = importer.ImportGGUF(ggufWith(t, src, map[string]any{"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": float32(4)}, nil), importer.GGUFOptions{SkipWeights: true})
+	im, err = importer.ImportGGUF(ggufWith(t, src, map[string]any{"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": float32(4)}, nil), importer.GGUFOptions{SkipWeights: true, Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,8 @@ type HFOptions struct {
 	// Slots > 0 gives the KV caches a slot dimension for that many sequences and the model a
 	// batched function (batch) in place of prefill and decode: vkc serve --parallel.
 	Slots int
+	// Precision chooses the KV cache's dtype and the activations the products read.
+	Precision Precision
 }
 
 // HF is an imported Hugging Face checkpoint.
@@ -431,6 +433,11 @@ func (h *hfImport) build() (*decoderLM, error) {
 		return nil, err
 	}
 	h.embedScaleDType(lm)
+	pn, err := lm.setPrecision(h.opts.Precision)
+	if err != nil {
+		return nil, err
+	}
+	h.note("%s", pn)
 	if err := h.tokenizer(lm); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,9 @@ type Options struct {
 	// many sequences and a batched step function (GGUFOptions.Slots, HFOptions.Slots); a
 	// model.yaml or ONNX file takes none.
 	Slots int
+	// Precision, when set, is the precision of a GGUF or Hugging Face import (GGUF.Precision
+	// and HF.Precision otherwise); a model.yaml or ONNX file takes none.
+	Precision Precision
 }
 
 // Load reads the model at path by its kind: model.yaml (.yaml, .yml), ONNX (.onnx), GGUF
@@ -51,6 +54,9 @@ func LoadWith(path string, opts Options) (*ir.Model, error) {
 		if opts.Slots > 0 {
 			h.Slots = opts.Slots
 		}
+		if opts.Precision != (Precision{}) {
+			h.Precision = opts.Precision
+		}
 		im, err := ImportHF(path, h)
 		if err != nil {
 			return nil, err
@@ -59,6 +65,12 @@ func LoadWith(path string, opts Options) (*ir.Model, error) {
 	}
 	if ext := strings.ToLower(filepath.Ext(path)); opts.Slots > 0 && ext != ".gguf" {
 		return nil, fmt.Errorf("%s: slots (--parallel) are imported from GGUF files and Hugging Face folders; write a model.yaml's batched function by hand (docs/serving.md)", path)
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".onnx":
+		if opts.Precision != (Precision{}) {
+			return nil, fmt.Errorf("%s: --act and --kv choose the precision of GGUF and Hugging Face imports; a %s file states its own dtypes", path, filepath.Ext(path))
+		}
 	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
@@ -77,6 +89,9 @@ func LoadWith(path string, opts Options) (*ir.Model, error) {
 		g.SkipWeights = g.SkipWeights || opts.SkipWeights
 		if opts.Slots > 0 {
 			g.Slots = opts.Slots
+		}
+		if opts.Precision != (Precision{}) {
+			g.Precision = opts.Precision
 		}
 		im, err := ImportGGUF(path, g)
 		if err != nil {

@@ -22,6 +22,7 @@ func init() {
 		example: "vkc check examples/tinyllama/model.yaml",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			dims := dimFlags(fs)
+			prec := precisionFlags(fs)
 			skip := fs.Bool("skip-weights", false, "do not read or generate the weights (faster for large models)")
 			write := fs.String("write-weights", "", "write the model's weights (loaded or generated) to this safetensors `file`, e.g. for a peer implementation")
 			force := fs.Bool("force", false, "with -write-weights: replace a file that is not a safetensors file")
@@ -33,7 +34,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := loadModel(args[0], *skip, dims)
+				m, err := loadModel(args[0], *skip, dims, *prec)
 				if err != nil {
 					return err
 				}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/safefile"
 	"github.com/vkc-project/vkc/plan"
 )
@@ -25,6 +26,7 @@ func init() {
 		example: "vkc compile examples/tinyllama/model.yaml -o tinyllama.plan",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			dims := dimFlags(fs)
+			prec := precisionFlags(fs)
 			out := fs.String("o", "", "the plan file to write (required)")
 			device := fs.String("device", "", "the device to compile for, by index or name substring (default: $VKC_DEVICE, else the best)")
 			fns := fs.String("f", "", "comma-separated functions to compile (default: all)")
@@ -125,7 +127,7 @@ func init() {
 				if *parallel < 0 {
 					return usagef("--parallel %d: want the sequences the plan serves at once", *parallel)
 				}
-				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr, dims, *parallel)
+				return compileCmd(args[0], *out, *dotFile, *dump, *force, opts, stderr, dims, *parallel, *prec)
 			}
 		},
 	})
@@ -134,11 +136,11 @@ func init() {
 // compileCmd compiles the model and writes the plan and the --dot graph all or none: both are
 // prepared as temporary files and renamed into place only when both are complete (and the
 // kernels dumped), and nothing is written after an interrupt (SIGINT or SIGTERM).
-func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, stderr io.Writer, dims dimFlag, slots int) error {
+func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, stderr io.Writer, dims dimFlag, slots int, prec importer.Precision) error {
 	ctx, stop := interruptible()
 	defer stop()
 	fmt.Fprintf(stderr, "parse %s\n", model)
-	m, err := loadModelSlots(model, false, dims, slots)
+	m, err := loadModelSlots(model, false, dims, slots, prec)
 	if err != nil {
 		return err
 	}

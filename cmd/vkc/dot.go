@@ -19,6 +19,7 @@ func init() {
 		example: "vkc dot examples/tinyllama/model.yaml -f decode -o decode.dot",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			dims := dimFlags(fs)
+			prec := precisionFlags(fs)
 			fn := fs.String("f", "", "the function to draw (default: the model's first)")
 			out := fs.String("o", "", "write the DOT text to this file (default: standard output)")
 			hideConsts := fs.Bool("hide-consts", false, "leave scalar constants out")
@@ -32,7 +33,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := loadModel(args[0], true, dims)
+				m, err := loadModel(args[0], true, dims, *prec)
 				if err != nil {
 					return err
 				}

@@ -34,6 +34,7 @@ func init() {
 		example: "vkc eval examples/tinyllama/model.yaml -f decode --input tokens=37 --input pos=0 --greedy 4",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			dims := dimFlags(fs)
+			prec := precisionFlags(fs)
 			fn := fs.String("f", "", "the function to run (default: the model's first)")
 			var inputs multiFlag
 			fs.Var(&inputs, "input", "an input: NAME=FILE.npy, NAME=FILE.safetensors[:TENSOR] (default tensor: NAME), NAME=FILE.pb (ONNX TensorProto), "+
@@ -52,7 +53,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one model.yaml or .gguf file, got %d arguments", len(args))
 				}
-				m, err := loadModel(args[0], false, dims)
+				m, err := loadModel(args[0], false, dims, *prec)
 				if err != nil {
 					return err
 				}

@@ -18,7 +18,7 @@ import (
 func init() {
 	register(&command{
 		name:    "import",
-		usage:   "model.gguf|HF-DIR -o model.yaml [--ctx N] [--prefill N] [--parallel N] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
+		usage:   "model.gguf|HF-DIR -o model.yaml [--ctx N] [--prefill N] [--parallel N] [--act f32|f16] [--kv f32|f16|q8_0|q4_0] [--force]  |  model.onnx -o model.yaml [--dim NAME=VALUE] [--force]",
 		short:   "write a model.yaml for a GGUF file (llama and Mixtral, qwen2, qwen3, qwen3moe, gemma3, phi3), a Hugging Face checkpoint folder (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Gemma 3, Phi-3; weights read from their files) or an ONNX file (weights written beside it)",
 		example: "vkc import model.gguf -o model.yaml --ctx 2048",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -28,6 +28,7 @@ func init() {
 			force := fs.Bool("force", false, "replace an existing file that is not a model.yaml")
 			prefill := fs.Int("prefill", 0, fmt.Sprintf("the most tokens the prefill function takes, a run-time length 1..N (default %d, at most the context)", importer.DefaultPrefill))
 			parallel := fs.Int("parallel", 0, "KV caches for N sequences and one batched step function (batch) instead of prefill and decode: what vkc serve batches concurrent requests with (docs/serving.md)")
+			prec := precisionFlags(fs)
 			return func(args []string) error {
 				args, err := positional(fs, args)
 				if err != nil {
@@ -43,6 +44,9 @@ func init() {
 					if *ctx != 0 || *prefill != 0 || *parallel != 0 {
 						return usagef("--ctx, --prefill and --parallel go with GGUF files and Hugging Face folders")
 					}
+					if *prec != (importer.Precision{}) {
+						return usagef("--act and --kv go with GGUF files and Hugging Face folders; an ONNX file states its own dtypes")
+					}
 					return importONNX(stdout, args[0], *out, dims, *force)
 				}
 				if len(dims) > 0 {
@@ -51,17 +55,20 @@ func init() {
 				if *ctx < 0 || *prefill < 0 || *parallel < 0 {
 					return usagef("--ctx, --prefill and --parallel must be positive")
 				}
+				if err := prec.Check(); err != nil {
+					return usagef("%v", err)
+				}
 				dir, err := filepath.Abs(filepath.Dir(*out))
 				if err != nil {
 					return err
 				}
 				if st, err := os.Stat(args[0]); err == nil && st.IsDir() {
-					return importHF(stdout, args[0], *out, importer.HFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir, Slots: *parallel}, *force)
+					return importHF(stdout, args[0], *out, importer.HFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir, Slots: *parallel, Precision: *prec}, *force)
 				}
 				if !importer.IsGGUFPath(args[0]) {
 					return fmt.Errorf("%s: vkc import reads GGUF (.gguf) and ONNX (.onnx) files and Hugging Face checkpoint folders", args[0])
 				}
-				im, err := importer.ImportGGUF(args[0], importer.GGUFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir, Slots: *parallel})
+				im, err := importer.ImportGGUF(args[0], importer.GGUFOptions{Ctx: *ctx, Prefill: *prefill, YAMLDir: dir, Slots: *parallel, Precision: *prec})
 				if err != nil {
 					return err
 				}
@@ -154,25 +161,36 @@ func importONNX(stdout io.Writer, in, out string, dims dimFlag, force bool) erro
 
 // loadModel reads the model a command is given: a model.yaml, or a file or folder another tool
 // wrote (GGUF, ONNX, a Hugging Face checkpoint), imported in memory with the importer's defaults. dims fixes an ONNX model's
-// symbolic input dimensions (--dim NAME=VALUE); a model.yaml or GGUF file takes none.
-func loadModel(path string, skipWeights bool, dims dimFlag) (*ir.Model, error) {
-	return loadModelSlots(path, skipWeights, dims, 0)
+// symbolic input dimensions (--dim NAME=VALUE); a model.yaml or GGUF file takes none. prec (at
+// most one: --act and --kv) is the precision of a GGUF or Hugging Face import.
+func loadModel(path string, skipWeights bool, dims dimFlag, prec ...importer.Precision) (*ir.Model, error) {
+	return loadModelSlots(path, skipWeights, dims, 0, prec...)
 }
 
 // loadModelSlots is loadModel importing a GGUF file or Hugging Face folder with slots > 0: KV
 // caches for that many sequences and a batched step (--parallel).
-func loadModelSlots(path string, skipWeights bool, dims dimFlag, slots int) (*ir.Model, error) {
+func loadModelSlots(path string, skipWeights bool, dims dimFlag, slots int, prec ...importer.Precision) (*ir.Model, error) {
+	var pr importer.Precision
+	if len(prec) > 0 {
+		pr = prec[0]
+	}
+	if err := pr.Check(); err != nil {
+		return nil, usagef("%v", err)
+	}
 	if slots > 0 {
 		if len(dims) > 0 {
 			return nil, usagef("--dim fixes an ONNX model's dimensions; --parallel goes with GGUF files and Hugging Face folders")
 		}
-		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights, Slots: slots})
+		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights, Slots: slots, Precision: pr})
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		if len(dims) > 0 {
 			return nil, usagef("--dim fixes the symbolic dimensions of ONNX models; %s is a folder", path)
 		}
-		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights})
+		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights, Precision: pr})
+	}
+	if pr != (importer.Precision{}) && !importer.IsGGUFPath(path) {
+		return nil, usagef("--act and --kv choose the precision of a GGUF file or Hugging Face folder; %s states its own dtypes", path)
 	}
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext == ".onnx" || importer.IsGGUFPath(path) {
@@ -182,7 +200,7 @@ func loadModelSlots(path string, skipWeights bool, dims dimFlag, slots int) (*ir
 		if len(dims) > 0 && ext != ".onnx" {
 			return nil, usagef("--dim fixes the symbolic dimensions of ONNX models; %s is not one", path)
 		}
-		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights, Dims: dims})
+		return importer.LoadWith(path, importer.Options{SkipWeights: skipWeights, Dims: dims, Precision: pr})
 	}
 	if len(dims) > 0 {
 		return nil, usagef("--dim fixes the symbolic dimensions of ONNX models; %s is a model.yaml", path)
@@ -213,6 +231,15 @@ func (d dimFlag) Set(s string) error {
 	}
 	d[name] = n
 	return nil
+}
+
+// precisionFlags registers --act and --kv, the precision of a GGUF or Hugging Face import
+// (importer.Precision), on a command's flags.
+func precisionFlags(fs *flag.FlagSet) *importer.Precision {
+	p := &importer.Precision{}
+	fs.StringVar(&p.Act, "act", "", "GGUF files and Hugging Face folders: the activations the prefill's matrix products read, "+strings.Join(importer.ActDTypes, "|")+" (default: f16 where the matrices are f16 or block-quantized, else f32)")
+	fs.StringVar(&p.KV, "kv", "", "GGUF files and Hugging Face folders: the KV cache's dtype, "+strings.Join(importer.KVDTypes, "|")+" (llama.cpp's -ctk names; default f16)")
+	return p
 }
 
 // dimFlags registers --dim on a command's flags.

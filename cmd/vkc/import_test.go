@@ -45,6 +45,29 @@ func TestImportGGUF(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "logits") {
 		t.Errorf("eval: exit %d: %s%s", code, stdout, errs)
 	}
+	// The precision: f16 KV cache and f16 activations into the prefill's products by default;
+	// --kv and --act on import and on the commands that take the .gguf itself.
+	for _, c := range []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, []string{"k_cache.{i}: f16[ctx, kv_heads, hd]", "h = cast(rmsnorm(x, layers.{i}.attn_norm", "KV cache f16; the prefill's matrix products read f16"}},
+		{[]string{"--kv", "q8_0", "--act", "f32"}, []string{"v_cache.{i}: q8_0[ctx, kv_heads, hd]", "body: *body", "KV cache q8_0; the prefill's matrix products read f32 activations (--act f32)"}},
+		{[]string{"--kv", "f32"}, []string{"k_cache.{i}: [ctx, kv_heads, hd]"}},
+	} {
+		args := append([]string{"import", path, "-o", out, "--ctx", "32"}, c.flags...)
+		code, stdout, errs := runCLI(t, args...)
+		src, _ := os.ReadFile(out)
+		for _, w := range c.want {
+			if code != 0 || !strings.Contains(string(src)+stdout, w) {
+				t.Errorf("%v: exit %d %s: lacks %q", c.flags, code, errs, w)
+			}
+		}
+	}
+	code, stdout, errs = runCLI(t, "check", path, "--kv", "q4_0")
+	if code != 0 || !strings.Contains(stdout, "q4_0") {
+		t.Errorf("check --kv q4_0: exit %d: %s%s", code, stdout, errs)
+	}
 }
 
 func TestImportErrors(t *testing.T) {
@@ -65,6 +88,9 @@ func TestImportErrors(t *testing.T) {
 		{[]string{"import", "../../go.mod", "-o", out}, 1, "reads GGUF (.gguf) and ONNX (.onnx) files"},
 		{[]string{"import"}, 2, "want one GGUF or ONNX file"},
 		{[]string{"check", mamba}, 1, `architecture "mamba"`},
+		{[]string{"import", mamba, "-o", out, "--kv", "q4_k"}, 2, "--kv q4_k: want one of f32, f16, bf16, q8_0, q4_0"},
+		{[]string{"check", mamba, "--act", "bf16"}, 2, "--act bf16: want f32 or f16"},
+		{[]string{"check", "../../examples/mlp/model.yaml", "--kv", "f16"}, 2, "--act and --kv choose the precision of a GGUF file"},
 	} {
 		code, _, errs := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.want) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkc-project/vkc"
+	"github.com/vkc-project/vkc/importer"
 )
 
 func init() {
@@ -21,6 +22,7 @@ func init() {
 		example: "vkc tune examples/tinyllama/model.yaml -budget 30s",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			dims := dimFlags(fs)
+			prec := precisionFlags(fs)
 			list := fs.Bool("list", false, "list the database's searches: device, compiler, template, problem, best configuration and time")
 			clear := fs.Bool("clear", false, "remove the database, so the next compile measures every kernel again")
 			path := fs.String("tune-db", "", "the tuning database file (default: vkc/tune/tune.json in the user cache directory)")
@@ -64,7 +66,7 @@ func init() {
 						return usagef("%s %v: want a positive duration (or 0: no limit)", d.flag, d.v)
 					}
 				}
-				opts := tuneModelOptions{db: *path, budget: *budget, perSearch: *perSearch, device: *device, configs: *configs, optimize: !*asWritten, force: *force, dims: dims}
+				opts := tuneModelOptions{db: *path, budget: *budget, perSearch: *perSearch, device: *device, configs: *configs, optimize: !*asWritten, force: *force, dims: dims, prec: *prec}
 				if *fns != "" {
 					opts.functions = strings.Split(*fns, ",")
 				}
@@ -83,6 +85,7 @@ type tuneModelOptions struct {
 	optimize   bool
 	force      bool
 	dims       dimFlag
+	prec       importer.Precision
 }
 
 // tuneModel tunes every kernel of the model's functions (vkc.TuneKernels) and prints what
@@ -91,7 +94,7 @@ type tuneModelOptions struct {
 func tuneModel(stdout, stderr io.Writer, path string, o tuneModelOptions) error {
 	ctx, stop := interruptible()
 	defer stop()
-	m, err := loadModel(path, false, o.dims)
+	m, err := loadModel(path, false, o.dims, o.prec)
 	if err != nil {
 		return err
 	}
