@@ -302,9 +302,9 @@ func (g *ggufImport) generate() ([]byte, error) {
 			"out_norm": "output_norm.weight", "lm_head": "output.weight",
 		},
 		dtype: g.dtype,
-		// An f16 table gives f16 rows; the activations are f32, as llama.cpp's get_rows gives
-		// them (a block-quantized table gives f32 rows itself).
-		castEmbed: emb.Format != nil && emb.Format.Name == "f16",
+		// An f16 or bf16 table gives 16-bit rows; the activations are f32, as llama.cpp's
+		// get_rows gives them (a block-quantized table gives f32 rows itself).
+		castEmbed: emb.Format != nil && (emb.Format.Name == "f16" || emb.Format.Name == "bf16"),
 	}
 	if err := g.archSpecific(lm); err != nil {
 		return nil, err
@@ -387,8 +387,9 @@ func (g *ggufImport) ropeScaling(theta float64, hd int) (ir.RopeScaling, error) 
 	return none, fmt.Errorf("%s.rope.scaling.type is %q: vkc supports linear and Llama 3's scaling (rope_freqs.weight)", a, typ)
 }
 
-// dtype is the model.yaml dtype a tensor of the file is declared with: its ggml type, bf16 as
-// f32 (kernels have no bf16 storage; f32 holds every bf16 value exactly).
+// dtype is the model.yaml dtype a tensor of the file is declared with: its ggml type; a bf16
+// matrix stays bf16 (kernels read it as 16-bit words, widened exactly), a bf16 vector (a norm
+// weight, a bias) is f32, which holds every bf16 value.
 func (g *ggufImport) dtype(name string) (string, error) {
 	ti, ok := g.f.Tensor(name)
 	if !ok {
@@ -401,9 +402,9 @@ func (g *ggufImport) dtype(name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("tensor %s has type %s, which has no vkc dtype", name, ti.TypeName())
 	}
-	if d == ir.BF16 {
+	if d == ir.BF16 && len(ti.Dims) != 2 {
 		d = ir.F32
-		g.note("%s is bf16: loaded as f32", name)
+		g.note("%s is a bf16 vector: loaded as f32 (exact)", name)
 	}
 	return d.String(), nil
 }

@@ -699,11 +699,13 @@ func (h *hfImport) weights(lm *decoderLM) error {
 			missing = append(missing, n)
 		}
 	}
-	bf16 := 0
+	bf16, bf16Vec := 0, 0
 	for n, t := range tensors {
 		if want[n] {
-			if t.dtype == ir.BF16 {
+			if t.dtype == ir.BF16 && len(t.shape) == 2 && !strings.Contains(n, ".experts.") {
 				bf16++
+			} else if t.dtype == ir.BF16 {
+				bf16Vec++
 			}
 			continue
 		}
@@ -742,7 +744,10 @@ func (h *hfImport) weights(lm *decoderLM) error {
 		return err
 	}
 	if bf16 > 0 {
-		h.note("%d bf16 tensors are loaded as f32 (every bf16 value is exact in f32; kernels do not store bf16 yet)", bf16)
+		h.note("%d bf16 matrices stay bf16 (kernels read them as 16-bit words, widened exactly)", bf16)
+	}
+	if bf16Vec > 0 {
+		h.note("%d bf16 vectors (norm weights, biases) and experts' matrices are loaded as f32 (exact)", bf16Vec)
 	}
 	ydir, err := h.yamlDir()
 	if err != nil {
@@ -757,7 +762,11 @@ func (h *hfImport) weights(lm *decoderLM) error {
 		switch {
 		case t.bad != "":
 			return "", fmt.Errorf("tensor %s in %s has dtype %s, which vkc does not read", name, filepath.Base(t.file), t.bad)
+		case t.dtype == ir.BF16 && len(t.shape) == 2 && !strings.Contains(name, ".experts."):
+			return "bf16", nil // matrices and the embedding stay bf16 (the experts': f32, below)
 		case t.dtype == ir.BF16:
+			// Norm weights and biases, and the experts' matrices (the MoE kernels read f32,
+			// f16 and block formats): f32 holds every bf16 value.
 			return "f32", nil
 		case t.dtype == ir.F32 || t.dtype == ir.F16:
 			return t.dtype.String(), nil
@@ -765,7 +774,7 @@ func (h *hfImport) weights(lm *decoderLM) error {
 		return "", fmt.Errorf("tensor %s in %s is %s; model weights are f32, f16 or bf16", name, filepath.Base(t.file), t.dtype)
 	}
 	emb := tensors[hfNames["embed"]]
-	lm.castEmbed = emb.dtype == ir.F16
+	lm.castEmbed = emb.dtype == ir.F16 || emb.dtype == ir.BF16
 	h.embedBF16 = emb.dtype == ir.BF16
 	return nil
 }

@@ -520,8 +520,9 @@ func TestHFRopeScaling(t *testing.T) {
 	}
 }
 
-// TestHFBF16: bf16 tensors (most checkpoints) load as the f32 values they hold: a checkpoint
-// stored in bf16, in shards, gives the same logits as the same values stored in f32.
+// TestHFBF16: a checkpoint stored in bf16 (most are), in shards, keeps its matrices and
+// embedding in bf16 (the norm weights load as f32, exactly) and gives the same logits as the
+// same values stored in f32.
 func TestHFBF16(t *testing.T) {
 	cfg, ts := randomCheckpoint("Qwen3ForCausalLM", 2, 8)
 	b16 := map[string]*ir.Tensor{}
@@ -541,8 +542,19 @@ func TestHFBF16(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(bm.Notes, "\n"), "bf16 tensors are loaded as f32") {
+	if !strings.Contains(strings.Join(bm.Notes, "\n"), "bf16 matrices stay bf16") {
 		t.Errorf("notes: %v", bm.Notes)
+	}
+	for _, c := range []struct {
+		name string
+		dt   ir.DType
+	}{{"embed", ir.BF16}, {"layers.0.wq", ir.BF16}, {"layers.1.w_down", ir.BF16}, {"layers.0.attn_norm", ir.F32}, {"layers.0.q_norm", ir.F32}} {
+		if p := bm.Model.Param(c.name); p == nil || p.Type.DType != c.dt {
+			t.Errorf("%s: %v, want %s", c.name, p, c.dt)
+		}
+	}
+	if !strings.Contains(string(bm.YAML), "x = cast(embedding(embed, tokens), to=f32)") {
+		t.Errorf("the bf16 rows are not cast to the f32 activations:\n%s", bm.YAML)
 	}
 	tokens := []int{4, 8, 15, 16, 23, 42 % 40}
 	if d := maxDiff(lastRow(t, bm.Model, tokens, 0), lastRow(t, fm.Model, tokens, 0)); d != 0 {

@@ -19,8 +19,9 @@ type Precision struct {
 	// matrix-vector products read the f32 activations (one row gains nothing from 16 bits: the
 	// weights dominate its traffic, as in llama.cpp's Vulkan backend).
 	Act string
-	// KV is the dtype of the KV cache: "f32", "f16", "bf16", "q8_0" or "q4_0" (llama.cpp's
-	// -ctk/-ctv names). "" is f16. A block format needs a head dimension that is a whole number
+	// KV is the dtype of the KV cache: "f32", "f16", "q8_0" or "q4_0" (llama.cpp's -ctk/-ctv
+	// names). "" is f16. (Not bf16: kernels store no bf16 on devices without the bfloat16
+	// type.) A block format needs a head dimension that is a whole number
 	// of its 32-element blocks.
 	KV string
 }
@@ -28,7 +29,7 @@ type Precision struct {
 // ActDTypes and KVDTypes are the values --act and --kv take.
 var (
 	ActDTypes = []string{"f32", "f16"}
-	KVDTypes  = []string{"f32", "f16", "bf16", "q8_0", "q4_0"}
+	KVDTypes  = []string{"f32", "f16", "q8_0", "q4_0"}
 )
 
 // Check reports a value Act or KV does not take.

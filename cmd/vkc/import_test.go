@@ -88,7 +88,7 @@ func TestImportErrors(t *testing.T) {
 		{[]string{"import", "../../go.mod", "-o", out}, 1, "reads GGUF (.gguf) and ONNX (.onnx) files"},
 		{[]string{"import"}, 2, "want one GGUF or ONNX file"},
 		{[]string{"check", mamba}, 1, `architecture "mamba"`},
-		{[]string{"import", mamba, "-o", out, "--kv", "q4_k"}, 2, "--kv q4_k: want one of f32, f16, bf16, q8_0, q4_0"},
+		{[]string{"import", mamba, "-o", out, "--kv", "q4_k"}, 2, "--kv q4_k: want one of f32, f16, q8_0, q4_0"},
 		{[]string{"check", mamba, "--act", "bf16"}, 2, "--act bf16: want f32 or f16"},
 		{[]string{"check", "../../examples/mlp/model.yaml", "--kv", "f16"}, 2, "--act and --kv choose the precision of a GGUF file"},
 	} {
