@@ -11,7 +11,9 @@ const (
 	// the normalised input of the next block, in one pass over the row).
 	AddRMSNorm Op = numBaseOps + iota
 	// RMSNormLinear(x, g, W) = linear(rmsnorm(x, g), W): the matmul normalises its rows as it
-	// loads them.
+	// loads them. With act=DTYPE it is linear(cast(rmsnorm(x, g), to=DTYPE), W): the product
+	// reads the normalised rows in DTYPE (f16 activations into an f16 or block-quantized
+	// weight's product, while x, the residual stream, stays f32), and the result is DTYPE.
 	RMSNormLinear
 	// RopeNorm(x, w, pos) = rope(rmsnorm(x, w), pos): Qwen3's per-head QK-norm followed by RoPE.
 	RopeNorm
@@ -44,12 +46,21 @@ func init() {
 			}
 			return []Type{out[0], out[0]}, nil
 		}})
-	def(RMSNormLinear, OpInfo{Name: "rmsnorm_linear", Kind: KindMatmul, MinArgs: 3, MaxArgs: 3, Fused: true, Attrs: []AttrSpec{eps}, WeightArgs: []int{2},
+	def(RMSNormLinear, OpInfo{Name: "rmsnorm_linear", Kind: KindMatmul, MinArgs: 3, MaxArgs: 3, Fused: true,
+		Attrs: []AttrSpec{eps, {Name: "act", Kind: AttrString}}, WeightArgs: []int{2},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			if _, err := normInfer(args[:2]); err != nil {
 				return nil, err
 			}
-			return linearInfer(a, []Type{args[0], args[2]})
+			x := args[0]
+			if s := a.String("act", ""); s != "" {
+				d, err := ParseDType(s)
+				if err != nil || !d.IsFloat() {
+					return nil, fmt.Errorf("act must be a float dtype, got %q", s)
+				}
+				x.DType = d
+			}
+			return linearInfer(a, []Type{x, args[2]})
 		}})
 	def(RopeNorm, OpInfo{Name: "rope_norm", Kind: KindOther, MinArgs: 3, MaxArgs: 3, Fused: true,
 		Attrs: append([]AttrSpec{eps}, ropeAttrs...),

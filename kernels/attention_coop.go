@@ -52,7 +52,7 @@ func acceptAttnCoop(p *Problem, caps Caps) (*attn, CoopShape, error) {
 	if len(caps.CoopShapes) == 0 || !caps.VulkanMemoryModel {
 		return nil, CoopShape{}, fmt.Errorf("the device has no cooperative matrices (or no Vulkan memory model)")
 	}
-	if err := coopDTypes(p, caps); err != nil {
+	if err := coopDTypes(p, caps, -1); err != nil {
 		return nil, CoopShape{}, err
 	}
 	if err := checkEpilogue(p, a.opType); err != nil {

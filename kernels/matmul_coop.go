@@ -39,6 +39,15 @@ import (
 // parts too) once. The price is a second dispatch behind a barrier (~2 µs on the H200) and S·M·N
 // floats of scratch (capped at coopSplitScratch).
 //
+// A block-quantized B (any format of ir/quant's table the kernels read: QuantizedDTypes) with
+// an f16 A: the B slice is dequantized as it is staged, eight elements of a row of W (a unit;
+// blocks run along K, so the unit lies in one block) decoded from the format's layout two
+// quads at a time (quantRows.quad, exactly ggml's values in f32), rounded to f16 and stored as
+// the unit an f16 B would have staged; the products are then f16 matrices. Rounding the
+// dequantized weights to f16 is the product's one approximation (relative 2^-11 per weight,
+// as llama.cpp's f16 matrix-core paths do); nothing else changes. Only where B's blocks run
+// along the product's K (linear's W, matmul with tb).
+//
 // Limits: the contiguous axis of A and of B (K for A and linear's W, M for a transposed A, N for a
 // row-major B) must be a multiple of 8, so that a unit never straddles a row; fewer than M rows
 // (decode's single row) are left to the matrix-vector templates. Needs cooperative matrices, the
@@ -67,14 +76,17 @@ var MatmulCoop = &Template{
 func init() {
 	// Cache parts (column parts writing a state) stop at the run's rows.
 	MatmulCoop.ReadsLength = true
+	MatmulCoop.Quantized = QuantizedDTypes()
 	Register(MatmulCoop)
 }
 
 // coopGemm is what the cooperative-matrix matmul adds to a gemm: the matrix element type and the
 // device's product shape.
 type coopGemm struct {
-	elem  codegen.Type // of A and B matrices (F16 or BF16)
-	shape CoopShape
+	elem   codegen.Type // of A and B matrices (F16 or BF16)
+	shape  CoopShape
+	quantB bool // B is block-quantized, dequantized to f16 units as it is staged
+	aF32   bool // A is f32, rounded to elem units as it is staged (rmsnorm_linear with act=elem)
 }
 
 // acceptCoopGemm checks p and the device for MatmulCoop.
@@ -92,7 +104,7 @@ func acceptCoopGemm(p *Problem, caps Caps) (*gemm, *coopGemm, error) {
 	if caps.MinStorageOffsetAlign%16 != 0 {
 		return nil, nil, fmt.Errorf("operands aligned to %d bytes; 16-byte units need 16", caps.MinStorageOffsetAlign)
 	}
-	if err := coopDTypes(p, caps); err != nil {
+	if err := coopDTypes(p, caps, g.bArg); err != nil {
 		return nil, nil, err
 	}
 	if len(p.Parts) > 0 {
@@ -106,15 +118,30 @@ func acceptCoopGemm(p *Problem, caps Caps) (*gemm, *coopGemm, error) {
 		return nil, nil, fmt.Errorf("a product's meaning does not depend on the run-time length; only cache parts read it")
 	}
 	c := &coopGemm{}
-	switch g.bT {
-	case ir.F16:
+	switch {
+	case g.bT == ir.F16:
 		c.elem = codegen.F16
-	case ir.BF16:
+	case g.bT == ir.BF16:
 		c.elem = codegen.BF16
+	case g.bT.Quantized():
+		// Dequantized into f16 units as the slice is staged (quantB).
+		if !readsBlocks(g.bT) {
+			return nil, nil, fmt.Errorf("kernels do not read %s blocks", g.bT)
+		}
+		if !g.bKContig() {
+			return nil, nil, fmt.Errorf("B's %s blocks run along N, not the product's K", g.bT)
+		}
+		c.elem, c.quantB = codegen.F16, true
 	default:
 		return nil, nil, fmt.Errorf("B is %s; cooperative matrices take f16 or bf16", g.bT)
 	}
-	if g.aT != g.bT {
+	if g.op == ir.RMSNormLinear && g.aT == ir.F32 && g.opType.DType == map[codegen.Type]ir.DType{codegen.F16: ir.F16, codegen.BF16: ir.BF16}[c.elem] {
+		// rmsnorm_linear[act=f16]: the f32 rows (the residual stream) are read as the product's
+		// 16-bit activations, rounded as they are staged (the prologue of the product).
+		c.aF32 = true
+	} else if c.quantB && g.aT != ir.F16 {
+		return nil, nil, fmt.Errorf("A is %s; a block-quantized B is dequantized to f16 for an f16 A", g.aT)
+	} else if g.aT != g.bT && !c.quantB {
 		// Rounding an f32 A to 16 bits would lose what the f32 result promises.
 		return nil, nil, fmt.Errorf("A is %s and B %s: the matrices take one 16-bit type", g.aT, g.bT)
 	}
@@ -156,11 +183,13 @@ func acceptCoopGemm(p *Problem, caps Caps) (*gemm, *coopGemm, error) {
 	return g, c, nil
 }
 
-// coopDTypes: every operand is f32, f16, bf16 (with the device's bfloat16 type), i32, u32 or bool.
-func coopDTypes(p *Problem, caps Caps) error {
-	for _, ts := range [][]ir.Type{p.Args, p.Outs} {
-		for _, t := range ts {
+// coopDTypes: every operand is f32, f16, bf16 (with the device's bfloat16 type), i32, u32 or bool,
+// but a block-quantized argument quantArg (-1: none) the template reads itself.
+func coopDTypes(p *Problem, caps Caps, quantArg int) error {
+	for k, ts := range [][]ir.Type{p.Args, p.Outs} {
+		for i, t := range ts {
 			switch {
+			case k == 0 && i == quantArg && t.DType.Quantized():
 			case t.DType == ir.BF16:
 				if !caps.BFloat16 || !caps.Storage16 {
 					return fmt.Errorf("bf16 tensors need the bfloat16 type and 16-bit storage, which the device lacks")
@@ -365,15 +394,29 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	// Bindings in the order of the op's arguments, then the epilogue's (split-K: the bias and
 	// the epilogue belong to the second step; the first writes the partials).
 	var asrc, bsrc unitSource
+	var af32 *codegen.Buffer   // an f32 A (cg.aF32), as vec4<f32>
+	var bq *quantRows          // a block-quantized B
+	var bwords *codegen.Buffer // its blocks
 	var gamma, bias *codegen.Buffer
 	var binds []Operand
 	for i := 0; i < opArgs(p); i++ {
 		t := p.Args[i]
 		switch i {
 		case g.aArg:
-			asrc = declareUnits(b, "a")
+			if cg.aF32 {
+				af32 = b.Buffer("a", codegen.Vec(codegen.F32, 4), codegen.ReadOnly)
+			} else {
+				asrc = declareUnits(b, "a")
+			}
 		case g.bArg:
-			bsrc = declareUnits(b, "b")
+			if cg.quantB {
+				// ggml's blocks as u32 words; rows of W are whole blocks.
+				qb := newQuantRows(g.bT, g.k)
+				bq = &qb
+				bwords = b.Buffer("b", codegen.U32, codegen.ReadOnly)
+			} else {
+				bsrc = declareUnits(b, "b")
+			}
 		case g.gammaArg:
 			gt := u4
 			if t.DType == ir.F32 {
@@ -484,11 +527,25 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 			e, live := unitAt(i, q.aRows*q.aUnits)
 			r, cu := b.Div(e, u(q.aUnits)), b.Rem(e, u(q.aUnits))
 			idx, ok := aUnit(k0, r, cu)
-			v := b.Select(ok, asrc.packed(b, b.Select(ok, idx, u(0))), zero4)
+			var v codegen.Value
+			var h [4]codegen.Value // the unit's values as f32 pairs
+			if cg.aF32 {
+				// Eight f32 elements, rounded to the matrices' 16-bit type into a unit; the row's
+				// sum of squares from the f32 values.
+				i4 := b.Div(b.Select(ok, idx, u(0)), u(4))
+				lo, hi := b.Load(af32, i4), b.Load(af32, b.Add(i4, u(1)))
+				h = [4]codegen.Value{b.Vec(b.X(lo), b.Y(lo)), b.Vec(b.Z(lo), b.Extract(lo, 3)), b.Vec(b.X(hi), b.Y(hi)), b.Vec(b.Z(hi), b.Extract(hi, 3))}
+				v = b.Select(ok, pack(b, h, cg.elem), zero4)
+			} else {
+				v = b.Select(ok, asrc.packed(b, b.Select(ok, idx, u(0))), zero4)
+				if rms {
+					h = unpack(b, v, cg.elem)
+				}
+			}
 			if rms {
 				s := b.F32(0)
-				for _, h := range unpack(b, v, cg.elem) {
-					s = b.Add(s, b.Dot(h, h))
+				for _, x := range h {
+					s = b.Add(s, b.Dot(x, x))
 				}
 				b.Set(ss[i], b.Add(b.Get(ss[i]), b.Select(b.And(live, ok), s, b.F32(0))))
 			}
@@ -498,7 +555,25 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 			e, _ := unitAt(i, q.bRows*q.bUnits)
 			r, cu := b.Div(e, u(q.bUnits)), b.Rem(e, u(q.bUnits))
 			idx, k, ok := bUnit(k0, r, cu)
-			v := b.Select(ok, bsrc.packed(b, b.Select(ok, idx, u(0))), zero4)
+			var v codegen.Value
+			if bq != nil {
+				// Row n of W, elements k..k+7 (blocks run along K: one block), dequantized as
+				// ggml does and rounded to f16 into the unit an f16 B would stage.
+				n := b.Select(ok, b.Add(col0, r), u(0))
+				kk := b.Select(ok, k, u(0))
+				q0, q1 := bq.quad(b, bwords, n, kk), bq.quad(b, bwords, n, b.Add(kk, u(4)))
+				w := [4]codegen.Value{b.Vec(b.X(q0), b.Y(q0)), b.Vec(b.Z(q0), b.Extract(q0, 3)), b.Vec(b.X(q1), b.Y(q1)), b.Vec(b.Z(q1), b.Extract(q1, 3))}
+				if rms {
+					gm := floats(b, gamma, p.Args[g.gammaArg].DType, kk)
+					for j := range w {
+						w[j] = b.Mul(w[j], gm[j])
+					}
+				}
+				v = b.Select(ok, pack(b, w, codegen.F16), zero4)
+				bv = append(bv, v)
+				continue
+			}
+			v = b.Select(ok, bsrc.packed(b, b.Select(ok, idx, u(0))), zero4)
 			if rms {
 				gm := floats(b, gamma, p.Args[g.gammaArg].DType, b.Select(ok, k, u(0)))
 				w := unpack(b, v, cg.elem)

@@ -330,6 +330,12 @@ var ruleCases = map[string]ruleCase{
 		h := c.op(ir.RMSNorm, ir.Attrs{"eps": 1e-6}, c.in(c.dim(), d), c.param(d))
 		return []ir.Value{c.op(ir.Linear, nil, h, c.param(c.dim(), d))}
 	}},
+	"rmsnorm-linear-cast": {build: func(c *caseGen) []ir.Value {
+		d := c.dim()
+		h := c.op(ir.RMSNorm, ir.Attrs{"eps": 1e-6}, c.in(c.dim(), d), c.param(d))
+		h16 := c.op(ir.Cast, ir.Attrs{"to": "f16"}, h)
+		return []ir.Value{c.op(ir.Linear, nil, h16, c.param(c.dim(), d))}
+	}},
 	"rope-norm": {build: func(c *caseGen) []ir.Value {
 		x, at, s := ropeInput(c, false)
 		d := x.Type().Shape[2]

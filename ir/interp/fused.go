@@ -26,6 +26,11 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		if act := n.Attrs.String("act", ""); act != "" {
+			// The rows the product reads, rounded to act (as cast rounds them).
+			d, _ := ir.ParseDType(act) // checked by inference
+			h = newVal(ir.Type{DType: d, Shape: h.t.Shape}, append([]float64(nil), h.d...))
+		}
 		return evalLinear(c, sub(n, ir.Linear, nil, n.Type()), []*val{h, a[2]})
 	}
 	impls[ir.RopeNorm] = func(c *ctx, n *ir.Node, a []*val) (*val, error) {
