@@ -220,7 +220,7 @@ func TestGGUFKVCachePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := compileExample(t, im.Model, Options{Target: targetOf(d), NoLengthVariants: true})
+	p, _ := compileExample(t, im.Model, Options{Target: targetOf(d), NoLengthVariants: true, Functions: []string{"score", "decode"}})
 	run := oracles.RunLlamaCpp(t, &planRunner{roundTrip(t, d, p)}, gold)
 	oracles.CheckLlamaCppKV(t, f, run, gold)
 	ref := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)

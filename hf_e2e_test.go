@@ -150,3 +150,86 @@ func TestRopeScalingPlan(t *testing.T) {
 		t.Logf("plan vs interpreter: %.3g row-relative", e)
 	}
 }
+
+// TestHFBF16Plan: transformers' tinyllama stored in bf16 (its f32 weights rounded, as most
+// checkpoints are published) through vkc import with the defaults and a compile for the device:
+// the plan keeps the matrices and the embedding in bf16 (the weights take half the f32 bytes:
+// the kernels read bf16 as 16-bit words and widen them exactly), and its prefill and decode
+// logits match the interpreter's within f16's tolerance (the KV cache is f16;
+// tune.Tolerance(f16), 2e-3) and give its greedy token.
+func TestHFBF16Plan(t *testing.T) {
+	d := device(t)
+	src := oracles.Dir(t, "hf/tinyllama")
+	ws, err := ir.ReadSafetensors(filepath.Join(src, "weights.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b16 := map[string]*ir.Tensor{}
+	f32Bytes := 0
+	for n, x := range ws {
+		b16[n] = x.Convert(ir.BF16)
+		f32Bytes += len(x.Data)
+	}
+	if err := ir.WriteSafetensors(filepath.Join(dir, "model.safetensors"), b16); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	im, err := importer.ImportHF(dir, importer.HFOptions{Ctx: 32, Prefill: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Model.Close()
+	if dt := im.Model.Param("layers.0.wq").Type.DType; dt != ir.BF16 {
+		t.Fatalf("wq is %s, want bf16", dt)
+	}
+	p, _ := compileExample(t, im.Model, Options{Target: targetOf(d), NoLengthVariants: true, Functions: []string{"score", "decode"}})
+	var sum strings.Builder
+	if err := p.Summary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sum.String(), ", bf16 ") {
+		t.Errorf("the plan summary lacks bf16 weights:\n%.800s", sum.String())
+	}
+	gold, err := ir.ReadSafetensors(filepath.Join(src, "golden.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, fed := ints64(gold["input_ids"]), ints64(gold["decode_tokens"])
+	vocab := gold["prefill_logits"].Type.Shape[1]
+	run := func(r oracles.Runner) (pre, dec []float64) {
+		pre, err := r.Run("score", prompt, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tok := range fed[:3] {
+			row, err := r.Run("decode", []int{tok}, len(prompt)+i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec = append(dec, row...)
+		}
+		return pre, dec
+	}
+	gp, gd := run(&planRunner{roundTrip(t, d, p)})
+	ip, id := run(oracles.Interp(im.Model))
+	for _, c := range []struct {
+		what      string
+		got, want []float64
+	}{{"prefill", gp, ip}, {"decode", gd, id}} {
+		e := oracles.RowRel(c.got, c.want, vocab)
+		t.Logf("%s: %.3g row-relative from the interpreter", c.what, e)
+		if e > 2e-3 {
+			t.Errorf("%s: %.3g row-relative from the interpreter > 2e-3", c.what, e)
+		}
+	}
+	if got, want := oracles.Argmax(gp[(len(prompt)-1)*vocab:]), oracles.Argmax(ip[(len(prompt)-1)*vocab:]); got != want {
+		t.Errorf("first greedy token %d, the interpreter's %d", got, want)
+	}
+}
