@@ -16,11 +16,12 @@ import (
 )
 
 // importTinyllama imports testdata/hf/tinyllama (the repository's own small checkpoint) into a
-// model.yaml in a temporary folder and parses it.
+// model.yaml in a temporary folder and parses it, with everything in f32 (importer.F32: the
+// tests compare the plan with the interpreter at f32's 1e-4).
 func importTinyllama(t *testing.T, ctx, prefill int) *ir.Model {
 	t.Helper()
 	dir := t.TempDir()
-	im, err := importer.ImportHF(filepath.Join("testdata", "hf", "tinyllama"), importer.HFOptions{Ctx: ctx, Prefill: prefill, YAMLDir: dir})
+	im, err := importer.ImportHF(filepath.Join("testdata", "hf", "tinyllama"), importer.HFOptions{Ctx: ctx, Prefill: prefill, YAMLDir: dir, Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}

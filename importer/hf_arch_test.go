@@ -117,9 +117,9 @@ func ggufToHFArch(t *testing.T, path string) (map[string]any, map[string]*ir.Ten
 
 // TestHFNewArchsAgainstLlamaCppReference: Gemma3ForCausalLM, Qwen3MoeForCausalLM and
 // Phi3ForCausalLM checkpoints made from the llama.cpp oracle's files (ggufToHFArch) compute, through
-// vkc import and the interpreter, the oracle's float64 reference logits (≤ 1e-4 row-relative)
-// and the GGUF file's own import's logits (≤ 1e-5): the Hugging Face and GGUF front ends give one
-// model.
+// vkc import with everything in f32 (importer.F32) and the interpreter, the oracle's float64
+// reference logits (≤ 1e-4 row-relative) and the GGUF file's own import's logits (≤ 1e-5): the
+// Hugging Face and GGUF front ends give one model.
 func TestHFNewArchsAgainstLlamaCppReference(t *testing.T) {
 	for _, c := range []struct{ file, arch string }{
 		{"gemma3-tiny/gemma3-tiny-Q8_0", "Gemma3ForCausalLM"},
@@ -131,7 +131,7 @@ func TestHFNewArchsAgainstLlamaCppReference(t *testing.T) {
 			cfg, ts := ggufToHFArch(t, path)
 			dir := filepath.Join(t.TempDir(), c.arch)
 			writeCheckpoint(t, dir, cfg, ts, 1)
-			im, err := importer.ImportHF(dir, importer.HFOptions{})
+			im, err := importer.ImportHF(dir, importer.HFOptions{Precision: importer.F32})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestHFNewArchsAgainstLlamaCppReference(t *testing.T) {
 			}
 			run := oracles.RunLlamaCpp(t, oracles.Interp(im.Model), gold)
 			oracles.CheckLlamaCpp(t, c.file, run, gold, oracles.LlamaCppRefTol)
-			g, err := importer.ImportGGUF(path, importer.GGUFOptions{})
+			g, err := importer.ImportGGUF(path, importer.GGUFOptions{Precision: importer.F32})
 			if err != nil {
 				t.Fatal(err)
 			}

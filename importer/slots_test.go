@@ -20,11 +20,11 @@ type batchRow struct {
 // interpreter: tinyllama imported with 4 slots runs three sequences through batch in runs that
 // mix prefill chunks (rows of one slot at consecutive positions) and decode rows of several
 // slots, and every row's logits equal those of the same sequence run alone through the import
-// without slots (score: every row's logits of the whole sequence). The sequences sit in slots
-// 2, 0 and 3; slot 1 is never written.
+// without slots (score: every row's logits of the whole sequence), with f32 caches as the batched
+// function's are (importer.F32). The sequences sit in slots 2, 0 and 3; slot 1 is never written.
 func TestBatchFunctionMeaning(t *testing.T) {
 	dir := "../testdata/hf/tinyllama"
-	single, err := importer.ImportHF(dir, importer.HFOptions{})
+	single, err := importer.ImportHF(dir, importer.HFOptions{Precision: importer.F32})
 	if err != nil {
 		t.Fatal(err)
 	}
