@@ -51,6 +51,11 @@
 #             with the plan loaded), pp512, tg128 and the first-token latency of a 512-token
 #             prompt, into big8b.txt. Not in the default parts: its own call (~8 min the first
 #             time, ~5 min with the files made). Needs .gpu/vkc.test: go test -c -o .gpu/vkc.test .
+#   prec      issue 22: the quant part's SmolLM2-shaped F16 and Q4_K_M files (run it first) imported
+#             with --act f32 --kv f32, the defaults (f16 activations into the prefill's products:
+#             matmul_coop, a quantized B dequantized into f16 tiles; f16 KV cache), --kv q8_0 and
+#             --kv q4_0, beside llama-bench -ctk/-ctv f16, q8_0, q4_0 (-fa 1); into prec.txt; not a
+#             default part (~4 min)
 # Defaults: BUDGET unset (the compiler's default budget; ≈ 5 min in all), REPS=5, POS="127 2000",
 # PP=128,512.
 # A split call: PARTS="check static tuned table" (~3 min), then PARTS="torch llamacpp gemm study
@@ -547,6 +552,33 @@ PYEOF
 }
 if want big8b; then
   big8b >> "$OUT/big8b.txt" 2>&1
+fi
+
+# prec (issue 22): vkc's precision options against llama.cpp's cache types on the same files.
+if want prec; then
+{
+  Q=$W/quant
+  LL=$Q/llamacpp/bin
+  for q in F16 Q4_K_M; do
+    g=$Q/smollm2-$q.gguf
+    [ -f "$g" ] || { echo "no $g: run PARTS=quant QMODELS=smollm2 first"; continue; }
+    for p in "f32:--act f32 --kv f32" "default:" "kvq8:--kv q8_0" "kvq4:--kv q4_0"; do
+      n=${p%%:*} f=${p#*:}
+      pl=$Q/prec-$q-$n
+      part "prec $q $n: vkc import $f"
+      t $V import "$g" -o "$pl.yaml" --ctx 1024 --prefill 512 $f --force | tail -2
+      t $V compile "$pl.yaml" -o "$pl.plan" --no-tune -q || continue
+      $V inspect "$pl.plan" | grep -E "state|matmul_coop" | head -6
+      tjf "$pl.vkc.json" $V bench "$pl.plan" --pp $PP --tg 32 -r $REPS --json
+      cat "$pl.vkc.json"
+    done
+    for c in f16 q8_0 q4_0; do
+      part "prec $q: llama-bench -ctk $c -ctv $c -fa 1"
+      tjf "$Q/prec-$q-llamacpp-$c.json" "$LL/llama-bench" -m "$g" -p $PP -n 32 -r $REPS -ngl 99 -fa 1 -ctk $c -ctv $c -o json 2> "$Q/prec-$q-llamacpp-$c.err" || tail -5 "$Q/prec-$q-llamacpp-$c.err"
+      cat "$Q/prec-$q-llamacpp-$c.json"
+    done
+  done
+} >> "$OUT/prec.txt" 2>&1
 fi
 
 if want table; then
