@@ -84,6 +84,10 @@ func gemmCases(t testing.TB) []gemmCase {
 		// bf16 weights with f32 activations, read as words on any device
 		{"linear f32 x bf16 W", opProblem(t, ir.Linear, nil, T(f32, 3, 36), T(ir.BF16, 37, 36), T(f32, 37)), true},
 		{"rmsnorm_linear bf16 W odd K", opProblem(t, ir.RMSNormLinear, nil, T(f32, 5, 37), T(f32, 37), T(ir.BF16, 67, 37)), true},
+		// an import's f16 activations read from the f32 residual stream (the rows rounded to
+		// f16 before the product, the result f16), prefill-sized and a decode row
+		{"rmsnorm_linear[act=f16] f16 W", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, T(f32, 17, 64), T(f32, 64), T(f16, 40, 64)), false},
+		{"rmsnorm_linear[act=f16] 1 row", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, T(f32, 1, 64), T(f32, 64), T(f16, 24, 64)), false},
 	}
 }
 
