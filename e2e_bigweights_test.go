@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
@@ -92,10 +93,13 @@ func TestWeightsBeyondOneAllocation(t *testing.T) {
 	target := targetOf(dev)
 	target.Caps.MaxAllocation = min(nonzero(target.Caps.MaxAllocation), 2<<30)
 	target.Caps.MaxBindingRange = min(nonzero(target.Caps.MaxBindingRange), 128<<20)
+	t0 := time.Now()
 	m, err := ir.ParseModelBytes("wide.yaml", []byte(strings.ReplaceAll(wideModel, "VOCAB", fmt.Sprint(vocab))), "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("weights made in %v", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
 	p, _, err := Compile(context.Background(), m, Options{Target: target})
 	if err != nil {
 		t.Fatal(err)
@@ -105,19 +109,21 @@ func TestWeightsBeyondOneAllocation(t *testing.T) {
 	}
 	cut := map[string]int{}
 	for _, w := range p.Weights.Tensors {
-		if i := strings.IndexByte(w.Name, '['); i > 0 {
-			cut[w.Name[:i]]++
+		if i := strings.LastIndexByte(w.Name, '['); i > 0 && strings.HasSuffix(w.Name, "]") && strings.Contains(w.Name[i:], ":") {
+			cut[w.Name[:i]]++ // a row piece, NAME[r0:r1]
 		}
 	}
 	if cut["embed"] < 8 || cut["lm_head"] < 8 {
 		t.Errorf("pieces %v: want embed and lm_head cut in at least 8 each", cut)
 	}
-	t.Logf("weights %s in %d buffers, %v pieces", size(p.Weights.Size), p.Weights.Split.Buffers(), cut)
+	t.Logf("compiled in %v: weights %s in %d buffers, %v pieces", time.Since(t0).Round(time.Millisecond), size(p.Weights.Size), p.Weights.Split.Buffers(), cut)
+	t0 = time.Now()
 	exe, err := dev.Load(p, runtime.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer exe.Close()
+	t.Logf("loaded in %v", time.Since(t0).Round(time.Millisecond))
 
 	// The sample: every cut of a 32768-row piece (128 MiB of f32 rows of 1024), its neighbours,
 	// the ends.
@@ -158,10 +164,12 @@ func TestWeightsBeyondOneAllocation(t *testing.T) {
 			small.SetFloat64(i, float64(index[tk]))
 		}
 		posT := ir.TensorFromFloat64s(ir.T(ir.I32), []float64{float64(pos)})
+		t0 := time.Now()
 		out, err := exe.Run(context.Background(), fn, map[string][]byte{"tokens": big.Data, "pos": posT.Data})
 		if err != nil {
 			t.Fatal(err)
 		}
+		ran := time.Since(t0)
 		want, err := s.Run(fn, map[string]*ir.Tensor{"tokens": small, "pos": posT})
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +189,7 @@ func TestWeightsBeyondOneAllocation(t *testing.T) {
 			}
 			worst = math.Max(worst, diff/math.Max(scale, 1e-30))
 		}
-		t.Logf("%s: %d tokens at %d: row-relative error %.3g over %d sampled columns", fn, len(toks), pos, worst, len(rows))
+		t.Logf("%s: %d tokens at %d in %v: row-relative error %.3g over %d sampled columns", fn, len(toks), pos, ran.Round(time.Millisecond), worst, len(rows))
 		if worst > oracleTol {
 			t.Errorf("%s: row-relative error %.3g > %g", fn, worst, oracleTol)
 		}
