@@ -168,6 +168,8 @@ type Options struct {
 	timing      tune.TimingSource
 	planTimer   tune.PlanTimer
 	tuneConfigs int
+	// start is when the compile began: Budget counts from it.
+	start time.Time
 }
 
 // Phase is one stage of a compile and its wall time.
@@ -389,6 +391,7 @@ func Compile(ctx context.Context, m *ir.Model, opts Options) (*plan.Plan, *Repor
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
+	opts.start = start
 	p, err := compilePipeline(ctx, m, fns, opts, rep, progress, phase)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compile %s: %w", m.Name, err)
@@ -482,6 +485,26 @@ func withPolicy(t Target, opts Options) Target {
 		t.Caps.Int8 = opts.Int8
 	}
 	return t
+}
+
+// findDeviceInfo returns the description of the device opts.Device selects (as runtime.Open
+// would open it), without opening it; an unusable device is an error saying why.
+func findDeviceInfo(device string) (runtime.DeviceInfo, error) {
+	devs, chosen, err := runtime.Devices(runtime.Options{Device: device})
+	if err != nil {
+		return runtime.DeviceInfo{}, fmt.Errorf("find device: %w", err)
+	}
+	for i := range devs {
+		d := &devs[i]
+		if d.Index != chosen {
+			continue
+		}
+		if !d.Usable {
+			return runtime.DeviceInfo{}, fmt.Errorf("device %d (%s) cannot run vkc: %s", d.Index, d.Name, d.Reason)
+		}
+		return *d, nil
+	}
+	return runtime.DeviceInfo{}, errors.New("find device: the runtime chose no device")
 }
 
 func findDevice(opts Options) (Target, string, error) {

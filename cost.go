@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -58,6 +60,12 @@ type costSource interface {
 	// built to choose).
 	staticChoice(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
 	chooser() func(p *kernels.Problem) (*kernels.Template, kernels.Config, error)
+	// restoreSmall is told that f's selection was taken from the database: the kernel problems
+	// its record lists as too small to tune stay at the static choice (its winner's kernels are
+	// not listed again). recordSmall is told the kernel problems of f's winner after they were
+	// priced, for the record of f's selection.
+	restoreSmall(f *ir.Function)
+	recordSmall(f *ir.Function, keys []string)
 	// selectFunctions picks each function's winner among its candidates (selects only).
 	selectFunctions(ctx context.Context, m *ir.Model, fns []*ir.Function, cands map[*ir.Function][]tune.SelectCandidate,
 		lopts lower.Options) ([]*ir.Function, []*tune.Selection, string, error)
@@ -104,8 +112,12 @@ func (s *estimateSource) estimate(p *kernels.Problem) (time.Duration, time.Durat
 type staticChoices struct {
 	caps  kernels.Caps
 	model lower.DeviceModel
-	mu    sync.Mutex
-	m     map[string]*staticChoice
+	// db, when set, keeps the choices across compiles under key (tune.StaticEntry): a warm
+	// compile ranks its problems without building their kernels.
+	db  *tune.DB
+	key func(p *kernels.Problem) tune.StaticKey
+	mu  sync.Mutex
+	m   map[string]*staticChoice
 }
 
 type staticChoice struct {
@@ -131,13 +143,33 @@ func (sc *staticChoices) get(p *kernels.Problem) *staticChoice {
 	sc.m[k] = r
 	sc.mu.Unlock()
 	defer close(r.done)
-	r.t, r.c, r.err = lower.StaticChoice(p, sc.caps, sc.model)
+	if sc.db != nil {
+		if e, ok := sc.db.GetStatic(sc.key(p)); ok {
+			if t := templateNamed(e.Template); t != nil && t.Space.Valid(p, e.Config, sc.caps) == nil {
+				r.t, r.c, r.est, r.floor = t, e.Config, e.Estimate, e.Floor
+				return r
+			}
+		}
+	}
+	var l *kernels.Launch
+	r.t, r.c, l, r.est, r.err = lower.StaticLaunch(p, sc.caps, sc.model)
 	if r.err == nil {
-		if l, err := r.t.Build(p, r.c, sc.caps); err == nil {
-			r.est, r.floor = lower.Estimate(l, sc.model), time.Duration(l.Bytes/(2*sc.model.Bandwidth)*1e9)
+		r.floor = time.Duration(l.Bytes / (2 * sc.model.Bandwidth) * 1e9)
+		if sc.db != nil {
+			sc.db.PutStatic(&tune.StaticEntry{StaticKey: sc.key(p), Template: r.t.Name, Config: r.c, Estimate: r.est, Floor: r.floor})
 		}
 	}
 	return r
+}
+
+// templateNamed returns the registered template of that name, or nil.
+func templateNamed(name string) *kernels.Template {
+	for _, t := range kernels.Templates() {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
 }
 
 func (sc *staticChoices) choose(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
@@ -166,8 +198,10 @@ func (s *estimateSource) selectFunctions(context.Context, *ir.Model, []*ir.Funct
 	lower.Options) ([]*ir.Function, []*tune.Selection, string, error) {
 	return nil, nil, "", errors.New("the static cost source does not select by measurement")
 }
-func (s *estimateSource) record(p *plan.Plan, _ *Report) { p.Record.ChosenBy = plan.ChosenStatic }
-func (s *estimateSource) close(*Report)                  {}
+func (s *estimateSource) restoreSmall(*ir.Function)          {}
+func (s *estimateSource) recordSmall(*ir.Function, []string) {}
+func (s *estimateSource) record(p *plan.Plan, _ *Report)     { p.Record.ChosenBy = plan.ChosenStatic }
+func (s *estimateSource) close(*Report)                      {}
 
 // measureSource is the measured path's cost source (DESIGN.md, "Choosing the graph after
 // tuning, not before"): kernels tuned on the device (tune.Tuner, with the tuning database),
@@ -182,21 +216,28 @@ type measureSource struct {
 	opts  Options
 	t     Target
 	model lower.DeviceModel
-	d     *runtime.Device
-	db    *tune.DB
+	// info is the device's description (runtime.Devices); device opens it on first need, so
+	// a compile that measures nothing (a warm one) never does.
+	info   runtime.DeviceInfo
+	device func() (*runtime.Device, error)
+	opened *runtime.Device
+	db     *tune.DB
 	// saveErr is what saving the database at close returned.
 	saveErr error
 	tu      *tune.Tuner
 	refs    map[*ir.Function]*tune.Reference
 	k       int
 
-	static         *staticChoices
-	small          map[string]bool // problems left at the static choice as too small to tune
-	stage          int             // price calls so far
-	notes          []string
-	tctx, kctx     context.Context
-	cancel, kcanel context.CancelFunc
-	sels           []*tune.Selection
+	static *staticChoices
+	small  map[string]bool // problems left at the static choice as too small to tune
+	start  time.Time       // the budget's start
+	stage  int             // price calls so far
+	notes  []string
+	// tctx bounds the whole compile's measuring (the budget), sctx the selection's (the
+	// first three quarters: the winners' kernels are tuned in what is left).
+	tctx, sctx      context.Context
+	cancel, scancel context.CancelFunc
+	sels            []*tune.Selection
 }
 
 // measureConfig says which stages a measureSource measures: a compile extracts and selects;
@@ -209,26 +250,37 @@ type measureConfig struct {
 	perSearch time.Duration
 }
 
-// newMeasureSource opens the device and the tuning database. The reference evaluations that
-// selection checks candidates against need no device: they start now and run while kernels are
-// tuned.
+// newMeasureSource finds the device and opens the tuning database; the device itself is opened
+// when something is to be measured. The reference evaluations that selection checks candidates
+// against need no device: they start now and run while kernels are tuned.
 func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg measureConfig, opts Options, rep *Report,
 	progress func(Progress)) (*measureSource, error) {
-	d, err := runtime.Open(runtime.Options{Device: opts.Device})
+	info, err := findDeviceInfo(opts.Device)
 	if err != nil {
-		return nil, fmt.Errorf("open device for tuning: %w", err)
+		return nil, err
 	}
-	s := &measureSource{cfg: cfg, opts: opts, d: d, refs: map[*ir.Function]*tune.Reference{}, k: opts.Candidates}
+	s := &measureSource{cfg: cfg, opts: opts, info: info, refs: map[*ir.Function]*tune.Reference{}, k: opts.Candidates}
+	s.device = sync.OnceValues(func() (*runtime.Device, error) {
+		d, err := runtime.Open(runtime.Options{Device: opts.Device})
+		if err != nil {
+			return nil, fmt.Errorf("open device for tuning: %w", err)
+		}
+		if d.Info.Fingerprint != info.Fingerprint {
+			d.Close()
+			return nil, fmt.Errorf("open device for tuning: opened %s, not the %s found before", d.Info.Name, info.Name)
+		}
+		s.opened = d
+		return d, nil
+	})
 	if s.k <= 0 {
 		s.k = 4
 	}
-	s.t = withPolicy(Target{Caps: tune.CapsOf(&d.Info), Device: d.DeviceFingerprint()}, opts)
+	s.t = withPolicy(Target{Caps: tune.CapsOf(&info), Device: Fingerprint(&info)}, opts)
 	s.model = lower.ModelFor(s.t.Device)
 	s.static = &staticChoices{caps: s.t.Caps, model: s.model}
 	rep.Device = s.t.Device
-	rep.DeviceFor = fmt.Sprintf("device %d, opened for tuning", d.Info.Index)
+	rep.DeviceFor = fmt.Sprintf("device %d, for tuning", info.Index)
 	if s.db, err = tune.OpenDB(opts.TuneDB); err != nil {
-		d.Close()
 		return nil, err
 	}
 	// The database is not written over the model or its weights, nor over a file of another
@@ -238,8 +290,12 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		s.db.Inputs = append(s.db.Inputs, f)
 	}
 	if err := s.db.CheckWritable(); err != nil {
-		d.Close()
 		return nil, err
+	}
+	s.static.db = s.db
+	s.static.key = func(p *kernels.Problem) tune.StaticKey {
+		return tune.StaticKey{Device: info.Fingerprint.String(), Driver: info.DriverVersion, Compiler: CompilerVersion(),
+			Policy: fmt.Sprint("int8=", s.t.Caps.Int8), Problem: p.Key()}
 	}
 	if s.db.Warning != "" {
 		rep.Notes = append(rep.Notes, s.db.Warning)
@@ -269,7 +325,8 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		}
 	}
 	s.tu = &tune.Tuner{
-		Device: d, Caps: s.t.Caps, DB: s.db, Compiler: CompilerVersion(),
+		Open: s.device, Caps: s.t.Caps, DB: s.db, Compiler: CompilerVersion(),
+		Fingerprint: info.Fingerprint.String(), Driver: info.DriverVersion,
 		Static: s.staticChoice,
 		Progress: func(p tune.Progress) {
 			left := ""
@@ -290,10 +347,15 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		s.tu.CompileBudget = opts.Budget
 	}
 	s.tctx, s.cancel = ctx, func() {}
-	s.kctx, s.kcanel = ctx, func() {}
+	s.sctx, s.scancel = ctx, func() {}
+	if s.start = opts.start; s.start.IsZero() {
+		s.start = time.Now()
+	}
 	if opts.Budget > 0 {
-		s.tctx, s.cancel = context.WithTimeout(ctx, opts.Budget)
-		s.kctx, s.kcanel = context.WithTimeout(ctx, opts.Budget*3/4)
+		// The budget counts from the start of the compile: parsing the functions, saturating
+		// them and lowering the candidates are inside it (the final lowering is not).
+		s.tctx, s.cancel = context.WithDeadline(ctx, s.start.Add(opts.Budget))
+		s.sctx, s.scancel = context.WithDeadline(ctx, s.start.Add(opts.Budget*3/4))
 	}
 	return s, nil
 }
@@ -311,16 +373,15 @@ func (s *measureSource) estimate(p *kernels.Problem) (time.Duration, time.Durati
 }
 
 // price tunes the problems by their share of their functions' estimated time, largest first
-// (tune.Tuner.TunePlan): the e-graph's problems (the first call) within 3/8 of the budget, the
-// candidates' kernels (the second) within what is left of 3/4; the last quarter is the
-// selection's, reserved up front. Problems too small to move their function by more than the
-// noise stay at the static choice, and the report says so.
+// (tune.Tuner.TunePlan). In a compile that selects, the e-graph's problems (the first call) are
+// tuned within the first quarter of the budget, the selection has until three quarters (it
+// stops sooner when its rounds are measured), and the winners' kernels (the second call) get
+// what is left. Problems too small to move their function by more than the noise stay at the
+// static choice, and the report says so.
 func (s *measureSource) price(ctx context.Context, what string, probs []tune.Ranked) (string, error) {
-	pctx, cancel := s.kctx, context.CancelFunc(func() {})
-	if !s.cfg.selectFns {
-		pctx = s.tctx // nothing to keep for selection
-	} else if s.stage == 0 && s.opts.Budget > 0 {
-		pctx, cancel = context.WithTimeout(s.kctx, s.opts.Budget*3/8)
+	pctx, cancel := s.tctx, context.CancelFunc(func() {})
+	if s.cfg.selectFns && s.stage == 0 && s.opts.Budget > 0 {
+		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.opts.Budget/4))
 	}
 	s.stage++
 	pr := s.tu.TunePlan(pctx, probs)
@@ -396,8 +457,40 @@ func (s *measureSource) functionTolerance() float64 {
 
 // selectionKey is the database key of function f's selection on this device and compiler.
 func (s *measureSource) selectionKey(f *ir.Function) tune.SelectionKey {
-	return tune.SelectionKey{Device: s.d.Info.Fingerprint.String(), Driver: s.d.Info.DriverVersion, Compiler: CompilerVersion(),
+	return tune.SelectionKey{Device: s.info.Fingerprint.String(), Driver: s.info.DriverVersion, Compiler: CompilerVersion(),
 		Function: f.Name, Graph: graphKey(f)}
+}
+
+// restoreSmall: the problems f's selection record lists as too small to tune stay at the static
+// choice, as in the compile that measured it.
+func (s *measureSource) restoreSmall(f *ir.Function) {
+	e, ok := s.db.GetSelection(s.selectionKey(f))
+	if !ok {
+		return
+	}
+	if s.small == nil {
+		s.small = map[string]bool{}
+	}
+	for _, k := range e.Small {
+		s.small[k] = true
+	}
+}
+
+// recordSmall adds to f's selection record the problems of its winner's kernels (keys) that
+// were left at the static choice as too small to tune.
+func (s *measureSource) recordSmall(f *ir.Function, keys []string) {
+	e, ok := s.db.GetSelection(s.selectionKey(f))
+	if !ok {
+		return
+	}
+	e.Small = nil
+	for _, k := range keys {
+		if s.small[k] && !slices.Contains(e.Small, k) {
+			e.Small = append(e.Small, k)
+		}
+	}
+	sort.Strings(e.Small)
+	s.db.PutSelection(e)
 }
 
 // graphKey identifies a function's graph in the tuning database: the SHA-256 of its
@@ -413,9 +506,11 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 		p, _, err := lower.Lower(m, fs, lopts)
 		return p, err
 	}
-	winners, sels, err := tune.SelectFunctions(s.tctx, s.d, m, fns,
+	winners, sels, err := tune.SelectFunctions(s.sctx, nil, m, fns,
 		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn,
-		tune.SelectOptions{Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
+		tune.SelectOptions{Open: s.device, Load: runtime.LoadOptions{Pipelines: s.tu.Kernel},
+			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(),
+			Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
 			Tolerance: s.functionTolerance()})
 	if ctx.Err() != nil {
 		return nil, nil, "", ctx.Err()
@@ -523,20 +618,28 @@ func (s *measureSource) record(p *plan.Plan, rep *Report) {
 	}
 	rep.Notes = append(rep.Notes, s.notes...)
 	rep.Notes = append(rep.Notes, s.tu.Summary())
-	if errors.Is(s.kctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(s.tctx.Err(), context.DeadlineExceeded) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("the tuning budget (%v) was spent: unmeasured problems kept the static choice", s.opts.Budget))
 	}
 }
 
-// close saves the database and releases the device; a failed save is a note in rep and kept in
-// saveErr.
+// close saves the database and releases the device (when it was opened); a failed save is a
+// note in rep and kept in saveErr.
 func (s *measureSource) close(rep *Report) {
-	s.kcanel()
+	s.scancel()
 	s.cancel()
 	s.tu.Close()
 	s.saveErr = s.db.Save()
 	if s.saveErr != nil && rep != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("tuning database not saved: %v", s.saveErr))
 	}
-	s.d.Close()
+	if s.opened != nil {
+		s.opened.Close()
+	} else if rep != nil {
+		rep.Notes = append(rep.Notes, NotOpenedNote)
+	}
 }
+
+// NotOpenedNote is the report's note when a measured compile opened no device: the database
+// held everything it would have measured.
+const NotOpenedNote = "the device was not opened: the tuning database held every search and selection"

@@ -27,10 +27,11 @@ import (
 //  3. extract: the source's candidates per function: under the estimate, the survey's
 //     extraction; under measurement, the k cheapest diverse extractions under measured costs,
 //     plus the static extraction and the function as written;
-//  4. lower:   the kernels that will run are lowering's problems (fused epilogues and
-//     elementwise chains), listed by lowering every candidate, and priced in turn;
-//  5. select:  one candidate per function (a selection of one takes it; measurement runs the
-//     candidates against the interpreter and times them);
+//  4. select:  one candidate per function (a selection of one takes it; measurement runs the
+//     candidates against the interpreter, with the kernels as tuned so far, and times them);
+//  5. lower:   the kernels that will run are lowering's problems (fused epilogues and
+//     elementwise chains), listed by lowering the winners (without measured selection: the
+//     first candidate that lowers), and priced in turn;
 //  6. plan:    the winners are lowered together into the plan, with the source's kernel choices.
 
 // compilePipeline runs the compile pipeline for fns with the cost source the options ask for:
@@ -53,7 +54,7 @@ func compilePipeline(ctx context.Context, m *ir.Model, fns []*ir.Function, opts 
 			return nil, err
 		}
 		defer src.close(rep)
-		phase("device", t0, src.d.Info.Name)
+		phase("device", t0, src.info.Name)
 		pl.src = src
 	} else {
 		if opts.Tune {
@@ -117,12 +118,20 @@ func (pl *pipeline) run(ctx context.Context) (*plan.Plan, error) {
 	if err := pl.extract(ctx); err != nil {
 		return nil, err
 	}
-	if err := pl.priceLowering(ctx); err != nil {
-		return nil, err
+	if !pl.src.selects() {
+		if err := pl.priceLowering(ctx); err != nil {
+			return nil, err
+		}
 	}
 	winners, err := pl.selectWinners(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if pl.src.selects() {
+		// The graph is chosen; what is left of the budget tunes the kernels it runs.
+		if err := pl.priceWinners(ctx, winners); err != nil {
+			return nil, err
+		}
 	}
 	return pl.lowerPlan(ctx, winners)
 }
@@ -378,94 +387,118 @@ func (pl *pipeline) extract(ctx context.Context) error {
 	return nil
 }
 
-// priceLowering is stage 4: every candidate is lowered with static choices to list the kernels
-// it runs, and the source prices them.
+// listing is the kernel problems of one graph, ranked (pipeline.list).
+type listing struct {
+	probs []tune.Ranked
+	err   error
+}
+
+// priceWinners is stage 5 with measured selection: each winner is lowered with static choices to
+// list the kernels it runs (in parallel; they share only the fold cache), and the source prices
+// them with what is left of the budget. A winner taken from the database's record of its
+// selection is not listed: its kernels were priced when it was measured, and the problems
+// found too small to tune then stay so.
+func (pl *pipeline) priceWinners(ctx context.Context, winners []*ir.Function) error {
+	recorded := map[string]bool{}
+	for _, s := range pl.rep.selections {
+		recorded[s.Function] = s.Recorded
+	}
+	var jobs []int
+	for i, f := range pl.fns {
+		if recorded[f.Name] {
+			pl.src.restoreSmall(f)
+			continue
+		}
+		jobs = append(jobs, i)
+	}
+	if len(jobs) == 0 {
+		pl.phase("list", time.Now(), fmt.Sprintf("nothing: the selections of all %d functions are recorded", len(pl.fns)))
+		return nil
+	}
+	t0 := time.Now()
+	pl.progress(Progress{Phase: "tune", What: fmt.Sprintf("listing the kernels of %d winners", len(jobs))})
+	listed := par.Map(jobs, func(i int) listing { return pl.list(ctx, winners[i]) })
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	note := fmt.Sprintf("the kernels of %d winners, each lowered with static choices", len(jobs))
+	if n := len(pl.fns) - len(jobs); n > 0 {
+		note += fmt.Sprintf(" (%d functions' selections are recorded)", n)
+	}
+	pl.phase("list", t0, note)
+	var probs []tune.Ranked
+	for _, l := range listed {
+		probs = append(probs, l.probs...)
+	}
+	if err := pl.price(ctx, "tune", "kernel problems of the winners", probs); err != nil {
+		return err
+	}
+	for k, i := range jobs {
+		var keys []string
+		for _, r := range listed[k].probs {
+			keys = append(keys, r.Problem.Key())
+		}
+		pl.src.recordSmall(pl.fns[i], keys)
+	}
+	return nil
+}
+
+// list lowers g with static choices and returns the problems it asks for (once per distinct
+// key), each ranked by its uses (its units) and g's estimated time.
+func (pl *pipeline) list(ctx context.Context, g *ir.Function) listing {
+	dry := pl.lowerOptions()
+	dry.Context = ctx
+	var mu sync.Mutex
+	byKey := map[string]*kernels.Problem{}
+	dry.Choose = func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
+		mu.Lock()
+		byKey[p.Key()] = p
+		mu.Unlock()
+		return pl.src.staticChoice(p)
+	}
+	_, lrep, err := lower.Lower(pl.m, []*ir.Function{g}, dry)
+	if err != nil {
+		return listing{err: err}
+	}
+	uses := map[string]int{}
+	for _, k := range lrep.Functions[0].Kernels {
+		uses[k.Problem]++
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out listing
+	for _, k := range keys {
+		out.probs = append(out.probs, pl.rank(byKey[k], max(uses[k], 1), lrep.Functions[0].Estimated))
+	}
+	return out
+}
+
+// priceLowering is stage 5 without measured selection (the static path; vkc tune): the first
+// candidate of each function that lowers is lowered with static choices to list the kernels it
+// runs, and the source prices them.
 func (pl *pipeline) priceLowering(ctx context.Context) error {
+	pl.first = map[*ir.Function]int{}
 	if !pl.src.prices() {
 		return nil
 	}
-	// Each candidate is lowered with static choices; the problems it asks for (once per
-	// distinct key) are ranked by their uses (its units) and its estimated time. With
-	// selection every candidate is listed, in parallel (they share only the fold cache);
-	// without, the first that lowers is the plan's.
-	type listing struct {
-		probs []tune.Ranked
-		err   error
-	}
-	list := func(c tune.SelectCandidate) listing {
-		dry := pl.lowerOptions()
-		dry.Context = ctx
-		var mu sync.Mutex
-		byKey := map[string]*kernels.Problem{}
-		dry.Choose = func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
-			mu.Lock()
-			byKey[p.Key()] = p
-			mu.Unlock()
-			return pl.src.staticChoice(p)
-		}
-		_, lrep, err := lower.Lower(pl.m, []*ir.Function{c.Fn}, dry)
-		if err != nil {
-			return listing{err: err}
-		}
-		uses := map[string]int{}
-		for _, k := range lrep.Functions[0].Kernels {
-			uses[k.Problem]++
-		}
-		keys := make([]string, 0, len(byKey))
-		for k := range byKey {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var out listing
-		for _, k := range keys {
-			out.probs = append(out.probs, pl.rank(byKey[k], max(uses[k], 1), lrep.Functions[0].Estimated))
-		}
-		return out
-	}
 	var probs []tune.Ranked
-	pl.first = map[*ir.Function]int{}
-	if pl.src.selects() {
-		// A candidate that cannot lower is rejected by selection, with the reason.
-		var jobs []tune.SelectCandidate
-		for _, f := range pl.fns {
-			jobs = append(jobs, pl.cands[f]...)
-		}
-		pl.progress(Progress{Phase: "tune", What: fmt.Sprintf("listing the kernels of %d candidates", len(jobs))})
-		t0 := time.Now()
-		// Largest first, so that the last to finish is a small one.
-		order := make([]int, len(jobs))
-		for i := range order {
-			order[i] = i
-		}
-		sort.SliceStable(order, func(a, b int) bool { return len(jobs[order[a]].Fn.Nodes) > len(jobs[order[b]].Fn.Nodes) })
-		listed := par.Map(order, func(i int) listing { return list(jobs[i]) })
-		res := make([]listing, len(jobs))
-		for k, i := range order {
-			res[i] = listed[k]
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		pl.phase("list", t0, fmt.Sprintf("the kernels of %d candidates, each lowered with static choices", len(jobs)))
-		for _, r := range res {
-			probs = append(probs, r.probs...)
-		}
-	} else {
-		for _, f := range pl.fns {
-			for i, c := range pl.cands[f] {
-				pl.progress(Progress{Phase: "tune", What: "listing kernels of " + f.Name + " " + c.Label})
-				r := list(c)
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if errors.Is(r.err, lower.ErrNoTemplate) && i+1 < len(pl.cands[f]) {
-					pl.rep.Notes = append(pl.rep.Notes, fmt.Sprintf("%s: the %s does not lower (%v); using the %s", f.Name, c.Label, r.err, pl.cands[f][i+1].Label))
-					continue
-				}
-				probs = append(probs, r.probs...)
-				pl.first[f] = i
-				break
+	for _, f := range pl.fns {
+		for i, c := range pl.cands[f] {
+			pl.progress(Progress{Phase: "tune", What: "listing kernels of " + f.Name + " " + c.Label})
+			r := pl.list(ctx, c.Fn)
+			if err := ctx.Err(); err != nil {
+				return err
 			}
+			if errors.Is(r.err, lower.ErrNoTemplate) && i+1 < len(pl.cands[f]) {
+				pl.rep.Notes = append(pl.rep.Notes, fmt.Sprintf("%s: the %s does not lower (%v); using the %s", f.Name, c.Label, r.err, pl.cands[f][i+1].Label))
+				continue
+			}
+			probs = append(probs, r.probs...)
+			pl.first[f] = i
+			break
 		}
 	}
 	return pl.price(ctx, "tune", "kernel problems of the candidates", probs)

@@ -213,6 +213,9 @@ func TestWarmCompileMeasuresNothing(t *testing.T) {
 	if sel := strings.Join(reps[1].Selections, ""); !strings.Contains(sel, "recorded by an earlier compile") {
 		t.Errorf("the warm selection is not the recorded one:\n%s", sel)
 	}
+	if !strings.Contains(notes, NotOpenedNote) || strings.Contains(strings.Join(reps[0].Notes, "\n"), NotOpenedNote) {
+		t.Errorf("the warm compile opened the device (or the cold one did not): %s", notes)
+	}
 	if !bytes.Equal(enc[0], enc[1]) {
 		t.Errorf("the warm plan (%d bytes) differs from the cold one (%d bytes)", len(enc[1]), len(enc[0]))
 	}
@@ -243,7 +246,7 @@ func TestWarmTinyLlamaPlanIdentical(t *testing.T) {
 func TestWeighWeights(t *testing.T) {
 	d := device(t)
 	m, a, b, b2 := weightsModel(t)
-	s := &measureSource{d: d}
+	s := &measureSource{info: d.Info}
 	lopts := lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"}
 	for _, tc := range []struct {
 		staticRatio float64 // the static extraction's time over the winner's

@@ -197,7 +197,7 @@ func TuneKernels(ctx context.Context, m *ir.Model, o TuneKernelsOptions) (*TuneK
 			o.Progress(TuneProgress{Kernels: p.Kernels, Reused: p.Reused, Configs: p.Configs, TimeLeft: p.TimeLeft, Deadline: p.Deadline})
 		}
 	}
-	out := &TuneKernelsReport{Model: m.Name, DeviceName: src.d.Info.Name, TuneDB: src.db.Path()}
+	out := &TuneKernelsReport{Model: m.Name, DeviceName: src.info.Name, TuneDB: src.db.Path()}
 	err = pl.survey(ctx)
 	if err != nil && ctx.Err() == nil {
 		// The optimiser failed (a rule bug, a limit): tune the functions as written.

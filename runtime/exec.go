@@ -30,6 +30,11 @@ type LoadOptions struct {
 	// (the kernels still read n, so results are the same): the baseline that shows what the
 	// grids that follow n save. For benchmarks.
 	FullGrids bool
+	// Pipelines, when set, gives the pipeline of each distinct kernel instead of Load creating
+	// it: pipelines shared with other loads (a compile's measured selection shares them between
+	// its candidates and with tuning, so a kernel is compiled once). The executable does not
+	// destroy them; they must outlive it.
+	Pipelines func(k Kernel) (*Pipeline, error)
 }
 
 // Executable is a plan loaded on a device. Runs of its functions share the weights, the state
@@ -226,11 +231,15 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	}
 	pipes := make([]*Pipeline, len(p.Modules))
 	errs := make([]error, len(p.Modules))
-	for k, r := range par.Map(distinct, func(i int) made { pl, err := d.NewPipeline(kernels[i]); return made{pl, err} }) {
+	newPipeline := d.NewPipeline
+	if opts.Pipelines != nil {
+		newPipeline = opts.Pipelines
+	}
+	for k, r := range par.Map(distinct, func(i int) made { pl, err := newPipeline(kernels[i]); return made{pl, err} }) {
 		pipes[distinct[k]], errs[distinct[k]] = r.pl, r.err
 	}
 	for _, i := range distinct {
-		if pipes[i] != nil {
+		if pipes[i] != nil && opts.Pipelines == nil {
 			e.ownPipes = append(e.ownPipes, pipes[i])
 		}
 	}

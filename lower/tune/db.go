@@ -98,6 +98,7 @@ type dbFile struct {
 	Format     int               `json:"format"`
 	Entries    []*Entry          `json:"entries"`
 	Selections []*SelectionEntry `json:"selections,omitempty"`
+	Statics    []*StaticEntry    `json:"statics,omitempty"`
 }
 
 // DB is the tuning database: one JSON file holding completed (and interrupted) searches. It is
@@ -109,6 +110,7 @@ type DB struct {
 	mu         sync.Mutex
 	entries    map[Key]*Entry
 	selections map[SelectionKey]*SelectionEntry
+	statics    map[StaticKey]*StaticEntry
 	// Warning is set when the file existed but could not be used (corrupt, another format):
 	// the database started empty, and the next Save replaces a file of another format version
 	// but refuses to replace one that is not a tuning database at all unless Force.
@@ -140,8 +142,8 @@ func OpenDB(path string) (*DB, error) {
 		}
 		path = p
 	}
-	db := &DB{path: path, entries: map[Key]*Entry{}, selections: map[SelectionKey]*SelectionEntry{}}
-	entries, sels, err := readDB(path)
+	db := &DB{path: path, entries: map[Key]*Entry{}, selections: map[SelectionKey]*SelectionEntry{}, statics: map[StaticKey]*StaticEntry{}}
+	f, err := readDB(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case errors.Is(err, errCorrupt):
@@ -149,40 +151,50 @@ func OpenDB(path string) (*DB, error) {
 	case err != nil:
 		return nil, fmt.Errorf("tuning database: %w", err)
 	default:
-		db.entries, db.selections = entries, sels
+		db.entries, db.selections, db.statics = f.entries, f.selections, f.statics
 	}
 	return db, nil
 }
 
+// dbMaps is a database file's content by key.
+type dbMaps struct {
+	entries    map[Key]*Entry
+	selections map[SelectionKey]*SelectionEntry
+	statics    map[StaticKey]*StaticEntry
+}
+
 var errCorrupt = errors.New("corrupt")
 
-func readDB(path string) (map[Key]*Entry, map[SelectionKey]*SelectionEntry, error) {
+func readDB(path string) (dbMaps, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return dbMaps{}, err
 	}
 	var f dbFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		return dbMaps{}, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
 	if f.Format != dbFormat {
-		return nil, nil, fmt.Errorf("%w: format %d, this vkc reads format %d", errCorrupt, f.Format, dbFormat)
+		return dbMaps{}, fmt.Errorf("%w: format %d, this vkc reads format %d", errCorrupt, f.Format, dbFormat)
 	}
-	out := make(map[Key]*Entry, len(f.Entries))
+	out := dbMaps{entries: make(map[Key]*Entry, len(f.Entries)), selections: make(map[SelectionKey]*SelectionEntry, len(f.Selections)),
+		statics: make(map[StaticKey]*StaticEntry, len(f.Statics))}
 	for _, e := range f.Entries {
-		if e == nil {
-			continue
+		if e != nil {
+			out.entries[e.Key] = e
 		}
-		out[e.Key] = e
 	}
-	sels := make(map[SelectionKey]*SelectionEntry, len(f.Selections))
 	for _, e := range f.Selections {
-		if e == nil {
-			continue
+		if e != nil {
+			out.selections[e.SelectionKey] = e
 		}
-		sels[e.SelectionKey] = e
 	}
-	return out, sels, nil
+	for _, e := range f.Statics {
+		if e != nil {
+			out.statics[e.StaticKey] = e
+		}
+	}
+	return out, nil
 }
 
 // Path is the database's file.
@@ -255,12 +267,16 @@ func (db *DB) Save() error {
 	}
 	merged := map[Key]*Entry{}
 	msels := map[SelectionKey]*SelectionEntry{}
-	if disk, dsels, err := readDB(db.path); err == nil {
-		for k, e := range disk {
+	mstat := map[StaticKey]*StaticEntry{}
+	if disk, err := readDB(db.path); err == nil {
+		for k, e := range disk.entries {
 			merged[k] = e
 		}
-		for k, e := range dsels {
+		for k, e := range disk.selections {
 			msels[k] = e
+		}
+		for k, e := range disk.statics {
+			mstat[k] = e
 		}
 	}
 	for k, e := range db.entries {
@@ -268,6 +284,9 @@ func (db *DB) Save() error {
 	}
 	for k, e := range db.selections {
 		msels[k] = e
+	}
+	for k, e := range db.statics {
+		mstat[k] = e
 	}
 	f := dbFile{Format: dbFormat}
 	for _, e := range merged {
@@ -278,6 +297,10 @@ func (db *DB) Save() error {
 		f.Selections = append(f.Selections, e)
 	}
 	sortSelections(f.Selections)
+	for _, e := range mstat {
+		f.Statics = append(f.Statics, e)
+	}
+	sortStatics(f.Statics)
 	b, err := json.MarshalIndent(&f, "", " ")
 	if err != nil {
 		return fmt.Errorf("tuning database: %w", err)
@@ -363,8 +386,8 @@ func ClearDB(path string, force bool) (int, error) {
 	}
 	defer unlock()
 	n := 0
-	if es, ss, err := readDB(path); err == nil {
-		n = len(es) + len(ss)
+	if f, err := readDB(path); err == nil {
+		n = len(f.entries) + len(f.selections)
 	}
 	if _, err := safefile.Remove(path, safefile.Options{What: "tuning database", Force: force, Check: checkDBFile}); err != nil {
 		return 0, err

@@ -8,7 +8,9 @@ import (
 	"math"
 	"math/rand"
 	goruntime "runtime"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
@@ -131,6 +133,9 @@ type Pipelines struct {
 	running       int
 	workers       int
 	wg            sync.WaitGroup // prefetch goroutines
+
+	keep     []string      // keys Keep marked before their pipelines were made
+	creating time.Duration // the creation time of the created pipelines, summed
 }
 
 // pipelineSlot is one pipeline, made once: the first Get of a key creates it, later ones (and
@@ -140,6 +145,8 @@ type pipelineSlot struct {
 	gen  int
 	pl   *runtime.Pipeline
 	err  error
+	// kept: Release leaves it (a chosen configuration's kernel, or one a loaded plan holds).
+	kept bool
 }
 
 // prefetchJob builds one launch whose pipelines Prefetch creates; tag groups a search's jobs.
@@ -165,33 +172,94 @@ func kernelKey(k *codegen.Kernel, spec []uint32) string {
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
+// runtimeKernelKey is kernelKey of a kernel given as the runtime takes it (a plan's module): the
+// same key as the codegen kernel it was made of, when its entry point is main and its
+// specialization constants are numbered 0..n-1 as codegen numbers them.
+func runtimeKernelKey(k runtime.Kernel) string {
+	h := sha256.New()
+	h.Write(k.SPIRV)
+	spec := make([]uint32, len(k.Spec))
+	dense := true
+	for _, s := range k.Spec {
+		if int(s.ID) >= len(spec) {
+			dense = false
+			break
+		}
+		spec[s.ID] = s.Value
+	}
+	fmt.Fprintf(h, "|%d|%d|%v", k.Bindings, k.PushConstantSize, spec)
+	if !dense || (k.Entry != "" && k.Entry != "main") {
+		fmt.Fprintf(h, "|%s|%v", k.Entry, k.Spec)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
 // Get returns the pipeline of k specialised with spec, creating it on first use. It is safe
 // for concurrent use; a pipeline being created by another call (a prefetch) is waited for.
 func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, error) {
 	return c.get(k, spec, -1)
 }
 
+// Kernel returns the pipeline of a kernel as the runtime takes it, shared with those Get makes
+// (runtime.LoadOptions.Pipelines: a compile's candidate plans load their modules from the
+// tuner's pipelines, so a kernel tuning built, or another candidate loaded, is not compiled
+// again). Release keeps the pipelines given out so (an executable holds them) until Close.
+func (c *Pipelines) Kernel(k runtime.Kernel) (*runtime.Pipeline, error) {
+	return c.slot(runtimeKernelKey(k), func() runtime.Kernel { return k }, -1, true)
+}
+
+// Keep marks the pipelines of a launch's kernels, made or to be made, as kept by Release: the
+// kernels a compile chose, which its candidate plans will load.
+func (c *Pipelines) Keep(l *kernels.Launch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range l.Steps {
+		if st.Kernel == nil {
+			continue
+		}
+		k := kernelKey(st.Kernel, st.Spec)
+		if sl, ok := c.m[k]; ok {
+			sl.kept = true
+		} else {
+			c.keep = append(c.keep, k)
+		}
+	}
+}
+
 // get is Get; a gen ≥ 0 (a prefetch's) that is no longer the cache's creates nothing.
 func (c *Pipelines) get(k *codegen.Kernel, spec []uint32, gen int) (*runtime.Pipeline, error) {
-	key := kernelKey(k, spec)
+	return c.slot(kernelKey(k, spec), func() runtime.Kernel {
+		rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
+		for id, v := range spec {
+			rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
+		}
+		return rk
+	}, gen, false)
+}
+
+// slot returns the pipeline of key, creating it from kernel() on first use (kept: Release
+// leaves it).
+func (c *Pipelines) slot(key string, kernel func() runtime.Kernel, gen int, kept bool) (*runtime.Pipeline, error) {
 	c.mu.Lock()
 	if gen >= 0 && gen != c.gen {
 		c.mu.Unlock()
 		return nil, runtime.ErrClosed
 	}
 	if sl, ok := c.m[key]; ok {
+		sl.kept = sl.kept || kept
 		c.mu.Unlock()
 		<-sl.done
 		return sl.pl, sl.err
 	}
-	sl := &pipelineSlot{done: make(chan struct{}), gen: c.gen}
+	sl := &pipelineSlot{done: make(chan struct{}), gen: c.gen, kept: kept}
+	if i := slices.Index(c.keep, key); i >= 0 {
+		sl.kept, c.keep = true, slices.Delete(c.keep, i, i+1)
+	}
 	c.m[key] = sl
 	c.mu.Unlock()
-	rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
-	for id, v := range spec {
-		rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
-	}
-	sl.pl, sl.err = c.d.NewPipeline(rk)
+	t0 := time.Now()
+	sl.pl, sl.err = c.d.NewPipeline(kernel())
+	dt := time.Since(t0)
 	c.mu.Lock()
 	switch {
 	case sl.gen != c.gen:
@@ -204,6 +272,7 @@ func (c *Pipelines) get(k *codegen.Kernel, spec []uint32, gen int) (*runtime.Pip
 		delete(c.m, key) // a later Get tries again (and reports the error itself)
 	default:
 		c.created++
+		c.creating += dt
 	}
 	c.mu.Unlock()
 	close(sl.done)
@@ -303,6 +372,10 @@ func (c *Pipelines) Release() {
 	for k, sl := range c.m {
 		select {
 		case <-sl.done:
+			if sl.kept && sl.pl != nil {
+				sl.gen = c.gen
+				continue
+			}
 			if sl.pl != nil {
 				sl.pl.Close()
 			}
@@ -312,11 +385,50 @@ func (c *Pipelines) Release() {
 	}
 }
 
-// Close is Release, then waits for the prefetches still creating pipelines: after it, the
-// device may be closed.
-func (c *Pipelines) Close() {
+// has reports whether the pipeline of key exists (or is being created).
+func (c *Pipelines) has(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[key]
+	return ok
+}
+
+// wordsBytes is SPIR-V words as the runtime takes them (little-endian bytes).
+func wordsBytes(w []uint32) []byte {
+	out := make([]byte, 4*len(w))
+	for i, v := range w {
+		binary.LittleEndian.PutUint32(out[4*i:], v)
+	}
+	return out
+}
+
+// CreateTime is the mean wall time of a pipeline's creation so far (0: none created): what the
+// driver's compiler costs a kernel on this device, for budgeting work that creates pipelines.
+func (c *Pipelines) CreateTime() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.created == 0 {
+		return 0
+	}
+	return c.creating / time.Duration(c.created)
+}
+
+// closeAll destroys every pipeline, kept ones included.
+func (c *Pipelines) closeAll() {
+	c.mu.Lock()
+	for _, sl := range c.m {
+		sl.kept = false
+	}
+	c.mu.Unlock()
 	c.Release()
+}
+
+// Close destroys every pipeline (kept ones too) and waits for the prefetches still creating
+// pipelines: after it, the device may be closed.
+func (c *Pipelines) Close() {
+	c.closeAll()
 	c.wg.Wait()
+	c.closeAll() // what the prefetches finished meanwhile
 }
 
 // Bench is a Launch bound to device buffers as one runtime program: Run executes it on given

@@ -3,11 +3,14 @@ package tune
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,6 +48,12 @@ type PlanTimer interface {
 	TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, candidate int) (time.Duration, error)
 }
 
+// RoundTiming is how SelectFunction times a candidate in one paired round: one submission of
+// warm-up runs and repetitions, its median. A noisy submission is not measured again: the
+// paired rounds are the repetition (their ratios' median decides), and a round costs the same
+// on a quiet device and a loaded one.
+var RoundTiming = runtime.MeasureOptions{Warmup: 2, Reps: 7, MaxRounds: 1}
+
 // ExecTiming times a plan function with runtime.Executable.Measure (GPU time of its dispatches,
 // median of the repetitions of one submission).
 type ExecTiming struct {
@@ -62,10 +71,13 @@ func (t ExecTiming) TimePlan(ctx context.Context, exe *runtime.Executable, fn st
 
 // SelectOptions configure SelectFunction. The zero value is usable.
 type SelectOptions struct {
+	// Open opens the device when SelectFunction is given none (nil), the first time a selection
+	// is measured: a compile whose selections are recorded opens no device.
+	Open func() (*runtime.Device, error)
 	// Rounds of alternating measurements (default 5): round r times the valid candidates in
 	// order, round r+1 in reverse order, so drift (clocks, heat, caches) falls on all alike.
 	Rounds int
-	// Timer times a candidate (default ExecTiming with 2 warm-up runs and 10 repetitions).
+	// Timer times a candidate (default ExecTiming with RoundTiming).
 	Timer PlanTimer
 	// Tolerance is the largest error allowed against the interpreter, relative to each row's
 	// largest magnitude (default 1e-3: a whole function accumulates more rounding than a kernel).
@@ -90,6 +102,22 @@ type SelectOptions struct {
 	// with it, and a recorded selection cut so under a budget at least as large is reused like a
 	// complete one (SelectionEntry.Budget).
 	Budget time.Duration
+
+	// NewKernels, when set, counts the kernels of a plan that no pipeline exists for yet (a
+	// check compiles them: on lavapipe 0.1 s to seconds each), and KernelCost is what one is
+	// expected to cost before a check has measured it; a check is not started when the kernels
+	// it would compile would outlast the budget.
+	NewKernels func(p *plan.Plan) int
+	KernelCost time.Duration
+
+	// outer bounds the checking (SelectFunctions: the whole selection's context; the rounds
+	// of each function have a share of it); nil: SelectFunction's ctx. checks is the running
+	// mean of a candidate check's wall time, perKernel of a check's time per kernel it
+	// compiled (one more than it compiled: the run), both shared by the functions of one
+	// selection.
+	outer     context.Context
+	checks    *meanTime
+	perKernel *meanTime
 }
 
 func (o SelectOptions) trace(format string, args ...any) {
@@ -192,6 +220,17 @@ type Selection struct {
 	deadline bool // the context's deadline ended the measuring
 }
 
+// Recorded returns the record SelectFunction would take ref's selection from (opts.DB under
+// opts.Key, a compile of opts.Budget) for these candidates, measuring nothing, or nil: a compile
+// then needs nothing of the candidates but the winner (their kernels are not listed or tuned).
+func Recorded(opts SelectOptions, ref *ir.Function, cands []SelectCandidate) *SelectionEntry {
+	if recorded(opts, ref, cands) == nil {
+		return nil
+	}
+	e, _ := opts.DB.GetSelection(opts.Key(ref))
+	return e
+}
+
 // recorded returns the selection the database holds for ref when it is complete and its
 // candidates are exactly cands' graphs, rebuilt for cands (nil otherwise).
 func recorded(opts SelectOptions, ref *ir.Function, cands []SelectCandidate) *Selection {
@@ -219,11 +258,14 @@ func recorded(opts SelectOptions, ref *ir.Function, cands []SelectCandidate) *Se
 		sel.Results = append(sel.Results, SelectResult{SelectCandidate: c, Valid: r.Valid, Reason: r.Reason,
 			Median: r.Median, Ratio: r.Ratio, Times: append([]time.Duration(nil), r.Times...)})
 	}
-	if sel.Winner < 0 || !sel.Results[sel.Winner].Valid {
+	if w := sel.Winner; w < 0 || !sel.Results[w].Valid && !strings.HasPrefix(sel.Results[w].Reason, notChecked) {
 		return nil
 	}
 	return sel
 }
+
+// notChecked begins the reason of a candidate the budget left unchecked.
+const notChecked = "not checked"
 
 // record stores a measured selection in the database (see SelectOptions.DB). It is complete when
 // every candidate was checked and every round asked for was measured.
@@ -267,7 +309,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		opts.Rounds = 5
 	}
 	if opts.Timer == nil {
-		opts.Timer = ExecTiming{}
+		opts.Timer = ExecTiming{Options: RoundTiming}
 	}
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = 1e-3
@@ -280,13 +322,47 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		sel.deadline = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		record(opts, ref, sel)
 	}()
+	outer := cmp.Or(opts.outer, ctx)
+	if opts.checks == nil {
+		opts.checks = &meanTime{}
+	}
+	if opts.perKernel == nil {
+		opts.perKernel = &meanTime{}
+	}
+	// expected is what a check that compiles n new kernels is expected to take.
+	expected := func(n int) time.Duration {
+		per := opts.perKernel.mean()
+		if per == 0 {
+			per = opts.KernelCost
+		}
+		return time.Duration(n+1) * per
+	}
 	r := opts.References[ref]
 	if r == nil || r.seed != opts.Seed {
 		r = StartReference(m, ref, opts.Seed, nil)
 	}
+	hasStatic := slices.ContainsFunc(cands, func(c SelectCandidate) bool { return c.Static })
+	select {
+	case <-r.done:
+	case <-outer.Done():
+		// The interpreter has not finished by the deadline: nothing can be checked, and the
+		// static extraction (the static path's choice) stands. Without one, the selection
+		// waits for the reference and checks until a candidate is valid.
+		if hasStatic {
+			return uncheckedStatic(sel, cands, "the interpreter's reference was not ready before the budget ran out"), nil
+		}
+	}
 	inputs, want, err := r.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("select %s: reference: %w", ref.Name, err)
+	}
+	if d == nil {
+		if opts.Open == nil {
+			return nil, fmt.Errorf("select %s: no device", ref.Name)
+		}
+		if d, err = opts.Open(); err != nil {
+			return nil, fmt.Errorf("select %s: %w", ref.Name, err)
+		}
 	}
 	exes := make([]*runtime.Executable, len(cands))
 	defer func() {
@@ -310,19 +386,69 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		}
 	}
 	// Once ctx has ended, candidates are checked only until one is valid, so that a spent
-	// budget still yields a checked winner; the checks themselves run to completion.
-	anyValid := false
+	// budget still yields a checked winner; the checks themselves run to completion. A
+	// candidate that lowers to the program of an earlier one (other graphs, the same kernels
+	// and dispatches) is that program: it is neither run nor timed again.
+	anyValid, static := false, false
+	for _, c := range cands {
+		static = static || c.Static
+	}
+	programs := map[string]int{}
+	// The checks leave the rounds a part of the function's time: once two candidates are
+	// valid, another is checked only when the time left after it would still hold the rounds
+	// (at least a fifth of what the function had when its checks began).
+	var roundsReserve time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		roundsReserve = time.Until(dl) / 5
+	}
+	valids := 0
 	for i, c := range cands {
 		r := SelectResult{SelectCandidate: c}
-		if err := ctx.Err(); err != nil && anyValid {
-			r.Reason = "not checked: " + err.Error()
-		} else {
+		switch {
+		case ctx.Err() != nil && anyValid:
+			r.Reason = notChecked + ": " + ctx.Err().Error()
+		case valids >= 2 && wouldOverrun(ctx, opts.checks.mean()+roundsReserve):
+			r.Reason = notChecked + ": the function's time is kept for timing the candidates checked"
+		case static && (outer.Err() != nil || wouldOverrun(outer, opts.checks.mean())):
+			// A check (lowering, the driver compiling the pipelines not made yet, a run) is
+			// not started past the budget: with none valid yet, the static extraction stands
+			// unchecked, as the static path takes it.
+			r.Reason = notChecked + ": the budget ran out"
+		default:
 			opts.trace("select: check %s candidate %d (%s)", ref.Name, i, c.Label)
-			exes[i], r.Weights, r.Reason = checkCandidate(context.WithoutCancel(ctx), d, m, ref, c.Fn, want, ins, lowerFn, opts)
+			var prog string
+			t0 := time.Now()
+			fresh := 0
+			exes[i], r.Weights, prog, r.Reason = checkCandidate(context.WithoutCancel(ctx), d, m, ref, c.Fn, want, ins, lowerFn, opts,
+				func(key string, p *plan.Plan) string {
+					if j, ok := programs[key]; ok {
+						return fmt.Sprintf("%s%d (not run again)", SameProgram, j)
+					}
+					if opts.NewKernels != nil {
+						fresh = opts.NewKernels(p)
+					}
+					// The kernels it would compile are not started past the budget (the
+					// static extraction, or the first candidate checked without one, is).
+					if (static || anyValid) && wouldOverrun(outer, expected(fresh)) {
+						return fmt.Sprintf("%s: the budget ran out (it would compile %d kernels)", notChecked, fresh)
+					}
+					return ""
+				})
+			if r.Reason == "" {
+				programs[prog] = i
+			}
+			if !strings.HasPrefix(r.Reason, SameProgram) && !strings.HasPrefix(r.Reason, notChecked) {
+				dt := time.Since(t0)
+				opts.checks.add(dt)
+				opts.perKernel.add(dt / time.Duration(fresh+1))
+			}
 			opts.trace("select: checked %s candidate %d: %s", ref.Name, i, cmp.Or(r.Reason, "valid"))
 		}
 		r.Valid = r.Reason == ""
 		anyValid = anyValid || r.Valid
+		if r.Valid {
+			valids++
+		}
 		sel.Results = append(sel.Results, r)
 	}
 	var valid []int
@@ -333,13 +459,20 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	}
 	if len(valid) == 0 {
 		var why []string
+		checked := false
 		for i, r := range sel.Results {
 			why = append(why, fmt.Sprintf("candidate %d: %s", i, r.Reason))
+			checked = checked || !strings.HasPrefix(r.Reason, notChecked)
+		}
+		if !checked && static {
+			return uncheckedStatic(sel, cands, "the budget ran out before a candidate was checked"), nil
 		}
 		return sel, fmt.Errorf("select %s: no candidate is valid: %s", ref.Name, strings.Join(why, "; "))
 	}
 	times := make([][]time.Duration, len(cands)) // times[candidate][round]
-	for round := 0; round < opts.Rounds && ctx.Err() == nil; round++ {
+	var lastRound time.Duration
+	for round := 0; round < opts.Rounds && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); round++ {
+		t0 := time.Now()
 		order := append([]int(nil), valid...)
 		if round%2 == 1 {
 			for a, b := 0, len(order)-1; a < b; a, b = a+1, b-1 {
@@ -365,6 +498,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 			times[i] = append(times[i], t)
 		}
 		sel.Rounds++
+		lastRound = time.Since(t0)
 	}
 	for i := range sel.Results {
 		sel.Results[i].Times = times[i]
@@ -412,26 +546,61 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	return sel, nil
 }
 
+// uncheckedStatic makes sel's winner the static candidate (else the first) without a check: the
+// budget left no time to check any. It is what the static path would run; the plan's kernels
+// are still the tuner's, each checked when it was measured.
+func uncheckedStatic(sel *Selection, cands []SelectCandidate, why string) *Selection {
+	sel.Results = sel.Results[:0]
+	sel.Winner = 0
+	for i, c := range cands {
+		sel.Results = append(sel.Results, SelectResult{SelectCandidate: c, Reason: notChecked + ": the budget ran out"})
+		if c.Static {
+			sel.Winner = i
+		}
+	}
+	sel.Results[sel.Winner].Ratio = 1
+	sel.Why = why + ": the static extraction stands unchecked, as the static path takes it"
+	return sel
+}
+
+func (m *meanTime) mean() time.Duration {
+	if m == nil || m.n == 0 {
+		return 0
+	}
+	return m.sum / time.Duration(m.n)
+}
+
+// SameProgram begins the reason a candidate is not run: it lowers to the program of the
+// candidate whose index follows (the same kernels and dispatches).
+const SameProgram = "the same program as candidate "
+
 // checkCandidate lowers, loads and runs one candidate and compares its outputs with want. It
-// returns the loaded executable (nil when invalid), the plan's weight bytes, and "" or why it is
-// invalid.
+// returns the loaded executable (nil when invalid), the plan's weight bytes, the key of its
+// program (programKey), and "" or why it is invalid; admit, given the program's key and the
+// plan, says why the candidate is not loaded ("": it is), such as an earlier candidate standing
+// for the program.
 func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn *ir.Function, want map[string]*ir.Tensor,
-	ins map[string][]byte, lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) (*runtime.Executable, uint64, string) {
+	ins map[string][]byte, lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions,
+	admit func(key string, p *plan.Plan) string) (*runtime.Executable, uint64, string, string) {
 	if len(fn.Outputs) != len(ref.Outputs) {
-		return nil, 0, fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs))
+		return nil, 0, "", fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs))
 	}
 	p, err := lowerFn([]*ir.Function{fn})
 	if err != nil {
-		return nil, 0, "lower: " + err.Error()
+		return nil, 0, "", "lower: " + err.Error()
 	}
 	weights := p.Weights.Size
+	prog := programKey(p)
+	if why := admit(prog, p); why != "" {
+		return nil, weights, prog, why
+	}
 	exe, err := d.Load(p, opts.Load)
 	if err != nil {
-		return nil, weights, "load: " + err.Error()
+		return nil, weights, prog, "load: " + err.Error()
 	}
-	bad := func(msg string) (*runtime.Executable, uint64, string) {
+	bad := func(msg string) (*runtime.Executable, uint64, string, string) {
 		exe.Close()
-		return nil, weights, msg
+		return nil, weights, prog, msg
 	}
 	if err := exe.ResetState(); err != nil {
 		return bad("reset state: " + err.Error())
@@ -475,7 +644,33 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 			return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
 		}
 	}
-	return exe, weights, ""
+	return exe, weights, prog, ""
+}
+
+// programKey identifies what a candidate's plan runs: every dispatch's module (its SPIR-V and
+// specialization), push constants, scalars, grid, scale, bindings and barrier, and the
+// functions' signatures. Two graphs that lower to one program time the same.
+func programKey(p *plan.Plan) string {
+	h := sha256.New()
+	mod := make([]string, len(p.Modules))
+	for i := range p.Modules {
+		m := &p.Modules[i]
+		mh := sha256.New()
+		binary.Write(mh, binary.LittleEndian, m.SPIRV)
+		fmt.Fprintf(mh, "|%s|%v|%d", m.Entry, m.SpecConstants, m.PushConstantSize)
+		mod[i] = fmt.Sprintf("%x", mh.Sum(nil))
+	}
+	for _, f := range p.Functions {
+		fmt.Fprintf(h, "fn %s %v %v;", f.Name, f.Inputs, f.Outputs)
+		for _, d := range f.Dispatches {
+			var scale plan.GridScale
+			if d.Scale != nil {
+				scale = *d.Scale
+			}
+			fmt.Fprintf(h, "%s|%x|%v|%v|%v|%v|%v;", mod[d.Module], d.Push, d.Scalars, d.Grid, scale, d.Bindings, d.BarrierBefore)
+		}
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 // argmaxScores returns the reference scores of output k when it is an argmax over the last axis
@@ -667,9 +862,12 @@ func (s *Selection) Record() []plan.Candidate {
 	for i, r := range s.Results {
 		c := plan.Candidate{Subject: s.Function + " program", Estimated: r.Estimated, Measured: r.Median, Chosen: i == s.Winner}
 		note := r.Label
-		if !r.Valid {
+		switch {
+		case !r.Valid && i == s.Winner:
+			note = strings.TrimSpace(note + " kept without a check (" + r.Reason + ")")
+		case !r.Valid:
 			note = strings.TrimSpace(note + " rejected: " + r.Reason)
-		} else if r.Ratio > 0 {
+		case r.Ratio > 0:
 			note = strings.TrimSpace(fmt.Sprintf("%s ×%.3f of the winner", note, r.Ratio))
 		}
 		c.Note = fmt.Sprintf("candidate %d: %s", i, note)
@@ -695,7 +893,12 @@ func (s *Selection) String() string {
 			mark = "*"
 		}
 		status := "valid"
-		if !r.Valid {
+		switch {
+		case !r.Valid && i == s.Winner:
+			status = "kept without a check (" + r.Reason + ")"
+		case strings.HasPrefix(r.Reason, SameProgram):
+			status = r.Reason
+		case !r.Valid:
 			status = "rejected: " + r.Reason
 		}
 		est, med, ratio := "-", "-", "-"
@@ -747,6 +950,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	opts SelectOptions) ([]*ir.Function, []*Selection, error) {
 	var winners []*ir.Function
 	var sels []*Selection
+	opts.outer, opts.checks, opts.perKernel = ctx, &meanTime{}, &meanTime{}
 	for i, f := range fns {
 		// Each function gets an equal share of the time left, so the first cannot spend the
 		// measuring of all (what it leaves passes on).

@@ -3,6 +3,7 @@ package tune
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math/rand"
 	"strings"
 	"sync"
@@ -178,6 +179,41 @@ func TestSelectFunctionBudgetSpent(t *testing.T) {
 	}
 }
 
+// With the budget spent before any check and a static candidate among them, no candidate is
+// lowered, run or timed: the static one stands unchecked (what the static path runs), and the
+// record says so; a wrong candidate listed first cannot win so.
+func TestSelectFunctionBudgetSpentStatic(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	lowered := 0
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		lowered++
+		return nil, errors.New("lowered")
+	}
+	cands := []SelectCandidate{{Fn: m.Function("forward_wrong")}, {Fn: m.Function("forward_alt"), Static: true}, {Fn: m.Function("forward")}}
+	clock := &planClock{}
+	sel, err := SelectFunction(ctx, d, m, m.Function("forward"), cands, lowerFn, SelectOptions{Timer: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Winner != 1 || sel.Rounds != 0 || len(clock.calls) != 0 || lowered != 0 {
+		t.Errorf("winner %d after %d rounds, %d timings, %d lowerings; want the static 1, nothing measured", sel.Winner, sel.Rounds, len(clock.calls), lowered)
+	}
+	for i, r := range sel.Results {
+		if r.Valid || !strings.HasPrefix(r.Reason, "not checked") {
+			t.Errorf("candidate %d: valid=%v %q", i, r.Valid, r.Reason)
+		}
+	}
+	if !strings.Contains(sel.Why, "unchecked") || !strings.Contains(sel.String(), "kept without a check") {
+		t.Errorf("why %q:\n%s", sel.Why, sel)
+	}
+}
+
 // An argmax output is checked through its reference scores: an index whose score ties the best
 // within tolerance passes (f16 logits of a random model flip argmax between equivalent graphs),
 // a clearly worse one or one out of range does not.
@@ -265,11 +301,13 @@ func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
 	}
 }
 
-// stallClock times each call at 100 µs, except that call stall waits for the context to end.
+// stallClock times each call at 100 µs, except that call stall ends the deadline (expire, when
+// set) and waits for the context to end.
 type stallClock struct {
-	mu    sync.Mutex
-	calls int
-	stall int
+	mu     sync.Mutex
+	calls  int
+	stall  int
+	expire func()
 }
 
 func (c *stallClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
@@ -278,10 +316,38 @@ func (c *stallClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn s
 	n := c.calls
 	c.mu.Unlock()
 	if n == c.stall {
+		if c.expire != nil {
+			c.expire()
+		}
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}
 	return 100 * time.Microsecond, nil
+}
+
+// deadlineCtx is a context whose deadline is far off until expire makes it pass (Err is then
+// context.DeadlineExceeded): a test ends a budget at a chosen point, not at a time a loaded
+// machine might reach early or late.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newDeadlineCtx() *deadlineCtx {
+	return &deadlineCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+func (c *deadlineCtx) Done() <-chan struct{}       { return c.done }
+func (c *deadlineCtx) expire()                     { c.once.Do(func() { close(c.done) }) }
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 // A selection the compile's deadline cuts short is recorded with the compile's budget: a compile
@@ -301,10 +367,9 @@ func TestSelectionBudgetCutKept(t *testing.T) {
 	const budget = time.Minute
 	opts := SelectOptions{Rounds: 3, DB: db, Key: key, Budget: budget}
 
-	// The deadline leaves the checks and the first round seconds to spare on a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	opts.Timer = &stallClock{stall: 3} // the second round never ends
+	// The deadline passes in the second round (its first timing).
+	ctx := newDeadlineCtx()
+	opts.Timer = &stallClock{stall: 3, expire: ctx.expire}
 	sel, err := SelectFunction(ctx, d, m, f, cands, lowerFn, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,11 @@ type SelectionEntry struct {
 	Complete bool          `json:"complete"`
 	Budget   time.Duration `json:"budget_ns,omitempty"`
 	Why      string        `json:"why,omitempty"` // how the winner was decided when not by time alone
-	Updated  time.Time     `json:"updated"`
+	// Small lists the kernel problems of the candidates that the compile left at the static
+	// choice as too small to move the function (Noise): a warm compile that takes this record
+	// lowers none of the candidates to rank their kernels again, and leaves these so.
+	Small   []string  `json:"small,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 // Reusable reports whether a compile of the given budget (0: none) takes e's winner without
@@ -57,6 +61,7 @@ type SelectionRecord struct {
 
 func (e *SelectionEntry) clone() *SelectionEntry {
 	c := *e
+	c.Small = append([]string(nil), e.Small...)
 	c.Candidates = make([]SelectionRecord, len(e.Candidates))
 	for i, r := range e.Candidates {
 		r.Times = append([]time.Duration(nil), r.Times...)

@@ -137,10 +137,14 @@ type Choice struct {
 }
 
 // Tuner searches kernel templates' spaces on a device. The zero value of every field but Device
-// is usable. A Tuner serialises its work; it is safe to call from several goroutines.
+// (or Open) is usable. A Tuner serialises its work; it is safe to call from several goroutines.
 type Tuner struct {
 	// Device runs and times configurations.
 	Device *runtime.Device
+	// Open, when Device is nil, opens the device the first time a configuration must be
+	// measured: a compile whose searches the database holds opens none. Caps, Fingerprint and
+	// Driver must then be set (the device's, from runtime.Devices).
+	Open func() (*runtime.Device, error)
 	// Caps are the device facts templates see; the zero value means CapsOf(&Device.Info).
 	Caps kernels.Caps
 	// DB, when set, is consulted before searching and updated after; the caller saves it.
@@ -197,16 +201,63 @@ type Tuner struct {
 	loggedStatic bool
 	// planning: TunePlan is running (it releases the pipelines when it ends).
 	planning bool
+	// pointTime is the wall time of the configurations tried so far (building, compiling the
+	// pipelines, checking and timing), by template and over all (""); firstRun the time of
+	// their pipelines' creation and first run (where a driver such as lavapipe compiles).
+	pointTime map[string]*meanTime
+	firstRun  meanTime
+}
+
+// meanTime is a running mean of durations.
+type meanTime struct {
+	sum time.Duration
+	n   int
+}
+
+func (m *meanTime) add(d time.Duration) { m.sum += d; m.n++ }
+
+// expectedPoint is what one more configuration of template tm is expected to cost: the mean of
+// tm's so far in this session, else of all templates' (0 before any: the session's first
+// configuration always starts).
+func (t *Tuner) expectedPoint(tm string) time.Duration {
+	for _, k := range []string{tm, ""} {
+		if m := t.pointTime[k]; m != nil && m.n > 0 {
+			return m.sum / time.Duration(m.n)
+		}
+	}
+	return 0
+}
+
+func (t *Tuner) addPoint(tm string, d time.Duration) {
+	if t.pointTime == nil {
+		t.pointTime = map[string]*meanTime{}
+	}
+	for _, k := range []string{tm, ""} {
+		if t.pointTime[k] == nil {
+			t.pointTime[k] = &meanTime{}
+		}
+		t.pointTime[k].add(d)
+	}
+}
+
+// wouldOverrun reports whether ctx's deadline comes before work expected to take d: work that
+// cannot be interrupted (a driver compiling a pipeline, a timed submission) is not started then,
+// so that a budget bounds the wall time rather than the start of the last piece of work.
+func wouldOverrun(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && d > 0 && time.Until(dl) < d
 }
 
 func (t *Tuner) init() error {
-	if t.Device == nil {
+	if t.Device == nil && (t.Open == nil || t.Caps.MaxInvocations == 0 || t.Fingerprint == "") {
 		return errors.New("tune: the tuner has no device")
 	}
-	if t.pipes == nil {
-		t.pipes = NewPipelines(t.Device)
+	if t.choices == nil {
 		t.choices = map[string]*Choice{}
 		t.failed = map[string]error{}
+	}
+	if t.Device != nil && t.pipes == nil {
+		t.pipes = NewPipelines(t.Device)
 	}
 	if t.Caps.MaxInvocations == 0 {
 		t.Caps = CapsOf(&t.Device.Info)
@@ -214,7 +265,7 @@ func (t *Tuner) init() error {
 	if t.Fingerprint == "" {
 		t.Fingerprint = t.Device.Info.Fingerprint.String()
 	}
-	if t.Driver == "" {
+	if t.Driver == "" && t.Device != nil {
 		t.Driver = t.Device.Info.DriverVersion
 	}
 	if t.Timing == nil {
@@ -235,10 +286,100 @@ func (t *Tuner) init() error {
 	return nil
 }
 
+// device returns the device, opening it (Open) on first use, and the tuner's pipeline cache.
+func (t *Tuner) device() (*runtime.Device, error) {
+	if t.Device == nil {
+		d, err := t.Open()
+		if err != nil {
+			return nil, fmt.Errorf("open device for tuning: %w", err)
+		}
+		t.Device = d
+	}
+	if t.pipes == nil {
+		t.pipes = NewPipelines(t.Device)
+	}
+	return t.Device, nil
+}
+
 func (t *Tuner) logf(format string, args ...any) {
 	if t.Log != nil {
 		t.Log(fmt.Sprintf(format, args...))
 	}
+}
+
+// Kernel returns the pipeline of a kernel as the runtime takes it (runtime.LoadOptions.Pipelines)
+// from the tuner's pipelines, opening the device if need be: a plan loaded so shares the kernels
+// tuning built, and those of the plans loaded before it. The pipelines live until Close.
+func (t *Tuner) Kernel(k runtime.Kernel) (*runtime.Pipeline, error) {
+	t.mu.Lock()
+	if err := t.init(); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	if _, err := t.device(); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	pipes := t.pipes
+	t.mu.Unlock()
+	return pipes.Kernel(k)
+}
+
+// KernelCost is what a kernel new to the device is expected to cost a plan that runs it: the
+// mean time of creating a configuration's pipelines and its first run (where lavapipe compiles
+// the kernel) so far, per kernel; before any, 0.3 s on a CPU device and 20 ms on a GPU (what
+// lavapipe and the H200's driver took for tinyllama's and SmolLM2's kernels).
+func (t *Tuner) KernelCost() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.firstRun.mean(); c > 0 {
+		return c
+	}
+	if t.Caps.CPU {
+		return 300 * time.Millisecond
+	}
+	return 20 * time.Millisecond
+}
+
+// NewKernels counts the distinct kernels of plan p that no pipeline of the tuner exists for: a
+// plan loaded with Kernel creates (and compiles) them.
+func (t *Tuner) NewKernels(p *plan.Plan) int {
+	t.mu.Lock()
+	pipes := t.pipes
+	t.mu.Unlock()
+	seen := map[string]bool{}
+	n := 0
+	for i := range p.Modules {
+		m := &p.Modules[i]
+		k := runtime.Kernel{SPIRV: wordsBytes(m.SPIRV), Entry: m.Entry, PushConstantSize: int(m.PushConstantSize)}
+		for _, b := range m.Bindings {
+			k.Bindings = max(k.Bindings, int(b.Binding)+1)
+		}
+		for _, s := range m.SpecConstants {
+			k.Spec = append(k.Spec, runtime.SpecConstant{ID: s.ID, Value: s.Value})
+		}
+		key := runtimeKernelKey(k)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if pipes == nil || !pipes.has(key) {
+			n++
+		}
+	}
+	return n
+}
+
+// CreateTime is the mean time the device's driver took to create a pipeline so far in this
+// session (0: none created yet).
+func (t *Tuner) CreateTime() time.Duration {
+	t.mu.Lock()
+	pipes := t.pipes
+	t.mu.Unlock()
+	if pipes == nil {
+		return 0
+	}
+	return pipes.CreateTime()
 }
 
 // Close destroys the pipelines the tuner created. It does not save the database.
@@ -395,6 +536,13 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 		}
 	} else if seen {
 		t.stats.Static-- // a static choice made earlier is now measured
+	}
+	if t.pipes != nil {
+		// The plans that run the choice (measured selection's candidates) load its kernels
+		// from the tuner's pipelines: they outlive the search.
+		if l, err := choice.Template.Build(p, choice.Config, t.Caps); err == nil {
+			t.pipes.Keep(l)
+		}
 	}
 	t.choices[pk] = choice
 	if !seen {
@@ -626,8 +774,11 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	}
 	if ctx.Err() != nil {
 		t.stats.Stopped = true
-		t.cut(ctx, e)
+		t.cut(ctx, e, false)
 		return e, nil
+	}
+	if _, err := t.device(); err != nil {
+		return nil, err
 	}
 	t.stats.Searches++
 	current := tm.Name + " " + key.Problem
@@ -635,6 +786,9 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	start := time.Now()
 	limited := false
 	early := false
+	// overrun: the next configuration was expected to outlast the deadline, so the search
+	// stopped as if the deadline had come.
+	overrun := false
 	var bestSoFar time.Duration
 	stop := func() bool {
 		if t.SearchLimit > 0 && time.Since(start) > t.SearchLimit {
@@ -643,7 +797,10 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		if enough != nil && bestSoFar > 0 && enough(bestSoFar) {
 			early = true
 		}
-		return fatal != nil || ctx.Err() != nil || limited || early
+		if !early && wouldOverrun(ctx, t.expectedPoint(tm.Name)) {
+			overrun = true
+		}
+		return fatal != nil || ctx.Err() != nil || limited || early || overrun
 	}
 	// Configurations that realise the same launch (a parameter the template ignores for this
 	// problem) share one run and one time.
@@ -660,10 +817,12 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		if err := tm.Space.Valid(p, c, t.Caps); err != nil {
 			return skipped, 0
 		}
+		t0 := time.Now()
 		o, d, reason := t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &fatal)
 		if o == skipped { // stopped (context or fatal): nothing is recorded
 			return skipped, 0
 		}
+		t.addPoint(tm.Name, time.Since(t0))
 		e.Tried++
 		t.stats.Configs++
 		if o == failed {
@@ -702,7 +861,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	complete := search(tm.Space.Params, plan, eval, stop)
 	t.pipes.Forget(current)
 	if fatal == nil && !errors.Is(ctx.Err(), context.Canceled) {
-		if err := t.confirm(context.WithoutCancel(ctx), p, tm, in, e); err != nil {
+		if err := t.confirm(ctx, p, tm, in, e); err != nil {
 			fatal = err
 		}
 	}
@@ -715,7 +874,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	if fatal != nil {
 		return nil, fmt.Errorf("tune %s with %s: %w", key.Problem, tm.Name, fatal)
 	}
-	e.Complete = (complete || early) && ctx.Err() == nil && !limited
+	e.Complete = (complete || early) && ctx.Err() == nil && !limited && !overrun
 	if early && !complete && e.Complete {
 		e.Stopped = "its best can no longer move its function by more than the noise"
 	}
@@ -724,7 +883,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	}
 	e.Best, e.Time = bestOf(e.Times)
 	if !e.Complete {
-		t.cut(ctx, e)
+		t.cut(ctx, e, overrun)
 	} else {
 		e.Budget = 0
 		e.Updated = time.Now().UTC().Truncate(time.Second)
@@ -768,15 +927,22 @@ func (t *Tuner) lookahead(p *kernels.Problem) {
 				builds = append(builds, func() (*kernels.Launch, error) { return tm.Build(p, c, t.Caps) })
 			}
 		}
+		if len(builds) == 0 {
+			continue
+		}
+		if _, err := t.device(); err != nil {
+			return // the search reports it
+		}
 		t.pipes.Prefetch(tm.Name+" "+p.Key(), false, builds)
 	}
 }
 
 // cut records an incomplete search e: with the compile's budget when that budget's deadline
-// (not a cancellation) ended it, so that a compile of no larger budget takes it as it stands.
-func (t *Tuner) cut(ctx context.Context, e *Entry) {
+// (not a cancellation) ended it, or was about to (overrun: its next configuration would have
+// outlasted it), so that a compile of no larger budget takes it as it stands.
+func (t *Tuner) cut(ctx context.Context, e *Entry, overrun bool) {
 	e.Budget = 0
-	if t.CompileBudget > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if t.CompileBudget > 0 && (overrun || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 		e.Budget = t.CompileBudget
 	}
 	if e.Tried == 0 && e.Budget == 0 {
@@ -836,6 +1002,18 @@ func (t *Tuner) confirm(ctx context.Context, p *kernels.Problem, tm *kernels.Tem
 	if err != nil {
 		return nil
 	}
+	// Each retiming is a measurement of about its time a dozen times over (warm-up and
+	// repetitions), the first twice: when the deadline would come first, the search keeps the
+	// times it measured (confirming is what the search's budget could not pay for).
+	var need time.Duration
+	for _, k := range keys {
+		need += 14 * e.Times[k]
+	}
+	need += 14 * e.Times[keys[0]]
+	if wouldOverrun(ctx, need) || ctx.Err() != nil {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
 	retime := func(key string) (time.Duration, error) {
 		c, err := ParseConfig(key)
 		if err != nil {
@@ -893,11 +1071,21 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 		}
 		return false
 	}
+	// The trace's done line says where the time went: building the kernels, the reference,
+	// creating the pipelines, the check run and the timing.
+	var took [5]time.Duration
+	lap := time.Now()
+	mark := func(i int) { now := time.Now(); took[i] = now.Sub(lap); lap = now }
 	if t.Trace != nil {
 		fmt.Fprintf(t.Trace, "tune: try %s [%s] %s\n", tm.Name, c.Key(), p.Key())
-		defer func() { fmt.Fprintf(t.Trace, "tune: done %s [%s]\n", tm.Name, c.Key()) }()
+		defer func() {
+			fmt.Fprintf(t.Trace, "tune: done %s [%s] (build %v, reference %v, pipelines %v, check %v, timing %v)\n", tm.Name, c.Key(),
+				took[0].Round(time.Millisecond), took[1].Round(time.Millisecond), took[2].Round(time.Millisecond),
+				took[3].Round(time.Millisecond), took[4].Round(time.Millisecond))
+		}()
 	}
 	l, err := tm.Build(p, c, t.Caps)
+	mark(0)
 	if err != nil {
 		return failed, 0, "build: " + err.Error()
 	}
@@ -911,11 +1099,13 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 		}
 	}
 	_, want, err := in.get()
+	mark(1)
 	if err != nil {
 		*fatal = err
 		return skipped, 0, ""
 	}
 	b, err := NewBench(t.Device, p, l, t.pipes)
+	mark(2)
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""
@@ -924,6 +1114,10 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 	}
 	defer b.Close()
 	got, err := in.check(ctx, t.Device, l, t.pipes, b)
+	mark(3)
+	if err == nil {
+		t.firstRun.add((took[2] + took[3]) / time.Duration(max(len(l.Steps), 1)))
+	}
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""
@@ -937,6 +1131,7 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 		}
 	}
 	d, err := t.Timing.Time(ctx, &Candidate{Problem: p, Template: tm, Config: c, Launch: l, Bench: b, BestSoFar: bestSoFar})
+	mark(4)
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""
