@@ -45,7 +45,22 @@ var MatmulVec = &Template{
 		Ints("cols", 2, 1, 4, 8, 16, 32),
 		Ints("vec", 4, 2, 1),
 	).Where(vecFits),
-	Build: buildMatmulVec,
+	Static: vecStatic,
+	Build:  buildMatmulVec,
+}
+
+// vecStatic is the static point on a CPU device (lavapipe): many columns per workgroup. A CPU
+// runs a workgroup as a loop on one thread, its invocations a vector wide, and each workgroup
+// costs its scheduling: the default point's two columns per workgroup made the LM head of a
+// 128k vocabulary (f16 [128256, 512]) 2.7× slower than 16 columns of 32 invocations, and the
+// 8192×1024 and 2048×2048 products of the same sweep 3.4× and 1.6× slower than 32 columns
+// (docs/tuning.md, "Static choices"). A GPU keeps the default point (the first of the space).
+func vecStatic(p *Problem, caps Caps) []Config {
+	if !caps.CPU {
+		return nil
+	}
+	return []Config{{"wg": 64, "cols": 32, "vec": 4}, {"wg": 32, "cols": 16, "vec": 4},
+		{"wg": 64, "cols": 32, "vec": 2}, {"wg": 64, "cols": 32, "vec": 1}, {"wg": 32, "cols": 16, "vec": 1}}
 }
 
 // maxVecRows is the most rows MatmulVec takes: each invocation keeps one sum per row.

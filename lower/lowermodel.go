@@ -651,6 +651,12 @@ func StaticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kern
 	return t, cfg, err
 }
 
+// StaticLaunch is StaticChoice with the launch it built and its roofline estimate, for a caller
+// that estimates the choice (building it again costs what choosing did).
+func StaticLaunch(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kernels.Template, kernels.Config, *kernels.Launch, time.Duration, error) {
+	return staticChoice(p, caps, dev)
+}
+
 func staticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kernels.Template, kernels.Config, *kernels.Launch, time.Duration, error) {
 	ts, err := kernels.For(p, caps)
 	if err != nil {
@@ -670,7 +676,7 @@ func staticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kern
 			continue
 		}
 		est := Estimate(ln, dev)
-		if bl == nil || better(est, ln, be, bl) {
+		if bl == nil || better(est, ln, be, bl, caps.CPU) {
 			bt, bc, bl, be = t, cfg, ln, est
 		}
 	}
@@ -682,13 +688,18 @@ func staticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kern
 
 // better reports whether a launch estimated at est beats the current choice. Estimates within 1%
 // are a tie (the roofline sees the same bytes and flops, e.g. a tiled matmul and a matrix-vector
-// kernel on one row), broken in favour of more invocations in flight, which hide memory latency
-// better; a remaining tie keeps the earlier template by name. A heuristic for the static path
-// only: the measured tuner decides for real.
-func better(est time.Duration, ln *kernels.Launch, cur time.Duration, curL *kernels.Launch) bool {
+// kernel on one row), broken on a GPU in favour of more invocations in flight, which hide memory
+// latency better, and on a CPU device (cpu: lavapipe) in favour of fewer, which there are work a
+// thread does in turn (a 64-row tile on one row computes 64 rows, a workgroup costs its
+// scheduling); a remaining tie keeps the earlier template by name. A heuristic for the static
+// path only: the measured tuner decides for real.
+func better(est time.Duration, ln *kernels.Launch, cur time.Duration, curL *kernels.Launch, cpu bool) bool {
 	lo, hi := min(est, cur), max(est, cur)
 	if float64(hi-lo) > 0.01*float64(hi) {
 		return est < cur
+	}
+	if cpu {
+		return invocations(ln) < invocations(curL)
 	}
 	return invocations(ln) > invocations(curL)
 }
