@@ -44,6 +44,18 @@ func (a *adapter) guards() map[string]Guard {
 			id, ok := classArg(m, args[0])
 			return ok && info(g, id).Static
 		}},
+		// not_last_axis(?a, ?x): axis ?a of ?x (negative: from the end) is not its last.
+		"not_last_axis": {Args: 2, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
+			id, ok := classArg(m, args[1])
+			a, ok2 := attrArg(m, args[0])
+			ax, err := strconv.Atoi(a)
+			if !ok || !ok2 || err != nil {
+				return false
+			}
+			r := info(g, id).Type().Shape.Rank()
+			n, err := ir.NormAxis(ax, r)
+			return err == nil && n < r-1
+		}},
 		// rank(?x, n): ?x has rank n.
 		"rank": {Args: 2, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
 			id, ok := classArg(m, args[0])

@@ -207,6 +207,19 @@ var ruleCases = map[string]ruleCase{
 		s1 := c.rng.IntN(2)
 		return []ir.Value{c.op(ir.Slice, ir.Attrs{"axis": -1, "start": s1, "end": s1 + 1 + c.rng.IntN(l-s1)}, inner)}
 	}},
+	"rows-linear": {build: func(c *caseGen) []ir.Value {
+		x := c.in(c.dim()+2, c.dim())
+		return []ir.Value{rowsSlice(c, c.op(ir.Linear, nil, x, c.param(c.dim(), x.Type().Shape[1])))}
+	}},
+	"rows-linear-bias": {build: func(c *caseGen) []ir.Value {
+		x := c.in(c.dim()+2, c.dim(), c.dim())
+		n := c.dim()
+		return []ir.Value{rowsSlice(c, c.op(ir.Linear, nil, x, c.param(n, x.Type().Shape[2]), c.param(n)))}
+	}},
+	"rows-rmsnorm": {build: func(c *caseGen) []ir.Value {
+		x := c.in(c.dim()+2, c.dim()+1)
+		return []ir.Value{rowsSlice(c, c.op(ir.RMSNorm, ir.Attrs{"eps": 1e-5}, x, c.param(x.Type().Shape[1])))}
+	}},
 	"concat-one": {build: func(c *caseGen) []ir.Value {
 		return []ir.Value{c.op(ir.Concat, ir.Attrs{"axis": 1}, c.in(c.dim(), c.dim()))}
 	}},
@@ -416,6 +429,17 @@ func attentionSHD(c *caseGen, withLen bool) []ir.Value {
 	return []ir.Value{c.op(ir.Transpose, heads, c.op(ir.Attention, at, args...))}
 }
 
+// rowsSlice is a slice of some rows of x along axis 0 (the last ones, counted from the end, or
+// a span from the start), the left side of the rows rules.
+func rowsSlice(c *caseGen, x ir.Value) ir.Value {
+	r := x.Type().Shape[0]
+	if c.rng.IntN(2) == 0 {
+		return c.op(ir.Slice, ir.Attrs{"axis": 0, "start": -c.pick(1, 2), "end": r}, x)
+	}
+	s := c.rng.IntN(r - 1)
+	return c.op(ir.Slice, ir.Attrs{"axis": 0, "start": s, "end": s + 1 + c.rng.IntN(r-s-1)}, x)
+}
+
 // compiledRuleNames returns the names of every compiled rewrite of the rule files.
 func compiledRuleNames(t *testing.T) []string {
 	rws, err := newAdapter().rewrites(nil)
@@ -621,7 +645,7 @@ func TestRuleFilesListed(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := []string{"algebra.rules", "fusion.rules", "layout.rules", "moe.rules", "recognise.rules"}; !slices.Equal(names, want) {
+	if want := []string{"algebra.rules", "fusion.rules", "layout.rules", "moe.rules", "recognise.rules", "rows.rules"}; !slices.Equal(names, want) {
 		t.Errorf("rule files %v, want %v", names, want)
 	}
 }
