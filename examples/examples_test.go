@@ -187,7 +187,8 @@ func TestExamplesParseAndEvaluate(t *testing.T) {
 				if l := m.Function("prefill").Length; l == nil || l.Min != 1 || l.Max != 512 {
 					t.Errorf("smollm2-135m's prefill length %+v, want 1..512", l)
 				}
-				for fn, seq := range map[string]int{"prefill": 512, "decode": 1} {
+				// prefill returns the last row's logits (what generation reads), score every row's.
+				for fn, seq := range map[string]int{"prefill": 1, "decode": 1, "score": 512} {
 					f := m.Function(fn)
 					if f == nil {
 						t.Fatalf("no function %s", fn)

@@ -222,7 +222,8 @@ with open(sys.argv[1], "wb") as f:
     f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + struct.pack("<%di" % n, *ids))
 EOF
   [ -f "$W/s_static.plan" ] || t $V compile "$S" -o "$W/s_static.plan" --no-tune -q
-  t $V run "$W/s_static.plan" -f prefill --input tokens="$W/tokens.npy" --input pos=0 -o "$W/vkc_out"
+  # every row's logits, compared with PyTorch's: score (prefill returns the last row's only)
+  t $V run "$W/s_static.plan" -f score --input tokens="$W/tokens.npy" --input pos=0 -o "$W/vkc_out"
   layers=$(awk '/^  layers:/{print $2}' "$S")
   seqs=$(echo "$PP" | tr ' ' ,)
   poss=$(echo $POS | tr ' ' ,)
