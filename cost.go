@@ -231,8 +231,10 @@ type measureSource struct {
 	static *staticChoices
 	small  map[string]bool // problems left at the static choice as too small to tune
 	start  time.Time       // the budget's start
-	stage  int             // price calls so far
-	notes  []string
+	// guard abandons device work the budget's deadline leaves running (tune.DeviceGuard).
+	guard *tune.DeviceGuard
+	stage int // price calls so far
+	notes []string
 	// tctx bounds the whole compile's measuring (the budget), sctx the selection's (the
 	// first three quarters: the winners' kernels are tuned in what is left).
 	tctx, sctx      context.Context
@@ -324,8 +326,14 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 			}
 		}
 	}
+	if s.start = opts.start; s.start.IsZero() {
+		s.start = time.Now()
+	}
+	if opts.Budget > 0 {
+		s.guard = &tune.DeviceGuard{Deadline: s.start.Add(opts.Budget)}
+	}
 	s.tu = &tune.Tuner{
-		Open: s.device, Caps: s.t.Caps, DB: s.db, Compiler: CompilerVersion(),
+		Open: s.device, Guard: s.guard, Caps: s.t.Caps, DB: s.db, Compiler: CompilerVersion(),
 		Fingerprint: info.Fingerprint.String(), Driver: info.DriverVersion,
 		Static: s.staticChoice,
 		Progress: func(p tune.Progress) {
@@ -348,9 +356,6 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	}
 	s.tctx, s.cancel = ctx, func() {}
 	s.sctx, s.scancel = ctx, func() {}
-	if s.start = opts.start; s.start.IsZero() {
-		s.start = time.Now()
-	}
 	if opts.Budget > 0 {
 		// The budget counts from the start of the compile: parsing the functions, saturating
 		// them and lowering the candidates are inside it (the final lowering is not).
@@ -509,7 +514,7 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 	winners, sels, err := tune.SelectFunctions(s.sctx, nil, m, fns,
 		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn,
 		tune.SelectOptions{Open: s.device, Load: runtime.LoadOptions{Pipelines: s.tu.Kernel},
-			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(),
+			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(), Guard: s.guard,
 			Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
 			Tolerance: s.functionTolerance()})
 	if ctx.Err() != nil {
@@ -628,17 +633,37 @@ func (s *measureSource) record(p *plan.Plan, rep *Report) {
 func (s *measureSource) close(rep *Report) {
 	s.scancel()
 	s.cancel()
-	s.tu.Close()
 	s.saveErr = s.db.Save()
 	if s.saveErr != nil && rep != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("tuning database not saved: %v", s.saveErr))
 	}
-	if s.opened != nil {
-		s.opened.Close()
-	} else if rep != nil {
-		rep.Notes = append(rep.Notes, NotOpenedNote)
+	release := func() {
+		s.tu.Close()
+		if s.opened != nil {
+			s.opened.Close()
+		}
+	}
+	switch {
+	case s.guard.Abandoned():
+		// The driver is still compiling (or running) what the deadline abandoned: the
+		// compile ends now, the device is released when the driver returns (or with the
+		// process).
+		go release()
+		if rep != nil {
+			rep.Notes = append(rep.Notes, AbandonedNote)
+		}
+	default:
+		release()
+		if s.opened == nil && rep != nil {
+			rep.Notes = append(rep.Notes, NotOpenedNote)
+		}
 	}
 }
+
+// AbandonedNote is the report's note when the budget's deadline came while the device worked on
+// something that cannot be interrupted (a driver compiling a kernel): the compile ended at the
+// deadline and left that work to finish on its own.
+const AbandonedNote = "the budget's deadline came while the driver compiled a kernel: that work was abandoned, and the compile ended at the deadline"
 
 // NotOpenedNote is the report's note when a measured compile opened no device: the database
 // held everything it would have measured.

@@ -18,10 +18,13 @@
 #             model's 40 pairs take hours there), VOCAB as gpu-bench.sh
 #
 # lavapipe (this machine, CPU Vulkan): bash scripts/heldout-bench.sh
-# H200 (GPU machine, after ../shared/gpu/prepare.sh so that .gpu/vkc exists):
-#   VKC=.gpu/vkc OUT=$OUT/heldout LAYERS= SIZE=224 bash scripts/heldout-bench.sh
+# H200 (GPU machine): prepare here what it cannot build (it has no Go toolchain):
+#   bash ../shared/gpu/prepare.sh ./kernels ./runtime     # .gpu/vkc
+#   VKC_RESNET18_ONNX=$PWD/.gpu/resnet18-224.onnx VKC_RESNET18_SIZE=224 go test -count=1 -run '^TestResNet18ONNX$' .
+# then run(command=..., carry=[".gpu"]) with
+#   VKC=.gpu/vkc RESNET18=.gpu/resnet18-224.onnx OUT=$OUT/heldout LAYERS= SIZE=224 bash scripts/heldout-bench.sh
 # Knobs: VKC (bin/vkc), OUT (/tmp/heldout), PAIRS (40), N (timed runs per timing, 7), BUDGET
-# (empty: vkc's default), MODELS, LAYERS, SIZE. Every measured compile's report is kept in
+# (empty: vkc's default), MODELS, LAYERS, SIZE, RESNET18 (a ResNet-18 ONNX file made already). Every measured compile's report is kept in
 # $OUT/<model>-tuned.txt, every comparison's JSON in $OUT/<model>-compare.json, the table in
 # $OUT/table.md.
 set -uo pipefail
@@ -47,9 +50,9 @@ model() {
     whisper) M=examples/whisper-tiny-encoder/model.yaml FN=encode CF=() XF=() ;;
     resnet) M=examples/resnet-tiny/model.yaml FN=forward CF=() XF=() ;;
     resnet18)
-      M=$OUT/resnet18-$SIZE.onnx FN=forward CF=(--dim N=1) XF=()
+      M=${RESNET18:-$OUT/resnet18-$SIZE.onnx} FN=forward CF=(--dim N=1) XF=()
       [ -s "$M" ] || VKC_RESNET18_ONNX=$M VKC_RESNET18_SIZE=$SIZE go test -count=1 -run '^TestResNet18ONNX$' . > "$OUT/resnet18-write.txt" 2>&1 ||
-        { cat "$OUT/resnet18-write.txt"; return 1; } ;;
+        { cat "$OUT/resnet18-write.txt"; echo "no $M: make it with TestResNet18ONNX (the header says how)" >&2; return 1; } ;;
     smollm2)
       M=examples/smollm2-135m/model.yaml FN=prefill CF=(-f prefill) XF=(--length 128)
       if [ -n "${LAYERS:-}${VOCAB:-}" ]; then

@@ -199,7 +199,7 @@ func (t *Tuner) TunePlan(ctx context.Context, rs []Ranked) PlanReport {
 	defer func() {
 		t.mu.Lock()
 		t.planning = false
-		if t.pipes != nil {
+		if t.pipes != nil && !t.Guard.Abandoned() {
 			t.pipes.Release()
 		}
 		t.mu.Unlock()

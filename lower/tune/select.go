@@ -109,6 +109,9 @@ type SelectOptions struct {
 	// it would compile would outlast the budget.
 	NewKernels func(p *plan.Plan) int
 	KernelCost time.Duration
+	// Guard, when set, bounds every check and timing by its hard deadline (DeviceGuard): work
+	// the deadline leaves running is abandoned, and nothing more is checked or timed.
+	Guard *DeviceGuard
 
 	// outer bounds the checking (SelectFunctions: the whole selection's context; the rounds
 	// of each function have a share of it); nil: SelectFunction's ctx. checks is the running
@@ -305,6 +308,46 @@ func record(opts SelectOptions, ref *ir.Function, sel *Selection) {
 // cancelled compile itself (ctx.Err()).
 func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
 	lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) (*Selection, error) {
+	s := newSelecting(d, m, ref, cands, lowerFn, opts)
+	if s.done {
+		return s.sel, nil
+	}
+	defer s.close()
+	if err := s.check(ctx, 0); err != nil || s.done {
+		s.record(ctx)
+		return s.sel, err
+	}
+	err := s.rounds(ctx)
+	s.record(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.sel, nil
+}
+
+// selecting is one function's selection in progress: its candidates checked (check), then timed
+// (rounds), then decided (record, which also stores it in the database). SelectFunctions checks
+// the candidates of every function before it times any, so that the first function, which pays
+// for compiling most kernels, does not spend the rounds of all.
+type selecting struct {
+	d       *runtime.Device
+	m       *ir.Model
+	ref     *ir.Function
+	cands   []SelectCandidate
+	lowerFn func(fns []*ir.Function) (*plan.Plan, error)
+	opts    SelectOptions
+	sel     *Selection
+	// done: the selection is decided (recorded in the database, or left to the static
+	// extraction unchecked); no more work.
+	done    bool
+	exes    []*runtime.Executable
+	valid   []int
+	timeIns map[string][]byte
+	static  bool
+}
+
+func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
+	lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions) *selecting {
 	if opts.Rounds <= 0 {
 		opts.Rounds = 5
 	}
@@ -314,21 +357,51 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = 1e-3
 	}
-	sel := &Selection{Function: ref.Name, Winner: -1}
-	if rec := recorded(opts, ref, cands); rec != nil {
-		return rec, nil
-	}
-	defer func() {
-		sel.deadline = errors.Is(ctx.Err(), context.DeadlineExceeded)
-		record(opts, ref, sel)
-	}()
-	outer := cmp.Or(opts.outer, ctx)
 	if opts.checks == nil {
 		opts.checks = &meanTime{}
 	}
 	if opts.perKernel == nil {
 		opts.perKernel = &meanTime{}
 	}
+	s := &selecting{d: d, m: m, ref: ref, cands: cands, lowerFn: lowerFn, opts: opts, sel: &Selection{Function: ref.Name, Winner: -1},
+		exes: make([]*runtime.Executable, len(cands)), static: slices.ContainsFunc(cands, func(c SelectCandidate) bool { return c.Static })}
+	if rec := recorded(opts, ref, cands); rec != nil {
+		s.sel, s.done = rec, true
+	}
+	return s
+}
+
+// close closes the candidates' executables (after abandoned work on them, when there is any).
+func (s *selecting) close() {
+	closeAll := func() {
+		for _, e := range s.exes {
+			if e != nil {
+				e.Close()
+			}
+		}
+	}
+	if s.opts.Guard.Abandoned() {
+		go func() { s.opts.Guard.Wait(); closeAll() }() // a timing may still run on one
+		return
+	}
+	closeAll()
+}
+
+// record stores the selection in the database (a recorded one is not stored again).
+func (s *selecting) record(ctx context.Context) {
+	if s.sel.Recorded {
+		return
+	}
+	s.sel.deadline = s.sel.deadline || errors.Is(ctx.Err(), context.DeadlineExceeded)
+	record(s.opts, s.ref, s.sel)
+}
+
+// check checks the candidates against the interpreter: the first ones while ctx (the
+// selection's) lasts, predicted by the kernels each would compile; more than two valid ones only
+// while more than reserve is left (for the rounds).
+func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
+	opts, sel, cands, ref := s.opts, s.sel, s.cands, s.ref
+	outer := cmp.Or(opts.outer, ctx)
 	// expected is what a check that compiles n new kernels is expected to take.
 	expected := func(n int) time.Duration {
 		per := opts.perKernel.mean()
@@ -339,76 +412,60 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	}
 	r := opts.References[ref]
 	if r == nil || r.seed != opts.Seed {
-		r = StartReference(m, ref, opts.Seed, nil)
+		r = StartReference(s.m, ref, opts.Seed, nil)
 	}
-	hasStatic := slices.ContainsFunc(cands, func(c SelectCandidate) bool { return c.Static })
 	select {
 	case <-r.done:
 	case <-outer.Done():
 		// The interpreter has not finished by the deadline: nothing can be checked, and the
 		// static extraction (the static path's choice) stands. Without one, the selection
 		// waits for the reference and checks until a candidate is valid.
-		if hasStatic {
-			return uncheckedStatic(sel, cands, "the interpreter's reference was not ready before the budget ran out"), nil
+		if s.static {
+			s.sel, s.done = uncheckedStatic(sel, cands, "the interpreter's reference was not ready before the budget ran out"), true
+			return nil
 		}
 	}
 	inputs, want, err := r.Wait()
 	if err != nil {
-		return nil, fmt.Errorf("select %s: reference: %w", ref.Name, err)
+		return fmt.Errorf("select %s: reference: %w", ref.Name, err)
 	}
-	if d == nil {
+	if s.d == nil {
 		if opts.Open == nil {
-			return nil, fmt.Errorf("select %s: no device", ref.Name)
+			return fmt.Errorf("select %s: no device", ref.Name)
 		}
-		if d, err = opts.Open(); err != nil {
-			return nil, fmt.Errorf("select %s: %w", ref.Name, err)
+		if s.d, err = opts.Open(); err != nil {
+			return fmt.Errorf("select %s: %w", ref.Name, err)
 		}
 	}
-	exes := make([]*runtime.Executable, len(cands))
-	defer func() {
-		for _, e := range exes {
-			if e != nil {
-				e.Close()
-			}
-		}
-	}()
 	ins := map[string][]byte{}
 	for name, x := range inputs {
 		ins[name] = deviceBytes(x)
 	}
 	// Candidates are timed at the capacity (what the function costs at its longest); random
 	// inputs need no reference.
-	timeIns := ins
+	s.timeIns = ins
 	if ref.Length != nil {
-		timeIns = map[string][]byte{}
+		s.timeIns = map[string][]byte{}
 		for name, x := range FunctionInputs(ref, rand.New(rand.NewSource(opts.Seed))) {
-			timeIns[name] = deviceBytes(x)
+			s.timeIns[name] = deviceBytes(x)
 		}
 	}
 	// Once ctx has ended, candidates are checked only until one is valid, so that a spent
-	// budget still yields a checked winner; the checks themselves run to completion. A
-	// candidate that lowers to the program of an earlier one (other graphs, the same kernels
-	// and dispatches) is that program: it is neither run nor timed again.
-	anyValid, static := false, false
-	for _, c := range cands {
-		static = static || c.Static
-	}
+	// budget still yields a checked winner. A candidate that lowers to the program of an
+	// earlier one (other graphs, the same kernels and dispatches) is that program: it is
+	// neither run nor timed again.
+	anyValid, static := false, s.static
 	programs := map[string]int{}
-	// The checks leave the rounds a part of the function's time: once two candidates are
-	// valid, another is checked only when the time left after it would still hold the rounds
-	// (at least a fifth of what the function had when its checks began).
-	var roundsReserve time.Duration
-	if dl, ok := ctx.Deadline(); ok {
-		roundsReserve = time.Until(dl) / 5
-	}
 	valids := 0
 	for i, c := range cands {
 		r := SelectResult{SelectCandidate: c}
 		switch {
 		case ctx.Err() != nil && anyValid:
 			r.Reason = notChecked + ": " + ctx.Err().Error()
-		case valids >= 2 && wouldOverrun(ctx, opts.checks.mean()+roundsReserve):
-			r.Reason = notChecked + ": the function's time is kept for timing the candidates checked"
+		case valids >= 2 && wouldOverrun(ctx, opts.checks.mean()+reserve):
+			r.Reason = notChecked + ": the time left is kept for timing the candidates checked"
+		case opts.Guard.Abandoned():
+			r.Reason = notChecked + ": the budget ran out while the device compiled another candidate's kernels"
 		case static && (outer.Err() != nil || wouldOverrun(outer, opts.checks.mean())):
 			// A check (lowering, the driver compiling the pipelines not made yet, a run) is
 			// not started past the budget: with none valid yet, the static extraction stands
@@ -419,21 +476,39 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 			var prog string
 			t0 := time.Now()
 			fresh := 0
-			exes[i], r.Weights, prog, r.Reason = checkCandidate(context.WithoutCancel(ctx), d, m, ref, c.Fn, want, ins, lowerFn, opts,
-				func(key string, p *plan.Plan) string {
-					if j, ok := programs[key]; ok {
-						return fmt.Sprintf("%s%d (not run again)", SameProgram, j)
-					}
-					if opts.NewKernels != nil {
-						fresh = opts.NewKernels(p)
-					}
-					// The kernels it would compile are not started past the budget (the
-					// static extraction, or the first candidate checked without one, is).
-					if (static || anyValid) && wouldOverrun(outer, expected(fresh)) {
-						return fmt.Sprintf("%s: the budget ran out (it would compile %d kernels)", notChecked, fresh)
-					}
-					return ""
-				})
+			var (
+				exe           *runtime.Executable
+				weights       uint64
+				cprog, reason string
+			)
+			finished := opts.Guard.Run(func() {
+				exe, weights, cprog, reason = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, s.lowerFn, opts,
+					func(key string, p *plan.Plan) string {
+						if j, ok := programs[key]; ok {
+							return fmt.Sprintf("%s%d (not run again)", SameProgram, j)
+						}
+						if opts.NewKernels != nil {
+							fresh = opts.NewKernels(p)
+						}
+						// The kernels it would compile are not started past the budget
+						// (the static extraction, or the first candidate checked without
+						// one, is).
+						if (static || anyValid) && wouldOverrun(outer, expected(fresh)) {
+							return fmt.Sprintf("%s: the budget ran out (it would compile %d kernels)", notChecked, fresh)
+						}
+						return ""
+					})
+				if exe != nil && opts.Guard.Abandoned() {
+					exe.Close() // checked past the deadline: nobody waits for it
+				}
+			})
+			if !finished {
+				r.Reason = notChecked + ": the budget ran out while the device compiled its kernels"
+				opts.trace("select: %s candidate %d abandoned at the budget's deadline", ref.Name, i)
+				sel.Results = append(sel.Results, r)
+				continue
+			}
+			s.exes[i], r.Weights, prog, r.Reason = exe, weights, cprog, reason
 			if r.Reason == "" {
 				programs[prog] = i
 			}
@@ -451,13 +526,12 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		}
 		sel.Results = append(sel.Results, r)
 	}
-	var valid []int
 	for i, r := range sel.Results {
 		if r.Valid {
-			valid = append(valid, i)
+			s.valid = append(s.valid, i)
 		}
 	}
-	if len(valid) == 0 {
+	if len(s.valid) == 0 {
 		var why []string
 		checked := false
 		for i, r := range sel.Results {
@@ -465,10 +539,18 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 			checked = checked || !strings.HasPrefix(r.Reason, notChecked)
 		}
 		if !checked && static {
-			return uncheckedStatic(sel, cands, "the budget ran out before a candidate was checked"), nil
+			s.sel, s.done = uncheckedStatic(sel, cands, "the budget ran out before a candidate was checked"), true
+			return nil
 		}
-		return sel, fmt.Errorf("select %s: no candidate is valid: %s", ref.Name, strings.Join(why, "; "))
+		return fmt.Errorf("select %s: no candidate is valid: %s", ref.Name, strings.Join(why, "; "))
 	}
+	return nil
+}
+
+// rounds times the valid candidates in paired, alternating rounds while ctx lasts (a round is
+// not started when the last one would not fit), then decides the winner.
+func (s *selecting) rounds(ctx context.Context) error {
+	opts, sel, cands, valid := s.opts, s.sel, s.cands, s.valid
 	times := make([][]time.Duration, len(cands)) // times[candidate][round]
 	var lastRound time.Duration
 	for round := 0; round < opts.Rounds && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); round++ {
@@ -480,14 +562,18 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 			}
 		}
 		row := map[int]time.Duration{}
-		opts.trace("select: %s round %d", ref.Name, round)
+		opts.trace("select: %s round %d", s.ref.Name, round)
 		for _, i := range order {
-			t, err := opts.Timer.TimePlan(ctx, exes[i], cands[i].Fn.Name, timeIns, i)
+			var t time.Duration
+			var err error
+			if !opts.Guard.Run(func() { t, err = opts.Timer.TimePlan(ctx, s.exes[i], cands[i].Fn.Name, s.timeIns, i) }) {
+				break // abandoned at the deadline: the round is not paired
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					break
 				}
-				return nil, fmt.Errorf("select %s: time candidate %d: %w", ref.Name, i, err)
+				return fmt.Errorf("select %s: time candidate %d: %w", s.ref.Name, i, err)
 			}
 			row[i] = t
 		}
@@ -500,6 +586,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		sel.Rounds++
 		lastRound = time.Since(t0)
 	}
+	sel.deadline = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	for i := range sel.Results {
 		sel.Results[i].Times = times[i]
 	}
@@ -516,7 +603,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		}
 		sel.Results[sel.Winner].Ratio = 1
 		sel.Why = "no paired round was measured before the budget ran out: the static choice stands"
-		return sel, nil
+		return nil
 	}
 	// Each candidate's paired figure: the median over rounds of its time over the round's
 	// fastest time; the lowest wins, and ratios are then restated against the winner.
@@ -543,7 +630,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		}
 		sel.Results[i].Ratio = medianF(rs)
 	}
-	return sel, nil
+	return nil
 }
 
 // uncheckedStatic makes sel's winner the static candidate (else the first) without a check: the
@@ -948,36 +1035,69 @@ func medianD(xs []time.Duration) time.Duration {
 func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []*ir.Function,
 	cands func(f *ir.Function) ([]SelectCandidate, error), lowerFn func(fns []*ir.Function) (*plan.Plan, error),
 	opts SelectOptions) ([]*ir.Function, []*Selection, error) {
-	var winners []*ir.Function
-	var sels []*Selection
 	opts.outer, opts.checks, opts.perKernel = ctx, &meanTime{}, &meanTime{}
+	// The checks of every function come first (the first function compiles most of the
+	// kernels), and keep a third of the time for the rounds once two candidates of a function
+	// are valid; then each function's rounds get an equal share of the time left, so the first
+	// cannot spend the measuring of all (what it leaves passes on).
+	var reserve time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		reserve = time.Until(dl) / 3
+	}
+	ss := make([]*selecting, len(fns))
+	cs := make([][]SelectCandidate, len(fns))
+	defer func() {
+		for _, s := range ss {
+			if s != nil {
+				s.close()
+			}
+		}
+	}()
+	var sels []*Selection
+	fail := func(i int, err error) ([]*ir.Function, []*Selection, error) {
+		for _, s := range ss[:i] {
+			sels = append(sels, s.sel)
+		}
+		return nil, sels, err
+	}
 	for i, f := range fns {
-		// Each function gets an equal share of the time left, so the first cannot spend the
-		// measuring of all (what it leaves passes on).
-		fctx, cancel := ctx, context.CancelFunc(func() {})
-		if d, ok := ctx.Deadline(); ok {
-			fctx, cancel = context.WithTimeout(ctx, time.Until(d)/time.Duration(len(fns)-i))
-		}
-		defer cancel()
-		cs, err := cands(f)
+		c, err := cands(f)
 		if err != nil {
-			return nil, sels, fmt.Errorf("select %s: candidates: %w", f.Name, err)
+			return fail(i, fmt.Errorf("select %s: candidates: %w", f.Name, err))
 		}
-		if len(cs) == 0 {
-			cs = []SelectCandidate{{Fn: f, Label: "as written"}}
+		if len(c) == 0 {
+			c = []SelectCandidate{{Fn: f, Label: "as written"}}
 		}
 		o := opts
-		if len(cs) == 1 {
+		if len(c) == 1 {
 			o.Rounds = 1
 		}
-		sel, err := SelectFunction(fctx, d, m, f, cs, lowerFn, o)
-		if sel != nil {
-			sels = append(sels, sel)
+		cs[i], ss[i] = c, newSelecting(d, m, f, c, lowerFn, o)
+		if ss[i].done {
+			continue
 		}
-		if err != nil {
-			return nil, sels, err
+		if err := ss[i].check(ctx, reserve); err != nil {
+			ss[i].record(ctx)
+			return fail(i+1, err)
 		}
-		winners = append(winners, cs[sel.Winner].Fn)
+		d = cmp.Or(d, ss[i].d) // opened by the first check
+	}
+	var winners []*ir.Function
+	for i, s := range ss {
+		if !s.done {
+			fctx, cancel := ctx, context.CancelFunc(func() {})
+			if dl, ok := ctx.Deadline(); ok {
+				fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(fns)-i))
+			}
+			err := s.rounds(fctx)
+			s.record(fctx)
+			cancel()
+			if err != nil {
+				return fail(i+1, err)
+			}
+		}
+		sels = append(sels, s.sel)
+		winners = append(winners, cs[i][s.sel.Winner].Fn)
 	}
 	return winners, sels, nil
 }

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -171,6 +172,11 @@ type Tuner struct {
 	// With one deadline for the whole compile (the context's), it keeps the first problems from
 	// spending the time of all the others.
 	SearchLimit time.Duration
+	// Guard, when set, bounds each configuration's device work by its hard deadline: one the
+	// deadline leaves running is abandoned (DeviceGuard), its search recorded as the budget
+	// cut it, and the tuner gives the device no more work. The owner closes the tuner and the
+	// device after Guard.Wait.
+	Guard *DeviceGuard
 	// CompileBudget is the budget of the compile the tuner serves (0: none): a search its
 	// deadline cuts short, or never lets start, is recorded with it (Entry.Budget), and an
 	// entry recorded so under a budget at least as large is taken as it stands, measuring
@@ -202,10 +208,8 @@ type Tuner struct {
 	// planning: TunePlan is running (it releases the pipelines when it ends).
 	planning bool
 	// pointTime is the wall time of the configurations tried so far (building, compiling the
-	// pipelines, checking and timing), by template and over all (""); firstRun the time of
-	// their pipelines' creation and first run (where a driver such as lavapipe compiles).
+	// pipelines, checking and timing), by template and over all ("").
 	pointTime map[string]*meanTime
-	firstRun  meanTime
 }
 
 // meanTime is a running mean of durations.
@@ -311,6 +315,9 @@ func (t *Tuner) logf(format string, args ...any) {
 // from the tuner's pipelines, opening the device if need be: a plan loaded so shares the kernels
 // tuning built, and those of the plans loaded before it. The pipelines live until Close.
 func (t *Tuner) Kernel(k runtime.Kernel) (*runtime.Pipeline, error) {
+	if t.Guard.Abandoned() {
+		return nil, ErrAbandoned
+	}
 	t.mu.Lock()
 	if err := t.init(); err != nil {
 		t.mu.Unlock()
@@ -325,20 +332,15 @@ func (t *Tuner) Kernel(k runtime.Kernel) (*runtime.Pipeline, error) {
 	return pipes.Kernel(k)
 }
 
-// KernelCost is what a kernel new to the device is expected to cost a plan that runs it: the
-// mean time of creating a configuration's pipelines and its first run (where lavapipe compiles
-// the kernel) so far, per kernel; before any, 0.3 s on a CPU device and 20 ms on a GPU (what
-// lavapipe and the H200's driver took for tinyllama's and SmolLM2's kernels).
+// KernelCost is what a kernel new to the device is expected to cost a plan that runs it, before
+// a plan's check has measured it: 0.1 s on a CPU device (lavapipe compiles a kernel at its first
+// run: tinyllama's plans took 0.05–0.1 s per kernel on a shared 2-core machine), 10 ms on a GPU.
+// Tuning's configurations are no guide: they include the large tiles that compile slowest.
 func (t *Tuner) KernelCost() time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c := t.firstRun.mean(); c > 0 {
-		return c
-	}
 	if t.Caps.CPU {
-		return 300 * time.Millisecond
+		return 100 * time.Millisecond
 	}
-	return 20 * time.Millisecond
+	return 10 * time.Millisecond
 }
 
 // NewKernels counts the distinct kernels of plan p that no pipeline of the tuner exists for: a
@@ -382,8 +384,10 @@ func (t *Tuner) CreateTime() time.Duration {
 	return pipes.CreateTime()
 }
 
-// Close destroys the pipelines the tuner created. It does not save the database.
+// Close destroys the pipelines the tuner created (after the work its Guard abandoned: call it
+// after Guard.Wait when the guard abandoned any). It does not save the database.
 func (t *Tuner) Close() {
+	t.Guard.Wait()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.pipes != nil {
@@ -416,6 +420,10 @@ func (t *Tuner) Summary() string {
 	}
 	return b.String()
 }
+
+// ErrAbandoned is the error of device work refused because the hard deadline left other work
+// running on the device (DeviceGuard).
+var ErrAbandoned = errors.New("the device is busy with work the budget's deadline abandoned")
 
 // Choose returns the function lower.Options.Choose wants: for each problem, the template and
 // configuration with the lowest measured time among all templates that accept it (see Best).
@@ -772,9 +780,9 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			}
 		}
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || t.Guard.Abandoned() {
 		t.stats.Stopped = true
-		t.cut(ctx, e, false)
+		t.cut(ctx, e, t.Guard.Abandoned())
 		return e, nil
 	}
 	if _, err := t.device(); err != nil {
@@ -818,11 +826,25 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			return skipped, 0
 		}
 		t0 := time.Now()
-		o, d, reason := t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &fatal)
+		var (
+			o      outcome
+			d      time.Duration
+			reason string
+			tfatal error
+		)
+		if !t.Guard.Run(func() { o, d, reason = t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &tfatal) }) {
+			// The hard deadline came while the device worked on it: abandoned, with the
+			// search (recorded as the budget cut it).
+			overrun = true
+			return skipped, 0
+		}
+		fatal = cmp.Or(fatal, tfatal)
+		// What the point cost counts even when the deadline stopped it: the next one is
+		// expected to cost as much.
+		t.addPoint(tm.Name, time.Since(t0))
 		if o == skipped { // stopped (context or fatal): nothing is recorded
 			return skipped, 0
 		}
-		t.addPoint(tm.Name, time.Since(t0))
 		e.Tried++
 		t.stats.Configs++
 		if o == failed {
@@ -860,7 +882,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	}
 	complete := search(tm.Space.Params, plan, eval, stop)
 	t.pipes.Forget(current)
-	if fatal == nil && !errors.Is(ctx.Err(), context.Canceled) {
+	if fatal == nil && !errors.Is(ctx.Err(), context.Canceled) && !t.Guard.Abandoned() {
 		if err := t.confirm(ctx, p, tm, in, e); err != nil {
 			fatal = err
 		}
@@ -868,7 +890,8 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	// A search's pipelines serve no other search (shapes are baked into the modules); dropping
 	// them keeps a long compile's memory flat. The device's pipeline cache keeps their code.
 	// Within TunePlan they stay until it ends: the next problems' first points are among them.
-	if !t.planning {
+	// Abandoned work may still use them.
+	if !t.planning && !t.Guard.Abandoned() {
 		t.pipes.Release()
 	}
 	if fatal != nil {
@@ -900,7 +923,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 func (t *Tuner) lookahead(p *kernels.Problem) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.init() != nil || t.choices[p.Key()] != nil {
+	if t.init() != nil || t.choices[p.Key()] != nil || t.Guard.Abandoned() {
 		return
 	}
 	tmpls, err := t.Templates(p, t.Caps)
@@ -1115,9 +1138,6 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 	defer b.Close()
 	got, err := in.check(ctx, t.Device, l, t.pipes, b)
 	mark(3)
-	if err == nil {
-		t.firstRun.add((took[2] + took[3]) / time.Duration(max(len(l.Steps), 1)))
-	}
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""
