@@ -66,6 +66,9 @@ type costSource interface {
 	// priced, for the record of f's selection.
 	restoreSmall(f *ir.Function)
 	recordSmall(f *ir.Function, keys []string)
+	// reserveLowering keeps d of the budget's end for lowering the plan: the pricing that
+	// follows ends that much before it.
+	reserveLowering(d time.Duration)
 	// selectFunctions picks each function's winner among its candidates (selects only).
 	selectFunctions(ctx context.Context, m *ir.Model, fns []*ir.Function, cands map[*ir.Function][]tune.SelectCandidate,
 		lopts lower.Options) ([]*ir.Function, []*tune.Selection, string, error)
@@ -199,6 +202,7 @@ func (s *estimateSource) selectFunctions(context.Context, *ir.Model, []*ir.Funct
 	return nil, nil, "", errors.New("the static cost source does not select by measurement")
 }
 func (s *estimateSource) restoreSmall(*ir.Function)          {}
+func (s *estimateSource) reserveLowering(time.Duration)      {}
 func (s *estimateSource) recordSmall(*ir.Function, []string) {}
 func (s *estimateSource) record(p *plan.Plan, _ *Report)     { p.Record.ChosenBy = plan.ChosenStatic }
 func (s *estimateSource) close(*Report)                      {}
@@ -231,6 +235,8 @@ type measureSource struct {
 	static *staticChoices
 	small  map[string]bool // problems left at the static choice as too small to tune
 	start  time.Time       // the budget's start
+	// lowering is the end of the budget kept for lowering the plan (reserveLowering).
+	lowering time.Duration
 	// guard abandons device work the budget's deadline leaves running (tune.DeviceGuard).
 	guard *tune.DeviceGuard
 	stage int // price calls so far
@@ -385,8 +391,11 @@ func (s *measureSource) estimate(p *kernels.Problem) (time.Duration, time.Durati
 // static choice, and the report says so.
 func (s *measureSource) price(ctx context.Context, what string, probs []tune.Ranked) (string, error) {
 	pctx, cancel := s.tctx, context.CancelFunc(func() {})
-	if s.cfg.selectFns && s.stage == 0 && s.opts.Budget > 0 {
+	switch {
+	case s.cfg.selectFns && s.stage == 0 && s.opts.Budget > 0:
 		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.opts.Budget/4))
+	case s.opts.Budget > 0 && s.lowering > 0:
+		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.opts.Budget-s.lowering))
 	}
 	s.stage++
 	pr := s.tu.TunePlan(pctx, probs)
@@ -465,6 +474,8 @@ func (s *measureSource) selectionKey(f *ir.Function) tune.SelectionKey {
 	return tune.SelectionKey{Device: s.info.Fingerprint.String(), Driver: s.info.DriverVersion, Compiler: CompilerVersion(),
 		Function: f.Name, Graph: graphKey(f)}
 }
+
+func (s *measureSource) reserveLowering(d time.Duration) { s.lowering = d }
 
 // restoreSmall: the problems f's selection record lists as too small to tune stay at the static
 // choice, as in the compile that measured it.

@@ -426,6 +426,9 @@ func (pl *pipeline) priceWinners(ctx context.Context, winners []*ir.Function) er
 		note += fmt.Sprintf(" (%d functions' selections are recorded)", n)
 	}
 	pl.phase("list", t0, note)
+	// The plan is lowered after the tuning, within the budget: it takes about what lowering
+	// the winners to list them took; twice that is kept for it.
+	pl.src.reserveLowering(2 * time.Since(t0))
 	var probs []tune.Ranked
 	for _, l := range listed {
 		probs = append(probs, l.probs...)

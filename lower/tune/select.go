@@ -396,9 +396,9 @@ func (s *selecting) record(ctx context.Context) {
 	record(s.opts, s.ref, s.sel)
 }
 
-// check checks the candidates against the interpreter: the first ones while ctx (the
-// selection's) lasts, predicted by the kernels each would compile; more than two valid ones only
-// while more than reserve is left (for the rounds).
+// check checks the candidates against the interpreter while ctx (the selection's) lasts, each
+// predicted by the kernels it would compile: the static extraction while any time is left, the
+// others only when reserve (the rounds' time) would be left after them.
 func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	opts, sel, cands, ref := s.opts, s.sel, s.cands, s.ref
 	outer := cmp.Or(opts.outer, ctx)
@@ -462,7 +462,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 		switch {
 		case ctx.Err() != nil && anyValid:
 			r.Reason = notChecked + ": " + ctx.Err().Error()
-		case valids >= 2 && wouldOverrun(ctx, opts.checks.mean()+reserve):
+		case !c.Static && anyValid && wouldOverrun(ctx, opts.checks.mean()+reserve):
 			r.Reason = notChecked + ": the time left is kept for timing the candidates checked"
 		case opts.Guard.Abandoned():
 			r.Reason = notChecked + ": the budget ran out while the device compiled another candidate's kernels"
@@ -492,8 +492,12 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 						}
 						// The kernels it would compile are not started past the budget
 						// (the static extraction, or the first candidate checked without
-						// one, is).
-						if (static || anyValid) && wouldOverrun(outer, expected(fresh)) {
+						// one, is), nor, for another candidate, into the rounds' time.
+						need := expected(fresh)
+						if !c.Static && anyValid {
+							need += reserve
+						}
+						if (static || anyValid) && wouldOverrun(outer, need) {
 							return fmt.Sprintf("%s: the budget ran out (it would compile %d kernels)", notChecked, fresh)
 						}
 						return ""
@@ -1037,9 +1041,9 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	opts SelectOptions) ([]*ir.Function, []*Selection, error) {
 	opts.outer, opts.checks, opts.perKernel = ctx, &meanTime{}, &meanTime{}
 	// The checks of every function come first (the first function compiles most of the
-	// kernels), and keep a third of the time for the rounds once two candidates of a function
-	// are valid; then each function's rounds get an equal share of the time left, so the first
-	// cannot spend the measuring of all (what it leaves passes on).
+	// kernels), and but for the static extractions' keep a third of the time for the rounds;
+	// then each function's rounds get an equal share of the time left, so the first cannot
+	// spend the measuring of all (what it leaves passes on).
 	var reserve time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		reserve = time.Until(dl) / 3
