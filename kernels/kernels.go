@@ -180,6 +180,12 @@ type Problem struct {
 	// it) and the states that cache parts update.
 	Parts []Part
 	Pos   int
+	// RowPos says that Args[Pos] holds one position per row (i32[rows]: a batched step's
+	// rope_rows and cache_scatter, ir/ops_rows.go) rather than the first row's: a rope part
+	// rotates row r by pos[r], and a cache part writes row r at state[slot[r], pos[r]] of a
+	// [slots, ctx, ...] state, Args[Slot] holding each row's slot (i32[rows]).
+	RowPos bool
+	Slot   int
 }
 
 // OpName names the problem's op for messages and keys.

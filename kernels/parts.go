@@ -28,6 +28,10 @@ import (
 // rows of x (the sequence positions: a rope's seq_axis is 0, a cache write writes row s at
 // pos + s).
 //
+// With Problem.RowPos (a batched step over several sequences) each row has a position of its own,
+// pos[r], and a cache part writes row r into the slot slot[r] of a [slots, ctx, ...] state: the
+// rope_rows and cache_scatter of such a step become epilogues the same way.
+//
 // Limits: linear and rmsnorm_linear only (the weight [N, K] is what is reordered), no batch
 // dims, even part widths, no Expr (Problem.Expr) besides the parts' own.
 
@@ -62,6 +66,9 @@ type Part struct {
 	// Cols elements per row), updated in place (Launch.InPlace: Out shares Args[State]'s
 	// buffer): row s of the part is written at row pos + s, rows outside the state are not
 	// written, nor with a run-time length the rows past the run's n (Problem.Rows.Reads).
+	// With Problem.RowPos the state is [slots, ctx, ...] (Cols elements per cell) and row s
+	// is written at cell (slot[s], pos[s]), both clamped into the state as cache_scatter's
+	// kernel clamps them (the runtime's range checks refuse such values before a run).
 	Cache bool
 	State int
 	// PartPair: the expression, inputs 0 and 1 the pair's values (in the op's result dtype).
@@ -115,6 +122,12 @@ func partsKey(p *Problem) string {
 	pos := ""
 	if i := p.PartsPos(); i >= 0 {
 		pos = "pos=a" + strconv.Itoa(i) + ";"
+		if p.RowPos {
+			pos = "pos=a" + strconv.Itoa(i) + "[rows];"
+		}
+	}
+	if i := p.PartsSlot(); i >= 0 {
+		pos += "slot=a" + strconv.Itoa(i) + ";"
 	}
 	return "|parts(" + pos + strings.Join(s, ";") + ")"
 }
@@ -126,6 +139,25 @@ func (p *Problem) PartsPos() int {
 		return -1
 	}
 	return p.Pos
+}
+
+// PartsSlot is the argument holding the per-row slots that p's cache parts write to
+// (Problem.Slot, with RowPos), or -1 when none does.
+func (p *Problem) PartsSlot() int {
+	if !p.RowPos || !partsWriteCache(p) {
+		return -1
+	}
+	return p.Slot
+}
+
+// partsWriteCache reports whether some part writes a state.
+func partsWriteCache(p *Problem) bool {
+	for _, pt := range p.Parts {
+		if pt.Cache {
+			return true
+		}
+	}
+	return false
 }
 
 // partsNeedPos reports whether some part reads the position.
@@ -208,6 +240,12 @@ func checkParts(p *Problem, g *gemm) error {
 			if pt.State < opArgs(p) || pt.State >= len(p.Args) || !p.Args[pt.State].Equal(out) {
 				return fmt.Errorf("part %d: the state argument %d is not of the result's type %s", i, pt.State, out)
 			}
+			if p.RowPos {
+				if out.Shape.Rank() < 2 || out.Shape.NumElements() != out.Shape[0]*out.Shape[1]*pt.Cols {
+					return fmt.Errorf("part %d: state %s does not hold [slots, ctx] cells of %d", i, out, pt.Cols)
+				}
+				continue
+			}
 			if out.Shape.Rank() == 0 || out.Shape.NumElements() != out.Shape[0]*pt.Cols {
 				return fmt.Errorf("part %d: state %s does not hold rows of %d", i, out, pt.Cols)
 			}
@@ -223,10 +261,18 @@ func checkParts(p *Problem, g *gemm) error {
 	if len(seen) != len(p.Outs) {
 		return fmt.Errorf("%d results, %d parts", len(p.Outs), len(p.Parts))
 	}
-	if partsNeedPos(p) {
-		if p.Pos < opArgs(p) || p.Pos >= len(p.Args) || !p.Args[p.Pos].DType.IsInt() || p.Args[p.Pos].Shape.NumElements() != 1 {
-			return fmt.Errorf("parts read a position, argument %d is not an integer scalar", p.Pos)
-		}
+	// rowInts reports whether argument i is one integer per row (RowPos) or a scalar.
+	rowInts := func(i, n int) bool {
+		return i >= opArgs(p) && i < len(p.Args) && p.Args[i].DType.IsInt() && p.Args[i].Shape.NumElements() == n
+	}
+	switch {
+	case !partsNeedPos(p):
+	case p.RowPos && !rowInts(p.Pos, g.m):
+		return fmt.Errorf("parts read a position per row, argument %d is not %d integers", p.Pos, g.m)
+	case p.RowPos && partsWriteCache(p) && !rowInts(p.Slot, g.m):
+		return fmt.Errorf("cache parts write each row to its slot, argument %d is not %d integers", p.Slot, g.m)
+	case !p.RowPos && !rowInts(p.Pos, 1):
+		return fmt.Errorf("parts read a position, argument %d is not an integer scalar", p.Pos)
 	}
 	return nil
 }
@@ -289,17 +335,23 @@ type partWriter struct {
 	opType ir.Type
 	outs   []*codegen.Buffer // by result index
 	pos    *codegen.Buffer
+	slot   *codegen.Buffer // RowPos with cache parts: each row's slot
 	n      *codegen.Buffer // the run-time length, for cache parts of a bounded problem
 }
 
-// declareParts declares the position, each result (a cache part's is its state, in place) and
-// the run-time length, in that order, and returns the writer and the operands to bind.
+// declareParts declares the position, the slots (RowPos), each result (a cache part's is its
+// state, in place) and the run-time length, in that order, and returns the writer and the
+// operands to bind.
 func declareParts(b *codegen.Builder, p *Problem, opType ir.Type) (*partWriter, []Operand) {
 	w := &partWriter{p: p, opType: opType, outs: make([]*codegen.Buffer, len(p.Outs))}
 	var ops []Operand
 	if partsNeedPos(p) {
 		w.pos = b.Buffer("pos", StorageType(p.Args[p.Pos].DType), codegen.ReadOnly)
 		ops = append(ops, Operand{Arg, p.Pos})
+	}
+	if i := p.PartsSlot(); i >= 0 {
+		w.slot = b.Buffer("slot", StorageType(p.Args[i].DType), codegen.ReadOnly)
+		ops = append(ops, Operand{Arg, i})
 	}
 	for i, t := range p.Outs {
 		w.outs[i] = b.Buffer("out"+strconv.Itoa(i), StorageType(t.DType), codegen.WriteOnly)
@@ -341,7 +393,10 @@ func (w *partWriter) storePart(b *codegen.Builder, pt Part, row, c, v0, v1 codeg
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	out, dt := w.outs[pt.Out], w.p.Outs[pt.Out].DType
 	var pos codegen.Value
-	if w.pos != nil {
+	ropeRow := row // the rope's angle is (pos + ropeRow)·θ^(-2i/D)
+	if w.pos != nil && w.p.RowPos {
+		pos, ropeRow = b.Bitcast(b.Load(w.pos, row), codegen.I32), u(0)
+	} else if w.pos != nil {
 		pos = loadPos(b, w.pos)
 	}
 	// where writes the pair's elements (one for a pair part) at element offsets e0, e1 of the
@@ -356,14 +411,22 @@ func (w *partWriter) storePart(b *codegen.Builder, pt Part, row, c, v0, v1 codeg
 			}
 			return
 		}
-		rows := w.p.Outs[pt.Out].Shape[0]
-		t := b.Add(pos, b.Bitcast(row, codegen.I32))
-		in := b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(rows))))
+		st := w.p.Outs[pt.Out].Shape
+		var cell, in codegen.Value
+		if w.p.RowPos {
+			// cell (slot[row], pos[row]) of the [slots, ctx, ...] state, clamped as
+			// cache_scatter's kernel clamps them
+			s, ps := clampIndex(b, w.slot, row, st[0]), clampIndex(b, w.pos, row, st[1])
+			cell, in = b.Add(b.Mul(s, u(st[1])), ps), b.Bool(true)
+		} else {
+			t := b.Add(pos, b.Bitcast(row, codegen.I32))
+			cell, in = b.Bitcast(t, codegen.U32), b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(st[0]))))
+		}
 		if w.n != nil {
 			in = b.And(in, b.Lt(row, b.Load(w.n, u(0))))
 		}
 		b.If(in, func() {
-			base := b.Mul(b.Bitcast(t, codegen.U32), u(pt.Cols))
+			base := b.Mul(cell, u(pt.Cols))
 			StoreAs(b, out, b.Add(base, e0), y0, dt)
 			StoreAs(b, out, b.Add(base, e1), y1, dt)
 		})
@@ -376,7 +439,7 @@ func (w *partWriter) storePart(b *codegen.Builder, pt Part, row, c, v0, v1 codeg
 		q := b.Div(c, u(2))
 		head, i := b.Div(q, u(h)), b.Rem(q, u(h))
 		g := ropeGeom{d: pt.Head, h: h, log2Theta: math.Log2(pt.Theta), scale: pt.Scaling}
-		y0, y1 := g.rotate(b, pos, row, i, v0, v1)
+		y0, y1 := g.rotate(b, pos, ropeRow, i, v0, v1)
 		hb := b.Mul(head, u(pt.Head))
 		if pt.Half {
 			where(b.Add(hb, i), b.Add(hb, b.Add(i, u(h))), y0, y1)
@@ -418,13 +481,17 @@ func partsReference(b *ir.Builder, p *Problem, args []ir.Value, y ir.Value) ([]i
 			}
 			// The pairs are adjacent: rope in mode interleaved, then (mode half) features
 			// (2i, 2i+1) go back to (i, i + D/2).
-			at := ir.Attrs{"theta": pt.Theta, "mode": "interleaved", "seq_axis": 0}
+			at := ir.Attrs{"theta": pt.Theta, "mode": "interleaved"}
 			if pt.Scaling.Type != "" {
 				for k, v := range pt.Scaling.Attrs() {
 					at[k] = v
 				}
 			}
-			if v, err = b.Op(ir.Rope, at, r, args[p.Pos]); err != nil {
+			op := ir.RopeRows
+			if !p.RowPos {
+				op, at["seq_axis"] = ir.Rope, 0
+			}
+			if v, err = b.Op(op, at, r, args[p.Pos]); err != nil {
 				return nil, err
 			}
 			if pt.Half {
@@ -453,12 +520,20 @@ func partsReference(b *ir.Builder, p *Problem, args []ir.Value, y ir.Value) ([]i
 		ot := p.Outs[pt.Out]
 		if pt.Cache {
 			st := args[pt.State]
-			rowShape := append(ir.Shape{m}, ot.Shape[1:]...)
-			x, err := b.Op(ir.Reshape, ir.Attrs{"shape": []int(rowShape)}, v)
+			cell := ot.Shape[1:] // a row of the state: [ctx, ...] cells with RowPos
+			if p.RowPos {
+				cell = ot.Shape[2:]
+			}
+			x, err := b.Op(ir.Reshape, ir.Attrs{"shape": []int(append(ir.Shape{m}, cell...))}, v)
 			if err != nil {
 				return nil, err
 			}
-			if v, err = b.Op(ir.CacheWrite, nil, st, x, args[p.Pos]); err != nil {
+			if p.RowPos {
+				v, err = b.Op(ir.CacheScatter, nil, st, x, args[p.Slot], args[p.Pos])
+			} else {
+				v, err = b.Op(ir.CacheWrite, nil, st, x, args[p.Pos])
+			}
+			if err != nil {
 				return nil, err
 			}
 		} else if v, err = b.Op(ir.Reshape, ir.Attrs{"shape": []int(ot.Shape)}, v); err != nil {

@@ -42,6 +42,24 @@ func qkvProblemW(t *testing.T, m int, dt, wdt ir.DType, k int, half bool) *kerne
 	return p
 }
 
+// qkvRowsProblem is qkvProblem for a batched step (Problem.RowPos): m rows each at a position and
+// slot of its own, q and k rotated by their row's position (rope_rows), k and v written into
+// their row's cell of [3 slots, 8 positions, 1, d] caches (cache_scatter).
+func qkvRowsProblem(t *testing.T, m int, dt ir.DType, half bool) *kernels.Problem {
+	const d, k = 16, 40
+	p := problem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(dt, m, k), ir.T(dt, k), ir.T(dt, 5*d, k))
+	cache := ir.T(dt, 3, 8, 1, d)
+	p.Args = append(p.Args, ir.T(ir.I32, m), ir.T(ir.I32, m), cache, cache)
+	p.Outs = []ir.Type{ir.T(dt, m, 3, d), cache, cache}
+	p.Pos, p.Slot, p.RowPos = 3, 4, true
+	p.Parts = []kernels.Part{
+		{Kind: kernels.PartRope, Cols: 3 * d, Out: 0, Head: d, Theta: 10000, Half: half},
+		{Kind: kernels.PartRope, Cols: d, Out: 1, Head: d, Theta: 10000, Half: half, Cache: true, State: 5},
+		{Kind: kernels.PartStore, Cols: d, Out: 2, Cache: true, State: 6},
+	}
+	return p
+}
+
 // qkvScaled is qkvProblem (f32, mode half) with Llama 3's frequency scaling on its ropes.
 func qkvScaled(t *testing.T, m int) *kernels.Problem {
 	p := qkvProblem(t, m, ir.F32, true)
@@ -99,6 +117,8 @@ func TestColumnParts(t *testing.T) {
 		{"qkv prefill f16", qkvProblem(t, 5, ir.F16, true)},
 		{"qkv prefill f32 interleaved", qkvProblem(t, 5, ir.F32, false)},
 		{"qkv prefill f32 llama3 scaling", qkvScaled(t, 5)},
+		{"qkv rows f16", qkvRowsProblem(t, 7, ir.F16, true)},
+		{"qkv rows f32 interleaved", qkvRowsProblem(t, 2, ir.F32, false)},
 		{"gate/up decode f16", gateUpProblem(t, 1, ir.F16, false)},
 		{"gate/up prefill f32 bias", gateUpProblem(t, 7, ir.F32, true)},
 		{"gate/up prefill f16 bias", gateUpProblem(t, 9, ir.F16, true)},
@@ -152,7 +172,7 @@ func TestColumnPartsQuantized(t *testing.T) {
 func TestColumnPartsCoopEmulated(t *testing.T) {
 	caps := emulatedCaps(t)
 	rng := rand.New(rand.NewSource(6))
-	for _, p := range []*kernels.Problem{qkvProblem(t, 12, ir.F16, true), gateUpProblem(t, 9, ir.F16, true)} {
+	for _, p := range []*kernels.Problem{qkvProblem(t, 12, ir.F16, true), qkvRowsProblem(t, 12, ir.F16, true), gateUpProblem(t, 9, ir.F16, true)} {
 		if err := kernels.MatmulCoop.Accepts(p, caps); err != nil {
 			t.Fatalf("%s: %v", p.Key(), err)
 		}
@@ -184,6 +204,45 @@ func TestColumnPartsAtLength(t *testing.T) {
 	}
 }
 
+// TestColumnPartsRowsAtLength: a batched step's merged projection at a run-time length writes
+// the run's rows only into their slots' cells (the rows past the run hold poison: positions and
+// slots too, which the kernel clamps), as a prompt chunk of one slot and as decode rows of
+// several.
+func TestColumnPartsRowsAtLength(t *testing.T) {
+	const max = 6
+	p := bounded(qkvRowsProblem(t, max, ir.F16, true), max, []int{0, 3, 4}, []int{0}, true)
+	rng := rand.New(rand.NewSource(10))
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	ts, err := kernels.For(p, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints := func(v ...int) *ir.Tensor {
+		f := make([]float64, max)
+		for i := range f {
+			f[i] = float64(v[i%len(v)])
+		}
+		return ir.TensorFromFloat64s(ir.T(ir.I32, max), f)
+	}
+	for _, tmpl := range ts {
+		for _, c := range []struct {
+			name      string
+			n         int
+			pos, slot *ir.Tensor
+		}{
+			{"chunk", 5, ints(2, 3, 4, 5, 6, 7), ints(1)},
+			{"decode", 3, ints(7, 0, 4, 1, 1, 1), ints(2, 0, 1, 0, 1, 2)},
+		} {
+			t.Run(fmt.Sprintf("%s/%s", tmpl.Name, c.name), func(t *testing.T) {
+				args := randomArgs(rng, p)
+				args[3], args[4] = c.pos, c.slot
+				kerneltest.CheckAt(t, tmpl, p, nil, args, c.n)
+			})
+		}
+	}
+}
+
 // TestColumnPartsRefused: problems whose parts do not fit their op are refused with a reason.
 func TestColumnPartsRefused(t *testing.T) {
 	odd := gateUpProblem(t, 1, ir.F32, false)
@@ -195,7 +254,12 @@ func TestColumnPartsRefused(t *testing.T) {
 	noPos.Pos = 0
 	badState := qkvProblem(t, 1, ir.F32, true)
 	badState.Parts[2].State = 3
-	for name, p := range map[string]*kernels.Problem{"odd width": odd, "uncovered columns": gap, "no position": noPos, "state argument": badState} {
+	scalarRowPos := qkvProblem(t, 2, ir.F32, true)
+	scalarRowPos.RowPos = true // a scalar position where one per row is needed
+	noSlot := qkvRowsProblem(t, 2, ir.F32, true)
+	noSlot.Slot = 0
+	for name, p := range map[string]*kernels.Problem{"odd width": odd, "uncovered columns": gap, "no position": noPos, "state argument": badState,
+		"scalar row positions": scalarRowPos, "no slots": noSlot} {
 		if ts, err := kernels.For(p, kernels.Lavapipe); err == nil {
 			t.Errorf("%s: accepted by %s", name, kerneltest.Names(ts))
 		}

@@ -27,6 +27,9 @@ import (
 // shared by every function that reorders it alike), so quantized weights and the dequantization
 // fallback see it as any other compile-time weight.
 //
+// A batched step over several sequences (rope_rows and cache_scatter at per-row positions and
+// slots) gets the same parts: kernels.Problem.RowPos.
+//
 // What a part absorbs must be read by nothing else: a slice whose value other units read is
 // stored as it is (a plain part), which still saves its copy. Parts need the position operands
 // of every rope and cache write to be one value, compile-time weights (no reordering of an
@@ -40,10 +43,15 @@ type partsPlan struct {
 	nodes  []*ir.Node // the absorbed nodes, in graph order
 	pos    ir.Value
 	hasPos bool
-	reads  bool // a cache part of a function with a run-time length writes the run's rows
-	prob   *kernels.Problem
-	vals   []ir.Value // bound to prob.Args
-	outs   []ir.Value // bound to prob.Outs
+	// rowPos: the position is one per row (a batched step's rope_rows and cache_scatter,
+	// kernels.Problem.RowPos), and slot the rows' slots when a cache part writes a state.
+	rowPos  bool
+	slot    ir.Value
+	hasSlot bool
+	reads   bool // a cache part of a function with a run-time length writes the run's rows
+	prob    *kernels.Problem
+	vals    []ir.Value // bound to prob.Args
+	outs    []ir.Value // bound to prob.Outs
 }
 
 // plannedPart is one part with the graph values it reads and computes.
@@ -143,6 +151,29 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 		}
 		return pp.pos == v
 	}
+	// rowsOK takes a batched step's per-row position (and slot, for a cache_scatter): one
+	// position value for every part, and one slot value.
+	rowsOK := func(pos ir.Value, slot *ir.Value) bool {
+		if pp.hasPos && !pp.rowPos || !posOK(pos) {
+			return false
+		}
+		pp.rowPos = true
+		if slot == nil {
+			return true
+		}
+		if !pp.hasSlot {
+			pp.slot, pp.hasSlot = *slot, true
+		}
+		return pp.slot == *slot
+	}
+	scalarPosOK := func(v ir.Value) bool { return !pp.rowPos && posOK(v) }
+	// scatterOf is the cache_scatter that alone reads v (of node x), or nil.
+	scatterOf := func(x *ir.Node) *ir.Node {
+		if cs := fl.consumers[x]; len(cs) == 1 && !fl.isResult[x] && cs[0].Op == ir.CacheScatter && cs[0].Args[1].Node == x {
+			return cs[0]
+		}
+		return nil
+	}
 	used := map[*ir.Node]bool{}
 	gain := false
 	for _, sp := range spans {
@@ -190,19 +221,42 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 		half := c.Attrs.String("mode", "half") == "half"
 		scaling, _ := ir.RopeScalingOf(c.Attrs) // checked when the graph was built
 		switch {
-		case c.Op == ir.Rope && c.Args[0].Node == x && reorder && d%2 == 0 && fl.ropeSeqAxis0(c) && posOK(c.Args[1]):
+		case c.Op == ir.RopeRows && c.Args[0].Node == x && reorder && d%2 == 0:
+			// A batched step's rope_rows, with the cache_scatter that alone reads it: the
+			// rotated rows go to their slots' cells.
+			rope := kernels.Part{Kind: kernels.PartRope, Cols: width, Head: d, Theta: c.Attrs.Float("theta", 10000), Half: half, Scaling: scaling}
+			if sc := scatterOf(c); sc != nil && sc.Args[3] == c.Args[1] && !sc.Args[0].Type().DType.Quantized() && rowsOK(sc.Args[3], &sc.Args[2]) {
+				rope.Cache = true
+				pp.parts = append(pp.parts, plannedPart{part: rope, src: []int{sp.start}, out: sc.V(), state: sc.Args[0], absorb: append(chain, c, sc)})
+				pp.reads = pp.reads || ir.NeedsLength(sc, fl.rows)
+				gain = true
+				continue
+			}
+			if rowsOK(c.Args[1], nil) {
+				pp.parts = append(pp.parts, plannedPart{part: rope, src: []int{sp.start}, out: c.V(), absorb: append(chain, c)})
+				gain = true
+				continue
+			}
+		// A block-quantized cache (q8_0, q4_0) is not a part (see rope_cache_write's case below).
+		case c.Op == ir.CacheScatter && c.Args[1].Node == x && !c.Args[0].Type().DType.Quantized() && rowsOK(c.Args[3], &c.Args[2]):
+			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartStore, Cols: width, Cache: true},
+				src: []int{sp.start}, out: c.V(), state: c.Args[0], absorb: append(chain, c)})
+			pp.reads = pp.reads || ir.NeedsLength(c, fl.rows)
+			gain = true
+			continue
+		case c.Op == ir.Rope && c.Args[0].Node == x && reorder && d%2 == 0 && fl.ropeSeqAxis0(c) && scalarPosOK(c.Args[1]):
 			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartRope, Cols: width, Head: d,
 				Theta: c.Attrs.Float("theta", 10000), Half: half, Scaling: scaling}, src: []int{sp.start}, out: c.V(), absorb: append(chain, c)})
 			gain = true
 			continue
-		case c.Op == ir.RopeCacheWrite && c.Args[1].Node == x && reorder && d%2 == 0 && posOK(c.Args[2]):
+		case c.Op == ir.RopeCacheWrite && c.Args[1].Node == x && reorder && d%2 == 0 && scalarPosOK(c.Args[2]):
 			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartRope, Cols: width, Head: d,
 				Theta: c.Attrs.Float("theta", 10000), Half: half, Scaling: scaling, Cache: true}, src: []int{sp.start}, out: c.V(), state: c.Args[0],
 				absorb: append(chain, c)})
 			pp.reads = pp.reads || ir.NeedsLength(c, fl.rows)
 			gain = true
 			continue
-		case c.Op == ir.CacheWrite && c.Args[1].Node == x && posOK(c.Args[2]):
+		case c.Op == ir.CacheWrite && c.Args[1].Node == x && scalarPosOK(c.Args[2]):
 			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartStore, Cols: width, Cache: true},
 				src: []int{sp.start}, out: c.V(), state: c.Args[0], absorb: append(chain, c)})
 			pp.reads = pp.reads || ir.NeedsLength(c, fl.rows)
@@ -361,6 +415,12 @@ func (fl *fnLowerer) buildParts(pp *partsPlan, wArg, n int) error {
 		pp.vals = append(pp.vals, pp.pos)
 		p.Args = append(p.Args, pp.pos.Type())
 	}
+	if pp.hasSlot {
+		p.Slot, p.RowPos = len(pp.vals), true
+		pp.vals = append(pp.vals, pp.slot)
+		p.Args = append(p.Args, pp.slot.Type())
+	}
+	p.RowPos = pp.rowPos
 	for i := range pp.parts {
 		q := &pp.parts[i]
 		q.part.Out = i

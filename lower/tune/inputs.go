@@ -22,6 +22,7 @@ import (
 //     r mod slots at position ctx − 1 − r/slots, so no two rows share a cell and the positions
 //     reach the end of the cache; rope_rows' positions 1, 2, ...;
 //   - the position of column parts (a merged projection's rope and cache writes): see partsPos;
+//     per-row positions and slots (a batched step's parts): see rowPartsInts;
 //   - any other integer scalar of the op: 0; other integer tensors (and epilogue inputs): small
 //     integers in [0, 8), as Random gives.
 //
@@ -38,8 +39,12 @@ func Inputs(p *kernels.Problem, rng *rand.Rand) []*ir.Tensor {
 	}
 	out := make([]*ir.Tensor, len(p.Args))
 	for i, t := range p.Args {
-		if i == p.PartsPos() {
+		if i == p.PartsPos() && !p.RowPos {
 			out[i] = ir.TensorFromFloat64s(t, []float64{float64(partsPos(p))})
+			continue
+		}
+		if p.RowPos && (i == p.PartsPos() || i == p.PartsSlot()) {
+			out[i] = rowPartsInts(p, t, i == p.PartsSlot())
 			continue
 		}
 		if i < nop && t.DType.IsInt() {
@@ -77,6 +82,32 @@ func partsPos(p *kernels.Problem) int {
 		return 1
 	}
 	return pos
+}
+
+// rowPartsInts is the per-row position (or slot) of a problem with column parts at per-row
+// positions (kernels.Problem.RowPos): with a cache part, row r in cell (r mod slots, ctx − 1 −
+// r/slots) of the first cache part's state, as cache_scatter's inputs; otherwise positions 1, 2, ...
+func rowPartsInts(p *kernels.Problem, t ir.Type, slot bool) *ir.Tensor {
+	vals := make([]float64, t.Shape.NumElements())
+	for _, pt := range p.Parts {
+		if !pt.Cache {
+			continue
+		}
+		st := p.Outs[pt.Out].Shape
+		slots, ctx := max(st[0], 1), max(st[1], 1)
+		for r := range vals {
+			if slot {
+				vals[r] = float64(r % slots)
+			} else {
+				vals[r] = float64(ctx - 1 - (r/slots)%ctx)
+			}
+		}
+		return ir.TensorFromFloat64s(t, vals)
+	}
+	for r := range vals {
+		vals[r] = float64(r + 1)
+	}
+	return ir.TensorFromFloat64s(t, vals)
 }
 
 // intOperand returns a generator of valid values for integer operand i of p's op, or false when
