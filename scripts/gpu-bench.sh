@@ -36,6 +36,13 @@
 #   whisper   the Whisper encoder static and tuned ($WBUDGET), into micro.txt      ~60 s
 #   moe       vkc.test BenchmarkMoEDecode (8, 32, 128 experts, k = 2, against dense), into
 #             micro.txt (each model compiled as vkc compile would); not a default part  ~90 s
+#   heldout   issue 26: scripts/heldout-bench.sh (the held-out table of measured selection:
+#             Whisper encoder, resnet-tiny, ResNet-18 at 224×224, SmolLM2-135M prefill-128, each
+#             static plan against a default measured compile, $HPAIRS (40) alternating pairs the
+#             selection never measured), into heldout.txt; its ResNet-18 file is written there by
+#             .gpu/vkc.test (go test -c -o .gpu/vkc.test .); HMODELS, HSIZE (224) and LAYERS
+#             narrow it (a lavapipe dry run: LAYERS=1 HSIZE=32 HPAIRS=4), HBUDGET sets a budget
+#             (default: the compiler's); not a default part                                ~4 min
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
@@ -306,6 +313,16 @@ if want length; then
   t env MODEL="$S" VKC="$V" DIR="$W/length" REPS="${LREPS:-20}" ROUNDS="${LROUNDS:-3}" bash scripts/length-bench.sh
   $V inspect "$W/length/bounded.plan" | grep -E "^function|run-time length|variant for" | head -20
 } > "$OUT/length.txt" 2>&1
+fi
+
+if want heldout; then
+{
+  part "held-out latency of measured selection (issue 26): static plans against default measured compiles, ${HPAIRS:-40} alternating pairs each"
+  t env VKC="$V" VKC_TEST="$VT" OUT="$W/heldout" LAYERS="${LAYERS:-}" VOCAB="${VOCAB:-}" SIZE="${HSIZE:-224}" \
+    PAIRS="${HPAIRS:-40}" N="${HN:-7}" BUDGET="${HBUDGET:-}" MODELS="${HMODELS:-whisper resnet resnet18 smollm2}" bash scripts/heldout-bench.sh
+  part "each measured compile's selection of the function timed"
+  for f in "$W"/heldout/*-tuned.txt; do echo "--- $f"; grep -E "^compiled|^  (tune|select|list|lower) " "$f"; sed -n '/^function /,/^  note/p' "$f" | grep -v '^  note' | head -14; done
+} > "$OUT/heldout.txt" 2>&1
 fi
 
 if want whisper; then

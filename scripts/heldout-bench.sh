@@ -18,12 +18,12 @@
 #             model's 40 pairs take hours there), VOCAB as gpu-bench.sh
 #
 # lavapipe (this machine, CPU Vulkan): bash scripts/heldout-bench.sh
-# H200 (GPU machine): prepare here what it cannot build (it has no Go toolchain):
-#   bash ../shared/gpu/prepare.sh ./kernels ./runtime     # .gpu/vkc
-#   VKC_RESNET18_ONNX=$PWD/.gpu/resnet18-224.onnx VKC_RESNET18_SIZE=224 go test -count=1 -run '^TestResNet18ONNX$' .
-# then run(command=..., carry=[".gpu"]) with
-#   VKC=.gpu/vkc RESNET18=.gpu/resnet18-224.onnx OUT=$OUT/heldout LAYERS= SIZE=224 bash scripts/heldout-bench.sh
-# Knobs: VKC (bin/vkc), OUT (/tmp/heldout), PAIRS (40), N (timed runs per timing, 7), BUDGET
+# H200 (GPU machine): gpu-bench.sh's heldout part runs this script there (its header says how);
+# the machine has no Go toolchain, so prepare here .gpu/vkc and .gpu/vkc.test (which writes the
+# ResNet-18 file there: 45 MiB at any size, too large to carry beside the binaries):
+#   bash ../shared/gpu/prepare.sh && go test -c -o .gpu/vkc.test .
+#   run(command=". .gpu/prelude.sh && PARTS=heldout OUT=$OUT bash scripts/gpu-bench.sh", carry=[".gpu"])
+# Knobs: VKC (bin/vkc), VKC_TEST (.gpu/vkc.test, without go), OUT (/tmp/heldout), PAIRS (40), N (timed runs per timing, 7), BUDGET
 # (empty: vkc's default), MODELS, LAYERS, SIZE, RESNET18 (a ResNet-18 ONNX file made already). Every measured compile's report is kept in
 # $OUT/<model>-tuned.txt, every comparison's JSON in $OUT/<model>-compare.json, the table in
 # $OUT/table.md.
@@ -51,8 +51,14 @@ model() {
     resnet) M=examples/resnet-tiny/model.yaml FN=forward CF=() XF=() ;;
     resnet18)
       M=${RESNET18:-$OUT/resnet18-$SIZE.onnx} FN=forward CF=(--dim N=1) XF=()
-      [ -s "$M" ] || VKC_RESNET18_ONNX=$M VKC_RESNET18_SIZE=$SIZE go test -count=1 -run '^TestResNet18ONNX$' . > "$OUT/resnet18-write.txt" 2>&1 ||
-        { cat "$OUT/resnet18-write.txt"; echo "no $M: make it with TestResNet18ONNX (the header says how)" >&2; return 1; } ;;
+      if [ ! -s "$M" ]; then
+        # Written by TestResNet18ONNX: with go here, else by the root package's test binary
+        # (VKC_TEST, e.g. .gpu/vkc.test on the GPU machine, which has no Go toolchain).
+        if command -v go > /dev/null; then W=(go test -count=1 -run '^TestResNet18ONNX$' .)
+        else W=("${VKC_TEST:-.gpu/vkc.test}" -test.count=1 -test.run '^TestResNet18ONNX$'); fi
+        VKC_RESNET18_ONNX=$M VKC_RESNET18_SIZE=$SIZE "${W[@]}" > "$OUT/resnet18-write.txt" 2>&1 ||
+          { cat "$OUT/resnet18-write.txt"; echo "no $M: make it with TestResNet18ONNX (the header says how)" >&2; return 1; }
+      fi ;;
     smollm2)
       M=examples/smollm2-135m/model.yaml FN=prefill CF=(-f prefill) XF=(--length 128)
       if [ -n "${LAYERS:-}${VOCAB:-}" ]; then
