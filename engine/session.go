@@ -231,7 +231,7 @@ type Message struct {
 
 // Chat generates the assistant's next message after msgs, rendered with the tokenizer's chat
 // template (and the generation prompt), streaming its text to emit (nil: none); Generation.Text
-// is the message. Generation stops at the template's end of turn, the tokenizer's EOS, a stop
+// is the message. Generation stops at the template's end of turn, the tokenizer's end-of-generation ids, a stop
 // string, opts.MaxTokens or a full context. opts.Chat and opts.System are not used (the messages
 // say it). A conversation continued with the reply and a new message runs only the new tokens.
 func (s *Session) Chat(ctx context.Context, msgs []Message, opts GenerateOptions, emit func(text string) error) (*Generation, error) {
@@ -258,7 +258,8 @@ func (m *Model) tokenizerFor(opts GenerateOptions) (*tokenizer.Tokenizer, error)
 
 // EncodeChat renders msgs in tok's chat template with the generation prompt and encodes it as
 // tokenizer.EncodeChat does (the template holds the special tokens), and returns opts with StopIDs filled in when
-// nil: the template's end of turn and the tokenizer's EOS.
+// nil: the template's end of turn and the tokenizer's end-of-generation ids (EOS and the others,
+// tokenizer.Tokenizer.EOG).
 func EncodeChat(tok *tokenizer.Tokenizer, msgs []Message, opts GenerateOptions) ([]int32, GenerateOptions, error) {
 	if tok == nil {
 		return nil, opts, errors.New("chat: no tokenizer (the plan records none: compile it with --tokenizer, or give one)")
@@ -282,8 +283,10 @@ func EncodeChat(tok *tokenizer.Tokenizer, msgs []Message, opts GenerateOptions) 
 		if id, ok := tok.ID(eot); ok && eot != "" {
 			stop = append(stop, id)
 		}
-		if e := tok.EOS(); e >= 0 && !containsID(stop, e) {
-			stop = append(stop, e)
+		for _, e := range tok.EOG() {
+			if !containsID(stop, e) {
+				stop = append(stop, e)
+			}
 		}
 		opts.StopIDs = stop
 	}

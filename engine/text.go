@@ -20,8 +20,9 @@ import (
 // emitted; the text is the tokenizer.json decoder's (no clean_up_tokenization_spaces). The
 // pieces concatenate to Generation.Text.
 //
-// Generation stops at the tokenizer's EOS (and, with Chat, the template's end of turn) unless
-// opts.StopIDs says otherwise, at a stop string (its text not emitted), after opts.MaxTokens
+// Generation stops at any of the tokenizer's end-of-generation ids (tokenizer.Tokenizer.EOG: its
+// EOS, a config.json's eos_token_id list, a GGUF file's EOT; with Chat, also the template's end
+// of turn) unless opts.StopIDs says otherwise, at a stop string (its text not emitted), after opts.MaxTokens
 // tokens, when the context is full, or when emit returns ErrStop.
 func GenerateText(ctx context.Context, exe Executable, tok *tokenizer.Tokenizer, prompt string, opts GenerateOptions, emit func(text string) error) (*Generation, error) {
 	ids, o, err := encodePrompt(tok, prompt, opts)
@@ -72,8 +73,12 @@ func encodePrompt(tok *tokenizer.Tokenizer, prompt string, opts GenerateOptions)
 			return nil, opts, fmt.Errorf("generate: the prompt: %w", err)
 		}
 	}
-	if opts.StopIDs == nil && tok.EOS() >= 0 && !containsID(stopIDs, tok.EOS()) {
-		stopIDs = append(stopIDs, tok.EOS())
+	if opts.StopIDs == nil {
+		for _, id := range tok.EOG() {
+			if !containsID(stopIDs, id) {
+				stopIDs = append(stopIDs, id)
+			}
+		}
 	}
 	if len(ids) == 0 {
 		return nil, opts, errors.New("generate: the prompt encodes to no tokens")

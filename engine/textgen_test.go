@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -206,4 +207,45 @@ func (r *recordExe) Run(ctx context.Context, fn string, in map[string][]byte) (m
 		*r.first = engine.Int32s(in["tokens"])
 	}
 	return r.interpExe.Run(ctx, fn, in)
+}
+
+// TestGenerateTextStopsAtEveryEOS: a Hugging Face folder's config.json that lists several
+// eos_token_id (Llama 3 lists three) ends a generation at whichever comes first, with no StopIDs
+// given: here two bytes of the greedy text, the later one first in the list.
+func TestGenerateTextStopsAtEveryEOS(t *testing.T) {
+	m := textModel(t, 256, 3)
+	dir := t.TempDir()
+	tok, err := tokenizer.Load(ByteTokenizer(t, dir, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := &interpExe{p: planSignature(t, m), s: interp.NewSession(m)}
+	ctx := context.Background()
+	prompt := "Hello, wörld"
+	g, err := engine.GenerateText(ctx, exe, tok, prompt, engine.GenerateOptions{MaxTokens: 24}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Stopped != engine.StopMaxTokens {
+		t.Fatalf("without an EOS: stopped at %s", g.Stopped)
+	}
+	early, late := g.Tokens[4], g.Tokens[9]
+	first := slices.Index(g.Tokens, early)
+	if i := slices.Index(g.Tokens, late); i < first {
+		early, first = late, i
+	}
+	cfg := fmt.Sprintf(`{"eos_token_id": [%d, %d]}`, late, early)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err = tokenizer.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.GenerateText(ctx, exe, tok, prompt, engine.GenerateOptions{MaxTokens: 24}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Stopped != engine.StopToken || len(e.Tokens) != first || fmt.Sprint(e.Tokens) != fmt.Sprint(g.Tokens[:first]) {
+		t.Errorf("config %s: %d tokens (%s), want the %d before the first end token", cfg, len(e.Tokens), e.Stopped, first)
+	}
 }

@@ -898,6 +898,20 @@ func (h *hfImport) tokenizer(lm *decoderLM) error {
 		cfg = " with tokenizer_config.json"
 	}
 	h.note("tokenizer.json%s: a compiled plan records it", cfg)
+	if h.cfg.has("eos_token_id") {
+		// An id or a list (Llama 3: [128001, 128008, 128009]); the tokenizer reads it from
+		// config.json (and generation_config.json) and generation stops at each.
+		var ids []int
+		raw := h.cfg.fields["eos_token_id"]
+		if err := json.Unmarshal(raw, &ids); err != nil {
+			var one int
+			if err := h.cfg.decode("eos_token_id", &one, "a token id or a list of them"); err != nil {
+				return err
+			}
+			ids = []int{one}
+		}
+		h.note("eos_token_id %v: generation stops at each (the plan's tokenizer records them)", ids)
+	}
 	return nil
 }
 

@@ -1,6 +1,6 @@
 package plan
 
-// The plan file format, version 3. All integers are little-endian.
+// The plan file format, version 4. All integers are little-endian.
 //
 //	offset  size  field
 //	0       8     magic "\x89vkc\r\n\x1a\n"
@@ -44,6 +44,9 @@ package plan
 // offsets at which that region's buffers after the first begin. Version 2 files are rejected
 // with ErrVersion: they were written by a compiler that did not check a region against the
 // device's allocation limit the way version 3's loader relies on, and recompiling is cheap.
+// Version 4 added, at the end of the tokenizer section, the other ids that end a generation
+// (Tokenizer.EOG: a list of i64). Version 3 files are rejected with ErrVersion like older ones: read
+// as version 4 they would lose those ids without a word (a model would run past its end of turn).
 //
 // The bulky weight data comes last so that a reader that needs only the description can stop early.
 //
@@ -76,7 +79,7 @@ import (
 const Magic = "\x89vkc\r\n\x1a\n"
 
 // FormatVersion is the version of the file format this package writes and reads.
-const FormatVersion = 3
+const FormatVersion = 4
 
 const (
 	secModules    = 1

@@ -281,7 +281,7 @@ func TestDeterministic(t *testing.T) {
 func TestFormatStable(t *testing.T) {
 	b := encode(t, smallPlan())
 	got := fmt.Sprintf("%x", sha256.Sum256(b))
-	const want = "3e14e7b1924351043b2bf78500176291fb232c3dc6e68cb77deaa79a8c83c8cf"
+	const want = "cc09015acf60080ba88f0f0aac10c2656d29f206186f40abc163f3dd3fbb74ec"
 	if got != want {
 		t.Errorf("smallPlan encodes to %d bytes with SHA-256 %s, want %s", len(b), got, want)
 	}
@@ -340,9 +340,10 @@ func TestVersion(t *testing.T) {
 		version uint32
 		want    string
 	}{
-		{FormatVersion + 1, "format version 4 is newer than this vkc reads (version 3)"},
-		{2, "format version 2 is not one this vkc reads (version 3); recompile the model"},
-		{1, "format version 1 is not one this vkc reads (version 3); recompile the model"},
+		{FormatVersion + 1, "format version 5 is newer than this vkc reads (version 4)"},
+		{3, "format version 3 is not one this vkc reads (version 4); recompile the model"},
+		{2, "format version 2 is not one this vkc reads (version 4); recompile the model"},
+		{1, "format version 1 is not one this vkc reads (version 4); recompile the model"},
 		{0xffffffff, "newer"},
 		{0, "format version 0 is not one this vkc reads"},
 	} {

@@ -30,7 +30,13 @@ type Tokenizer struct {
 	// none. ChatTemplate is the source's chat template (Jinja), "" when it has none.
 	BOS, EOS     int32
 	ChatTemplate string
+	// EOG are the ids besides EOS that end a generation (tokenizer.Tokenizer.EOG: a Hugging Face
+	// config's eos_token_id list, a GGUF vocabulary's EOT and EOM), each ≥ 0; nil when none.
+	EOG []int32
 }
+
+// maxEOG bounds Tokenizer.EOG (real models name a handful).
+const maxEOG = 1024
 
 // maxTokenizerText bounds the chat template (real ones are a few KiB).
 const maxTokenizerText = 1 << 20
@@ -67,6 +73,14 @@ func (v *validator) tokenizer(t *Tokenizer) {
 			v.addf("tokenizer: %s id %d (want -1 for none, or an id)", x.name, x.id)
 		}
 	}
+	for _, id := range t.EOG {
+		if id < 0 {
+			v.addf("tokenizer: end-of-generation id %d (want an id ≥ 0)", id)
+		}
+	}
+	if len(t.EOG) > maxEOG {
+		v.addf("tokenizer: %d end-of-generation ids, more than %d", len(t.EOG), maxEOG)
+	}
 	if len(t.ChatTemplate) > maxTokenizerText {
 		v.addf("tokenizer: chat template of %d bytes, more than %d", len(t.ChatTemplate), maxTokenizerText)
 	}
@@ -74,7 +88,7 @@ func (v *validator) tokenizer(t *Tokenizer) {
 
 // encodeTokenizer is section 5: a bool (present); then format str, a bool (inline) and the data
 // bytes or the reference (path str, size u64, SHA-256), a bool and the config bytes, BOS i64,
-// EOS i64 and the chat template str.
+// EOS i64, the chat template str and (version 4) the other end-of-generation ids, a list of i64.
 func encodeTokenizer(p *Plan) []byte {
 	var e enc
 	t := p.Tokenizer
@@ -98,6 +112,10 @@ func encodeTokenizer(p *Plan) []byte {
 	e.i64(int64(t.BOS))
 	e.i64(int64(t.EOS))
 	e.str(t.ChatTemplate)
+	e.u32(uint32(len(t.EOG)))
+	for _, id := range t.EOG {
+		e.i64(int64(id))
+	}
 	return e.b
 }
 
@@ -132,6 +150,14 @@ func decodeTokenizer(d *dec, p *Plan) {
 	t.BOS = id("BOS")
 	t.EOS = id("EOS")
 	t.ChatTemplate = d.str()
+	if n := d.count(8); n > 0 {
+		t.EOG = make([]int32, n)
+		for i := range t.EOG {
+			if t.EOG[i] = id("end-of-generation"); t.EOG[i] < 0 && d.err == nil {
+				d.fail("tokenizer end-of-generation id %d is negative", t.EOG[i])
+			}
+		}
+	}
 	p.Tokenizer = t
 }
 
@@ -146,6 +172,9 @@ func (t *Tokenizer) String() string {
 		s += fmt.Sprintf(" with tokenizer_config.json (%s)", sizeStr(uint64(len(t.Config))))
 	}
 	s += fmt.Sprintf("; BOS %d, EOS %d", t.BOS, t.EOS)
+	if len(t.EOG) > 0 {
+		s += fmt.Sprintf(" (generation also ends at %v)", t.EOG)
+	}
 	if t.ChatTemplate != "" {
 		s += fmt.Sprintf("; chat template of %d bytes", len(t.ChatTemplate))
 	}

@@ -24,6 +24,7 @@ func TestTokenizerRoundTrip(t *testing.T) {
 		{"inline gguf, no ids", &Tokenizer{Format: TokenizerGGUF, Data: []byte("GGUF\x03\x00\x00\x00"), BOS: -1, EOS: -1}},
 		{"empty inline", &Tokenizer{Format: TokenizerJSON, Data: []byte{}, Config: []byte{}, BOS: -1, EOS: 0}},
 		{"reference", &Tokenizer{Format: TokenizerJSON, Ref: &Source{Path: "tok/tokenizer.json", Size: 9084490, SHA256: [32]byte{1, 2, 3}}, BOS: 128000, EOS: 128001}},
+		{"end-of-generation ids", &Tokenizer{Format: TokenizerJSON, Data: []byte(`{}`), BOS: 128000, EOS: 128001, EOG: []int32{128008, 128009}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := withTokenizer(tc.tok)
@@ -67,6 +68,7 @@ func TestTokenizerValidate(t *testing.T) {
 		{&Tokenizer{Format: TokenizerJSON, Ref: &Source{}}, "reference with an empty path"},
 		{&Tokenizer{Format: TokenizerGGUF, Data: []byte{}, Config: []byte{}}, "tokenizer_config.json goes with format"},
 		{&Tokenizer{Format: TokenizerJSON, Data: []byte{}, BOS: -2}, "BOS id -2"},
+		{&Tokenizer{Format: TokenizerJSON, Data: []byte{}, EOG: []int32{7, -1}}, "end-of-generation id -1"},
 		{&Tokenizer{Format: TokenizerJSON, Data: []byte{}, ChatTemplate: strings.Repeat("x", maxTokenizerText+1)}, "chat template of"},
 	} {
 		err := withTokenizer(tc.tok).Validate()
@@ -75,11 +77,11 @@ func TestTokenizerValidate(t *testing.T) {
 		}
 	}
 	var sb strings.Builder
-	p := withTokenizer(&Tokenizer{Format: TokenizerJSON, Data: make([]byte, 2048), BOS: 1, EOS: 2, ChatTemplate: "abc"})
+	p := withTokenizer(&Tokenizer{Format: TokenizerJSON, Data: make([]byte, 2048), BOS: 1, EOS: 2, EOG: []int32{5, 6}, ChatTemplate: "abc"})
 	if err := p.Summary(&sb); err != nil {
 		t.Fatal(err)
 	}
-	if want := "tokenizer: tokenizer.json (inline, 2.0 KiB); BOS 1, EOS 2; chat template of 3 bytes"; !strings.Contains(sb.String(), want) {
+	if want := "tokenizer: tokenizer.json (inline, 2.0 KiB); BOS 1, EOS 2 (generation also ends at [5 6]); chat template of 3 bytes"; !strings.Contains(sb.String(), want) {
 		t.Errorf("summary lacks %q:\n%s", want, sb.String())
 	}
 }

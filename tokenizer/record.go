@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vkc-project/vkc/ir/gguf"
@@ -18,7 +19,9 @@ import (
 // A tokenizer.json is recorded as stored (gzipped or not), with the tokenizer_config.json beside
 // it inline; a GGUF file's vocabulary inline is a small GGUF file holding only its tokenizer.*
 // metadata, not the weights. The tokenizer is built once here, so a plan never records one that
-// does not load, and its BOS, EOS and chat template are filled in.
+// does not load, and its BOS, EOS, other end-of-generation ids (Tokenizer.EOG: those of the
+// config.json and generation_config.json beside a tokenizer.json are recorded here, as the plan
+// holds neither file) and chat template are filled in.
 func Record(path string, ref bool) (*plan.Tokenizer, error) {
 	t, err := Load(path)
 	if err != nil {
@@ -28,7 +31,7 @@ func Record(path string, ref bool) (*plan.Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &plan.Tokenizer{Format: plan.TokenizerJSON, BOS: t.bos, EOS: t.eos, ChatTemplate: t.chatTemplate}
+	rec := &plan.Tokenizer{Format: plan.TokenizerJSON, BOS: t.bos, EOS: t.eos, ChatTemplate: t.chatTemplate, EOG: slices.Clone(t.eog)}
 	if isGGUF(file) {
 		rec.Format = plan.TokenizerGGUF
 	} else if cfg, err := os.ReadFile(filepath.Join(filepath.Dir(file), "tokenizer_config.json")); err == nil {
@@ -144,7 +147,7 @@ func FromBytes(format string, data, config []byte) (*Tokenizer, error) {
 
 // FromPlan builds the tokenizer a plan records. A referenced file is resolved against the
 // directory of planPath when relative, and must have the recorded size and SHA-256. The record's
-// BOS, EOS and chat template are the tokenizer's.
+// BOS, EOS, end-of-generation ids and chat template are the tokenizer's.
 func FromPlan(rec *plan.Tokenizer, planPath string) (*Tokenizer, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("%s: the plan records no tokenizer", planPath)
@@ -160,6 +163,8 @@ func FromPlan(rec *plan.Tokenizer, planPath string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: the plan's tokenizer: %w", planPath, err)
 	}
 	t.bos, t.eos, t.chatTemplate = rec.BOS, rec.EOS, rec.ChatTemplate
+	t.eog = nil
+	t.addEOG(rec.EOG)
 	t.chatSource = planPath + " (its recorded chat template)"
 	return t, nil
 }

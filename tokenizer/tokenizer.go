@@ -33,6 +33,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -53,8 +54,10 @@ type Tokenizer struct {
 	normAdded *addedMatcher // tokens matched in the normalized text
 	addedByID map[int32]*AddedToken
 
-	bos, eos     int32
-	unk          int32 // a GGUF vocabulary's unknown token, -1 when none (for the chat template)
+	bos, eos int32
+	unk      int32 // a GGUF vocabulary's unknown token, -1 when none (for the chat template)
+	// eog are the ids besides eos that end a generation (see EOG).
+	eog          []int32
 	cleanup      bool
 	chatTemplate string
 	// chatSource names where the chat template came from, for its errors.
@@ -131,6 +134,19 @@ func Load(path string) (*Tokenizer, error) {
 	}
 	if t.chatTemplate != "" || t.chatNamed != nil {
 		t.chatSource = cfgPath + " chat_template"
+	}
+	for _, name := range []string{"config.json", "generation_config.json"} {
+		cp := filepath.Join(filepath.Dir(path), name)
+		ids, err := configEOS(cp)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			if int(id) >= t.VocabSize() {
+				return nil, fmt.Errorf("%s: eos_token_id %d is outside the tokenizer's %d ids (%s)", cp, id, t.VocabSize(), path)
+			}
+		}
+		t.addEOG(ids)
 	}
 	if t.chatTemplate == "" {
 		// Newer checkpoints keep the chat template in a file of its own beside the tokenizer.
@@ -461,6 +477,67 @@ func (t *Tokenizer) BOS() int32 { return t.bos }
 
 // EOS returns the end-of-sequence token id, or -1 when the source names none.
 func (t *Tokenizer) EOS() int32 { return t.eos }
+
+// EOG returns the ids that end a generation: EOS (when there is one) first, then the others the
+// source names: a Hugging Face folder's config.json and generation_config.json eos_token_id (an
+// id or a list, as Llama 3's [128001, 128008, 128009]), a GGUF vocabulary's
+// tokenizer.ggml.eot_token_id and eom_token_id. Each id once; empty when there is none.
+func (t *Tokenizer) EOG() []int32 {
+	var ids []int32
+	if t.eos >= 0 {
+		ids = append(ids, t.eos)
+	}
+	for _, id := range t.eog {
+		if id >= 0 && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// addEOG adds ids to the end-of-generation ids besides EOS, each once.
+func (t *Tokenizer) addEOG(ids []int32) {
+	for _, id := range ids {
+		if id != t.eos && !slices.Contains(t.eog, id) {
+			t.eog = append(t.eog, id)
+		}
+	}
+}
+
+// configEOS reads the eos_token_id of a Hugging Face config.json or generation_config.json at
+// path (an id or a list of ids; nil when the file or the field is absent or null).
+func configEOS(path string) ([]int32, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var c struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if isNull(c.EOS) {
+		return nil, nil
+	}
+	var one int32
+	if err := json.Unmarshal(c.EOS, &one); err == nil {
+		c.EOS = []byte(fmt.Sprintf("[%d]", one))
+	}
+	var ids []int32
+	if err := json.Unmarshal(c.EOS, &ids); err != nil {
+		return nil, fmt.Errorf("%s: eos_token_id is %s; want a token id or a list of them", path, c.EOS)
+	}
+	for _, id := range ids {
+		if id < 0 {
+			return nil, fmt.Errorf("%s: eos_token_id %d is negative", path, id)
+		}
+	}
+	return ids, nil
+}
 
 // ChatTemplate returns the source's chat template (a Jinja template), or "".
 func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }

@@ -40,6 +40,9 @@ type Vocab struct {
 	Merges []string    // gpt2: "a b", in rank order
 	// BOS, EOS, UNK are token ids, -1 when absent.
 	BOS, EOS, UNK int32
+	// EOG are the other ids that end a generation (tokenizer.ggml.eot_token_id and
+	// eom_token_id: Llama 3's <|eot_id|> and <|eom_id|>); see Tokenizer.EOG.
+	EOG []int32
 	// AddBOS, AddEOS: encoding with special tokens adds them.
 	AddBOS, AddEOS bool
 	// AddSpacePrefix (llama): a ▁ is prepended to the text, as SentencePiece does.
@@ -94,6 +97,11 @@ func FromVocab(v *Vocab) (*Tokenizer, error) {
 			return nil, fmt.Errorf("vocabulary: %s token id %d is outside 0..%d", x.name, x.id, n-1)
 		}
 	}
+	for _, id := range v.EOG {
+		if id < 0 || int(id) >= n {
+			return nil, fmt.Errorf("vocabulary: end-of-generation token id %d is outside 0..%d", id, n-1)
+		}
+	}
 	for i, tok := range v.Tokens {
 		if !utf8.ValidString(tok) {
 			return nil, fmt.Errorf("vocabulary: token %d is not valid UTF-8: %q", i, tok)
@@ -106,6 +114,7 @@ func FromVocab(v *Vocab) (*Tokenizer, error) {
 		}
 	}
 	t := &Tokenizer{bos: v.BOS, eos: v.EOS, unk: v.UNK, chatTemplate: v.ChatTemplate, chatNamed: v.NamedChatTemplates, chatSource: "tokenizer.chat_template"}
+	t.addEOG(v.EOG)
 	bpe := &bpeModel{}
 	var merges [][2]string
 	switch v.Model {
@@ -381,6 +390,18 @@ func vocabFromGGUF(f *gguf.File) (*Vocab, error) {
 				return nil, fmt.Errorf("%s: %s is %d, outside the %d tokens", f.Path, x.key, id, len(v.Tokens))
 			}
 			*x.dst = int32(id)
+		}
+	}
+	for _, key := range []string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		id, err := f.Uint(key)
+		if optional(err) != nil {
+			return nil, err
+		}
+		if err == nil {
+			if id >= uint64(len(v.Tokens)) {
+				return nil, fmt.Errorf("%s: %s is %d, outside the %d tokens", f.Path, key, id, len(v.Tokens))
+			}
+			v.EOG = append(v.EOG, int32(id))
 		}
 	}
 	v.AddBOS = v.Model == "llama" || v.Pre == "llama-bpe" || v.Pre == "llama3" || v.Pre == "llama-v3"

@@ -192,6 +192,9 @@ func writeVocabGGUF(t *testing.T, path string, v *Vocab) {
 			b.Add(x.key, gguf.MustValue(uint32(x.id)))
 		}
 	}
+	for i, id := range v.EOG { // the end-of-turn id, then the end-of-message id
+		b.Add([]string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}[i], gguf.MustValue(uint32(id)))
+	}
 	b.Add("tokenizer.ggml.add_bos_token", gguf.MustValue(v.AddBOS))
 	if v.Model == "llama" {
 		b.Add("tokenizer.ggml.add_space_prefix", gguf.MustValue(v.AddSpacePrefix))
