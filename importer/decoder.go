@@ -169,13 +169,13 @@ func (m *decoderLM) yaml() ([]byte, error) {
 			return nil, err
 		}
 	}
-	if m.slots > 0 {
-		m.batchFunction(&b)
-		return []byte(b.String()), nil
-	}
 	kv := ""
 	if m.kv != 0 && m.kv != ir.F32 {
 		kv = m.kv.String()
+	}
+	if m.slots > 0 {
+		m.batchFunction(&b, kv)
+		return []byte(b.String()), nil
 	}
 	w("\nstate:\n  k_cache.{i}: %s[ctx, kv_heads, hd]\n  v_cache.{i}: %s[ctx, kv_heads, hd]\n", kv, kv)
 	w("\nfunctions:\n")
@@ -380,10 +380,11 @@ const maxSlots = 1024
 // advances several sequences one token each (a batched decode step), runs a chunk of one
 // sequence's prompt (rows of one slot at consecutive positions), or both at once; a row sees the
 // keys and values of its sequence up to its position, the run's earlier rows included. Every
-// row's logits are returned (each row may be a sequence's last).
-func (m *decoderLM) batchFunction(b *strings.Builder) {
+// row's logits are returned (each row may be a sequence's last). The caches are of dtype kv
+// ("" for f32: --kv); the activations are f32.
+func (m *decoderLM) batchFunction(b *strings.Builder, kv string) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("\nstate:\n  k_cache.{i}: [slots, ctx, kv_heads, hd]\n  v_cache.{i}: [slots, ctx, kv_heads, hd]\n")
+	w("\nstate:\n  k_cache.{i}: %s[slots, ctx, kv_heads, hd]\n  v_cache.{i}: %s[slots, ctx, kv_heads, hd]\n", kv, kv)
 	w("\nfunctions:\n  batch:\n    dims: {seq: 1..%d}\n", max(m.prefill, m.slots, 2))
 	w("    inputs:\n      tokens: i32[seq]\n      pos: i32[seq]      # each row's position in its sequence\n")
 	w("      slot: i32[seq]     # each row's sequence: its KV cache slot\n")

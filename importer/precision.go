@@ -70,13 +70,14 @@ func (m *decoderLM) setPrecision(p Precision) (string, error) {
 		return "", fmt.Errorf("--kv %s: the head dimension %d is not a whole number of %d-element blocks", kv, m.hd, f.BlockElems)
 	}
 	if m.slots > 0 {
-		// The batched function's cache_scatter and attention_rows take caches of their rows'
-		// dtype, f32; its activations are f32 too.
-		if p.KV != "" && p.KV != "f32" || p.Act == "f16" {
-			return "", fmt.Errorf("--kv %s --act %s with --parallel: the batched function's caches and activations are f32", p.KV, p.Act)
+		// The batched function's cache_scatter converts its f32 rows to the caches' dtype as
+		// cache_write does, and attention_rows reads f32 queries over them; its activations
+		// stay f32 (its products are skinny: few rows per step).
+		if p.Act == "f16" {
+			return "", fmt.Errorf("--act f16 with --parallel: the batched function's activations are f32 (--kv still applies)")
 		}
-		m.act, m.kv = ir.F32, ir.F32
-		return "KV caches f32 and f32 activations (the batched function's)", nil
+		m.act, m.kv = ir.F32, kv
+		return fmt.Sprintf("KV caches %s for %d sequences; f32 activations (the batched function's)", kv, m.slots), nil
 	}
 	act := ir.F32
 	why := "the matrices are f32 or bf16"

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vkc-project/vkc/importer"
+	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 )
@@ -20,24 +21,92 @@ type batchRow struct {
 // interpreter: tinyllama imported with 4 slots runs three sequences through batch in runs that
 // mix prefill chunks (rows of one slot at consecutive positions) and decode rows of several
 // slots, and every row's logits equal those of the same sequence run alone through the import
-// without slots (score: every row's logits of the whole sequence), with f32 caches as the batched
-// function's are (importer.F32). The sequences sit in slots 2, 0 and 3; slot 1 is never written.
+// without slots (score: every row's logits of the whole sequence), with caches of the batched
+// function's dtype and f32 activations as the batched function's are: f32 caches
+// (importer.F32), and the default f16 caches. The sequences sit in slots 2, 0 and 3; slot 1 is
+// never written.
 func TestBatchFunctionMeaning(t *testing.T) {
 	dir := "../testdata/hf/tinyllama"
-	single, err := importer.ImportHF(dir, importer.HFOptions{Precision: importer.F32})
-	if err != nil {
-		t.Fatal(err)
+	for _, kv := range []string{"f32", "f16"} {
+		t.Run(kv, func(t *testing.T) {
+			single, err := importer.ImportHF(dir, importer.HFOptions{Precision: importer.Precision{Act: "f32", KV: kv}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := importer.HFOptions{Slots: 4}
+			if kv == "f32" {
+				opts.Precision = importer.F32
+			}
+			batched, err := importer.ImportHF(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := batched.Model.Function("batch"); f == nil || batched.Model.Function("decode") != nil || f.Length == nil {
+				t.Fatalf("the import with slots has functions %v; want batch only, with a run-time length", functionNames(batched.Model))
+			}
+			decl := "k_cache.{i}: [slots, ctx, kv_heads, hd]"
+			if kv != "f32" {
+				decl = "k_cache.{i}: " + kv + "[slots, ctx, kv_heads, hd]"
+			}
+			if !strings.Contains(string(batched.YAML), decl) {
+				t.Errorf("the caches are not %s:\n%s", decl, batched.YAML)
+			}
+			checkBatchMeaning(t, single.Model, batched.Model, 4)
+		})
+	}
+	// --kv q8_0 needs a head dimension of whole blocks: tinyllama's 16 is refused, with slots
+	// as without; so is --act f16 with slots.
+	for _, c := range []struct {
+		p    importer.Precision
+		want string
+	}{
+		{importer.Precision{KV: "q8_0"}, "--kv q8_0: the head dimension 16 is not a whole number of 32-element blocks"},
+		{importer.Precision{Act: "f16"}, "--act f16 with --parallel: the batched function's activations are f32"},
+	} {
+		if _, err := importer.ImportHF(dir, importer.HFOptions{Slots: 4, Precision: c.p}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v with slots: %v, want %q", c.p, err, c.want)
+		}
 	}
 	batched, err := importer.ImportHF(dir, importer.HFOptions{Slots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := batched.Model.Function("batch"); f == nil || batched.Model.Function("decode") != nil || f.Length == nil {
-		t.Fatalf("the import with slots has functions %v; want batch only, with a run-time length", functionNames(batched.Model))
+	checkBadRows(t, batched.Model)
+	if _, err := importer.ImportHF(dir, importer.HFOptions{Slots: -1}); err == nil {
+		t.Error("-1 slots accepted")
 	}
-	if !strings.Contains(string(batched.YAML), "k_cache.{i}: [slots, ctx, kv_heads, hd]") {
-		t.Errorf("the caches have no slot dimension:\n%s", batched.YAML)
+}
+
+// TestBatchFunctionQuantizedKV: --parallel with a q8_0 and a q4_0 KV cache (qwen3-tiny, whose
+// head dimension is whole blocks): the batched function's rows equal the single-sequence
+// import's with the same cache and f32 activations, as TestBatchFunctionMeaning checks.
+func TestBatchFunctionQuantizedKV(t *testing.T) {
+	path := oracles.File(t, "llamacpp", "qwen3-tiny/qwen3-tiny-Q8_0.gguf")
+	for _, kv := range []string{"q8_0", "q4_0"} {
+		t.Run(kv, func(t *testing.T) {
+			p := importer.Precision{Act: "f32", KV: kv}
+			single, err := importer.ImportGGUF(path, importer.GGUFOptions{Precision: p, Ctx: 32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer single.Model.Close()
+			batched, err := importer.ImportGGUF(path, importer.GGUFOptions{Precision: importer.Precision{KV: kv}, Ctx: 32, Slots: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer batched.Model.Close()
+			if decl := "k_cache.{i}: " + kv + "[slots, ctx, kv_heads, hd]"; !strings.Contains(string(batched.YAML), decl) {
+				t.Errorf("the caches are not %s:\n%s", decl, batched.YAML)
+			}
+			checkBatchMeaning(t, single.Model, batched.Model, 4)
+		})
 	}
+}
+
+// checkBatchMeaning runs three sequences through batched's batch function (slots slots) in
+// mixed runs and compares every row's logits with single's score of the sequence alone.
+func checkBatchMeaning(t *testing.T, single, batched *ir.Model, slots int) {
+	t.Helper()
 	seqs := [][]int32{
 		{37, 235, 140, 72, 255, 137, 203, 133, 79},
 		{5, 200, 17, 99, 3, 250},
@@ -50,7 +119,7 @@ func TestBatchFunctionMeaning(t *testing.T) {
 		{{0, 7}, {1, 4}, {2, 0}},                         // decode rows and a one-token chunk
 		{{2, 1}, {2, 2}, {2, 3}, {0, 8}, {1, 5}},         // a chunk before decode rows
 	}
-	s := interp.NewSession(batched.Model)
+	s := interp.NewSession(batched)
 	got := map[[2]int][]float64{}
 	for ri, run := range runs {
 		var tokens, pos, slot []float64
@@ -75,7 +144,7 @@ func TestBatchFunctionMeaning(t *testing.T) {
 		}
 	}
 	for si, sq := range seqs {
-		ss := interp.NewSession(single.Model)
+		ss := interp.NewSession(single)
 		ids := make([]float64, len(sq))
 		for i, id := range sq {
 			ids[i] = float64(id)
@@ -106,15 +175,19 @@ func TestBatchFunctionMeaning(t *testing.T) {
 		if x == nil {
 			t.Fatalf("no state %s", name)
 		}
-		per := x.NumElements() / 4
+		per := x.NumElements() / slots
 		for i, v := range x.Float64s()[per : 2*per] {
 			if v != 0 {
 				t.Fatalf("%s: slot 1 element %d is %g", name, i, v)
 			}
 		}
 	}
-	// Bad rows are errors naming the row: a slot or position outside the cache, two rows on one
-	// cell.
+}
+
+// checkBadRows: bad rows are errors naming the row: a slot or position outside the cache, two
+// rows on one cell.
+func checkBadRows(t *testing.T, batched *ir.Model) {
+	t.Helper()
 	for _, c := range []struct {
 		pos, slot []float64
 		want      string
@@ -124,7 +197,7 @@ func TestBatchFunctionMeaning(t *testing.T) {
 		{[]float64{3, 3}, []float64{1, 1}, "rows 0 and 1 both write slot 1, position 3"},
 	} {
 		n := len(c.pos)
-		_, err := interp.NewSession(batched.Model).Run("batch", map[string]*ir.Tensor{
+		_, err := interp.NewSession(batched).Run("batch", map[string]*ir.Tensor{
 			"tokens": ir.TensorFromFloat64s(ir.T(ir.I32, n), make([]float64, n)),
 			"pos":    ir.TensorFromFloat64s(ir.T(ir.I32, n), c.pos),
 			"slot":   ir.TensorFromFloat64s(ir.T(ir.I32, n), c.slot),
@@ -132,9 +205,6 @@ func TestBatchFunctionMeaning(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("pos %v slot %v: %v, want %q", c.pos, c.slot, err, c.want)
 		}
-	}
-	if _, err := importer.ImportHF(dir, importer.HFOptions{Slots: -1}); err == nil {
-		t.Error("-1 slots accepted")
 	}
 }
 

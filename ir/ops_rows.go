@@ -16,12 +16,15 @@ import (
 //	                                           modes and scalings; rope's pos + r becomes pos[r])
 //	cache_scatter(state [S, ctx, ...], x [n, ...], slot i32[n], pos i32[n])
 //	                                           state with state[slot[r], pos[r]] = x[r]; two rows
-//	                                           naming one cell are an error
+//	                                           naming one cell are an error; the rows are
+//	                                           converted to the state's dtype as cache_write's
+//	                                           (a 16-bit float, q8_0 or q4_0 cache)
 //	attention_rows(q [n, hq, d], k [S, ctx, hkv, d], v [S, ctx, hkv, dv], slot i32[n], pos i32[n])
 //	                                           row r attends keys 0..pos[r] of sequence slot[r]
 //	                                           (causal at position pos[r]; window w > 0 keeps
 //	                                           keys pos[r]-w+1..pos[r]); grouped-query heads
-//	                                           as attention's, scale defaults to 1/√d
+//	                                           as attention's, scale defaults to 1/√d; k and v
+//	                                           may be of another dtype than q (f16, q8_0, q4_0)
 //
 // A step writes its rows' keys and values (cache_scatter) before it attends (attention_rows
 // reads the updated cache), so a row sees the rows of its own sequence that come before it in
@@ -52,11 +55,16 @@ func init() {
 			}
 			return one(x), nil
 		}})
-	def(CacheScatter, OpInfo{Name: "cache_scatter", Kind: KindOther, MinArgs: 4, MaxArgs: 4,
+	def(CacheScatter, OpInfo{Name: "cache_scatter", Kind: KindOther, MinArgs: 4, MaxArgs: 4, CacheArgs: []int{0},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			st, x := args[0], args[1]
-			if st.DType != x.DType {
-				return nil, fmt.Errorf("cache %s and rows %s differ in dtype", st, x)
+			// The rows are converted to the cache's dtype as cache_write converts them:
+			// rounded to a 16-bit cache, quantized block by block to a q8_0 or q4_0 one.
+			if !x.DType.IsFloat() && st.DType != x.DType {
+				return nil, fmt.Errorf("cache %s and rows %s differ in dtype (rows of another dtype must be float)", st, x)
+			}
+			if st.DType != x.DType && !st.DType.CacheFormat() {
+				return nil, fmt.Errorf("float rows %s cannot be written to a %s cache", x, st.DType)
 			}
 			if st.Shape.Rank() < 3 || x.Shape.Rank() != st.Shape.Rank()-1 || !st.Shape[2:].Equal(x.Shape[1:]) {
 				return nil, fmt.Errorf("rows %s do not fit cache %s ([slots, ctx, ...] and [rows, ...] with the same trailing dims)", x, st)
@@ -68,15 +76,17 @@ func init() {
 			}
 			return one(st), nil
 		}})
-	def(AttentionRows, OpInfo{Name: "attention_rows", Kind: KindOther, MinArgs: 5, MaxArgs: 5,
+	def(AttentionRows, OpInfo{Name: "attention_rows", Kind: KindOther, MinArgs: 5, MaxArgs: 5, CacheArgs: []int{1, 2},
 		Attrs: []AttrSpec{{Name: "scale", Kind: AttrFloat}, {Name: "window", Kind: AttrInt, Default: 0}},
 		infer: func(a Attrs, args []Type) ([]Type, error) {
 			q, k, v := args[0], args[1], args[2]
 			if q.Shape.Rank() != 3 || k.Shape.Rank() != 4 || v.Shape.Rank() != 4 {
 				return nil, fmt.Errorf("want q [rows, heads, d] and k, v [slots, ctx, kv_heads, d], got %s, %s, %s", q, k, v)
 			}
-			if !q.DType.IsFloat() || q.DType != k.DType || k.DType != v.DType {
-				return nil, fmt.Errorf("q, k, v must share a float dtype, got %s, %s, %s", q, k, v)
+			// k and v share a dtype, float or a block-quantized cache's; q's may differ (f32
+			// queries over an f16 cache), and is the result's.
+			if !q.DType.IsFloat() || k.DType != v.DType || !k.DType.IsFloat() && !k.DType.CacheFormat() {
+				return nil, fmt.Errorf("want float q and k, v of one dtype (float, or a q8_0/q4_0 cache), got %s, %s, %s", q, k, v)
 			}
 			if k.Shape[3] != q.Shape[2] || v.Shape[0] != k.Shape[0] || v.Shape[1] != k.Shape[1] || v.Shape[2] != k.Shape[2] {
 				return nil, fmt.Errorf("q %s, k %s, v %s do not agree", q, k, v)

@@ -49,6 +49,15 @@ func TestQuantizedInfer(t *testing.T) {
 		{"attention q8_0", ir.Attention, nil, []ir.Type{f32(1, 4, 32), ir.T(ir.Q8_0, 8, 2, 32), ir.T(ir.Q8_0, 8, 2, 32)}, f32(1, 4, 32), ""},
 		{"attention f16 cache", ir.Attention, nil, []ir.Type{f32(1, 4, 32), ir.T(ir.F16, 8, 2, 32), ir.T(ir.F16, 8, 2, 32)}, f32(1, 4, 32), ""},
 		{"attention k, v apart", ir.Attention, nil, []ir.Type{f32(1, 4, 32), ir.T(ir.Q8_0, 8, 2, 32), ir.T(ir.Q4_0, 8, 2, 32)}, ir.Type{}, "k, v share"},
+		// The batched step's (--parallel --kv): cache_scatter converts as cache_write, and
+		// attention_rows reads as attention.
+		{"cache_scatter q8_0", ir.CacheScatter, nil, []ir.Type{ir.T(ir.Q8_0, 3, 8, 2, 32), f32(2, 2, 32), ir.T(ir.I32, 2), ir.T(ir.I32, 2)}, ir.T(ir.Q8_0, 3, 8, 2, 32), ""},
+		{"cache_scatter f32 into f16", ir.CacheScatter, nil, []ir.Type{ir.T(ir.F16, 3, 8, 2, 32), f32(2, 2, 32), ir.T(ir.I32, 2), ir.T(ir.I32, 2)}, ir.T(ir.F16, 3, 8, 2, 32), ""},
+		{"cache_scatter q4_k", ir.CacheScatter, nil, []ir.Type{ir.T(ir.Q4_K, 3, 8, 256), f32(2, 256), ir.T(ir.I32, 2), ir.T(ir.I32, 2)}, ir.Type{}, "argument 1 is q4_k"},
+		{"cache_scatter int rows", ir.CacheScatter, nil, []ir.Type{f32(3, 8, 32), ir.T(ir.I32, 2, 32), ir.T(ir.I32, 2), ir.T(ir.I32, 2)}, ir.Type{}, "differ in dtype"},
+		{"attention_rows q4_0", ir.AttentionRows, nil, []ir.Type{f32(2, 4, 32), ir.T(ir.Q4_0, 3, 8, 2, 32), ir.T(ir.Q4_0, 3, 8, 2, 32), ir.T(ir.I32, 2), ir.T(ir.I32, 2)}, f32(2, 4, 32), ""},
+		{"attention_rows f16 cache", ir.AttentionRows, nil, []ir.Type{f32(2, 4, 32), ir.T(ir.F16, 3, 8, 2, 32), ir.T(ir.F16, 3, 8, 2, 32), ir.T(ir.I32, 2), ir.T(ir.I32, 2)}, f32(2, 4, 32), ""},
+		{"attention_rows k, v apart", ir.AttentionRows, nil, []ir.Type{f32(2, 4, 32), ir.T(ir.F16, 3, 8, 2, 32), ir.T(ir.F32, 3, 8, 2, 32), ir.T(ir.I32, 2), ir.T(ir.I32, 2)}, ir.Type{}, "k, v of one dtype"},
 		{"attention quantized q", ir.Attention, nil, []ir.Type{ir.T(ir.Q8_0, 1, 4, 32), ir.T(ir.Q8_0, 8, 2, 32), ir.T(ir.Q8_0, 8, 2, 32)}, ir.Type{}, "argument 1 is q8_0"},
 	} {
 		_, outs, err := ir.Infer(c.op, c.at, c.args)

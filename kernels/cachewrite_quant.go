@@ -87,10 +87,11 @@ func quantizeQ4_0(b *codegen.Builder, v []codegen.Value) []codegen.Value {
 	return out
 }
 
-// acceptQuantCacheWrite checks a cache_write into a block-quantized state.
+// acceptQuantCacheWrite checks a cache_write (or a batched step's cache_scatter) into a
+// block-quantized state.
 func acceptQuantCacheWrite(p *Problem, caps Caps) error {
 	if p.Expr != nil {
-		return fmt.Errorf("cache_write takes no epilogue")
+		return fmt.Errorf("%s takes no epilogue", p.Op)
 	}
 	_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
 	if err != nil {
@@ -101,30 +102,46 @@ func acceptQuantCacheWrite(p *Problem, caps Caps) error {
 	}
 	st, x := p.Args[0], p.Args[1]
 	f := st.DType.Format()
-	pos := p.Args[2]
 	if cacheQuantizers[f] == nil {
 		return fmt.Errorf("the device quantizes no %s cache (it does %s)", st.DType, "q8_0, q4_0")
 	}
 	if f.BlockElems != 32 || (2*f.BlockBytes)%4 != 0 {
 		return fmt.Errorf("%s: pairs of %d-byte blocks are not whole words", st.DType, f.BlockBytes)
 	}
-	rowLen := st.Shape.NumElements() / st.Shape[0]
+	rowLen := quantCacheRow(p)
 	if rowLen%(2*f.BlockElems) != 0 {
 		return fmt.Errorf("rows of %d elements are an odd number of %s blocks; the template writes pairs", rowLen, st.DType)
 	}
-	if err := checkDTypesOf(x, caps); err != nil {
-		return err
+	for _, t := range append([]ir.Type{x}, p.Args[2:]...) { // the rows, the position(s), the slots
+		if err := checkDTypesOf(t, caps); err != nil {
+			return err
+		}
 	}
-	return checkDTypesOf(pos, caps)
+	return nil
+}
+
+// quantCacheRow is the elements of a row of the state that one row of x writes: a cache_write's
+// state row, a cache_scatter's cell (state [slots, ctx, ...]).
+func quantCacheRow(p *Problem) int {
+	st := p.Args[0]
+	if p.Op == ir.CacheScatter {
+		return st.Shape.NumElements() / (st.Shape[0] * st.Shape[1])
+	}
+	return st.Shape.NumElements() / st.Shape[0]
 }
 
 // buildQuantCacheWrite writes x's rows into the quantized state, a pair of blocks (64 elements)
-// per invocation.
+// per invocation: at rows pos, pos+1, ... (cache_write), or row r into cell (slot[r], pos[r]) of a
+// [slots, ctx, ...] state (cache_scatter, both clamped into the state as its float kernel does).
 func buildQuantCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err := acceptQuantCacheWrite(p, caps); err != nil {
 		return nil, err
 	}
 	st, xt, pt := p.Args[0], p.Args[1], p.Args[2]
+	scatter := p.Op == ir.CacheScatter
+	if scatter {
+		pt = p.Args[3]
+	}
 	f := st.DType.Format()
 	quantize := cacheQuantizers[f]
 	rope := p.Op == ir.RopeCacheWrite
@@ -133,12 +150,16 @@ func buildQuantCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 		g = readRope(p) // rows of x along axis 0, heads of g.d features
 	}
 	be := f.BlockElems
-	rowLen := st.Shape.NumElements() / st.Shape[0]
+	rowLen := quantCacheRow(p)
 	pairs := xt.Shape.NumElements() / (2 * be)
 	pairsPerRow := rowLen / (2 * be)
 	pairWords := 2 * f.BlockBytes / 4
 	b := codegen.NewBuilder("cache_write_" + f.Name)
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
+	var slotBuf *codegen.Buffer
+	if scatter {
+		slotBuf = b.Buffer("slot", StorageType(p.Args[2].DType), codegen.ReadOnly)
+	}
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
 	y := b.Buffer("state", codegen.U32, codegen.WriteOnly)
 	reads := p.Rows.Arg(1) && p.Rows.Reads
@@ -147,11 +168,20 @@ func buildQuantCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 		lenBuf = b.Buffer("n", codegen.U32, codegen.ReadOnly)
 	}
 	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
-	pos := loadPos(b, posBuf)
+	var pos codegen.Value
+	if !scatter {
+		pos = loadPos(b, posBuf)
+	}
 	eachFlat(b, c, pairs, func(q codegen.Value) {
 		row := b.Div(q, u(pairsPerRow))
-		t := b.Add(pos, b.Bitcast(row, codegen.I32))
-		in := b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(st.Shape[0]))))
+		var t, in codegen.Value // the state's row (a cell) row writes, and whether it does
+		if scatter {
+			cell := b.Add(b.Mul(clampIndex(b, slotBuf, row, st.Shape[0]), u(st.Shape[1])), clampIndex(b, posBuf, row, st.Shape[1]))
+			t, in = b.Bitcast(cell, codegen.I32), b.Bool(true)
+		} else {
+			t = b.Add(pos, b.Bitcast(row, codegen.I32))
+			in = b.And(b.Ge(t, b.I32(0)), b.Lt(t, b.I32(int32(st.Shape[0]))))
+		}
 		if reads {
 			in = b.And(in, b.Lt(row, b.Load(lenBuf, u(0))))
 		}
@@ -204,6 +234,9 @@ func buildQuantCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	s := Step{Kernel: k, Spec: spec, Grid: flatGrid(pairs, c, caps), Bindings: []Operand{{Arg, 1}, {Arg, 2}, {Out, 0}},
 		Scale: flatScale(p, p.Rows.Arg(1), pairs, c)}
+	if scatter {
+		s.Bindings = []Operand{{Arg, 1}, {Arg, 2}, {Arg, 3}, {Out, 0}}
+	}
 	if reads {
 		s.Bindings = append(s.Bindings, Operand{Len, 0})
 	}
@@ -227,7 +260,7 @@ var CacheDTypes = func() []ir.DType {
 func init() {
 	// The templates that write and read a quantized cache take its blocks (Template.Quantized:
 	// no compile-time dequantization applies to state).
-	for _, t := range []*Template{CacheWrite, RopeCacheWrite, AttentionFlash, AttentionSplit} {
+	for _, t := range []*Template{CacheWrite, RopeCacheWrite, AttentionFlash, AttentionSplit, CacheScatter, AttentionRows} {
 		t.Quantized = append(t.Quantized, CacheDTypes...)
 	}
 }

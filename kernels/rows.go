@@ -25,7 +25,7 @@ import (
 // runtime's range checks refuse such values before a run anyway).
 var (
 	RopeRows     = &Template{Name: "rope_rows", Accepts: acceptPlain(ir.RopeRows), Space: flatSpace(), Build: buildRopeRows}
-	CacheScatter = &Template{Name: "cache_scatter", Accepts: acceptPlain(ir.CacheScatter), Space: flatSpace(), Build: buildCacheScatter,
+	CacheScatter = &Template{Name: "cache_scatter", Accepts: acceptCacheScatter, Space: flatSpace(), Build: buildCacheScatter,
 		ReadsLength: true}
 	AttentionRows = &Template{Name: "attention_rows", Accepts: acceptAttentionRows,
 		Space: NewSpace(Ints("wg", 64, 32, 128), Ints("block_k", 32, 16, 64)).Where(fitsInvocations("wg")).Where(attnRowsFit),
@@ -78,21 +78,32 @@ func buildRopeRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	return &Launch{Steps: []Step{st}, Flops: float64(8 * g.rows * g.h), Bytes: 2 * float64(xt.Bytes())}, nil
 }
 
+// acceptCacheScatter takes a float cache (of the rows' dtype or another: rounded as stored) or a
+// q8_0/q4_0 one (quantized as cache_write quantizes, buildQuantCacheWrite).
+func acceptCacheScatter(p *Problem, caps Caps) error {
+	if p.Op == ir.CacheScatter && len(p.Args) == 4 && p.Args[0].DType.Quantized() {
+		return acceptQuantCacheWrite(p, caps)
+	}
+	return acceptPlain(ir.CacheScatter)(p, caps)
+}
+
 func buildCacheScatter(p *Problem, c Config, caps Caps) (*Launch, error) {
-	if err := acceptPlain(ir.CacheScatter)(p, caps); err != nil {
+	if err := acceptCacheScatter(p, caps); err != nil {
 		return nil, err
+	}
+	if p.Args[0].DType.Quantized() {
+		return buildQuantCacheWrite(p, c, caps)
 	}
 	st, xt := p.Args[0], p.Args[1]
 	slots, ctxLen := st.Shape[0], st.Shape[1]
 	rows := xt.Shape[0]
 	rowLen := xt.Shape.NumElements() / rows
 	n := xt.Shape.NumElements()
-	elem := StorageType(xt.DType)
 	b := codegen.NewBuilder("cache_scatter")
-	x := b.Buffer("x", elem, codegen.ReadOnly)
+	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	slotBuf := b.Buffer("slot", StorageType(p.Args[2].DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(p.Args[3].DType), codegen.ReadOnly)
-	y := b.Buffer("state", elem, codegen.WriteOnly)
+	y := b.Buffer("state", StorageType(st.DType), codegen.WriteOnly)
 	reads := p.Rows.Arg(1) && p.Rows.Reads
 	var lenBuf *codegen.Buffer
 	if reads {
@@ -103,7 +114,12 @@ func buildCacheScatter(p *Problem, c Config, caps Caps) (*Launch, error) {
 		write := func() {
 			s, ps := clampIndex(b, slotBuf, r, slots), clampIndex(b, posBuf, r, ctxLen)
 			cell := b.Add(b.Mul(s, b.U32(uint32(ctxLen))), ps)
-			b.Store(y, b.Add(b.Mul(cell, b.U32(uint32(rowLen))), e), b.Load(x, q))
+			at := b.Add(b.Mul(cell, b.U32(uint32(rowLen))), e)
+			if st.DType == xt.DType {
+				b.Store(y, at, b.Load(x, q))
+			} else { // rounded to the cache's dtype
+				StoreAs(b, y, at, LoadAs(b, x, q, xt.DType), st.DType)
+			}
 		}
 		if reads {
 			b.If(b.Lt(r, b.Load(lenBuf, b.U32(0))), write) // the run's rows only
@@ -120,7 +136,7 @@ func buildCacheScatter(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if reads {
 		s.Bindings = append(s.Bindings, Operand{Len, 0})
 	}
-	return &Launch{Steps: []Step{s}, InPlace: map[int]int{0: 0}, Bytes: 2 * float64(xt.Bytes())}, nil
+	return &Launch{Steps: []Step{s}, InPlace: map[int]int{0: 0}, Bytes: float64(xt.Bytes()) + float64(n*st.DType.Size())}, nil
 }
 
 // attnRows is an attention_rows problem's geometry.
@@ -128,19 +144,41 @@ type attnRows struct {
 	rows, hq, d, slots, ctx, hkv, dv, group, window int
 	scale                                           float64
 	dt                                              ir.DType
+	kvt                                             ir.DType // k's and v's: q's, another float, or q8_0/q4_0
 }
 
 func readAttnRows(p *Problem) attnRows {
 	q, k, v := p.Args[0].Shape, p.Args[1].Shape, p.Args[2].Shape
 	a := attnRows{rows: q[0], hq: q[1], d: q[2], slots: k[0], ctx: k[1], hkv: k[2], dv: v[3],
-		window: p.Attrs.Int("window", 0), dt: p.Args[0].DType}
+		window: p.Attrs.Int("window", 0), dt: p.Args[0].DType, kvt: p.Args[1].DType}
 	a.group = a.hq / a.hkv
 	a.scale = p.Attrs.Float("scale", 1/math.Sqrt(float64(a.d)))
 	return a
 }
 
 func acceptAttentionRows(p *Problem, caps Caps) error {
-	if err := acceptPlain(ir.AttentionRows)(p, caps); err != nil {
+	if p.Op == ir.AttentionRows && len(p.Args) == 5 && p.Args[1].DType.Quantized() {
+		// A block-quantized cache: its blocks are read as they are (quantRows); the other
+		// operands as any.
+		if p.Expr != nil {
+			return fmt.Errorf("attention_rows takes no epilogue")
+		}
+		_, outs, err := ir.Infer(p.Op, p.Attrs, p.Args)
+		if err != nil {
+			return err
+		}
+		if len(p.Outs) != 1 || !p.Outs[0].Equal(outs[0]) {
+			return fmt.Errorf("results %v, the op gives %v", p.Outs, outs)
+		}
+		if !readsBlocks(p.Args[1].DType) {
+			return fmt.Errorf("kernels do not read %s blocks", p.Args[1].DType)
+		}
+		for _, t := range []ir.Type{p.Args[0], p.Args[3], p.Args[4], p.Outs[0]} {
+			if err := checkDTypesOf(t, caps); err != nil {
+				return err
+			}
+		}
+	} else if err := acceptPlain(ir.AttentionRows)(p, caps); err != nil {
 		return err
 	}
 	a := readAttnRows(p)
@@ -176,8 +214,15 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	G := a.group
 	b := codegen.NewBuilder("attention_rows")
 	qb := b.Buffer("q", StorageType(a.dt), codegen.ReadOnly)
-	kb := b.Buffer("k", StorageType(a.dt), codegen.ReadOnly)
-	vb := b.Buffer("v", StorageType(a.dt), codegen.ReadOnly)
+	var kvElem codegen.Type
+	var kq, vq quantRows // a block-quantized cache's rows: one head's d (dv) features, whole blocks
+	if a.kvt.Quantized() {
+		kvElem, kq, vq = codegen.U32, newQuantRows(a.kvt, a.d), newQuantRows(a.kvt, a.dv)
+	} else {
+		kvElem = StorageType(a.kvt)
+	}
+	kb := b.Buffer("k", kvElem, codegen.ReadOnly)
+	vb := b.Buffer("v", kvElem, codegen.ReadOnly)
 	slotBuf := b.Buffer("slot", StorageType(p.Args[3].DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(p.Args[4].DType), codegen.ReadOnly)
 	ob := b.Buffer("out", StorageType(p.Outs[0].DType), codegen.WriteOnly)
@@ -199,10 +244,14 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if a.window > 0 {
 		first = b.Max(first, b.Sub(pos, b.I32(int32(a.window-1))))
 	}
-	// Element index of key/value j's feature f of head kh in the row's slot.
-	kvAt := func(j, f codegen.Value, width int) codegen.Value {
+	// Feature f of head kh of key/value j in the row's slot (f32).
+	kvLoad := func(buf *codegen.Buffer, q quantRows, j, f codegen.Value, width int) codegen.Value {
 		cell := b.Add(b.Mul(slot, u(a.ctx)), j)
-		return b.Add(b.Mul(b.Add(b.Mul(cell, u(a.hkv)), kh), u(width)), f)
+		row := b.Add(b.Mul(cell, u(a.hkv)), kh)
+		if a.kvt.Quantized() {
+			return q.element(b, buf, row, f)
+		}
+		return LoadAs(b, buf, b.Add(b.Mul(row, u(width)), f), a.kvt)
 	}
 	// Load the row's G query heads (heads kh·G .. kh·G+G-1) and reset the running state.
 	b.For(tid, u(G*a.d), wgv, func(i codegen.Value) {
@@ -225,7 +274,7 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 				acc := b.Var("acc", b.F32(0))
 				kj := b.Bitcast(key, codegen.U32)
 				b.For(u(0), u(a.d), u(1), func(f codegen.Value) {
-					b.Set(acc, b.Fma(b.Load(qs, b.Add(b.Mul(g, u(a.d)), f)), LoadAs(b, kb, kvAt(kj, f, a.d), a.dt), b.Get(acc)))
+					b.Set(acc, b.Fma(b.Load(qs, b.Add(b.Mul(g, u(a.d)), f)), kvLoad(kb, kq, kj, f, a.d), b.Get(acc)))
 				})
 				b.Set(s, b.Mul(b.Get(acc), b.F32(float32(a.scale))))
 			})
@@ -257,7 +306,7 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 			b.For(b.I32(0), n, b.I32(1), func(j codegen.Value) {
 				kj := b.Bitcast(b.Add(k0, j), codegen.U32)
 				pj := b.Load(sc, b.Add(b.Mul(g, u(bk)), b.Bitcast(j, codegen.U32)))
-				b.Set(acc, b.Fma(pj, LoadAs(b, vb, kvAt(kj, f, a.dv), a.dt), b.Get(acc)))
+				b.Set(acc, b.Fma(pj, kvLoad(vb, vq, kj, f, a.dv), b.Get(acc)))
 			})
 			b.Store(os, i, b.Get(acc))
 		})
@@ -280,6 +329,6 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	st := Step{Kernel: k, Spec: spec, Grid: grid, Scale: scale,
 		Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}, {Arg, 3}, {Arg, 4}, {Out, 0}}}
 	flops := float64(2 * a.rows * a.hq * a.ctx * (a.d + a.dv))
-	bytes := float64(p.Args[0].Bytes()+p.Outs[0].Bytes()) + float64(a.rows*a.hkv*a.ctx*(a.d+a.dv)*a.dt.Size())
+	bytes := float64(p.Args[0].Bytes()+p.Outs[0].Bytes()) + float64(a.rows*a.hkv*a.ctx)*float64(ir.T(a.kvt, a.d+a.dv).Bytes())
 	return &Launch{Steps: []Step{st}, Flops: flops, Bytes: bytes}, nil
 }

@@ -56,7 +56,8 @@ func slotPos(slot, pos *val, r, slots, ctxLen int) (int, int, error) {
 }
 
 // evalCacheScatter returns the state with row x[r] at state[slot[r], pos[r]]; a slot or
-// position outside the cache, or two rows naming one cell, is an error.
+// position outside the cache, or two rows naming one cell, is an error. The rows are converted
+// to the state's dtype as evalCacheWrite converts them (rounded, or quantized block by block).
 func evalCacheScatter(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	st, x, slot, pos := a[0], a[1], a[2], a[3]
 	slots, ctxLen := st.t.Shape[0], st.t.Shape[1]
@@ -64,6 +65,11 @@ func evalCacheScatter(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	per := len(x.d) / rows
 	d := append([]float64(nil), st.d...)
 	seen := map[[2]int]int{}
+	out := st
+	var r32 func(float64) float64 // a float state's rounding
+	if !st.t.DType.Quantized() {
+		r32 = rounder(st.t.DType)
+	}
 	for r := 0; r < rows; r++ {
 		s, p, err := slotPos(slot, pos, r, slots, ctxLen)
 		if err != nil {
@@ -73,7 +79,20 @@ func evalCacheScatter(c *ctx, n *ir.Node, a []*val) (*val, error) {
 			return nil, fmt.Errorf("rows %d and %d both write slot %d, position %d", r0, r, s, p)
 		}
 		seen[[2]int{s, p}] = r
-		copy(d[(s*ctxLen+p)*per:], x.d[r*per:(r+1)*per])
+		if f := st.t.DType.Format(); st.t.DType.Quantized() {
+			// a cell is whole blocks (ir.CheckBlocks on the state's last axis)
+			row := &val{t: ir.T(x.t.DType, per), d: x.d[r*per : (r+1)*per]}
+			if out, err = quantizeRows(n, out, row, (s*ctxLen+p)*per, f); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for i, v := range x.d[r*per : (r+1)*per] {
+			d[(s*ctxLen+p)*per+i] = r32(v)
+		}
+	}
+	if st.t.DType.Quantized() {
+		return out, nil
 	}
 	return &val{t: n.Type(), d: d}, nil
 }
