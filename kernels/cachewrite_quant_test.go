@@ -47,78 +47,67 @@ func TestQuantCacheWriteOnDevice(t *testing.T) {
 	d := kerneltest.Device(t)
 	caps := kerneltest.CapsOf(&d.Info)
 	rng := rand.New(rand.NewSource(11))
-	for _, kv := range []ir.DType{ir.Q8_0, ir.Q4_0} {
-		// Lavapipe compiles these unrolled kernels slowly (tens of seconds under load): each
-		// format gets a plain write and one rope mode.
-		cases := []struct {
-			op      ir.Op
-			mode    string
-			xdt     ir.DType
-			rows    int
-			kvh, hd int
-			pos     int
-		}{
-			{ir.CacheWrite, "", ir.F32, 5, 2, 64, 3},
-			{ir.RopeCacheWrite, "half", ir.F16, 3, 2, 128, 0},
-		}
-		if kv == ir.Q4_0 {
-			cases = cases[:0]
-			cases = append(cases, struct {
-				op      ir.Op
-				mode    string
-				xdt     ir.DType
-				rows    int
-				kvh, hd int
-				pos     int
-			}{ir.CacheWrite, "", ir.F16, 1, 2, 32, 8}, struct {
-				op      ir.Op
-				mode    string
-				xdt     ir.DType
-				rows    int
-				kvh, hd int
-				pos     int
-			}{ir.RopeCacheWrite, "interleaved", ir.F32, 4, 1, 64, 11})
-		}
-		for _, c := range cases {
-			name := fmt.Sprintf("%s/%s_%s_%s_%dx%dx%d", kv, c.op, c.mode, c.xdt, c.rows, c.kvh, c.hd)
-			t.Run(name, func(t *testing.T) {
-				f := kv.Format()
-				st := ir.T(kv, 12, c.kvh, c.hd)
-				x := ir.T(c.xdt, c.rows, c.kvh, c.hd)
-				var attrs ir.Attrs
-				if c.op == ir.RopeCacheWrite {
-					attrs = ir.Attrs{"theta": 10000.0, "mode": c.mode}
-				}
-				p := problem(t, c.op, attrs, st, x, ir.T(ir.I32))
-				tmpl := kernels.CacheWrite
-				if c.op == ir.RopeCacheWrite {
-					tmpl = kernels.RopeCacheWrite
-				}
-				if err := tmpl.Accepts(p, caps); err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				state := &ir.Tensor{Type: st, Data: f.RandomBlocks(rng, st.Bytes()/f.BlockBytes)}
-				args := []*ir.Tensor{state, kerneltest.Random(rng, x), posTensor(c.pos)}
-				l, _, err := kernels.Build(tmpl, p, caps)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := kerneltest.Run(d, p, l, args)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := kerneltest.Expect(p, args)
-				if err != nil {
-					t.Fatal(err)
-				}
-				blocks, steps := quantCacheDiff(t, got[0], want[0])
-				total := st.Bytes() / f.BlockBytes
-				written := x.Shape.NumElements() / f.BlockElems
-				t.Logf("%d of %d written blocks differ from the interpreter's, by at most %.3g quant steps", blocks, written, steps)
-				if blocks > written/100 || steps > 1 {
-					t.Errorf("%d of %d blocks (%d written) differ, by up to %.3g quant steps", blocks, total, written, steps)
-				}
-			})
-		}
+	// Lavapipe compiles these unrolled kernels slowly (tens of seconds under load): each format
+	// gets a plain write and one rope mode. Every case's rows fit the cache of cacheRows rows
+	// at its position (the last q4_0 case fills the cache to its end).
+	const cacheRows = 12
+	cases := []struct {
+		kv      ir.DType
+		op      ir.Op
+		mode    string
+		xdt     ir.DType
+		rows    int
+		kvh, hd int
+		pos     int
+	}{
+		{ir.Q8_0, ir.CacheWrite, "", ir.F32, 5, 2, 64, 3},
+		{ir.Q8_0, ir.RopeCacheWrite, "half", ir.F16, 3, 2, 128, 0},
+		{ir.Q4_0, ir.CacheWrite, "", ir.F16, 1, 2, 32, 8},
+		{ir.Q4_0, ir.RopeCacheWrite, "interleaved", ir.F32, 4, 1, 64, cacheRows - 4},
+	}
+	for _, c := range cases {
+		kv := c.kv
+		name := fmt.Sprintf("%s/%s_%s_%s_%dx%dx%d", kv, c.op, c.mode, c.xdt, c.rows, c.kvh, c.hd)
+		t.Run(name, func(t *testing.T) {
+			if c.pos < 0 || c.pos+c.rows > cacheRows {
+				t.Fatalf("the case writes rows %d..%d, outside the cache of %d rows", c.pos, c.pos+c.rows-1, cacheRows)
+			}
+			f := kv.Format()
+			st := ir.T(kv, cacheRows, c.kvh, c.hd)
+			x := ir.T(c.xdt, c.rows, c.kvh, c.hd)
+			var attrs ir.Attrs
+			if c.op == ir.RopeCacheWrite {
+				attrs = ir.Attrs{"theta": 10000.0, "mode": c.mode}
+			}
+			p := problem(t, c.op, attrs, st, x, ir.T(ir.I32))
+			tmpl := kernels.CacheWrite
+			if c.op == ir.RopeCacheWrite {
+				tmpl = kernels.RopeCacheWrite
+			}
+			if err := tmpl.Accepts(p, caps); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			state := &ir.Tensor{Type: st, Data: f.RandomBlocks(rng, st.Bytes()/f.BlockBytes)}
+			args := []*ir.Tensor{state, kerneltest.Random(rng, x), posTensor(c.pos)}
+			l, _, err := kernels.Build(tmpl, p, caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := kerneltest.Run(d, p, l, args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := kerneltest.Expect(p, args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks, steps := quantCacheDiff(t, got[0], want[0])
+			total := st.Bytes() / f.BlockBytes
+			written := x.Shape.NumElements() / f.BlockElems
+			t.Logf("%d of %d written blocks differ from the interpreter's, by at most %.3g quant steps", blocks, written, steps)
+			if blocks > written/100 || steps > 1 {
+				t.Errorf("%d of %d blocks (%d written) differ, by up to %.3g quant steps", blocks, total, written, steps)
+			}
+		})
 	}
 }
