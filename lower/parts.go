@@ -249,14 +249,16 @@ func (fl *fnLowerer) planParts(n *ir.Node) *partsPlan {
 				Theta: c.Attrs.Float("theta", 10000), Half: half, Scaling: scaling}, src: []int{sp.start}, out: c.V(), absorb: append(chain, c)})
 			gain = true
 			continue
-		case c.Op == ir.RopeCacheWrite && c.Args[1].Node == x && reorder && d%2 == 0 && scalarPosOK(c.Args[2]):
+		// A block-quantized cache (q8_0, q4_0) is not a part: a block needs its 32 values at
+		// once, which a pair of columns does not have; its cache write stays a kernel.
+		case c.Op == ir.RopeCacheWrite && c.Args[1].Node == x && reorder && d%2 == 0 && !c.Args[0].Type().DType.Quantized() && scalarPosOK(c.Args[2]):
 			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartRope, Cols: width, Head: d,
 				Theta: c.Attrs.Float("theta", 10000), Half: half, Scaling: scaling, Cache: true}, src: []int{sp.start}, out: c.V(), state: c.Args[0],
 				absorb: append(chain, c)})
 			pp.reads = pp.reads || ir.NeedsLength(c, fl.rows)
 			gain = true
 			continue
-		case c.Op == ir.CacheWrite && c.Args[1].Node == x && scalarPosOK(c.Args[2]):
+		case c.Op == ir.CacheWrite && c.Args[1].Node == x && !c.Args[0].Type().DType.Quantized() && scalarPosOK(c.Args[2]):
 			pp.parts = append(pp.parts, plannedPart{part: kernels.Part{Kind: kernels.PartStore, Cols: width, Cache: true},
 				src: []int{sp.start}, out: c.V(), state: c.Args[0], absorb: append(chain, c)})
 			pp.reads = pp.reads || ir.NeedsLength(c, fl.rows)
