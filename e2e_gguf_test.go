@@ -117,8 +117,10 @@ func ggufOraclePlan(t *testing.T, d *runtime.Device, name string, prec importer.
 // (Options.Int8 = on: every decode product with block-quantized weights runs on integer dot
 // products, as llama.cpp's CPU backend quantizes its activations): the logits must be within the
 // README's tolerance (2) of llama.cpp's and of the reference (its tolerance (1) does not hold for
-// 8-bit activations; it says to use (2)). Skipped, naming the capability, on a device without
-// integer dot products.
+// 8-bit activations; it says to use (2)), except decode rows of a mixture of experts that are
+// routing flips (int8RoutingFlips: a near tie that the 8-bit arithmetic chose the other way,
+// checked against the reference routed that way). Skipped, naming the capability, on a device
+// without integer dot products.
 func TestGGUFOraclePlansInt8(t *testing.T) {
 	d := device(t)
 	if !d.Info.Caps.IntegerDotProduct {
@@ -151,13 +153,16 @@ func TestGGUFOraclePlansInt8(t *testing.T) {
 			run := oracles.RunLlamaCpp(t, &planRunner{roundTrip(t, d, p)}, gold)
 			o := oracles.LlamaCppFiles[name]
 			vocab := gold["prefill_logits"].Type.Shape[1]
+			flips := int8RoutingFlips(t, m, gold, run.Decode, o.Tol2)
 			for _, c := range []struct {
 				what      string
 				got       []float64
 				ref, llcp string
-			}{{"prefill", run.Prefill, "ref_prefill_logits", "prefill_logits"}, {"decode", run.Decode, "ref_decode_logits", "decode_logits"}} {
-				e := oracles.RowRel(c.got, gold[c.ref].Float64s(), vocab)
-				got, llcp := c.got, gold[c.llcp].Float64s()
+				drop      []int
+			}{{"prefill", run.Prefill, "ref_prefill_logits", "prefill_logits", nil}, {"decode", run.Decode, "ref_decode_logits", "decode_logits", flips}} {
+				got, ref := oracles.DropRows(c.got, c.drop, vocab), oracles.DropRows(gold[c.ref].Float64s(), c.drop, vocab)
+				e := oracles.RowRel(got, ref, vocab)
+				llcp := oracles.DropRows(gold[c.llcp].Float64s(), c.drop, vocab)
 				if c.what == "prefill" { // not the rows where llama.cpp's router chose other experts
 					got, llcp = oracles.DropRows(got, o.FlipRows, vocab), oracles.DropRows(llcp, o.FlipRows, vocab)
 				}
@@ -170,6 +175,51 @@ func TestGGUFOraclePlansInt8(t *testing.T) {
 			t.Logf("greedy %v; the reference's %v, llama.cpp's %v", run.Greedy, gold["ref_greedy_tokens"].Float64s(), gold["greedy_tokens"].Float64s())
 		})
 	}
+}
+
+// int8RoutingFlips returns the decode rows of a mixture of experts (decode, teacher-forced)
+// beyond tol of the reference that are routing flips: where the router's k-th and (k+1)-th
+// logits are within kernels.Int8KernelTolerance of each other (relative to the row's largest),
+// the error 8-bit activations may put on a product's outputs, a plan with them may route the
+// row to the other expert, and that row's logits then differ by about 0.3 (README-new-archs.md,
+// "routing flips"). Each such row must be the reference with those two experts swapped at that
+// layer, within tol, as llama.cpp's flips are confirmed; any other row beyond tol is left to
+// the caller's check. (The 8-bit plan of qwen3moe-tiny-Q4_K_M with the default f16 KV cache
+// flips decode row 1 at layer 1, experts 6 and 0, whose logits are 9.9e-3 of the largest apart:
+// 0.3 from the reference, 0.015 from the reference so routed. With an f32 cache it does not.)
+func int8RoutingFlips(t *testing.T, m *ir.Model, gold map[string]*ir.Tensor, decode []float64, tol float64) []int {
+	t.Helper()
+	moe := false
+	for _, f := range m.Functions {
+		for _, n := range f.Nodes {
+			moe = moe || n.Op == ir.MoeRoute
+		}
+	}
+	if !moe {
+		return nil
+	}
+	vocab := gold["prefill_logits"].Type.Shape[1]
+	ref := gold["ref_decode_logits"].Float64s()
+	var rows []int
+	for r := 0; r < len(ref)/vocab; r++ {
+		got := decode[r*vocab : (r+1)*vocab]
+		if oracles.RowRel(got, ref[r*vocab:(r+1)*vocab], vocab) <= tol {
+			continue
+		}
+		f, ok, err := oracles.DecodeRoutingFlip(m, gold, r, got, kernels.Int8KernelTolerance)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case !ok:
+			t.Logf("decode row %d: beyond tolerance (2) with no router near a tie", r)
+		case f.Err > tol:
+			t.Logf("decode row %d: beyond tolerance (2); the nearest routing flip (%v) does not explain it", r, f)
+		default:
+			t.Logf("a routing flip, left out of the comparisons: %v", f)
+			rows = append(rows, r)
+		}
+	}
+	return rows
 }
 
 // TestMixtralPlan compiles the Mixtral-style oracle model (a GGUF of arch llama with experts,
