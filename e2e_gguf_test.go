@@ -243,11 +243,19 @@ func TestMixtralPlan(t *testing.T) {
 		}
 	}
 	slices.Sort(used)
-	for _, want := range []string{"decode:moe_matvec", "decode:moe_route", "prefill:moe_grouped"} {
+	// The prefill's expert products are the static choice's: on lavapipe (CI) the grouped
+	// template, which so runs end to end; a GPU may find the matrix-vector template cheaper at
+	// this prompt's few rows (the H200 does), and the grouped template's kernel tests cover it there.
+	prefill := "prefill:moe_grouped"
+	if d.Info.Type != runtime.CPU && slices.Contains(used, "prefill:moe_matvec") {
+		prefill = "prefill:moe_matvec"
+	}
+	for _, want := range []string{"decode:moe_matvec", "decode:moe_route", prefill} {
 		if !slices.Contains(used, want) {
 			t.Errorf("the plan's MoE kernels are %v; want %s among them", used, want)
 		}
 	}
+	t.Logf("%s: MoE kernels %v", d.Info.Name, used)
 	oracles.CheckMixtral(t, oracles.RunLlamaCpp(t, &planRunner{roundTrip(t, d, p)}, gold), gold)
 }
 
