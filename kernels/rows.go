@@ -17,7 +17,9 @@ import (
 //   - attention_rows: one workgroup per (row, key/value head): the row's grouped query heads
 //     walk the keys 0..pos[r] of their slot in tiles of block_k with an online softmax, scores,
 //     running maximum, sum and output in shared memory, as attention_flash does for a block of
-//     rows of one sequence.
+//     rows of one sequence; an aligned block of block_r rows of one slot (a prompt chunk) is
+//     attended by its first workgroup in one pass, each key tile serving all its rows (see
+//     buildAttentionRows).
 //
 // With a run-time length the operands' rows past the run's n hold anything: cache_scatter reads
 // n (the Len operand) and writes the run's rows only, and every kernel clamps the slot and
@@ -28,7 +30,7 @@ var (
 	CacheScatter = &Template{Name: "cache_scatter", Accepts: acceptCacheScatter, Space: flatSpace(), Build: buildCacheScatter,
 		ReadsLength: true}
 	AttentionRows = &Template{Name: "attention_rows", Accepts: acceptAttentionRows,
-		Space: NewSpace(Ints("wg", 64, 32, 128), Ints("block_k", 32, 16, 64)).Where(fitsInvocations("wg")).Where(attnRowsFit),
+		Space: NewSpace(Ints("wg", 64, 32, 128), Ints("block_k", 32, 16, 64), Ints("block_r", 8, 1, 4)).Where(fitsInvocations("wg")).Where(attnRowsFit),
 		Build: buildAttentionRows}
 )
 
@@ -188,20 +190,30 @@ func acceptAttentionRows(p *Problem, caps Caps) error {
 	return nil
 }
 
-// attnRowsShared is the shared memory of a configuration, in f32 words: the row's queries, a
-// tile of scores, the output, and per head the running maximum, sum and rescale factor.
-func attnRowsShared(a attnRows, blockK int) int {
-	return a.group*a.d + a.group*blockK + a.group*a.dv + 3*a.group
+// attnRowsShared is the shared memory of a configuration, in f32 words: per row of the block
+// (block_r rows, see buildAttentionRows) the row's queries, a tile of scores, the output, and per
+// head the running maximum, sum and rescale factor.
+func attnRowsShared(a attnRows, blockK, blockR int) int {
+	return blockR * (a.group*a.d + a.group*blockK + a.group*a.dv + 3*a.group)
 }
 
 func attnRowsFit(p *Problem, c Config, caps Caps) error {
 	a := readAttnRows(p)
-	if need := 4 * attnRowsShared(a, c["block_k"]); need > caps.MaxSharedBytes {
-		return fmt.Errorf("block_k=%d needs %d bytes of shared memory, the device has %d", c["block_k"], need, caps.MaxSharedBytes)
+	if need := 4 * attnRowsShared(a, c["block_k"], max(c["block_r"], 1)); need > caps.MaxSharedBytes {
+		return fmt.Errorf("block_k=%d block_r=%d need %d bytes of shared memory, the device has %d", c["block_k"], c["block_r"], need, caps.MaxSharedBytes)
 	}
 	return nil
 }
 
+// buildAttentionRows: workgroup (r, kh) attends row r's query heads of key/value head kh. With
+// block_r = R > 1, rows are taken in aligned blocks of R: when every row of r's block belongs to
+// one slot (a prompt chunk: its rows at consecutive positions of one sequence), the block's first
+// workgroup attends all R rows in one pass over the slot's keys, each key tile serving every row
+// (causal per row: row i sees keys up to pos[i]), and the block's other workgroups return at
+// once; otherwise (decode rows of several slots) each workgroup attends its own row as with
+// R = 1. Every workgroup of a block reads the same slots, so they agree on which case it is.
+// (The rows past a run-time length hold anything: a block that reaches them is, at worst, not
+// one slot, or attends rows whose results nobody reads.)
 func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err := acceptAttentionRows(p, caps); err != nil {
 		return nil, err
@@ -210,7 +222,7 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	a := readAttnRows(p)
-	wg, bk := c["wg"], c["block_k"]
+	wg, bk, R := c["wg"], c["block_k"], max(c["block_r"], 1)
 	G := a.group
 	b := codegen.NewBuilder("attention_rows")
 	qb := b.Buffer("q", StorageType(a.dt), codegen.ReadOnly)
@@ -229,22 +241,53 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	wgv := b.Spec("wg", codegen.U32, int64(wg))
 	b.WorkgroupSize(wgv, b.U32(1), b.U32(1))
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
-	qs := b.Shared("qs", codegen.F32, u(G*a.d))
-	sc := b.Shared("scores", codegen.F32, u(G*bk))
-	os := b.Shared("o", codegen.F32, u(G*a.dv))
-	ms := b.Shared("m", codegen.F32, u(G))
-	ls := b.Shared("l", codegen.F32, u(G))
-	al := b.Shared("alpha", codegen.F32, u(G))
+	// Shared state per (row i of the block, head g): index i·G + g.
+	qs := b.Shared("qs", codegen.F32, u(R*G*a.d))
+	sc := b.Shared("scores", codegen.F32, u(R*G*bk))
+	os := b.Shared("o", codegen.F32, u(R*G*a.dv))
+	ms := b.Shared("m", codegen.F32, u(R*G))
+	ls := b.Shared("l", codegen.F32, u(R*G))
+	al := b.Shared("alpha", codegen.F32, u(R*G))
 	wid := b.WorkgroupID()
 	r, kh := b.X(wid), b.Y(wid)
 	tid := b.LocalIndex()
 	slot := clampIndex(b, slotBuf, r, a.slots)
-	pos := b.Bitcast(clampIndex(b, posBuf, r, a.ctx), codegen.I32)
-	first := b.I32(0)
-	if a.window > 0 {
-		first = b.Max(first, b.Sub(pos, b.I32(int32(a.window-1))))
+	r0, nr := r, u(1) // the block's first row and its rows
+	if R > 1 {
+		base := b.Sub(r, b.Rem(r, u(R)))
+		bs := clampIndex(b, slotBuf, base, a.slots)
+		one := b.Bool(true)
+		for i := 1; i < R; i++ {
+			row := b.Add(base, u(i))
+			same := b.Eq(clampIndex(b, slotBuf, b.Min(row, u(a.rows-1)), a.slots), bs)
+			one = b.And(one, b.Or(same, b.Ge(row, u(a.rows))))
+		}
+		b.If(b.And(one, b.Ne(r, base)), func() { b.Return() }) // the block's first workgroup attends it
+		r0 = b.Select(one, base, r)
+		nr = b.Select(one, b.Min(u(R), b.Sub(u(a.rows), base)), u(1))
+		slot = b.Select(one, bs, slot)
 	}
-	// Feature f of head kh of key/value j in the row's slot (f32).
+	rowPos := func(i codegen.Value) codegen.Value { // pos of row i of the block (i32)
+		return b.Bitcast(clampIndex(b, posBuf, b.Add(r0, i), a.ctx), codegen.I32)
+	}
+	rowFirst := func(pos codegen.Value) codegen.Value { // the first key the row sees
+		if a.window > 0 {
+			return b.Max(b.I32(0), b.Sub(pos, b.I32(int32(a.window-1))))
+		}
+		return b.I32(0)
+	}
+	// The keys the block reads: from its rows' least first key to their largest position.
+	first, last := rowFirst(rowPos(u(0))), b.Add(rowPos(u(0)), b.I32(1))
+	if R > 1 {
+		fv, lv := b.Var("first", first), b.Var("last", last)
+		b.For(u(1), nr, u(1), func(i codegen.Value) {
+			p := rowPos(i)
+			b.Set(fv, b.Min(b.Get(fv), rowFirst(p)))
+			b.Set(lv, b.Max(b.Get(lv), b.Add(p, b.I32(1))))
+		})
+		first, last = b.Get(fv), b.Get(lv)
+	}
+	// Feature f of head kh of key/value j in the block's slot (f32).
 	kvLoad := func(buf *codegen.Buffer, q quantRows, j, f codegen.Value, width int) codegen.Value {
 		cell := b.Add(b.Mul(slot, u(a.ctx)), j)
 		row := b.Add(b.Mul(cell, u(a.hkv)), kh)
@@ -253,69 +296,80 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 		return LoadAs(b, buf, b.Add(b.Mul(row, u(width)), f), a.kvt)
 	}
-	// Load the row's G query heads (heads kh·G .. kh·G+G-1) and reset the running state.
-	b.For(tid, u(G*a.d), wgv, func(i codegen.Value) {
-		b.Store(qs, i, LoadAs(b, qb, b.Add(b.Mul(b.Add(b.Mul(r, u(a.hq)), b.Mul(kh, u(G))), u(a.d)), i), a.dt))
+	nh := b.Mul(nr, u(G)) // (row, head) pairs of the block
+	// Load each row's G query heads (heads kh·G .. kh·G+G-1) and reset the running state.
+	b.For(tid, b.Mul(nh, u(a.d)), wgv, func(e codegen.Value) {
+		ig, f := b.Div(e, u(a.d)), b.Rem(e, u(a.d))
+		i, g := b.Div(ig, u(G)), b.Rem(ig, u(G))
+		h := b.Add(b.Mul(kh, u(G)), g)
+		b.Store(qs, e, LoadAs(b, qb, b.Add(b.Mul(b.Add(b.Mul(b.Add(r0, i), u(a.hq)), h), u(a.d)), f), a.dt))
 	})
-	b.For(tid, u(G*a.dv), wgv, func(i codegen.Value) { b.Store(os, i, b.F32(0)) })
-	b.For(tid, u(G), wgv, func(i codegen.Value) {
-		b.Store(ms, i, b.F32(float32(math.Inf(-1))))
-		b.Store(ls, i, b.F32(0))
+	b.For(tid, b.Mul(nh, u(a.dv)), wgv, func(e codegen.Value) { b.Store(os, e, b.F32(0)) })
+	b.For(tid, nh, wgv, func(e codegen.Value) {
+		b.Store(ms, e, b.F32(float32(math.Inf(-1))))
+		b.Store(ls, e, b.F32(0))
 	})
 	b.Barrier()
-	last := b.Add(pos, b.I32(1)) // keys first..pos
 	b.For(first, last, b.I32(int32(bk)), func(k0 codegen.Value) {
-		// Scores of the tile: (head g, key k0+j) for every pair; -inf past the last key.
-		b.For(tid, u(G*bk), wgv, func(i codegen.Value) {
-			g, j := b.Div(i, u(bk)), b.Rem(i, u(bk))
+		// Scores of the tile: (row i, head g, key k0+j) for every triple; -inf for a key the
+		// row does not see.
+		b.For(tid, b.Mul(nh, u(bk)), wgv, func(e codegen.Value) {
+			ig, j := b.Div(e, u(bk)), b.Rem(e, u(bk))
+			i := b.Div(ig, u(G))
 			key := b.Add(k0, b.Bitcast(j, codegen.I32))
+			p := rowPos(i)
 			s := b.Var("s", b.F32(float32(math.Inf(-1))))
-			b.If(b.Lt(key, last), func() {
+			b.If(b.And(b.Le(key, p), b.Ge(key, rowFirst(p))), func() {
 				acc := b.Var("acc", b.F32(0))
 				kj := b.Bitcast(key, codegen.U32)
 				b.For(u(0), u(a.d), u(1), func(f codegen.Value) {
-					b.Set(acc, b.Fma(b.Load(qs, b.Add(b.Mul(g, u(a.d)), f)), kvLoad(kb, kq, kj, f, a.d), b.Get(acc)))
+					b.Set(acc, b.Fma(b.Load(qs, b.Add(b.Mul(ig, u(a.d)), f)), kvLoad(kb, kq, kj, f, a.d), b.Get(acc)))
 				})
 				b.Set(s, b.Mul(b.Get(acc), b.F32(float32(a.scale))))
 			})
-			b.Store(sc, i, b.Get(s))
+			b.Store(sc, e, b.Get(s))
 		})
 		b.Barrier()
-		// Per head: the tile's maximum, the rescale of what came before, the probabilities.
-		b.For(tid, u(G), wgv, func(g codegen.Value) {
-			base := b.Mul(g, u(bk))
-			mt := b.Var("mt", b.Load(ms, g))
+		// Per (row, head): the tile's maximum, the rescale of what came before, the
+		// probabilities. A row none of whose keys came yet keeps m = -inf (its scores so far
+		// are all -inf): the reference point is then 0, and every factor 0.
+		b.For(tid, nh, wgv, func(ig codegen.Value) {
+			base := b.Mul(ig, u(bk))
+			mt := b.Var("mt", b.Load(ms, ig))
 			b.For(u(0), u(bk), u(1), func(j codegen.Value) { b.Set(mt, b.Max(b.Get(mt), b.Load(sc, b.Add(base, j)))) })
-			alpha := b.Exp(b.Sub(b.Load(ms, g), b.Get(mt)))
+			ref := b.Select(b.Eq(b.Get(mt), b.F32(float32(math.Inf(-1)))), b.F32(0), b.Get(mt))
+			alpha := b.Exp(b.Sub(b.Load(ms, ig), ref))
 			sum := b.Var("sum", b.F32(0))
 			b.For(u(0), u(bk), u(1), func(j codegen.Value) {
-				e := b.Exp(b.Sub(b.Load(sc, b.Add(base, j)), b.Get(mt)))
+				e := b.Exp(b.Sub(b.Load(sc, b.Add(base, j)), ref))
 				b.Store(sc, b.Add(base, j), e)
 				b.Set(sum, b.Add(b.Get(sum), e))
 			})
-			b.Store(ls, g, b.Add(b.Mul(b.Load(ls, g), alpha), b.Get(sum)))
-			b.Store(ms, g, b.Get(mt))
-			b.Store(al, g, alpha)
+			b.Store(ls, ig, b.Add(b.Mul(b.Load(ls, ig), alpha), b.Get(sum)))
+			b.Store(ms, ig, b.Get(mt))
+			b.Store(al, ig, alpha)
 		})
 		b.Barrier()
-		// The output: o = o·alpha + Σ_j p_j·v_j over the tile's keys.
+		// The output: o = o·alpha + Σ_j p_j·v_j over the tile's keys (p_j = 0 for a key the
+		// row does not see).
 		n := b.Min(b.Sub(last, k0), b.I32(int32(bk)))
-		b.For(tid, u(G*a.dv), wgv, func(i codegen.Value) {
-			g, f := b.Div(i, u(a.dv)), b.Rem(i, u(a.dv))
-			acc := b.Var("o", b.Mul(b.Load(os, i), b.Load(al, g)))
+		b.For(tid, b.Mul(nh, u(a.dv)), wgv, func(e codegen.Value) {
+			ig, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
+			acc := b.Var("o", b.Mul(b.Load(os, e), b.Load(al, ig)))
 			b.For(b.I32(0), n, b.I32(1), func(j codegen.Value) {
 				kj := b.Bitcast(b.Add(k0, j), codegen.U32)
-				pj := b.Load(sc, b.Add(b.Mul(g, u(bk)), b.Bitcast(j, codegen.U32)))
+				pj := b.Load(sc, b.Add(b.Mul(ig, u(bk)), b.Bitcast(j, codegen.U32)))
 				b.Set(acc, b.Fma(pj, kvLoad(vb, vq, kj, f, a.dv), b.Get(acc)))
 			})
-			b.Store(os, i, b.Get(acc))
+			b.Store(os, e, b.Get(acc))
 		})
 		b.Barrier()
 	})
-	b.For(tid, u(G*a.dv), wgv, func(i codegen.Value) {
-		g, f := b.Div(i, u(a.dv)), b.Rem(i, u(a.dv))
+	b.For(tid, b.Mul(nh, u(a.dv)), wgv, func(e codegen.Value) {
+		ig, f := b.Div(e, u(a.dv)), b.Rem(e, u(a.dv))
+		i, g := b.Div(ig, u(G)), b.Rem(ig, u(G))
 		h := b.Add(b.Mul(kh, u(G)), g)
-		StoreAs(b, ob, b.Add(b.Mul(b.Add(b.Mul(r, u(a.hq)), h), u(a.dv)), f), b.Div(b.Load(os, i), b.Load(ls, g)), p.Outs[0].DType)
+		StoreAs(b, ob, b.Add(b.Mul(b.Add(b.Mul(b.Add(r0, i), u(a.hq)), h), u(a.dv)), f), b.Div(b.Load(os, e), b.Load(ls, ig)), p.Outs[0].DType)
 	})
 	k, spec, err := finish(b, caps, c, "wg")
 	if err != nil {

@@ -45,7 +45,7 @@ func TestRowsTemplates(t *testing.T) {
 		{"cache_scatter f16", kernels.CacheScatter, ir.CacheScatter, nil, []ir.Type{ir.T(f16, slots, ctx, 2, 4), ir.T(f16, n, 2, 4), ir.T(i32, n), ir.T(i32, n)}, false, nil},
 		{"attention_rows gqa", kernels.AttentionRows, ir.AttentionRows, ir.Attrs{"scale": 0.35},
 			[]ir.Type{ir.T(f32, n, 6, 8), ir.T(f32, slots, ctx, 2, 8), ir.T(f32, slots, ctx, 2, 8), ir.T(i32, n), ir.T(i32, n)}, true,
-			[]kernels.Config{nil, {"wg": 32, "block_k": 16}, {"wg": 128, "block_k": 64}}},
+			[]kernels.Config{nil, {"wg": 32, "block_k": 16, "block_r": 1}, {"wg": 128, "block_k": 64, "block_r": 4}}},
 		{"attention_rows f16 window dv", kernels.AttentionRows, ir.AttentionRows, ir.Attrs{"window": 5},
 			[]ir.Type{ir.T(f16, n, 2, 8), ir.T(f16, slots, ctx, 1, 8), ir.T(f16, slots, ctx, 1, 6), ir.T(i32, n), ir.T(i32, n)}, false, nil},
 	}

@@ -442,6 +442,7 @@ fi
 # streamed chat completions; loopback only). Printed: the load table, and the issue's targets:
 # aggregate tokens/s at 16 streams at least 6x one stream's, and p99 inter-token latency at 16
 # streams at most 2x one stream's; requests lost 0. Into $OUT/serve.txt.
+# SKV sets the slots' KV cache dtype (--kv: f16 by default; f32, q8_0, q4_0), e.g. SKV=q8_0.
 # SERVE_DRY=1 rehearses it on this machine's lavapipe with the llama.cpp oracle's tiny F16 file
 # instead of random models (no numpy needed), e.g. SERVE_DRY=1 SMODELS=smollm2 SREQ=8 STOK=8 SLOTS=4.
 SLOTS=${SLOTS:-16}
@@ -449,6 +450,7 @@ SCTX=${SCTX:-2048}
 SREQ=${SREQ:-64}
 STOK=${STOK:-128}
 SBF=(); [ -n "${SBUDGET:-}" ] && SBF=(--budget "$SBUDGET")
+SKVF=(); [ -n "${SKV:-}" ] && SKVF=(--kv "$SKV")
 serve_model() { # NAME MODEL.yaml ROPE_THETA
   local name=$1 yaml=$2 theta=$3
   local D=$W/serve Q=$W/quant
@@ -463,8 +465,8 @@ serve_model() { # NAME MODEL.yaml ROPE_THETA
     t $PY "$KIT/st2gguf.py" "$D/$name.safetensors" "$g" --rope-theta "$theta" || return 1
     rm -f "$D/$name.safetensors"
   fi
-  part "$name: --parallel $SLOTS, compiled"
-  t $V import "$g" -o "$D/$name.yaml" --ctx "$SCTX" --prefill 256 --parallel "$SLOTS" --force | tail -2
+  part "$name: --parallel $SLOTS ${SKV:+--kv $SKV }, compiled"
+  t $V import "$g" -o "$D/$name.yaml" --ctx "$SCTX" --prefill 256 --parallel "$SLOTS" "${SKVF[@]}" --force | tail -3
   local vocab
   vocab=$(awk '/^  vocab:/ {print $2; exit}' "$D/$name.yaml")
   t $PY scripts/bench_tokenizer.py "$vocab" "$D/tok-$name" || return 1
