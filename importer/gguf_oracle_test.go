@@ -99,3 +99,67 @@ func TestGGUFKVCacheOracle(t *testing.T) {
 		})
 	}
 }
+
+// TestGGUFPrecisionChoices: the import's defaults per architecture, as llama.cpp runs them. The
+// KV cache is f16 everywhere; the prefill's products read f16 activations where the matrices are
+// f16 or block-quantized, and f32 for a model whose residual stream exceeds f16's range (Gemma)
+// and for a mixture of experts (its block, router included, is written in f32), where --act f16 is
+// refused by name; --act f32 --kv f32 is f32 throughout, and a block-quantized cache is taken by
+// every architecture (head dimensions of whole 32-element blocks).
+func TestGGUFPrecisionChoices(t *testing.T) {
+	for _, c := range []struct {
+		file   string
+		act    string // the default's activation dtype
+		why    string // in the import's note
+		refuse string // the error of --act f16, "" when it is taken
+	}{
+		{"llama-tiny/llama-tiny-Q4_K_M", "f16", "the matrices are f16 or block-quantized", ""},
+		{"phi3-tiny/phi3-tiny-F16", "f16", "the matrices are f16 or block-quantized", ""},
+		{"gemma3-tiny/gemma3-tiny-Q4_K_M", "f32", "the model's activations exceed f16's range", "--act f16: this model's activations exceed f16's range"},
+		{"qwen3moe-tiny/qwen3moe-tiny-Q4_K_M", "f32", "the experts' products read f32", "--act f16: a mixture of experts reads f32 activations"},
+	} {
+		t.Run(filepath.Base(c.file), func(t *testing.T) {
+			path, _ := oracles.LlamaCpp(t, c.file)
+			im, err := importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes, y := strings.Join(im.Notes, "\n"), string(im.YAML)
+			if want := "KV cache f16; the prefill's matrix products read " + c.act + " activations (" + c.why + ")"; !strings.Contains(notes, want) {
+				t.Errorf("notes lack %q:\n%s", want, notes)
+			}
+			if casts := strings.Contains(y, "to=f16)"); casts != (c.act == "f16") {
+				t.Errorf("activations %s, but the model casts to f16: %v", c.act, casts)
+			}
+			for _, s := range im.Model.State {
+				if s.Type.DType != ir.F16 {
+					t.Errorf("state %s is %s, want the f16 cache", s.Name, s.Type)
+				}
+			}
+			_, err = importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 32, Precision: importer.Precision{Act: "f16"}})
+			if c.refuse == "" && err != nil {
+				t.Errorf("--act f16: %v", err)
+			} else if c.refuse != "" && (err == nil || !strings.Contains(err.Error(), c.refuse)) {
+				t.Errorf("--act f16: error %v, want %q", err, c.refuse)
+			}
+			for _, p := range []importer.Precision{importer.F32, {KV: "q4_0"}} {
+				im, err := importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 32, Precision: p})
+				if err != nil {
+					t.Fatalf("%+v: %v", p, err)
+				}
+				want := ir.F32
+				if p.KV == "q4_0" {
+					want = ir.Q4_0
+				}
+				for _, s := range im.Model.State {
+					if s.Type.DType != want {
+						t.Errorf("%+v: state %s is %s", p, s.Name, s.Type)
+					}
+				}
+				if p.Act == "f32" && strings.Contains(string(im.YAML), "to=f16)") {
+					t.Errorf("--act f32 casts to f16")
+				}
+			}
+		})
+	}
+}
