@@ -44,6 +44,9 @@ type PlanCacheOptions struct {
 	// Slots imports a GGUF file or Hugging Face folder with KV caches for that many sequences
 	// and a batched step (importer.Options.Slots: vkc serve --parallel); 0 for none.
 	Slots int
+	// Precision is a GGUF file's or Hugging Face folder's import precision (importer.Options.
+	// Precision: vkc serve --act, --kv); the zero value is the importer's defaults.
+	Precision importer.Precision
 	// Dir is the cache folder; "" is os.UserCacheDir()/vkc/plans.
 	Dir string
 	// Keep is how many plans the folder keeps (0: DefaultPlanCacheKeep).
@@ -89,7 +92,7 @@ func CachedPlan(ctx context.Context, path string, o PlanCacheOptions) (*CachedPl
 	if o.Compiling != nil {
 		o.Compiling(out)
 	}
-	m, err := importer.LoadWith(path, importer.Options{Dims: o.Dims, Slots: o.Slots})
+	m, err := importer.LoadWith(path, importer.Options{Dims: o.Dims, Slots: o.Slots, Precision: o.Precision})
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +166,9 @@ func planCacheKey(path string, o PlanCacheOptions) (string, error) {
 	w("dims %s", strings.Join(dims, ","))
 	if o.Slots > 0 {
 		w("slots %d", o.Slots)
+	}
+	if o.Precision != (importer.Precision{}) { // (the defaults' keys stay those of older plans)
+		w("precision act %q kv %q", o.Precision.Act, o.Precision.KV)
 	}
 	if c.Tokenizer != "" && c.Tokenizer != NoTokenizer {
 		if st, err := os.Stat(c.Tokenizer); err == nil {

@@ -26,7 +26,7 @@ import (
 func init() {
 	register(&command{
 		name:    "serve",
-		usage:   "plan.bin|model.yaml|model.gguf|HF-DIR [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key KEY] [--alias NAME] [--max-tokens N] [--timeout D] [--max-body BYTES] [--max-queue N] [--shutdown-timeout D] [--log-format text|json] [--device D] [--plan-cache DIR]",
+		usage:   "plan.bin|model.yaml|model.gguf|HF-DIR [--host 127.0.0.1] [--port 8080] [--parallel N] [--kv f16|f32|q8_0|q4_0] [--act f32|f16] [--api-key KEY] [--alias NAME] [--max-tokens N] [--timeout D] [--max-body BYTES] [--max-queue N] [--shutdown-timeout D] [--log-format text|json] [--device D] [--plan-cache DIR]",
 		short:   "serve a model over OpenAI's HTTP API (chat completions and completions, plain and streamed; /health, /metrics)",
 		example: "vkc serve model.plan --port 8080",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
@@ -45,6 +45,7 @@ func init() {
 			foreign := fs.Bool("allow-foreign", false, "run a plan compiled for another device")
 			parallel := fs.Int("parallel", 4, "a GGUF file or Hugging Face folder is compiled with KV caches for N sequences, batched together as requests come (a plan or model.yaml has its own: see docs/serving.md); 1: one at a time")
 			planCache := fs.String("plan-cache", "", "where a model's plan is kept once compiled (default: the user cache folder's vkc/plans)")
+			prec := precisionFlags(fs)
 			chunk := fs.Int("chunk", 0, "with slots: the most prompt tokens one step runs between the running requests' decode steps (default 64)")
 			return func(args []string) error {
 				args, err := positional(fs, args)
@@ -59,6 +60,12 @@ func init() {
 				}
 				if *maxTokens < 0 || *timeout <= 0 || *maxBody <= 0 || *maxQueue <= 0 || *grace < 0 || *parallel < 1 || *chunk < 0 {
 					return usagef("--max-tokens, --timeout, --max-body, --max-queue, --shutdown-timeout, --parallel and --chunk want positive values")
+				}
+				if *prec != (importer.Precision{}) && !importer.IsHFDir(args[0]) && !importer.IsGGUFPath(args[0]) {
+					return usagef("--act and --kv go with a GGUF file or Hugging Face folder; %s has its own precision (a plan's was chosen when it was compiled)", args[0])
+				}
+				if err := prec.Check(); err != nil {
+					return usagef("%v", err)
 				}
 				set := map[string]bool{}
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -86,7 +93,7 @@ func init() {
 				cfg := server.Config{APIKey: key, MaxBodyBytes: *maxBody, MaxTokens: *maxTokens, Timeout: *timeout,
 					MaxQueue: *maxQueue, Logger: slog.New(h)}
 				addr := net.JoinHostPort(*host, strconv.Itoa(*port))
-				return serveCmd(args[0], addr, *alias, engine.Options{Device: *device, AllowForeign: *foreign, PrefillChunk: *chunk}, cfg, *grace, slots, *planCache, fs.Output())
+				return serveCmd(args[0], addr, *alias, engine.Options{Device: *device, AllowForeign: *foreign, PrefillChunk: *chunk}, cfg, *grace, slots, *prec, *planCache, fs.Output())
 			}
 		},
 	})
@@ -96,7 +103,7 @@ func init() {
 // plan (or compiles the model), serves until SIGTERM or SIGINT, then shuts down gracefully: the
 // health check turns 503 and new requests are refused, those in flight get grace to finish and
 // are cancelled after it, and the command returns nil (exit 0).
-func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, grace time.Duration, slots int, planCache string, stderr io.Writer) error {
+func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, grace time.Duration, slots int, prec importer.Precision, planCache string, stderr io.Writer) error {
 	log := cfg.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -132,7 +139,7 @@ func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, gr
 		}
 	}
 	go func() {
-		m, name, err := loadForServe(ctx, path, lo, slots, planCache, stderr, log)
+		m, name, err := loadForServe(ctx, path, lo, slots, prec, planCache, stderr, log)
 		loadedc <- result{m, name, err}
 	}()
 	var m *engine.Model
@@ -192,7 +199,7 @@ const defaultSlots = 4
 // slots is --parallel: -1 when not given (a GGUF file or Hugging Face folder then gets
 // defaultSlots), 1 for one sequence; a plan or model.yaml has its own, and a --parallel that
 // disagrees with it is an error.
-func loadForServe(ctx context.Context, path string, lo engine.Options, slots int, planCache string, stderr io.Writer, log *slog.Logger) (*engine.Model, string, error) {
+func loadForServe(ctx context.Context, path string, lo engine.Options, slots int, prec importer.Precision, planCache string, stderr io.Writer, log *slog.Logger) (*engine.Model, string, error) {
 	imported := importer.IsHFDir(path) || importer.IsGGUFPath(path)
 	if plan.CheckFile(path) == nil {
 		log.Info("loading plan", "plan", path)
@@ -224,8 +231,9 @@ func loadForServe(ctx context.Context, path string, lo engine.Options, slots int
 	res, err := vkc.CachedPlan(ctx, path, vkc.PlanCacheOptions{
 		Compile: vkc.Options{Device: lo.Device, Tune: measure, Budget: vkc.DefaultBudget, ArgmaxOutput: true, TopK: vkc.DefaultTopK,
 			Progress: pr.report},
-		Slots: slots,
-		Dir:   planCache,
+		Slots:     slots,
+		Precision: prec,
+		Dir:       planCache,
 		Compiling: func(planPath string) {
 			log.Info("compiling", "model", path, "parallel", max(slots, 1), "how", why, "plan", planPath)
 		},

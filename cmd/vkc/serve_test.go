@@ -190,3 +190,20 @@ func TestBinaryServeShutdownCancels(t *testing.T) {
 		t.Errorf("a missing plan: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestServePrecisionFlags: --kv and --act go with a GGUF file or Hugging Face folder (a plan or
+// model.yaml has its own precision), and take the importer's values.
+func TestServePrecisionFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "../../testdata/chat-tiny/model.yaml", "--kv", "q8_0"}, "--act and --kv go with a GGUF file or Hugging Face folder"},
+		{[]string{"serve", "../../testdata/hf/tinyllama", "--kv", "q9"}, "--kv q9: want one of f32, f16, q8_0, q4_0"},
+	} {
+		code, _, errs := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+}
