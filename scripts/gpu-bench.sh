@@ -18,7 +18,8 @@
 #
 # PARTS (default "check static tuned torch llamacpp gemm study table"; estimated H200 wall time each):
 #   check     kernels.test: the decode fusions (column parts, split attention combined in its
-#             pass) checked against the interpreter on this device                    ~20 s
+#             pass, the batched step's attention_rows blocks and KV dtypes) checked against the
+#             interpreter on this device                                              ~30 s
 #   static    vkc compile --no-tune; bench prefill, decode at $POS, --pp $PP --tg 32   ~25 s
 #   tuned     vkc compile --tune (--budget $BUDGET when set, else the compiler's default) of
 #             the model with its weights in a safetensors file, on a fresh database and without
@@ -263,9 +264,9 @@ fi
 
 if want check; then
 {
-  part "the decode fusions on this device against the interpreter: column parts (QKV rope and cache writes, SwiGLU), split attention combined in its pass"
+  part "the decode fusions on this device against the interpreter: column parts (QKV rope and cache writes, SwiGLU; a batched step's too), split attention combined in its pass, the batched step's attention in blocks of rows and its f16/q8_0/q4_0 caches"
   if [ -x "$KT" ]; then
-    (cd kernels && t "$KT" -test.run 'ColumnParts|AttentionSplit' -test.count=1 -test.v 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go' | grep -v '=== RUN' | tail -60)
+    (cd kernels && t "$KT" -test.run 'ColumnParts|AttentionSplit|AttentionRowsChunks|RowsKVDTypes' -test.count=1 -test.v 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go' | grep -v '=== RUN' | tail -60)
   else
     echo "no $KT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
   fi
