@@ -53,9 +53,7 @@ func TestRowsKVDTypes(t *testing.T) {
 			q := ir.T(f32, n, 4*kvh, hd)
 			ap := opProblem(t, ir.AttentionRows, nil, q, st, st, ir.T(i32, n), ir.T(i32, n))
 			vals := []*ir.Tensor{kerneltest.Random(rng, q), kerneltest.Random(rng, st), kerneltest.Random(rng, st), slot, pos}
-			for _, cfg := range []kernels.Config{nil, {"wg": 32, "block_k": 16, "block_r": 1}} {
-				kerneltest.Check(t, kernels.AttentionRows, ap, cfg, vals)
-			}
+			kerneltest.Check(t, kernels.AttentionRows, ap, nil, vals)
 		})
 	}
 }
@@ -111,7 +109,13 @@ func TestAttentionRowsChunks(t *testing.T) {
 		for _, run := range runs {
 			t.Run(c.name+"/"+run.name, func(t *testing.T) {
 				vals := []*ir.Tensor{kerneltest.Random(rng, q), k, v, ints(run.slot...), ints(run.pos...)}
-				for _, cfg := range []kernels.Config{{"wg": 64, "block_k": 16, "block_r": 8}, {"wg": 32, "block_k": 32, "block_r": 4}} {
+				// block_r 8 and (f32 only: each configuration is a pipeline for lavapipe to
+				// compile) 4
+				cfgs := []kernels.Config{{"wg": 64, "block_k": 16, "block_r": 8}}
+				if c.name == "f32" {
+					cfgs = append(cfgs, kernels.Config{"wg": 32, "block_k": 32, "block_r": 4})
+				}
+				for _, cfg := range cfgs {
 					kerneltest.Check(t, kernels.AttentionRows, p, cfg, vals)
 				}
 			})
