@@ -592,7 +592,7 @@ func checkWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kerne
 		t.Fatal(err)
 	}
 	for i := range want {
-		if msg := kerneltest.Compare(got[i], want[i], tune.ProblemTolerance(p, i)); msg != "" {
+		if msg := kerneltest.Compare(got[i], want[i], tune.LaunchTolerance(l, p, i)); msg != "" {
 			t.Errorf("%s [%s]: result %d: %s", tmpl.Name, c.Key(), i, msg)
 		}
 	}

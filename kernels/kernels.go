@@ -281,7 +281,8 @@ type Launch struct {
 	Flops, Bytes float64
 	// Tolerance, when positive, is the error the launch's results may have against the
 	// interpreter, relative to each row's largest magnitude, beyond the dtype's rounding: a
-	// kernel that rounds its inputs on purpose (8-bit activations, Int8KernelTolerance). The
+	// kernel that rounds its inputs on purpose (8-bit activations, Int8KernelTolerance;
+	// matmul_coop's f16 roundings of a product's terms, coopTolerance). The
 	// tuner checks the launch at the larger of it and the dtype's tolerance.
 	Tolerance float64
 	// Matrix says that the launch's products run on cooperative matrices (tensor cores), so a

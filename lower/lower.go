@@ -100,7 +100,7 @@ type KernelChoice struct {
 	Config    kernels.Config
 	Estimated time.Duration
 	// Tolerance is the launch's declared error beyond its dtype's rounding (kernels.Launch:
-	// 8-bit activations), 0 for exact kernels.
+	// 8-bit activations, matmul_coop's f16 roundings), 0 for exact kernels.
 	Tolerance float64
 }
 

@@ -228,7 +228,7 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 	for _, fr := range rep.Functions {
 		n, tol := 0, 0.0
 		for _, k := range fr.Kernels {
-			if k.Tolerance > 0 {
+			if k.Template == kernels.MatmulVecQDot.Name && k.Tolerance > 0 { // others declare theirs for other roundings (matmul_coop's f16)
 				n, tol = n+1, max(tol, k.Tolerance)
 			}
 		}

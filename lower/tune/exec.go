@@ -795,7 +795,8 @@ func ProblemTolerance(p *kernels.Problem, i int) float64 {
 const Int8FunctionTolerance = 0.1
 
 // LaunchTolerance is the tolerance of result i of p as launch l computes it: ProblemTolerance,
-// or the error the launch declares (Launch.Tolerance, 8-bit activations) when larger.
+// or the error the launch declares (Launch.Tolerance: 8-bit activations, matmul_coop's f16
+// roundings of a product's terms) when larger.
 func LaunchTolerance(l *kernels.Launch, p *kernels.Problem, i int) float64 {
 	return max(ProblemTolerance(p, i), l.Tolerance)
 }
