@@ -264,3 +264,98 @@ func BenchmarkAttentionPrefillKV512(b *testing.B) {
 	p, args := attnBenchProblem(b, n, n)
 	benchTemplate(b, kernels.AttentionFlash, p, args, p.Args[1])
 }
+
+// BenchmarkMatvecPoints times the static choice of MatmulVec and MatmulVecQ (kernels.Build)
+// beside a few points of their spaces on decode shapes of SmolLM2 (f32 activations): the LM head
+// of a 49152-token vocabulary with its rmsnorm, the SwiGLU projection and the down projection
+// with f16 weights, the LM head in Q6_K (a Q4_K_M file's tied embedding) and the SwiGLU
+// projection in Q4_K. It is the measurement behind the static choices (vecStatic): each point's
+// time and its speed relative to the static one are logged (go test -v; on a CPU implementation
+// the process's CPU time per run, which other processes' load leaves alone).
+// VKC_BENCH_POINTS=all times every valid point instead.
+func BenchmarkMatvecPoints(b *testing.B) {
+	d := kerneltest.Device(b)
+	caps := kerneltest.CapsOf(&d.Info)
+	f32, f16 := ir.F32, ir.F16
+	var fpts, qpts []kernels.Config
+	for _, wc := range [][3]int{{128, 2, 1}, {128, 2, 2}, {256, 2, 2}, {64, 8, 1}, {128, 16, 1}, {64, 16, 1}, {128, 16, 2}, {128, 32, 1}, {32, 32, 1}} {
+		fpts = append(fpts, kernels.Config{"wg": wc[0], "cols": wc[1], "vec": 4, "unroll": wc[2]})
+	}
+	for _, wc := range [][4]int{{128, 2, 1, 1}, {128, 2, 2, 2}, {64, 8, 1, 1}, {128, 16, 1, 1}, {128, 16, 2, 1}, {128, 16, 4, 1}, {128, 16, 1, 2}, {128, 32, 1, 1}} {
+		qpts = append(qpts, kernels.Config{"wg": wc[0], "cols": wc[1], "span": wc[2], "unroll": wc[3]})
+	}
+	probs := []struct {
+		name string
+		t    *kernels.Template
+		p    *kernels.Problem
+		pts  []kernels.Config
+	}{
+		{"lm_head f16 49152x576", kernels.MatmulVec, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 576), ir.T(f32, 576), ir.T(f16, 49152, 576)), fpts},
+		{"up f16 3072x576", kernels.MatmulVec, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 576), ir.T(f32, 576), ir.T(f16, 3072, 576)), fpts},
+		{"down f16 576x1536", kernels.MatmulVec, opProblem(b, ir.Linear, nil, ir.T(f32, 1, 1536), ir.T(f16, 576, 1536)), fpts},
+		{"lm_head q6_k 49152x768", kernels.MatmulVecQ, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 768), ir.T(f32, 768), ir.T(ir.Q6_K, 49152, 768)), qpts},
+		{"up q4_k 3072x768", kernels.MatmulVecQ, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 768), ir.T(f32, 768), ir.T(ir.Q4_K, 3072, 768)), qpts},
+	}
+	// On a CPU implementation the device's work is this process's CPU time, which other
+	// processes' load does not inflate as it does the timestamps: it is logged beside them and
+	// the ratios are of it.
+	cpuDev := d.Info.Type == runtime.CPU
+	measure := func(tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) (time.Duration, time.Duration, kernels.Config, error) {
+		var l *kernels.Launch
+		var err error
+		if c == nil {
+			l, c, err = kernels.Build(tmpl, p, caps)
+		} else if err = tmpl.Space.Valid(p, c, caps); err == nil {
+			l, err = tmpl.Build(p, c, caps)
+		}
+		if err != nil {
+			return 0, 0, c, err
+		}
+		r, err := setupBenchLaunch(d, p, l, args)
+		if err != nil {
+			return 0, 0, c, err
+		}
+		defer r.close()
+		o := benchMeasureOpts(d)
+		c0 := processCPU()
+		m, err := r.prog.Measure(context.Background(), o)
+		if err != nil {
+			return 0, 0, c, err
+		}
+		runs := max(o.Warmup, 0) + m.Rounds*len(m.Samples)
+		return m.Median, (processCPU() - c0) / time.Duration(max(runs, 1)), c, nil
+	}
+	for i := 0; i < b.N; i++ {
+		for _, pr := range probs {
+			args := benchArgs(pr.p, 3)
+			st, sCPU, sc, err := measure(pr.t, pr.p, nil, args)
+			if err != nil {
+				b.Fatalf("%s: %v", pr.name, err)
+			}
+			ref := st
+			if cpuDev {
+				ref = sCPU
+			}
+			b.Logf("%s: static %s %v (CPU %v)", pr.name, sc.Key(), st, sCPU)
+			pts := pr.pts
+			if os.Getenv("VKC_BENCH_POINTS") == "all" {
+				pts = pr.t.Space.Points()
+			}
+			for _, c := range pts {
+				if pr.t.Space.Valid(pr.p, c, caps) != nil || c.Key() == sc.Key() {
+					continue
+				}
+				t, tCPU, _, err := measure(pr.t, pr.p, c, args)
+				if err != nil {
+					b.Logf("  %s: %v", c.Key(), err)
+					continue
+				}
+				x := t
+				if cpuDev {
+					x = tCPU
+				}
+				b.Logf("  %s %v (CPU %v): %.2fx the static choice's speed", c.Key(), t, tCPU, float64(ref)/float64(x))
+			}
+		}
+	}
+}

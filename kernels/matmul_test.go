@@ -94,6 +94,14 @@ func gemmCases(t testing.TB) []gemmCase {
 func runGemmCases(t *testing.T, tmpl *kernels.Template, configs []kernels.Config) {
 	rng := rand.New(rand.NewSource(7))
 	caps := kernels.Lavapipe
+	ran := make([]int, len(configs))
+	defer func() {
+		for ci, c := range configs {
+			if c != nil && ran[ci] == 0 && !t.Failed() {
+				t.Errorf("configuration %s is valid on none of the cases", c.Key())
+			}
+		}
+	}()
 	for _, tc := range gemmCases(t) {
 		if err := tmpl.Accepts(tc.p, caps); err != nil {
 			continue
@@ -110,6 +118,7 @@ func runGemmCases(t *testing.T, tmpl *kernels.Template, configs []kernels.Config
 				if c != nil && tmpl.Space.Valid(tc.p, c, caps) != nil {
 					continue
 				}
+				ran[ci]++
 				kerneltest.Check(t, tmpl, tc.p, c, args)
 			}
 		})
@@ -138,9 +147,75 @@ func TestMatmulTemplatesCoverCases(t *testing.T) {
 }
 
 func TestMatmulVec(t *testing.T) {
+	// On lavapipe (subgroups of 8) a column of kp = wg/cols invocations is reduced by subgroup
+	// adds and shared memory when kp > 8, by shuffles when kp ≤ 8, and not at all when kp = 1;
+	// the cases laid out along N (B not contiguous along K) take the shared-memory tree.
 	runGemmCases(t, kernels.MatmulVec, []kernels.Config{
 		nil,
-		{"wg": 64, "cols": 8, "vec": 1}, // subgroup path with more columns per workgroup
-		{"wg": 32, "cols": 8, "vec": 2}, // 4 invocations per column: the shared-memory tree
+		{"wg": 128, "cols": 8, "vec": 1, "unroll": 1}, // kp 16: subgroup adds, shared memory
+		{"wg": 32, "cols": 8, "vec": 2, "unroll": 1},  // kp 4: two columns a subgroup, shuffles
+		{"wg": 32, "cols": 8, "vec": 1, "unroll": 4},  // four steps an iteration, then the rest
+		{"wg": 64, "cols": 16, "vec": 4, "unroll": 2}, // kp 4, two steps an iteration
+		{"wg": 32, "cols": 32, "vec": 1, "unroll": 2}, // kp 1: no reduction
 	})
+}
+
+// The matrix-vector templates' static choices: on lavapipe a column per subgroup (8 invocations)
+// and 16 columns a workgroup for an LM head, falling back to fewer columns where a problem has
+// few (at most twice its columns); on the H200 the space's first point.
+func TestMatvecStatic(t *testing.T) {
+	f32, f16 := ir.F32, ir.F16
+	head := opProblem(t, ir.RMSNormLinear, nil, ir.T(f32, 1, 576), ir.T(f32, 576), ir.T(f16, 49152, 576))
+	narrow := opProblem(t, ir.Linear, nil, ir.T(f32, 1, 64), ir.T(f16, 5, 64))
+	qhead := opProblem(t, ir.Linear, nil, ir.T(f32, 1, 256), ir.T(ir.Q6_K, 4096, 256))
+	for _, c := range []struct {
+		name string
+		tmpl *kernels.Template
+		p    *kernels.Problem
+		caps kernels.Caps
+		want string
+	}{
+		{"lavapipe lm head", kernels.MatmulVec, head, kernels.Lavapipe, "cols=16,unroll=1,vec=4,wg=128"},
+		{"lavapipe 5 columns", kernels.MatmulVec, narrow, kernels.Lavapipe, "cols=8,unroll=1,vec=4,wg=64"},
+		{"lavapipe q6_k", kernels.MatmulVecQ, qhead, kernels.Lavapipe, "cols=16,span=1,unroll=1,wg=128"},
+		{"h200 lm head", kernels.MatmulVec, head, kernels.H200, "cols=2,unroll=1,vec=4,wg=128"},
+		{"h200 q6_k", kernels.MatmulVecQ, qhead, kernels.H200, "cols=2,span=1,unroll=1,wg=128"},
+	} {
+		_, cfg, err := kernels.Build(c.tmpl, c.p, c.caps)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if cfg.Key() != c.want {
+			t.Errorf("%s: static choice %s, want %s", c.name, cfg.Key(), c.want)
+		}
+	}
+}
+
+// The points a budgeted search measures first are valid points of the spaces, unrolled ones
+// among them on a GPU.
+func TestMatvecSuggestions(t *testing.T) {
+	f32, f16 := ir.F32, ir.F16
+	head := opProblem(t, ir.Linear, nil, ir.T(f32, 1, 2048), ir.T(f16, 4096, 2048))
+	qhead := opProblem(t, ir.Linear, nil, ir.T(f32, 1, 2048), ir.T(ir.Q4_K, 4096, 2048))
+	for _, c := range []struct {
+		tmpl *kernels.Template
+		p    *kernels.Problem
+	}{{kernels.MatmulVec, head}, {kernels.MatmulVecQ, qhead}} {
+		for _, caps := range []kernels.Caps{kernels.H200, kernels.Lavapipe} {
+			s := c.tmpl.Space.Suggestions(c.p, caps)
+			unrolled := 0
+			for _, cfg := range s {
+				if err := c.tmpl.Space.Valid(c.p, cfg, caps); err != nil {
+					t.Errorf("%s: suggested %s: %v", c.tmpl.Name, cfg.Key(), err)
+				}
+				if cfg["unroll"] > 1 {
+					unrolled++
+				}
+			}
+			if len(s) == 0 || !caps.CPU && unrolled == 0 {
+				t.Errorf("%s (CPU %v): %d suggestions, %d unrolled", c.tmpl.Name, caps.CPU, len(s), unrolled)
+			}
+		}
+	}
 }

@@ -44,23 +44,10 @@ var MatmulVec = &Template{
 		Ints("wg", 128, 64, 256, 32),
 		Ints("cols", 2, 1, 4, 8, 16, 32),
 		Ints("vec", 4, 2, 1),
-	).Where(vecFits),
+		Ints("unroll", 1, 2, 4),
+	).Where(vecFits).Suggest(vecSuggest("vec", 4)),
 	Static: vecStatic,
 	Build:  buildMatmulVec,
-}
-
-// vecStatic is the static point on a CPU device (lavapipe): many columns per workgroup. A CPU
-// runs a workgroup as a loop on one thread, its invocations a vector wide, and each workgroup
-// costs its scheduling: the default point's two columns per workgroup made the LM head of a
-// 128k vocabulary (f16 [128256, 512]) 2.7× slower than 16 columns of 32 invocations, and the
-// 8192×1024 and 2048×2048 products of the same sweep 3.4× and 1.6× slower than 32 columns
-// (docs/tuning.md, "Static choices"). A GPU keeps the default point (the first of the space).
-func vecStatic(p *Problem, caps Caps) []Config {
-	if !caps.CPU {
-		return nil
-	}
-	return []Config{{"wg": 64, "cols": 32, "vec": 4}, {"wg": 32, "cols": 16, "vec": 4},
-		{"wg": 64, "cols": 32, "vec": 2}, {"wg": 64, "cols": 32, "vec": 1}, {"wg": 32, "cols": 16, "vec": 1}}
 }
 
 // maxVecRows is the most rows MatmulVec takes: each invocation keeps one sum per row.
@@ -123,11 +110,11 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	wgN, colsN, vec := c["wg"], c["cols"], c["vec"]
+	wgN, colsN, vec, unroll := c["wg"], c["cols"], c["vec"], max(c["unroll"], 1)
 	if vec > 1 && !g.vectorizable(vec) {
 		return nil, fmt.Errorf("vec=%d: operands are not contiguous along K in vectors", vec)
 	}
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_r%d_v%d", g.m, vec))
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_r%d_v%d%s", g.m, vec, unrollSuffix(unroll)))
 	bufs, binds := declareGemm(b, p, g, vec, vec)
 	v := newVecFrame(b, p, g, caps, wgN, colsN, g.sbk == 1 && g.k > 1)
 	R, rms := g.m, g.gammaArg >= 0
@@ -152,7 +139,7 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	b.If(b.Lt(v.col, u(g.n)), func() {
 		// In vector units when vec > 1: A's rows and B's columns then start at multiples of vec.
 		kv := g.k / vec
-		b.For(v.ki, u(kv), v.kp, func(k codegen.Value) {
+		v.forK(u(kv), unroll, func(k codegen.Value) {
 			var w codegen.Value
 			switch {
 			case vec > 1 && g.bT == ir.BF16:
@@ -191,6 +178,46 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	return l, nil
 }
 
+// unrollSuffix names an unrolled kernel ("" at unroll 1, so that the kernels of the points that
+// existed before the parameter keep their names).
+func unrollSuffix(unroll int) string {
+	if unroll <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("_u%d", unroll)
+}
+
+// forK runs body(k) for k = ki, ki+kp, … < n: the invocation's share of a column's K loop.
+// With unroll > 1 the loop takes unroll steps an iteration, unroll copies of body in straight-line
+// code with no test between them, so that their loads are all issued before the first product
+// waits on one (more bytes in flight per invocation); the last, partial iteration runs the
+// steps one at a time.
+func (v *vecFrame) forK(n codegen.Value, unroll int, body func(k codegen.Value)) {
+	b := v.b
+	if unroll <= 1 {
+		b.For(v.ki, n, v.kp, body)
+		return
+	}
+	k := b.Var("k", v.ki)
+	last := b.Mul(v.kp, v.u(unroll-1)) // the offset of an iteration's last step
+	b.While(func() codegen.Value { return b.Lt(b.Add(b.Get(k), last), n) }, func() {
+		k0 := b.Get(k)
+		for j := 0; j < unroll; j++ {
+			if j == 0 {
+				body(k0)
+			} else {
+				body(b.Add(k0, b.Mul(v.kp, v.u(j))))
+			}
+		}
+		b.Set(k, b.Add(k0, b.Mul(v.kp, v.u(unroll))))
+	})
+	b.While(func() codegen.Value { return b.Lt(b.Get(k), n) }, func() {
+		k0 := b.Get(k)
+		body(k0)
+		b.Set(k, b.Add(k0, v.kp))
+	})
+}
+
 // vecFrame is the frame of a matrix-vector kernel that MatmulVec and the block-quantized
 // MatmulVecQ share: cols output columns per workgroup, each column's K reduction split over
 // kp = wg/cols invocations that accumulate per-row partial sums (and, for rmsnorm_linear, Σx²),
@@ -213,7 +240,10 @@ type vecFrame struct {
 	aBase  codegen.Value // element offsets of the batch's A and B matrices
 	bBase  codegen.Value
 	sums   []*codegen.Var // per row: the products; then, for rmsnorm_linear, Σx²
-	useSG  bool
+	useSG  bool           // subgroup adds, then shared memory across a column's subgroups
+	// useShuffle: a column's invocations lie in one subgroup (or are one invocation): a
+	// butterfly of shuffle-xors.
+	useShuffle bool
 }
 
 func (v *vecFrame) u(x int) codegen.Value { return v.b.U32(uint32(x)) }
@@ -231,7 +261,11 @@ func newVecFrame(b *codegen.Builder, p *Problem, g *gemm, caps Caps, wgN, colsN 
 	b.WorkgroupSize(v.wg, b.U32(1), b.U32(1))
 	v.kp = b.Div(v.wg, v.cols)
 	sgSize := max(caps.SubgroupSize, 1)
-	v.useSG = kFast && caps.SubgroupArithmetic && caps.SubgroupSize > 0 && (wgN/colsN)%sgSize == 0
+	kpN := wgN / colsN
+	// A column's kp invocations within one subgroup (or a single one): a butterfly of shuffles
+	// sums them in registers, no shared memory or barrier; several columns share a subgroup.
+	v.useShuffle = kpN == 1 || kFast && caps.SubgroupShuffle && caps.SubgroupSize > 0 && kpN <= sgSize && sgSize%kpN == 0
+	v.useSG = !v.useShuffle && kFast && caps.SubgroupArithmetic && caps.SubgroupSize > 0 && kpN%sgSize == 0
 	v.li = b.LocalIndex()
 	if kFast {
 		v.ci, v.ki = b.Div(v.li, v.kp), b.Rem(v.li, v.kp)
@@ -264,11 +298,24 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 	binds = append(binds, eb...)
 	R, rms := g.m, g.gammaArg >= 0
 	wg, cols, kp, li, ci, ki := v.wg, v.cols, v.kp, v.li, v.ci, v.ki
-	red := b.Shared("red", codegen.F32, b.Mul(wg, u(len(v.sums))))
 	zero := b.F32(0)
 	total := make([]codegen.Value, len(v.sums))
 	lead := b.Eq(ki, u(0))
-	if v.useSG {
+	var red *codegen.Array
+	if !v.useShuffle {
+		red = b.Shared("red", codegen.F32, b.Mul(wg, u(len(v.sums))))
+	}
+	if v.useShuffle {
+		// kp is a power of two dividing the subgroup, and a column's invocations are
+		// consecutive from a multiple of kp: masks below kp stay within the column.
+		for r := range v.sums {
+			s := b.Get(v.sums[r])
+			for m := v.wgN / v.colsN / 2; m >= 1; m /= 2 {
+				s = b.Add(s, b.SubgroupShuffleXor(s, u(m)))
+			}
+			total[r] = s
+		}
+	} else if v.useSG {
 		sg := b.SubgroupSize()
 		sgID := b.Div(li, sg)
 		nsg := b.Div(kp, sg) // subgroups per column
@@ -365,4 +412,61 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 	// Batches are the grid's y; a run-time length along M (few rows, all in one workgroup)
 	// keeps the grid.
 	return &Launch{Steps: []Step{{Kernel: k, Spec: sp, Grid: grid, Bindings: binds, Scale: g.scale(p, -1, 0, 1)}}}, nil
+}
+
+// vecStatic is MatmulVec's static choice. On a GPU the space's order stands (wg=128, cols=2:
+// the point the H200's tuner kept for SmolLM2's decode). On a CPU implementation (lavapipe) a
+// workgroup runs as a loop over its subgroups and a barrier splits it into resumable parts, so a
+// column reduced across subgroups (shared memory and a barrier, in each of thousands of small
+// workgroups) is slow: there a column's invocations are one subgroup (a shuffle reduction, no
+// barrier) and a workgroup takes wg/subgroup columns. On lavapipe under load
+// (BenchmarkMatvecPoints) SmolLM2's LM head, 49152×576 f16 with its rmsnorm, took 3.6 s at the
+// space's first point and 0.46 s at wg=128, cols=16.
+func vecStatic(p *Problem, caps Caps) []Config {
+	return cpuVecPoints(caps, "vec", []int{4, 2, 1})
+}
+
+// cpuVecPoints are the static candidates of the matrix-vector templates on a CPU implementation
+// (see vecStatic): a column a subgroup, 128, 64 or 32 invocations a workgroup, for each value of
+// the template's width parameter (vec or span) in turn; none on a GPU.
+func cpuVecPoints(caps Caps, width string, widths []int) []Config {
+	if !caps.CPU || caps.SubgroupSize < 1 {
+		return nil
+	}
+	var out []Config
+	for _, w := range widths {
+		for _, wg := range []int{128, 64, 32} {
+			if wg >= caps.SubgroupSize {
+				out = append(out, Config{"wg": wg, "cols": wg / caps.SubgroupSize, width: w, "unroll": 1})
+			}
+		}
+	}
+	return out
+}
+
+// vecQStatic is MatmulVecQ's static choice (see vecStatic).
+func vecQStatic(p *Problem, caps Caps) []Config {
+	return cpuVecPoints(caps, "span", []int{1, 2, 4})
+}
+
+// vecSuggest proposes the points a budgeted search of a matrix-vector template measures first,
+// after the static choice and the default: on a GPU the default unrolled by 2 and by 4 (more
+// loads in flight), 256 invocations unrolled by 2, a column a subgroup (shuffle reductions,
+// several columns a workgroup) plain and unrolled, and one column a workgroup of 256 (the
+// most invocations a column, for few long columns); on a CPU implementation the static
+// candidates. width names the template's load-width parameter (vec or span) and w its default.
+func vecSuggest(width string, w int) func(p *Problem, caps Caps) []Config {
+	return func(p *Problem, caps Caps) []Config {
+		if caps.CPU {
+			return cpuVecPoints(caps, width, []int{w})
+		}
+		pt := func(wg, cols, unroll int) Config {
+			return Config{"wg": wg, "cols": cols, width: w, "unroll": unroll}
+		}
+		out := []Config{pt(128, 2, 2), pt(128, 2, 4), pt(256, 2, 2)}
+		if sg := caps.SubgroupSize; sg > 0 && 128%sg == 0 {
+			out = append(out, pt(128, 128/sg, 1), pt(128, 128/sg, 2))
+		}
+		return append(out, pt(256, 1, 1), pt(256, 1, 2))
+	}
 }

@@ -64,6 +64,17 @@
 #             matmul_coop, a quantized B dequantized into f16 tiles; f16 KV cache), --kv q8_0 and
 #             --kv q4_0, beside llama-bench -ctk/-ctv f16, q8_0, q4_0 (-fa 1); into prec.txt; not a
 #             default part (~4 min)
+#   ttft      issue 27: cold and warm time to first token of a 512-token prompt, vkc run beside
+#             llama-bench -pg 512,1 (each a whole process: load, pipelines, prompt, one token) on
+#             the quant part's files (TTFT_MODELS), into ttft.txt                     ~1 min
+# Issue 27 (use the hardware), in four calls of at most ~8 min each, against its targets (pp512
+# and tg ≥ 1.2× llama.cpp, decode GEMVs ≥ 70% of the copy rate, GEMM f16 4096³ ≥ 70% of cuBLAS):
+#   1. PARTS="quant ttft gemm" QMODELS=smollm2 QTYPES=F16 PP=512 QTG=128 TTFT_MODELS=smollm2-F16
+#   2. PARTS="quant ttft" QMODELS=llama1b PP=512 QTG=128 TTFT_MODELS="llama1b-Q8_0 llama1b-Q4_K_M"
+#   3. PARTS=big8b BIG8B_QUANTS=Q4_K_M   4. PARTS=big8b BIG8B_QUANTS=Q8_0   (issue 22's part:
+#      llama-bench -p 512 -n 128 against vkc bench --pp 512 --tg 128, the decode kernels' GB/s)
+# QTG (default 32, 8 in a dry run) is the quant part's generation length; QTYPES=F16 takes the
+# unquantized source file itself.
 # Defaults: BUDGET unset (the compiler's default budget; ≈ 5 min in all), REPS=5, POS="127 2000",
 # PP=128,512.
 # A split call: PARTS="check static tuned table" (~3 min), then PARTS="torch llamacpp gemm study
@@ -361,10 +372,10 @@ export QTYPES=${QTYPES:-Q8_0 Q4_K_M}
 quant_model() { # NAME MODEL.yaml ROPE_THETA
   local name=$1 yaml=$2 theta=$3 q g pl
   local Q=$W/quant
-  local QPP=$PP TG=32 QREPS=$REPS CTX=1024 PREFILL=512 TPREFILL=128 QPOS=127
+  local QPP=$PP TG=${QTG:-32} QREPS=$REPS CTX=1024 PREFILL=512 TPREFILL=128 QPOS=127
   mkdir -p "$Q/llamacpp"
   if [ -n "${QUANT_DRY:-}" ]; then
-    QPP=16,32 TG=8 QREPS=2 CTX=64 PREFILL=32 TPREFILL=16 QPOS=5
+    QPP=16,32 TG=${QTG:-8} QREPS=2 CTX=64 PREFILL=32 TPREFILL=16 QPOS=5
     export GGML_VK_VISIBLE_DEVICES=0 # llama.cpp skips a CPU Vulkan device (lavapipe) otherwise
   fi
   part "$name: llama.cpp kit $KIT"
@@ -421,6 +432,36 @@ quant_model() { # NAME MODEL.yaml ROPE_THETA
   part "$name: the vkc and llama-bench results as JSON"
   for f in "$Q/$name"-*.vkc.json "$Q/$name"-*.llamacpp.json; do echo "--- $f"; cat "$f"; done
 }
+# ttft (issue 27): time to first token as a user sees it, one process each: vkc run PLAN
+# --prompt-ids (a 512-token prompt, one generated token: the plan loaded, its pipelines made,
+# the prefill, the first decode) cold (no vkc pipeline cache, no NVIDIA shader cache) and warm
+# (the same again), beside llama-bench -pg 512,1 -r 1 --no-warmup on the same GGUF file (the
+# model loaded, its pipelines made, one 512-token prompt and one token), cold and warm alike;
+# wall time of the whole process. TTFT_MODELS (default "llama1b-Q4_K_M smollm2-F16"): files the
+# quant part made in $W/quant ($name-$q.gguf); each is imported and compiled statically here
+# when the quant part has not.
+ttft() {
+  local Q=$W/quant m g pl ids n=${TTFT_PROMPT:-512}
+  [ -n "${QUANT_DRY:-}" ] && n=${TTFT_PROMPT:-16}
+  ids=$(seq 1 "$n" | paste -sd,)
+  for m in ${TTFT_MODELS:-llama1b-Q4_K_M smollm2-F16}; do
+    g=$Q/$m.gguf pl=$Q/$m
+    [ -f "$g" ] || { echo "no $g: run the quant part first (QMODELS, QTYPES)"; continue; }
+    if [ ! -f "$pl.plan" ]; then
+      t $V import "$g" -o "$pl.yaml" --ctx 1024 --prefill $n --force | tail -1
+      t $V compile "$pl.yaml" -o "$pl.plan" --no-tune -q || continue
+    fi
+    for temp in cold warm; do
+      [ $temp = cold ] && rm -rf ~/.cache/nvidia ~/.cache/vkc/pipelines-*.bin
+      part "ttft $m $temp: vkc run --prompt-ids (1..$n) --steps 1, the whole process"
+      t $V run "$pl.plan" --prompt-ids "$ids" --steps 1 2>&1 | tail -3
+      [ $temp = cold ] && rm -rf ~/.cache/nvidia
+      part "ttft $m $temp: llama-bench -pg $n,1 -r 1 --no-warmup, the whole process"
+      t "$Q/llamacpp/bin/llama-bench" -m "$g" -p 0 -n 0 -pg "$n,1" -r 1 --no-warmup -ngl 99 -fa $FA -o md 2>&1 | grep -E '^\||error' | tail -3
+    done
+  done
+}
+
 if want quant; then
 {
   for m in ${QMODELS:-smollm2 llama1b}; do
@@ -600,6 +641,10 @@ if want prec; then
     done
   done
 } >> "$OUT/prec.txt" 2>&1
+fi
+
+if want ttft; then
+  ttft >> "$OUT/ttft.txt" 2>&1
 fi
 
 if want table; then
