@@ -274,8 +274,6 @@ func BenchmarkAttentionPrefillKV512(b *testing.B) {
 // the process's CPU time per run, which other processes' load leaves alone).
 // VKC_BENCH_POINTS=all times every valid point instead.
 func BenchmarkMatvecPoints(b *testing.B) {
-	d := kerneltest.Device(b)
-	caps := kerneltest.CapsOf(&d.Info)
 	f32, f16 := ir.F32, ir.F16
 	var fpts, qpts []kernels.Config
 	for _, wc := range [][3]int{{128, 2, 1}, {128, 2, 2}, {256, 2, 2}, {64, 8, 1}, {128, 16, 1}, {64, 16, 1}, {128, 16, 2}, {128, 32, 1}, {32, 32, 1}} {
@@ -284,18 +282,41 @@ func BenchmarkMatvecPoints(b *testing.B) {
 	for _, wc := range [][4]int{{128, 2, 1, 1}, {128, 2, 2, 2}, {64, 8, 1, 1}, {128, 16, 1, 1}, {128, 16, 2, 1}, {128, 16, 4, 1}, {128, 16, 1, 2}, {128, 32, 1, 1}} {
 		qpts = append(qpts, kernels.Config{"wg": wc[0], "cols": wc[1], "span": wc[2], "unroll": wc[3]})
 	}
-	probs := []struct {
-		name string
-		t    *kernels.Template
-		p    *kernels.Problem
-		pts  []kernels.Config
-	}{
+	benchPoints(b, []pointsProblem{
 		{"lm_head f16 49152x576", kernels.MatmulVec, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 576), ir.T(f32, 576), ir.T(f16, 49152, 576)), fpts},
 		{"up f16 3072x576", kernels.MatmulVec, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 576), ir.T(f32, 576), ir.T(f16, 3072, 576)), fpts},
 		{"down f16 576x1536", kernels.MatmulVec, opProblem(b, ir.Linear, nil, ir.T(f32, 1, 1536), ir.T(f16, 576, 1536)), fpts},
 		{"lm_head q6_k 49152x768", kernels.MatmulVecQ, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 768), ir.T(f32, 768), ir.T(ir.Q6_K, 49152, 768)), qpts},
 		{"up q4_k 3072x768", kernels.MatmulVecQ, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 768), ir.T(f32, 768), ir.T(ir.Q4_K, 3072, 768)), qpts},
+	})
+}
+
+// BenchmarkTiledPoints is BenchmarkMatvecPoints for matmul_tiled on SmolLM2's 128-token prefill
+// products (f32 activations, f16 weights): the gate/up projection with its rmsnorm and the down
+// projection.
+func BenchmarkTiledPoints(b *testing.B) {
+	f32, f16 := ir.F32, ir.F16
+	var pts []kernels.Config
+	for _, c := range [][5]int{{64, 64, 16, 4, 4}, {64, 64, 32, 4, 4}, {64, 64, 32, 8, 8}, {64, 64, 16, 8, 8}, {32, 64, 32, 4, 4}, {32, 32, 32, 4, 4}, {64, 32, 32, 8, 4}, {128, 64, 16, 8, 8}, {32, 32, 16, 2, 2}} {
+		pts = append(pts, kernels.Config{"tile_m": c[0], "tile_n": c[1], "tile_k": c[2], "micro_m": c[3], "micro_n": c[4]})
 	}
+	benchPoints(b, []pointsProblem{
+		{"up f16 128x3072x576", kernels.MatmulTiled, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 128, 576), ir.T(f32, 576), ir.T(f16, 3072, 576)), pts},
+		{"down f16 128x576x1536", kernels.MatmulTiled, opProblem(b, ir.Linear, nil, ir.T(f32, 128, 1536), ir.T(f16, 576, 1536)), pts},
+	})
+}
+
+type pointsProblem struct {
+	name string
+	t    *kernels.Template
+	p    *kernels.Problem
+	pts  []kernels.Config
+}
+
+// benchPoints times each problem's static choice, then its points (see BenchmarkMatvecPoints).
+func benchPoints(b *testing.B, probs []pointsProblem) {
+	d := kerneltest.Device(b)
+	caps := kerneltest.CapsOf(&d.Info)
 	// On a CPU implementation the device's work is this process's CPU time, which other
 	// processes' load does not inflate as it does the timestamps: it is logged beside them and
 	// the ratios are of it.
@@ -317,6 +338,11 @@ func BenchmarkMatvecPoints(b *testing.B) {
 		}
 		defer r.close()
 		o := benchMeasureOpts(d)
+		// A CPU implementation may compile the kernel at its first dispatch: one run first,
+		// outside the CPU time.
+		if _, err := r.prog.Measure(context.Background(), runtime.MeasureOptions{Warmup: 1, Reps: 1, MaxRounds: 1}); err != nil {
+			return 0, 0, c, err
+		}
 		c0 := processCPU()
 		m, err := r.prog.Measure(context.Background(), o)
 		if err != nil {

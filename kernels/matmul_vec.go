@@ -446,7 +446,26 @@ func cpuVecPoints(caps Caps, width string, widths []int) []Config {
 
 // vecQStatic is MatmulVecQ's static choice (see vecStatic).
 func vecQStatic(p *Problem, caps Caps) []Config {
-	return cpuVecPoints(caps, "span", []int{1, 2, 4})
+	return dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}))
+}
+
+// vecQSuggest is MatmulVecQ's vecSuggest, less the unrolled points (its space has no unroll).
+func vecQSuggest(p *Problem, caps Caps) []Config {
+	return dropUnroll(vecSuggest("span", 1)(p, caps))
+}
+
+// dropUnroll removes the unroll parameter, and the points that unroll, from cs.
+func dropUnroll(cs []Config) []Config {
+	var out []Config
+	for _, c := range cs {
+		if c["unroll"] > 1 {
+			continue
+		}
+		d := c.clone()
+		delete(d, "unroll")
+		out = append(out, d)
+	}
+	return out
 }
 
 // vecSuggest proposes the points a budgeted search of a matrix-vector template measures first,

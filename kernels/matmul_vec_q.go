@@ -28,10 +28,10 @@ import (
 // constant selects; the sub-block of a word is known when the kernel is built or computed from
 // the unit's position (Q6_K's sub-blocks of 16), and its scale read as the layout packs it.
 //
-// unroll > 1 takes that many units an iteration of the K loop, in straight-line code (more
-// loads in flight; see vecFrame.forK).
+// span is its load width; it is not unrolled further (vecFrame.forK): lavapipe's LLVM did not
+// finish compiling a Q6_K unit unrolled twice in ten minutes.
 //
-// Specialization constants: wg, cols. Built per span and unroll. Grid: ceil(N/cols) × batches.
+// Specialization constants: wg, cols. Built per span. Grid: ceil(N/cols) × batches.
 var MatmulVecQ = &Template{
 	Name:      "matmul_vec_q",
 	Quantized: QuantizedDTypes(),
@@ -43,8 +43,7 @@ var MatmulVecQ = &Template{
 		Ints("wg", 128, 64, 256, 32),
 		Ints("cols", 2, 1, 4, 8, 16),
 		Ints("span", 1, 2, 4),
-		Ints("unroll", 1, 2),
-	).Where(vecQFits).Suggest(vecSuggest("span", 1)),
+	).Where(vecQFits).Suggest(vecQSuggest),
 	Static: vecQStatic,
 	Build:  buildMatmulVecQ,
 }
@@ -199,13 +198,13 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	wgN, colsN, span, unroll := c["wg"], c["cols"], c["span"], max(c["unroll"], 1)
+	wgN, colsN, span := c["wg"], c["cols"], c["span"]
 	f := g.bT.Format()
 	l := f.Layout
 	if (l.Low.Radix[0]/4)%span != 0 {
 		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
 	}
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_q_%s_r%d_s%d%s", f.Name, g.m, span, unrollSuffix(unroll)))
+	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_q_%s_r%d_s%d", f.Name, g.m, span))
 	bufs, binds := declareGemm(b, p, g, 4, 1)
 	v := newVecFrame(b, p, g, caps, wgN, colsN, true)
 	R, rms := g.m, g.gammaArg >= 0
@@ -231,7 +230,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	withMin := l.Combine == quant.ScaledPlusMin || l.Combine == quant.SubScaledMinusMin
 	b.If(b.Lt(v.col, u(g.n)), func() {
-		v.forK(u(nb*upb), unroll, func(unit codegen.Value) {
+		v.forK(u(nb*upb), 1, func(unit codegen.Value) {
 			blk := b.Div(unit, u(upb))
 			dyn := b.Mul(b.Rem(unit, u(upb)), u(4*span)) // 4·p0: bytes and elements
 			base := b.Mul(b.Add(b.Mul(v.col, u(nb)), blk), u(f.BlockBytes))

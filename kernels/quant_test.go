@@ -42,27 +42,24 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 
 // vecQConfigs are the points of MatmulVecQ's space a format's first case runs at: for Q4_K (the
 // format of most weights of a Q4_K_M file) every span and cols at wg=128 and every wg at the
-// default span and cols, unrolled by 2 at each span of the default workgroup, and one point
-// small enough that a full unrolled iteration runs before the rest (22 of the 120 points; the
-// remaining ones only combine the same code paths); for the others each span (a kernel of its
-// own) at the default workgroup, and the other reductions: one column per workgroup (none),
-// four invocations per column (two columns a subgroup of lavapipe's 8: shuffles), and eight
-// (one column a subgroup) unrolled by 2. Each point is a pipeline lavapipe compiles, 0.1 to
-// 0.5 s of CPU.
+// default span and cols (18 of the 60 points; the remaining ones only combine the same code
+// paths); for the others each span (a kernel of its own) at the default workgroup, and the other
+// reductions: one column per workgroup (none), four invocations per column (two columns a
+// subgroup of lavapipe's 8: shuffles), two (four columns a subgroup). Each point is a pipeline
+// lavapipe compiles, 0.1 to 0.5 s of CPU.
 func vecQConfigs(d ir.DType) []kernels.Config {
 	if d == ir.Q4_K {
 		var out []kernels.Config
 		for _, c := range kernels.MatmulVecQ.Space.Points() {
-			if (c["wg"] == 128 || c["span"] == 1 && c["cols"] == 2) && (c["unroll"] == 1 || c["wg"] == 128 && c["cols"] == 2) {
+			if c["wg"] == 128 || c["span"] == 1 && c["cols"] == 2 {
 				out = append(out, c)
 			}
 		}
-		return append(out, kernels.Config{"wg": 32, "cols": 4, "span": 1, "unroll": 2})
+		return out
 	}
 	return []kernels.Config{
-		{"wg": 128, "cols": 2, "span": 1, "unroll": 1}, {"wg": 128, "cols": 2, "span": 2, "unroll": 1}, {"wg": 128, "cols": 2, "span": 4, "unroll": 1},
-		{"wg": 64, "cols": 1, "span": 2, "unroll": 1}, {"wg": 32, "cols": 8, "span": 1, "unroll": 1},
-		{"wg": 32, "cols": 4, "span": 1, "unroll": 2},
+		{"wg": 128, "cols": 2, "span": 1}, {"wg": 128, "cols": 2, "span": 2}, {"wg": 128, "cols": 2, "span": 4},
+		{"wg": 64, "cols": 1, "span": 2}, {"wg": 32, "cols": 8, "span": 1}, {"wg": 32, "cols": 16, "span": 1},
 	}
 }
 
