@@ -28,8 +28,10 @@ import (
 // constant selects; the sub-block of a word is known when the kernel is built or computed from
 // the unit's position (Q6_K's sub-blocks of 16), and its scale read as the layout packs it.
 //
-// span is its load width; it is not unrolled further (vecFrame.forK): lavapipe's LLVM did not
-// finish compiling a Q6_K unit unrolled twice in ten minutes.
+// span is its load width; it is not unrolled further (vecFrame.forK): on lavapipe a dispatch of
+// a Q6_K product (64×768) with its unit unrolled twice did not finish within ten minutes,
+// though spirv-val accepts the module (whether the first-dispatch compile or the run hung was
+// not found out).
 //
 // Specialization constants: wg, cols. Built per span. Grid: ceil(N/cols) × batches.
 var MatmulVecQ = &Template{
