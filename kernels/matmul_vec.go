@@ -416,25 +416,32 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 
 // vecStatic is MatmulVec's static choice. On a GPU the space's order stands (wg=128, cols=2:
 // the point the H200's tuner kept for SmolLM2's decode). On a CPU implementation (lavapipe) a
-// workgroup runs as a loop over its subgroups and a barrier splits it into resumable parts, so a
-// column reduced across subgroups (shared memory and a barrier, in each of thousands of small
-// workgroups) is slow: there a column's invocations are one subgroup (a shuffle reduction, no
-// barrier) and a workgroup takes wg/subgroup columns. On lavapipe under load
-// (BenchmarkMatvecPoints) SmolLM2's LM head, 49152×576 f16 with its rmsnorm, took 3.6 s at the
-// space's first point and 0.46 s at wg=128, cols=16.
+// workgroup runs as a loop over its subgroups, each workgroup costs its scheduling, and a
+// barrier splits a workgroup into resumable parts, so a column reduced across subgroups (shared
+// memory and a barrier, in each of thousands of small workgroups) is slow: there many columns
+// share a workgroup and a column's invocations lie in one subgroup (a shuffle reduction, no
+// barrier). On lavapipe (BenchmarkMatvecPoints, CPU time a run) SmolLM2's LM head, 49152×576
+// f16 with its rmsnorm, took 276 ms at the space's first point, 102 ms at wg=128, cols=16 (a
+// column a subgroup) and 95 ms at wg=64, cols=32 (two invocations a column), the point the
+// static selection's own sweep found for the 128k LM head (docs/tuning.md, "Static choices");
+// the SwiGLU and down projections were 1.09× faster at it than at wg=128, cols=16 too.
 func vecStatic(p *Problem, caps Caps) []Config {
-	return cpuVecPoints(caps, "vec", []int{4, 2, 1})
+	return cpuVecPoints(caps, "vec", []int{4, 2, 1}, [][2]int{{64, 32}, {32, 16}})
 }
 
 // cpuVecPoints are the static candidates of the matrix-vector templates on a CPU implementation
-// (see vecStatic): a column a subgroup, 128, 64 or 32 invocations a workgroup, for each value of
-// the template's width parameter (vec or span) in turn; none on a GPU.
-func cpuVecPoints(caps Caps, width string, widths []int) []Config {
+// (see vecStatic), for each value of the template's width parameter (vec or span) in turn: the
+// (wg, cols) points of first, then a column a subgroup at 128, 64 and 32 invocations a workgroup
+// (fewer columns, for problems with few); none on a GPU.
+func cpuVecPoints(caps Caps, width string, widths []int, first [][2]int) []Config {
 	if !caps.CPU || caps.SubgroupSize < 1 {
 		return nil
 	}
 	var out []Config
 	for _, w := range widths {
+		for _, wc := range first {
+			out = append(out, Config{"wg": wc[0], "cols": wc[1], width: w, "unroll": 1})
+		}
 		for _, wg := range []int{128, 64, 32} {
 			if wg >= caps.SubgroupSize {
 				out = append(out, Config{"wg": wg, "cols": wg / caps.SubgroupSize, width: w, "unroll": 1})
@@ -444,9 +451,12 @@ func cpuVecPoints(caps Caps, width string, widths []int) []Config {
 	return out
 }
 
-// vecQStatic is MatmulVecQ's static choice (see vecStatic).
+// vecQStatic is MatmulVecQ's static choice (see vecStatic): on lavapipe 16 columns (its most)
+// of four invocations each; SmolLM2-shaped products (BenchmarkMatvecPoints) ran 1.07× (the
+// Q6_K LM head, 49152×768) and 1.08× (Q4_K SwiGLU, 3072×768) faster than at a column a
+// subgroup (wg=128, cols=16) and 2.2–2.6× faster than at the space's first point.
 func vecQStatic(p *Problem, caps Caps) []Config {
-	return dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}))
+	return dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{64, 16}}))
 }
 
 // vecQSuggest is MatmulVecQ's vecSuggest, less the unrolled points (its space has no unroll).
@@ -477,7 +487,7 @@ func dropUnroll(cs []Config) []Config {
 func vecSuggest(width string, w int) func(p *Problem, caps Caps) []Config {
 	return func(p *Problem, caps Caps) []Config {
 		if caps.CPU {
-			return cpuVecPoints(caps, width, []int{w})
+			return cpuVecPoints(caps, width, []int{w}, [][2]int{{64, 32}, {64, 16}, {32, 16}})
 		}
 		pt := func(wg, cols, unroll int) Config {
 			return Config{"wg": wg, "cols": cols, width: w, "unroll": unroll}
