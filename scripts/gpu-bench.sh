@@ -29,6 +29,11 @@
 #   torch     weights, vkc's prefill logits, torch_peer.py (eager; graphs compile ~40 s) ~100 s
 #   llamacpp  GGUF from the same weights, llama-bench pp and tg at depths ~$POS       ~35 s
 #   gemm      kernels.test BenchmarkCoopGEMM4096 and cuBLAS 4096³                     ~30 s
+#   gemv      issue 27: kernels.test BenchmarkDecodeGEMV, decode's matrix–vector products at
+#             Llama-3.1-8B's shapes (4096², 14336×4096, 4096×14336, 128256×4096) in f16, bf16,
+#             q8_0, q4_k, q6_k (GEMV_DTYPES), static choice and best suggested point, GB/s and
+#             share of the copy rate measured in the same process, into micro.txt; not a default
+#             part                                                                    ~2 min
 #   study     runtime.test barrier study (cost vs work, buffer-range, persistent)     ~30 s
 #   pipeline  issue 17's compile figures: static compile twice (byte-identical), from a
 #             safetensors file three times with peak RSS, a compile measured by default  ~60 s
@@ -294,6 +299,17 @@ if want gemm; then
   fi
   part "f16 GEMM 4096x4096x4096: cuBLAS through PyTorch"
   tj gemm-torch $PY examples/bench/torch_peer.py --gemm 4096
+} >> "$OUT/micro.txt" 2>&1
+fi
+
+if want gemv; then
+{
+  part "decode GEMVs at Llama-3.1-8B's shapes (issue 27): static and best suggested point against the copy rate"
+  if [ -x "$KT" ]; then
+    (cd kernels && VKC_GEMV_DTYPES=${GEMV_DTYPES:-} t "$KT" -test.run '^$' -test.bench 'DecodeGEMV$' -test.benchtime 1x -test.v) | tee "$J/gemv-vkc.txt"
+  else
+    echo "no $KT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
+  fi
 } >> "$OUT/micro.txt" 2>&1
 fi
 

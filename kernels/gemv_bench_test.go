@@ -1,0 +1,313 @@
+package kernels_test
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+	"github.com/vkc-project/vkc/runtime"
+)
+
+// BenchmarkDecodeGEMV measures decode's matrix–vector products (issue 27's target: at least 70%
+// of the copy rate) at Llama-3.1-8B's shapes — q/o 4096×4096, gate/up 14336×4096, down
+// 4096×14336, the LM head 128256×4096 — one f32 row through a weight of each format (f16, bf16,
+// q8_0, q4_k, q6_k; VKC_GEMV_DTYPES="f16 q4_k …" picks others), by the template a decode plan
+// takes (matmul_vec, matmul_vec_q). On the GPU machine:
+//
+//	cd kernels && ../.gpu/kernels.test -test.run '^$' -test.bench DecodeGEMV -test.benchtime 1x -test.v
+//
+// (scripts/gpu-bench.sh, part gemv). For each it logs and reports the static choice
+// (kernels.Build, what --no-tune compiles) and the best of the points a budgeted search measures
+// first (Space.Suggestions; VKC_BENCH_POINTS=all: every valid point): GPU time per product,
+// GB/s of the bytes it must move (the weight's, x's and y's: Launch.Bytes) and that as a share of
+// the copy rate measured in the same process (the elementwise template copying 512 MiB of f32,
+// read plus written). Weights do not stay in the L2 cache between products: a measured program
+// holds enough copies of the weight (at least 256 MiB in all) and runs the product once on each
+// with a barrier between two (as the layers of a decode step follow each other); the figure is
+// the program's median time over the copies, barriers included. "overlapped" is the same
+// program without the barriers (the products of the copies may run concurrently: the kernel's
+// bandwidth without a barrier's drain and fill).
+//
+// On a CPU device (lavapipe) the shapes are 64 times narrower (N/64) with one copy and only the
+// static choice: a check that the benchmark runs, not a figure.
+func BenchmarkDecodeGEMV(b *testing.B) {
+	d := kerneltest.Device(b)
+	caps := kerneltest.CapsOf(&d.Info)
+	cpu := d.Info.Type == runtime.CPU
+	names := strings.Fields(os.Getenv("VKC_GEMV_DTYPES"))
+	if len(names) == 0 {
+		names = []string{"f16", "bf16", "q8_0", "q4_k", "q6_k"}
+	}
+	var dts []ir.DType
+	for _, n := range names {
+		dt, err := ir.ParseDType(n)
+		if err != nil {
+			b.Fatalf("VKC_GEMV_DTYPES: %v", err)
+		}
+		dts = append(dts, dt)
+	}
+	copyBytes := 512 << 20
+	if cpu {
+		copyBytes = 16 << 20
+	}
+	copyRate := measureCopyRate(b, d, copyBytes)
+	b.Logf("copy rate on %s: %.1f GB/s (%d MiB of f32 read and written)", d.Info.Name, copyRate, copyBytes>>20)
+	shapes := []struct {
+		name string
+		n, k int
+	}{{"qo", 4096, 4096}, {"gate_up", 14336, 4096}, {"down", 4096, 14336}, {"lm_head", 128256, 4096}}
+	for _, sh := range shapes {
+		for _, dt := range dts {
+			b.Run(sh.name+"/"+dt.String(), func(b *testing.B) {
+				n := sh.n
+				if cpu {
+					n /= 64
+				}
+				p := opProblem(b, ir.Linear, nil, ir.T(ir.F32, 1, sh.k), ir.T(dt, n, sh.k))
+				tmpl := kernels.MatmulVec
+				if dt.Quantized() {
+					tmpl = kernels.MatmulVecQ
+				}
+				if err := tmpl.Accepts(p, caps); err != nil {
+					b.Skipf("%s refuses %s on this device: %v", tmpl.Name, p.Key(), err)
+				}
+				copies := 1
+				if !cpu {
+					copies = min(max((256<<20+p.Args[1].Bytes()-1)/p.Args[1].Bytes(), 1), 32)
+				}
+				g, err := newGEMVBench(d, p, copies)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.close()
+				var rep gemvReport
+				for i := 0; i < b.N; i++ {
+					if rep, err = g.run(b, tmpl, caps, cpu); err != nil {
+						b.Fatal(err)
+					}
+				}
+				pct := func(t time.Duration) float64 { return 100 * rep.bytes / t.Seconds() / 1e9 / copyRate }
+				gbps := func(t time.Duration) float64 { return rep.bytes / t.Seconds() / 1e9 }
+				b.Logf("%s %s %d×%d: static [%s] %.2f µs %.1f GB/s (%.0f%% of copy), overlapped %.2f µs (%.0f%%); "+
+					"best of %d [%s] %.2f µs %.1f GB/s (%.0f%%), overlapped %.2f µs (%.0f%%); %d copies",
+					tmpl.Name, dt, n, sh.k, rep.static.Key(), us(rep.st), gbps(rep.st), pct(rep.st), us(rep.stOver), pct(rep.stOver),
+					rep.points, rep.best.Key(), us(rep.bt), gbps(rep.bt), pct(rep.bt), us(rep.btOver), pct(rep.btOver), copies)
+				b.ReportMetric(us(rep.st), "static-µs")
+				b.ReportMetric(pct(rep.st), "static-%copy")
+				b.ReportMetric(us(rep.bt), "best-µs")
+				b.ReportMetric(pct(rep.bt), "best-%copy")
+			})
+		}
+	}
+}
+
+func us(t time.Duration) float64 { return float64(t.Nanoseconds()) / 1e3 }
+
+type gemvReport struct {
+	static, best   kernels.Config
+	st, stOver, bt time.Duration // per product: static chained, overlapped; best chained
+	btOver         time.Duration
+	points         int
+	bytes          float64
+}
+
+// gemvBench holds a problem's operands on the device: copies of the weight, one x, an output
+// per copy.
+type gemvBench struct {
+	d    *runtime.Device
+	p    *kernels.Problem
+	x    *runtime.Buffer
+	w    []*runtime.Buffer
+	y    []*runtime.Buffer
+	free []func()
+}
+
+func (g *gemvBench) close() {
+	for i := len(g.free) - 1; i >= 0; i-- {
+		g.free[i]()
+	}
+}
+
+func newGEMVBench(d *runtime.Device, p *kernels.Problem, copies int) (*gemvBench, error) {
+	g := &gemvBench{d: d, p: p}
+	alloc := func(n int, data []byte) (*runtime.Buffer, error) {
+		buf, err := d.NewBuffer(int64(max(n, 16)))
+		if err != nil {
+			return nil, err
+		}
+		g.free = append(g.free, buf.Free)
+		if data != nil {
+			err = d.Upload(buf, 0, data)
+		}
+		return buf, err
+	}
+	rng := rand.New(rand.NewSource(5))
+	var err error
+	if g.x, err = alloc(p.Args[0].Bytes(), kerneltest.Random(rng, p.Args[0]).Data); err != nil {
+		g.close()
+		return nil, err
+	}
+	w := tiledRandom(rng, p.Args[1])
+	for i := 0; i < copies; i++ {
+		wb, err := alloc(len(w), w)
+		if err != nil {
+			g.close()
+			return nil, err
+		}
+		yb, err := alloc(p.Outs[0].Bytes(), nil)
+		if err != nil {
+			g.close()
+			return nil, err
+		}
+		g.w, g.y = append(g.w, wb), append(g.y, yb)
+	}
+	return g, nil
+}
+
+// tiledRandom is a random weight of type t made of one random slab of at most 256 rows repeated
+// (random values for the whole of a 128k-row weight would take the host longer than the GPU's
+// whole benchmark; the product's speed does not depend on them).
+func tiledRandom(rng *rand.Rand, t ir.Type) []byte {
+	rows := t.Shape[0]
+	slab := t
+	slab.Shape = append(ir.Shape{min(rows, 256)}, t.Shape[1:]...)
+	s := kerneltest.Random(rng, slab).Data
+	out := make([]byte, t.Bytes())
+	for off := 0; off < len(out); off += len(s) {
+		copy(out[off:], s)
+	}
+	return out
+}
+
+// run measures the static choice and the suggested points (all valid points with
+// VKC_BENCH_POINTS=all; none on a CPU device).
+func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps, cpu bool) (gemvReport, error) {
+	var r gemvReport
+	l, c, err := kernels.Build(tmpl, g.p, caps)
+	if err != nil {
+		return r, err
+	}
+	r.static, r.bytes = c, l.Bytes
+	if r.st, r.stOver, err = g.measure(l, cpu); err != nil {
+		return r, err
+	}
+	r.best, r.bt, r.btOver = c, r.st, r.stOver
+	var pts []kernels.Config
+	switch {
+	case cpu:
+	case os.Getenv("VKC_BENCH_POINTS") == "all":
+		pts = tmpl.Space.Points()
+	default:
+		pts = append([]kernels.Config{tmpl.Space.Points()[0]}, tmpl.Space.Suggestions(g.p, caps)...)
+	}
+	r.points = 1
+	for _, pc := range pts {
+		if pc.Key() == c.Key() || tmpl.Space.Valid(g.p, pc, caps) != nil {
+			continue
+		}
+		pl, err := tmpl.Build(g.p, pc, caps)
+		if err != nil {
+			b.Logf("  %s: %v", pc.Key(), err)
+			continue
+		}
+		t, tOver, err := g.measure(pl, cpu)
+		if err != nil {
+			b.Logf("  %s: %v", pc.Key(), err)
+			continue
+		}
+		r.points++
+		if t < r.bt {
+			r.best, r.bt, r.btOver = pc, t, tOver
+		}
+	}
+	return r, nil
+}
+
+// measure times l over every copy of the weight, with a barrier between two products and
+// without, and returns the median time per product of each.
+func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped time.Duration, err error) {
+	if len(l.Steps) != 1 || len(l.Scratch) != 0 {
+		return 0, 0, errUnexpectedLaunch
+	}
+	s := l.Steps[0]
+	k := s.Kernel
+	rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
+	for id, v := range s.Spec {
+		rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
+	}
+	pl, err := g.d.NewPipeline(rk)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer pl.Close()
+	o := runtime.MeasureOptions{}
+	if cpu {
+		o = runtime.MeasureOptions{Warmup: 1, Reps: 2, MaxRounds: 1}
+	}
+	times := [2]time.Duration{}
+	for i, barriers := range []bool{true, false} {
+		spec := runtime.ProgramSpec{KeepOrder: true, BarrierAll: barriers}
+		for c := range g.w {
+			disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
+			for bi, op := range s.Bindings {
+				var buf *runtime.Buffer
+				switch {
+				case op.Kind == kernels.Arg && op.Index == 0:
+					buf = g.x
+				case op.Kind == kernels.Arg && op.Index == 1:
+					buf = g.w[c]
+				case op.Kind == kernels.Out && op.Index == 0:
+					buf = g.y[c]
+				default:
+					return 0, 0, errUnexpectedLaunch
+				}
+				acc := runtime.ReadWrite
+				switch k.Bindings[bi].Access {
+				case codegen.ReadOnly:
+					acc = runtime.Read
+				case codegen.WriteOnly:
+					acc = runtime.Write
+				}
+				disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: acc})
+			}
+			spec.Dispatches = append(spec.Dispatches, disp)
+		}
+		prog, err := g.d.NewProgram(spec)
+		if err != nil {
+			return 0, 0, err
+		}
+		m, err := prog.Measure(context.Background(), o)
+		prog.Close()
+		if err != nil {
+			return 0, 0, err
+		}
+		times[i] = m.Median / time.Duration(len(g.w))
+		if cpu {
+			return times[0], times[0], nil
+		}
+	}
+	return times[0], times[1], nil
+}
+
+var errUnexpectedLaunch = errors.New("the launch is not one dispatch reading x and W and writing y")
+
+// measureCopyRate times the elementwise template copying n bytes of f32 and returns the GB/s of
+// the bytes read and written.
+func measureCopyRate(b *testing.B, d *runtime.Device, n int) float64 {
+	t := ir.T(ir.F32, n/4)
+	cp := &kernels.Fused{Inputs: []ir.Type{t}, Nodes: []kernels.FusedNode{{Op: ir.Input, DType: ir.F32}}, Outputs: []int{0}}
+	p := &kernels.Problem{Op: kernels.FusedElementwise, Args: []ir.Type{t}, Outs: []ir.Type{t}, Expr: cp}
+	tp, _, _, err := measureLaunch(d, kernels.Elementwise, p, nil, []*ir.Tensor{{Type: t, Data: make([]byte, n)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return 2 * float64(n) / tp.Seconds() / 1e9
+}
