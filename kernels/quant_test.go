@@ -42,11 +42,12 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 
 // vecQConfigs are the points of MatmulVecQ's space a format's first case runs at: for Q4_K (the
 // format of most weights of a Q4_K_M file) every span and cols at wg=128 and every wg at the
-// default span and cols (18 of the 60 points; the remaining ones only combine the same code
-// paths); for the others each span (a kernel of its own) at the default workgroup, and the other
-// reductions: one column per workgroup (none), four invocations per column (two columns a
-// subgroup of lavapipe's 8: shuffles), two (four columns a subgroup). Each point is a pipeline
-// lavapipe compiles, 0.1 to 0.5 s of CPU.
+// default span and cols (the remaining points only combine the same code paths); for the others
+// each span (a kernel of its own: the format's unit code) at the default workgroup, whose
+// columns of 64 invocations are reduced by subgroup adds and shared memory. The reductions are
+// the format-independent vecFrame's: Q4_K's points take every one, and every format's other
+// cases run at lavapipe's static choice (16 columns of 4 invocations: shuffles). Each point is a
+// pipeline lavapipe compiles, 0.1 to 10 s of CPU (IQ4_XS the most).
 func vecQConfigs(d ir.DType) []kernels.Config {
 	if d == ir.Q4_K {
 		var out []kernels.Config
@@ -59,7 +60,6 @@ func vecQConfigs(d ir.DType) []kernels.Config {
 	}
 	return []kernels.Config{
 		{"wg": 128, "cols": 2, "span": 1}, {"wg": 128, "cols": 2, "span": 2}, {"wg": 128, "cols": 2, "span": 4},
-		{"wg": 64, "cols": 1, "span": 2}, {"wg": 32, "cols": 8, "span": 1}, {"wg": 32, "cols": 16, "span": 1},
 	}
 }
 
