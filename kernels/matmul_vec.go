@@ -9,9 +9,12 @@ import (
 
 // MatmulVec computes matmul, linear and rmsnorm_linear with 1 to 8 rows per batch (decode): the
 // product is bound by reading B once, so each workgroup computes `cols` output columns for all
-// rows and splits the K reduction of each column over wg/cols invocations, then combines the
-// partial sums with a subgroup add and shared memory (or a shared-memory tree where subgroup
-// arithmetic is missing or the split does not fill whole subgroups).
+// rows and splits the K reduction of each column over kp = wg/cols invocations, then combines
+// the partial sums: by a butterfly of subgroup shuffles in registers when a column's kp
+// invocations lie in one subgroup (kp divides the subgroup; none at kp = 1), by a subgroup add
+// and shared memory when kp is a multiple of the subgroup, else by a shared-memory tree.
+// unroll (1, 2, 4) is how many of an invocation's K steps one loop iteration issues before the
+// first product waits on a load (vecFrame.forK).
 //
 // Invocations are laid out along whichever axis of B is contiguous: along K when B is stored
 // [N, K] (linear's W, matmul with tb), so that a column's reads are consecutive; along N
@@ -24,7 +27,8 @@ import (
 // The subgroup path assumes subgroups of consecutive local indices whose width divides wg/cols
 // (checked against Caps.SubgroupSize); see the same limit in attention.go.
 //
-// Specialization constants: wg (the workgroup size) and cols. Grid: ceil(N/cols) × batches.
+// Specialization constants: wg (the workgroup size) and cols. Built per vec and unroll. Grid:
+// ceil(N/cols) × batches. See docs/decode.md, "Matrix–vector products".
 var MatmulVec = &Template{
 	Name: "matmul_vec",
 	Accepts: func(p *Problem, caps Caps) error {

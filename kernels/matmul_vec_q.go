@@ -16,7 +16,8 @@ import (
 // word's four products with each row of x are summed in f32, then scaled by the word's block
 // or sub-block scale (and its min subtracted, times Σx, for Q4_1/Q5_1/Q4_K/Q5_K), which is the
 // exact dequantization's product rearranged (Σ x·(d·q) = d·Σ x·q). The partial sums of a column
-// are combined by a subgroup add and shared memory, and stored through the epilogue (bias,
+// are combined as in MatmulVec (shuffles within a subgroup, or subgroup adds and shared
+// memory), and stored through the epilogue (bias,
 // residual, SwiGLU's product, …) as in MatmulVec, whose frame (vecFrame) this template shares;
 // rmsnorm_linear scales x by gamma as it loads it and sums x² beside the products.
 //
