@@ -161,7 +161,7 @@ func TestMatmulVec(t *testing.T) {
 }
 
 // The matrix-vector templates' static choices: on lavapipe many columns of few invocations for
-// an LM head (matmul_vec 32 of 2, matmul_vec_q 16 of 4), falling back to a column a subgroup (8
+// an LM head (matmul_vec 32 of 2, matmul_vec_q 16 of 2), falling back to a column a subgroup (8
 // invocations) and fewer columns where a problem has few; on the H200 the space's first point.
 func TestMatvecStatic(t *testing.T) {
 	f32, f16 := ir.F32, ir.F16
@@ -177,7 +177,7 @@ func TestMatvecStatic(t *testing.T) {
 	}{
 		{"lavapipe lm head", kernels.MatmulVec, head, kernels.Lavapipe, "cols=32,unroll=1,vec=4,wg=64"},
 		{"lavapipe 5 columns", kernels.MatmulVec, narrow, kernels.Lavapipe, "cols=8,unroll=1,vec=4,wg=64"},
-		{"lavapipe q6_k", kernels.MatmulVecQ, qhead, kernels.Lavapipe, "cols=16,span=1,wg=64"},
+		{"lavapipe q6_k", kernels.MatmulVecQ, qhead, kernels.Lavapipe, "cols=16,span=1,wg=32"},
 		{"h200 lm head", kernels.MatmulVec, head, kernels.H200, "cols=2,unroll=1,vec=4,wg=128"},
 		{"h200 q6_k", kernels.MatmulVecQ, qhead, kernels.H200, "cols=2,span=1,wg=128"},
 	} {

@@ -456,11 +456,16 @@ func cpuVecPoints(caps Caps, width string, widths []int, first [][2]int) []Confi
 }
 
 // vecQStatic is MatmulVecQ's static choice (see vecStatic): on lavapipe 16 columns (its most)
-// of four invocations each; SmolLM2-shaped products (BenchmarkMatvecPoints) ran 1.07× (the
-// Q6_K LM head, 49152×768) and 1.08× (Q4_K SwiGLU, 3072×768) faster than at a column a
-// subgroup (wg=128, cols=16) and 2.2–2.6× faster than at the space's first point.
+// of two invocations each. Lowering's static selection breaks a roofline tie on a CPU device in
+// favour of the launch of fewer invocations, and on one row matmul_tiled's 64×64 tile of 256
+// invocations ties with the estimate of this template: at four invocations a column (the same
+// count) the tie kept matmul_tiled, which on lavapipe took 21–30× this template's CPU time
+// (SmolLM2-shaped Q5_0 3072×576, Q4_K 576×1536, Q8_0 49152×576 products) and made a Q4_K_M
+// file's decode 8 s a token. At two a column, SmolLM2-shaped products (BenchmarkMatvecPoints)
+// ran 0.81× (the Q6_K LM head, 49152×768) and 1.02× (Q4_K SwiGLU, 3072×768) as fast as at four,
+// and 1.6–2.5× as fast as at the space's first point.
 func vecQStatic(p *Problem, caps Caps) []Config {
-	return dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{64, 16}}))
+	return dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{32, 16}}))
 }
 
 // vecQSuggest is MatmulVecQ's vecSuggest, less the unrolled points (its space has no unroll).

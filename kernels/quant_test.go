@@ -46,7 +46,7 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 // each span (a kernel of its own: the format's unit code) at the default workgroup, whose
 // columns of 64 invocations are reduced by subgroup adds and shared memory. The reductions are
 // the format-independent vecFrame's: Q4_K's points take every one, and every format's other
-// cases run at lavapipe's static choice (16 columns of 4 invocations: shuffles). Each point is a
+// cases run at lavapipe's static choice (16 columns of 2 invocations: shuffles). Each point is a
 // pipeline lavapipe compiles, 0.1 to 10 s of CPU (IQ4_XS the most).
 func vecQConfigs(d ir.DType) []kernels.Config {
 	if d == ir.Q4_K {
