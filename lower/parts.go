@@ -450,9 +450,12 @@ func (fl *fnLowerer) buildParts(pp *partsPlan, wArg, n int) error {
 }
 
 // maxRowPieces bounds the pieces of a reordered weight (a rope-interleaved Q/K projection has a
-// piece per row: SmolLM2's are 768 rows). Each piece is a slice header here and a file range in
-// the plan; a weight of more rows than this is copied instead.
-const maxRowPieces = 1 << 14
+// piece per row: SmolLM2's are 768 rows; a gate/up pair interleaved for PartPair has one per row
+// of both, 28672 in Llama 3.1 8B). Each piece is a slice header here and a file range in the
+// plan (about 90 bytes in all); a weight of more rows than this is copied instead. The bound
+// once was 1<<14, which copied every 8B layer's gate/up pair: 2.1 GiB of heap per function,
+// the peak RSS of a static 8B compile at 2.1x the file (issue 22 asks at most 0.5x).
+const maxRowPieces = 1 << 17
 
 // reorderRows is v (a compile-time tensor whose leading axis has one row per column of a
 // linear's result: a weight [N, K] or a bias [N]) with its rows in the order perm gives, as a
