@@ -120,13 +120,7 @@ func TestCoopMatmulValidates(t *testing.T) {
 				t.Fatalf("refused on the H200: %v", err)
 			}
 			for _, c := range coopConfigs {
-				var l *kernels.Launch
-				var err error
-				if c == nil {
-					l, c, err = kernels.Build(kernels.MatmulCoop, tc.p, caps)
-				} else if err = kernels.MatmulCoop.Space.Valid(tc.p, c, caps); err == nil {
-					l, err = kernels.MatmulCoop.Build(tc.p, c, caps)
-				}
+				l, c, err := kernels.BuildAt(kernels.MatmulCoop, tc.p, c, caps)
 				if err != nil {
 					t.Fatalf("[%s]: %v", c.Key(), err)
 				}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 	"github.com/vkc-project/vkc/runtime"
 )
@@ -269,14 +269,7 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 				default:
 					return 0, 0, errUnexpectedLaunch
 				}
-				acc := runtime.ReadWrite
-				switch k.Bindings[bi].Access {
-				case codegen.ReadOnly:
-					acc = runtime.Read
-				case codegen.WriteOnly:
-					acc = runtime.Write
-				}
-				disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: acc})
+				disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: tune.RuntimeAccess(k.Bindings[bi].Access)})
 			}
 			spec.Dispatches = append(spec.Dispatches, disp)
 		}

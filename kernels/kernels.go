@@ -413,6 +413,19 @@ func iterConcat[V any](a, b iter.Seq[V]) iter.Seq[V] {
 // not serve at all, so For does not list it among the reasons.
 var ErrOtherOp = errors.New("not this template's op")
 
+// BuildAt builds p with t at configuration c, checked against t's space, or at t's default
+// (Build) when c is nil; it returns the configuration built.
+func BuildAt(t *Template, p *Problem, c Config, caps Caps) (*Launch, Config, error) {
+	if c == nil {
+		return Build(t, p, caps)
+	}
+	if err := t.Space.Valid(p, c, caps); err != nil {
+		return nil, c, err
+	}
+	l, err := t.Build(p, c, caps)
+	return l, c, err
+}
+
 // Build realises p with template t at its default configuration (the first valid point).
 func Build(t *Template, p *Problem, caps Caps) (*Launch, Config, error) {
 	var firstErr error

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 	"github.com/vkc-project/vkc/runtime"
 )
@@ -117,14 +117,7 @@ func setupBenchLaunch(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, 
 		disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
 		for bi, op := range s.Bindings {
 			buf := map[kernels.OperandKind][]*runtime.Buffer{kernels.Arg: argBuf, kernels.Out: outBuf, kernels.Scratch: scratch}[op.Kind][op.Index]
-			acc := runtime.ReadWrite
-			switch k.Bindings[bi].Access {
-			case codegen.ReadOnly:
-				acc = runtime.Read
-			case codegen.WriteOnly:
-				acc = runtime.Write
-			}
-			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: acc})
+			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: tune.RuntimeAccess(k.Bindings[bi].Access)})
 		}
 		spec.Dispatches = append(spec.Dispatches, disp)
 	}
@@ -147,13 +140,7 @@ func benchMeasureOpts(d *runtime.Device) runtime.MeasureOptions {
 // measureLaunch builds p with tmpl at c (nil: the default) and returns the median GPU time.
 func measureLaunch(d *runtime.Device, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) (time.Duration, *kernels.Launch, kernels.Config, error) {
 	caps := kerneltest.CapsOf(&d.Info)
-	var l *kernels.Launch
-	var err error
-	if c == nil {
-		l, c, err = kernels.Build(tmpl, p, caps)
-	} else if err = tmpl.Space.Valid(p, c, caps); err == nil {
-		l, err = tmpl.Build(p, c, caps)
-	}
+	l, c, err := kernels.BuildAt(tmpl, p, c, caps)
 	if err != nil {
 		return 0, nil, c, err
 	}
@@ -322,13 +309,7 @@ func benchPoints(b *testing.B, probs []pointsProblem) {
 	// the ratios are of it.
 	cpuDev := d.Info.Type == runtime.CPU
 	measure := func(tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) (time.Duration, time.Duration, kernels.Config, error) {
-		var l *kernels.Launch
-		var err error
-		if c == nil {
-			l, c, err = kernels.Build(tmpl, p, caps)
-		} else if err = tmpl.Space.Valid(p, c, caps); err == nil {
-			l, err = tmpl.Build(p, c, caps)
-		}
+		l, c, err := kernels.BuildAt(tmpl, p, c, caps)
 		if err != nil {
 			return 0, 0, c, err
 		}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 	"github.com/vkc-project/vkc/runtime"
 )
@@ -27,13 +27,7 @@ import (
 // rowsMeasure runs a Launch of p with tmpl at c (nil: the default) and returns its median time.
 func rowsMeasure(d *runtime.Device, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) (time.Duration, *kernels.Launch, error) {
 	caps := kerneltest.CapsOf(&d.Info)
-	var l *kernels.Launch
-	var err error
-	if c == nil {
-		l, _, err = kernels.Build(tmpl, p, caps)
-	} else if err = tmpl.Space.Valid(p, c, caps); err == nil {
-		l, err = tmpl.Build(p, c, caps)
-	}
+	l, _, err := kernels.BuildAt(tmpl, p, c, caps)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -93,14 +87,7 @@ func rowsMeasure(d *runtime.Device, tmpl *kernels.Template, p *kernels.Problem, 
 		free = append(free, pl.Close)
 		disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
 		for bi, op := range s.Bindings {
-			acc := runtime.ReadWrite
-			switch k.Bindings[bi].Access {
-			case codegen.ReadOnly:
-				acc = runtime.Read
-			case codegen.WriteOnly:
-				acc = runtime.Write
-			}
-			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: bufs[op.Kind][op.Index], Access: acc})
+			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: bufs[op.Kind][op.Index], Access: tune.RuntimeAccess(k.Bindings[bi].Access)})
 		}
 		spec.Dispatches = append(spec.Dispatches, disp)
 	}

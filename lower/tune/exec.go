@@ -567,14 +567,7 @@ func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes 
 			default:
 				return nil, fmt.Errorf("step %d binding %d: bad operand %v", si, bi, op)
 			}
-			acc := runtime.ReadWrite
-			switch k.Bindings[bi].Access {
-			case codegen.ReadOnly:
-				acc = runtime.Read
-			case codegen.WriteOnly:
-				acc = runtime.Write
-			}
-			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Size: size, Access: acc})
+			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Size: size, Access: RuntimeAccess(k.Bindings[bi].Access)})
 		}
 		spec.Dispatches = append(spec.Dispatches, disp)
 	}
@@ -832,4 +825,15 @@ func Random(rng *rand.Rand, t ir.Type) *ir.Tensor {
 		}
 	}
 	return ir.TensorFromFloat64s(t, v)
+}
+
+// RuntimeAccess is the runtime's access (for its barriers) of a kernel binding declared with a.
+func RuntimeAccess(a codegen.Access) runtime.Access {
+	switch a {
+	case codegen.ReadOnly:
+		return runtime.Read
+	case codegen.WriteOnly:
+		return runtime.Write
+	}
+	return runtime.ReadWrite
 }

@@ -104,13 +104,7 @@ func CheckAt(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels
 func CheckAtWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, ns []int, caps kernels.Caps) {
 	t.Helper()
 	d := Device(t)
-	var l *kernels.Launch
-	var err error
-	if c == nil {
-		l, c, err = kernels.Build(tmpl, p, caps)
-	} else if err = tmpl.Space.Valid(p, c, caps); err == nil {
-		l, err = tmpl.Build(p, c, caps)
-	}
+	l, c, err := kernels.BuildAt(tmpl, p, c, caps)
 	if err != nil {
 		t.Fatalf("%s %s: %v", tmpl.Name, p.Key(), err)
 	}
