@@ -1,9 +1,6 @@
 package importer_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,24 +9,6 @@ import (
 	"github.com/vkc-project/vkc/internal/oracles"
 	"github.com/vkc-project/vkc/ir"
 )
-
-// TestWriteMixtralOracleModel writes the Mixtral-style oracle model (oracles.MixtralGGUF) for
-// llama.cpp's tools when VKC_WRITE_MIXTRAL names a file (testdata/llamacpp-mixtral/README.md).
-func TestWriteMixtralOracleModel(t *testing.T) {
-	out := os.Getenv("VKC_WRITE_MIXTRAL")
-	if out == "" {
-		t.Skip("writes the Mixtral-style oracle model when VKC_WRITE_MIXTRAL names a file")
-	}
-	b, err := oracles.MixtralGGUF()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(out, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	t.Logf("wrote %s: %d bytes, sha256 %s", out, len(b), hex.EncodeToString(sum[:]))
-}
 
 // TestMixtralAgainstLlamaCpp imports the Mixtral-style model (GGUF arch llama with experts) and
 // runs it through the interpreter: prefill and decode logits (llama.cpp's greedy tokens fed)

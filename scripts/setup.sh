@@ -2,7 +2,8 @@
 # Installs what vkc needs on a fresh Debian/Ubuntu machine, only where it is missing:
 # the Vulkan loader and Mesa's drivers (lavapipe when there is no GPU), spirv-tools (spirv-val in the
 # tests; the cooperative-matrix modules are validated with the newer one in ../shared/tools where it
-# exists), the Khronos validation layer (the runtime tests run under it), graphviz (CI renders DOT);
+# exists), the Khronos validation layer (the runtime tests run under it), graphviz (CI renders DOT),
+# curl and haproxy (the server's tests);
 # on Debian 12, Mesa 25 from bookworm-backports (see below; VKC_SYSTEM_MESA=1 keeps the system's).
 # Then fetches the Go modules. Safe to run again.
 set -euo pipefail
@@ -17,10 +18,13 @@ check spirv-val spirv-tools
 check /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json vulkan-validationlayers
 check dot graphviz
 check gcc gcc
+# The server's tests: curl as a user tries it, haproxy -c on deploy/haproxy.cfg.
+check curl curl
+check haproxy haproxy
 if [ "$(uname -m)" != x86_64 ]; then
   # The file checks above name x86_64 paths; elsewhere ask dpkg instead.
   need=()
-  for p in mesa-vulkan-drivers libvulkan1 spirv-tools vulkan-validationlayers graphviz gcc; do
+  for p in mesa-vulkan-drivers libvulkan1 spirv-tools vulkan-validationlayers graphviz gcc curl haproxy; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
 fi
