@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -83,14 +82,7 @@ func ggufOraclePlan(t *testing.T, d *runtime.Device, name string, prec importer.
 	if err != nil {
 		t.Fatal(err)
 	}
-	yml := filepath.Join(dir, "model.yaml")
-	if err := os.WriteFile(yml, im.YAML, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := ir.ParseModel(yml)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := parseImported(t, dir, im.YAML)
 	p, _ := compileExample(t, m, Options{Target: targetOf(d)})
 	notes := strings.Join(p.Record.Notes, "\n")
 	if strings.Contains(notes, lower.DequantNotePrefix) {

@@ -1,15 +1,12 @@
 package vkc
 
 import (
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/vkc-project/vkc/importer"
 	"github.com/vkc-project/vkc/internal/oracles"
-	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/lower"
 )
 
@@ -39,14 +36,7 @@ func TestGGUFQuantTypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			yml := filepath.Join(dir, "model.yaml")
-			if err := os.WriteFile(yml, im.YAML, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			m, err := ir.ParseModel(yml)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := parseImported(t, dir, im.YAML)
 			// The model's weights have the file's types (the generator's list, ggml's names).
 			want := map[string]bool{}
 			for _, ty := range o.Types {

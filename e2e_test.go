@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -78,6 +79,21 @@ func blocker(err error) string {
 		return fmt.Sprintf("op %s (function %s, node %s)", nt.Op, nt.Function, nt.Node)
 	}
 	return err.Error()
+}
+
+// parseImported writes an importer's model.yaml into dir (where it wrote the model's weights
+// files, YAMLDir) and parses it, as `vkc import` then `vkc compile` would.
+func parseImported(t *testing.T, dir string, yaml []byte) *ir.Model {
+	t.Helper()
+	yml := filepath.Join(dir, "model.yaml")
+	if err := os.WriteFile(yml, yaml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ir.ParseModel(yml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func parseExample(t *testing.T, name string) *ir.Model {

@@ -26,14 +26,7 @@ func TestHFOraclePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	im.Model.Close()
-	yml := filepath.Join(dir, "model.yaml")
-	if err := os.WriteFile(yml, im.YAML, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := ir.ParseModel(yml)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := parseImported(t, dir, im.YAML)
 	defer m.Close()
 	p, _ := compileExample(t, m, Options{Target: targetOf(d)})
 	hp, _ := compileExample(t, parseExample(t, "tinyllama"), Options{Target: targetOf(d)})

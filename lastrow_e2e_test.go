@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -26,14 +25,7 @@ func importTinyllama(t *testing.T, ctx, prefill int) *ir.Model {
 		t.Fatal(err)
 	}
 	im.Model.Close()
-	yml := filepath.Join(dir, "model.yaml")
-	if err := os.WriteFile(yml, im.YAML, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := ir.ParseModel(yml)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := parseImported(t, dir, im.YAML)
 	t.Cleanup(func() { m.Close() })
 	return m
 }

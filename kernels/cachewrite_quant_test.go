@@ -9,7 +9,27 @@ import (
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
+	"github.com/vkc-project/vkc/runtime"
 )
+
+// quantCacheRun runs p's kernel of tmpl at its default on the device and compares the block-
+// quantized cache it writes, its first result, with the interpreter's (quantCacheDiff).
+func quantCacheRun(t *testing.T, d *runtime.Device, tmpl *kernels.Template, p *kernels.Problem, args []*ir.Tensor, caps kernels.Caps) (blocks int, steps float64) {
+	t.Helper()
+	l, _, err := kernels.Build(tmpl, p, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := kerneltest.Run(d, p, l, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := kerneltest.Expect(p, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return quantCacheDiff(t, got[0], want[0])
+}
 
 // quantCacheDiff compares two block-quantized caches of format d block by block: the blocks
 // whose bytes differ, and the largest difference of their values in quant steps of the
@@ -89,19 +109,7 @@ func TestQuantCacheWriteOnDevice(t *testing.T) {
 			}
 			state := &ir.Tensor{Type: st, Data: f.RandomBlocks(rng, st.Bytes()/f.BlockBytes)}
 			args := []*ir.Tensor{state, kerneltest.Random(rng, x), posTensor(c.pos)}
-			l, _, err := kernels.Build(tmpl, p, caps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := kerneltest.Run(d, p, l, args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := kerneltest.Expect(p, args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			blocks, steps := quantCacheDiff(t, got[0], want[0])
+			blocks, steps := quantCacheRun(t, d, tmpl, p, args, caps)
 			total := st.Bytes() / f.BlockBytes
 			written := x.Shape.NumElements() / f.BlockElems
 			t.Logf("%d of %d written blocks differ from the interpreter's, by at most %.3g quant steps", blocks, written, steps)

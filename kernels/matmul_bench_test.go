@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkc-project/vkc/internal/cputime"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower/tune"
@@ -324,13 +325,13 @@ func benchPoints(b *testing.B, probs []pointsProblem) {
 		if _, err := r.prog.Measure(context.Background(), runtime.MeasureOptions{Warmup: 1, Reps: 1, MaxRounds: 1}); err != nil {
 			return 0, 0, c, err
 		}
-		c0 := processCPU()
+		c0 := cputime.Process()
 		m, err := r.prog.Measure(context.Background(), o)
 		if err != nil {
 			return 0, 0, c, err
 		}
 		runs := max(o.Warmup, 0) + m.Rounds*len(m.Samples)
-		return m.Median, (processCPU() - c0) / time.Duration(max(runs, 1)), c, nil
+		return m.Median, (cputime.Process() - c0) / time.Duration(max(runs, 1)), c, nil
 	}
 	for i := 0; i < b.N; i++ {
 		for _, pr := range probs {

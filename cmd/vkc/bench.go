@@ -18,6 +18,7 @@ import (
 
 	"github.com/vkc-project/vkc"
 	"github.com/vkc-project/vkc/engine"
+	"github.com/vkc-project/vkc/internal/cputime"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/roofline"
@@ -100,6 +101,32 @@ func parseLengths(flagName, s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// benchFill is benchInput's random inputs for function fn (f) of a plan, the fixed seed's; at a
+// run-time length (length > 0) its bounded inputs hold that many rows' worth (k rows a unit of
+// the length), after checking that f has a length and length lies within it.
+func benchFill(f *plan.Function, fn string, length int) (func(*plan.Value) ([]byte, error), error) {
+	fill := benchInput(rand.New(rand.NewPCG(1, 2)))
+	if length <= 0 {
+		return fill, nil
+	}
+	if f.Length == nil {
+		return nil, usagef("--length %d: function %s has no run-time length", length, fn)
+	}
+	if length < int(f.Length.Min) || length > int(f.Length.Max) {
+		return nil, usagef("--length %d: function %s runs for %s in %d..%d", length, fn, f.Length.Name, f.Length.Min, f.Length.Max)
+	}
+	return func(v *plan.Value) ([]byte, error) {
+		if !v.Bounded {
+			return fill(v)
+		}
+		w, err := v.WithRows(v.Shape[0] / int64(f.Length.Max) * int64(length)) // k rows per unit
+		if err != nil {
+			return nil, err
+		}
+		return fill(&w)
+	}, nil
 }
 
 // benchInput makes an input not given on the command line: integers 0 (a valid token id and
@@ -224,25 +251,9 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps, leng
 	if err != nil {
 		return usagef("%v", err)
 	}
-	fill := benchInput(rand.New(rand.NewPCG(1, 2)))
-	if length > 0 {
-		if f.Length == nil {
-			return usagef("--length %d: function %s has no run-time length", length, fn)
-		}
-		if length < int(f.Length.Min) || length > int(f.Length.Max) {
-			return usagef("--length %d: function %s runs for %s in %d..%d", length, fn, f.Length.Name, f.Length.Min, f.Length.Max)
-		}
-		whole := fill
-		fill = func(v *plan.Value) ([]byte, error) {
-			if !v.Bounded {
-				return whole(v)
-			}
-			w, err := v.WithRows(v.Shape[0] / int64(f.Length.Max) * int64(length)) // k rows per unit
-			if err != nil {
-				return nil, err
-			}
-			return whole(&w)
-		}
+	fill, err := benchFill(f, fn, length)
+	if err != nil {
+		return err
 	}
 	in, err := readPlanInputs(f, given, fill)
 	if err != nil {
@@ -273,13 +284,13 @@ func benchCmd(w io.Writer, path string, lo engine.Options, fn string, reps, leng
 	// lavapipe that is the device's work, and it does not count time other processes took).
 	var wall, cpu []time.Duration
 	for i := 0; i < reps+2; i++ {
-		t0, c0 := time.Now(), processCPU()
+		t0, c0 := time.Now(), cputime.Process()
 		if err := l.RunInto(ctx, fn, in, out); err != nil {
 			return err
 		}
 		if i >= 2 {
 			wall = append(wall, time.Since(t0))
-			cpu = append(cpu, processCPU()-c0)
+			cpu = append(cpu, cputime.Process()-c0)
 		}
 	}
 	gpu, err := l.Measure(ctx, fn, in, runtime.MeasureOptions{Reps: reps})

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -90,25 +89,9 @@ func compareCmd(w io.Writer, a, b string, lo engine.Options, fn string, length, 
 	if sa, sb := engine.Signature(fa.Inputs), engine.Signature(fb.Inputs); sa != sb {
 		return fmt.Errorf("function %s takes (%s) in %s but (%s) in %s: not two plans of one function", fn, sa, a, sb, b)
 	}
-	fill := benchInput(rand.New(rand.NewPCG(1, 2)))
-	if length > 0 {
-		if fa.Length == nil {
-			return usagef("--length %d: function %s has no run-time length", length, fn)
-		}
-		if length < int(fa.Length.Min) || length > int(fa.Length.Max) {
-			return usagef("--length %d: function %s runs for %s in %d..%d", length, fn, fa.Length.Name, fa.Length.Min, fa.Length.Max)
-		}
-		whole := fill
-		fill = func(v *plan.Value) ([]byte, error) {
-			if !v.Bounded {
-				return whole(v)
-			}
-			r, err := v.WithRows(v.Shape[0] / int64(fa.Length.Max) * int64(length))
-			if err != nil {
-				return nil, err
-			}
-			return whole(&r)
-		}
+	fill, err := benchFill(fa, fn, length)
+	if err != nil {
+		return err
 	}
 	in, err := readPlanInputs(fa, nil, fill)
 	if err != nil {

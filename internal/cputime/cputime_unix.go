@@ -1,14 +1,15 @@
 //go:build unix
 
-package main
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time (user and system) the process has used, all threads together.
-func processCPU() time.Duration {
+// Process is the CPU time (user and system) this process has used, all its threads together (a
+// CPU Vulkan implementation's included); 0 where unknown.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
