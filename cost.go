@@ -596,7 +596,11 @@ func (s *measureSource) weighWeights(m *ir.Model, fns []*ir.Function, cands map[
 			if j < 0 || sel.Winner == j || !sel.Results[j].Valid || sel.Results[j].Ratio <= 0 {
 				continue
 			}
-			if g := sel.Results[j].Ratio - 1; least < 0 || g < gain {
+			g := sel.Results[j].Ratio - 1
+			if r := sel.Results[j].ShortRatio; r > 0 {
+				g = min(g, r-1) // timed at a short length too: the smaller gain
+			}
+			if least < 0 || g < gain {
 				least, gain = i, g
 			}
 		}

@@ -250,8 +250,9 @@ func TestWeighWeights(t *testing.T) {
 	lopts := lower.Options{Caps: kernels.Lavapipe, CompilerVersion: "t"}
 	for _, tc := range []struct {
 		staticRatio float64 // the static extraction's time over the winner's
+		shortRatio  float64 // the same at a short length (0: not timed)
 		keep        bool
-	}{{1.01, false}, {3, true}} {
+	}{{1.01, 0, false}, {3, 0, true}, {3, 1.01, false}, {3, 2.5, true}} {
 		cands := map[*ir.Function][]tune.SelectCandidate{
 			a: {{Fn: a, Label: "static extraction", Static: true}},
 			b: {{Fn: b, Label: "static extraction", Static: true}, {Fn: b2, Label: "extraction 2"}},
@@ -259,12 +260,12 @@ func TestWeighWeights(t *testing.T) {
 		sels := []*tune.Selection{
 			{Function: "a", Winner: 0, Results: []tune.SelectResult{{SelectCandidate: cands[a][0], Valid: true, Ratio: 1}}},
 			{Function: "b", Winner: 1, Results: []tune.SelectResult{
-				{SelectCandidate: cands[b][0], Valid: true, Ratio: tc.staticRatio},
-				{SelectCandidate: cands[b][1], Valid: true, Ratio: 1}}},
+				{SelectCandidate: cands[b][0], Valid: true, Ratio: tc.staticRatio, ShortRatio: tc.shortRatio},
+				{SelectCandidate: cands[b][1], Valid: true, Ratio: 1, ShortRatio: min(tc.shortRatio, 1)}}},
 		}
 		got := s.weighWeights(m, []*ir.Function{a, b}, cands, sels, []*ir.Function{a, b2}, lopts)
 		if kept := got[1] == b2; kept != tc.keep {
-			t.Errorf("static ×%.2f: winner kept %v, want %v (why: %q)", tc.staticRatio, kept, tc.keep, sels[1].Why)
+			t.Errorf("static ×%.2f (×%.2f short): winner kept %v, want %v (why: %q)", tc.staticRatio, tc.shortRatio, kept, tc.keep, sels[1].Why)
 		}
 		if !tc.keep && (sels[1].Winner != 0 || !strings.Contains(sels[1].Why, "more weight memory") || sels[1].Results[0].Ratio != 1) {
 			t.Errorf("reverted selection: winner %d, ratio %v, why %q", sels[1].Winner, sels[1].Results[0].Ratio, sels[1].Why)

@@ -54,6 +54,10 @@ type TuningSelection struct {
 	Complete                 bool          // false: the budget cut it short
 	Budget                   time.Duration // for an incomplete one: as TuningSearch.Budget
 	Why                      string        // how the winner was decided when not by time alone
+	// Short is the run-time length the rounds also timed (0: none) beside the capacity
+	// Capacity of the length named Dim.
+	Short, Capacity int
+	Dim             string
 }
 
 // TuningCandidate is one candidate of a recorded selection.
@@ -64,6 +68,9 @@ type TuningCandidate struct {
 	Median  time.Duration
 	Ratio   float64 // its time over the winner's, median of the paired rounds
 	Weights uint64  // the weight bytes of its plan
+	// ShortMedian and ShortRatio are Median and Ratio at TuningSelection.Short.
+	ShortMedian time.Duration
+	ShortRatio  float64
 }
 
 // ReadTuningDB reads the tuning database at path ("" is the user cache directory's). A missing
@@ -88,10 +95,11 @@ func ReadTuningDB(path string) (*TuningDB, error) {
 			g = g[:12]
 		}
 		ts := TuningSelection{Device: e.Device, Driver: e.Driver, Compiler: e.Compiler, Function: e.Function, Graph: g,
-			Winner: e.Winner, Rounds: e.Rounds, Complete: e.Complete, Budget: e.Budget, Why: e.Why}
+			Winner: e.Winner, Rounds: e.Rounds, Complete: e.Complete, Budget: e.Budget, Why: e.Why,
+			Short: e.Short, Capacity: e.Capacity, Dim: e.Dim}
 		for _, c := range e.Candidates {
 			ts.Candidates = append(ts.Candidates, TuningCandidate{Label: c.Label, Valid: c.Valid, Reason: c.Reason,
-				Median: c.Median, Ratio: c.Ratio, Weights: c.Weights})
+				Median: c.Median, Ratio: c.Ratio, Weights: c.Weights, ShortMedian: c.ShortMedian, ShortRatio: c.ShortRatio})
 		}
 		out.Selections = append(out.Selections, ts)
 	}

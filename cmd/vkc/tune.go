@@ -209,8 +209,12 @@ func tuneList(w io.Writer, path string) error {
 		case !s.Complete:
 			state = "interrupted: measured again by the next compile"
 		}
-		fmt.Fprintf(w, "\nfunction %s (graph %s) on device %s, driver %s, %s: %d candidates, %d paired rounds, %s\n",
-			s.Function, s.Graph, s.Device, s.Driver, s.Compiler, len(s.Candidates), s.Rounds, state)
+		at := ""
+		if s.Short > 0 {
+			at = fmt.Sprintf(" (each at %s=%d and %d)", s.Dim, s.Short, s.Capacity)
+		}
+		fmt.Fprintf(w, "\nfunction %s (graph %s) on device %s, driver %s, %s: %d candidates, %d paired rounds%s, %s\n",
+			s.Function, s.Graph, s.Device, s.Driver, s.Compiler, len(s.Candidates), s.Rounds, at, state)
 		if s.Why != "" {
 			fmt.Fprintf(w, "  %s\n", s.Why)
 		}
@@ -223,6 +227,10 @@ func tuneList(w io.Writer, path string) error {
 			}
 			if c.Median > 0 {
 				med, ratio = c.Median.Round(time.Microsecond).String(), fmt.Sprintf("×%.3f", c.Ratio)
+			}
+			if s.Short > 0 && c.ShortMedian > 0 {
+				med += fmt.Sprintf(" (at %d: %v)", s.Short, c.ShortMedian.Round(time.Microsecond))
+				ratio += fmt.Sprintf(" (×%.3f)", c.ShortRatio)
 			}
 			label := c.Label
 			if !c.Valid {

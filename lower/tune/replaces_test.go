@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vkc-project/vkc/ir"
 )
 
 func ms(xs ...float64) []time.Duration {
@@ -42,6 +44,63 @@ func TestReplaces(t *testing.T) {
 		if got != c.want || !strings.Contains(why, c.why) {
 			t.Errorf("%s: Replaces = %v (%s), want %v (%s)", c.name, got, why, c.want, c.why)
 		}
+	}
+}
+
+// With several timed lengths, a candidate replaces the static extraction only when it does at
+// every one of them.
+func TestReplacesAt(t *testing.T) {
+	// SmolLM2's prefill on the H200: 10% faster at the capacity (512) in 4 of 4 rounds, 4.8%
+	// slower at 128 rows.
+	cap512 := LengthTimes{Dim: "seq", N: 512, Cand: ms(14.6, 14.5, 14.7, 14.4), Base: ms(16.2, 16.1, 16.3, 16.0)}
+	slow128 := LengthTimes{Dim: "seq", N: 128, Cand: ms(3.67, 3.66, 3.68, 3.67), Base: ms(3.50, 3.49, 3.51, 3.50)}
+	fast128 := LengthTimes{Dim: "seq", N: 128, Cand: ms(3.10, 3.12, 3.11, 3.09), Base: ms(3.50, 3.49, 3.51, 3.50)}
+	flat128 := LengthTimes{Dim: "seq", N: 128, Cand: ms(3.49, 3.48, 3.50, 3.49), Base: ms(3.50, 3.49, 3.51, 3.50)}
+	for _, c := range []struct {
+		name string
+		at   []LengthTimes
+		want bool
+		why  []string
+	}{
+		{"capacity only", []LengthTimes{cap512}, true, []string{"faster in 4 of 4 paired rounds by 9."}},
+		{"slower at the short length", []LengthTimes{cap512, slow128}, false, []string{"at seq=128: faster in 0 of 4 paired rounds (4 needed)"}},
+		{"slower at the short length, listed first", []LengthTimes{slow128, cap512}, false, []string{"at seq=128: faster in 0 of 4"}},
+		{"within the noise at the short length", []LengthTimes{cap512, flat128}, false, []string{"at seq=128: faster in 4 of 4 paired rounds by 0.3%, within the rounds' noise"}},
+		{"faster at both", []LengthTimes{cap512, fast128}, true, []string{"at seq=512: faster in 4 of 4 paired rounds by 9.", "at seq=128: faster in 4 of 4 paired rounds by 11."}},
+		{"no length", nil, false, []string{"no length was timed"}},
+	} {
+		got, why := ReplacesAt(c.at)
+		ok := got == c.want
+		for _, w := range c.why {
+			ok = ok && strings.Contains(why, w)
+		}
+		if !ok {
+			t.Errorf("%s: ReplacesAt = %v (%s), want %v (%s)", c.name, got, why, c.want, strings.Join(c.why, "; "))
+		}
+	}
+}
+
+// The short length a function with a run-time length is timed at besides its capacity.
+func TestShortAt(t *testing.T) {
+	for _, c := range []struct {
+		min, max, want int
+	}{
+		{1, 512, 128},   // SmolLM2's prefill: the held-out table's 128 tokens
+		{1, 8192, 128},  // a long context: still a prompt's length
+		{1, 64, 16},     // a small capacity: a quarter of it
+		{1, 8, 2},       // prefill@8
+		{1, 2, 1},       // a quarter rounds to nothing: the shortest allowed
+		{1, 1, 0},       // prefill@1: nothing shorter than the capacity
+		{100, 200, 100}, // within the bounds
+		{200, 200, 0},   // a fixed length
+	} {
+		f := &ir.Function{Name: "f", Length: &ir.Length{Dim: "seq", Min: c.min, Max: c.max}}
+		if got := ShortAt(f); got != c.want {
+			t.Errorf("ShortAt(seq in %d..%d) = %d, want %d", c.min, c.max, got, c.want)
+		}
+	}
+	if got := ShortAt(&ir.Function{Name: "g"}); got != 0 {
+		t.Errorf("ShortAt of a function without a run-time length = %d, want 0", got)
 	}
 }
 

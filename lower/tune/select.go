@@ -137,7 +137,8 @@ func (o SelectOptions) trace(format string, args ...any) {
 // interpreter costs there — SmolLM2's 512-row prefill took 10 s on two cores and 7.8 GB on the
 // H200's machine, for five functions at once — while what a check catches (a wrong rewrite, a
 // wrong configuration) shows at any length that crosses a tile edge: 37 rows cross the 32-row
-// tiles with a remainder and fill no power-of-two tile. Times are still measured at the capacity.
+// tiles with a remainder and fill no power-of-two tile. Times are measured at the capacity and at
+// a short length (ShortAt).
 const CheckLength = 37
 
 // CheckAt returns the length f is checked at: CheckLength within f's bounds (0: f has no
@@ -147,6 +148,32 @@ func CheckAt(f *ir.Function) int {
 		return 0
 	}
 	return max(min(CheckLength, f.Length.Max), f.Length.Min)
+}
+
+// ShortLength is the longest of the short run-time lengths at which a function with one is
+// timed beside its capacity (ShortAt): a prompt of 128 tokens, the held-out table's prefill
+// (scripts/heldout-bench.sh, `vkc compare --length 128`). Timing only the capacity misled the
+// selection on the H200: SmolLM2's prefill (capacity 512) switched graphs after its candidate
+// won 4 of 4 rounds by 10% at 512 rows (14–16 ms), and lost 4.8% (0 of 40) held out at 128
+// (3.5 ms): at a quarter of the rows the kernels fill a quarter of the workgroups, and what
+// wins at the capacity need not win there.
+const ShortLength = 128
+
+// ShortAt returns the short length f is timed at beside its capacity: ShortLength, or a quarter
+// of the capacity when that is shorter (a prefill of 64 rows is also timed at 16), within f's
+// bounds; 0 when f has no run-time length or the short length would be the capacity itself.
+// A quarter keeps the two lengths apart where the capacity is small, so that the rule holds
+// for both regimes: the short one where a kernel's tiles are partly empty and fixed costs
+// (launches, barriers) weigh most, the capacity where the work does.
+func ShortAt(f *ir.Function) int {
+	if f.Length == nil {
+		return 0
+	}
+	n := max(min(ShortLength, f.Length.Max/4), f.Length.Min, 1)
+	if n >= f.Length.Max {
+		return 0
+	}
+	return n
 }
 
 // Reference is a function's random inputs (FunctionInputs) and the interpreter's outputs on
@@ -201,9 +228,14 @@ type SelectResult struct {
 	Reason string // why it is invalid: a lowering error, a load or run error, a wrong output
 	// Median is the median over the rounds of the candidate's time; Ratio is the median over the
 	// rounds of its time divided by the winner's time in the same round (1 for the winner).
+	// All three are at the function's capacity when it has a run-time length.
 	Median time.Duration
 	Ratio  float64
 	Times  []time.Duration // per paired round
+	// ShortMedian, ShortRatio and ShortTimes are the same at Selection.Short (when it is not 0).
+	ShortMedian time.Duration
+	ShortRatio  float64
+	ShortTimes  []time.Duration
 	// Weights is the weight bytes of the candidate's plan (0 when it did not lower). The plan
 	// itself is not kept: a SmolLM2 compile's 25 candidate plans held 10 GB of weights.
 	Weights uint64
@@ -215,6 +247,12 @@ type Selection struct {
 	Winner   int // index into Results; -1 when no candidate is valid
 	Results  []SelectResult
 	Rounds   int // rounds measured (fewer than asked when the context ended)
+	// Short is the run-time length at which each round also timed every candidate, beside the
+	// capacity (ShortAt; 0: the function has no run-time length, or one too short for two).
+	// Dim names the length, Capacity is its capacity.
+	Short    int
+	Dim      string
+	Capacity int
 	// Recorded: the selection was taken from the tuning database (measured by an earlier
 	// compile), nothing was measured now.
 	Recorded bool
@@ -250,7 +288,7 @@ func recorded(opts SelectOptions, ref *ir.Function, cands []SelectCandidate) *Se
 	for i, r := range e.Candidates {
 		byGraph[r.Graph] = i
 	}
-	sel := &Selection{Function: ref.Name, Winner: -1, Rounds: e.Rounds, Recorded: true, Why: e.Why}
+	sel := &Selection{Function: ref.Name, Winner: -1, Rounds: e.Rounds, Recorded: true, Why: e.Why, Short: e.Short, Dim: e.Dim, Capacity: e.Capacity}
 	for _, c := range cands {
 		i, ok := byGraph[c.Key]
 		if c.Key == "" || !ok {
@@ -261,7 +299,8 @@ func recorded(opts SelectOptions, ref *ir.Function, cands []SelectCandidate) *Se
 			sel.Winner = len(sel.Results)
 		}
 		sel.Results = append(sel.Results, SelectResult{SelectCandidate: c, Valid: r.Valid, Reason: r.Reason,
-			Median: r.Median, Ratio: r.Ratio, Times: append([]time.Duration(nil), r.Times...)})
+			Median: r.Median, Ratio: r.Ratio, Times: append([]time.Duration(nil), r.Times...),
+			ShortMedian: r.ShortMedian, ShortRatio: r.ShortRatio, ShortTimes: append([]time.Duration(nil), r.ShortTimes...)})
 	}
 	if w := sel.Winner; w < 0 || !sel.Results[w].Valid && !strings.HasPrefix(sel.Results[w].Reason, notChecked) {
 		return nil
@@ -279,13 +318,14 @@ func record(opts SelectOptions, ref *ir.Function, sel *Selection) {
 		return
 	}
 	e := &SelectionEntry{SelectionKey: opts.Key(ref), Winner: sel.Winner, Rounds: sel.Rounds, Why: sel.Why,
+		Short: sel.Short, Dim: sel.Dim, Capacity: sel.Capacity,
 		Complete: sel.Rounds >= sel.asked, Updated: time.Now().UTC().Truncate(time.Second)}
 	for _, r := range sel.Results {
 		if strings.HasPrefix(r.Reason, "not checked") {
 			e.Complete = false
 		}
 		rec := SelectionRecord{Graph: r.Key, Label: r.Label, Valid: r.Valid, Reason: r.Reason, Estimated: r.Estimated,
-			Median: r.Median, Ratio: r.Ratio, Times: r.Times}
+			Median: r.Median, Ratio: r.Ratio, Times: r.Times, ShortMedian: r.ShortMedian, ShortRatio: r.ShortRatio, ShortTimes: r.ShortTimes}
 		rec.Weights = r.Weights
 		e.Candidates = append(e.Candidates, rec)
 	}
@@ -346,7 +386,10 @@ type selecting struct {
 	exes    []*runtime.Executable
 	valid   []int
 	timeIns map[string][]byte
-	static  bool
+	// shortIns are the inputs at sel.Short rows (nil: the candidates are timed at the
+	// capacity only).
+	shortIns map[string][]byte
+	static   bool
 }
 
 func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
@@ -444,13 +487,26 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	for name, x := range inputs {
 		ins[name] = deviceBytes(x)
 	}
-	// Candidates are timed at the capacity (what the function costs at its longest); random
-	// inputs need no reference.
+	// Candidates are timed at the capacity (what the function costs at its longest) and, for
+	// a function with a run-time length, at a short length (ShortAt: what a prompt costs);
+	// random inputs need no reference.
 	s.timeIns = ins
 	if ref.Length != nil {
 		s.timeIns = map[string][]byte{}
 		for name, x := range FunctionInputs(ref, rand.New(rand.NewSource(opts.Seed))) {
 			s.timeIns[name] = deviceBytes(x)
+		}
+		s.sel.Dim, s.sel.Capacity = ref.Length.Dim, ref.Length.Max
+		if n := ShortAt(ref); n > 0 {
+			if at, err := ref.At(n); err == nil {
+				s.shortIns = map[string][]byte{}
+				for name, x := range FunctionInputs(at, rand.New(rand.NewSource(opts.Seed))) {
+					s.shortIns[name] = deviceBytes(x)
+				}
+				s.sel.Short = n
+			} else {
+				opts.trace("select: %s is timed at its capacity only: %v", ref.Name, err)
+			}
 		}
 	}
 	// Once ctx has ended, candidates are checked only until one is valid, so that a spent
@@ -555,10 +611,20 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 }
 
 // rounds times the valid candidates in paired, alternating rounds while ctx lasts (a round is
-// not started when the last one would not fit), then decides the winner.
+// not started when the last one would not fit), then decides the winner. A round of a function
+// with a short length (sel.Short) times every candidate at it and at the capacity.
 func (s *selecting) rounds(ctx context.Context) error {
 	opts, sel, cands, valid := s.opts, s.sel, s.cands, s.valid
-	times := make([][]time.Duration, len(cands)) // times[candidate][round]
+	// lengths[l] are the inputs of timed length l (0: the capacity, 1: sel.Short);
+	// times[l][candidate][round].
+	lengths := []map[string][]byte{s.timeIns}
+	if s.shortIns != nil {
+		lengths = append(lengths, s.shortIns)
+	}
+	times := make([][][]time.Duration, len(lengths))
+	for l := range times {
+		times[l] = make([][]time.Duration, len(cands))
+	}
 	var lastRound time.Duration
 	for round := 0; round < opts.Rounds && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); round++ {
 		t0 := time.Now()
@@ -568,34 +634,46 @@ func (s *selecting) rounds(ctx context.Context) error {
 				order[a], order[b] = order[b], order[a]
 			}
 		}
-		row := map[int]time.Duration{}
+		rows := make([]map[int]time.Duration, len(lengths))
 		opts.trace("select: %s round %d", s.ref.Name, round)
-		for _, i := range order {
-			var t time.Duration
-			var err error
-			if !opts.Guard.Run(func() { t, err = opts.Timer.TimePlan(ctx, s.exes[i], cands[i].Fn.Name, s.timeIns, i) }) {
-				break // abandoned at the deadline: the round is not paired
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					break
+		complete := true
+	timing:
+		for l, ins := range lengths {
+			rows[l] = map[int]time.Duration{}
+			for _, i := range order {
+				var t time.Duration
+				var err error
+				if !opts.Guard.Run(func() { t, err = opts.Timer.TimePlan(ctx, s.exes[i], cands[i].Fn.Name, ins, i) }) {
+					complete = false
+					break timing // abandoned at the deadline: the round is not paired
 				}
-				return fmt.Errorf("select %s: time candidate %d: %w", s.ref.Name, i, err)
+				if err != nil {
+					if ctx.Err() != nil {
+						complete = false
+						break timing
+					}
+					return fmt.Errorf("select %s: time candidate %d: %w", s.ref.Name, i, err)
+				}
+				rows[l][i] = t
 			}
-			row[i] = t
 		}
-		if len(row) < len(valid) {
+		if !complete {
 			break // an interrupted round is not paired; drop it
 		}
-		for i, t := range row {
-			times[i] = append(times[i], t)
+		for l, row := range rows {
+			for i, t := range row {
+				times[l][i] = append(times[l][i], t)
+			}
 		}
 		sel.Rounds++
 		lastRound = time.Since(t0)
 	}
 	sel.deadline = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	for i := range sel.Results {
-		sel.Results[i].Times = times[i]
+		sel.Results[i].Times = times[0][i]
+		if len(lengths) > 1 {
+			sel.Results[i].ShortTimes = times[1][i]
+		}
 	}
 	sel.asked = opts.Rounds
 	if sel.Rounds == 0 {
@@ -612,34 +690,49 @@ func (s *selecting) rounds(ctx context.Context) error {
 		sel.Why = "no paired round was measured before the budget ran out: the static choice stands"
 		return nil
 	}
-	// Each candidate's paired figure: the median over rounds of its time over the round's
-	// fastest time; the lowest wins, and ratios are then restated against the winner.
+	// Each candidate's paired figure: at each length, the median over rounds of its time over
+	// the round's fastest time; its worst over the lengths. The lowest wins, and ratios are then
+	// restated against the winner.
 	score := map[int]float64{}
 	for _, i := range valid {
-		rs := make([]float64, sel.Rounds)
-		for r := range rs {
-			fastest := times[valid[0]][r]
-			for _, j := range valid {
-				fastest = min(fastest, times[j][r])
+		for l := range lengths {
+			rs := make([]float64, sel.Rounds)
+			for r := range rs {
+				fastest := times[l][valid[0]][r]
+				for _, j := range valid {
+					fastest = min(fastest, times[l][j][r])
+				}
+				rs[r] = float64(times[l][i][r]) / float64(max(fastest, 1))
 			}
-			rs[r] = float64(times[i][r]) / float64(max(fastest, 1))
+			score[i] = max(score[i], medianF(rs))
 		}
-		score[i] = medianF(rs)
-		sel.Results[i].Median = medianD(times[i])
+		sel.Results[i].Median = medianD(times[0][i])
+		if len(lengths) > 1 {
+			sel.Results[i].ShortMedian = medianD(times[1][i])
+		}
 		if sel.Winner < 0 || score[i] < score[sel.Winner] {
 			sel.Winner = i
 		}
 	}
-	// The static extraction is the default: another candidate replaces it only on evidence
-	// (Replaces); of those with evidence, the lowest paired figure wins.
+	// The static extraction is the default: another candidate replaces it only on evidence at
+	// every length timed (ReplacesAt); of those with evidence, the lowest paired figure wins.
 	if base := s.staticProgram(); base >= 0 && sel.Winner != base {
 		best := sel.Winner
 		sel.Winner = base
+		var at []LengthTimes
 		for _, i := range valid {
 			if i == base {
 				continue
 			}
-			ok, why := Replaces(times[i], times[base])
+			at = at[:0]
+			for l := range lengths {
+				n := sel.Capacity
+				if l == 1 {
+					n = sel.Short
+				}
+				at = append(at, LengthTimes{Dim: sel.Dim, N: n, Cand: times[l][i], Base: times[l][base]})
+			}
+			ok, why := ReplacesAt(at)
 			if ok && (sel.Winner == base || score[i] < score[sel.Winner]) {
 				sel.Winner = i
 				sel.Why = fmt.Sprintf("candidate %d replaced the static extraction: %s", i, why)
@@ -650,11 +743,17 @@ func (s *selecting) rounds(ctx context.Context) error {
 		}
 	}
 	for _, i := range valid {
-		rs := make([]float64, sel.Rounds)
-		for r := range rs {
-			rs[r] = float64(times[i][r]) / float64(max(times[sel.Winner][r], 1))
+		for l := range lengths {
+			rs := make([]float64, sel.Rounds)
+			for r := range rs {
+				rs[r] = float64(times[l][i][r]) / float64(max(times[l][sel.Winner][r], 1))
+			}
+			if l == 0 {
+				sel.Results[i].Ratio = medianF(rs)
+			} else {
+				sel.Results[i].ShortRatio = medianF(rs)
+			}
 		}
-		sel.Results[i].Ratio = medianF(rs)
 	}
 	return nil
 }
@@ -725,6 +824,37 @@ func Replaces(cand, base []time.Duration) (bool, string) {
 		return false, fmt.Sprintf("faster in %d of %d paired rounds by %.1f%%, within the rounds' noise (%.1f%%)", faster, n, 100*gain, 100*noise)
 	}
 	return true, fmt.Sprintf("faster in %d of %d paired rounds by %.1f%% (the rounds' noise: %.1f%%)", faster, n, 100*(1-med), 100*noise)
+}
+
+// LengthTimes are the paired rounds of a candidate (Cand) and the static extraction (Base) at
+// one timed length: N rows of the run-time length Dim (N = 0: the function has none).
+type LengthTimes struct {
+	Dim        string
+	N          int
+	Cand, Base []time.Duration
+}
+
+// ReplacesAt reports whether a candidate replaces the static extraction when the rounds timed
+// both at several lengths (a function with a run-time length: its capacity and ShortAt): only
+// when it does by Replaces at every one of them, so that a graph that wins at the capacity
+// and loses on a short prompt (or the reverse) never replaces the static one. It says why, length
+// by length.
+func ReplacesAt(at []LengthTimes) (bool, string) {
+	if len(at) == 0 {
+		return false, "no length was timed"
+	}
+	var whys []string
+	for _, x := range at {
+		ok, why := Replaces(x.Cand, x.Base)
+		if x.N > 0 && len(at) > 1 {
+			why = fmt.Sprintf("at %s=%d: %s", cmp.Or(x.Dim, "length"), x.N, why)
+		}
+		if !ok {
+			return false, why
+		}
+		whys = append(whys, why)
+	}
+	return true, strings.Join(whys, "; ")
 }
 
 // uncheckedStatic makes sel's winner the static candidate (else the first) without a check: the
@@ -1048,6 +1178,8 @@ func (s *Selection) Record() []plan.Candidate {
 			note = strings.TrimSpace(note + " kept without a check (" + r.Reason + ")")
 		case !r.Valid:
 			note = strings.TrimSpace(note + " rejected: " + r.Reason)
+		case r.Ratio > 0 && s.Short > 0 && r.ShortRatio > 0:
+			note = strings.TrimSpace(fmt.Sprintf("%s ×%.3f of the winner (at %s=%d ×%.3f)", note, r.Ratio, cmp.Or(s.Dim, "length"), s.Short, r.ShortRatio))
 		case r.Ratio > 0:
 			note = strings.TrimSpace(fmt.Sprintf("%s ×%.3f of the winner", note, r.Ratio))
 		}
@@ -1064,7 +1196,11 @@ func (s *Selection) String() string {
 	if s.Recorded {
 		from = " (recorded by an earlier compile: nothing measured now)"
 	}
-	fmt.Fprintf(&b, "function %s: %d candidates, %d paired rounds%s\n", s.Function, len(s.Results), s.Rounds, from)
+	at := ""
+	if s.Short > 0 {
+		at = fmt.Sprintf(", each at %s=%d and %d", cmp.Or(s.Dim, "length"), s.Short, s.Capacity)
+	}
+	fmt.Fprintf(&b, "function %s: %d candidates, %d paired rounds%s%s\n", s.Function, len(s.Results), s.Rounds, at, from)
 	if s.Why != "" {
 		fmt.Fprintf(&b, "   %s\n", s.Why)
 	}
@@ -1089,6 +1225,14 @@ func (s *Selection) String() string {
 		if r.Median > 0 {
 			med = r.Median.Round(time.Microsecond).String()
 			ratio = fmt.Sprintf("×%.3f", r.Ratio)
+		}
+		if s.Short > 0 {
+			// The capacity's figures first, then the short length's.
+			short := "-"
+			if r.ShortMedian > 0 {
+				short = fmt.Sprintf("%s ×%.3f", r.ShortMedian.Round(time.Microsecond), r.ShortRatio)
+			}
+			ratio = fmt.Sprintf("%-7s at %d: %-18s", ratio, s.Short, short)
 		}
 		fmt.Fprintf(&b, " %s %d  estimated %-10s measured %-10s %-7s %s  %s\n", mark, i, est, med, ratio, r.Label, status)
 	}

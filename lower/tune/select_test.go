@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -291,13 +293,147 @@ func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
 	if r := sel.Results[0]; r.Valid || !strings.Contains(r.Reason, "wrong output y") {
 		t.Errorf("the wrong candidate: valid=%v reason %q", r.Valid, r.Reason)
 	}
-	if sel.Winner != 1 || len(clock.sizes) != 2 {
-		t.Fatalf("winner %d after %d timings, want 1 after 2", sel.Winner, len(clock.sizes))
+	// Each of the 2 rounds times the valid candidate at the capacity (64 rows) and at ShortAt
+	// (16 rows).
+	if sel.Winner != 1 || len(clock.sizes) != 4 {
+		t.Fatalf("winner %d after %d timings, want 1 after 4", sel.Winner, len(clock.sizes))
 	}
+	if sel.Short != 16 || sel.Capacity != 64 || sel.Dim != "seq" {
+		t.Errorf("timed at %s=%d and %d, want seq=16 and 64", sel.Dim, sel.Short, sel.Capacity)
+	}
+	byRows := map[int]int{}
 	for _, n := range clock.sizes {
-		if n != 64*16*4 {
-			t.Errorf("timed on an input x of %d bytes, want the capacity's %d", n, 64*16*4)
-		}
+		byRows[n/(16*4)]++
+	}
+	if byRows[64] != 2 || byRows[16] != 2 {
+		t.Errorf("timings by the rows of input x: %v, want 2 at the capacity (64) and 2 at 16", byRows)
+	}
+}
+
+// rowsClock is a fake PlanTimer whose time depends on the candidate and on the rows of input x
+// (16 f32 columns): times[rows][candidate]; it records the rows of each call.
+type rowsClock struct {
+	mu    sync.Mutex
+	times map[int]map[int]time.Duration
+	rows  []int
+}
+
+func (c *rowsClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if exe == nil {
+		panic("timing a candidate that was not loaded")
+	}
+	rows := len(inputs["x"]) / (16 * 4)
+	c.rows = append(c.rows, rows)
+	d, ok := c.times[rows][cand]
+	if !ok {
+		return 0, fmt.Errorf("no time for candidate %d at %d rows", cand, rows)
+	}
+	return d + time.Duration(len(c.rows))*time.Nanosecond, nil
+}
+
+// A candidate faster at the capacity in every round but slower at the short length does not
+// replace the static extraction (SmolLM2's prefill on the H200 won 4 of 4 rounds at 512 rows
+// and lost 0 of 40 held out at 128); one faster at both does.
+func TestSelectFunctionTimesShortLength(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select_length.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Function("forward")
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	defer tu.Close()
+	ctx := context.Background()
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
+	cands := []SelectCandidate{{Fn: f, Key: "a", Label: "static extraction", Static: true}, {Fn: m.Function("forward_alt"), Key: "b", Label: "matmul+add"}}
+	us := func(x float64) time.Duration { return time.Duration(x * float64(time.Microsecond)) }
+	db, err := OpenDB(t.TempDir() + "/tune.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(*ir.Function) SelectionKey {
+		return SelectionKey{Device: "d", Compiler: "vkc test", Function: "forward", Graph: "g"}
+	}
+	// Candidate 1 is 10% faster at 64 rows and 5% slower at 16.
+	clock := &rowsClock{times: map[int]map[int]time.Duration{64: {0: us(400), 1: us(360)}, 16: {0: us(100), 1: us(105)}}}
+	sel, err := SelectFunction(ctx, d, m, f, cands, lowerFn, SelectOptions{Rounds: 4, Timer: clock, DB: db, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + sel.String())
+	if !sel.Results[1].Valid || sel.Winner != 0 || !strings.Contains(sel.Why, "kept the static extraction over candidate 1: at seq=16: faster in 0 of 4") {
+		t.Errorf("slower at the short length: winner %d, want the static extraction kept at seq=16:\n%s", sel.Winner, sel)
+	}
+	if r := sel.Results[1]; len(r.ShortTimes) != 4 || len(r.Times) != 4 || r.ShortRatio < 1.03 || r.Ratio > 0.92 {
+		t.Errorf("candidate 1: %d short and %d capacity rounds, ratios %.3f at 16 and %.3f at 64; want 4, 4, about 1.05 and 0.9",
+			len(r.ShortTimes), len(r.Times), r.ShortRatio, r.Ratio)
+	}
+	if !strings.Contains(sel.String(), "each at seq=16 and 64") {
+		t.Errorf("the report does not say the lengths timed:\n%s", sel)
+	}
+	// A warm selection takes the record, the short length's figures with it, timing nothing.
+	calls := len(clock.rows)
+	warm, err := SelectFunction(ctx, d, m, f, cands, lowerFn, SelectOptions{Rounds: 4, Timer: clock, DB: db, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !warm.Recorded || len(clock.rows) != calls || warm.Winner != 0 || warm.Short != 16 || warm.Results[1].ShortRatio != sel.Results[1].ShortRatio ||
+		len(warm.Results[1].ShortTimes) != 4 || !strings.Contains(warm.String(), "each at seq=16 and 64") {
+		t.Errorf("warm selection: recorded=%v, %d timings more, winner %d, short %d, candidate 1 at it ×%.3f over %d rounds:\n%s",
+			warm.Recorded, len(clock.rows)-calls, warm.Winner, warm.Short, warm.Results[1].ShortRatio, len(warm.Results[1].ShortTimes), warm)
+	}
+	// Faster at both lengths: it replaces the static extraction, the reason length by length.
+	clock = &rowsClock{times: map[int]map[int]time.Duration{64: {0: us(400), 1: us(360)}, 16: {0: us(100), 1: us(90)}}}
+	sel, err = SelectFunction(ctx, d, m, f, cands, lowerFn, SelectOptions{Rounds: 4, Timer: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Winner != 1 || !strings.Contains(sel.Why, "at seq=64: faster in 4 of 4") || !strings.Contains(sel.Why, "at seq=16: faster in 4 of 4") {
+		t.Errorf("faster at both lengths: winner %d (%s), want candidate 1 with both lengths' evidence", sel.Winner, sel.Why)
+	}
+}
+
+// rowsTiming times a plan for real (ExecTiming) and records the rows of input x of each call.
+type rowsTiming struct {
+	mu   sync.Mutex
+	rows []int
+}
+
+func (c *rowsTiming) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
+	c.mu.Lock()
+	c.rows = append(c.rows, len(inputs["x"])/(16*4))
+	c.mu.Unlock()
+	return ExecTiming{Options: RoundTiming}.TimePlan(ctx, exe, fn, inputs, cand)
+}
+
+// On the device, a function with a run-time length is timed at ShortAt as well as at its
+// capacity: the executable runs at 16 rows, and the short times and medians are recorded.
+func TestSelectFunctionShortLengthOnDevice(t *testing.T) {
+	d := testDevice(t)
+	m, err := ir.ParseModel("testdata/select_length.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Function("forward")
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	defer tu.Close()
+	ctx := context.Background()
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
+	timing := &rowsTiming{}
+	sel, err := SelectFunction(ctx, d, m, f, []SelectCandidate{{Fn: f, Label: "as written", Static: true}}, lowerFn,
+		SelectOptions{Rounds: 2, Timer: timing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + sel.String())
+	if !slices.Equal(timing.rows, []int{64, 16, 64, 16}) {
+		t.Errorf("timed at rows %v, want [64 16 64 16]: each round at the capacity, then at ShortAt", timing.rows)
+	}
+	r := sel.Results[0]
+	if sel.Short != 16 || len(r.ShortTimes) != 2 || r.ShortMedian <= 0 || r.Median <= 0 {
+		t.Errorf("short length %d, %d short rounds, medians %v at 16 and %v at 64", sel.Short, len(r.ShortTimes), r.ShortMedian, r.Median)
 	}
 }
 

@@ -26,6 +26,11 @@ type SelectionEntry struct {
 	Candidates []SelectionRecord `json:"candidates"`
 	Winner     int               `json:"winner"` // index into Candidates
 	Rounds     int               `json:"rounds"`
+	// Short is the run-time length at which the rounds also timed the candidates, beside the
+	// capacity Capacity of the length named Dim (Selection.Short; 0: none).
+	Short    int    `json:"short,omitempty"`
+	Dim      string `json:"dim,omitempty"`
+	Capacity int    `json:"capacity,omitempty"`
 	// Complete is false when the budget ended the rounds early (or none ran): a later compile
 	// measures the selection again, unless its budget is no larger than Budget, the budget of
 	// the compile whose deadline cut this one short (SelectOptions.Budget; 0: cancelled, or no
@@ -55,8 +60,12 @@ type SelectionRecord struct {
 	Estimated time.Duration   `json:"estimated_ns,omitempty"`
 	Median    time.Duration   `json:"median_ns,omitempty"`
 	Ratio     float64         `json:"ratio,omitempty"`
-	Times     []time.Duration `json:"times_ns,omitempty"` // per paired round
-	Weights   uint64          `json:"weight_bytes,omitempty"`
+	Times     []time.Duration `json:"times_ns,omitempty"` // per paired round (at the capacity)
+	// At the entry's Short length: the median, ratio to the winner and per-round times.
+	ShortMedian time.Duration   `json:"short_median_ns,omitempty"`
+	ShortRatio  float64         `json:"short_ratio,omitempty"`
+	ShortTimes  []time.Duration `json:"short_times_ns,omitempty"`
+	Weights     uint64          `json:"weight_bytes,omitempty"`
 }
 
 func (e *SelectionEntry) clone() *SelectionEntry {
@@ -65,6 +74,7 @@ func (e *SelectionEntry) clone() *SelectionEntry {
 	c.Candidates = make([]SelectionRecord, len(e.Candidates))
 	for i, r := range e.Candidates {
 		r.Times = append([]time.Duration(nil), r.Times...)
+		r.ShortTimes = append([]time.Duration(nil), r.ShortTimes...)
 		c.Candidates[i] = r
 	}
 	return &c
@@ -116,10 +126,13 @@ func (s *Selection) SetWinner(w int, why string, db *DB, key SelectionKey) {
 	if w < 0 || w >= len(s.Results) || w == s.Winner {
 		return
 	}
-	base := s.Results[w].Ratio
+	base, short := s.Results[w].Ratio, s.Results[w].ShortRatio
 	for i := range s.Results {
 		if base > 0 && s.Results[i].Ratio > 0 {
 			s.Results[i].Ratio /= base
+		}
+		if short > 0 && s.Results[i].ShortRatio > 0 {
+			s.Results[i].ShortRatio /= short
 		}
 	}
 	s.Winner, s.Why = w, why
@@ -134,7 +147,7 @@ func (s *Selection) SetWinner(w int, why string, db *DB, key SelectionKey) {
 		if e.Candidates[i].Graph != r.Key {
 			return
 		}
-		e.Candidates[i].Ratio = r.Ratio
+		e.Candidates[i].Ratio, e.Candidates[i].ShortRatio = r.Ratio, r.ShortRatio
 	}
 	e.Winner, e.Why = w, why
 	db.PutSelection(e)
