@@ -398,8 +398,13 @@ func (s *measureSource) price(ctx context.Context, what string, probs []tune.Ran
 		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.opts.Budget-s.lowering))
 	}
 	s.stage++
+	left := s.guard.Stragglers()
 	pr := s.tu.TunePlan(pctx, probs)
 	cancel()
+	if s.guard.Stragglers() > left {
+		// The phase ended on time; the device finishes the configuration before its next work.
+		s.notes = append(s.notes, fmt.Sprintf("%s: the tuning phase's deadline came while the driver compiled or ran a configuration: left to finish, and the device's next work waited for it", what))
+	}
 	if s.small == nil {
 		s.small = map[string]bool{}
 	}
@@ -659,7 +664,7 @@ func (s *measureSource) close(rep *Report) {
 		}
 	}
 	switch {
-	case s.guard.Abandoned():
+	case s.guard.Busy():
 		// The driver is still compiling (or running) what the deadline abandoned: the
 		// compile ends now, the device is released when the driver returns (or with the
 		// process).

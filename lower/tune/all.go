@@ -195,11 +195,13 @@ func (t *Tuner) TunePlan(ctx context.Context, rs []Ranked) PlanReport {
 	}
 	t.mu.Lock()
 	t.planning = true
+	t.phase, _ = ctx.Deadline()
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
 		t.planning = false
-		if t.pipes != nil && !t.Guard.Abandoned() {
+		t.phase = time.Time{}
+		if t.pipes != nil && !t.Guard.Busy() {
 			t.pipes.Release()
 		}
 		t.mu.Unlock()

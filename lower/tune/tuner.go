@@ -207,6 +207,10 @@ type Tuner struct {
 	loggedStatic bool
 	// planning: TunePlan is running (it releases the pipelines when it ends).
 	planning bool
+	// phase is the deadline of TunePlan's context (zero: none), the phase's own deadline
+	// for the device work of its searches (DeviceGuard.RunBy): the compile's tuning phase
+	// has the first quarter of the budget, while the guard's deadline is the whole of it.
+	phase time.Time
 	// pointTime is the wall time of the configurations tried so far (building, compiling the
 	// pipelines, checking and timing), by template and over all ("").
 	pointTime map[string]*meanTime
@@ -832,9 +836,11 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			reason string
 			tfatal error
 		)
-		if !t.Guard.Run(func() { o, d, reason = t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &tfatal) }) {
-			// The hard deadline came while the device worked on it: abandoned, with the
-			// search (recorded as the budget cut it).
+		// t.phase is TunePlan's deadline (t.mu is held: BestWithin).
+		if !t.Guard.RunBy(t.phase, func() { o, d, reason = t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &tfatal) }) {
+			// The phase's or the hard deadline came while the device worked on it (or on
+			// what an earlier phase left running): abandoned, with the search (recorded as
+			// the budget cut it).
 			overrun = true
 			return skipped, 0
 		}
@@ -891,7 +897,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 	// them keeps a long compile's memory flat. The device's pipeline cache keeps their code.
 	// Within TunePlan they stay until it ends: the next problems' first points are among them.
 	// Abandoned work may still use them.
-	if !t.planning && !t.Guard.Abandoned() {
+	if !t.planning && !t.Guard.Busy() {
 		t.pipes.Release()
 	}
 	if fatal != nil {

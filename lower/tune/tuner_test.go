@@ -597,3 +597,63 @@ func TestPipelinesPrefetchOnce(t *testing.T) {
 		t.Errorf("%d pipelines created in all, want the first 1 (the forgotten prefetch made one)", n)
 	}
 }
+
+// blockingClock times the first configuration only when release is closed (a driver compiling
+// a kernel for seconds, which nothing interrupts), and every other at once.
+type blockingClock struct {
+	started, release chan struct{}
+	once             sync.Once
+}
+
+func (c *blockingClock) Time(ctx context.Context, cand *Candidate) (time.Duration, error) {
+	first := false
+	c.once.Do(func() { first = true })
+	if first {
+		close(c.started)
+		<-c.release
+	}
+	return bowl(cand.Template.Name, cand.Config), nil
+}
+
+// The tuning phase keeps its own deadline (TunePlan's context), not only the guard's hard one
+// (the whole budget): a configuration its deadline finds running is left to finish, TunePlan
+// returns, and the device's next work waits for it.
+func TestTunePlanPhaseDeadline(t *testing.T) {
+	clock := &blockingClock{started: make(chan struct{}), release: make(chan struct{})}
+	tu := toyTuner(t, clock, toyTemplate("toy", 1, kernels.Ints("wg", 32, 64, 128)))
+	g := &DeviceGuard{Deadline: time.Now().Add(10 * time.Minute)}
+	tu.Guard = g
+	released := false
+	defer func() {
+		if !released {
+			close(clock.release)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	done := make(chan PlanReport, 1)
+	go func() { done <- tu.TunePlan(ctx, []Ranked{{Problem: toyProblem(1024), Share: 1, Uses: 1}}) }()
+	var rep PlanReport
+	select {
+	case rep = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("TunePlan did not return at its phase's deadline while a configuration was timed")
+	}
+	select {
+	case <-clock.started:
+	default:
+		t.Fatal("no configuration was timed before the phase's deadline (3 s): nothing to leave running")
+	}
+	if g.Abandoned() || !g.Busy() || g.Stragglers() != 1 {
+		t.Errorf("after the phase: abandoned=%v busy=%v stragglers=%d, want false, true, 1", g.Abandoned(), g.Busy(), g.Stragglers())
+	}
+	if len(rep.Unmet) != 1 {
+		t.Errorf("the search cut by the phase's deadline is not reported unmet: %+v", rep)
+	}
+	close(clock.release)
+	released = true
+	ran := false
+	if !g.Run(func() { ran = true }) || !ran {
+		t.Error("the device's next work did not run after the straggler ended")
+	}
+}
