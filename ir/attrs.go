@@ -136,6 +136,11 @@ type AttrSpec struct {
 	Kind     AttrKind
 	Required bool
 	Default  any // used by Normalize when absent and not required (nil: stays absent)
+	// Like names another attribute of the op whose value this one takes when absent
+	// (attention's k_layout and v_layout are its layout unless given). Such an attribute is
+	// held only where it differs: checkAttrs drops it when equal, so the attributes of an op
+	// that does not use it keep the key (Attrs.Key) they had before it existed.
+	Like string
 }
 
 // checkAttrs checks a against the op's specs: no unknown names, right kinds, required present.
@@ -167,6 +172,11 @@ func checkAttrs(op Op, a Attrs) (Attrs, error) {
 			if s.Default != nil {
 				out[s.Name] = s.Default
 			}
+		}
+	}
+	for _, s := range info.Attrs {
+		if v, ok := out[s.Name]; ok && s.Like != "" && formatAttr(v) == formatAttr(out[s.Like]) {
+			delete(out, s.Name)
 		}
 	}
 	return out, nil

@@ -224,19 +224,26 @@ func (d *decomposer) attention(a Attrs, args []Value) Value {
 		// A block-quantized KV cache: its values, in q's dtype (layout ops take no blocks).
 		k, v = d.castTo(k, dt), d.castTo(v, dt)
 	}
-	shd := a.String("layout", "shd") == "shd"
-	heads := func(x Value) Value { // to [heads, seq, feature]
-		if shd {
+	lay := AttentionLayouts(a)
+	// Each operand to heads first: q and v to [heads, seq, feature]; k to [heads, seq,
+	// feature] too, except that K transposed (hds, [heads, feature, seq]) stays as it is and
+	// the scores' matmul reads it untransposed.
+	heads := func(x Value, l string) Value {
+		if l == "shd" {
 			return d.op(Transpose, Attrs{"perm": []int{1, 0, 2}}, x)
 		}
 		return x
 	}
-	qh, kh, vh := heads(q), heads(k), heads(v)
+	kt := lay.K == "hds"
+	qh, kh, vh := heads(q, lay.Q), heads(k, lay.K), heads(v, lay.V)
 	if d.err != nil {
 		return Value{}
 	}
 	hq, sq, dh := qh.Type().Shape[0], qh.Type().Shape[1], qh.Type().Shape[2]
 	hkv, skv := kh.Type().Shape[0], kh.Type().Shape[1]
+	if kt {
+		skv = kh.Type().Shape[2]
+	}
 	if g := hq / hkv; g > 1 {
 		repeat := func(x Value) Value {
 			s := x.Type().Shape
@@ -247,7 +254,7 @@ func (d *decomposer) attention(a Attrs, args []Value) Value {
 		kh, vh = repeat(kh), repeat(vh)
 	}
 	scale := a.Float("scale", 1/math.Sqrt(float64(dh)))
-	scores := d.op(Mul, nil, d.op(Matmul, Attrs{"tb": true}, qh, kh), d.b.Scalar(dt, scale)) // [hq, sq, skv]
+	scores := d.op(Mul, nil, d.op(Matmul, Attrs{"tb": !kt}, qh, kh), d.b.Scalar(dt, scale)) // [hq, sq, skv]
 
 	causal, window := a.Bool("causal", false), a.Int("window", 0)
 	hasLen := len(args) == 4
@@ -274,7 +281,7 @@ func (d *decomposer) attention(a Attrs, args []Value) Value {
 		}
 	}
 	out := d.op(Matmul, nil, d.softmax(scores, -1), vh) // [hq, sq, dv]
-	if shd {
+	if lay.Q == "shd" {
 		out = d.op(Transpose, Attrs{"perm": []int{1, 0, 2}}, out)
 	}
 	return out

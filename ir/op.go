@@ -84,7 +84,8 @@ const (
 	// It is functional in the IR; the compiler performs it in place.
 	CacheWrite
 	// Attention(q, k, v[, kv_len]) with q [sq, hq, d], k [skv, hkv, d], v [skv, hkv, dv]
-	// (layout "shd"; "hsd" puts heads first) and hq a multiple of hkv (grouped-query heads).
+	// (layout "shd"; "hsd" puts heads first; k_layout and v_layout, when given, are k's and v's
+	// own, k's may be "hds" [hkv, d, skv]: attnlayout.go) and hq a multiple of hkv (grouped-query heads).
 	// Query i sits at absolute position kv_len - sq + i; causal masks keys after it, window > 0
 	// keeps only the last window keys up to it, and keys at or past kv_len are ignored.
 	// kv_len is a run-time i32 scalar; without it all skv keys are valid.

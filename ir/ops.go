@@ -352,7 +352,8 @@ func init() {
 		}})
 	def(Attention, OpInfo{Name: "attention", Kind: KindOther, MinArgs: 3, MaxArgs: 4, Composite: true, CacheArgs: []int{1, 2},
 		Attrs: []AttrSpec{{Name: "scale", Kind: AttrFloat}, {Name: "causal", Kind: AttrBool, Default: false},
-			{Name: "window", Kind: AttrInt, Default: 0}, {Name: "layout", Kind: AttrString, Default: "shd"}},
+			{Name: "window", Kind: AttrInt, Default: 0}, {Name: "layout", Kind: AttrString, Default: "shd"},
+			{Name: "k_layout", Kind: AttrString, Like: "layout"}, {Name: "v_layout", Kind: AttrString, Like: "layout"}},
 		infer: attentionInfer})
 	def(Conv1d, OpInfo{Name: "conv1d", Kind: KindOther, MinArgs: 2, MaxArgs: 3,
 		Attrs: []AttrSpec{{Name: "stride", Kind: AttrInt, Default: 1}, {Name: "padding", Kind: AttrInt, Default: 0},
@@ -529,19 +530,13 @@ func attentionInfer(a Attrs, args []Type) ([]Type, error) {
 	if !q.DType.IsFloat() || k.DType != v.DType || !k.DType.IsFloat() && !k.DType.CacheFormat() {
 		return nil, fmt.Errorf("q must be float and k, v share a float or KV-cache dtype, got %s, %s, %s", q, k, v)
 	}
-	lay := a.String("layout", "shd")
-	sq, hq, d := q.Shape[0], q.Shape[1], q.Shape[2]
-	skv, hk, dk := k.Shape[0], k.Shape[1], k.Shape[2]
-	sv, hv, dv := v.Shape[0], v.Shape[1], v.Shape[2]
-	switch lay {
-	case "shd":
-	case "hsd":
-		sq, hq = hq, sq
-		skv, hk = hk, skv
-		sv, hv = hv, sv
-	default:
-		return nil, fmt.Errorf("layout must be shd or hsd, got %q", lay)
+	lay := AttentionLayouts(a)
+	if err := checkAttnLayouts(lay); err != nil {
+		return nil, err
 	}
+	sq, hq, d := LayoutDims(lay.Q, q.Shape)
+	skv, hk, dk := LayoutDims(lay.K, k.Shape)
+	sv, hv, dv := LayoutDims(lay.V, v.Shape)
 	if dk != d || sv != skv || hv != hk {
 		return nil, fmt.Errorf("q %s, k %s, v %s do not agree (layout %s)", q, k, v, lay)
 	}
@@ -556,11 +551,7 @@ func attentionInfer(a Attrs, args []Type) ([]Type, error) {
 			return nil, err
 		}
 	}
-	out := Shape{sq, hq, dv}
-	if lay == "hsd" {
-		out = Shape{hq, sq, dv}
-	}
-	return one(Type{q.DType, out}), nil
+	return one(Type{q.DType, LayoutShape(lay.Q, sq, hq, dv)}), nil
 }
 
 func conv1dInfer(a Attrs, args []Type) ([]Type, error) {

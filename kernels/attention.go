@@ -36,7 +36,7 @@ import (
 type attn struct {
 	sq, hq, d, skv, hkv, dv int
 	group                   int // query heads per key/value head
-	hsd                     bool
+	lay                     ir.AttnLayouts
 	causal                  bool
 	window                  int
 	scale                   float64
@@ -62,27 +62,25 @@ func readAttn(p *Problem) (*attn, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &attn{hsd: attrs.String("layout", "shd") == "hsd", causal: attrs.Bool("causal", false),
+	a := &attn{lay: ir.AttentionLayouts(attrs), causal: attrs.Bool("causal", false),
 		window: attrs.Int("window", 0), kvLen: nop == 4, dt: args[0].DType, kvt: args[1].DType, opType: outs[0]}
-	dims := func(t ir.Type) (s, h, f int) {
-		if a.hsd {
-			return t.Shape[1], t.Shape[0], t.Shape[2]
-		}
-		return t.Shape[0], t.Shape[1], t.Shape[2]
-	}
-	a.sq, a.hq, a.d = dims(args[0])
-	a.skv, a.hkv, _ = dims(args[1])
-	_, _, a.dv = dims(args[2])
+	a.sq, a.hq, a.d = ir.LayoutDims(a.lay.Q, args[0].Shape)
+	a.skv, a.hkv, _ = ir.LayoutDims(a.lay.K, args[1].Shape)
+	_, _, a.dv = ir.LayoutDims(a.lay.V, args[2].Shape)
 	a.group = a.hq / a.hkv
 	a.scale = attrs.Float("scale", 1/math.Sqrt(float64(a.d)))
 	return a, nil
 }
 
-// at is the element index of (seq s, head h, feature f) in a tensor of ns × nh × nf in a's layout.
-func (a *attn) at(b *codegen.Builder, s, h, f codegen.Value, ns, nh, nf int) codegen.Value {
+// at is the element index of (seq s, head h, feature f) in a tensor of ns × nh × nf in
+// layout l (one of a.lay's: each operand is read in its own).
+func (a *attn) at(b *codegen.Builder, l string, s, h, f codegen.Value, ns, nh, nf int) codegen.Value {
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
-	if a.hsd {
+	switch l {
+	case "hsd":
 		return b.Add(b.Mul(b.Add(b.Mul(h, u(ns)), s), u(nf)), f)
+	case "hds":
+		return b.Add(b.Mul(b.Add(b.Mul(h, u(nf)), f), u(ns)), s)
 	}
 	return b.Add(b.Mul(b.Add(b.Mul(s, u(nh)), h), u(nf)), f)
 }
@@ -91,6 +89,9 @@ func acceptAttn(p *Problem, caps Caps) (*attn, error) {
 	a, err := readAttn(p)
 	if err != nil {
 		return nil, err
+	}
+	if a.kvt.Quantized() && a.lay.K == "hds" {
+		return nil, fmt.Errorf("k_layout hds (K transposed) of a %s cache: blocks run along the features, which K transposed does not keep together", a.kvt)
 	}
 	if a.kvt.Quantized() {
 		// A block-quantized KV cache (q8_0, q4_0): the passes dequantize K and V tiles as
@@ -211,7 +212,7 @@ func combineElem(b *codegen.Builder, a *attn, splits int, scratch *codegen.Buffe
 		L = b.Add(L, b.Select(on[z], b.Mul(ls[z], c), b.F32(0)))
 		O = b.Add(O, b.Select(on[z], b.Mul(os[z], c), b.F32(0)))
 	}
-	epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(O, L))
+	epi.store(b, a.at(b, a.lay.Q, i, h, f, a.sq, a.hq, a.dv), b.Div(O, L))
 }
 
 // attnFits: the tiles fit in shared memory and the workgroup in the device.

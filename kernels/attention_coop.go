@@ -97,6 +97,10 @@ func acceptAttnCoop(p *Problem, caps Caps) (*attn, CoopShape, error) {
 		return nil, CoopShape{}, fmt.Errorf("%d key/value heads exceed the device's %d workgroups in y", a.hkv, caps.MaxGroups[1])
 	case a.sq < 2:
 		return nil, CoopShape{}, fmt.Errorf("one query: the decode templates serve it")
+	case a.lay.K == "hds":
+		// Its K tiles are rows of d features in 16-byte units; K transposed would need a
+		// row-major Kᵀ load of the tile instead, not written.
+		return nil, CoopShape{}, fmt.Errorf("k_layout hds (K transposed): cooperative attention reads K in shd or hsd only")
 	}
 	return a, s, nil
 }
@@ -203,23 +207,23 @@ func buildAttnCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		ok := b.Lt(t, u(T))
 		t = b.Select(ok, t, u(0))
 		i, h := b.Div(t, u(a.group)), b.Add(b.Mul(kh, u(a.group)), b.Rem(t, u(a.group)))
-		x := b.Load(qb, b.Add(b.Div(a.at(b, i, h, u(0), a.sq, a.hq, a.d), u(8)), f))
+		x := b.Load(qb, b.Add(b.Div(a.at(b, a.lay.Q, i, h, u(0), a.sq, a.hq, a.d), u(8)), f))
 		return b.Select(ok, x, zero4)
 	}, func(e, v codegen.Value) {
 		b.Store(qs, b.Add(b.Mul(b.Div(e, u(dU)), u(dU+1)), b.Rem(e, u(dU))), v)
 	})
 	// K and V tiles at key kt, fetched into registers (zero past the range).
 	fetchKV := func(kt codegen.Value) (*staged, *staged) {
-		tile := func(buf *codegen.Buffer, nU, width int) *staged {
+		tile := func(buf *codegen.Buffer, lay string, nU, width int) *staged {
 			return fetchTile(b, li, threads, BK*nU, func(e codegen.Value) codegen.Value {
 				jj := b.Add(kt, b.Div(e, u(nU)))
 				ok := b.Lt(jj, hiU)
 				jj = b.Select(ok, jj, u(0))
-				x := b.Load(buf, b.Add(b.Div(a.at(b, jj, kh, u(0), a.skv, a.hkv, width), u(8)), b.Rem(e, u(nU))))
+				x := b.Load(buf, b.Add(b.Div(a.at(b, lay, jj, kh, u(0), a.skv, a.hkv, width), u(8)), b.Rem(e, u(nU))))
 				return b.Select(ok, x, zero4)
 			})
 		}
-		return tile(kb, dU, a.d), tile(vb, dvU, a.dv)
+		return tile(kb, a.lay.K, dU, a.d), tile(vb, a.lay.V, dvU, a.dv)
 	}
 	putKV := func(kst, vst *staged) {
 		kst.put(b, func(e, v codegen.Value) { b.Store(ks, b.Add(b.Mul(b.Div(e, u(dU)), u(dU+1)), b.Rem(e, u(dU))), v) })
@@ -347,7 +351,7 @@ func buildAttnCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 				ovv := b.Get(o)
 				for c := 0; c < 4; c++ {
 					f := b.Add(b.Mul(hh, u(fpl)), u(4*k+c))
-					epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(b.Extract(ovv, c), l))
+					epi.store(b, a.at(b, a.lay.Q, i, h, f, a.sq, a.hq, a.dv), b.Div(b.Extract(ovv, c), l))
 				}
 			}
 		})

@@ -175,6 +175,11 @@ func (g *attnGen) declare() {
 		g.kq, g.vq = &kq, &vq
 		kvelem, vElem = codegen.U32, codegen.U32
 	}
+	if a.lay.K == "hds" {
+		// K transposed ([hkv, d, skv]): a key's features lie skv apart, so they are read one
+		// by one (fetchKV) and K is bound as scalars.
+		kvelem = kelem
+	}
 	g.kb = b.Buffer("k", kvelem, codegen.ReadOnly)
 	g.vb = b.Buffer("v", vElem, codegen.ReadOnly)
 	g.lenBuf, g.nBuf, g.binds = a.lengthBuffers(b, p, []Operand{{Arg, 0}, {Arg, 1}, {Arg, 2}})
@@ -278,7 +283,7 @@ func (g *attnGen) initBlock() {
 		ok := b.Lt(t, u(g.T))
 		t = b.Select(ok, t, u(0))
 		i, h := b.Div(t, u(a.group)), b.Add(b.Mul(g.kh, u(a.group)), b.Rem(t, u(a.group)))
-		x := b.Load(g.qb, b.Add(b.Div(a.at(b, i, h, u(0), a.sq, a.hq, a.d), u(dvec)), f))
+		x := b.Load(g.qb, b.Add(b.Div(a.at(b, a.lay.Q, i, h, u(0), a.sq, a.hq, a.d), u(dvec)), f))
 		return b.Select(ok, b.Mul(b.Convert(x, g.vt), b.Splat(g.scale, dvec)), g.zv)
 	}, func(e, v codegen.Value) { b.Store(g.qs, e, v) })
 	b.For(g.li, g.BR, g.WG, func(r codegen.Value) {
@@ -321,30 +326,36 @@ func (g *attnGen) fetchKV(kt codegen.Value) (*staged, *staged) {
 		ok := b.Lt(jj, g.hiU)
 		return b.Select(ok, jj, u(0)), ok
 	}
-	// A quantized row (key jj of head kh) is row at(jj, kh, 0)/d of a [rows, d] block matrix;
-	// its features k.. decode from the blocks (four at a time where the loads are vectors).
-	kst := fetchTile(b, g.li, cfg.wg, cfg.bk*d4, func(e codegen.Value) codegen.Value {
-		jj, ok := key(b.Div(e, u(d4)))
-		var x codegen.Value
-		switch {
-		case g.kq != nil && dvec == 4:
-			x = g.kq.quad(b, g.kb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(a.d)), b.Mul(b.Rem(e, u(d4)), u(4)))
-		case g.kq != nil:
-			x = g.kq.element(b, g.kb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(a.d)), b.Rem(e, u(d4)))
-		default:
-			x = b.Convert(b.Load(g.kb, b.Add(b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(dvec)), b.Rem(e, u(d4)))), g.vt)
-		}
-		return b.Select(ok, x, g.zv)
-	})
+	var kst *staged
+	if a.lay.K == "hds" {
+		// K transposed: keys are contiguous. The tile is walked key-fastest (element e is
+		// features dvec·(e / bk).. of key e mod bk), so neighbouring invocations read
+		// neighbouring keys; each gathers its dvec features (putKV puts them back key-major).
+		kst = fetchTile(b, g.li, cfg.wg, cfg.bk*d4, func(e codegen.Value) codegen.Value {
+			jj, ok := key(b.Rem(e, u(cfg.bk)))
+			f0 := b.Mul(b.Div(e, u(cfg.bk)), u(dvec))
+			xs := make([]codegen.Value, dvec)
+			for c := range xs {
+				xs[c] = LoadAs(b, g.kb, a.at(b, a.lay.K, jj, g.kh, b.Add(f0, u(c)), a.skv, a.hkv, a.d), a.kvt)
+			}
+			x := xs[0]
+			if dvec > 1 {
+				x = b.Vec(xs...)
+			}
+			return b.Select(ok, x, g.zv)
+		})
+	} else {
+		kst = g.fetchK(kt, key)
+	}
 	if g.reg {
 		v4 := codegen.Vec(codegen.F32, 4)
 		return kst, fetchTile(b, g.li, cfg.wg, cfg.bk*tx4, func(e codegen.Value) codegen.Value {
 			jj, ok := key(b.Div(e, u(tx4)))
 			var x codegen.Value
 			if g.vq != nil {
-				x = g.vq.quad(b, g.vb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(a.dv)), b.Mul(b.Rem(e, u(tx4)), u(4)))
+				x = g.vq.quad(b, g.vb, b.Div(a.at(b, a.lay.V, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(a.dv)), b.Mul(b.Rem(e, u(tx4)), u(4)))
 			} else {
-				x = b.Convert(b.Load(g.vb, b.Add(b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(4)), b.Rem(e, u(tx4)))), v4)
+				x = b.Convert(b.Load(g.vb, b.Add(b.Div(a.at(b, a.lay.V, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(4)), b.Rem(e, u(tx4)))), v4)
 			}
 			return b.Select(ok, x, b.Splat(g.zero, 4))
 		})
@@ -353,17 +364,43 @@ func (g *attnGen) fetchKV(kt codegen.Value) (*staged, *staged) {
 		jj, ok := key(b.Div(e, u(a.dv)))
 		var x codegen.Value
 		if g.vq != nil {
-			x = g.vq.element(b, g.vb, b.Div(a.at(b, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(a.dv)), b.Rem(e, u(a.dv)))
+			x = g.vq.element(b, g.vb, b.Div(a.at(b, a.lay.V, jj, g.kh, u(0), a.skv, a.hkv, a.dv), u(a.dv)), b.Rem(e, u(a.dv)))
 		} else {
-			x = LoadAs(b, g.vb, a.at(b, jj, g.kh, b.Rem(e, u(a.dv)), a.skv, a.hkv, a.dv), a.kvt)
+			x = LoadAs(b, g.vb, a.at(b, a.lay.V, jj, g.kh, b.Rem(e, u(a.dv)), a.skv, a.hkv, a.dv), a.kvt)
 		}
 		return b.Select(ok, x, g.zero)
+	})
+}
+
+// fetchK issues the loads of a K tile in layout shd or hsd (rows of d features contiguous):
+// a quantized row (key jj of head kh) is row at(jj, kh, 0)/d of a [rows, d] block matrix;
+// its features decode from the blocks (four at a time where the loads are vectors).
+func (g *attnGen) fetchK(kt codegen.Value, key func(j codegen.Value) (codegen.Value, codegen.Value)) *staged {
+	b, a, cfg, u := g.b, g.a, g.cfg, g.u
+	d4, dvec := g.d4, g.dvec
+	return fetchTile(b, g.li, cfg.wg, cfg.bk*d4, func(e codegen.Value) codegen.Value {
+		jj, ok := key(b.Div(e, u(d4)))
+		var x codegen.Value
+		switch {
+		case g.kq != nil && dvec == 4:
+			x = g.kq.quad(b, g.kb, b.Div(a.at(b, a.lay.K, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(a.d)), b.Mul(b.Rem(e, u(d4)), u(4)))
+		case g.kq != nil:
+			x = g.kq.element(b, g.kb, b.Div(a.at(b, a.lay.K, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(a.d)), b.Rem(e, u(d4)))
+		default:
+			x = b.Convert(b.Load(g.kb, b.Add(b.Div(a.at(b, a.lay.K, jj, g.kh, u(0), a.skv, a.hkv, a.d), u(dvec)), b.Rem(e, u(d4)))), g.vt)
+		}
+		return b.Select(ok, x, g.zv)
 	})
 }
 
 func (g *attnGen) putKV(kst, vst *staged) {
 	b, u := g.b, g.u
 	kst.put(b, func(e, v codegen.Value) {
+		if g.a.lay.K == "hds" { // fetched key-fastest (fetchKV)
+			bk := u(g.cfg.bk)
+			b.Store(g.ks, b.Add(b.Mul(b.Rem(e, bk), u(g.d4p)), b.Div(e, bk)), v)
+			return
+		}
 		b.Store(g.ks, b.Add(b.Mul(b.Div(e, u(g.d4)), u(g.d4p)), b.Rem(e, u(g.d4))), v)
 	})
 	vst.put(b, func(e, v codegen.Value) { b.Store(g.vs, e, v) })
@@ -599,7 +636,7 @@ func (g *attnGen) writeOutput() {
 				return
 			}
 			i, h := b.Div(t, u(a.group)), b.Add(b.Mul(g.kh, u(a.group)), b.Rem(t, u(a.group)))
-			g.epi.store(b, a.at(b, i, h, f, a.sq, a.hq, a.dv), b.Div(o, l))
+			g.epi.store(b, a.at(b, a.lay.Q, i, h, f, a.sq, a.hq, a.dv), b.Div(o, l))
 		})
 	}
 	if g.reg {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/vkc-project/vkc/ir"
@@ -35,17 +36,16 @@ func (c attnCase) name() string {
 
 func (c attnCase) problem(t testing.TB) (*kernels.Problem, []*ir.Tensor) {
 	rng := rand.New(rand.NewSource(int64(c.sq*1000 + c.skv)))
-	shape := func(dt ir.DType, s, h, f int) ir.Type {
-		if c.attrs.String("layout", "shd") == "hsd" {
-			return ir.T(dt, h, s, f)
-		}
-		return ir.T(dt, s, h, f)
+	// each operand in its own layout (layout, k_layout, v_layout)
+	lay := ir.AttentionLayouts(c.attrs)
+	shape := func(dt ir.DType, l string, s, h, f int) ir.Type {
+		return ir.Type{DType: dt, Shape: ir.LayoutShape(l, s, h, f)}
 	}
 	kvt := c.dt
 	if c.kvt != 0 {
 		kvt = c.kvt
 	}
-	args := []ir.Type{shape(c.dt, c.sq, c.hq, c.d), shape(kvt, c.skv, c.hkv, c.d), shape(kvt, c.skv, c.hkv, c.dv)}
+	args := []ir.Type{shape(c.dt, lay.Q, c.sq, c.hq, c.d), shape(kvt, lay.K, c.skv, c.hkv, c.d), shape(kvt, lay.V, c.skv, c.hkv, c.dv)}
 	vals := []*ir.Tensor{kerneltest.Random(rng, args[0]), kerneltest.Random(rng, args[1]), kerneltest.Random(rng, args[2])}
 	if c.kvLen > 0 {
 		args = append(args, ir.T(ir.I32))
@@ -84,6 +84,38 @@ func attnCases() []attnCase {
 		// a block-quantized KV cache (--kv q8_0, q4_0): decode, and a prefill block
 		{sq: 1, hq: 2, skv: 40, hkv: 1, d: 32, dv: 32, dt: f32, kvt: ir.Q8_0, attrs: ir.Attrs{"causal": true}, kvLen: 29},
 		{sq: 6, hq: 4, skv: 40, hkv: 2, d: 32, dv: 32, dt: f16, kvt: ir.Q4_0, attrs: ir.Attrs{"causal": true}, kvLen: 17},
+		// Per-operand layouts (each operand read by its own strides): q from a projection (shd)
+		// over a heads-first cache (hsd), q heads-first over K transposed (hds, keys contiguous)
+		// and a sequence-first V, and decode over K transposed at d = 6 (features loaded one by
+		// one) and at d = 16 from an f16 cache.
+		{sq: 7, hq: 4, skv: 23, hkv: 2, d: 8, dv: 12, dt: f32, attrs: ir.Attrs{"causal": true, "k_layout": "hsd", "v_layout": "hsd"}, kvLen: 19},
+		{sq: 6, hq: 6, skv: 21, hkv: 3, d: 12, dv: 8, dt: f16, attrs: ir.Attrs{"layout": "hsd", "k_layout": "hds", "v_layout": "shd", "scale": 0.4}, every: true},
+		{sq: 1, hq: 4, skv: 37, hkv: 2, d: 6, dv: 8, dt: f32, attrs: ir.Attrs{"causal": true, "window": 9, "k_layout": "hds", "v_layout": "hsd"}, kvLen: 30, every: true},
+		{sq: 2, hq: 6, skv: 40, hkv: 3, d: 16, dv: 16, dt: f32, kvt: f16, attrs: ir.Attrs{"causal": true, "layout": "hsd", "k_layout": "hds"}, kvLen: 33},
+	}
+}
+
+// TestAttentionLayoutRefusals: the combinations a template cannot read are refused with the
+// reason, not built wrong: K transposed from a block-quantized cache (blocks run along the
+// features) by the pass templates, and K transposed by the cooperative one on any device.
+func TestAttentionLayoutRefusals(t *testing.T) {
+	q8 := attnCase{sq: 1, hq: 2, skv: 64, hkv: 1, d: 32, dv: 32, dt: ir.F32, kvt: ir.Q8_0, attrs: ir.Attrs{"causal": true, "k_layout": "hds"}, kvLen: 29}
+	p, _ := q8.problem(t)
+	for _, tm := range []*kernels.Template{kernels.AttentionFlash, kernels.AttentionSplit} {
+		if err := tm.Accepts(p, kernels.Lavapipe); err == nil || !strings.Contains(err.Error(), "hds") {
+			t.Errorf("%s on %s: got %v, want a refusal naming hds", tm.Name, p.Key(), err)
+		}
+	}
+	kt := attnCase{sq: 20, hq: 4, skv: 67, hkv: 2, d: 16, dv: 32, dt: ir.F16, attrs: ir.Attrs{"k_layout": "hds"}, kvLen: 30}
+	p, _ = kt.problem(t)
+	if err := kernels.AttentionCoop.Accepts(p, kernels.H200); err == nil || !strings.Contains(err.Error(), "hds") {
+		t.Errorf("attention_coop on %s: got %v, want a refusal naming hds", p.Key(), err)
+	}
+	// The same problem with K heads-first is accepted (the refusal is about the layout).
+	kt.attrs = ir.Attrs{"k_layout": "hsd"}
+	p, _ = kt.problem(t)
+	if err := kernels.AttentionCoop.Accepts(p, kernels.H200); err != nil {
+		t.Errorf("attention_coop on %s: %v", p.Key(), err)
 	}
 }
 

@@ -266,13 +266,12 @@ func consumerBounds(n *ir.Node, l *ir.Length, bounded map[ir.Value]bool) []argBo
 		if len(n.Args) < 4 {
 			return nil
 		}
-		seq := func(v ir.Value) int64 {
-			if n.Attrs.String("layout", "shd") == "hsd" {
-				return int64(v.Type().Shape[1])
-			}
-			return int64(v.Type().Shape[0])
+		lay := ir.AttentionLayouts(n.Attrs)
+		seq := func(v ir.Value, l string) int64 {
+			s, _, _ := ir.LayoutDims(l, v.Type().Shape)
+			return int64(s)
 		}
-		sq, skv := seq(n.Args[0]), seq(n.Args[1])
+		sq, skv := seq(n.Args[0], lay.Q), seq(n.Args[1], lay.K)
 		b := bound{1, skv, fmt.Sprintf("attention %s: kv_len is at least 1", label),
 			fmt.Sprintf("attention %s: kv_len is at most the %d keys", label, skv)}
 		if n.Attrs.Bool("causal", false) || n.Attrs.Int("window", 0) > 0 {

@@ -308,6 +308,7 @@ func (a *adapter) unrepeat(id egraph.Id) []struct {
 // attnScores is what peeling the masks off an attention's scores finds.
 type attnScores struct {
 	q, k           egraph.Id
+	kT             bool // k is K transposed, [heads, dim, seq] (the scores' matmul has tb=false)
 	scale          float64
 	kvLen          egraph.Id
 	hasLen, causal bool
@@ -316,7 +317,8 @@ type attnScores struct {
 	hasQpos        bool
 }
 
-// peelScores finds, under where(mask, ·, −Inf) layers, the scaled scores matmul(q, k, tb)·scale.
+// peelScores finds, under where(mask, ·, −Inf) layers, the scaled scores matmul(q, k, tb)·scale,
+// or matmul(q, kᵀ)·scale with K given transposed (tb=false: k_layout hds).
 func (a *adapter) peelScores(id egraph.Id, acc attnScores, depth int) (attnScores, bool) {
 	if depth > 4 {
 		return acc, false
@@ -328,13 +330,14 @@ func (a *adapter) peelScores(id egraph.Id, acc attnScores, depth int) (attnScore
 			if !ok {
 				continue
 			}
-			mm, _, ok := a.find(n.Children[0], ir.Matmul, func(_ egraph.Node, at ir.Attrs) bool {
-				return !at.Bool("ta", false) && at.Bool("tb", false)
+			mm, mat, ok := a.find(n.Children[0], ir.Matmul, func(_ egraph.Node, at ir.Attrs) bool {
+				return !at.Bool("ta", false)
 			})
 			if !ok || a.typeOf(mm.Children[0]).Shape.Rank() != 3 {
 				continue
 			}
 			acc.q, acc.k, acc.scale = a.g.Find(mm.Children[0]), mm.Children[1], shortFloat(v, d)
+			acc.kT = !mat.Bool("tb", false)
 			return acc, true
 		case egraph.Op(ir.Where):
 			v, _, ok := scalarValue(a.g, n.Children[2])
@@ -437,10 +440,14 @@ func (a *adapter) recogniseAttention(g *egraph.EGraph, m egraph.Match, rule stri
 			if k.g != v.g || kt.Shape.Rank() != 3 || vt.Shape.Rank() != 3 || kt.Shape[0]*k.g != hq || vt.Shape[0] != kt.Shape[0] {
 				continue
 			}
-			if !a.checkQpos(s, sq, kt.Shape[1]) {
+			kl, skv := "hsd", kt.Shape[1]
+			if s.kT {
+				kl, skv = "hds", kt.Shape[2]
+			}
+			if !a.checkQpos(s, sq, skv) {
 				return false, nil
 			}
-			at := ir.Attrs{"scale": s.scale, "causal": s.causal, "window": s.window, "layout": "hsd"}
+			at := ir.Attrs{"scale": s.scale, "causal": s.causal, "window": s.window, "layout": "hsd", "k_layout": kl}
 			args := []egraph.Id{s.q, k.x, v.x}
 			if s.hasLen {
 				args = append(args, s.kvLen)

@@ -97,6 +97,23 @@ func (a *adapter) guards() map[string]Guard {
 			s, ok := attrArg(m, args[0])
 			return ok && (s == "[0,2,3,1]" || s == "[0,3,1,2]")
 		}},
+		// not_kv_cache(?x): ?x is not a KV cache: its class holds no state and no write to one
+		// (cache_write, rope_cache_write, cache_scatter). A layout rule offering another layout
+		// of an attention operand behind a transpose uses it: for a cache that copy would be
+		// the whole cache every call.
+		"not_kv_cache": {Args: 1, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
+			id, ok := classArg(m, args[0])
+			if !ok {
+				return false
+			}
+			for _, n := range g.Nodes(id) {
+				switch ir.Op(n.Op) {
+				case ir.State, ir.CacheWrite, ir.RopeCacheWrite, ir.CacheScatter:
+					return false
+				}
+			}
+			return true
+		}},
 		// identity_perm(?p): the permutation leaves every axis in place.
 		"identity_perm": {Args: 1, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
 			s, ok := attrArg(m, args[0])

@@ -72,6 +72,11 @@ func OpTable() map[string]OpInfo {
 		oi := OpInfo{Op: egraph.Op(op), Arity: arity, Attrs: attrNames(op), Defaults: map[string]string{}}
 		if info.Kind != ir.KindSource {
 			for _, s := range info.Attrs {
+				if s.Like != "" {
+					// No default: a right-hand side names it (the e-graph holds it
+					// explicitly, encodeAttrs), so one meaning has one spelling.
+					continue
+				}
 				if s.Default != nil {
 					oi.Defaults[s.Name] = formatAttr(s.Default)
 				} else if !s.Required {
@@ -323,6 +328,18 @@ func (a *adapter) encodeAttrs(op ir.Op, at ir.Attrs) egraph.Attr {
 			vals[i] = formatAttr(v)
 		} else if s.Default != nil {
 			vals[i] = formatAttr(s.Default)
+		}
+	}
+	// An attribute that is another's when absent (AttrSpec.Like: attention's k_layout and
+	// v_layout) is held explicitly, so that rules match and build one spelling of each meaning;
+	// ir.Infer drops it again where it equals the other (decodeAttrs).
+	for i, s := range specs {
+		if s.Like != "" && vals[i] == "" {
+			for j, o := range specs {
+				if o.Name == s.Like {
+					vals[i] = vals[j]
+				}
+			}
 		}
 	}
 	return a.g.InternAttrs(vals...)

@@ -587,8 +587,8 @@ func (c StaticCost) Cost(n CostNode) float64 {
 		}
 		flops = 2 * float64(n.Outs[0].Shape.NumElements()) * float64(w.Shape[1])
 	case ir.Attention:
-		q, k := n.Args[0].Shape, n.Args[1].Shape
-		flops = 4 * float64(q.NumElements()) * float64(max(k[0], k[1]))
+		skv, _, _ := ir.LayoutDims(ir.AttentionLayouts(n.Attrs).K, n.Args[1].Shape)
+		flops = 4 * float64(n.Args[0].Shape.NumElements()) * float64(skv)
 	case ir.MoeLinear, ir.MoeLinearSum, ir.MoeGLU:
 		// Only the chosen experts' matrices are read: k per row, at most all of them.
 		ws, ids := n.Args[1:2], n.Args[2].Shape

@@ -116,25 +116,56 @@ type ruleCase struct {
 
 // attentionInputs draws q, k, v in the layout's order and the attention attributes.
 func attentionInputs(c *caseGen, lay string) (q, k, v ir.Value, at ir.Attrs, sq, skv int) {
+	return attentionInputsIn(c, ir.AttnLayouts{Q: lay, K: lay, V: lay})
+}
+
+// attentionInputsIn draws q, k, v each in its own layout and the attention attributes.
+func attentionInputsIn(c *caseGen, lay ir.AttnLayouts) (q, k, v ir.Value, at ir.Attrs, sq, skv int) {
 	hkv := c.pick(1, 2, 3)
 	hq := hkv * c.pick(1, 2, 3)
 	d := c.pick(2, 3, 4, 6)
 	sq = c.pick(1, 3, 5)
 	skv = sq + c.pick(0, 2, 4)
-	at = ir.Attrs{"layout": lay, "causal": c.rng.IntN(2) == 0}
+	at = ir.Attrs{"layout": lay.Q, "k_layout": lay.K, "v_layout": lay.V, "causal": c.rng.IntN(2) == 0}
 	if c.rng.IntN(3) == 0 {
 		at["window"] = c.pick(1, 2, 3)
 	}
 	if c.rng.IntN(2) == 0 {
 		at["scale"] = 0.3 + c.rng.Float64()
 	}
-	shape := func(s, h, dd int) []int {
-		if lay == "hsd" {
-			return []int{h, s, dd}
-		}
-		return []int{s, h, dd}
+	return c.in(ir.LayoutShape(lay.Q, sq, hq, d)...), c.in(ir.LayoutShape(lay.K, skv, hkv, d)...),
+		c.in(ir.LayoutShape(lay.V, skv, hkv, d)...), at, sq, skv
+}
+
+// randomLayouts draws a layout for each operand (K transposed included).
+func randomLayouts(c *caseGen) ir.AttnLayouts {
+	two := []string{"shd", "hsd"}
+	return ir.AttnLayouts{Q: two[c.rng.IntN(2)], K: []string{"shd", "hsd", "hds"}[c.rng.IntN(3)], V: two[c.rng.IntN(2)]}
+}
+
+// attentionOperand is the left side of a per-operand layout rule: operand i (0 q, 1 k, 2 v)
+// read in layout view as transpose[perm] of a tensor in layout data (the fold); with rev the
+// right side's form, the operand in layout data as it is (and for q the result transposed back
+// to q's layout, as the rule writes it). The other operands take random layouts.
+func attentionOperand(c *caseGen, i int, view, data string, perm []int, rev, withLen bool) []ir.Value {
+	lay := randomLayouts(c)
+	l := []*string{&lay.Q, &lay.K, &lay.V}
+	*l[i] = data
+	q, k, v, at, sq, skv := attentionInputsIn(c, lay)
+	args := []ir.Value{q, k, v}
+	if withLen {
+		args = append(args, c.i32(sq+c.rng.IntN(skv-sq+1)))
 	}
-	return c.in(shape(sq, hq, d)...), c.in(shape(skv, hkv, d)...), c.in(shape(skv, hkv, d)...), at, sq, skv
+	if rev {
+		out := c.op(ir.Attention, at, args...)
+		if i == 0 {
+			out = c.op(ir.Transpose, ir.Attrs{"perm": perm}, out)
+		}
+		return []ir.Value{out}
+	}
+	args[i] = c.op(ir.Transpose, ir.Attrs{"perm": perm}, args[i])
+	at[[]string{"layout", "k_layout", "v_layout"}[i]] = view
+	return []ir.Value{c.op(ir.Attention, at, args...)}
 }
 
 // moeGLUCase is act(moe_linear(x, Wg, ids))·moe_linear(x, Wu, ids), the ids routed from random
@@ -319,8 +350,9 @@ var ruleCases = map[string]ruleCase{
 		return []ir.Value{ids, c.op(ir.TakeAlongAxis, nil, c.op(ir.Softmax, ir.Attrs{"axis": -1}, x), ids)}
 	}},
 	"attention": {also: []string{"softmax"}, build: func(c *caseGen) []ir.Value {
-		lay := []string{"shd", "hsd"}[c.rng.IntN(2)]
-		q, k, v, at, sq, skv := attentionInputs(c, lay)
+		// each operand in a random layout: the decomposition transposes shd operands to heads
+		// first and reads K transposed (hds) as the scores' matmul operand untransposed
+		q, k, v, at, sq, skv := attentionInputsIn(c, randomLayouts(c))
 		args := []ir.Value{q, k, v}
 		if c.rng.IntN(3) > 0 {
 			args = append(args, c.i32(sq+c.rng.IntN(skv-sq+1)))
@@ -381,10 +413,30 @@ var ruleCases = map[string]ruleCase{
 	}},
 
 	// layout
-	"attention-shd":         {build: func(c *caseGen) []ir.Value { return attentionHSD(c, false) }},
-	"attention-shd-len":     {build: func(c *caseGen) []ir.Value { return attentionHSD(c, true) }},
-	"attention-shd-rev":     {build: func(c *caseGen) []ir.Value { return attentionSHD(c, false) }},
-	"attention-shd-len-rev": {build: func(c *caseGen) []ir.Value { return attentionSHD(c, true) }},
+	"attention-q-shd":             {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 0, "hsd", "shd", []int{1, 0, 2}, false, false) }},
+	"attention-q-shd-rev":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 0, "hsd", "shd", []int{1, 0, 2}, true, false) }},
+	"attention-q-shd-len":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 0, "hsd", "shd", []int{1, 0, 2}, false, true) }},
+	"attention-q-shd-len-rev":     {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 0, "hsd", "shd", []int{1, 0, 2}, true, true) }},
+	"attention-v-shd":             {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 2, "hsd", "shd", []int{1, 0, 2}, false, false) }},
+	"attention-v-shd-rev":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 2, "hsd", "shd", []int{1, 0, 2}, true, false) }},
+	"attention-v-shd-len":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 2, "hsd", "shd", []int{1, 0, 2}, false, true) }},
+	"attention-v-shd-len-rev":     {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 2, "hsd", "shd", []int{1, 0, 2}, true, true) }},
+	"attention-k-shd":             {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "shd", []int{1, 0, 2}, false, false) }},
+	"attention-k-shd-rev":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "shd", []int{1, 0, 2}, true, false) }},
+	"attention-k-shd-len":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "shd", []int{1, 0, 2}, false, true) }},
+	"attention-k-shd-len-rev":     {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "shd", []int{1, 0, 2}, true, true) }},
+	"attention-k-hds":             {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "hds", []int{0, 2, 1}, false, false) }},
+	"attention-k-hds-rev":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "hds", []int{0, 2, 1}, true, false) }},
+	"attention-k-hds-len":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "hds", []int{0, 2, 1}, false, true) }},
+	"attention-k-hds-len-rev":     {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hsd", "hds", []int{0, 2, 1}, true, true) }},
+	"attention-k-shd-hds":         {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hds", "shd", []int{1, 2, 0}, false, false) }},
+	"attention-k-shd-hds-rev":     {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hds", "shd", []int{1, 2, 0}, true, false) }},
+	"attention-k-shd-hds-len":     {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hds", "shd", []int{1, 2, 0}, false, true) }},
+	"attention-k-shd-hds-len-rev": {build: func(c *caseGen) []ir.Value { return attentionOperand(c, 1, "hds", "shd", []int{1, 2, 0}, true, true) }},
+	"attention-shd":               {build: func(c *caseGen) []ir.Value { return attentionHSD(c, false) }},
+	"attention-shd-len":           {build: func(c *caseGen) []ir.Value { return attentionHSD(c, true) }},
+	"attention-shd-rev":           {build: func(c *caseGen) []ir.Value { return attentionSHD(c, false) }},
+	"attention-shd-len-rev":       {build: func(c *caseGen) []ir.Value { return attentionSHD(c, true) }},
 	"merge-linears": {build: func(c *caseGen) []ir.Value {
 		in := c.dim()
 		x := c.in(c.dim(), in)
@@ -411,7 +463,7 @@ var heads = ir.Attrs{"perm": []int{1, 0, 2}}
 // attentionHSD: heads-first attention of transposed sequence-first tensors.
 func attentionHSD(c *caseGen, withLen bool) []ir.Value {
 	q, k, v, at, sq, skv := attentionInputs(c, "shd")
-	at["layout"] = "hsd"
+	at["layout"], at["k_layout"], at["v_layout"] = "hsd", "hsd", "hsd"
 	args := []ir.Value{c.op(ir.Transpose, heads, q), c.op(ir.Transpose, heads, k), c.op(ir.Transpose, heads, v)}
 	if withLen {
 		args = append(args, c.i32(sq+c.rng.IntN(skv-sq+1)))

@@ -825,23 +825,23 @@ func quantizeRows(n *ir.Node, st, x *val, off int, f *quant.Format) (*val, error
 // least sq (otherwise a query would have no key to attend).
 func evalAttention(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	q, k, v := a[0], a[1], a[2]
-	hsd := n.Attrs.String("layout", "shd") == "hsd"
-	// Element accessors over either layout: (seq, head, feature).
-	dims := func(t ir.Type) (s, h, f int) {
-		if hsd {
-			return t.Shape[1], t.Shape[0], t.Shape[2]
+	lay := ir.AttentionLayouts(n.Attrs)
+	// Each operand in its own layout: (seq, head, feature) sizes and element indices.
+	sq, hq, dh := ir.LayoutDims(lay.Q, q.t.Shape)
+	skv, hkv, _ := ir.LayoutDims(lay.K, k.t.Shape)
+	_, _, dv := ir.LayoutDims(lay.V, v.t.Shape)
+	// at returns the index of (seq, head, feature) in a tensor of layout l and ns × nh × nf,
+	// as strides (the same as ir.LayoutIndex, without a switch per element).
+	at := func(l string) func(s, h, f, ns, nh, nf int) int {
+		switch l {
+		case "hsd":
+			return func(s, h, f, ns, nh, nf int) int { return (h*ns+s)*nf + f }
+		case "hds":
+			return func(s, h, f, ns, nh, nf int) int { return (h*nf+f)*ns + s }
 		}
-		return t.Shape[0], t.Shape[1], t.Shape[2]
+		return func(s, h, f, ns, nh, nf int) int { return (s*nh+h)*nf + f }
 	}
-	sq, hq, dh := dims(q.t)
-	skv, hkv, _ := dims(k.t)
-	_, _, dv := dims(v.t)
-	at := func(s, h, f, ns, nh, nf int) int {
-		if hsd {
-			return (h*ns+s)*nf + f
-		}
-		return (s*nh+h)*nf + f
-	}
+	atQ, atK, atV := at(lay.Q), at(lay.K), at(lay.V)
 	kvLen := skv
 	if len(a) == 4 {
 		kvLen = scalarInt(a[3])
@@ -873,7 +873,7 @@ func evalAttention(c *ctx, n *ir.Node, a []*val) (*val, error) {
 				}
 				s := 0.0
 				for f := 0; f < dh; f++ {
-					s += q.d[at(i, h, f, sq, hq, dh)] * k.d[at(j, kh, f, skv, hkv, dh)]
+					s += q.d[atQ(i, h, f, sq, hq, dh)] * k.d[atK(j, kh, f, skv, hkv, dh)]
 				}
 				scores[j] = s * scale
 				mx = math.Max(mx, scores[j])
@@ -889,10 +889,10 @@ func evalAttention(c *ctx, n *ir.Node, a []*val) (*val, error) {
 				o := 0.0
 				for j := 0; j < kvLen; j++ {
 					if valid[j] {
-						o += scores[j] * v.d[at(j, kh, f, skv, hkv, dv)]
+						o += scores[j] * v.d[atV(j, kh, f, skv, hkv, dv)]
 					}
 				}
-				out[at(i, h, f, sq, hq, dv)] = o / sum
+				out[atQ(i, h, f, sq, hq, dv)] = o / sum
 			}
 		}
 	})

@@ -190,6 +190,11 @@ func label(n *ir.Node, opt Options) string {
 			}
 			b.WriteString("\n" + k)
 		}
+		if n.Op == ir.Attention {
+			// The operand layouts in full (the attribute list may be cut): the layout an
+			// extraction chose for each of q, k and v.
+			b.WriteString("\nlayouts: " + ir.AttentionLayouts(n.Attrs).String())
+		}
 	}
 	for _, t := range n.Outs {
 		b.WriteString("\n" + t.String())

@@ -64,3 +64,18 @@ func TestNoteAndHideConsts(t *testing.T) {
 		t.Errorf("DOT:\n%s", s)
 	}
 }
+
+// TestAttentionLayouts: an attention node names the layout of each operand, even where its
+// attribute list is cut to MaxAttrLen.
+func TestAttentionLayouts(t *testing.T) {
+	b := ir.NewBuilder("f")
+	q, _ := b.Input("q", ir.T(ir.F32, 3, 4, 8))
+	k, _ := b.Input("k", ir.T(ir.F32, 2, 8, 5))
+	v, _ := b.Input("v", ir.T(ir.F32, 2, 5, 8))
+	a := b.MustOp(ir.Attention, ir.Attrs{"causal": true, "scale": 0.125, "k_layout": "hds", "v_layout": "hsd"}, q, k, v)
+	b.Output("a", a)
+	s := Function(nil, b.Function(), Options{MaxAttrLen: 10}).String()
+	if !strings.Contains(s, "layouts: q shd, k hds, v hsd") {
+		t.Errorf("DOT lacks the operand layouts:\n%s", s)
+	}
+}

@@ -153,10 +153,7 @@ func intOperand(p *kernels.Problem, i int, rng *rand.Rand) (func() float64, bool
 	case (p.Op == ir.CacheWrite || p.Op == ir.RopeCacheWrite) && i == 2:
 		return konst(max(rows(p.Args[0], 0)-rows(p.Args[1], 0), 0))
 	case p.Op == ir.Attention && i == 3:
-		axis := 0
-		if p.Attrs.String("layout", "shd") == "hsd" {
-			axis = 1
-		}
+		axis, _, _, _ := ir.LayoutAxes(ir.AttentionLayouts(p.Attrs).K)
 		return konst(rows(p.Args[1], axis))
 	}
 	if p.Args[i].Shape.NumElements() == 1 {

@@ -1132,11 +1132,7 @@ func FunctionInputs(f *ir.Function, rng *rand.Rand) map[string]*ir.Tensor {
 				rows := max(u.n.Args[0].Type().Shape[0], 1)
 				gen = func() float64 { return float64(rng.Intn(rows)) }
 			case u.n.Op == ir.Attention && u.arg == 3:
-				k := u.n.Args[1].Type().Shape
-				kv := k[0]
-				if u.n.Attrs.String("layout", "shd") == "hsd" {
-					kv = k[1]
-				}
+				kv, _, _ := ir.LayoutDims(ir.AttentionLayouts(u.n.Attrs).K, u.n.Args[1].Type().Shape)
 				gen = func() float64 { return float64(kv) }
 			}
 		}

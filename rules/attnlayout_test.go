@@ -1,0 +1,115 @@
+package rules
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/ir/interp"
+)
+
+// TestAttentionReadsOperandsWhereTheyLie: with the whole rule set and the static cost, an
+// attention whose operands a model transposes into one layout reads each where it lies — q from
+// a projection (shd) over heads-first k and v, and K given transposed (Whisper's
+// permute(0, 2, 3, 1)), written with the op or as its composition — with no transpose left,
+// computing what the graph as written computes.
+func TestAttentionReadsOperandsWhereTheyLie(t *testing.T) {
+	const sq, hq, skv, hkv, d = 5, 6, 9, 3, 4
+	heads := ir.Attrs{"perm": []int{1, 0, 2}}
+	for _, c := range []struct {
+		name  string
+		build func(b *ir.Builder, q, k, v ir.Value) ir.Value
+		k     ir.Type
+		want  ir.AttnLayouts
+	}{
+		{"q projection, k v heads-first", func(b *ir.Builder, q, k, v ir.Value) ir.Value {
+			return b.MustOp(ir.Attention, ir.Attrs{"causal": true}, q, b.MustOp(ir.Transpose, heads, k), b.MustOp(ir.Transpose, heads, v))
+		}, ir.T(ir.F32, hkv, skv, d), ir.AttnLayouts{Q: "shd", K: "hsd", V: "hsd"}},
+		{"K transposed", func(b *ir.Builder, q, k, v ir.Value) ir.Value {
+			kh := b.MustOp(ir.Transpose, ir.Attrs{"perm": []int{0, 2, 1}}, k)
+			return b.MustOp(ir.Attention, ir.Attrs{"k_layout": "hsd", "v_layout": "hsd"}, q, kh, v)
+		}, ir.T(ir.F32, hkv, d, skv), ir.AttnLayouts{Q: "shd", K: "hds", V: "hsd"}},
+		{"K transposed, as primitives", func(b *ir.Builder, q, k, v ir.Value) ir.Value {
+			out, err := ir.Decompose(b, ir.Attention, ir.Attrs{"k_layout": "hds", "v_layout": "hsd", "scale": 0.3}, q, k, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}, ir.T(ir.F32, hkv, d, skv), ir.AttnLayouts{Q: "shd", K: "hds", V: "hsd"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 5))
+			env := interp.Env{Inputs: map[string]*ir.Tensor{}}
+			b := ir.NewBuilder("f")
+			in := func(name string, ty ir.Type) ir.Value {
+				v, err := b.Input(name, ty)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vals := make([]float64, ty.Shape.NumElements())
+				for i := range vals {
+					vals[i] = rng.NormFloat64()
+				}
+				env.Inputs[name] = ir.TensorFromFloat64s(ty, vals)
+				return v
+			}
+			q, k, v := in("q", ir.T(ir.F32, sq, hq, d)), in("k", c.k), in("v", ir.T(ir.F32, hkv, skv, d))
+			if err := b.Output("a", c.build(b, q, k, v)); err != nil {
+				t.Fatal(err)
+			}
+			f := b.Function()
+			g, _, err := Optimize(context.Background(), nil, f, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []ir.AttnLayouts
+			for _, n := range g.Nodes {
+				switch n.Op {
+				case ir.Attention:
+					got = append(got, ir.AttentionLayouts(n.Attrs))
+				case ir.Transpose, ir.Matmul:
+					t.Errorf("%s left in the extraction:\n%s", n.Op, funcString(g))
+				}
+			}
+			if len(got) != 1 || got[0] != c.want {
+				t.Errorf("attention layouts %v, want [%v]:\n%s", got, c.want, funcString(g))
+			}
+			want, have := evalOutputs(t, f, env), evalOutputs(t, g, env)
+			if err := closeEnough(have[0], want[0], 1e-5); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestNoTransposedCacheOffered: the layout rules offer no other layout of a KV cache behind a
+// transpose (a copy of the whole cache per call): tinyllama's decode saturates without one
+// application of a k or v -rev rule, where Whisper's encoder, whose k and v are projections,
+// gets them.
+func TestNoTransposedCacheOffered(t *testing.T) {
+	rev := func(path, fn string) int {
+		m, err := ir.ParseModelWith(path, ir.ParseOptions{SkipWeights: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rep, err := Optimize(context.Background(), m, m.Function(fn), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range rep.Rules {
+			if (strings.HasPrefix(r.Name, "attention-k-") || strings.HasPrefix(r.Name, "attention-v-")) && strings.HasSuffix(r.Name, "-rev") {
+				n += r.Applied
+			}
+		}
+		return n
+	}
+	if n := rev("../examples/tinyllama/model.yaml", "decode"); n != 0 {
+		t.Errorf("k and v -rev rules applied %d times to tinyllama's decode (its k and v are caches)", n)
+	}
+	if n := rev("../examples/whisper-tiny-encoder/model.yaml", "encode"); n == 0 {
+		t.Errorf("no k or v -rev rule applied to Whisper's encoder (its k and v are projections)")
+	}
+}
