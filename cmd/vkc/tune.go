@@ -210,7 +210,7 @@ func tuneList(w io.Writer, path string) error {
 			state = "interrupted: measured again by the next compile"
 		}
 		at := ""
-		if s.Short > 0 {
+		if s.Short > 0 && s.Rounds > 0 {
 			at = fmt.Sprintf(" (each at %s=%d and %d)", s.Dim, s.Short, s.Capacity)
 		}
 		fmt.Fprintf(w, "\nfunction %s (graph %s) on device %s, driver %s, %s: %d candidates, %d paired rounds%s, %s\n",

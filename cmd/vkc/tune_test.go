@@ -24,6 +24,11 @@ func TestTuneListAndClear(t *testing.T) {
 		Function: "decode", Graph: "0123456789abcdef"}, Winner: 1, Rounds: 5, Complete: true,
 		Candidates: []tune.SelectionRecord{{Graph: "a", Label: "static extraction: merge-linears×2", Valid: true, Median: 3100 * time.Microsecond, Ratio: 1.034, Weights: 3 << 20},
 			{Graph: "b", Label: "extraction 2: rmsnorm-linear×3", Valid: true, Median: 3 * time.Millisecond, Ratio: 1, Weights: 3 << 20}}})
+	// A prefill timed at a short length beside its capacity.
+	db.PutSelection(&tune.SelectionEntry{SelectionKey: tune.SelectionKey{Device: "10005:0000:00000001:00", Driver: "24.2.8", Compiler: "vkc 0.1.0-dev",
+		Function: "prefill", Graph: "fedcba9876543210"}, Winner: 0, Rounds: 4, Complete: true, Short: 128, Dim: "seq", Capacity: 512,
+		Candidates: []tune.SelectionRecord{{Graph: "a", Label: "static extraction", Valid: true, Median: 16 * time.Millisecond, Ratio: 1, ShortMedian: 3500 * time.Microsecond, ShortRatio: 1},
+			{Graph: "b", Label: "as written", Valid: true, Median: 14400 * time.Microsecond, Ratio: 0.9, ShortMedian: 3670 * time.Microsecond, ShortRatio: 1.049}}})
 	if err := db.Save(); err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +38,15 @@ func TestTuneListAndClear(t *testing.T) {
 	}
 	for _, want := range []string{path + ": 2 searches", "device 10005:0000:00000001:00, driver 24.2.8, vkc 0.1.0-dev",
 		"elementwise  [per_thread=2,wg=64]  12.3µs", "complete", "reduce", "none valid", "interrupted",
-		"1 measured selections", "function decode (graph 0123456789ab) on device 10005:0000:00000001:00", "2 candidates, 5 paired rounds, complete",
-		"* 1  3ms", "×1.034", "3.0 MiB", "extraction 2: rmsnorm-linear×3"} {
+		"2 measured selections", "function decode (graph 0123456789ab) on device 10005:0000:00000001:00", "2 candidates, 5 paired rounds, complete",
+		"* 1  3ms", "×1.034", "3.0 MiB", "extraction 2: rmsnorm-linear×3",
+		"4 paired rounds (each at seq=128 and 512), complete", "14.4ms (at 128: 3.67ms)", "×0.900 (×1.049)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list lacks %q:\n%s", want, out)
 		}
 	}
 	code, out, errs = runCLI(t, "tune", "--clear", "--tune-db", path)
-	if code != 0 || !strings.Contains(out, "cleared "+path+" (3 entries)") {
+	if code != 0 || !strings.Contains(out, "cleared "+path+" (4 entries)") {
 		t.Fatalf("clear: exit %d: %s%s", code, out, errs)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

@@ -1193,7 +1193,7 @@ func (s *Selection) String() string {
 		from = " (recorded by an earlier compile: nothing measured now)"
 	}
 	at := ""
-	if s.Short > 0 {
+	if s.Short > 0 && s.Rounds > 0 {
 		at = fmt.Sprintf(", each at %s=%d and %d", cmp.Or(s.Dim, "length"), s.Short, s.Capacity)
 	}
 	fmt.Fprintf(&b, "function %s: %d candidates, %d paired rounds%s%s\n", s.Function, len(s.Results), s.Rounds, at, from)
@@ -1222,7 +1222,7 @@ func (s *Selection) String() string {
 			med = r.Median.Round(time.Microsecond).String()
 			ratio = fmt.Sprintf("×%.3f", r.Ratio)
 		}
-		if s.Short > 0 {
+		if at != "" {
 			// The capacity's figures first, then the short length's.
 			short := "-"
 			if r.ShortMedian > 0 {
