@@ -48,7 +48,9 @@
 #             selection never measured), into heldout.txt; its ResNet-18 file is written there by
 #             .gpu/vkc.test (go test -c -o .gpu/vkc.test .); HMODELS, HSIZE (224) and LAYERS
 #             narrow it (a lavapipe dry run: LAYERS=1 HSIZE=32 HPAIRS=4), HBUDGET sets a budget
-#             (default: the compiler's); not a default part                                ~4 min
+#             (default: the compiler's); its gemma3 and qwen3moe rows (Gemma 3, Qwen3-MoE) read
+#             the llama.cpp oracles copied into .gpu/oracles first (heldout-bench.sh's header
+#             says how; without them those rows are left out); not a default part        ~5 min
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
@@ -347,7 +349,7 @@ if want heldout; then
 {
   part "held-out latency of measured selection (issue 26): static plans against default measured compiles, ${HPAIRS:-40} alternating pairs each"
   t env VKC="$V" VKC_TEST="$VT" OUT="$W/heldout" LAYERS="${LAYERS:-}" VOCAB="${VOCAB:-}" SIZE="${HSIZE:-224}" \
-    PAIRS="${HPAIRS:-40}" N="${HN:-7}" BUDGET="${HBUDGET:-}" MODELS="${HMODELS:-whisper resnet resnet18 smollm2}" bash scripts/heldout-bench.sh
+    PAIRS="${HPAIRS:-40}" N="${HN:-7}" BUDGET="${HBUDGET:-}" MODELS="${HMODELS:-whisper resnet resnet18 smollm2 gemma3 qwen3moe}" ORACLES="${ORACLES:-.gpu/oracles}" bash scripts/heldout-bench.sh
   part "each measured compile's selection of the function timed"
   for f in "$W"/heldout/*-tuned.txt; do echo "--- $f"; grep -E "^compiled|^  (tune|select|list|lower) " "$f"; sed -n '/^function /,/^  note/p' "$f" | grep -v '^  note' | head -14; done
 } > "$OUT/heldout.txt" 2>&1

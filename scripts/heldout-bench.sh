@@ -16,6 +16,14 @@
 #   smollm2   examples/smollm2-135m, prefill at 128 tokens (the last row's logits, as generation
 #             runs it); LAYERS=n keeps its first n layers (lavapipe default 4: the 30-layer
 #             model's 40 pairs take hours there), VOCAB as gpu-bench.sh
+#   gemma3    Gemma 3 (sliding-window and global attention, GELU-tanh gated FFN, tied output):
+#             the llama.cpp oracle's gemma3-tiny-Q8_0.gguf (random weights, 4 layers, hidden 256,
+#             context 128), prefill at GLEN tokens (32: the short length the selection times
+#             beside the capacity, tune.ShortAt)
+#   qwen3moe  Qwen3-MoE (8 experts, 2 used): the oracle's qwen3moe-tiny-Q8_0.gguf (2 layers,
+#             hidden 256, context 128), prefill at GLEN tokens
+#             Both read ORACLES (../shared/oracles, else .gpu/oracles: on the GPU machine copy
+#             the two files there first, keeping the llamacpp/<model>/ folders; see below)
 #
 # lavapipe (this machine, CPU Vulkan): bash scripts/heldout-bench.sh
 # H200 (GPU machine): gpu-bench.sh's heldout part runs this script there (its header says how);
@@ -23,8 +31,11 @@
 # ResNet-18 file there: 45 MiB at any size, too large to carry beside the binaries):
 #   bash ../shared/gpu/prepare.sh && go test -c -o .gpu/vkc.test .
 #   run(command=". .gpu/prelude.sh && PARTS=heldout OUT=$OUT bash scripts/gpu-bench.sh", carry=[".gpu"])
+# and for the Gemma and MoE rows (HMODELS="gemma3 qwen3moe"), before the call:
+#   for m in gemma3 qwen3moe; do mkdir -p .gpu/oracles/llamacpp/$m-tiny &&
+#     cp ../shared/oracles/llamacpp/$m-tiny/$m-tiny-Q8_0.gguf .gpu/oracles/llamacpp/$m-tiny/; done
 # Knobs: VKC (bin/vkc), VKC_TEST (.gpu/vkc.test, without go), OUT (/tmp/heldout), PAIRS (40), N (timed runs per timing, 7), BUDGET
-# (empty: vkc's default), MODELS, LAYERS, SIZE, RESNET18 (a ResNet-18 ONNX file made already). Every measured compile's report is kept in
+# (empty: vkc's default), MODELS, LAYERS, SIZE, RESNET18 (a ResNet-18 ONNX file made already), ORACLES, GLEN (32). Every measured compile's report is kept in
 # $OUT/<model>-tuned.txt, every comparison's JSON in $OUT/<model>-compare.json, the table in
 # $OUT/table.md.
 set -uo pipefail
@@ -33,7 +44,10 @@ OUT=${OUT:-/tmp/heldout}
 PAIRS=${PAIRS:-40}
 N=${N:-7}
 BUDGET=${BUDGET:-}
-MODELS=${MODELS:-whisper resnet resnet18 smollm2}
+MODELS=${MODELS:-whisper resnet resnet18 smollm2 gemma3 qwen3moe}
+ORACLES=${ORACLES:-../shared/oracles}
+[ -d "$ORACLES" ] || [ ! -d .gpu/oracles ] || ORACLES=.gpu/oracles
+GLEN=${GLEN:-32}
 mkdir -p "$OUT"
 if [ "$VKC" = bin/vkc ] && { [ ! -x bin/vkc ] || [ -n "$(find . -name '*.go' -newer bin/vkc -print -quit)" ]; }; then
   go build -o bin/vkc ./cmd/vkc || exit 1
@@ -65,6 +79,9 @@ model() {
         sed -e "s/^  layers: .*/  layers: ${LAYERS:-30}/" -e "s/^  vocab: .*/  vocab: ${VOCAB:-49152}/" "$M" > "$OUT/smollm2-small.yaml"
         M=$OUT/smollm2-small.yaml
       fi ;;
+    gemma3 | qwen3moe)
+      M=$ORACLES/llamacpp/$1-tiny/$1-tiny-Q8_0.gguf FN=prefill CF=(-f prefill) XF=(--length "$GLEN")
+      [ -s "$M" ] || { echo "no $M: the llama.cpp oracle (ORACLES; the header says how on the GPU machine)" >&2; return 1; } ;;
     *) echo "unknown model $1" >&2; return 1 ;;
   esac
 }
