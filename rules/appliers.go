@@ -20,6 +20,7 @@ import (
 func (a *adapter) appliers() map[string]egraph.Applier {
 	return map[string]egraph.Applier{
 		"compose_transposes": egraph.ApplyFunc(a.composeTransposes),
+		"transpose_split":    egraph.ApplyFunc(a.transposeSplit),
 		"compose_slices":     egraph.ApplyFunc(a.composeSlices),
 		"rmsnorm":            egraph.ApplyFunc(a.recogniseRMSNorm),
 		"merge_linears":      egraph.ApplyFunc(a.mergeLinears),
@@ -125,6 +126,26 @@ func (a *adapter) composeTransposes(g *egraph.EGraph, m egraph.Match, rule strin
 		return g.Union(m.Roots[0], x, rule)
 	}
 	id, err := a.addNode(ir.Transpose, ir.Attrs{"perm": r}, x)
+	return a.union(m.Roots[0], rule, id, err)
+}
+
+// transposeSplit: transpose[1,2,0] of x [a, m] reshaped to [a, q, r] (its last axis split, q·r =
+// m) is xᵀ [m, a] reshaped to [q, r, a]: element (i, j, k) of both is x[k, i·r + j]. A
+// projection's rows split into heads and moved to heads-first, features-first (K transposed)
+// become the transpose of the projection, which matmul-transpose-out computes as the product
+// with its operands swapped. The types alone decide: the root is [q, r, p] with p = a and
+// q·r = m exactly when the reshape is that split.
+func (a *adapter) transposeSplit(g *egraph.EGraph, m egraph.Match, rule string) (bool, error) {
+	x, _ := m.Subst.Class("?x")
+	xt, rt := a.typeOf(x).Shape, a.typeOf(m.Roots[0]).Shape
+	if xt.Rank() != 2 || rt.Rank() != 3 || rt[2] != xt[0] || rt[0]*rt[1] != xt[1] {
+		return false, nil
+	}
+	t, err := a.addNode(ir.Transpose, ir.Attrs{"perm": []int{1, 0}}, x)
+	if err != nil {
+		return a.union(m.Roots[0], rule, t, err)
+	}
+	id, err := a.addNode(ir.Reshape, ir.Attrs{"shape": []int{rt[0], rt[1], rt[2]}}, t)
 	return a.union(m.Roots[0], rule, id, err)
 }
 

@@ -113,3 +113,49 @@ func TestNoTransposedCacheOffered(t *testing.T) {
 		t.Errorf("no k or v -rev rule applied to Whisper's encoder (its k and v are projections)")
 	}
 }
+
+// TestWhisperKTransposedCandidate: among the diverse extractions of Whisper's encoder is one
+// whose attention reads K transposed (k_layout hds) straight from the projection — the product
+// written transposed (matmul-transpose-out, transpose-split), no transpose kernel in between —
+// and it computes what the encoder as written computes.
+func TestWhisperKTransposedCandidate(t *testing.T) {
+	m, err := ir.ParseModel("../examples/whisper-tiny-encoder/model.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Function("encode")
+	cands, _, err := OptimizeK(context.Background(), m, f, Options{}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *ir.Function
+	for _, g := range cands {
+		for _, n := range g.Nodes {
+			if n.Op != ir.Attention || ir.AttentionLayouts(n.Attrs).K != "hds" {
+				continue
+			}
+			k := n.Args[1].Node
+			if k.Op == ir.Reshape && (k.Args[0].Node.Op == ir.Linear || k.Args[0].Node.Op == ir.Matmul) {
+				found = g
+			}
+		}
+	}
+	if found == nil {
+		t.Fatalf("no candidate of %d reads K transposed from the projection", len(cands))
+	}
+	inputs := randomInputs(m, f, rand.New(rand.NewPCG(1, 2)))
+	want, _, err := interp.Run(m, f.Name, inputs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	om := &ir.Model{Name: m.Name, Params: m.Params, State: m.State, Weights: m.Weights, Functions: []*ir.Function{found}}
+	got, _, err := interp.Run(om, f.Name, inputs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, w := range want {
+		if err := closeEnough(got[k], w, 1e-4); err != nil {
+			t.Errorf("output %s: %v", k, err)
+		}
+	}
+}

@@ -287,6 +287,17 @@ var ruleCases = map[string]ruleCase{
 		w := c.in(b, c.dim(), k)
 		return []ir.Value{c.op(ir.Matmul, nil, c.in(b, c.dim(), k), c.op(ir.Transpose, ir.Attrs{"perm": []int{0, 2, 1}}, w))}
 	}},
+	"matmul-transpose-out": {build: func(c *caseGen) []ir.Value {
+		k := c.dim()
+		mm := c.op(ir.Matmul, ir.Attrs{"tb": true}, c.in(c.dim(), k), c.in(c.dim(), k))
+		return []ir.Value{c.op(ir.Transpose, ir.Attrs{"perm": []int{1, 0}}, mm)}
+	}},
+	"transpose-split": {build: func(c *caseGen) []ir.Value {
+		// rows [a, q·r] split into [a, q, r] and moved to [q, r, a]
+		a, q, r := c.dim(), c.pick(1, 2, 3), c.pick(2, 3, 4)
+		x := c.op(ir.Reshape, ir.Attrs{"shape": []int{a, q, r}}, c.in(a, q*r))
+		return []ir.Value{c.op(ir.Transpose, ir.Attrs{"perm": []int{1, 2, 0}}, x)}
+	}},
 	"matmul-transpose-a": {build: func(c *caseGen) []ir.Value {
 		k := c.dim()
 		x := c.in(k, c.dim())
