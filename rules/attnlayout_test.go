@@ -159,3 +159,28 @@ func TestWhisperKTransposedCandidate(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposedProductOfTwoDTypes: f32 rows times f16 weights, transposed, keep their f32 result:
+// matmul-transpose-out would make the f16 weights the first operand (an f16 result), so it does
+// not apply, and the optimiser neither fails on the types nor changes the value.
+func TestTransposedProductOfTwoDTypes(t *testing.T) {
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 3, 4))
+	w, _ := b.Input("w", ir.T(ir.F16, 5, 4))
+	y := b.MustOp(ir.Transpose, ir.Attrs{"perm": []int{1, 0}}, b.MustOp(ir.Linear, nil, x, w))
+	if err := b.Output("y", y); err != nil {
+		t.Fatal(err)
+	}
+	g, rep, err := Optimize(context.Background(), nil, b.Function(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rules {
+		if r.Name == "matmul-transpose-out" && r.Applied > 0 {
+			t.Errorf("matmul-transpose-out applied to f32 rows and f16 weights")
+		}
+	}
+	if got := g.Outputs[0].Value.Type(); !got.Equal(ir.T(ir.F32, 5, 3)) {
+		t.Errorf("result %s, want f32[5,3]", got)
+	}
+}

@@ -114,6 +114,13 @@ func (a *adapter) guards() map[string]Guard {
 			}
 			return true
 		}},
+		// same_dtype(?a, ?b): two classes hold tensors of one dtype (a product with its
+		// operands swapped takes the other's dtype for its result).
+		"same_dtype": {Args: 2, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
+			x, ok1 := classArg(m, args[0])
+			y, ok2 := classArg(m, args[1])
+			return ok1 && ok2 && info(g, x).Type().DType == info(g, y).Type().DType
+		}},
 		// identity_perm(?p): the permutation leaves every axis in place.
 		"identity_perm": {Args: 1, Check: func(g *egraph.EGraph, m egraph.Match, args []string) bool {
 			s, ok := attrArg(m, args[0])
