@@ -111,6 +111,10 @@ type SelectOptions struct {
 	// it would compile would outlast the budget.
 	NewKernels func(p *plan.Plan) int
 	KernelCost time.Duration
+	// CompileCost, when set, predicts what compiling p's new kernels costs from the slowest
+	// compiles measured so far (Tuner.CompileCost): a check that would spend the time kept for
+	// the rounds of the candidates already valid is predicted by it (checkCost).
+	CompileCost func(p *plan.Plan) time.Duration
 	// Guard, when set, bounds every check and timing by its hard deadline (DeviceGuard): work
 	// the deadline leaves running is abandoned, and nothing more is checked or timed.
 	Guard *DeviceGuard
@@ -360,7 +364,13 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 		s.record(ctx)
 		return s.sel, err
 	}
-	err := s.rounds(ctx)
+	var err error
+	if len(s.valid) > 1 || len(s.waiting) == 0 {
+		err = s.rounds(ctx)
+	}
+	if err == nil {
+		err = s.late(ctx)
+	}
 	s.record(ctx)
 	if err != nil {
 		return nil, err
@@ -390,6 +400,19 @@ type selecting struct {
 	// capacity only).
 	shortIns map[string][]byte
 	static   bool
+	// waiting are the candidates whose checks would compile kernels new to the device, in the
+	// order of their predicted cost: they are checked after the rounds of the candidates
+	// checked (late). checkOne checks one (waits: with mayWait, it would compile new kernels
+	// and was put in waiting); reserve is the time its checks keep for the rounds.
+	waiting  []int
+	checkOne func(i int, mayWait bool) (waits bool)
+	reserve  time.Duration
+	lateCtx  context.Context // bounds the late checks (nil before)
+	// round is the wall time of the last paired round and roundOf the candidates it timed;
+	// timed: rounds ran (before the late checks).
+	round   time.Duration
+	roundOf int
+	timed   bool
 }
 
 func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
@@ -448,14 +471,6 @@ func (s *selecting) record(ctx context.Context) {
 func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	opts, sel, cands, ref := s.opts, s.sel, s.cands, s.ref
 	outer := cmp.Or(opts.outer, ctx)
-	// expected is what a check that compiles n new kernels is expected to take.
-	expected := func(n int) time.Duration {
-		per := opts.perKernel.mean()
-		if per == 0 {
-			per = opts.KernelCost
-		}
-		return time.Duration(n+1) * per
-	}
 	r := opts.References[ref]
 	if r == nil || r.seed != opts.Seed {
 		r = StartReference(s.m, ref, opts.Seed, nil)
@@ -516,12 +531,22 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	anyValid, static := false, s.static
 	programs := map[string]int{}
 	valids := 0
-	for i, c := range cands {
+	// Checks go in the candidates' order, except that once one is valid, a candidate whose check
+	// would compile kernels new to the device waits (s.waiting) until the candidates checked
+	// have been timed (late): a check that only runs costs milliseconds, one new kernel up to
+	// seconds, and no prediction knows what the driver's disk cache holds (Whisper's attention
+	// with K transposed took 10 s on lavapipe, predicted 0.2 s, and spent the rounds of all).
+	// Those waiting then go cheapest predicted first.
+	results := make([]SelectResult, len(cands))
+	predicted := map[int]time.Duration{}
+	s.reserve = reserve
+	s.checkOne = func(i int, mayWait bool) (waits bool) {
+		c := cands[i]
 		r := SelectResult{SelectCandidate: c}
 		switch {
 		case ctx.Err() != nil && anyValid:
 			r.Reason = notChecked + ": " + ctx.Err().Error()
-		case !c.Static && anyValid && wouldOverrun(ctx, opts.checks.mean()+reserve):
+		case !c.Static && anyValid && wouldOverrun(cmp.Or(s.lateCtx, ctx), opts.checks.mean()+s.reserve):
 			r.Reason = notChecked + ": the time left is kept for timing the candidates checked"
 		case opts.Guard.Abandoned():
 			r.Reason = notChecked + ": the budget ran out while the device compiled another candidate's kernels"
@@ -549,15 +574,25 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 						if opts.NewKernels != nil {
 							fresh = opts.NewKernels(p)
 						}
+						need := checkCost(opts, fresh, p, !c.Static && anyValid)
+						if mayWait && !c.Static && anyValid && fresh > 0 {
+							predicted[i] = need
+							return waitCheck
+						}
+						reserve := s.reserve
 						// The kernels it would compile are not started past the budget
 						// (the static extraction, or the first candidate checked without
 						// one, is), nor, for another candidate, into the rounds' time.
-						need := expected(fresh)
-						if !c.Static && anyValid {
-							need += reserve
+						bound := outer
+						if s.lateCtx != nil {
+							bound = s.lateCtx // a late check: its function's share
 						}
-						if (static || anyValid) && wouldOverrun(outer, need) {
+						if (static || anyValid) && wouldOverrun(bound, need) {
 							return fmt.Sprintf("%s: the budget ran out (it would compile %d kernels)", notChecked, fresh)
+						}
+						if !c.Static && anyValid && wouldOverrun(bound, need+reserve) {
+							return fmt.Sprintf("%s: it would compile %d kernels (predicted %v) into the time kept for timing the %d candidates valid (%v)",
+								notChecked, fresh, need.Round(time.Millisecond), valids, reserve.Round(time.Millisecond))
 						}
 						return ""
 					})
@@ -565,11 +600,18 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 					exe.Close() // checked past the deadline: nobody waits for it
 				}
 			})
+			if finished && reason == waitCheck {
+				opts.trace("select: %s candidate %d waits for the rounds: it would compile %d kernels (predicted %v)", ref.Name, i, fresh, predicted[i].Round(time.Millisecond))
+				r.Reason = fmt.Sprintf("%s: it would compile %d kernels (predicted %v), so it waited for the rounds of the candidates checked, and none was left for it",
+					notChecked, fresh, predicted[i].Round(time.Millisecond))
+				results[i] = r
+				return true
+			}
 			if !finished {
 				r.Reason = notChecked + ": the budget ran out while the device compiled its kernels"
 				opts.trace("select: %s candidate %d abandoned at the budget's deadline", ref.Name, i)
-				sel.Results = append(sel.Results, r)
-				continue
+				results[i] = r
+				return false
 			}
 			s.exes[i], r.Weights, prog, r.Reason = exe, weights, cprog, reason
 			if r.Reason == "" {
@@ -587,8 +629,16 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 		if r.Valid {
 			valids++
 		}
-		sel.Results = append(sel.Results, r)
+		results[i] = r
+		return false
 	}
+	for i := range cands {
+		if s.checkOne(i, true) {
+			s.waiting = append(s.waiting, i)
+		}
+	}
+	sort.SliceStable(s.waiting, func(a, b int) bool { return predicted[s.waiting[a]] < predicted[s.waiting[b]] })
+	sel.Results = results // checkOne writes a late check's result here
 	for i, r := range sel.Results {
 		if r.Valid {
 			s.valid = append(s.valid, i)
@@ -610,11 +660,34 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	return nil
 }
 
+// waitCheck is what a check's admission returns for a candidate that waits for the cheaper
+// checks (never a candidate's reason).
+const waitCheck = "\x00wait"
+
+// checkCost predicts a check that compiles fresh kernels new to the device (plan p): one more
+// than fresh at the mean time per kernel of the checks so far (KernelCost before any). When
+// risky (another candidate is valid, so the check spends the rounds' time), it is at least
+// the run plus CompileCost's prediction from the slowest compiles measured: a mean over the
+// kernels of earlier checks, most of them small or in the driver's disk cache, put Whisper's
+// attention with K transposed at 0.2 s, and it took 10 s.
+func checkCost(opts SelectOptions, fresh int, p *plan.Plan, risky bool) time.Duration {
+	per := opts.perKernel.mean()
+	if per == 0 {
+		per = opts.KernelCost
+	}
+	need := time.Duration(fresh+1) * per
+	if risky && fresh > 0 && opts.CompileCost != nil {
+		need = max(need, per+opts.CompileCost(p))
+	}
+	return need
+}
+
 // rounds times the valid candidates in paired, alternating rounds while ctx lasts (a round is
 // not started when the last one would not fit), then decides the winner. A round of a function
 // with a short length (sel.Short) times every candidate at it and at the capacity.
 func (s *selecting) rounds(ctx context.Context) error {
 	opts, sel, cands, valid := s.opts, s.sel, s.cands, s.valid
+	s.timed = true
 	// lengths[l] are the inputs of timed length l (0: the capacity, 1: sel.Short);
 	// times[l][candidate][round].
 	lengths := []map[string][]byte{s.timeIns}
@@ -667,6 +740,7 @@ func (s *selecting) rounds(ctx context.Context) error {
 		}
 		sel.Rounds++
 		lastRound = time.Since(t0)
+		s.round, s.roundOf = lastRound, len(valid)
 	}
 	sel.deadline = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	for i := range sel.Results {
@@ -755,6 +829,97 @@ func (s *selecting) rounds(ctx context.Context) error {
 			}
 		}
 	}
+	return nil
+}
+
+// late checks the candidates that waited for the rounds (s.waiting, cheapest predicted first)
+// while ctx lasts. No such check starts before the valid candidates, when there are two or
+// more, have been timed: what it costs is not known (a kernel in the driver's disk cache takes
+// milliseconds, one not there seconds), and the rounds measured stand whatever it takes. Each
+// starts only when its predicted check leaves the time of EvidenceRounds paired rounds of the
+// candidates valid and itself (at the last round's time per candidate). When any is valid,
+// the valid candidates are timed again together, and those rounds decide when there are at
+// least EvidenceRounds of them (or as many as before); else the rounds before stand and the
+// late candidate stays untimed (the selection's Why says so).
+func (s *selecting) late(ctx context.Context) error {
+	if s.done {
+		return nil
+	}
+	// last is the selection as the last rounds left it (nil: none ran).
+	type measured struct {
+		sel   Selection
+		valid []int
+	}
+	var last *measured
+	snapshot := func() {
+		last = &measured{sel: *s.sel, valid: slices.Clone(s.valid)}
+		last.sel.Results = slices.Clone(s.sel.Results)
+	}
+	retime := func() error {
+		s.sel.Winner, s.sel.Rounds, s.sel.Why = -1, 0, ""
+		s.valid = s.valid[:0]
+		for i, r := range s.sel.Results {
+			if r.Valid {
+				s.valid = append(s.valid, i)
+			}
+		}
+		return s.rounds(ctx)
+	}
+	if s.timed {
+		snapshot()
+	}
+	s.lateCtx = ctx
+	// since: the candidates checked after the last rounds; checked: those of them valid.
+	var since, checked []int
+	for _, i := range s.waiting {
+		if ctx.Err() != nil {
+			break // each keeps the reason it waited with
+		}
+		if last == nil && len(s.valid)+len(checked) > 1 {
+			if err := retime(); err != nil {
+				return err
+			}
+			snapshot()
+			since, checked = since[:0], checked[:0]
+		}
+		// Untimed (one candidate was valid): a third of the time left, as for the checks
+		// before the rounds.
+		s.reserve = 0
+		if dl, ok := ctx.Deadline(); ok {
+			s.reserve = time.Until(dl) / 3
+		}
+		if s.roundOf > 0 {
+			s.reserve = time.Duration(EvidenceRounds) * s.round / time.Duration(s.roundOf) * time.Duration(len(s.valid)+len(checked)+1)
+		}
+		s.checkOne(i, false)
+		since = append(since, i)
+		if s.sel.Results[i].Valid {
+			checked = append(checked, i)
+		}
+	}
+	if len(checked) == 0 && last != nil {
+		return nil
+	}
+	if err := retime(); err != nil {
+		return err
+	}
+	if last == nil || s.sel.Rounds >= min(EvidenceRounds, last.sel.Rounds) {
+		return nil
+	}
+	// The rounds before stand; the candidates checked since stay valid and untimed.
+	cur := s.sel.Results
+	*s.sel, s.valid = last.sel, last.valid
+	s.sel.deadline = s.sel.deadline || errors.Is(ctx.Err(), context.DeadlineExceeded)
+	for _, i := range since {
+		r := cur[i]
+		r.Times, r.ShortTimes, r.Median, r.ShortMedian, r.Ratio, r.ShortRatio = nil, nil, 0, 0, 0, 0
+		s.sel.Results[i] = r
+	}
+	var late []string
+	for _, i := range checked {
+		late = append(late, fmt.Sprint(i))
+	}
+	s.sel.Why = strings.TrimPrefix(s.sel.Why+"; ", "; ") + fmt.Sprintf("candidate %s checked valid after the rounds, with too little time left to time it in %d paired rounds", strings.Join(late, ", "), EvidenceRounds)
 	return nil
 }
 
@@ -1316,6 +1481,25 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		}
 		d = cmp.Or(d, ss[i].d) // opened by the first check
 	}
+	for i, s := range ss {
+		if !s.done && (len(s.valid) > 1 || len(s.waiting) == 0) {
+			// (One valid candidate with others waiting: nothing to compare yet; its rounds
+			// come after the late checks.)
+			fctx, cancel := ctx, context.CancelFunc(func() {})
+			if dl, ok := ctx.Deadline(); ok {
+				fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(fns)-i))
+			}
+			err := s.rounds(fctx)
+			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
+			cancel()
+			if err != nil {
+				s.record(ctx)
+				return fail(i+1, err)
+			}
+		}
+	}
+	// Then the candidates that waited for the rounds (their checks compile kernels new to the
+	// device), with the time every function's rounds left, in equal shares again.
 	var winners []*ir.Function
 	for i, s := range ss {
 		if !s.done {
@@ -1323,11 +1507,12 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 			if dl, ok := ctx.Deadline(); ok {
 				fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(fns)-i))
 			}
-			err := s.rounds(fctx)
-			s.record(fctx)
+			err := s.late(fctx)
+			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
 			cancel()
+			s.record(ctx)
 			if err != nil {
-				return fail(i+1, err)
+				return nil, append(sels, s.sel), err
 			}
 		}
 		sels = append(sels, s.sel)

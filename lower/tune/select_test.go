@@ -576,3 +576,130 @@ func TestReferenceParamCacheSharesWeights(t *testing.T) {
 		}
 	}
 }
+
+// A candidate whose check would compile kernels new to the device waits until the candidates
+// whose checks only run are checked and timed, so that its check (a compile predicted wrong
+// by far) cannot spend their rounds; it is then checked when its prediction (CompileCost, not
+// the mean per kernel of the checks so far) fits, and the valid candidates are timed again
+// with it. The costs are synthetic: candidate 3 compiles 2 new kernels, the others none.
+func TestSelectChecksExpensiveCandidateLast(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	cands := []SelectCandidate{{Fn: m.Function("forward"), Static: true, Label: "static"}, {Fn: m.Function("forward_alt"), Label: "alt"},
+		{Fn: m.Function("forward_wrong"), Label: "wrong"}, {Fn: m.Function("forward_relu2"), Label: "new attention"}}
+	newKernels := func(p *plan.Plan) int {
+		if p.Functions[0].Name == "forward_relu2" {
+			return 2
+		}
+		return 0
+	}
+	for _, tc := range []struct {
+		compile time.Duration
+		checked bool
+		winner  int
+	}{{70 * time.Second, false, 1}, {time.Millisecond, true, 3}} {
+		var trace bytes.Buffer
+		clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 3: 100 * time.Microsecond}}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward")},
+			func(*ir.Function) ([]SelectCandidate, error) { return cands, nil }, lowerFn,
+			SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
+				CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)/2) * tc.compile }})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel := sels[0]
+		tr := trace.String()
+		round, checked3 := strings.Index(tr, "forward round 4"), strings.Index(tr, "checked forward candidate 3")
+		if !strings.Contains(tr, "candidate 3 waits") || round < 0 || checked3 < round || strings.Index(tr, "checked forward candidate 2") > round {
+			t.Errorf("compile %v: candidate 3 (new kernels) was not checked after candidates 1 and 2 (none) and their rounds:\n%s", tc.compile, tr)
+		}
+		if r := sel.Results[2]; r.Valid || !strings.Contains(r.Reason, "wrong output") {
+			t.Errorf("compile %v: candidate 2: %q", tc.compile, r.Reason)
+		}
+		r := sel.Results[3]
+		if tc.checked != r.Valid || tc.checked && len(r.Times) != sel.Rounds {
+			t.Errorf("compile %v: candidate 3 valid=%v %q, timed in %d of %d rounds", tc.compile, r.Valid, r.Reason, len(r.Times), sel.Rounds)
+		}
+		if !tc.checked && !strings.Contains(r.Reason, "not checked: the budget ran out (it would compile 2 kernels)") {
+			t.Errorf("compile %v: candidate 3's reason %q", tc.compile, r.Reason)
+		}
+		if sel.Rounds != 5 || len(sel.Results[0].Times) != 5 || len(sel.Results[1].Times) != 5 {
+			t.Errorf("compile %v: %d rounds, want 5 of candidates 0 and 1:\n%s", tc.compile, sel.Rounds, sel)
+		}
+		if sel.Winner != tc.winner {
+			t.Errorf("compile %v: winner %d, want %d:\n%s", tc.compile, sel.Winner, tc.winner, sel)
+		}
+	}
+}
+
+// Tuner.CompileCost predicts each new kernel of a plan at the mean first run measured for its
+// op, and one of an op never measured at the slowest first run of any op.
+func TestTunerCompileCost(t *testing.T) {
+	tu := &Tuner{}
+	p := &plan.Plan{Modules: []plan.Module{{Key: "attention[layout=shd](f32[4])->(f32[4])", SPIRV: []uint32{1}},
+		{Key: "linear(f32[4])->(f32[4])", SPIRV: []uint32{2}}, {Key: "elementwise(f32[4])->(f32[4]){add}", SPIRV: []uint32{3}}}}
+	if c := tu.CompileCost(p); c != 0 {
+		t.Errorf("nothing measured: %v, want 0", c)
+	}
+	tu.addFirstRun("linear", 4*time.Second)
+	tu.addFirstRun("elementwise", 50*time.Millisecond)
+	tu.addFirstRun("linear", time.Second)
+	tu.addFirstRun("linear", 0) // did not get to its first run: not counted
+	if c, want := tu.CompileCost(p), 4*time.Second+2500*time.Millisecond+50*time.Millisecond; c != want {
+		t.Errorf("CompileCost %v, want %v (attention at the slowest of any op, linear at its mean)", c, want)
+	}
+}
+
+// slowClock is planClock, but a timing of candidate slow takes wall time (until ctx ends).
+type slowClock struct {
+	planClock
+	slow int
+	wall time.Duration
+}
+
+func (c *slowClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
+	if cand == c.slow {
+		select {
+		case <-time.After(c.wall):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return c.planClock.TimePlan(ctx, exe, fn, inputs, cand)
+}
+
+// A candidate checked after the rounds that then cannot be timed in EvidenceRounds rounds
+// leaves the rounds before it standing, and the selection says so: here a timing of it takes
+// 2.5 s of a 6 s selection, so the second rounds reach at most 2.
+func TestSelectLateCandidateTooLateToTime(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	cands := []SelectCandidate{{Fn: m.Function("forward"), Static: true, Label: "static"}, {Fn: m.Function("forward_alt"), Label: "alt"},
+		{Fn: m.Function("forward_relu2"), Label: "new kernels"}}
+	newKernels := func(p *plan.Plan) int {
+		if p.Functions[0].Name == "forward_relu2" {
+			return 1
+		}
+		return 0
+	}
+	clock := &slowClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 100 * time.Microsecond}},
+		slow: 2, wall: 2500 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward")},
+		func(*ir.Function) ([]SelectCandidate, error) { return cands, nil }, lowerFn,
+		SelectOptions{Timer: clock, NewKernels: newKernels, KernelCost: time.Millisecond,
+			CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)) * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := sels[0]
+	if sel.Rounds != 5 || sel.Winner != 1 || !sel.Results[2].Valid || len(sel.Results[2].Times) != 0 || len(sel.Results[1].Times) != 5 {
+		t.Errorf("want the 5 rounds of candidates 0 and 1 to stand (1 wins), candidate 2 valid and untimed:\n%s", sel)
+	}
+	if !strings.Contains(sel.Why, "candidate 2 checked valid after the rounds, with too little time left to time it in 3 paired rounds") {
+		t.Errorf("why: %q", sel.Why)
+	}
+}

@@ -214,6 +214,18 @@ type Tuner struct {
 	// pointTime is the wall time of the configurations tried so far (building, compiling the
 	// pipelines, checking and timing), by template and over all ("").
 	pointTime map[string]*meanTime
+	// firstRun is the first runs of the configurations so far (creating their pipelines and
+	// their check's run, where a CPU driver compiles the kernel), by op (kernels.Problem.OpName)
+	// and over all (""): what CompileCost predicts a new kernel by. firstMu guards it (t.mu is
+	// held through a search).
+	firstMu  sync.Mutex
+	firstRun map[string]*firstRuns
+}
+
+// firstRuns are the first runs of an op's configurations: their sum, count and the slowest.
+type firstRuns struct {
+	meanTime
+	slowest time.Duration
 }
 
 // meanTime is a running mean of durations.
@@ -350,11 +362,17 @@ func (t *Tuner) KernelCost() time.Duration {
 // NewKernels counts the distinct kernels of plan p that no pipeline of the tuner exists for: a
 // plan loaded with Kernel creates (and compiles) them.
 func (t *Tuner) NewKernels(p *plan.Plan) int {
+	return len(t.newModules(p))
+}
+
+// newModules returns the modules of p (one per distinct kernel) that no pipeline of the tuner
+// exists for.
+func (t *Tuner) newModules(p *plan.Plan) []*plan.Module {
 	t.mu.Lock()
 	pipes := t.pipes
 	t.mu.Unlock()
 	seen := map[string]bool{}
-	n := 0
+	var out []*plan.Module
 	for i := range p.Modules {
 		m := &p.Modules[i]
 		k := runtime.Kernel{SPIRV: wordsBytes(m.SPIRV), Entry: m.Entry, PushConstantSize: int(m.PushConstantSize)}
@@ -370,10 +388,54 @@ func (t *Tuner) NewKernels(p *plan.Plan) int {
 		}
 		seen[key] = true
 		if pipes == nil || !pipes.has(key) {
-			n++
+			out = append(out, m)
 		}
 	}
-	return n
+	return out
+}
+
+// addFirstRun records a configuration's first run (0: it did not get that far) of a problem of op.
+func (t *Tuner) addFirstRun(op string, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t.firstMu.Lock()
+	defer t.firstMu.Unlock()
+	if t.firstRun == nil {
+		t.firstRun = map[string]*firstRuns{}
+	}
+	for _, k := range []string{op, ""} {
+		f := t.firstRun[k]
+		if f == nil {
+			f = &firstRuns{}
+			t.firstRun[k] = f
+		}
+		f.add(d)
+		f.slowest = max(f.slowest, d)
+	}
+}
+
+// CompileCost predicts what compiling the kernels of plan p that no pipeline exists for yet
+// (NewKernels) costs, by the first runs of the configurations this session tuned: each kernel
+// at the mean first run of its op (a module's problem key begins with it), and a kernel of an
+// op never tuned at the slowest first run of any op (0 before any was measured). The latter is
+// pessimistic on purpose: such a kernel may sit in the driver's own disk cache (ms) or not
+// (Whisper's attention with K transposed: about 10 s on lavapipe), and a check that runs over
+// spends the rounds of the candidates already checked.
+func (t *Tuner) CompileCost(p *plan.Plan) time.Duration {
+	t.firstMu.Lock()
+	defer t.firstMu.Unlock()
+	var cost time.Duration
+	for _, m := range t.newModules(p) {
+		op, _, _ := strings.Cut(m.Key, "(")
+		op, _, _ = strings.Cut(op, "[")
+		if f := t.firstRun[op]; f != nil {
+			cost += f.mean()
+		} else if f := t.firstRun[""]; f != nil {
+			cost += f.slowest
+		}
+	}
+	return cost
 }
 
 // CreateTime is the mean time the device's driver took to create a pipeline so far in this
@@ -837,7 +899,8 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			tfatal error
 		)
 		// t.phase is TunePlan's deadline (t.mu is held: BestWithin).
-		if !t.Guard.RunBy(t.phase, func() { o, d, reason = t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &tfatal) }) {
+		var first time.Duration
+		if !t.Guard.RunBy(t.phase, func() { o, d, reason = t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &tfatal, &first) }) {
 			// The phase's or the hard deadline came while the device worked on it (or on
 			// what an earlier phase left running): abandoned, with the search (recorded as
 			// the budget cut it).
@@ -848,6 +911,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		// What the point cost counts even when the deadline stopped it: the next one is
 		// expected to cost as much.
 		t.addPoint(tm.Name, time.Since(t0))
+		t.addFirstRun(p.OpName(), first)
 		if o == skipped { // stopped (context or fatal): nothing is recorded
 			return skipped, 0
 		}
@@ -1089,7 +1153,7 @@ func deviceErr(err error) error {
 // ended or a fatal device error (recorded in *fatal) stopped it: such a configuration is not
 // recorded either way.
 func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Template, c kernels.Config, in *checkData,
-	sameLaunch map[string]string, e *Entry, bestSoFar time.Duration, fatal *error) (outcome, time.Duration, string) {
+	sameLaunch map[string]string, e *Entry, bestSoFar time.Duration, fatal *error, firstRun *time.Duration) (outcome, time.Duration, string) {
 	stopped := func(err error) bool {
 		if ctx.Err() != nil {
 			return true
@@ -1144,6 +1208,7 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 	defer b.Close()
 	got, err := in.check(ctx, t.Device, l, t.pipes, b)
 	mark(3)
+	*firstRun = took[2] + took[3]
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""
