@@ -81,10 +81,14 @@ func vecGroups(p *Problem, c Config, caps Caps) (*gemm, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cols > 1 && cols >= 2*g.n {
-		return nil, fmt.Errorf("cols=%d is more than twice the %d columns", cols, g.n)
+	// A workgroup computes cols·rows columns (rows: MatmulVecQ's columns an invocation computes).
+	if per := max(c["rows"], 1); cols*per > 1 && cols*per >= 2*g.n {
+		return nil, fmt.Errorf("cols=%d×rows=%d is more than twice the %d columns", cols, per, g.n)
 	}
-	if len(p.Parts) > 0 && cols%2 != 0 {
+	if per := max(c["rows"], 1); len(p.Parts) > 0 && per > 1 && per%2 != 0 {
+		return nil, fmt.Errorf("rows=%d: column parts are stored in pairs of columns", per)
+	}
+	if len(p.Parts) > 0 && cols%2 != 0 && max(c["rows"], 1)%2 != 0 {
 		return nil, fmt.Errorf("cols=%d: column parts are stored in pairs of columns", cols)
 	}
 	return g, nil
@@ -243,8 +247,13 @@ type vecFrame struct {
 	batch  codegen.Value
 	aBase  codegen.Value // element offsets of the batch's A and B matrices
 	bBase  codegen.Value
-	sums   []*codegen.Var // per row: the products; then, for rmsnorm_linear, Σx²
-	useSG  bool           // subgroup adds, then shared memory across a column's subgroups
+	// per is how many consecutive columns each column group (its kp invocations) computes,
+	// from col on: they share every load of x (MatmulVecQ's rows; 1 elsewhere).
+	per int
+	// sums, column after column (per of them), each: per row the products; then, for
+	// rmsnorm_linear, Σx² (the same for every column; only the first column's is summed).
+	sums  []*codegen.Var
+	useSG bool // subgroup adds, then shared memory across a column's subgroups
 	// useShuffle: a column's invocations lie in one subgroup (or are one invocation): a
 	// butterfly of shuffle-xors.
 	useShuffle bool
@@ -252,14 +261,44 @@ type vecFrame struct {
 
 func (v *vecFrame) u(x int) codegen.Value { return v.b.U32(uint32(x)) }
 
-// add accumulates x into partial sum i (row i, or Σx² of row i−R).
-func (v *vecFrame) add(i int, x codegen.Value) { v.b.Set(v.sums[i], v.b.Add(v.b.Get(v.sums[i]), x)) }
+// add accumulates x into partial sum i (row i, or Σx² of row i−R) of the first column.
+func (v *vecFrame) add(i int, x codegen.Value) { v.addAt(0, i, x) }
+
+// addAt accumulates x into partial sum i of the group's column c (0 ≤ c < per).
+func (v *vecFrame) addAt(c, i int, x codegen.Value) {
+	s := v.sums[c*v.nred()+i]
+	v.b.Set(s, v.b.Add(v.b.Get(s), x))
+}
+
+// nred is the number of partial sums a column keeps: one per row, and Σx² per row for
+// rmsnorm_linear.
+func (v *vecFrame) nred() int {
+	if v.g.gammaArg >= 0 {
+		return 2 * v.g.m
+	}
+	return v.g.m
+}
+
+// colAt is the column the group's c-th column reads: col + c, clamped to the last column so that
+// a group past the last column reads in bounds (its results are not stored).
+func (v *vecFrame) colAt(c int) codegen.Value {
+	if c == 0 {
+		return v.col
+	}
+	return v.b.Min(v.b.Add(v.col, v.u(c)), v.u(v.g.n-1))
+}
 
 // newVecFrame declares the workgroup size, the layout of invocations and the partial sums.
 // Invocations are laid out along K within a column when kFast (a column's reads are then
 // consecutive), else along N (the columns of one k are).
 func newVecFrame(b *codegen.Builder, p *Problem, g *gemm, caps Caps, wgN, colsN int, kFast bool) *vecFrame {
-	v := &vecFrame{b: b, p: p, g: g, kFast: kFast, wgN: wgN, colsN: colsN}
+	return newVecFrameN(b, p, g, caps, wgN, colsN, 1, kFast)
+}
+
+// newVecFrameN is newVecFrame whose column groups compute per consecutive columns each (col is
+// the first; colAt the others).
+func newVecFrameN(b *codegen.Builder, p *Problem, g *gemm, caps Caps, wgN, colsN, per int, kFast bool) *vecFrame {
+	v := &vecFrame{b: b, p: p, g: g, kFast: kFast, wgN: wgN, colsN: colsN, per: per}
 	v.wg = b.Spec("wg", codegen.U32, int64(wgN))
 	v.cols = b.Spec("cols", codegen.U32, int64(colsN))
 	b.WorkgroupSize(v.wg, b.U32(1), b.U32(1))
@@ -278,14 +317,13 @@ func newVecFrame(b *codegen.Builder, p *Problem, g *gemm, caps Caps, wgN, colsN 
 	}
 	wid := b.WorkgroupID()
 	v.col = b.Add(b.Mul(b.X(wid), v.cols), v.ci)
+	if per > 1 {
+		v.col = b.Mul(v.col, v.u(per))
+	}
 	v.batch = b.Y(wid)
 	v.aBase = b.Mul(BroadcastIndex(b, v.batch, g.batch, g.aBatch), v.u(g.aMat))
 	v.bBase = b.Mul(BroadcastIndex(b, v.batch, g.batch, g.bBatch), v.u(g.bMat))
-	nred := g.m
-	if g.gammaArg >= 0 {
-		nred = 2 * g.m
-	}
-	v.sums = make([]*codegen.Var, nred)
+	v.sums = make([]*codegen.Var, per*v.nred())
 	for r := range v.sums {
 		v.sums[r] = b.Var(fmt.Sprintf("s%d", r), b.F32(0))
 	}
@@ -366,14 +404,41 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 			total[r] = b.Load(red, b.Add(b.Mul(u(r), wg), li))
 		}
 	}
-	finish := func(r int) codegen.Value {
+	nred := v.nred()
+	colN := func(c int) codegen.Value { // column c of the group, unclamped
+		if c == 0 {
+			return v.col
+		}
+		return b.Add(v.col, u(c))
+	}
+	finishAt := func(c, r int) codegen.Value {
 		var ss codegen.Value
 		if rms {
-			ss = total[R+r]
+			ss = total[R+r] // the first column's Σx², the same x for every column
 		}
-		return g.finish(b, p, bufs, total[r], ss, v.col)
+		return g.finish(b, p, bufs, total[c*nred+r], ss, colN(c))
 	}
-	if epi.paired() {
+	finish := func(r int) codegen.Value { return finishAt(0, r) }
+	switch {
+	case v.per > 1 && epi.paired():
+		// per is even: a pair of columns is two of the group's own.
+		for c := 0; c < v.per; c += 2 {
+			b.If(b.And(lead, b.Lt(colN(c), u(g.n))), func() {
+				for r := 0; r < R; r++ {
+					epi.storePair(b, u(r), colN(c), finishAt(c, r), finishAt(c+1, r))
+				}
+			})
+		}
+	case v.per > 1:
+		outBase := b.Mul(v.batch, u(g.m*g.n))
+		for c := 0; c < v.per; c++ {
+			b.If(b.And(lead, b.Lt(colN(c), u(g.n))), func() {
+				for r := 0; r < R; r++ {
+					epi.store(b, b.Add(outBase, b.Add(u(r*g.n), colN(c))), finishAt(c, r))
+				}
+			})
+		}
+	case epi.paired():
 		// Column parts take pairs of columns: each column's lead puts its values in shared
 		// memory, the lead of the even column of a pair (cols is even) stores both.
 		pv := b.Shared("pair", codegen.F32, b.Mul(cols, u(R)))
@@ -390,7 +455,7 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 				epi.storePair(b, u(r), v.col, b.Load(pv, at), b.Load(pv, b.Add(at, u(1))))
 			}
 		})
-	} else {
+	default:
 		b.If(b.And(lead, b.Lt(v.col, u(g.n))), func() {
 			outBase := b.Mul(v.batch, u(g.m*g.n))
 			for r := 0; r < R; r++ {
@@ -409,7 +474,7 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 	if err != nil {
 		return nil, err
 	}
-	grid := [3]uint32{uint32(ceilDiv(g.n, v.colsN)), uint32(g.batches()), 1}
+	grid := [3]uint32{uint32(ceilDiv(g.n, v.colsN*v.per)), uint32(g.batches()), 1}
 	if int(grid[0]) > caps.MaxGroups[0] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
@@ -465,12 +530,36 @@ func cpuVecPoints(caps Caps, width string, widths []int, first [][2]int) []Confi
 // ran 0.81× (the Q6_K LM head, 49152×768) and 1.02× (Q4_K SwiGLU, 3072×768) as fast as at four,
 // and 1.6–2.5× as fast as at the space's first point.
 func vecQStatic(p *Problem, caps Caps) []Config {
-	return dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{32, 16}}))
+	return withRows(dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{32, 16}})), 1)
 }
 
-// vecQSuggest is MatmulVecQ's vecSuggest, less the unrolled points (its space has no unroll).
+// vecQSuggest proposes the points a budgeted search of MatmulVecQ measures first. On a CPU
+// implementation: vecSuggest's (a column a subgroup or two invocations a column, span 1), at one
+// and two columns an invocation. On a GPU, around the default (wg=128, cols=4, span=4, rows=2):
+// one and four columns an invocation, span 2, two subgroups a column group, 256 invocations of
+// 8 groups, 64 of 2, one column group of 256 (few long columns), and the former default
+// (wg=128, cols=2, span=1, rows=1: the figures of docs/bench/h200-2026-12-05) for reference.
 func vecQSuggest(p *Problem, caps Caps) []Config {
-	return dropUnroll(vecSuggest("span", 1)(p, caps))
+	if caps.CPU {
+		cs := dropUnroll(vecSuggest("span", 1)(p, caps))
+		return append(withRows(cs, 1), withRows(cs, 2)...)
+	}
+	pt := func(wg, cols, span, rows int) Config {
+		return Config{"wg": wg, "cols": cols, "span": span, "rows": rows}
+	}
+	return []Config{pt(128, 4, 4, 1), pt(128, 4, 4, 4), pt(128, 4, 2, 2), pt(128, 2, 4, 2),
+		pt(256, 8, 4, 2), pt(64, 2, 4, 2), pt(256, 1, 4, 1), pt(256, 1, 4, 2), pt(128, 2, 1, 1)}
+}
+
+// withRows is cs with rows set to n (copies).
+func withRows(cs []Config, n int) []Config {
+	out := make([]Config, len(cs))
+	for i, c := range cs {
+		d := c.clone()
+		d["rows"] = n
+		out[i] = d
+	}
+	return out
 }
 
 // dropUnroll removes the unroll parameter, and the points that unroll, from cs.

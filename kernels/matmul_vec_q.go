@@ -29,12 +29,25 @@ import (
 // constant selects; the sub-block of a word is known when the kernel is built or computed from
 // the unit's position (Q6_K's sub-blocks of 16), and its scale read as the layout packs it.
 //
-// span is its load width; it is not unrolled further (vecFrame.forK): on lavapipe a dispatch of
-// a Q6_K product (64×768) with its unit unrolled twice did not finish within ten minutes,
-// though spirv-val accepts the module (whether the first-dispatch compile or the run hung was
-// not found out).
+// span is its load width: a unit reads each of its runs of span consecutive words as one run
+// (blockReader.run: span loads, or span+1 and funnel shifts where the block is not word-aligned,
+// Q8_0's 34 bytes, Q6_K's 210), and decodes the unit's sub-block scales once for span words. It
+// is not unrolled further (vecFrame.forK): on lavapipe a dispatch of a Q6_K product (64×768)
+// with its unit unrolled twice did not finish within ten minutes, though spirv-val accepts the
+// module (whether the first-dispatch compile or the run hung was not found out).
 //
-// Specialization constants: wg, cols. Built per span. Grid: ceil(N/cols) × batches.
+// rows is how many consecutive columns (rows of W) one column group computes: each x load (and
+// rmsnorm's gamma, Σx², the Σx of the formats with a min) serves rows columns, as llama.cpp's
+// NUM_ROWS. A quant becomes an f32 without an int-to-float conversion (quantF32).
+//
+// Why (issue 27): on the H200 (docs/bench/h200-2026-12-05) the products read 21–38% of the copy
+// rate at span 1 and one column a group where f16 read 72–91%: a unit of 16 bytes of Q4_K paid
+// its eight sub-block scales, eight f32 vec4 loads of x per column (x's bytes were 8× the
+// weight's, through L1) and an int-to-float conversion per quant, about 24 instructions a byte
+// of weight, where the bandwidth leaves about 11 (docs/decode.md).
+//
+// Specialization constants: wg, cols. Built per span and rows. Grid: ceil(N/(cols·rows)) ×
+// batches.
 var MatmulVecQ = &Template{
 	Name:      "matmul_vec_q",
 	Quantized: QuantizedDTypes(),
@@ -44,8 +57,9 @@ var MatmulVecQ = &Template{
 	},
 	Space: NewSpace(
 		Ints("wg", 128, 64, 256, 32),
-		Ints("cols", 2, 1, 4, 8, 16),
-		Ints("span", 1, 2, 4),
+		Ints("cols", 4, 1, 2, 8, 16),
+		Ints("span", 4, 2, 1),
+		Ints("rows", 2, 1, 4),
 	).Where(vecQFits).Suggest(vecQSuggest),
 	Static: vecQStatic,
 	Build:  buildMatmulVecQ,
@@ -196,25 +210,61 @@ func quantWords(f *quant.Format, span int) []quantWord {
 	return out
 }
 
+// wordGroups groups the words of a unit (quantWords) that share a sub-block scale in every unit
+// of a block: words of a fixed sub-block by it, the others (Q6_K's sub-blocks of 16 at span > 1)
+// with the words whose sub-block moves with the unit in step with theirs. Each group's products
+// are summed before its scale multiplies them. The first word of a group is its representative.
+func wordGroups(words []quantWord, l *quant.Layout, units, span int) [][]int {
+	same := func(a, b quantWord) bool {
+		for u := 0; u < units; u++ {
+			if (a.j0+4*u*span)/l.Sub != (b.j0+4*u*span)/l.Sub {
+				return false
+			}
+		}
+		return true
+	}
+	var out [][]int
+	for i, w := range words {
+		placed := false
+		for g, ws := range out {
+			if same(words[ws[0]], w) {
+				out[g] = append(out[g], i)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			out = append(out, []int{i})
+		}
+	}
+	return out
+}
+
 func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	g, err := acceptVecQFloat(p, caps)
 	if err != nil {
 		return nil, err
 	}
-	wgN, colsN, span := c["wg"], c["cols"], c["span"]
+	wgN, colsN, span, per := c["wg"], c["cols"], c["span"], max(c["rows"], 1)
 	f := g.bT.Format()
 	l := f.Layout
 	if (l.Low.Radix[0]/4)%span != 0 {
 		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
 	}
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_q_%s_r%d_s%d", f.Name, g.m, span))
+	name := fmt.Sprintf("matmul_vec_q_%s_r%d_s%d", f.Name, g.m, span)
+	if per > 1 {
+		name += fmt.Sprintf("_n%d", per)
+	}
+	b := codegen.NewBuilder(name)
 	bufs, binds := declareGemm(b, p, g, 4, 1)
-	v := newVecFrame(b, p, g, caps, wgN, colsN, true)
+	v := newVecFrameN(b, p, g, caps, wgN, colsN, per, true)
 	R, rms := g.m, g.gammaArg >= 0
 	u := v.u
 	words := quantWords(f, span)
 	upb := l.Low.Radix[0] / 4 / span // units per block
+	groups := wordGroups(words, l, upb, span)
 	nb := g.k / f.BlockElems
+	lastWord := (p.Args[g.bArg].Bytes()+3)/4 - 1
 	f4 := codegen.Vec(codegen.F32, 4)
 	uvec := func(x ...int) codegen.Value {
 		vs := make([]codegen.Value, len(x))
@@ -235,106 +285,143 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	b.If(b.Lt(v.col, u(g.n)), func() {
 		v.forK(u(nb*upb), 1, func(unit codegen.Value) {
 			blk := b.Div(unit, u(upb))
-			dyn := b.Mul(b.Rem(unit, u(upb)), u(4*span)) // 4·p0: bytes and elements
-			base := b.Mul(b.Add(b.Mul(v.col, u(nb)), blk), u(f.BlockBytes))
-			rd := newBlockReader(b, bufs.b, f, base)
+			dyn := b.Mul(b.Rem(unit, u(upb)), u(4*span))  // 4·p0: bytes and elements
 			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dyn) // K index of the unit's element 0
-			d := rd.scalar(l.D)
-			var dmin codegen.Value
-			if l.M.Type != 0 {
-				dmin = rd.scalar(l.M)
+			// Each column's block: its reader, scales and runs of words, read once a unit.
+			rds := make([]*blockReader, per)
+			ds := make([]codegen.Value, per)
+			dmins := make([]codegen.Value, per)
+			runs := make([]map[int][]codegen.Value, per)
+			for cc := 0; cc < per; cc++ {
+				base := b.Mul(b.Add(b.Mul(v.colAt(cc), u(nb)), blk), u(f.BlockBytes))
+				rds[cc] = newBlockReader(b, bufs.b, f, base)
+				ds[cc] = rds[cc].scalar(l.D)
+				if l.M.Type != 0 {
+					dmins[cc] = rds[cc].scalar(l.M)
+				}
+				runs[cc] = map[int][]codegen.Value{}
 			}
-			// Words that share a scale are summed before it multiplies them.
-			type group struct {
-				dot, sx []codegen.Value
-				sub     int
-				subDyn  codegen.Value
+			// word is the u32 at off + dyn of column cc's block, s words into a run of span
+			// words from off − 4s (read as one run: span words, or span+1 around them).
+			word := func(cc, off, s int) codegen.Value {
+				r0 := off - 4*s
+				run, ok := runs[cc][r0]
+				if !ok {
+					run = rds[cc].run(r0, dyn, span, lastWord)
+					runs[cc][r0] = run
+				}
+				return run[s]
 			}
-			var groups []*group
-			bySub := map[int]*group{}
-			for _, w := range words {
-				qv := b.And(b.Shr(b.Splat(rd.word(w.lowOff, dyn), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
-					b.Splat(u(1<<l.Low.Width-1), 4))
-				width := l.Low.Width
-				if l.High != nil {
-					hm := u(1<<l.High.Width - 1)
-					var hv codegen.Value
-					switch w.high {
-					case highWord:
-						s := w.highSh
-						hv = b.And(b.Shr(b.Splat(rd.word(w.highOff, dyn), 4), uvec(s, 8+s, 16+s, 24+s)), b.Splat(hm, 4))
-					case highWindow, highBytes:
-						hs := make([]codegen.Value, 4)
-						for e := range hs {
-							off, sh := locate(b, l.High, b.Add(u(w.j0+e), dyn))
-							var src codegen.Value
-							if w.high == highWindow {
-								src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, u(w.highOff)), u(3)), sh))
-							} else {
-								src = b.Shr(rd.byteAt(0, off), sh)
-							}
-							hs[e] = b.And(src, hm)
-						}
-						hv = b.Vec(hs...)
+			// highRun: the high bits of the run of word wi (s words into it) are a run of
+			// consecutive words too (Q6_K's qh, Q3_K's hmask, Q5_K's qh).
+			highRun := func(wi, s int) bool {
+				w0 := words[wi-s]
+				for t := 0; t < span; t++ {
+					if wt := words[wi-s+t]; wt.high != highWord || wt.highOff != w0.highOff+4*t {
+						return false
 					}
-					qv = b.Or(qv, b.Shl(hv, b.Splat(u(width), 4)))
-					width += l.High.Width
 				}
-				qf := b.Convert(signedQuant(b, l, qv, width), f4)
-				kx := b.Add(k0, u(w.j0)) // K index of the word's first element
-				var gm codegen.Value
-				if rms {
-					gm = loadF4(bufs.gamma, b.Shr(kx, u(2)))
+				return true
+			}
+			for _, ws := range groups {
+				rep := words[ws[0]]
+				dots := make([][]codegen.Value, per) // per column, per row
+				for cc := range dots {
+					dots[cc] = make([]codegen.Value, R)
 				}
-				gr := bySub[w.sub]
-				if gr == nil || w.sub < 0 {
-					gr = &group{dot: make([]codegen.Value, R), sx: make([]codegen.Value, R), sub: w.sub}
-					if w.sub < 0 {
-						gr.subDyn = b.Div(b.Add(u(w.j0), dyn), u(l.Sub))
-					} else {
-						bySub[w.sub] = gr
-					}
-					groups = append(groups, gr)
-				}
-				for r := 0; r < R; r++ {
-					x := loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
+				sx := make([]codegen.Value, R)
+				for _, wi := range ws {
+					w := words[wi]
+					s := (w.j0 % l.Low.Radix[0]) / 4 // the word's place in its run
+					kx := b.Add(k0, u(w.j0))         // K index of the word's first element
+					// x, once for all the group's columns.
+					xs := make([]codegen.Value, R)
+					var gm codegen.Value
 					if rms {
-						v.add(R+r, b.Dot(x, x))
-						x = b.Mul(x, gm)
+						gm = loadF4(bufs.gamma, b.Shr(kx, u(2)))
 					}
-					dt := b.Dot(x, qf)
-					if gr.dot[r].Valid() {
-						dt = b.Add(gr.dot[r], dt)
-					}
-					gr.dot[r] = dt
-					if withMin {
-						sx := b.Dot(x, ones)
-						if gr.sx[r].Valid() {
-							sx = b.Add(gr.sx[r], sx)
+					for r := 0; r < R; r++ {
+						x := loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
+						if rms {
+							v.add(R+r, b.Dot(x, x))
+							x = b.Mul(x, gm)
 						}
-						gr.sx[r] = sx
+						xs[r] = x
+						if withMin {
+							t := b.Dot(x, ones)
+							if sx[r].Valid() {
+								t = b.Add(sx[r], t)
+							}
+							sx[r] = t
+						}
+					}
+					for cc := 0; cc < per; cc++ {
+						rd := rds[cc]
+						qv := b.And(b.Shr(b.Splat(word(cc, w.lowOff, s), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
+							b.Splat(u(1<<l.Low.Width-1), 4))
+						width := l.Low.Width
+						if l.High != nil {
+							hm := u(1<<l.High.Width - 1)
+							var hv codegen.Value
+							switch w.high {
+							case highWord:
+								sh := w.highSh
+								hw := rd.word(w.highOff, dyn)
+								if highRun(wi, s) {
+									hw = word(cc, w.highOff, s)
+								}
+								hv = b.And(b.Shr(b.Splat(hw, 4), uvec(sh, 8+sh, 16+sh, 24+sh)), b.Splat(hm, 4))
+							case highWindow, highBytes:
+								hs := make([]codegen.Value, 4)
+								for e := range hs {
+									off, sh := locate(b, l.High, b.Add(u(w.j0+e), dyn))
+									var src codegen.Value
+									if w.high == highWindow {
+										src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, u(w.highOff)), u(3)), sh))
+									} else {
+										src = b.Shr(rd.byteAt(0, off), sh)
+									}
+									hs[e] = b.And(src, hm)
+								}
+								hv = b.Vec(hs...)
+							}
+							qv = b.Or(qv, b.Shl(hv, b.Splat(u(width), 4)))
+							width += l.High.Width
+						}
+						qf := quantF32(b, l, qv, width)
+						for r := 0; r < R; r++ {
+							dt := b.Dot(xs[r], qf)
+							if dots[cc][r].Valid() {
+								dt = b.Add(dots[cc][r], dt)
+							}
+							dots[cc][r] = dt
+						}
 					}
 				}
-			}
-			for _, gr := range groups {
-				var scale, mn codegen.Value
-				switch l.Combine {
-				case quant.Scaled:
-					scale = d
-				case quant.ScaledPlusMin:
-					scale, mn = d, dmin
-				default:
-					scale, mn = rd.subScale(l, d, dmin, gr.sub, gr.subDyn)
+				var subDyn codegen.Value
+				if rep.sub < 0 {
+					subDyn = b.Div(b.Add(u(rep.j0), dyn), u(l.Sub))
 				}
-				for r := 0; r < R; r++ {
-					t := b.Mul(scale, gr.dot[r])
+				for cc := 0; cc < per; cc++ {
+					var scale, mn codegen.Value
 					switch l.Combine {
+					case quant.Scaled:
+						scale = ds[cc]
 					case quant.ScaledPlusMin:
-						t = b.Add(t, b.Mul(mn, gr.sx[r]))
-					case quant.SubScaledMinusMin:
-						t = b.Sub(t, b.Mul(mn, gr.sx[r]))
+						scale, mn = ds[cc], dmins[cc]
+					default:
+						scale, mn = rds[cc].subScale(l, ds[cc], dmins[cc], rep.sub, subDyn)
 					}
-					v.add(r, t)
+					for r := 0; r < R; r++ {
+						t := b.Mul(scale, dots[cc][r])
+						switch l.Combine {
+						case quant.ScaledPlusMin:
+							t = b.Add(t, b.Mul(mn, sx[r]))
+						case quant.SubScaledMinusMin:
+							t = b.Sub(t, b.Mul(mn, sx[r]))
+						}
+						v.addAt(cc, r, t)
+					}
 				}
 			}
 		})
@@ -345,4 +432,29 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	g.cost(p, l2)
 	return l2, nil
+}
+
+// quantF32 is the f32 value of the integer quants (a vector) of the unsigned quants u of width
+// bits, as signedQuant's then converted, but without an integer-to-float conversion for the
+// formats without a codebook: a quant of at most 8 bits, made unsigned (the sign bit flipped
+// for two's complement), put in the mantissa of 2²³ is the float 2²³ + u, and one subtraction of
+// 2²³ + bias (exact: both are integers below 2²⁴) gives the quant. On GPUs an int-to-float
+// conversion issues at a quarter of the rate of an add or less (NVIDIA: 16 a clock an SM);
+// the or and the subtraction are full-rate.
+func quantF32(b *codegen.Builder, l *quant.Layout, u codegen.Value, width int) codegen.Value {
+	n := u.Type().Len()
+	f4 := codegen.Vec(codegen.F32, n)
+	if l.Values != nil {
+		return b.Convert(signedQuant(b, l, u, width), f4)
+	}
+	off := 1 << 23
+	switch {
+	case l.Signed:
+		u = b.Xor(u, b.Splat(b.U32(uint32(1)<<(width-1)), n))
+		off += 1 << (width - 1)
+	case l.Bias != 0:
+		off += l.Bias
+	}
+	mag := b.Bitcast(b.Or(u, b.Splat(b.U32(0x4b000000), n)), f4)
+	return b.Sub(mag, b.Splat(b.F32(float32(off)), n))
 }

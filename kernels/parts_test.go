@@ -146,23 +146,28 @@ func TestColumnParts(t *testing.T) {
 }
 
 // TestColumnPartsQuantized: column parts over block-quantized weights (rows reordered whole, so
-// blocks stay blocks) on the templates that read the blocks. (A few cases: lavapipe compiles the
-// quantized kernels slowly.)
+// blocks stay blocks) on the templates that read the blocks, matmul_vec_q also at 2 and 4 columns
+// an invocation (rows: a pair is two of an invocation's columns). (A few cases: lavapipe compiles
+// the quantized kernels slowly.)
 func TestColumnPartsQuantized(t *testing.T) {
 	rng := rand.New(rand.NewSource(8))
 	q8, q4k := quantK(ir.Q8_0), quantK(ir.Q4_K)
+	rows := func(n int) kernels.Config { return kernels.Config{"wg": 32, "cols": 4, "span": 1, "rows": n} }
 	for _, c := range []struct {
 		w    ir.DType
 		p    *kernels.Problem
 		tmpl *kernels.Template
+		cfg  kernels.Config
 	}{
-		{ir.Q8_0, qkvProblemW(t, 1, ir.F32, ir.Q8_0, q8, true), kernels.MatmulVecQ},
-		{ir.Q8_0, gateUpProblemW(t, 9, ir.F32, ir.Q8_0, q8, true), kernels.MatmulTiled},
-		{ir.Q4_K, qkvProblemW(t, 6, ir.F16, ir.Q4_K, q4k, true), kernels.MatmulVecQ},
-		{ir.Q4_K, gateUpProblemW(t, 1, ir.F16, ir.Q4_K, q4k, false), kernels.MatmulVecQ},
+		{ir.Q8_0, qkvProblemW(t, 1, ir.F32, ir.Q8_0, q8, true), kernels.MatmulVecQ, nil},
+		{ir.Q8_0, gateUpProblemW(t, 9, ir.F32, ir.Q8_0, q8, true), kernels.MatmulTiled, nil},
+		{ir.Q4_K, qkvProblemW(t, 6, ir.F16, ir.Q4_K, q4k, true), kernels.MatmulVecQ, nil},
+		{ir.Q4_K, gateUpProblemW(t, 1, ir.F16, ir.Q4_K, q4k, false), kernels.MatmulVecQ, nil},
+		{ir.Q8_0, qkvProblemW(t, 1, ir.F32, ir.Q8_0, q8, true), kernels.MatmulVecQ, rows(2)},
+		{ir.Q4_K, gateUpProblemW(t, 1, ir.F16, ir.Q4_K, q4k, false), kernels.MatmulVecQ, rows(4)},
 	} {
-		t.Run(fmt.Sprintf("%s/%s/m=%d/%s", c.w, c.p.Op, c.p.Args[0].Shape[0], c.tmpl.Name), func(t *testing.T) {
-			kerneltest.Check(t, c.tmpl, c.p, nil, tune.Inputs(c.p, rng))
+		t.Run(fmt.Sprintf("%s/%s/m=%d/%s/%s", c.w, c.p.Op, c.p.Args[0].Shape[0], c.tmpl.Name, c.cfg.Key()), func(t *testing.T) {
+			kerneltest.Check(t, c.tmpl, c.p, c.cfg, tune.Inputs(c.p, rng))
 		})
 	}
 }

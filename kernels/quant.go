@@ -174,6 +174,38 @@ func (r *blockReader) wordAt(a codegen.Value) codegen.Value {
 	return b.Select(straddles, joined, lo)
 }
 
+// run is the n consecutive words at off + dyn, off + dyn + 4, … (dyn a multiple of 4, or the
+// zero Value): n loads when the block's words are aligned; otherwise the n+1 aligned words around
+// them, each word shifted out of a neighbouring pair (a funnel shift at the run-time byte
+// position, 0 to 24 bits), so that a run of n words costs n+1 loads rather than 2n and no
+// select. The last of the n+1 words is clamped to lastWord (the weight's last word): it is
+// needed only when the run does not start on a word, and then it lies in the block.
+func (r *blockReader) run(off int, dyn codegen.Value, n, lastWord int) []codegen.Value {
+	b := r.b
+	out := make([]codegen.Value, n)
+	if r.aligned && off%4 == 0 {
+		i0 := b.Shr(r.addr(off, dyn), r.u(2))
+		for i := range out {
+			out[i] = b.Load(r.buf, b.Add(i0, r.u(i)))
+		}
+		return out
+	}
+	a := r.addr(off, dyn)
+	i0 := b.Shr(a, r.u(2))
+	sh := b.Shl(b.And(a, r.u(3)), r.u(3))
+	inv := b.Sub(r.u(31), sh)
+	ws := make([]codegen.Value, n+1)
+	for i := 0; i < n; i++ {
+		ws[i] = b.Load(r.buf, b.Add(i0, r.u(i)))
+	}
+	ws[n] = b.Load(r.buf, b.Min(b.Add(i0, r.u(n)), r.u(lastWord)))
+	for i := range out {
+		// w_i >> sh | w_{i+1} << (32 − sh), as two shifts so that sh = 0 leaves nothing of w_{i+1}.
+		out[i] = b.Or(b.Shr(ws[i], sh), b.Shl(b.Shl(ws[i+1], r.u(1)), inv))
+	}
+	return out
+}
+
 // byteAt is the byte at off + dyn (dyn any run-time offset, or the zero Value), as a u32.
 func (r *blockReader) byteAt(off int, dyn codegen.Value) codegen.Value {
 	b := r.b

@@ -40,28 +40,38 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 	}
 }
 
-// vecQConfigs are the points of MatmulVecQ's space a format's first case runs at: for Q4_K (the
-// format of most weights of a Q4_K_M file) every span and cols at wg=128 and every wg at the
-// default span and cols (the remaining points only combine the same code paths); for the others
-// each span (a kernel of its own: the format's unit code) at the default workgroup, whose
-// columns of 64 invocations are reduced by subgroup adds and shared memory. The reductions are
-// the format-independent vecFrame's: Q4_K's points take every one, and every format's other
-// cases run at lavapipe's static choice (16 columns of 2 invocations: shuffles). Each point is a
-// pipeline lavapipe compiles, 0.1 to 10 s of CPU (IQ4_XS the most).
+// vecQConfigs are the points of MatmulVecQ's space a format's first case runs at (odd N = 37,
+// so a group of rows columns runs past the last one). For Q4_K (the format of most weights of a
+// Q4_K_M file): every cols at wg=128 and the default span and rows (the reductions: shuffles,
+// subgroup adds with shared memory, the shared-memory tree), every wg at the default cols, span
+// and rows, every span × rows at the default workgroup, and lavapipe's static choice. For the
+// others each span and each rows once (the format's unit code: a kernel of its own per span and
+// rows) at the default workgroup: (span, rows) = (4, 2) the GPU default, (1, 4) and (2, 1). The
+// reductions are the format-independent vecFrame's. Each point is a pipeline lavapipe compiles,
+// 0.1 to 35 s of CPU (IQ4_XS's (4, 2) the most; its code grows with span × rows).
 func vecQConfigs(d ir.DType) []kernels.Config {
+	pt := func(wg, cols, span, rows int) kernels.Config {
+		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows}
+	}
 	if d == ir.Q4_K {
 		var out []kernels.Config
 		for _, c := range kernels.MatmulVecQ.Space.Points() {
-			if c["wg"] == 128 || c["span"] == 1 && c["cols"] == 2 {
+			def := c["span"] == 4 && c["rows"] == 2
+			if c["wg"] == 128 && def || c["cols"] == 4 && def || c["wg"] == 128 && c["cols"] == 4 {
 				out = append(out, c)
 			}
 		}
-		return out
+		return append(out, pt(32, 16, 1, 1))
 	}
-	return []kernels.Config{
-		{"wg": 128, "cols": 2, "span": 1}, {"wg": 128, "cols": 2, "span": 2}, {"wg": 128, "cols": 2, "span": 4},
-	}
+	return []kernels.Config{pt(128, 4, 4, 2), pt(128, 4, 1, 4), pt(128, 4, 2, 1)}
 }
+
+// vecQRowsCase reports whether case i of format d (quantCases) also runs at two columns an
+// invocation (rows = 2, span 1), beside lavapipe's static choice (rows = 1): Q4_K's rmsnorm_linear,
+// bias, SwiGLU's pairs, batches and f16 x, the frame's epilogues for a group of columns
+// (format-independent; every format runs rows 2 and 4 on its first case). Not the 8-row case:
+// lavapipe takes about 20 s to compile that kernel (7 s the rmsnorm_linear one).
+func vecQRowsCase(d ir.DType, i int) bool { return d == ir.Q4_K && i > 0 && i != 3 }
 
 // TestMatmulVecQ checks the quantized matrix-vector kernel for every format it reads against
 // the interpreter (which dequantizes as ggml does).
@@ -80,6 +90,13 @@ func TestMatmulVecQ(t *testing.T) {
 				}
 				if i > 0 {
 					kerneltest.Check(t, kernels.MatmulVecQ, p, nil, args)
+					if vecQRowsCase(d, i) {
+						c := kernels.Config{"wg": 128, "cols": 4, "span": 1, "rows": 2}
+						if err := kernels.MatmulVecQ.Space.Valid(p, c, caps); err != nil {
+							c["cols"] = 1 // fewer than 4 columns
+						}
+						kerneltest.Check(t, kernels.MatmulVecQ, p, c, args)
+					}
 					continue
 				}
 				n := 0
