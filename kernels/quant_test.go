@@ -44,7 +44,8 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 // so a group of rows columns runs past the last one). For Q4_K (the format of most weights of a
 // Q4_K_M file): every cols at wg=128 and the default span and rows (the reductions: shuffles,
 // subgroup adds with shared memory, the shared-memory tree), every wg at the default cols, span
-// and rows, every span × rows at the default workgroup, and lavapipe's static choice. For the
+// and rows, every other span at the default rows and every other rows at the default span at
+// the default workgroup, and lavapipe's static choice (13 points). For the
 // others each span and each rows once (the format's unit code: a kernel of its own per span and
 // rows) at the default workgroup: (span, rows) = (4, 2) the GPU default, (1, 4) and (2, 1). The
 // reductions are the format-independent vecFrame's. Each point is a pipeline lavapipe compiles,
@@ -56,8 +57,9 @@ func vecQConfigs(d ir.DType) []kernels.Config {
 	if d == ir.Q4_K {
 		var out []kernels.Config
 		for _, c := range kernels.MatmulVecQ.Space.Points() {
+			sr := c["span"] == 4 && c["rows"] != 2 || c["span"] != 4 && c["rows"] == 2 // a step from the default
 			def := c["span"] == 4 && c["rows"] == 2
-			if c["wg"] == 128 && def || c["cols"] == 4 && def || c["wg"] == 128 && c["cols"] == 4 {
+			if c["wg"] == 128 && def || c["cols"] == 4 && def || c["wg"] == 128 && c["cols"] == 4 && sr {
 				out = append(out, c)
 			}
 		}
