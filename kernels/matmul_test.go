@@ -6,6 +6,7 @@ import (
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
@@ -130,6 +131,50 @@ func TestMatmulTiled(t *testing.T) {
 		nil,
 		{"tile_m": 16, "tile_n": 32, "tile_k": 8, "micro_m": 2, "micro_n": 1},
 	})
+}
+
+// TestMatmulTiledCPUStatic: on a CPU implementation the tiled template's static choice for
+// products of more than 64 rows and columns is 16×16 micro tiles of a 128×128 tile (tiledStatic),
+// and the space's first point (4×4) below that. The large point is checked against the
+// interpreter once (f16, a residual epilogue, partial tiles in both dimensions); its loop over
+// the micro rows in the epilogue (micro_m ≥ 8) is checked at a small point of 8×2 micro tiles,
+// which lavapipe compiles in seconds, on Q4_K weights with rmsnorm, f16 activations and SwiGLU,
+// and on a merged Q/K/V projection's column parts (paired columns, rope, cache writes).
+func TestMatmulTiledCPUStatic(t *testing.T) {
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	if !caps.CPU {
+		t.Skip("needs a CPU implementation: the static choice differs only there")
+	}
+	f32, f16, T := ir.F32, ir.F16, ir.T
+	K := quantK(ir.Q4_K)
+	rng := rand.New(rand.NewSource(31))
+	small := kernels.Config{"tile_m": 16, "tile_n": 16, "tile_k": 8, "micro_m": 8, "micro_n": 2}
+	for _, c := range []struct {
+		name  string
+		p     *kernels.Problem
+		micro int
+		run   kernels.Config // the point checked against the interpreter (nil: the static one)
+	}{
+		{"linear f16 residual 70x36->130", withResidual(opProblem(t, ir.Linear, nil, T(f16, 70, 36), T(f16, 130, 36))), 16, nil},
+		{"rmsnorm_linear[act=f16] q4_k swiglu 66->136", withSwiGLU(opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, T(f32, 66, K), T(f32, K), T(ir.Q4_K, 136, K))), 16, small},
+		{"qkv parts f16 66 rows", qkvProblemW(t, 66, f16, f16, 40, true), 16, small},
+		{"linear bias 17x37->67", opProblem(t, ir.Linear, nil, T(f32, 17, 37), T(f32, 67, 37), T(f32, 67)), 4, nil},
+		{"linear 1 row", opProblem(t, ir.Linear, nil, T(f32, 1, 67), T(f32, 5, 67)), 4, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, cfg, err := kernels.Build(kernels.MatmulTiled, c.p, caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg["micro_m"] != c.micro || cfg["micro_n"] != c.micro {
+				t.Errorf("static choice %s, want %d×%d micro tiles", cfg.Key(), c.micro, c.micro)
+			}
+			if c.run != nil || c.micro == 16 {
+				kerneltest.Check(t, kernels.MatmulTiled, c.p, c.run, tune.Inputs(c.p, rng))
+			}
+		})
+	}
 }
 
 // Every case is accepted by at least one matmul template, and the tiled one takes them all.

@@ -53,10 +53,39 @@ var MatmulTiled = &Template{
 		Ints("tile_m", 64, 32, 16, 128),
 		Ints("tile_n", 64, 32, 16, 128),
 		Ints("tile_k", 16, 8, 32),
-		Ints("micro_m", 4, 2, 1, 8),
-		Ints("micro_n", 4, 2, 1, 8),
+		Ints("micro_m", 4, 2, 1, 8, 16),
+		Ints("micro_n", 4, 2, 1, 8, 16),
 	).Where(tiledFits),
-	Build: buildMatmulTiled,
+	Static: tiledStatic,
+	Build:  buildMatmulTiled,
+}
+
+// tiledStatic is MatmulTiled's static choice on a CPU implementation for products of more than
+// 64 rows and columns (a prompt's; none on a GPU, and none for smaller products, where the
+// space's first point stays the default): 16×16 micro tiles of a 128×128 tile. Lavapipe runs
+// invocations as the lanes of SIMD registers, and a read of shared memory at an address that
+// differs between invocations is a loop over the lanes, one scalar load each; an invocation's
+// micro_m·micro_n multiply-adds per k cost micro_m + micro_n such reads, so the products' rate
+// grows with the micro tile (the registers it spills are cheap beside the reads). On SmolLM2's
+// 128-token prefill products (BenchmarkTiledPoints, CPU time on lavapipe, one thread) it ran
+// 3.2–4.3× (gate/up 128×3072×576) and 3.6× (down 128×576×1536) as fast as the first point (64×64
+// of 4×4), and 1.6–1.9× as fast as 64×64 of 8×8 (llama.cpp's Vulkan backend takes 8×16 an
+// invocation on this device). The cost is the driver's compile, seconds to tens of seconds of CPU
+// a product cold (once per machine: Mesa caches it on disk), which is also why smaller products
+// (tests', a short prefill's) keep the first point. 64×64 of 8×8 follows where the large tile
+// does not fit.
+func tiledStatic(p *Problem, caps Caps) []Config {
+	if !caps.CPU {
+		return nil
+	}
+	g, err := readGemm(p)
+	if err != nil || g.m <= 64 || g.n <= 64 {
+		return nil
+	}
+	pt := func(t, mi int) Config {
+		return Config{"tile_m": t, "tile_n": t, "tile_k": 16, "micro_m": mi, "micro_n": mi}
+	}
+	return []Config{pt(128, 16), pt(64, 8)}
 }
 
 func init() {
@@ -256,29 +285,58 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		b.Barrier()
 	})
 	outBase := b.Mul(batch, u(g.m*g.n))
-	for i := 0; i < mm; i++ {
-		row := b.Add(row0, b.Add(ty, b.Mul(u(i), wy)))
-		var s codegen.Value
-		if rms {
-			s = b.Get(ss[i])
-		}
+	// storeRow writes micro row i's results (row ty + i·wy of the tile): accOf(j) is its
+	// accumulator of micro column j, s its sum of squares (rmsnorm_linear).
+	storeRow := func(i codegen.Value, accOf func(j int) codegen.Value, s codegen.Value) {
+		row := b.Add(row0, b.Add(ty, b.Mul(i, wy)))
 		for j := 0; j < mn; j++ {
 			col := b.Add(col0, b.Add(tx, b.Mul(u(j), wx)))
 			if epi.paired() {
 				// Columns col and col + 1 of a pair belong to invocations tx and tx + 1 (wg_x
 				// and tile_n are even), neighbours in a subgroup: every invocation finishes its
 				// value (the bias read at a clamped column) and trades it with its neighbour.
-				v := g.finish(b, p, bufs, b.Get(acc[i][j]), s, b.Min(col, b.Sub(N, u(1))))
+				v := g.finish(b, p, bufs, accOf(j), s, b.Min(col, b.Sub(N, u(1))))
 				w := b.SubgroupShuffleXor(v, u(1))
 				even := b.Eq(b.Rem(tx, u(2)), u(0))
 				b.If(b.And(even, b.And(b.Lt(row, M), b.Lt(col, N))), func() { epi.storePair(b, row, col, v, w) })
 				continue
 			}
 			b.If(b.And(b.Lt(row, M), b.Lt(col, N)), func() {
-				v := g.finish(b, p, bufs, b.Get(acc[i][j]), s, col)
+				v := g.finish(b, p, bufs, accOf(j), s, col)
 				epi.store(b, b.Add(outBase, b.Add(b.Mul(row, N), col)), v)
 			})
 		}
+	}
+	var ssOf func(i int) codegen.Value
+	if rms {
+		ssOf = func(i int) codegen.Value { return b.Get(ss[i]) }
+	} else {
+		ssOf = func(int) codegen.Value { return codegen.Value{} }
+	}
+	if mm < loopEpilogueRows {
+		for i := 0; i < mm; i++ {
+			storeRow(u(i), func(j int) codegen.Value { return b.Get(acc[i][j]) }, ssOf(i))
+		}
+	} else {
+		// A loop over the micro rows, each row's accumulators picked by a chain of selects:
+		// one copy of the epilogue a micro column instead of one an element (16×16 copies of
+		// column parts' rope and cache writes took lavapipe minutes to compile).
+		pick := func(i codegen.Value, at func(i int) codegen.Value) codegen.Value {
+			v := at(0)
+			for r := 1; r < mm; r++ {
+				v = b.Select(b.Eq(i, u(r)), at(r), v)
+			}
+			return v
+		}
+		b.For(u(0), u(mm), u(1), func(i codegen.Value) {
+			var s codegen.Value
+			if rms {
+				s = pick(i, ssOf)
+			}
+			storeRow(i, func(j int) codegen.Value {
+				return pick(i, func(r int) codegen.Value { return b.Get(acc[r][j]) })
+			}, s)
+		})
 	}
 	k, err := b.Finish()
 	if err != nil {
@@ -299,5 +357,9 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	g.cost(p, l)
 	return l, nil
 }
+
+// loopEpilogueRows is the micro_m from which matmul_tiled stores its results in a loop over the
+// micro rows rather than unrolled.
+const loopEpilogueRows = 8
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

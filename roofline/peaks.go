@@ -145,6 +145,14 @@ func CopyKernel() (*codegen.Kernel, error) {
 	return b.Finish()
 }
 
+// CopyRate runs the copy kernel (CopyKernel: vec4<f32>, 16 bytes an invocation a step) over
+// size bytes on d, checks the copy, and returns the bytes read plus written per second: the
+// bandwidth figure of Peaks, for benchmarks that rate a kernel against it in their own process.
+func CopyRate(ctx context.Context, d *runtime.Device, size int64) (float64, error) {
+	bw, _, err := measureCopy(ctx, d, max(size&^15, 1<<20))
+	return bw, err
+}
+
 func measureCopy(ctx context.Context, d *runtime.Device, size int64) (float64, runtime.Measurement, error) {
 	k, err := CopyKernel()
 	if err != nil {
