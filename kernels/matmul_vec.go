@@ -529,8 +529,23 @@ func cpuVecPoints(caps Caps, width string, widths []int, first [][2]int) []Confi
 // file's decode 8 s a token. At two a column, SmolLM2-shaped products (BenchmarkMatvecPoints)
 // ran 0.81× (the Q6_K LM head, 49152×768) and 1.02× (Q4_K SwiGLU, 3072×768) as fast as at four,
 // and 1.6–2.5× as fast as at the space's first point.
+//
+// A one-row product (decode) first takes 8 groups of 4 columns (rows = 4: each x load serves four
+// columns) of 4 invocations each, then 16 groups of 2 columns: on lavapipe (BenchmarkMatvecPoints,
+// CPU time) the Q6_K LM head ran 1.46× and 1.28× as fast as at rows = 1, the Q4_K SwiGLU
+// projection 2.17× and 1.63×. Products of several rows keep rows = 1: their kernels' code
+// grows with rows × x's rows, and lavapipe's compile of an 8-row kernel already takes 20 s and
+// more (IQ4_XS: 80 s without a shader cache).
 func vecQStatic(p *Problem, caps Caps) []Config {
-	return withRows(dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{32, 16}})), 1)
+	base := dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{32, 16}}))
+	if len(base) == 0 {
+		return nil
+	}
+	var first []Config
+	if g, err := readGemm(p); err == nil && g.m == 1 {
+		first = []Config{{"wg": 32, "cols": 8, "span": 1, "rows": 4}, {"wg": 32, "cols": 16, "span": 1, "rows": 2}}
+	}
+	return append(first, withRows(base, 1)...)
 }
 
 // vecQSuggest proposes the points a budgeted search of MatmulVecQ measures first. On a CPU
