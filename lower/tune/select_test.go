@@ -257,16 +257,25 @@ func (c *sizeClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn st
 	return time.Duration(100+cand) * time.Microsecond, nil
 }
 
-// A function with a run-time length is checked against the interpreter at CheckLength rows,
-// not at its capacity (the reference of a 512-row prefill is what a tuned compile of SmolLM2
-// spent its selection on), and timed at the capacity; a wrong candidate is still rejected.
-func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
+// lengthFixture is the device, testdata/select_length.yaml's model, its function forward (a
+// capacity of 64 rows) and a lowering with a tuner on a fake clock, which the length tests share.
+func lengthFixture(t *testing.T) (*runtime.Device, *ir.Model, *ir.Function, func([]*ir.Function) (*plan.Plan, error)) {
+	t.Helper()
 	d := testDevice(t)
 	m, err := ir.ParseModel("testdata/select_length.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := m.Function("forward")
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
+	t.Cleanup(tu.Close)
+	return d, m, m.Function("forward"), lowerWith(d, m, tu.Choose(context.Background()))
+}
+
+// A function with a run-time length is checked against the interpreter at CheckLength rows,
+// not at its capacity (the reference of a 512-row prefill is what a tuned compile of SmolLM2
+// spent its selection on), and timed at the capacity; a wrong candidate is still rejected.
+func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
+	d, m, f, lowerFn := lengthFixture(t)
 	if f.Length == nil || f.Length.Max != 64 || CheckLength >= 64 {
 		t.Fatalf("the test wants a capacity of 64 above CheckLength %d", CheckLength)
 	}
@@ -280,10 +289,7 @@ func TestSelectFunctionChecksAtCheckLength(t *testing.T) {
 	if got := want["y"].Type.Shape; !got.Equal(ir.Shape{CheckLength, 24}) {
 		t.Errorf("reference output y %v, want [%d 24]", got, CheckLength)
 	}
-	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
-	defer tu.Close()
 	ctx := context.Background()
-	lowerFn := lowerWith(d, m, tu.Choose(ctx))
 	cands := []SelectCandidate{{Fn: m.Function("forward_wrong"), Label: "wrong"}, {Fn: f, Label: "as written"}}
 	clock := &sizeClock{}
 	sel, err := SelectFunction(ctx, d, m, f, cands, lowerFn, SelectOptions{Rounds: 2, Timer: clock})
@@ -337,16 +343,8 @@ func (c *rowsClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn st
 // replace the static extraction (SmolLM2's prefill on the H200 won 4 of 4 rounds at 512 rows
 // and lost 0 of 40 held out at 128); one faster at both does.
 func TestSelectFunctionTimesShortLength(t *testing.T) {
-	d := testDevice(t)
-	m, err := ir.ParseModel("testdata/select_length.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := m.Function("forward")
-	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
-	defer tu.Close()
+	d, m, f, lowerFn := lengthFixture(t)
 	ctx := context.Background()
-	lowerFn := lowerWith(d, m, tu.Choose(ctx))
 	cands := []SelectCandidate{{Fn: f, Key: "a", Label: "static extraction", Static: true}, {Fn: m.Function("forward_alt"), Key: "b", Label: "matmul+add"}}
 	us := func(x float64) time.Duration { return time.Duration(x * float64(time.Microsecond)) }
 	db, err := OpenDB(t.TempDir() + "/tune.json")
@@ -411,16 +409,8 @@ func (c *rowsTiming) TimePlan(ctx context.Context, exe *runtime.Executable, fn s
 // On the device, a function with a run-time length is timed at ShortAt as well as at its
 // capacity: the executable runs at 16 rows, and the short times and medians are recorded.
 func TestSelectFunctionShortLengthOnDevice(t *testing.T) {
-	d := testDevice(t)
-	m, err := ir.ParseModel("testdata/select_length.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := m.Function("forward")
-	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2}
-	defer tu.Close()
+	d, m, f, lowerFn := lengthFixture(t)
 	ctx := context.Background()
-	lowerFn := lowerWith(d, m, tu.Choose(ctx))
 	timing := &rowsTiming{}
 	sel, err := SelectFunction(ctx, d, m, f, []SelectCandidate{{Fn: f, Label: "as written", Static: true}}, lowerFn,
 		SelectOptions{Rounds: 2, Timer: timing})
