@@ -515,7 +515,7 @@ func TestMetrics(t *testing.T) {
 func TestCurl(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
-		t.Skip("needs curl")
+		t.Fatal("curl is not installed: scripts/setup.sh installs it (Debian: apt-get install curl)")
 	}
 	hs, _, m := newServer(t, server.Config{APIKey: "k"})
 	want := reference(t, m, 6)
