@@ -404,10 +404,12 @@ type selecting struct {
 	// order of their predicted cost: they are checked after the rounds of the candidates
 	// checked (late). checkOne checks one (waits: with mayWait, it would compile new kernels
 	// and was put in waiting); reserve is the time its checks keep for the rounds.
-	waiting  []int
-	checkOne func(i int, mayWait bool) (waits bool)
-	reserve  time.Duration
-	lateCtx  context.Context // bounds the late checks (nil before)
+	waiting []int
+	// predicted is each waiting candidate's predicted check (checkCost).
+	predicted map[int]time.Duration
+	checkOne  func(i int, mayWait bool) (waits bool)
+	reserve   time.Duration
+	lateCtx   context.Context // bounds the late checks (nil before)
 	// round is the wall time of the last paired round and roundOf the candidates it timed;
 	// timed: rounds ran (before the late checks).
 	round   time.Duration
@@ -539,6 +541,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	// Those waiting then go cheapest predicted first.
 	results := make([]SelectResult, len(cands))
 	predicted := map[int]time.Duration{}
+	s.predicted = predicted
 	s.reserve = reserve
 	s.checkOne = func(i int, mayWait bool) (waits bool) {
 		c := cands[i]
@@ -698,8 +701,14 @@ func (s *selecting) rounds(ctx context.Context) error {
 	for l := range times {
 		times[l] = make([][]time.Duration, len(cands))
 	}
+	// One valid candidate of several (the others invalid or unchecked) has nothing to be paired
+	// with: one round gives its measured time.
+	asked := opts.Rounds
+	if len(valid) == 1 && len(cands) > 1 {
+		asked = 1
+	}
 	var lastRound time.Duration
-	for round := 0; round < opts.Rounds && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); round++ {
+	for round := 0; round < asked && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); round++ {
 		t0 := time.Now()
 		order := append([]int(nil), valid...)
 		if round%2 == 1 {
@@ -921,6 +930,21 @@ func (s *selecting) late(ctx context.Context) error {
 	}
 	s.sel.Why = strings.TrimPrefix(s.sel.Why+"; ", "; ") + fmt.Sprintf("candidate %s checked valid after the rounds, with too little time left to time it in %d paired rounds", strings.Join(late, ", "), EvidenceRounds)
 	return nil
+}
+
+// lateNeed predicts the time late needs for the cheapest waiting check and the paired rounds
+// after it: the check plus EvidenceRounds rounds of the candidates valid and itself at the last
+// round's time per candidate, or, untimed, 1.6 times the check (late keeps a third of its time
+// for the rounds then, and the time passes while it starts). Zero when nothing waits.
+func (s *selecting) lateNeed() time.Duration {
+	if len(s.waiting) == 0 {
+		return 0
+	}
+	check := s.predicted[s.waiting[0]]
+	if s.roundOf > 0 {
+		return check + time.Duration(EvidenceRounds)*s.round/time.Duration(s.roundOf)*time.Duration(len(s.valid)+1)
+	}
+	return check * 8 / 5
 }
 
 // staticProgram returns the valid candidate that runs the static extraction's program (the
@@ -1499,13 +1523,24 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		}
 	}
 	// Then the candidates that waited for the rounds (their checks compile kernels new to the
-	// device), with the time every function's rounds left, in equal shares again.
+	// device), with the time every function's rounds left, in equal shares again; but a
+	// function whose cheapest waiting check (and the rounds after it) does not fit its share
+	// takes what that needs while the time left holds it: on lavapipe, where a kernel compiles
+	// in about a second, tinyllama's equal shares fitted no function's check, and so no
+	// alternative was ever timed.
 	var winners []*ir.Function
 	for i, s := range ss {
 		if !s.done {
 			fctx, cancel := ctx, context.CancelFunc(func() {})
 			if dl, ok := ctx.Deadline(); ok {
-				fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(fns)-i))
+				left := time.Until(dl)
+				share := left / time.Duration(len(fns)-i)
+				if need := s.lateNeed(); need > share && need <= left {
+					opts.trace("select: %s takes %v of the %v left for its late check (an equal share: %v)", s.ref.Name,
+						need.Round(time.Millisecond), left.Round(time.Millisecond), share.Round(time.Millisecond))
+					share = need
+				}
+				fctx, cancel = context.WithTimeout(ctx, share)
 			}
 			err := s.late(fctx)
 			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
