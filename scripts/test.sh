@@ -22,16 +22,20 @@ ktests=$(go test -list '^(Test|Example|Fuzz)' ./kernels | grep -E '^(Test|Exampl
 [ -n "$ktests" ] || { echo "go test -list ./kernels listed no tests"; exit 1; }
 half() { echo "$ktests" | awk -v r="$1" 'NR % 2 == r' | paste -sd'|'; }
 klog=$(mktemp -d)
-go test -count=1 -timeout 85m -run "^($(half 1))\$" ./kernels >"$klog/a" 2>&1 &
+go test -count=1 -timeout 85m -v -run "^($(half 1))\$" ./kernels >"$klog/a" 2>&1 &
 ka=$!
-go test -count=1 -timeout 85m -run "^($(half 0))\$" ./kernels >"$klog/b" 2>&1 &
+go test -count=1 -timeout 85m -v -run "^($(half 0))\$" ./kernels >"$klog/b" 2>&1 &
 kb=$!
 rc=0
 go test -count=1 -timeout 85m $(go list ./... | grep -vx "$mod/kernels") || rc=1
-wait $ka || { cat "$klog/a"; rc=1; }
-wait $kb || { cat "$klog/b"; rc=1; }
+wait $ka || { grep -vE '^(=== (RUN|PAUSE|CONT)| *--- PASS)' "$klog/a" || true; rc=1; }
+wait $kb || { grep -vE '^(=== (RUN|PAUSE|CONT)| *--- PASS)' "$klog/b" || true; rc=1; }
 echo "kernels, odd tests:  $(tail -1 "$klog/a")"
 echo "kernels, even tests: $(tail -1 "$klog/b")"
+# The slowest top-level tests of each half (-v), to balance the halves by measured time.
+for h in a b; do
+  echo "kernels, slowest of half $h: $(grep -E '^--- (PASS|FAIL|SKIP): ' "$klog/$h" | sed -E 's/^--- [A-Z]+: ([^ ]+) \(([0-9.]+)s\)/\2 \1/' | sort -rn | head -6 | awk '{printf "%s %ss, ", $2, $1}')"
+done
 [ "$rc" = 0 ] || exit 1
 
 echo "== ONNX node tests: counts (interpreter, compiled plans; warm pipeline cache by now)"
