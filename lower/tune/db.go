@@ -42,6 +42,9 @@ type Entry struct {
 	// Complete is false for a search cut short by a budget or cancellation: a later compile
 	// resumes it, reusing every configuration already measured.
 	Complete bool `json:"complete"`
+	// ShortRows, for a problem with run-time rows, is the short length its configurations were
+	// also timed at (ShortRows); each of Times is then LengthTime of the two medians.
+	ShortRows int `json:"short_rows,omitempty"`
 	// Times holds every valid configuration's median (by Config.Key), Invalid every rejected
 	// configuration with the reason (a predicate, a build or pipeline error, a wrong result).
 	Times   map[string]time.Duration `json:"times,omitempty"`

@@ -441,6 +441,7 @@ type Bench struct {
 	free    []*runtime.Buffer
 	prog    *runtime.Program
 	ownPipe *Pipelines // non-nil when the bench made its own pipelines
+	rows    int        // the run-time length it runs at (0: none)
 }
 
 // NewBench allocates the buffers of p and l on d and records the launch as a program. Pipelines
@@ -459,7 +460,7 @@ func NewBench(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *P
 // as the runtime issues it). Only the first rows of the bounded results are then defined (see
 // kernels.Problem.At for the problem they are the results of).
 func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes *Pipelines, n int) (_ *Bench, err error) {
-	b := &Bench{d: d, p: p}
+	b := &Bench{d: d, p: p, rows: n}
 	defer func() {
 		if err != nil {
 			b.Close()

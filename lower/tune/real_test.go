@@ -3,6 +3,8 @@ package tune
 import (
 	"context"
 	"math"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,5 +134,77 @@ func TestTunerChecksBoundedAtCheckLength(t *testing.T) {
 	}
 	if msg := Compare(got[0], full[0], LaunchTolerance(l, p, 0)); msg != "" {
 		t.Errorf("%s [%s] at the capacity: %s", c.Template.Name, c.Config.Key(), msg)
+	}
+}
+
+// lengthsTiming is a fake TimingSource for a problem with run-time rows: the first configuration
+// it sees is the faster at the capacity and the slower at the short length, every other the
+// reverse. It records the rows of each timing by configuration.
+type lengthsTiming struct {
+	first string
+	rows  map[string][]int
+}
+
+func (r *lengthsTiming) Time(_ context.Context, c *Candidate) (time.Duration, error) {
+	k := c.Config.Key()
+	if r.first == "" {
+		r.first = k
+	}
+	r.rows[k] = append(r.rows[k], c.Bench.rows)
+	short := c.Bench.rows < c.Problem.Rows.Max
+	switch {
+	case k == r.first && !short:
+		return 100 * time.Microsecond, nil
+	case k == r.first:
+		return 60 * time.Microsecond, nil
+	case !short:
+		return 120 * time.Microsecond, nil
+	}
+	return 20 * time.Microsecond, nil
+}
+
+// A problem with run-time rows is timed at its capacity and at ShortRows, and the search
+// compares LengthTime of the two: here the first point wins at the capacity (100 µs against
+// 120) and loses at 16 rows (60 against 20), so the second is chosen (170 against 100). A
+// database entry timed at the capacity alone (no ShortRows) is searched again.
+func TestTunerTimesRowsAtShortLength(t *testing.T) {
+	d := testDevice(t)
+	const capacity = 64
+	p := opProblem(t, ir.Linear, nil, ir.T(ir.F32, capacity, 24), ir.T(ir.F32, 20, 24))
+	p.Rows = &kernels.Rows{Max: capacity, Args: []bool{true, false}, Outs: []bool{true}}
+	if n := ShortRows(p); n != 16 {
+		t.Fatalf("ShortRows %d, want 16 (a quarter of 64)", n)
+	}
+	db, err := OpenDB(filepath.Join(t.TempDir(), "db.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &lengthsTiming{rows: map[string][]int{}}
+	tu := &Tuner{Device: d, Compiler: "vkc test", Seed: 3, Exhaustive: 2, Budget: 2, Confirm: -1, DB: db, Timing: clock,
+		Templates: func(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error) {
+			ts, err := kernels.For(p, caps)
+			if err != nil {
+				return nil, err
+			}
+			return ts[:1], nil
+		}}
+	defer tu.Close()
+	tm := (func() *kernels.Template { ts, _ := tu.Templates(p, CapsOf(&d.Info)); return ts[0] })()
+	db.Put(&Entry{Key: tu.Key(tm, p), Complete: true, Times: map[string]time.Duration{"stale": time.Microsecond}, Updated: time.Now()})
+	c, err := tu.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clock.rows) != 2 {
+		t.Fatalf("timed %d configurations (%v), want 2: the stale entry searched again", len(clock.rows), clock.rows)
+	}
+	for k, rows := range clock.rows {
+		if !slices.Equal(rows, []int{capacity, 16}) {
+			t.Errorf("[%s] timed at rows %v, want [64 16]", k, rows)
+		}
+	}
+	e := c.Entries[0]
+	if c.Config.Key() == clock.first || e.ShortRows != 16 || c.Time != 100*time.Microsecond || e.Times[clock.first] != 170*time.Microsecond {
+		t.Errorf("chose [%s] at %v (ShortRows %d, times %v); want the point after [%s] at 100µs, the first at 170µs", c.Config.Key(), c.Time, e.ShortRows, e.Times, clock.first)
 	}
 }
