@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // BenchmarkDecodeGEMV measures decode's matrix–vector products (issue 27's target: at least 70%
 // of the copy rate) at Llama-3.1-8B's shapes — q/o 4096×4096, gate/up 14336×4096, down
 // 4096×14336, the LM head 128256×4096 — one f32 row through a weight of each format (f16, bf16,
-// q8_0, q4_k, q6_k; VKC_GEMV_DTYPES="f16 q4_k …" picks others), by the template a decode plan
+// q8_0, q4_k, q6_k; VKC_GEMV_DTYPES="f16 q4_k …" picks others, VKC_GEMV_SHAPES="512x2048 …" other N×K shapes), by the template a decode plan
 // takes (matmul_vec, matmul_vec_q). On the GPU machine:
 //
 //	cd kernels && ../.gpu/kernels.test -test.run '^$' -test.bench DecodeGEMV -test.benchtime 1x -test.v
@@ -65,6 +66,21 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 		name string
 		n, k int
 	}{{"qo", 4096, 4096}, {"gate_up", 14336, 4096}, {"down", 4096, 14336}, {"lm_head", 128256, 4096}}
+	if env := os.Getenv("VKC_GEMV_SHAPES"); env != "" {
+		// VKC_GEMV_SHAPES="512x2048 16384x2048": other products, N×K (a 1B model's K/V or
+		// gate/up projections).
+		shapes = shapes[:0]
+		for _, f := range strings.Fields(env) {
+			var n, k int
+			if _, err := fmt.Sscanf(f, "%dx%d", &n, &k); err != nil || n <= 0 || k <= 0 {
+				b.Fatalf("VKC_GEMV_SHAPES: %q is not N×K (e.g. 512x2048)", f)
+			}
+			shapes = append(shapes, struct {
+				name string
+				n, k int
+			}{f, n, k})
+		}
+	}
 	for _, sh := range shapes {
 		for _, dt := range dts {
 			b.Run(sh.name+"/"+dt.String(), func(b *testing.B) {

@@ -611,6 +611,9 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 	} else if seen {
 		t.stats.Static-- // a static choice made earlier is now measured
 	}
+	if t.Trace != nil {
+		fmt.Fprintf(t.Trace, "tune: chose %s [%s] (%v, static=%v) for %s\n", choice.Template.Name, choice.Config.Key(), choice.Time, choice.Static, pk)
+	}
 	if t.pipes != nil {
 		// The plans that run the choice (measured selection's candidates) load its kernels
 		// from the tuner's pipelines: they outlive the search.
@@ -922,6 +925,9 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		}
 		e.Tried++
 		t.stats.Configs++
+		if t.Trace != nil {
+			fmt.Fprintf(t.Trace, "tune: %s [%s] %s: %v\n", tm.Name, ck, map[outcome]string{failed: "invalid", timed: "timed"}[o], cmp.Or(reason, d.String()))
+		}
 		if o == failed {
 			e.Invalid[ck] = reason
 			t.stats.Invalid++
