@@ -333,7 +333,11 @@ func record(opts SelectOptions, ref *ir.Function, sel *Selection) {
 		rec.Weights = r.Weights
 		e.Candidates = append(e.Candidates, rec)
 	}
-	if !e.Complete && sel.deadline {
+	// An incomplete selection was cut by the budget: at its deadline, or by a check or round
+	// predicted not to fit it (a cancelled compile's is not kept for reuse). A compile of the
+	// same budget takes it as it stands.
+	cancelled := opts.outer != nil && errors.Is(opts.outer.Err(), context.Canceled)
+	if !e.Complete && (sel.deadline || opts.Budget > 0 && !cancelled) {
 		e.Budget = opts.Budget
 	}
 	opts.DB.PutSelection(e)

@@ -583,6 +583,15 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 			choice.Template, choice.Config, choice.Time = tm, cloneConfig(e.Best), e.Time
 		}
 	}
+	if choice.Template != nil && t.staticUnmeasured(p, tmpls, choice) {
+		// Another template was measured and the static choice's was not (its search cut before
+		// a point was timed): the comparison is not made, and the static choice stands. On the
+		// H200 a cold compile of SmolLM2 took matmul_tiled for two prefill products this way,
+		// the cooperative-matrix static choice's search having been cut while an earlier
+		// phase's configuration still ran; the prefill then ran a 128-token prompt in 6.7 ms
+		// against the static plan's 3.5 ms.
+		choice.Template, choice.Config, choice.Time = nil, nil, 0
+	}
 	if choice.Template == nil {
 		if allComplete {
 			var why []string
@@ -627,6 +636,28 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 	}
 	t.progress(ctx, "")
 	return choice, nil
+}
+
+// staticUnmeasured reports whether choice (a measured one) is another template than the static
+// choice's, whose search for p measured nothing and did not finish (cut by the budget), while
+// the static configuration is not known to be invalid.
+func (t *Tuner) staticUnmeasured(p *kernels.Problem, tmpls []*kernels.Template, choice *Choice) bool {
+	if t.Static == nil {
+		return false
+	}
+	st, sc, err := t.Static(p)
+	if err != nil || st == choice.Template {
+		return false
+	}
+	for i, tm := range tmpls {
+		if tm != st || i >= len(choice.Entries) {
+			continue
+		}
+		e := choice.Entries[i]
+		_, invalid := e.Invalid[sc.Key()]
+		return e.Best == nil && !e.Complete && !invalid
+	}
+	return false
 }
 
 // Record lists the tuner's decisions for a plan's record: for every problem chosen (sorted by

@@ -3,6 +3,7 @@ package tune
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -655,5 +656,43 @@ func TestTunePlanPhaseDeadline(t *testing.T) {
 	ran := false
 	if !g.Run(func() { ran = true }) || !ran {
 		t.Error("the device's next work did not run after the straggler ended")
+	}
+}
+
+// A template measured while the static choice's template was not (its search cut before a point
+// was timed: here a database entry a compile of the same budget cut, as a phase of one compile
+// leaves it for the next) does not replace the static choice: nothing compared them. On the
+// H200 SmolLM2's prefill took matmul_tiled this way, 1.9x slower at 128 rows than the static
+// cooperative-matrix kernel.
+func TestUnmeasuredStaticChoiceStands(t *testing.T) {
+	a := toyTemplate("toy_a", 4, kernels.Ints("wg", 64, 128))
+	b := toyTemplate("toy_b", 1, kernels.Ints("wg", 64, 128))
+	clock := &fakeClock{timeOf: func(string, kernels.Config) time.Duration { return 10 * time.Microsecond }}
+	tu := toyTuner(t, clock, a, b)
+	estimate := func(l *kernels.Launch) time.Duration { return lower.Estimate(l, lower.Lavapipe) }
+	tu.Static = CheapestOf(tu.Caps, tu.Templates, estimate)
+	db, err := OpenDB(filepath.Join(t.TempDir(), "db.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu.DB, tu.CompileBudget = db, 15*time.Second
+	p := toyProblem(4096)
+	st, sc, err := tu.Static(p)
+	if err != nil || st != b {
+		t.Fatalf("static choice %v (%v): the test needs toy_b", st, err)
+	}
+	if err := tu.init(); err != nil { // the device's fingerprint is part of the key
+		t.Fatal(err)
+	}
+	db.Put(&Entry{Key: tu.Key(b, p), Times: map[string]time.Duration{}, Invalid: map[string]string{}, Budget: 15 * time.Second, Updated: time.Now()})
+	c, err := tu.Best(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clock.timed) == 0 || !strings.HasPrefix(clock.timed[0], "toy_a[") {
+		t.Fatalf("timed %v, want toy_a measured (toy_b's search taken as the budget cut it)", clock.timed)
+	}
+	if c.Template != b || !c.Static || c.Config.Key() != sc.Key() {
+		t.Errorf("chose %s [%s] static=%v, want the static choice toy_b [%s]", c.Template.Name, c.Config.Key(), c.Static, sc.Key())
 	}
 }
