@@ -128,7 +128,7 @@ def cuda_time(fn, reps, warmup=3):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--weights", required=True)
+    p.add_argument("--weights", help="safetensors weights of the model (every mode but --gemm)")
     p.add_argument("--vkc-logits", help=".npy of vkc's prefill logits for the same tokens")
     p.add_argument("--tokens", help=".npy of the prompt token ids (i32)")
     p.add_argument("--seq", type=int, default=128)
@@ -147,6 +147,8 @@ def main():
     p.add_argument("--ctx", type=int, default=2048)
     p.add_argument("--theta", type=float, default=100000.0)
     args = p.parse_args()
+    if not args.gemm and not args.weights:
+        p.error("--weights is required (except with --gemm)")
 
     out = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     if args.gemm:
