@@ -83,6 +83,16 @@ func TestDeviceTimingCutsOnlyLosers(t *testing.T) {
 	}
 }
 
+// firstTemplate is kernels.For less every template but the first: one search, and fewer
+// pipelines to compile on lavapipe.
+func firstTemplate(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error) {
+	ts, err := kernels.For(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	return ts[:1], nil
+}
+
 // A problem with more run-time rows than CheckLength is checked in a run at CheckLength (its
 // reference is the problem at that length, the rows past it poisoned on the device) and timed at
 // its capacity; what the tuner chooses so computes every row of the capacity right.
@@ -104,14 +114,8 @@ func TestTunerChecksBoundedAtCheckLength(t *testing.T) {
 	}
 	// One template, two points: pipelines cost 50-300 ms each on lavapipe.
 	tu := &Tuner{Device: d, Compiler: "vkc test", Seed: 3, Exhaustive: 2, Budget: 2,
-		Timing: DeviceTiming{Options: runtimeOptionsQuick},
-		Templates: func(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error) {
-			ts, err := kernels.For(p, caps)
-			if err != nil {
-				return nil, err
-			}
-			return ts[:1], nil
-		}}
+		Timing:    DeviceTiming{Options: runtimeOptionsQuick},
+		Templates: firstTemplate}
 	defer tu.Close()
 	c, err := tu.Best(context.Background(), p)
 	if err != nil {
@@ -181,16 +185,16 @@ func TestTunerTimesRowsAtShortLength(t *testing.T) {
 	}
 	clock := &lengthsTiming{rows: map[string][]int{}}
 	tu := &Tuner{Device: d, Compiler: "vkc test", Seed: 3, Exhaustive: 2, Budget: 2, Confirm: -1, DB: db, Timing: clock,
-		Templates: func(p *kernels.Problem, caps kernels.Caps) ([]*kernels.Template, error) {
-			ts, err := kernels.For(p, caps)
-			if err != nil {
-				return nil, err
-			}
-			return ts[:1], nil
-		}}
+		Templates: firstTemplate}
 	defer tu.Close()
-	tm := (func() *kernels.Template { ts, _ := tu.Templates(p, CapsOf(&d.Info)); return ts[0] })()
-	db.Put(&Entry{Key: tu.Key(tm, p), Complete: true, Times: map[string]time.Duration{"stale": time.Microsecond}, Updated: time.Now()})
+	if err := tu.init(); err != nil { // the device's fingerprint is part of the key
+		t.Fatal(err)
+	}
+	ts, err := firstTemplate(p, tu.Caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Put(&Entry{Key: tu.Key(ts[0], p), Complete: true, Times: map[string]time.Duration{"stale": time.Microsecond}, Updated: time.Now()})
 	c, err := tu.Best(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
