@@ -585,11 +585,11 @@ func (t *Tuner) best(ctx context.Context, p *kernels.Problem, pk string, seen bo
 	}
 	if choice.Template != nil && t.staticUnmeasured(p, tmpls, choice) {
 		// Another template was measured and the static choice's was not (its search cut before
-		// a point was timed): the comparison is not made, and the static choice stands. On the
-		// H200 a cold compile of SmolLM2 took matmul_tiled for two prefill products this way,
-		// the cooperative-matrix static choice's search having been cut while an earlier
-		// phase's configuration still ran; the prefill then ran a 128-token prompt in 6.7 ms
-		// against the static plan's 3.5 ms.
+		// a point was timed: a phase's deadline, or a configuration an earlier phase left
+		// running): nothing compared them, and the static choice stands. On the H200 a cold
+		// compile of SmolLM2 ran two prefill products on matmul_tiled where the static plan
+		// runs matmul_coop, and its 128-token prompt took 6.7 ms against 3.5 ms; this is the
+		// path the tuner allowed to that (its trace of that compile was not obtained).
 		choice.Template, choice.Config, choice.Time = nil, nil, 0
 	}
 	if choice.Template == nil {
@@ -1317,11 +1317,10 @@ func ShortRows(p *kernels.Problem) int {
 // LengthTime is the time a search compares for a configuration of a problem with run-time rows,
 // from its time at the capacity (capacity) and at ShortRows (short): the mean of the two per-row
 // costs, scaled to the capacity, (capacity + short·Max/ShortRows) / 2. A configuration is chosen
-// for the prompts it runs, not for the capacity alone. Why: on the H200, SmolLM2's prefill
-// (capacity 512) compiled with kernels tuned at 512 rows ran a 128-token prompt in 6.08 ms,
-// against 3.47 ms for the static choices (40 of 40 held-out pairs, same graph): a tile that fills
-// the GPU at 512 rows leaves most of it idle at 128. For a kernel whose time is proportional to
-// its rows, LengthTime is its time at the capacity.
+// for the prompts it runs, not for the capacity alone: a tile that fills the GPU at 512 rows may
+// leave most of it idle at 128 (as the selection found whole graphs doing: docs/tuning.md,
+// "Timing at the real length"). For a kernel whose time is proportional to its rows,
+// LengthTime is its time at the capacity.
 func LengthTime(p *kernels.Problem, capacity, short time.Duration) time.Duration {
 	n := ShortRows(p)
 	if n == 0 {
