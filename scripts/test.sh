@@ -20,7 +20,10 @@ echo "== go test"
 mod=github.com/vkc-project/vkc
 ktests=$(go test -list '^(Test|Example|Fuzz)' ./kernels | grep -E '^(Test|Example|Fuzz)')
 [ -n "$ktests" ] || { echo "go test -list ./kernels listed no tests"; exit 1; }
-half() { echo "$ktests" | awk -v r="$1" 'NR % 2 == r' | paste -sd'|'; }
+# Every other test by name, but for those pinned to the odd half: the last CI run here took 1562 s
+# for the odd half and 4110 s for the even one, of which TestCoopMatmulEmulated took 1044 s.
+pinned="TestCoopMatmulEmulated"
+half() { echo "$ktests" | awk -v r="$1" -v pin=" $pinned " '{ h = index(pin, " " $0 " ") ? 1 : NR % 2 } h == r' | paste -sd'|'; }
 klog=$(mktemp -d)
 go test -count=1 -timeout 85m -v -run "^($(half 1))\$" ./kernels >"$klog/a" 2>&1 &
 ka=$!
