@@ -902,7 +902,7 @@ func (s *selecting) late(ctx context.Context) error {
 			s.reserve = time.Until(dl) / 3
 		}
 		if s.roundOf > 0 {
-			s.reserve = time.Duration(EvidenceRounds) * s.round / time.Duration(s.roundOf) * time.Duration(len(s.valid)+len(checked)+1)
+			s.reserve = s.evidenceTime(len(s.valid) + len(checked) + 1)
 		}
 		s.checkOne(i, false)
 		since = append(since, i)
@@ -946,9 +946,15 @@ func (s *selecting) lateNeed() time.Duration {
 	}
 	check := s.predicted[s.waiting[0]]
 	if s.roundOf > 0 {
-		return check + time.Duration(EvidenceRounds)*s.round/time.Duration(s.roundOf)*time.Duration(len(s.valid)+1)
+		return check + s.evidenceTime(len(s.valid)+1)
 	}
 	return check * 8 / 5
+}
+
+// evidenceTime is the time of EvidenceRounds paired rounds of n candidates at the last round's
+// time per candidate (rounds ran: s.roundOf > 0).
+func (s *selecting) evidenceTime(n int) time.Duration {
+	return time.Duration(EvidenceRounds) * s.round / time.Duration(s.roundOf) * time.Duration(n)
 }
 
 // staticProgram returns the valid candidate that runs the static extraction's program (the

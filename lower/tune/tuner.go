@@ -1233,7 +1233,7 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 			return failed, 0, r
 		}
 	}
-	_, want, err := in.get()
+	args, want, err := in.get()
 	mark(1)
 	if err != nil {
 		*fatal = err
@@ -1263,7 +1263,6 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 			return failed, 0, fmt.Sprintf("wrong result %d: %s", i, msg)
 		}
 	}
-	args, _, _ := in.get()
 	d, err := t.timeLengths(ctx, &Candidate{Problem: p, Template: tm, Config: c, Launch: l, Bench: b, BestSoFar: bestSoFar}, args)
 	mark(4)
 	if err != nil {
