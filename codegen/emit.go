@@ -900,7 +900,11 @@ func (e *emitter) block(blk *block) bool {
 			inst(&e.fn, opBranch, header)
 			inst(&e.fn, opLabel, header)
 			e.block(n.blocks[0])
-			inst(&e.fn, opLoopMerge, merge, cont, loopNone)
+			control := uint32(loopNone)
+			if e.b.dontUnroll {
+				control = loopDontUnroll
+			}
+			inst(&e.fn, opLoopMerge, merge, cont, control)
 			if len(n.ops) > 0 {
 				inst(&e.fn, opBranchConditional, e.val(n.ops[0].id), body, merge)
 			} else {

@@ -142,7 +142,7 @@ func (a *attn) lengthBuffers(b *codegen.Builder, p *Problem, binds []Operand) (l
 // (m, l, o) of every key range its row sees are merged. Bindings: [kv_len], scratch, the
 // epilogue's inputs, the result.
 func buildAttnCombine(p *Problem, a *attn, splits, wg int, caps Caps) (*codegen.Kernel, []Operand, int, error) {
-	b := codegen.NewBuilder("attention_combine")
+	b := newBuilder("attention_combine", caps)
 	lenBuf, nBuf, binds := a.lengthBuffers(b, p, nil)
 	scratch := b.Buffer("partial", codegen.F32, codegen.ReadOnly)
 	binds = append(binds, Operand{Scratch, 0})

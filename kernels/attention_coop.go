@@ -149,7 +149,7 @@ func buildAttnCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if a.dt == ir.BF16 {
 		elem = codegen.BF16
 	}
-	b := codegen.NewBuilder(fmt.Sprintf("attention_coop_w%d_k%d", W, BK))
+	b := newBuilder(fmt.Sprintf("attention_coop_w%d_k%d", W, BK), caps)
 	b.EmulateMatrices(caps.EmulateMatrices)
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	u4 := codegen.Vec(codegen.U32, 4)

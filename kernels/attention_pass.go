@@ -103,7 +103,7 @@ func buildAttnPass(p *Problem, a *attn, cfg attnPass, caps Caps) (*codegen.Kerne
 	if cfg.split {
 		name = "attention_split"
 	}
-	g := &attnGen{b: codegen.NewBuilder(fmt.Sprintf("%s_r%d", name, cfg.br)), p: p, a: a, cfg: cfg, caps: caps}
+	g := &attnGen{b: newBuilder(fmt.Sprintf("%s_r%d", name, cfg.br), caps), p: p, a: a, cfg: cfg, caps: caps}
 	g.declare()
 	g.keyRange()
 	if cfg.inPass {

@@ -154,7 +154,7 @@ func buildQuantCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 	pairs := xt.Shape.NumElements() / (2 * be)
 	pairsPerRow := rowLen / (2 * be)
 	pairWords := 2 * f.BlockBytes / 4
-	b := codegen.NewBuilder("cache_write_" + f.Name)
+	b := newBuilder("cache_write_"+f.Name, caps)
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	var slotBuf *codegen.Buffer
 	if scatter {

@@ -41,7 +41,7 @@ func buildConv1d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	items := batch * cout * chunks
 	opType := convOpType(p)
 
-	b := codegen.NewBuilder("conv1d")
+	b := newBuilder("conv1d", caps)
 	xb, wb, bb, yb, epi, ops := convBuffers(b, p, nop)
 	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
 	per := b.Spec("per_thread", codegen.U32, int64(c["per_thread"]))

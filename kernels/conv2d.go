@@ -64,7 +64,7 @@ func buildConv2d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	items := g.N * cout * g.OH * chunks
 	opType := convOpType(p)
 
-	b := codegen.NewBuilder("conv2d")
+	b := newBuilder("conv2d", caps)
 	xb, wb, bb, yb, epi, ops := convBuffers(b, p, nop)
 	wg := b.Spec("wg", codegen.U32, int64(c["wg"]))
 	perV := b.Spec("per_thread", codegen.U32, int64(per))

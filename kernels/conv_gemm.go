@@ -112,7 +112,7 @@ func (g *implicitConvGemm) build(p *Problem, c Config, caps Caps) (*Launch, erro
 	}
 	opType := convOpType(p)
 
-	b := codegen.NewBuilder(g.name)
+	b := newBuilder(g.name, caps)
 	xb, wb, bb, yb, epi, ops := convBuffers(b, p, nop)
 	// The workgroup is (tile_n/4) × (tile_m/4) invocations; the tiles are derived from it.
 	wx := b.Spec("threads_n", codegen.U32, int64(tn/4))

@@ -113,7 +113,7 @@ func buildElementwise(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	n := out.NumElements()
 	wg, per := c["wg"], c["per_thread"]
-	b := codegen.NewBuilder("elementwise")
+	b := newBuilder("elementwise", caps)
 	ins := make([]*codegen.Buffer, len(p.Args))
 	for i, t := range p.Args {
 		ins[i] = b.Buffer(fmt.Sprintf("in%d", i), StorageType(t.DType), codegen.ReadOnly)

@@ -61,7 +61,7 @@ func buildEmbedding(p *Problem, c Config, caps Caps) (*Launch, error) {
 	tab, ids, out := p.Args[0], p.Args[1], p.Outs[0]
 	rows, d := tab.Shape[0], tab.Shape[1]
 	n := out.Shape.NumElements()
-	b := codegen.NewBuilder("embedding")
+	b := newBuilder("embedding", caps)
 	tt := codegen.U32 // a quantized table's blocks, or bf16 pairs, as words
 	if !tab.DType.Quantized() && tab.DType != ir.BF16 {
 		tt = StorageType(tab.DType)

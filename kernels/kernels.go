@@ -456,3 +456,11 @@ func Build(t *Template, p *Problem, caps Caps) (*Launch, Config, error) {
 	}
 	return nil, nil, fmt.Errorf("template %s for %s: no valid configuration: %w", t.Name, p.Key(), firstErr)
 }
+
+// newBuilder starts a kernel for a device with caps: on a CPU implementation its loops are
+// marked DontUnroll (codegen.Builder.DontUnrollLoops says why).
+func newBuilder(name string, caps Caps) *codegen.Builder {
+	b := codegen.NewBuilder(name)
+	b.DontUnrollLoops(caps.CPU)
+	return b
+}

@@ -77,7 +77,7 @@ func gatherTemplate(name string, op ir.Op, index func(p *Problem) func(b *codege
 			out := p.Outs[0]
 			n := out.Shape.NumElements()
 			elem := StorageType(out.DType)
-			b := codegen.NewBuilder(name)
+			b := newBuilder(name, caps)
 			x := b.Buffer("x", elem, codegen.ReadOnly)
 			y := b.Buffer("y", elem, codegen.WriteOnly)
 			reads := p.Rows != nil && p.Rows.Reads
@@ -193,7 +193,7 @@ func buildConcat(p *Problem, c Config, caps Caps) (*Launch, error) {
 	_, total, inner := splitAxis(out.Shape, ax)
 	elem := StorageType(out.DType)
 	// Sizes are push constants, so one kernel serves every step.
-	b := codegen.NewBuilder("concat")
+	b := newBuilder("concat", caps)
 	x := b.Buffer("x", elem, codegen.ReadOnly)
 	y := b.Buffer("y", elem, codegen.WriteOnly)
 	n := b.Push("n", codegen.U32)           // elements of this input
@@ -291,7 +291,7 @@ func buildTransposeTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if d == ir.F16 {
 		sh = codegen.F32
 	}
-	b := codegen.NewBuilder("transpose_tiled")
+	b := newBuilder("transpose_tiled", caps)
 	xb := b.Buffer("x", elem, codegen.ReadOnly)
 	yb := b.Buffer("y", elem, codegen.WriteOnly)
 	T := b.Spec("tile", codegen.U32, int64(c["tile"]))

@@ -43,7 +43,7 @@ func buildCacheWrite(p *Problem, c Config, caps Caps) (*Launch, error) {
 	st, xt, pt := p.Args[0], p.Args[1], p.Args[2]
 	rowLen := st.Shape.NumElements() / st.Shape[0]
 	n := xt.Shape.NumElements()
-	b := codegen.NewBuilder("cache_write")
+	b := newBuilder("cache_write", caps)
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
 	y := b.Buffer("state", StorageType(st.DType), codegen.WriteOnly)

@@ -388,7 +388,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if split {
 		name += fmt.Sprintf("_split%d", q.split)
 	}
-	b := codegen.NewBuilder(name)
+	b := newBuilder(name, caps)
 	b.EmulateMatrices(caps.EmulateMatrices)
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	u4 := codegen.Vec(codegen.U32, 4)
@@ -893,7 +893,7 @@ func finishCoopSplit(b *codegen.Builder, p *Problem, g *gemm, cg *coopGemm, q co
 // sums of squares likewise, then applies rmsnorm's scale, the bias and the epilogue as the
 // unsplit kernel does.
 func buildCoopReduce(p *Problem, g *gemm, q coopGeom, caps Caps) (*Step, error) {
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_coop_reduce%d", q.split))
+	b := newBuilder(fmt.Sprintf("matmul_coop_reduce%d", q.split), caps)
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	var bias *codegen.Buffer
 	var binds []Operand

@@ -124,7 +124,7 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		"tile_m": c["tile_m"], "tile_n": c["tile_n"], "tile_k": c["tile_k"],
 		"wg_x": c["tile_n"] / mn, "wg_y": c["tile_m"] / mm,
 	}
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_tiled_%dx%d", mm, mn))
+	b := newBuilder(fmt.Sprintf("matmul_tiled_%dx%d", mm, mn), caps)
 	bufs, binds := declareGemm(b, p, g, 1, 1)
 	epi, eb := declareEpilogue(b, p, g.opType)
 	binds = append(binds, eb...)

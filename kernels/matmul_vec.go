@@ -122,7 +122,7 @@ func buildMatmulVec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if vec > 1 && !g.vectorizable(vec) {
 		return nil, fmt.Errorf("vec=%d: operands are not contiguous along K in vectors", vec)
 	}
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_r%d_v%d%s", g.m, vec, unrollSuffix(unroll)))
+	b := newBuilder(fmt.Sprintf("matmul_vec_r%d_v%d%s", g.m, vec, unrollSuffix(unroll)), caps)
 	bufs, binds := declareGemm(b, p, g, vec, vec)
 	v := newVecFrame(b, p, g, caps, wgN, colsN, g.sbk == 1 && g.k > 1)
 	R, rms := g.m, g.gammaArg >= 0

@@ -255,7 +255,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if per > 1 {
 		name += fmt.Sprintf("_n%d", per)
 	}
-	b := codegen.NewBuilder(name)
+	b := newBuilder(name, caps)
 	bufs, binds := declareGemm(b, p, g, 4, 1)
 	v := newVecFrameN(b, p, g, caps, wgN, colsN, per, true)
 	R, rms := g.m, g.gammaArg >= 0

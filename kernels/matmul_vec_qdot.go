@@ -124,7 +124,7 @@ const qActBlock = 32
 // scales) of that row.
 func buildQuantizeRows(p *Problem, g *gemm, caps Caps) (*Step, error) {
 	const wgN = 64
-	b := codegen.NewBuilder("quantize_q8_rows")
+	b := newBuilder("quantize_q8_rows", caps)
 	bufs, binds := declareGemm(b, p, g, 4, 1)
 	qs := b.Buffer("qs", codegen.U32, codegen.WriteOnly)
 	ds := b.Buffer("d", codegen.F32, codegen.WriteOnly)
@@ -274,7 +274,7 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	// of the quantized x and W (gamma and rms are the first step's).
 	pg := *g
 	pg.gammaArg = -1
-	b := codegen.NewBuilder(fmt.Sprintf("matmul_vec_qdot_%s_r%d_s%d", f.Name, g.m, span))
+	b := newBuilder(fmt.Sprintf("matmul_vec_qdot_%s_r%d_s%d", f.Name, g.m, span), caps)
 	var bufs gemmBufs
 	var binds []Operand
 	bufs.b = b.Buffer("b", codegen.U32, codegen.ReadOnly)

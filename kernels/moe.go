@@ -93,7 +93,7 @@ func buildMoeRoute(p *Problem, c Config, caps Caps) (*Launch, error) {
 	rows := xt.Shape.NumElements() / e
 	k := p.Attrs.Int("k", 1)
 	renorm := p.Attrs.String("norm", ir.MoeNormRenorm) == ir.MoeNormRenorm
-	b := codegen.NewBuilder(fmt.Sprintf("moe_route_k%d", k))
+	b := newBuilder(fmt.Sprintf("moe_route_k%d", k), caps)
 	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	ids := b.Buffer("ids", codegen.I32, codegen.WriteOnly)
@@ -341,7 +341,7 @@ func buildMoeMatvec(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	d, _ := readMoe(p)
 	wgN, colsN := c["wg"], c["cols"]
-	b := codegen.NewBuilder(fmt.Sprintf("moe_matvec_k%d", d.k))
+	b := newBuilder(fmt.Sprintf("moe_matvec_k%d", d.k), caps)
 	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
 	x, ws, binds := declareMoeInputs(b, d)
 	ids := b.Buffer("ids", codegen.I32, codegen.ReadOnly)
@@ -513,7 +513,7 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 
 	// Step 1: the lists.
 	{
-		b := codegen.NewBuilder("moe_group")
+		b := newBuilder("moe_group", caps)
 		u := func(v int) codegen.Value { return b.U32(uint32(v)) }
 		ids := b.Buffer("ids", codegen.I32, codegen.ReadOnly)
 		tiles := b.Buffer("tiles", codegen.U32, codegen.WriteOnly)
@@ -568,7 +568,7 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 
 	// Step 2: a tile of tm slots of one expert by tn columns per workgroup.
 	{
-		b := codegen.NewBuilder(fmt.Sprintf("moe_gemm_tm%d", tm))
+		b := newBuilder(fmt.Sprintf("moe_gemm_tm%d", tm), caps)
 		u := func(v int) codegen.Value { return b.U32(uint32(v)) }
 		x, ws, binds := declareMoeInputs(b, d)
 		tiles := b.Buffer("tiles", codegen.U32, codegen.ReadOnly)
@@ -673,7 +673,7 @@ func buildMoeGrouped(p *Problem, c Config, caps Caps) (*Launch, error) {
 
 	// Step 3 (moe_linear_sum): each token's k rows summed with its routing weights.
 	if d.sum {
-		b := codegen.NewBuilder("moe_weighted_sum")
+		b := newBuilder("moe_weighted_sum", caps)
 		u := func(v int) codegen.Value { return b.U32(uint32(v)) }
 		y := b.Buffer("y", codegen.F32, codegen.ReadOnly)
 		rw := b.Buffer("route_w", StorageType(p.Args[3].DType), codegen.ReadOnly)
@@ -709,7 +709,7 @@ func buildMoeSum(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	yt, wt := p.Args[0], p.Args[1]
 	n, k, dim := yt.Shape[0], yt.Shape[1], yt.Shape[2]
-	b := codegen.NewBuilder("moe_sum")
+	b := newBuilder("moe_sum", caps)
 	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
 	y := b.Buffer("y", StorageType(yt.DType), codegen.ReadOnly)
 	w := b.Buffer("w", StorageType(wt.DType), codegen.ReadOnly)

@@ -102,7 +102,7 @@ func buildNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	eps := p.Attrs.Float("eps", 1e-5)
 
-	b := codegen.NewBuilder(p.OpName())
+	b := newBuilder(p.OpName(), caps)
 	var ops []Operand
 	in := make([]*codegen.Buffer, nop)
 	for i := 0; i < nop; i++ {

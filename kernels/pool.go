@@ -69,7 +69,7 @@ func buildPool2d(p *Problem, c Config, caps Caps) (*Launch, error) {
 	n := ot.Shape.NumElements()
 	isMax := p.Op == ir.MaxPool2d
 	incl := p.Attrs.Bool("count_include_pad", false)
-	b := codegen.NewBuilder("pool2d_" + p.Op.String())
+	b := newBuilder("pool2d_"+p.Op.String(), caps)
 	xb := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	yb := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
 	u := func(v int) codegen.Value { return b.U32(uint32(v)) }
@@ -164,7 +164,7 @@ func buildBatchNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 	_, channels, inner := splitAxis(xt.Shape, ax)
 	n := xt.Shape.NumElements()
 	eps := p.Attrs.Float("eps", 1e-5)
-	b := codegen.NewBuilder("batch_norm")
+	b := newBuilder("batch_norm", caps)
 	xb := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	var pb [4]*codegen.Buffer
 	ops := []Operand{{Arg, 0}}

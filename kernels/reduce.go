@@ -202,7 +202,7 @@ func buildReduce(p *Problem, c Config, caps Caps) (*Launch, error) {
 
 	// Step 1 (the only step when split = 1): virtual row v = row·split + s reduces elements
 	// s·chunk .. of its row.
-	b := codegen.NewBuilder("reduce_" + p.Op.String())
+	b := newBuilder("reduce_"+p.Op.String(), caps)
 	rc := reduceCodec{b, ct}
 	x := b.Buffer("x", StorageType(xd), codegen.ReadOnly)
 	partType := codegen.U32
@@ -253,7 +253,7 @@ func buildReduce(p *Problem, c Config, caps Caps) (*Launch, error) {
 	l.Scratch = []int{4 * per * rows * split}
 
 	// Step 2: one walk per row over its split partials.
-	b = codegen.NewBuilder("reduce_" + p.Op.String() + "_combine")
+	b = newBuilder("reduce_"+p.Op.String()+"_combine", caps)
 	rc = reduceCodec{b, ct}
 	part := b.Buffer("partial", partType, codegen.ReadOnly)
 	y = b.Buffer("y", StorageType(od), codegen.WriteOnly)

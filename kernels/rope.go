@@ -160,7 +160,7 @@ func buildRope(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	g := readRope(p)
 	xt, pt, ot := p.Args[g.xArg], p.Args[g.posArg], p.Outs[0]
-	b := codegen.NewBuilder(p.OpName())
+	b := newBuilder(p.OpName(), caps)
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
 	y := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
@@ -216,7 +216,7 @@ func buildRopeNorm(p *Problem, c Config, caps Caps) (*Launch, error) {
 	g := readRope(p)
 	xt, wt, pt, ot := p.Args[0], p.Args[1], p.Args[2], p.Outs[0]
 	eps := p.Attrs.Float("eps", 1e-5)
-	b := codegen.NewBuilder("rope_norm")
+	b := newBuilder("rope_norm", caps)
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	w := b.Buffer("w", StorageType(wt.DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)

@@ -59,7 +59,7 @@ func buildRopeRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	g.h = g.d / 2
 	g.rows = xt.Shape.NumElements() / g.d
 	perRow := g.rows / xt.Shape[0] // rows of d features per row of the batch (the heads)
-	b := codegen.NewBuilder("rope_rows")
+	b := newBuilder("rope_rows", caps)
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(pt.DType), codegen.ReadOnly)
 	y := b.Buffer("y", StorageType(ot.DType), codegen.WriteOnly)
@@ -103,7 +103,7 @@ func buildCacheScatter(p *Problem, c Config, caps Caps) (*Launch, error) {
 	rows := xt.Shape[0]
 	rowLen := xt.Shape.NumElements() / rows
 	n := xt.Shape.NumElements()
-	b := codegen.NewBuilder("cache_scatter")
+	b := newBuilder("cache_scatter", caps)
 	x := b.Buffer("x", StorageType(xt.DType), codegen.ReadOnly)
 	slotBuf := b.Buffer("slot", StorageType(p.Args[2].DType), codegen.ReadOnly)
 	posBuf := b.Buffer("pos", StorageType(p.Args[3].DType), codegen.ReadOnly)
@@ -226,7 +226,7 @@ func buildAttentionRows(p *Problem, c Config, caps Caps) (*Launch, error) {
 	a := readAttnRows(p)
 	wg, bk, R := c["wg"], c["block_k"], max(c["block_r"], 1)
 	G := a.group
-	b := codegen.NewBuilder("attention_rows")
+	b := newBuilder("attention_rows", caps)
 	qb := b.Buffer("q", StorageType(a.dt), codegen.ReadOnly)
 	var kvElem codegen.Type
 	var kq, vq quantRows // a block-quantized cache's rows: one head's d (dv) features, whole blocks

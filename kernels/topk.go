@@ -180,7 +180,7 @@ func buildTopK(p *Problem, c Config, caps Caps) (*Launch, error) {
 	chunk := (n + split - 1) / split
 
 	// Step 1: virtual row v = row·split + s selects among elements s·chunk .. of its row.
-	b := codegen.NewBuilder("argtopk")
+	b := newBuilder("argtopk", caps)
 	rc.b = b
 	x := b.Buffer("x", StorageType(xd), codegen.ReadOnly)
 	var y *codegen.Buffer
@@ -226,7 +226,7 @@ func buildTopK(p *Problem, c Config, caps Caps) (*Launch, error) {
 	l.Scratch = []int{8 * rows * split * k}
 
 	// Step 2: each row selects its k among its parts' split·k candidates.
-	b = codegen.NewBuilder("argtopk_merge")
+	b = newBuilder("argtopk_merge", caps)
 	part := b.Buffer("partial", codegen.U32, codegen.ReadOnly)
 	y = b.Buffer("y", codegen.I32, codegen.WriteOnly)
 	WalkRows(b, c, rows, func(w *RowWalk) {
@@ -255,7 +255,7 @@ func buildTakeAlong(p *Problem, c Config, caps Caps) (*Launch, error) {
 	n := x.Shape[x.Shape.Rank()-1]
 	k := idx.Shape[idx.Shape.Rank()-1]
 	total := out.Shape.NumElements()
-	b := codegen.NewBuilder("take_along_axis")
+	b := newBuilder("take_along_axis", caps)
 	xb := b.Buffer("x", StorageType(x.DType), codegen.ReadOnly)
 	ib := b.Buffer("idx", StorageType(idx.DType), codegen.ReadOnly)
 	ob := b.Buffer("y", StorageType(out.DType), codegen.WriteOnly)
