@@ -553,7 +553,13 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 		switch {
 		case ctx.Err() != nil && anyValid:
 			r.Reason = notChecked + ": " + ctx.Err().Error()
-		case !c.Static && anyValid && wouldOverrun(cmp.Or(s.lateCtx, ctx), opts.checks.mean()+s.reserve):
+		case !c.Static && anyValid && wouldOverrun(cmp.Or(s.lateCtx, ctx), checkCost(opts, 0, nil, false)+s.reserve):
+			// (The least a check costs: one that compiles nothing new. Once lowered, the check
+			// refuses what its new kernels would not fit. The mean of the checks so far refused
+			// candidates nothing had priced: on a cold driver cache the static extractions'
+			// checks compile every kernel of their functions, and their mean, 3.2 s for
+			// tinyllama on lavapipe, exceeded the 2.6 s predicted for prefill@1's waiting
+			// candidate plus the third of its share kept for the rounds.)
 			r.Reason = notChecked + ": the time left is kept for timing the candidates checked"
 		case opts.Guard.Abandoned():
 			r.Reason = notChecked + ": the budget ran out while the device compiled another candidate's kernels"

@@ -731,3 +731,44 @@ func TestSelectLateTakesWhatItsCheckNeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectLateCheckByItsPrediction: a late check is bounded by its own prediction, not by the
+// mean of the checks before it. The static extractions' checks here take 2.5 s each (as on a
+// cold driver cache, where they compile every kernel of their function); the waiting
+// candidate, one new kernel at the 0.5 s a kernel those checks took, is predicted at 1 s. With the
+// mean (2.5 s) plus the time kept for the rounds, no function's share held the late check, and
+// the candidate was refused unchecked.
+func TestSelectLateCheckByItsPrediction(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	newKernels := func(p *plan.Plan) int {
+		if p.Functions[0].Name == "forward_relu2" {
+			return 1
+		}
+		time.Sleep(2500 * time.Millisecond) // a static check's cold compile: 4 kernels, 0.5 s each
+		return 4
+	}
+	cands := func(f *ir.Function) ([]SelectCandidate, error) {
+		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "new kernels"}}, nil
+	}
+	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
+	var trace bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Second)
+	defer cancel()
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")}, cands, lowerFn,
+		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
+			CompileCost: func(p *plan.Plan) time.Duration {
+				if p.Functions[0].Name == "forward_relu2" {
+					return 500 * time.Millisecond
+				}
+				return 0
+			}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range sels {
+		if r := sel.Results[1]; !r.Valid || sel.Rounds < EvidenceRounds || sel.Winner != 1 {
+			t.Errorf("%s: want candidate 1 checked late, timed in %d rounds or more and winning:\n%s\n%s", sel.Function, EvidenceRounds, sel, trace.String())
+		}
+	}
+}
