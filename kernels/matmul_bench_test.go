@@ -296,6 +296,23 @@ func BenchmarkTiledPoints(b *testing.B) {
 	})
 }
 
+// BenchmarkTiledPointsQuant is BenchmarkTiledPoints for a block-quantized B (SmolLM2's
+// Q4_K_M file: Q5_0 gate/up, Q4_K and Q6_K down), whose staging dequantizes each quad of a B
+// tile as it loads it. Run with an empty MESA_SHADER_CACHE_DIR to see the driver's compile in
+// each point's first run.
+func BenchmarkTiledPointsQuant(b *testing.B) {
+	f32 := ir.F32
+	var pts []kernels.Config
+	for _, c := range [][5]int{{64, 64, 16, 8, 8}, {128, 128, 16, 16, 16}, {128, 128, 16, 8, 8}, {64, 128, 16, 8, 16}, {64, 64, 16, 4, 4}} {
+		pts = append(pts, kernels.Config{"tile_m": c[0], "tile_n": c[1], "tile_k": c[2], "micro_m": c[3], "micro_n": c[4]})
+	}
+	benchPoints(b, []pointsProblem{
+		{"up q5_0 128x3072x576", kernels.MatmulTiled, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 128, 576), ir.T(f32, 576), ir.T(ir.Q5_0, 3072, 576)), pts},
+		{"down q4_k 128x576x1536", kernels.MatmulTiled, opProblem(b, ir.Linear, nil, ir.T(f32, 128, 1536), ir.T(ir.Q4_K, 576, 1536)), pts},
+		{"down q6_k 128x576x1536", kernels.MatmulTiled, opProblem(b, ir.Linear, nil, ir.T(f32, 128, 1536), ir.T(ir.Q6_K, 576, 1536)), pts},
+	})
+}
+
 type pointsProblem struct {
 	name string
 	t    *kernels.Template
@@ -311,34 +328,38 @@ func benchPoints(b *testing.B, probs []pointsProblem) {
 	// processes' load does not inflate as it does the timestamps: it is logged beside them and
 	// the ratios are of it.
 	cpuDev := d.Info.Type == runtime.CPU
-	measure := func(tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) (time.Duration, time.Duration, kernels.Config, error) {
+	// measure returns the median time, the CPU time per run and the first run's wall time (with
+	// pipeline creation: a CPU implementation may compile the kernel at its first dispatch, and
+	// an empty MESA_SHADER_CACHE_DIR makes that the driver's compile).
+	measure := func(tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) (time.Duration, time.Duration, time.Duration, kernels.Config, error) {
 		l, c, err := kernels.BuildAt(tmpl, p, c, caps)
 		if err != nil {
-			return 0, 0, c, err
+			return 0, 0, 0, c, err
 		}
+		t0 := time.Now()
 		r, err := setupBenchLaunch(d, p, l, args)
 		if err != nil {
-			return 0, 0, c, err
+			return 0, 0, 0, c, err
 		}
 		defer r.close()
 		o := benchMeasureOpts(d)
-		// A CPU implementation may compile the kernel at its first dispatch: one run first,
-		// outside the CPU time.
+		// The first run outside the CPU time.
 		if _, err := r.prog.Measure(context.Background(), runtime.MeasureOptions{Warmup: 1, Reps: 1, MaxRounds: 1}); err != nil {
-			return 0, 0, c, err
+			return 0, 0, 0, c, err
 		}
+		first := time.Since(t0)
 		c0 := cputime.Process()
 		m, err := r.prog.Measure(context.Background(), o)
 		if err != nil {
-			return 0, 0, c, err
+			return 0, 0, 0, c, err
 		}
 		runs := max(o.Warmup, 0) + m.Rounds*len(m.Samples)
-		return m.Median, (cputime.Process() - c0) / time.Duration(max(runs, 1)), c, nil
+		return m.Median, (cputime.Process() - c0) / time.Duration(max(runs, 1)), first, c, nil
 	}
 	for i := 0; i < b.N; i++ {
 		for _, pr := range probs {
 			args := benchArgs(pr.p, 3)
-			st, sCPU, sc, err := measure(pr.t, pr.p, nil, args)
+			st, sCPU, sFirst, sc, err := measure(pr.t, pr.p, nil, args)
 			if err != nil {
 				b.Fatalf("%s: %v", pr.name, err)
 			}
@@ -346,7 +367,7 @@ func benchPoints(b *testing.B, probs []pointsProblem) {
 			if cpuDev {
 				ref = sCPU
 			}
-			b.Logf("%s: static %s %v (CPU %v)", pr.name, sc.Key(), st, sCPU)
+			b.Logf("%s: static %s %v (CPU %v; first run %v)", pr.name, sc.Key(), st, sCPU, sFirst.Round(time.Millisecond))
 			pts := pr.pts
 			if os.Getenv("VKC_BENCH_POINTS") == "all" {
 				pts = pr.t.Space.Points()
@@ -355,7 +376,7 @@ func benchPoints(b *testing.B, probs []pointsProblem) {
 				if pr.t.Space.Valid(pr.p, c, caps) != nil || c.Key() == sc.Key() {
 					continue
 				}
-				t, tCPU, _, err := measure(pr.t, pr.p, c, args)
+				t, tCPU, first, _, err := measure(pr.t, pr.p, c, args)
 				if err != nil {
 					b.Logf("  %s: %v", c.Key(), err)
 					continue
@@ -364,7 +385,7 @@ func benchPoints(b *testing.B, probs []pointsProblem) {
 				if cpuDev {
 					x = tCPU
 				}
-				b.Logf("  %s %v (CPU %v): %.2fx the static choice's speed", c.Key(), t, tCPU, float64(ref)/float64(x))
+				b.Logf("  %s %v (CPU %v; first run %v): %.2fx the static choice's speed", c.Key(), t, tCPU, first.Round(time.Millisecond), float64(ref)/float64(x))
 			}
 		}
 	}

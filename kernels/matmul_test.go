@@ -1,6 +1,7 @@
 package kernels_test
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -177,6 +178,39 @@ func TestMatmulTiledCPUStatic(t *testing.T) {
 				kerneltest.Check(t, kernels.MatmulTiled, c.p, run, tune.Inputs(c.p, rng))
 			}
 		})
+	}
+}
+
+// TestMatmulTiledStagingForms: matmul_tiled stages its tiles in two forms, by the device
+// (Caps.CPU): in a loop at the top of each step on a CPU implementation, and as loads issued
+// during the previous step's products on a GPU. Each test device runs its own form through
+// TestMatmulTiled; here both run on whichever device there is, on the cases whose staging
+// differs (A or B transposed, a batch, 16-bit and bf16 B, rmsnorm's gamma, a block-quantized B,
+// partial tiles), at a point of three steps of K or more.
+func TestMatmulTiledStagingForms(t *testing.T) {
+	d := kerneltest.Device(t)
+	rng := rand.New(rand.NewSource(41))
+	f32, f16, T := ir.F32, ir.F16, ir.T
+	K := quantK(ir.Q4_K)
+	cfg := kernels.Config{"tile_m": 16, "tile_n": 32, "tile_k": 8, "micro_m": 2, "micro_n": 4}
+	for _, c := range []struct {
+		name string
+		p    *kernels.Problem
+	}{
+		{"linear 5x37->67 bias", opProblem(t, ir.Linear, nil, T(f32, 5, 37), T(f32, 67, 37), T(f32, 67))},
+		{"matmul broadcast batch ta", opProblem(t, ir.Matmul, ir.Attrs{"ta": true}, T(f32, 2, 1, 37, 3), T(f32, 3, 37, 7))},
+		{"matmul batch tb f16", opProblem(t, ir.Matmul, ir.Attrs{"tb": true}, T(f16, 3, 9, 37), T(f16, 3, 5, 37))},
+		{"rmsnorm_linear bf16 W odd K", opProblem(t, ir.RMSNormLinear, nil, T(f32, 5, 37), T(f32, 37), T(ir.BF16, 67, 37))},
+		{"rmsnorm_linear[act=f16] q4_k swiglu", withSwiGLU(opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, T(f32, 19, K), T(f32, K), T(ir.Q4_K, 72, K)))},
+	} {
+		args := tune.Inputs(c.p, rng)
+		for _, cpu := range []bool{true, false} {
+			caps := kerneltest.CapsOf(&d.Info)
+			caps.CPU = cpu
+			t.Run(fmt.Sprintf("%s/cpu=%v", c.name, cpu), func(t *testing.T) {
+				kerneltest.CheckWith(t, kernels.MatmulTiled, c.p, cfg, args, caps)
+			})
+		}
 	}
 }
 

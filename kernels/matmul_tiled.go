@@ -189,23 +189,28 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 	threads := vals["wg_x"] * vals["wg_y"]
 	// Tiles at depth k0, loaded from clamped indices (0 outside the matrices) so that no load
 	// waits on a branch.
-	fetchA := func(k0 codegen.Value) *staged {
-		return fetchTile(b, li, threads, vals["tile_m"]*vals["tile_k"], func(e codegen.Value) codegen.Value {
+	aTotal := vals["tile_m"] * vals["tile_k"]
+	aElem := func(k0 codegen.Value) func(e codegen.Value) codegen.Value {
+		return func(e codegen.Value) codegen.Value {
 			r, kk := aPos(e)
 			gr, gk := b.Add(row0, r), b.Add(k0, kk)
 			ok := b.And(b.Lt(gr, M), b.Lt(gk, K))
 			i := b.Select(ok, b.Add(aBase, b.Add(b.Mul(gr, u(g.sam)), b.Mul(gk, u(g.sak)))), u(0))
 			return b.Select(ok, LoadAs(b, bufs.a, i, aT), zero)
-		})
+		}
 	}
 	// A quantized B is staged four k at a time: the four quants of a word share its block's
 	// scales, decoded once (quadOf); tile_k and the tile's k0 are multiples of 4, as is K.
 	quadPos := func(e codegen.Value) (codegen.Value, codegen.Value) {
 		return b.Mul(b.Rem(e, b.Div(tk, u(4))), u(4)), b.Div(e, b.Div(tk, u(4)))
 	}
-	fetchB := func(k0 codegen.Value) *staged {
+	bTotal := vals["tile_k"] * vals["tile_n"]
+	if bT.Quantized() {
+		bTotal /= 4
+	}
+	bElem := func(k0 codegen.Value) func(e codegen.Value) codegen.Value {
 		if bT.Quantized() {
-			return fetchTile(b, li, threads, vals["tile_k"]*vals["tile_n"]/4, func(e codegen.Value) codegen.Value {
+			return func(e codegen.Value) codegen.Value {
 				kk, n := quadPos(e)
 				gk, gn := b.Add(k0, kk), b.Add(col0, n)
 				ok := b.And(b.Lt(gk, K), b.Lt(gn, N))
@@ -220,9 +225,9 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 					w = b.Mul(w, b.Vec(g4...))
 				}
 				return b.Select(b.Vec(ok, ok, ok, ok), w, b.Splat(zero, 4))
-			})
+			}
 		}
-		return fetchTile(b, li, threads, vals["tile_k"]*vals["tile_n"], func(e codegen.Value) codegen.Value {
+		return func(e codegen.Value) codegen.Value {
 			kk, n := bPos(e)
 			gk, gn := b.Add(k0, kk), b.Add(col0, n)
 			ok := b.And(b.Lt(gk, K), b.Lt(gn, N))
@@ -237,7 +242,7 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 				w = b.Mul(w, LoadAs(b, bufs.gamma, b.Select(ok, gk, u(0)), gammaT))
 			}
 			return b.Select(ok, w, zero)
-		})
+		}
 	}
 	putA := func(e, v codegen.Value) {
 		r, kk := aPos(e)
@@ -254,13 +259,8 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 		kk, n := bPos(e)
 		b.Store(bs, b.Add(b.Mul(kk, tnp), n), v)
 	}
-	fetchA(u(0)).put(b, putA)
-	fetchB(u(0)).put(b, putB)
-	b.Barrier()
-	b.For(u(0), K, tk, func(k0 codegen.Value) {
-		// The next tiles' loads are issued now and land while this tile is computed (past K
-		// they load zeros).
-		na, nb := fetchA(b.Add(k0, tk)), fetchB(b.Add(k0, tk))
+	// compute multiplies the staged tiles into the accumulators.
+	compute := func() {
 		b.For(u(0), tk, u(1), func(kk codegen.Value) {
 			av := make([]codegen.Value, mm)
 			for i := range av {
@@ -279,11 +279,38 @@ func buildMatmulTiled(p *Problem, c Config, caps Caps) (*Launch, error) {
 				}
 			}
 		})
+	}
+	if caps.CPU {
+		// A CPU implementation runs an invocation's loads in order whatever the program's
+		// order, so loading the next tiles during this one's products gains nothing there;
+		// each tile is staged in a loop at the top of its step instead, once in the program,
+		// where the GPU form writes every element's load and dequantization out twice (before
+		// the loop and in it): 128×128 tiles of 16×16 with a Q4_K B took lavapipe 28–45 s to
+		// compile, a few seconds so.
+		b.For(u(0), K, tk, func(k0 codegen.Value) {
+			b.Barrier()
+			fa, fb := aElem(k0), bElem(k0)
+			b.For(li, u(aTotal), u(threads), func(e codegen.Value) { putA(e, fa(e)) })
+			b.For(li, u(bTotal), u(threads), func(e codegen.Value) { putB(e, fb(e)) })
+			b.Barrier()
+			compute()
+		})
+	} else {
+		fetchTile(b, li, threads, aTotal, aElem(u(0))).put(b, putA)
+		fetchTile(b, li, threads, bTotal, bElem(u(0))).put(b, putB)
 		b.Barrier()
-		na.put(b, putA)
-		nb.put(b, putB)
-		b.Barrier()
-	})
+		b.For(u(0), K, tk, func(k0 codegen.Value) {
+			// The next tiles' loads are issued now and land while this tile is computed (past
+			// K they load zeros).
+			next := b.Add(k0, tk)
+			na, nb := fetchTile(b, li, threads, aTotal, aElem(next)), fetchTile(b, li, threads, bTotal, bElem(next))
+			compute()
+			b.Barrier()
+			na.put(b, putA)
+			nb.put(b, putB)
+			b.Barrier()
+		})
+	}
 	outBase := b.Mul(batch, u(g.m*g.n))
 	// storeRow writes micro row i's results (row ty + i·wy of the tile): accOf(j) is its
 	// accumulator of micro column j, s its sum of squares (rmsnorm_linear).

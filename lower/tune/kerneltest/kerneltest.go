@@ -51,8 +51,14 @@ func Random(rng *rand.Rand, t ir.Type) *ir.Tensor { return tune.Random(rng, t) }
 // device with args and compares every result with the interpreter.
 func Check(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) {
 	t.Helper()
+	CheckWith(t, tmpl, p, c, args, CapsOf(&Device(t).Info))
+}
+
+// CheckWith is Check with the kernel built for the given capabilities (a GPU's form of a
+// template on a CPU implementation, say).
+func CheckWith(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor, caps kernels.Caps) {
+	t.Helper()
 	d := Device(t)
-	caps := CapsOf(&d.Info)
 	var l *kernels.Launch
 	var err error
 	if c == nil {
