@@ -145,6 +145,31 @@ func TestAttentionFlash(t *testing.T) {
 	runAttnCases(t, kernels.AttentionFlash, []kernels.Config{nil, {"block_r": 16, "block_k": 16, "wg": 64}})
 }
 
+// TestAttentionFlashStagingForms: with several key tiles a workgroup loads the next K and V tiles
+// during this tile's work on a GPU, and stages each at the top of its step on a CPU
+// implementation (Caps.CPU: an invocation's loads run in order there anyway, and the copy of the
+// loads cost lavapipe a quarter of the kernel's compile). Each test device runs its own form
+// through TestAttentionFlash; here both run on whichever device there is, with key tiles of 8
+// (several per workgroup) in the layouts and cache types whose loads differ.
+func TestAttentionFlashStagingForms(t *testing.T) {
+	d := kerneltest.Device(t)
+	cfg := kernels.Config{"block_r": 16, "block_k": 8, "wg": 64}
+	for _, c := range []attnCase{
+		{sq: 37, hq: 2, skv: 37, hkv: 1, d: 8, dv: 8, dt: ir.F16, attrs: ir.Attrs{"causal": true}, residual: true},
+		{sq: 6, hq: 6, skv: 21, hkv: 3, d: 12, dv: 8, dt: ir.F16, attrs: ir.Attrs{"layout": "hsd", "k_layout": "hds", "v_layout": "shd", "scale": 0.4}},
+		{sq: 3, hq: 2, skv: 40, hkv: 1, d: 32, dv: 32, dt: ir.F32, kvt: ir.Q8_0, attrs: ir.Attrs{"causal": true}, kvLen: 29},
+	} {
+		p, vals := c.problem(t)
+		for _, cpu := range []bool{true, false} {
+			caps := kerneltest.CapsOf(&d.Info)
+			caps.CPU = cpu
+			t.Run(fmt.Sprintf("%s/cpu=%v", c.name(), cpu), func(t *testing.T) {
+				kerneltest.CheckWith(t, kernels.AttentionFlash, p, cfg, vals, caps)
+			})
+		}
+	}
+}
+
 // The split template accepts the prefill cases too (up to 32 rows per key/value head); it runs
 // the decode-sized ones (sq ≤ 5), which is what it is for, to bound lavapipe's compile time.
 func TestAttentionSplit(t *testing.T) {
