@@ -42,6 +42,27 @@ func lowerWith(d *runtime.Device, m *ir.Model, choose func(*kernels.Problem) (*k
 	}
 }
 
+// warmKernels compiles the kernels of every function of m on d, lowered by lowerFn, into the
+// driver's disk cache. A test whose budget assumes that a check compiling nothing new only runs
+// calls it first: lavapipe compiles a kernel at its first dispatch, and with an empty cache
+// (a fresh machine, or the test run alone) the late-check tests failed on that time, passing only
+// after other tests had compiled the same kernels.
+func warmKernels(t *testing.T, d *runtime.Device, m *ir.Model, lowerFn func([]*ir.Function) (*plan.Plan, error)) {
+	t.Helper()
+	p, err := lowerFn(m.Functions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := d.Load(p, runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	if _, err := exe.Prepare(context.Background(), runtime.PrepareOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // planClock is a fake PlanTimer: a fixed time per candidate, and the order of the calls.
 type planClock struct {
 	mu    sync.Mutex
@@ -666,6 +687,7 @@ func (c *slowClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn st
 func TestSelectLateCandidateTooLateToTime(t *testing.T) {
 	d, m, tu := selectModel(t, "testdata/select.yaml")
 	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	warmKernels(t, d, m, lowerFn)
 	cands := []SelectCandidate{{Fn: m.Function("forward"), Static: true, Label: "static"}, {Fn: m.Function("forward_alt"), Label: "alt"},
 		{Fn: m.Function("forward_relu2"), Label: "new kernels"}}
 	newKernels := func(p *plan.Plan) int {
@@ -701,11 +723,33 @@ func TestSelectLateCandidateTooLateToTime(t *testing.T) {
 // lavapipe, any other; now the first takes 1.6 times its prediction, its check runs in milliseconds, and what it
 // leaves passes on, so both functions time their late candidate.
 func TestSelectLateTakesWhatItsCheckNeeds(t *testing.T) {
+	sels, trace := selectLate(t, 10*time.Second, 0, 4*time.Second)
+	if !strings.Contains(trace, "select: forward takes ") {
+		t.Errorf("forward did not take the time its check needs:\n%s", trace)
+	}
+	for _, sel := range sels {
+		if r := sel.Results[1]; !r.Valid || sel.Rounds != 5 || len(r.Times) != 5 || sel.Winner != 1 {
+			t.Errorf("%s: want candidate 1 checked late, timed in 5 rounds and winning:\n%s", sel.Function, sel)
+		}
+	}
+}
+
+// selectLate selects forward and forward_alt within timeout, each between its static extraction
+// and forward_relu2, whose check compiles one kernel new to the device (NewKernels), predicted
+// at compile (CompileCost), and waits for the rounds. A static extraction's check takes
+// staticCheck (a cold driver compile of its 4 kernels; 0: as fast as it runs). It returns the
+// selections and the trace.
+func selectLate(t *testing.T, timeout, staticCheck, compile time.Duration) ([]*Selection, string) {
 	d, m, tu := selectModel(t, "testdata/select.yaml")
 	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	warmKernels(t, d, m, lowerFn)
 	newKernels := func(p *plan.Plan) int {
 		if p.Functions[0].Name == "forward_relu2" {
 			return 1
+		}
+		if staticCheck > 0 {
+			time.Sleep(staticCheck)
+			return 4
 		}
 		return 0
 	}
@@ -714,22 +758,20 @@ func TestSelectLateTakesWhatItsCheckNeeds(t *testing.T) {
 	}
 	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
 	var trace bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")}, cands, lowerFn,
 		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
-			CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)) * 4 * time.Second }})
+			CompileCost: func(p *plan.Plan) time.Duration {
+				if p.Functions[0].Name == "forward_relu2" {
+					return compile
+				}
+				return 0
+			}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(trace.String(), "select: forward takes ") {
-		t.Errorf("forward did not take the time its check needs:\n%s", trace.String())
-	}
-	for _, sel := range sels {
-		if r := sel.Results[1]; !r.Valid || sel.Rounds != 5 || len(r.Times) != 5 || sel.Winner != 1 {
-			t.Errorf("%s: want candidate 1 checked late, timed in 5 rounds and winning:\n%s", sel.Function, sel)
-		}
-	}
+	return sels, trace.String()
 }
 
 // TestSelectLateCheckByItsPrediction: a late check is bounded by its own prediction, not by the
@@ -739,36 +781,10 @@ func TestSelectLateTakesWhatItsCheckNeeds(t *testing.T) {
 // mean (2.5 s) plus the time kept for the rounds, no function's share held the late check, and
 // the candidate was refused unchecked.
 func TestSelectLateCheckByItsPrediction(t *testing.T) {
-	d, m, tu := selectModel(t, "testdata/select.yaml")
-	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
-	newKernels := func(p *plan.Plan) int {
-		if p.Functions[0].Name == "forward_relu2" {
-			return 1
-		}
-		time.Sleep(2500 * time.Millisecond) // a static check's cold compile: 4 kernels, 0.5 s each
-		return 4
-	}
-	cands := func(f *ir.Function) ([]SelectCandidate, error) {
-		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "new kernels"}}, nil
-	}
-	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
-	var trace bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Second)
-	defer cancel()
-	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")}, cands, lowerFn,
-		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
-			CompileCost: func(p *plan.Plan) time.Duration {
-				if p.Functions[0].Name == "forward_relu2" {
-					return 500 * time.Millisecond
-				}
-				return 0
-			}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sels, trace := selectLate(t, 9*time.Second, 2500*time.Millisecond, 500*time.Millisecond)
 	for _, sel := range sels {
 		if r := sel.Results[1]; !r.Valid || sel.Rounds < EvidenceRounds || sel.Winner != 1 {
-			t.Errorf("%s: want candidate 1 checked late, timed in %d rounds or more and winning:\n%s\n%s", sel.Function, EvidenceRounds, sel, trace.String())
+			t.Errorf("%s: want candidate 1 checked late, timed in %d rounds or more and winning:\n%s\n%s", sel.Function, EvidenceRounds, sel, trace)
 		}
 	}
 }
