@@ -105,22 +105,43 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer g.close()
-				var rep gemvReport
-				for i := 0; i < b.N; i++ {
-					if rep, err = g.run(b, tmpl, caps, cpu); err != nil {
-						b.Fatal(err)
+				// With 8-bit activations allowed (--int8 auto), a block-quantized weight is also
+				// measured by the integer-dot template: x quantized, then the product (two steps).
+				runs := []struct {
+					tmpl *kernels.Template
+					caps kernels.Caps
+				}{{tmpl, caps}}
+				if i8 := caps; dt.Quantized() && caps.IntegerDot {
+					i8.Int8 = kernels.Int8Auto
+					if kernels.MatmulVecQDot.Accepts(p, i8) == nil {
+						runs = append(runs, struct {
+							tmpl *kernels.Template
+							caps kernels.Caps
+						}{kernels.MatmulVecQDot, i8})
 					}
 				}
-				pct := func(t time.Duration) float64 { return 100 * rep.bytes / t.Seconds() / 1e9 / copyRate }
-				gbps := func(t time.Duration) float64 { return rep.bytes / t.Seconds() / 1e9 }
-				b.Logf("%s %s %d×%d: static [%s] %.2f µs %.1f GB/s (%.0f%% of copy), overlapped %.2f µs (%.0f%%); "+
-					"best of %d [%s] %.2f µs %.1f GB/s (%.0f%%), overlapped %.2f µs (%.0f%%); %d copies",
-					tmpl.Name, dt, n, sh.k, rep.static.Key(), us(rep.st), gbps(rep.st), pct(rep.st), us(rep.stOver), pct(rep.stOver),
-					rep.points, rep.best.Key(), us(rep.bt), gbps(rep.bt), pct(rep.bt), us(rep.btOver), pct(rep.btOver), copies)
-				b.ReportMetric(us(rep.st), "static-µs")
-				b.ReportMetric(pct(rep.st), "static-%copy")
-				b.ReportMetric(us(rep.bt), "best-µs")
-				b.ReportMetric(pct(rep.bt), "best-%copy")
+				for ri, r := range runs {
+					var rep gemvReport
+					for i := 0; i < b.N; i++ {
+						if rep, err = g.run(b, r.tmpl, r.caps, cpu); err != nil {
+							b.Fatal(err)
+						}
+					}
+					pct := func(t time.Duration) float64 { return 100 * rep.bytes / t.Seconds() / 1e9 / copyRate }
+					gbps := func(t time.Duration) float64 { return rep.bytes / t.Seconds() / 1e9 }
+					b.Logf("%s %s %d×%d: static [%s] %.2f µs %.1f GB/s (%.0f%% of copy), overlapped %.2f µs (%.0f%%); "+
+						"best of %d [%s] %.2f µs %.1f GB/s (%.0f%%), overlapped %.2f µs (%.0f%%); %d copies",
+						r.tmpl.Name, dt, n, sh.k, rep.static.Key(), us(rep.st), gbps(rep.st), pct(rep.st), us(rep.stOver), pct(rep.stOver),
+						rep.points, rep.best.Key(), us(rep.bt), gbps(rep.bt), pct(rep.bt), us(rep.btOver), pct(rep.btOver), copies)
+					unit := ""
+					if ri > 0 {
+						unit = "int8-"
+					}
+					b.ReportMetric(us(rep.st), unit+"static-µs")
+					b.ReportMetric(pct(rep.st), unit+"static-%copy")
+					b.ReportMetric(us(rep.bt), unit+"best-µs")
+					b.ReportMetric(pct(rep.bt), unit+"best-%copy")
+				}
 			})
 		}
 	}
@@ -249,22 +270,36 @@ func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps,
 }
 
 // measure times l over every copy of the weight, with a barrier between two products and
-// without, and returns the median time per product of each.
+// without, and returns the median time per product of each. A launch of several steps (the
+// integer-dot template quantizes x into scratch first) runs them all for each copy, with
+// scratch buffers of its own, so that copies without barriers still overlap.
 func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped time.Duration, err error) {
-	if len(l.Steps) != 1 || len(l.Scratch) != 0 {
+	if len(l.Sync) != 0 {
 		return 0, 0, errUnexpectedLaunch
 	}
-	s := l.Steps[0]
-	k := s.Kernel
-	rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
-	for id, v := range s.Spec {
-		rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
+	pls := make([]*runtime.Pipeline, len(l.Steps))
+	for i, s := range l.Steps {
+		k := s.Kernel
+		rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
+		for id, v := range s.Spec {
+			rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
+		}
+		if pls[i], err = g.d.NewPipeline(rk); err != nil {
+			return 0, 0, err
+		}
+		defer pls[i].Close()
 	}
-	pl, err := g.d.NewPipeline(rk)
-	if err != nil {
-		return 0, 0, err
+	scratch := make([][]*runtime.Buffer, len(g.w))
+	for c := range scratch {
+		for _, n := range l.Scratch {
+			buf, err := g.d.NewBuffer(int64(max(n, 16)))
+			if err != nil {
+				return 0, 0, err
+			}
+			defer buf.Free()
+			scratch[c] = append(scratch[c], buf)
+		}
 	}
-	defer pl.Close()
 	o := runtime.MeasureOptions{}
 	if cpu {
 		o = runtime.MeasureOptions{Warmup: 1, Reps: 2, MaxRounds: 1}
@@ -273,22 +308,26 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 	for i, barriers := range []bool{true, false} {
 		spec := runtime.ProgramSpec{KeepOrder: true, BarrierAll: barriers}
 		for c := range g.w {
-			disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
-			for bi, op := range s.Bindings {
-				var buf *runtime.Buffer
-				switch {
-				case op.Kind == kernels.Arg && op.Index == 0:
-					buf = g.x
-				case op.Kind == kernels.Arg && op.Index == 1:
-					buf = g.w[c]
-				case op.Kind == kernels.Out && op.Index == 0:
-					buf = g.y[c]
-				default:
-					return 0, 0, errUnexpectedLaunch
+			for si, s := range l.Steps {
+				disp := runtime.Dispatch{Pipeline: pls[si], Push: s.Push, Grid: s.Grid}
+				for bi, op := range s.Bindings {
+					var buf *runtime.Buffer
+					switch {
+					case op.Kind == kernels.Arg && op.Index == 0:
+						buf = g.x
+					case op.Kind == kernels.Arg && op.Index == 1:
+						buf = g.w[c]
+					case op.Kind == kernels.Out && op.Index == 0:
+						buf = g.y[c]
+					case op.Kind == kernels.Scratch && op.Index < len(scratch[c]):
+						buf = scratch[c][op.Index]
+					default:
+						return 0, 0, errUnexpectedLaunch
+					}
+					disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: tune.RuntimeAccess(s.Kernel.Bindings[bi].Access)})
 				}
-				disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: tune.RuntimeAccess(k.Bindings[bi].Access)})
+				spec.Dispatches = append(spec.Dispatches, disp)
 			}
-			spec.Dispatches = append(spec.Dispatches, disp)
 		}
 		prog, err := g.d.NewProgram(spec)
 		if err != nil {
@@ -307,7 +346,7 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 	return times[0], times[1], nil
 }
 
-var errUnexpectedLaunch = errors.New("the launch is not one dispatch reading x and W and writing y")
+var errUnexpectedLaunch = errors.New("the launch does not read x and W and write y (through scratch buffers at most)")
 
 // measureCopyRate runs roofline's copy (vec4<f32> loads and stores, 16 bytes each: the copy
 // vkc bench rates kernels against) over n bytes and returns the GB/s of the bytes read and
