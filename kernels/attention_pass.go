@@ -245,11 +245,12 @@ func (g *attnGen) keyRange() {
 		g.kvlen = b.Convert(b.Min(b.Max(b.Convert(b.Load(g.lenBuf, u(0)), codegen.I32), b.I32(0)), b.I32(int32(a.skv))), codegen.U32)
 	}
 	g.qlen = queries(b, g.p, a, g.nBuf)
-	g.chunk = ceilDiv(a.skv, cfg.splits)
+	g.chunk = ceilDiv(a.skv, cfg.splits) // at most: the ranges cut kv_len where it is an operand
+	chunk := splitChunk(b, a, cfg.splits, g.kvlen)
 	// The workgroup's key range [lo, hi), as i32.
 	tLast := b.Sub(b.Min(b.Add(g.t0, g.BR), u(g.T)), u(1))
-	lo := b.Mul(g.i32(g.zsplit), b.I32(int32(g.chunk)))
-	hi := b.Min(b.Add(lo, b.I32(int32(g.chunk))), g.i32(g.kvlen))
+	lo := b.Mul(g.i32(g.zsplit), chunk)
+	hi := b.Min(b.Add(lo, chunk), g.i32(g.kvlen))
 	if a.causal || a.window > 0 {
 		hi = b.Min(hi, b.Add(g.pos(b.Div(tLast, u(a.group))), b.I32(1)))
 	}
