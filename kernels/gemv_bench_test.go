@@ -22,7 +22,9 @@ import (
 // of the copy rate) at Llama-3.1-8B's shapes — q/o 4096×4096, gate/up 14336×4096, down
 // 4096×14336, the LM head 128256×4096 — one f32 row through a weight of each format (f16, bf16,
 // q8_0, q4_k, q6_k; VKC_GEMV_DTYPES="f16 q4_k …" picks others, VKC_GEMV_SHAPES="512x2048 …" other N×K shapes), by the template a decode plan
-// takes (matmul_vec, matmul_vec_q). On the GPU machine:
+// takes (matmul_vec, matmul_vec_q) and, where the device has integer dot products, by
+// matmul_vec_qdot (8-bit activations, --int8 auto; VKC_GEMV_INT8=off leaves it out). On the GPU
+// machine:
 //
 //	cd kernels && ../.gpu/kernels.test -test.run '^$' -test.bench DecodeGEMV -test.benchtime 1x -test.v
 //
@@ -106,12 +108,13 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 				}
 				defer g.close()
 				// With 8-bit activations allowed (--int8 auto), a block-quantized weight is also
-				// measured by the integer-dot template: x quantized, then the product (two steps).
+				// measured by the integer-dot template: x quantized, then the product (two steps);
+				// VKC_GEMV_INT8=off leaves it out.
 				runs := []struct {
 					tmpl *kernels.Template
 					caps kernels.Caps
 				}{{tmpl, caps}}
-				if i8 := caps; dt.Quantized() && caps.IntegerDot {
+				if i8 := caps; dt.Quantized() && caps.IntegerDot && os.Getenv("VKC_GEMV_INT8") != "off" {
 					i8.Int8 = kernels.Int8Auto
 					if kernels.MatmulVecQDot.Accepts(p, i8) == nil {
 						runs = append(runs, struct {
@@ -333,6 +336,16 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 		if err != nil {
 			return 0, 0, err
 		}
+		// The GPU idles while the host builds a point's pipeline, and a measurement of a few
+		// milliseconds from there ran at idle clocks: the same kernel measured 2–3× slower in
+		// a process's first round (docs/bench/h200-2026-12-05, call 8). So each program first
+		// runs for gemvWarmUp.
+		for start := time.Now(); !cpu && time.Since(start) < gemvWarmUp; {
+			if _, err := prog.Measure(context.Background(), o); err != nil {
+				prog.Close()
+				return 0, 0, err
+			}
+		}
 		m, err := prog.Measure(context.Background(), o)
 		prog.Close()
 		if err != nil {
@@ -345,6 +358,9 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 	}
 	return times[0], times[1], nil
 }
+
+// gemvWarmUp is how long a GEMV program runs before it is measured (GPU only).
+const gemvWarmUp = 150 * time.Millisecond
 
 var errUnexpectedLaunch = errors.New("the launch does not read x and W and write y (through scratch buffers at most)")
 
