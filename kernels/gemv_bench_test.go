@@ -360,7 +360,7 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 }
 
 // gemvWarmUp is how long a GEMV program runs before it is measured (GPU only).
-const gemvWarmUp = 150 * time.Millisecond
+const gemvWarmUp = 100 * time.Millisecond
 
 var errUnexpectedLaunch = errors.New("the launch does not read x and W and write y (through scratch buffers at most)")
 

@@ -244,7 +244,8 @@ func TestMatmulVec(t *testing.T) {
 
 // The matrix-vector templates' static choices: on lavapipe many columns of few invocations for
 // an LM head (matmul_vec 32 of 2, matmul_vec_q 16 of 2), falling back to a column a subgroup (8
-// invocations) and fewer columns where a problem has few; on the H200 the space's first point.
+// invocations) and fewer columns where a problem has few; on the H200 matmul_vec the space's
+// first point, matmul_vec_q column groups of one unit of K each (vecQGPUStatic).
 func TestMatvecStatic(t *testing.T) {
 	f32, f16 := ir.F32, ir.F16
 	head := opProblem(t, ir.RMSNormLinear, nil, ir.T(f32, 1, 576), ir.T(f32, 576), ir.T(f16, 49152, 576))
@@ -261,7 +262,7 @@ func TestMatvecStatic(t *testing.T) {
 		{"lavapipe 5 columns", kernels.MatmulVec, narrow, kernels.Lavapipe, "cols=8,unroll=1,vec=4,wg=64"},
 		{"lavapipe q6_k", kernels.MatmulVecQ, qhead, kernels.Lavapipe, "cols=8,rows=4,span=1,wg=32"},
 		{"h200 lm head", kernels.MatmulVec, head, kernels.H200, "cols=2,unroll=1,vec=4,wg=128"},
-		{"h200 q6_k", kernels.MatmulVecQ, qhead, kernels.H200, "cols=4,rows=2,span=4,wg=128"},
+		{"h200 q6_k", kernels.MatmulVecQ, qhead, kernels.H200, "cols=16,rows=1,span=1,wg=128"}, // K of 8 units at span 1
 	} {
 		_, cfg, err := kernels.Build(c.tmpl, c.p, c.caps)
 		if err != nil {

@@ -536,7 +536,12 @@ func cpuVecPoints(caps Caps, width string, widths []int, first [][2]int) []Confi
 // projection 2.17× and 1.63×. Products of several rows keep rows = 1: their kernels' code
 // grows with rows × x's rows, and lavapipe's compile of an 8-row kernel already takes 20 s and
 // more (IQ4_XS: 80 s without a shader cache).
+//
+// On a GPU see vecQGPUStatic.
 func vecQStatic(p *Problem, caps Caps) []Config {
+	if !caps.CPU {
+		return vecQGPUStatic(p, caps)
+	}
 	base := dropUnroll(cpuVecPoints(caps, "span", []int{1, 2, 4}, [][2]int{{32, 16}}))
 	if len(base) == 0 {
 		return nil
@@ -547,6 +552,60 @@ func vecQStatic(p *Problem, caps Caps) []Config {
 	}
 	return append(first, withRows(base, 1)...)
 }
+
+// vecQGPUStatic is MatmulVecQ's static choice on a GPU. Every invocation of a column group
+// should have a unit of its column's K to read (units = K's blocks × units a block at span), and
+// the product enough invocations to fill the device; the space's first point (a subgroup of 32
+// a column group, span 4: 128 elements a unit, two columns an invocation) has neither at K =
+// 2048 or N = 512, Llama-3.2-1B's shapes: K = 2048 of a K-quant is 16 units at span 4, so half
+// of each column's 32 invocations read nothing, and its K/V projection (512 columns) ran 64
+// workgroups, 24 µs for 1.7 MB of Q6_K (docs/bench/h200-2026-12-05, call 8).
+//
+// So: a column group of a subgroup (kp = 32 on NVIDIA), span 2 where K has a unit for each of
+// them (at K ≥ 4096 of the K-quants span 2 measured fastest of the suggested points at every 8B
+// shape but one on the H200, call 8), else span 1; two columns an invocation while that leaves
+// vecQMinInvocations invocations, else one; below that the column groups grow (64, 128
+// invocations) as far as K has units for them; a K of fewer units than a subgroup shrinks them.
+// 128 invocations a workgroup.
+func vecQGPUStatic(p *Problem, caps Caps) []Config {
+	g, err := readGemm(p)
+	if err != nil {
+		return nil
+	}
+	f := g.bT.Format()
+	if f == nil || f.Layout == nil || caps.SubgroupSize < 1 {
+		return nil
+	}
+	words := f.Layout.Low.Radix[0] / 4
+	units := func(span int) int {
+		if words%span != 0 {
+			return 0
+		}
+		return g.k / f.BlockElems * (words / span)
+	}
+	const wg = 128
+	kp := min(caps.SubgroupSize, wg)
+	span := 2
+	if units(span) < kp {
+		span = 1
+	}
+	for kp > 1 && units(1) < kp {
+		kp /= 2 // a short K: smaller column groups, more of them a workgroup
+	}
+	rows := 2
+	if g.n/rows*kp < vecQMinInvocations {
+		rows = 1
+	}
+	for g.n*kp < vecQMinInvocations && 2*kp <= wg && units(1) >= 2*kp {
+		kp *= 2
+		span = 1
+	}
+	return []Config{{"wg": wg, "cols": wg / kp, "span": span, "rows": rows}}
+}
+
+// vecQMinInvocations is the invocations a GPU static choice of MatmulVecQ wants a product to
+// have: a quarter of what an H100's 132 SMs hold at once (2048 each).
+const vecQMinInvocations = 1 << 16
 
 // vecQSuggest proposes the points a budgeted search of MatmulVecQ measures first. On a CPU
 // implementation: vecSuggest's (a column a subgroup or two invocations a column, span 1), at one

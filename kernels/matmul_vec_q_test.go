@@ -25,9 +25,7 @@ func TestMatmulVecQValidates(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", p.Key(), err)
 				}
-				if def.Key() != "cols=4,rows=2,span=4,wg=128" {
-					t.Errorf("%s: the H200's static choice is %s", p.Key(), def.Key())
-				}
+				checkVecQStatic(t, p, d, K, def)
 				cs := append([]kernels.Config{def}, kernels.MatmulVecQ.Space.Suggestions(p, caps)...)
 				if len(cs) < 6 {
 					t.Errorf("%s: %d points", p.Key(), len(cs))
@@ -41,5 +39,42 @@ func TestMatmulVecQValidates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkVecQStatic: a GPU's static choice gives each invocation of a column group a unit of its
+// column's K to read where K has that many units (a unit is span words of each of a block's runs
+// of low bits: K-quants 32·span elements, Q8_0 4·span, Q4_0/Q5_0 8·span).
+func checkVecQStatic(t *testing.T, p *kernels.Problem, d ir.DType, k int, c kernels.Config) {
+	t.Helper()
+	f := d.Format()
+	words := f.Layout.Low.Radix[0] / 4
+	units := k / f.BlockElems * (words / c["span"])
+	kp := c["wg"] / c["cols"]
+	if units < kp && (c["span"] != 1 || kp > 1) {
+		t.Errorf("%s: static [%s]: %d invocations a column for %d units of K", p.Key(), c.Key(), kp, units)
+	}
+}
+
+// TestMatmulVecQGPUStatic: the H200's static choice at Llama-3.2-1B's and Llama-3.1-8B's decode
+// shapes gives every invocation of a column group a unit of K, and the small products (the 1B
+// model's K/V projections: 512 columns) more invocations than the space's first point, which ran
+// 64 workgroups there (docs/bench/h200-2026-12-05, call 8).
+func TestMatmulVecQGPUStatic(t *testing.T) {
+	caps := kernels.H200
+	for _, d := range []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q8_0, ir.Q5_0, ir.Q4_0} {
+		for _, nk := range [][2]int{{512, 2048}, {2048, 2048}, {3072, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048},
+			{4096, 4096}, {14336, 4096}, {4096, 14336}} {
+			p := opProblem(t, ir.Linear, nil, ir.T(ir.F32, 1, nk[1]), ir.T(d, nk[0], nk[1]))
+			_, c, err := kernels.Build(kernels.MatmulVecQ, p, caps)
+			if err != nil {
+				t.Fatalf("%s: %v", p.Key(), err)
+			}
+			checkVecQStatic(t, p, d, nk[1], c)
+			inv := nk[0] / max(c["rows"], 1) * c["wg"] / c["cols"]
+			if nk[0] == 512 && inv <= 512/2*32 {
+				t.Errorf("%s: static [%s] runs %d invocations, no more than the space's first point", p.Key(), c.Key(), inv)
+			}
+		}
 	}
 }
