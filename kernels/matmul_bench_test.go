@@ -242,6 +242,15 @@ func BenchmarkAttentionDecodeKV512(b *testing.B) {
 	benchTemplate(b, kernels.AttentionSplit, p, args, p.Args[1])
 }
 
+// Decode attention at position 127 of a 2048-key cache (SmolLM2's decode step as vkc bench
+// --input pos=127 runs it): kv_len 128, so the split ranges cut 128 keys, not 2048.
+// VKC_BENCH_SWEEP=1 times every point of the space.
+func BenchmarkAttentionDecodeAt127(b *testing.B) {
+	c := attnCase{sq: 1, hq: 9, skv: 2048, hkv: 3, d: 64, dv: 64, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: 128}
+	p, args := c.problem(b)
+	benchTemplate(b, kernels.AttentionSplit, p, args, p.Args[1])
+}
+
 // Prefill attention: 512 causal queries over 512 keys, same heads (64 over 64 on a CPU device,
 // where the full size outlasts the runtime's submit timeout).
 func BenchmarkAttentionPrefillKV512(b *testing.B) {
