@@ -282,6 +282,14 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return x
 	}
 	withMin := l.Combine == quant.ScaledPlusMin || l.Combine == quant.SubScaledMinusMin
+	// mant: the quants are placed in an f32's mantissa (quantMant) where the format has no
+	// codebook; a group's sum is then corrected by its Σx.
+	mant := l.Values == nil
+	width := l.Low.Width
+	if l.High != nil {
+		width += l.High.Width
+	}
+	mt := 23 - width // the quant's lowest bit in the mantissa
 	b.If(b.Lt(v.col, u(g.n)), func() {
 		v.forK(u(nb*upb), 1, func(unit codegen.Value) {
 			blk := b.Div(unit, u(upb))
@@ -347,7 +355,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 							x = b.Mul(x, gm)
 						}
 						xs[r] = x
-						if withMin {
+						if withMin || mant {
 							t := b.Dot(x, ones)
 							if sx[r].Valid() {
 								t = b.Add(sx[r], t)
@@ -357,6 +365,48 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 					}
 					for cc := 0; cc < per; cc++ {
 						rd := rds[cc]
+						if mant {
+							// Each lane's bits shifted straight to their place in the mantissa.
+							lw := word(cc, w.lowOff, s)
+							var hw codegen.Value
+							if w.high == highWord {
+								hw = rd.word(w.highOff, dyn)
+								if highRun(wi, s) {
+									hw = word(cc, w.highOff, s)
+								}
+							}
+							lanes := make([]codegen.Value, 4)
+							for e := range lanes {
+								v := b.And(shiftBy(b, lw, w.lowShift+8*e-mt), u((1<<l.Low.Width-1)<<mt))
+								if l.High != nil {
+									hm := (1<<l.High.Width - 1) << (mt + l.Low.Width)
+									var hv codegen.Value
+									if w.high == highWord {
+										hv = b.And(shiftBy(b, hw, w.highSh+8*e-mt-l.Low.Width), u(hm))
+									} else {
+										off, sh := locate(b, l.High, b.Add(u(w.j0+e), dyn))
+										var src codegen.Value
+										if w.high == highWindow {
+											src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, u(w.highOff)), u(3)), sh))
+										} else {
+											src = b.Shr(rd.byteAt(0, off), sh)
+										}
+										hv = b.Shl(b.And(src, u(1<<l.High.Width-1)), u(mt+l.Low.Width))
+									}
+									v = b.Or(v, hv)
+								}
+								lanes[e] = v
+							}
+							qf := quantMant(b, l, b.Vec(lanes...))
+							for r := 0; r < R; r++ {
+								dt := b.Dot(xs[r], qf)
+								if dots[cc][r].Valid() {
+									dt = b.Add(dots[cc][r], dt)
+								}
+								dots[cc][r] = dt
+							}
+							continue
+						}
 						qv := b.And(b.Shr(b.Splat(word(cc, w.lowOff, s), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
 							b.Splat(u(1<<l.Low.Width-1), 4))
 						width := l.Low.Width
@@ -402,6 +452,15 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 				if rep.sub < 0 {
 					subDyn = b.Div(b.Add(u(rep.j0), dyn), u(l.Sub))
 				}
+				// With mant the dots are Σ x·(1 + u/2^width) for the unsigned quants u, and the
+				// quants are u − c: Σ x·(u − c) = 2^width·dot − (2^width + c)·Σx.
+				var corr []codegen.Value
+				if mant {
+					corr = make([]codegen.Value, R)
+					for r := range corr {
+						corr[r] = b.Mul(sx[r], b.F32(float32(int(1)<<width+mantBias(l, width))))
+					}
+				}
 				for cc := 0; cc < per; cc++ {
 					var scale, mn codegen.Value
 					switch l.Combine {
@@ -413,7 +472,11 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 						scale, mn = rds[cc].subScale(l, ds[cc], dmins[cc], rep.sub, subDyn)
 					}
 					for r := 0; r < R; r++ {
-						t := b.Mul(scale, dots[cc][r])
+						dot := dots[cc][r]
+						if mant {
+							dot = b.Sub(b.Mul(dot, b.F32(float32(int(1)<<width))), corr[r])
+						}
+						t := b.Mul(scale, dot)
 						switch l.Combine {
 						case quant.ScaledPlusMin:
 							t = b.Add(t, b.Mul(mn, sx[r]))
@@ -432,6 +495,42 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	g.cost(p, l2)
 	return l2, nil
+}
+
+// quantMant is the f32 1 + u/2^width of the unsigned quants u already placed at bit
+// 23 − width (a vector): the exponent of 1.0 or'ed above them, and for a two's complement format
+// the sign bit flipped, so that u is the quant plus 2^(width−1) (mantBias). An f32 holds it
+// exactly, and x·(1 + u/2^width) summed loses nothing a product of f32 would not: its Σx part
+// is taken off once per group (about 2^width ulps of Σ|x|, 1e-6 of a row's scale at 8 bits).
+// It costs a shift and an and (one LOP3 with the or) a quant where quantF32 costs a shift,
+// an and, an or and a subtraction.
+func quantMant(b *codegen.Builder, l *quant.Layout, v codegen.Value) codegen.Value {
+	n := v.Type().Len()
+	if l.Signed {
+		// The quant's sign bit (bit width − 1 of u) sits at bit 22.
+		v = b.Xor(v, b.Splat(b.U32(1<<22), n))
+	}
+	return b.Bitcast(b.Or(v, b.Splat(b.U32(0x3f800000), n)), codegen.Vec(codegen.F32, n))
+}
+
+// mantBias is c of a quant u − c as quantMant's u: 2^(width−1) for two's complement, else the
+// layout's bias.
+func mantBias(l *quant.Layout, width int) int {
+	if l.Signed {
+		return 1 << (width - 1)
+	}
+	return l.Bias
+}
+
+// shiftBy is x >> k for k ≥ 0, x << −k for k < 0.
+func shiftBy(b *codegen.Builder, x codegen.Value, k int) codegen.Value {
+	switch {
+	case k > 0:
+		return b.Shr(x, b.U32(uint32(k)))
+	case k < 0:
+		return b.Shl(x, b.U32(uint32(-k)))
+	}
+	return x
 }
 
 // quantF32 is the f32 value of the integer quants (a vector) of the unsigned quants u of width
