@@ -38,7 +38,9 @@ import (
 //
 // rows is how many consecutive columns (rows of W) one column group computes: each x load (and
 // rmsnorm's gamma, Σx², the Σx of the formats with a min) serves rows columns, as llama.cpp's
-// NUM_ROWS. A quant becomes an f32 without an int-to-float conversion (quantF32).
+// NUM_ROWS. A quant becomes an f32 without an int-to-float conversion: its bits are shifted into
+// the mantissa of 1.0 (quantMant), and each group's sum is corrected by its Σx once; a codebook's
+// entries are converted.
 //
 // Why (issue 27): on the H200 (docs/bench/h200-2026-12-05) the products read 21–38% of the copy
 // rate at span 1 and one column a group where f16 read 72–91%: a unit of 16 bytes of Q4_K paid
@@ -365,80 +367,21 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 					}
 					for cc := 0; cc < per; cc++ {
 						rd := rds[cc]
+						var qf codegen.Value
 						if mant {
-							// Each lane's bits shifted straight to their place in the mantissa.
-							lw := word(cc, w.lowOff, s)
-							var hw codegen.Value
-							if w.high == highWord {
-								hw = rd.word(w.highOff, dyn)
+							qf = quantMant(b, l, mantLanes(b, l, w, mt, dyn, rd, word(cc, w.lowOff, s), func() codegen.Value {
 								if highRun(wi, s) {
-									hw = word(cc, w.highOff, s)
+									return word(cc, w.highOff, s)
 								}
-							}
-							lanes := make([]codegen.Value, 4)
-							for e := range lanes {
-								v := b.And(shiftBy(b, lw, w.lowShift+8*e-mt), u((1<<l.Low.Width-1)<<mt))
-								if l.High != nil {
-									hm := (1<<l.High.Width - 1) << (mt + l.Low.Width)
-									var hv codegen.Value
-									if w.high == highWord {
-										hv = b.And(shiftBy(b, hw, w.highSh+8*e-mt-l.Low.Width), u(hm))
-									} else {
-										off, sh := locate(b, l.High, b.Add(u(w.j0+e), dyn))
-										var src codegen.Value
-										if w.high == highWindow {
-											src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, u(w.highOff)), u(3)), sh))
-										} else {
-											src = b.Shr(rd.byteAt(0, off), sh)
-										}
-										hv = b.Shl(b.And(src, u(1<<l.High.Width-1)), u(mt+l.Low.Width))
-									}
-									v = b.Or(v, hv)
-								}
-								lanes[e] = v
-							}
-							qf := quantMant(b, l, b.Vec(lanes...))
-							for r := 0; r < R; r++ {
-								dt := b.Dot(xs[r], qf)
-								if dots[cc][r].Valid() {
-									dt = b.Add(dots[cc][r], dt)
-								}
-								dots[cc][r] = dt
-							}
-							continue
+								return rd.word(w.highOff, dyn)
+							}))
+						} else {
+							// A codebook's formats (IQ4_NL, IQ4_XS, MXFP4) have no high bits: the
+							// word's four low-bit fields index the table.
+							qv := b.And(b.Shr(b.Splat(word(cc, w.lowOff, s), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
+								b.Splat(u(1<<l.Low.Width-1), 4))
+							qf = b.Convert(signedQuant(b, l, qv, l.Low.Width), f4)
 						}
-						qv := b.And(b.Shr(b.Splat(word(cc, w.lowOff, s), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
-							b.Splat(u(1<<l.Low.Width-1), 4))
-						width := l.Low.Width
-						if l.High != nil {
-							hm := u(1<<l.High.Width - 1)
-							var hv codegen.Value
-							switch w.high {
-							case highWord:
-								sh := w.highSh
-								hw := rd.word(w.highOff, dyn)
-								if highRun(wi, s) {
-									hw = word(cc, w.highOff, s)
-								}
-								hv = b.And(b.Shr(b.Splat(hw, 4), uvec(sh, 8+sh, 16+sh, 24+sh)), b.Splat(hm, 4))
-							case highWindow, highBytes:
-								hs := make([]codegen.Value, 4)
-								for e := range hs {
-									off, sh := locate(b, l.High, b.Add(u(w.j0+e), dyn))
-									var src codegen.Value
-									if w.high == highWindow {
-										src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, u(w.highOff)), u(3)), sh))
-									} else {
-										src = b.Shr(rd.byteAt(0, off), sh)
-									}
-									hs[e] = b.And(src, hm)
-								}
-								hv = b.Vec(hs...)
-							}
-							qv = b.Or(qv, b.Shl(hv, b.Splat(u(width), 4)))
-							width += l.High.Width
-						}
-						qf := quantF32(b, l, qv, width)
 						for r := 0; r < R; r++ {
 							dt := b.Dot(xs[r], qf)
 							if dots[cc][r].Valid() {
@@ -502,8 +445,10 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 // the sign bit flipped, so that u is the quant plus 2^(width−1) (mantBias). An f32 holds it
 // exactly, and x·(1 + u/2^width) summed loses nothing a product of f32 would not: its Σx part
 // is taken off once per group (about 2^width ulps of Σ|x|, 1e-6 of a row's scale at 8 bits).
-// It costs a shift and an and (one LOP3 with the or) a quant where quantF32 costs a shift,
-// an and, an or and a subtraction.
+// It costs a shift and an and (one LOP3 with the or) a quant where the former form, the
+// quant or'ed into the mantissa of 2²³ and 2²³ + c subtracted, cost a shift, an and-or and a
+// subtraction. (An int-to-float conversion, the form before that, issues at a quarter of the
+// rate of an add or less on GPUs: NVIDIA 16 a clock an SM.)
 func quantMant(b *codegen.Builder, l *quant.Layout, v codegen.Value) codegen.Value {
 	n := v.Type().Len()
 	if l.Signed {
@@ -533,27 +478,38 @@ func shiftBy(b *codegen.Builder, x codegen.Value, k int) codegen.Value {
 	return x
 }
 
-// quantF32 is the f32 value of the integer quants (a vector) of the unsigned quants u of width
-// bits, as signedQuant's then converted, but without an integer-to-float conversion for the
-// formats without a codebook: a quant of at most 8 bits, made unsigned (the sign bit flipped
-// for two's complement), put in the mantissa of 2²³ is the float 2²³ + u, and one subtraction of
-// 2²³ + bias (exact: both are integers below 2²⁴) gives the quant. On GPUs an int-to-float
-// conversion issues at a quarter of the rate of an add or less (NVIDIA: 16 a clock an SM);
-// the or and the subtraction are full-rate.
-func quantF32(b *codegen.Builder, l *quant.Layout, u codegen.Value, width int) codegen.Value {
-	n := u.Type().Len()
-	f4 := codegen.Vec(codegen.F32, n)
-	if l.Values != nil {
-		return b.Convert(signedQuant(b, l, u, width), f4)
+// mantLanes is the four quants of word w of a unit, each shifted straight from its word to
+// bit mt = 23 − width with its high bits above it (quantMant's input): the low bits from lw, the
+// high bits from the word high() returns (highWord) or read at their run-time position
+// (highWindow, highBytes).
+func mantLanes(b *codegen.Builder, l *quant.Layout, w quantWord, mt int, dyn codegen.Value, rd *blockReader, lw codegen.Value, high func() codegen.Value) codegen.Value {
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	var hw codegen.Value
+	if w.high == highWord {
+		hw = high()
 	}
-	off := 1 << 23
-	switch {
-	case l.Signed:
-		u = b.Xor(u, b.Splat(b.U32(uint32(1)<<(width-1)), n))
-		off += 1 << (width - 1)
-	case l.Bias != 0:
-		off += l.Bias
+	lanes := make([]codegen.Value, 4)
+	for e := range lanes {
+		v := b.And(shiftBy(b, lw, w.lowShift+8*e-mt), u((1<<l.Low.Width-1)<<mt))
+		if l.High != nil {
+			hmt := mt + l.Low.Width // the high bits' place
+			var hv codegen.Value
+			switch w.high {
+			case highWord:
+				hv = b.And(shiftBy(b, hw, w.highSh+8*e-hmt), u((1<<l.High.Width-1)<<hmt))
+			default:
+				off, sh := locate(b, l.High, b.Add(u(w.j0+e), dyn))
+				var src codegen.Value
+				if w.high == highWindow {
+					src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, u(w.highOff)), u(3)), sh))
+				} else {
+					src = b.Shr(rd.byteAt(0, off), sh)
+				}
+				hv = b.Shl(b.And(src, u(1<<l.High.Width-1)), u(hmt))
+			}
+			v = b.Or(v, hv)
+		}
+		lanes[e] = v
 	}
-	mag := b.Bitcast(b.Or(u, b.Splat(b.U32(0x4b000000), n)), f4)
-	return b.Sub(mag, b.Splat(b.F32(float32(off)), n))
+	return b.Vec(lanes...)
 }
