@@ -152,7 +152,6 @@ func TestAttentionFlash(t *testing.T) {
 // through TestAttentionFlash; here both run on whichever device there is, with key tiles of 8
 // (several per workgroup) in the layouts and cache types whose loads differ.
 func TestAttentionFlashStagingForms(t *testing.T) {
-	d := kerneltest.Device(t)
 	cfg := kernels.Config{"block_r": 16, "block_k": 8, "wg": 64}
 	for _, c := range []attnCase{
 		{sq: 37, hq: 2, skv: 37, hkv: 1, d: 8, dv: 8, dt: ir.F16, attrs: ir.Attrs{"causal": true}, residual: true},
@@ -160,13 +159,7 @@ func TestAttentionFlashStagingForms(t *testing.T) {
 		{sq: 3, hq: 2, skv: 40, hkv: 1, d: 32, dv: 32, dt: ir.F32, kvt: ir.Q8_0, attrs: ir.Attrs{"causal": true}, kvLen: 29},
 	} {
 		p, vals := c.problem(t)
-		for _, cpu := range []bool{true, false} {
-			caps := kerneltest.CapsOf(&d.Info)
-			caps.CPU = cpu
-			t.Run(fmt.Sprintf("%s/cpu=%v", c.name(), cpu), func(t *testing.T) {
-				kerneltest.CheckWith(t, kernels.AttentionFlash, p, cfg, vals, caps)
-			})
-		}
+		t.Run(c.name(), func(t *testing.T) { kerneltest.CheckForms(t, kernels.AttentionFlash, p, cfg, vals) })
 	}
 }
 

@@ -110,17 +110,15 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 				// With 8-bit activations allowed (--int8 auto), a block-quantized weight is also
 				// measured by the integer-dot template: x quantized, then the product (two steps);
 				// VKC_GEMV_INT8=off leaves it out.
-				runs := []struct {
+				type gemvRun struct {
 					tmpl *kernels.Template
 					caps kernels.Caps
-				}{{tmpl, caps}}
+				}
+				runs := []gemvRun{{tmpl, caps}}
 				if i8 := caps; dt.Quantized() && caps.IntegerDot && os.Getenv("VKC_GEMV_INT8") != "off" {
 					i8.Int8 = kernels.Int8Auto
 					if kernels.MatmulVecQDot.Accepts(p, i8) == nil {
-						runs = append(runs, struct {
-							tmpl *kernels.Template
-							caps kernels.Caps
-						}{kernels.MatmulVecQDot, i8})
+						runs = append(runs, gemvRun{kernels.MatmulVecQDot, i8})
 					}
 				}
 				for ri, r := range runs {

@@ -1,7 +1,6 @@
 package kernels_test
 
 import (
-	"fmt"
 	"math/rand"
 	"testing"
 
@@ -188,7 +187,6 @@ func TestMatmulTiledCPUStatic(t *testing.T) {
 // differs (A or B transposed, a batch, 16-bit and bf16 B, rmsnorm's gamma, a block-quantized B,
 // partial tiles), at a point of three steps of K or more.
 func TestMatmulTiledStagingForms(t *testing.T) {
-	d := kerneltest.Device(t)
 	rng := rand.New(rand.NewSource(41))
 	f32, f16, T := ir.F32, ir.F16, ir.T
 	K := quantK(ir.Q4_K)
@@ -204,13 +202,7 @@ func TestMatmulTiledStagingForms(t *testing.T) {
 		{"rmsnorm_linear[act=f16] q4_k swiglu", withSwiGLU(opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, T(f32, 19, K), T(f32, K), T(ir.Q4_K, 72, K)))},
 	} {
 		args := tune.Inputs(c.p, rng)
-		for _, cpu := range []bool{true, false} {
-			caps := kerneltest.CapsOf(&d.Info)
-			caps.CPU = cpu
-			t.Run(fmt.Sprintf("%s/cpu=%v", c.name, cpu), func(t *testing.T) {
-				kerneltest.CheckWith(t, kernels.MatmulTiled, c.p, cfg, args, caps)
-			})
-		}
+		t.Run(c.name, func(t *testing.T) { kerneltest.CheckForms(t, kernels.MatmulTiled, c.p, cfg, args) })
 	}
 }
 

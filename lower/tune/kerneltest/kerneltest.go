@@ -8,6 +8,7 @@ package kerneltest
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -52,6 +53,20 @@ func Random(rng *rand.Rand, t ir.Type) *ir.Tensor { return tune.Random(rng, t) }
 func Check(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) {
 	t.Helper()
 	CheckWith(t, tmpl, p, c, args, CapsOf(&Device(t).Info))
+}
+
+// CheckForms runs Check for both forms of a template that builds differently for a CPU
+// implementation (Caps.CPU) and a GPU, on whichever device there is: subtests cpu=true and
+// cpu=false. (Each test device otherwise runs only its own form.)
+func CheckForms(t *testing.T, tmpl *kernels.Template, p *kernels.Problem, c kernels.Config, args []*ir.Tensor) {
+	t.Helper()
+	for _, cpu := range []bool{true, false} {
+		caps := CapsOf(&Device(t).Info)
+		caps.CPU = cpu
+		t.Run(fmt.Sprintf("cpu=%v", cpu), func(t *testing.T) {
+			CheckWith(t, tmpl, p, c, args, caps)
+		})
+	}
 }
 
 // CheckWith is Check with the kernel built for the given capabilities (a GPU's form of a
