@@ -883,8 +883,11 @@ var builtinGlobals = map[string]any{
 				}
 				for _, it := range items {
 					pair := asSeq(it)
+					if len(pair) != 2 {
+						return nil, errorf("dict: want (key, value) pairs with string keys")
+					}
 					k, ok := pair[0].(string)
-					if len(pair) != 2 || !ok {
+					if !ok {
 						return nil, errorf("dict: want (key, value) pairs with string keys")
 					}
 					d.Set(k, pair[1])
