@@ -121,11 +121,12 @@ type SelectOptions struct {
 
 	// outer bounds the checking (SelectFunctions: the whole selection's context; the rounds
 	// of each function have a share of it); nil: SelectFunction's ctx. checks is the running
-	// mean of a candidate check's wall time, perKernel of a check's time per kernel it
-	// compiled (one more than it compiled: the run), both shared by the functions of one
-	// selection.
+	// mean of a candidate check's wall time, runs that of the checks that compiled no kernel
+	// (lowering, loading, the run and the comparison), perKernel of what a check that compiled
+	// kernels took beyond runs' mean, per kernel; all shared by the functions of one selection.
 	outer     context.Context
 	checks    *meanTime
+	runs      *meanTime
 	perKernel *meanTime
 }
 
@@ -433,10 +434,7 @@ func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []Sele
 		opts.Tolerance = 1e-3
 	}
 	if opts.checks == nil {
-		opts.checks = &meanTime{}
-	}
-	if opts.perKernel == nil {
-		opts.perKernel = &meanTime{}
+		opts.checks, opts.runs, opts.perKernel = &meanTime{}, &meanTime{}, &meanTime{}
 	}
 	s := &selecting{d: d, m: m, ref: ref, cands: cands, lowerFn: lowerFn, opts: opts, sel: &Selection{Function: ref.Name, Winner: -1},
 		exes: make([]*runtime.Executable, len(cands)), static: slices.ContainsFunc(cands, func(c SelectCandidate) bool { return c.Static })}
@@ -631,9 +629,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 				programs[prog] = i
 			}
 			if !strings.HasPrefix(r.Reason, SameProgram) && !strings.HasPrefix(r.Reason, notChecked) {
-				dt := time.Since(t0)
-				opts.checks.add(dt)
-				opts.perKernel.add(dt / time.Duration(fresh+1))
+				opts.addCheck(time.Since(t0), fresh)
 			}
 			opts.trace("select: checked %s candidate %d: %s", ref.Name, i, cmp.Or(r.Reason, "valid"))
 		}
@@ -677,20 +673,47 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 // checks (never a candidate's reason).
 const waitCheck = "\x00wait"
 
-// checkCost predicts a check that compiles fresh kernels new to the device (plan p): one more
-// than fresh at the mean time per kernel of the checks so far (KernelCost before any). When
-// risky (another candidate is valid, so the check spends the rounds' time), it is at least
-// the run plus CompileCost's prediction from the slowest compiles measured: a mean over the
-// kernels of earlier checks, most of them small or in the driver's disk cache, put Whisper's
-// attention with K transposed at 0.2 s, and it took 10 s.
+// addCheck records a check of dt that compiled fresh kernels new to the device: with none, as
+// what a check costs beside its compiles (runs); else what it took beyond that, per kernel.
+// Before any check that compiled nothing, a check's time is split evenly between its kernels
+// and its run.
+func (o SelectOptions) addCheck(dt time.Duration, fresh int) {
+	o.checks.add(dt)
+	if fresh == 0 {
+		o.runs.add(dt)
+		return
+	}
+	run := o.runs.mean()
+	if o.runs.n == 0 {
+		run = dt / time.Duration(fresh+1)
+	}
+	o.perKernel.add(max(dt-run, 0) / time.Duration(fresh))
+}
+
+// checkCost predicts a check that compiles fresh kernels new to the device (plan p): the mean
+// of the checks that compiled nothing plus fresh times the mean a kernel added to the checks
+// that compiled some (KernelCost for either before any was measured). When risky (another
+// candidate is valid, so the check spends the rounds' time), it is at least the run plus
+// CompileCost's prediction from the slowest compiles measured: a mean over the kernels of
+// earlier checks, most of them small or in the driver's disk cache, put Whisper's attention
+// with K transposed at 0.2 s, and it took 10 s on lavapipe.
+//
+// (Until 2026-12-06 a kernel cost as much as a whole check that compiled nothing, the run
+// counted as one more kernel: on the H100 a check that ran 0.27 s and one that compiled 2
+// kernels took 0.18 s, so SmolLM2's graph as written, 9 kernels, was predicted at 4.4 s and
+// never checked within the default budget; its prefill had 1 paired round.)
 func checkCost(opts SelectOptions, fresh int, p *plan.Plan, risky bool) time.Duration {
 	per := opts.perKernel.mean()
-	if per == 0 {
+	if opts.perKernel.n == 0 {
 		per = opts.KernelCost
 	}
-	need := time.Duration(fresh+1) * per
+	run := opts.runs.mean()
+	if opts.runs.n == 0 {
+		run = cmp.Or(opts.perKernel.mean(), opts.KernelCost)
+	}
+	need := run + time.Duration(fresh)*per
 	if risky && fresh > 0 && opts.CompileCost != nil {
-		need = max(need, per+opts.CompileCost(p))
+		need = max(need, run+opts.CompileCost(p))
 	}
 	return need
 }
@@ -1474,7 +1497,7 @@ func medianD(xs []time.Duration) time.Duration {
 func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []*ir.Function,
 	cands func(f *ir.Function) ([]SelectCandidate, error), lowerFn func(fns []*ir.Function) (*plan.Plan, error),
 	opts SelectOptions) ([]*ir.Function, []*Selection, error) {
-	opts.outer, opts.checks, opts.perKernel = ctx, &meanTime{}, &meanTime{}
+	opts.outer, opts.checks, opts.runs, opts.perKernel = ctx, &meanTime{}, &meanTime{}, &meanTime{}
 	// The checks of every function come first (the first function compiles most of the
 	// kernels), and but for the static extractions' keep a third of the time for the rounds;
 	// then each function's rounds get an equal share of the time left, so the first cannot

@@ -788,3 +788,37 @@ func TestSelectLateCheckByItsPrediction(t *testing.T) {
 		}
 	}
 }
+
+// checkCost separates what a check costs beside its compiles (the checks that compiled
+// nothing) from what each new kernel adds. The figures are the H100's checks of SmolLM2's
+// prefill functions (docs/bench/h100-2026-12-06): checks that compiled nothing took 0.23–0.29 s,
+// one that compiled 2 kernels 0.18 s; the graph as written would compile 9. Counting the run as
+// one more kernel at a whole check's mean predicted it at 4.4 s, past the function's share.
+func TestCheckCostSeparatesRunFromKernels(t *testing.T) {
+	opts := SelectOptions{KernelCost: 10 * time.Millisecond, checks: &meanTime{}, runs: &meanTime{}, perKernel: &meanTime{}}
+	if got := checkCost(opts, 9, nil, false); got != 100*time.Millisecond {
+		t.Errorf("nothing measured: %v, want 10 × KernelCost", got)
+	}
+	// Before any check that compiled nothing, a check's time is split evenly between its
+	// kernels and its run: 2.5 s with 4 kernels is 0.5 s each, and 0.5 s the run.
+	opts.addCheck(2500*time.Millisecond, 4)
+	if got := checkCost(opts, 1, nil, false); got != time.Second {
+		t.Errorf("after a check of 4 kernels in 2.5 s: %v, want 1 s", got)
+	}
+	opts = SelectOptions{KernelCost: 10 * time.Millisecond, checks: &meanTime{}, runs: &meanTime{}, perKernel: &meanTime{}}
+	opts.addCheck(270*time.Millisecond, 0)
+	opts.addCheck(230*time.Millisecond, 0)
+	opts.addCheck(180*time.Millisecond, 2) // faster than a run: its kernels added nothing
+	if got := checkCost(opts, 9, nil, false); got != 250*time.Millisecond {
+		t.Errorf("9 kernels: %v, want 0.25 s (the run's mean, kernels measured at 0)", got)
+	}
+	opts.addCheck(1250*time.Millisecond, 2) // 1 s beyond the run: 0.5 s a kernel
+	if got, want := checkCost(opts, 9, nil, false), 250*time.Millisecond+9*250*time.Millisecond; got != want {
+		t.Errorf("9 kernels: %v, want %v (a kernel at the mean of 0 and 0.5 s)", got, want)
+	}
+	// Risky: at least the run plus CompileCost's prediction.
+	opts.CompileCost = func(*plan.Plan) time.Duration { return 10 * time.Second }
+	if got, want := checkCost(opts, 9, &plan.Plan{}, true), 250*time.Millisecond+10*time.Second; got != want {
+		t.Errorf("risky: %v, want %v", got, want)
+	}
+}
