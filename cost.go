@@ -452,6 +452,16 @@ func (s *measureSource) staticChoice(p *kernels.Problem) (*kernels.Template, ker
 
 // choose takes the tuner's choices as they stand: tuning is over when lowering asks (a problem
 // first seen here gets the static choice, measured nothing).
+// prefetch is the selection's Prefetch: the tuner's on a GPU; none on a CPU device, whose
+// driver compiles on the cores that run the checks and timings (the candidates' lowering
+// would take them too).
+func (s *measureSource) prefetch() func(p *plan.Plan) {
+	if s.tu.Caps.CPU {
+		return nil
+	}
+	return s.tu.PrefetchPlan
+}
+
 func (s *measureSource) chooser() func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
 	return s.choose
 }
@@ -530,7 +540,7 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 	winners, sels, err := tune.SelectFunctions(s.sctx, nil, m, fns,
 		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn,
 		tune.SelectOptions{Open: s.device, Load: runtime.LoadOptions{Pipelines: s.tu.Kernel},
-			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(), CompileCost: s.tu.CompileCost, Guard: s.guard,
+			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(), CompileCost: s.tu.CompileCost, Prefetch: s.prefetch(), Guard: s.guard,
 			Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
 			Tolerance: s.functionTolerance()})
 	if ctx.Err() != nil {

@@ -153,6 +153,8 @@ type pipelineSlot struct {
 type prefetchJob struct {
 	tag   string
 	build func() (*kernels.Launch, error)
+	// kernel, when set instead of build, is a plan's module (PrefetchKernels).
+	kernel *runtime.Kernel
 }
 
 // NewPipelines returns an empty pipeline cache for d. Close it to destroy the pipelines.
@@ -290,10 +292,26 @@ func (c *Pipelines) Prefetch(tag string, urgent bool, builds []func() (*kernels.
 	defer c.mu.Unlock()
 	for _, b := range builds {
 		if urgent {
-			c.urgent = append(c.urgent, prefetchJob{tag, b})
+			c.urgent = append(c.urgent, prefetchJob{tag: tag, build: b})
 		} else {
-			c.later = append(c.later, prefetchJob{tag, b})
+			c.later = append(c.later, prefetchJob{tag: tag, build: b})
 		}
+	}
+	for c.running < c.workers && len(c.urgent)+len(c.later) > c.running {
+		c.running++
+		c.wg.Add(1)
+		go c.prefetchWorker()
+	}
+}
+
+// PrefetchKernels queues the creation of plan modules' pipelines (as Kernel gives them, kept)
+// behind the other prefetches: a measured selection's candidate plans, whose checks then find
+// their kernels made.
+func (c *Pipelines) PrefetchKernels(tag string, ks []runtime.Kernel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range ks {
+		c.later = append(c.later, prefetchJob{tag: tag, kernel: &ks[i]})
 	}
 	for c.running < c.workers && len(c.urgent)+len(c.later) > c.running {
 		c.running++
@@ -319,6 +337,11 @@ func (c *Pipelines) prefetchWorker() {
 			return
 		}
 		c.mu.Unlock()
+		if job.kernel != nil {
+			k := *job.kernel
+			c.slot(runtimeKernelKey(k), func() runtime.Kernel { return k }, gen, true)
+			continue
+		}
 		l, err := job.build()
 		if err != nil {
 			continue

@@ -111,6 +111,10 @@ type SelectOptions struct {
 	// it would compile would outlast the budget.
 	NewKernels func(p *plan.Plan) int
 	KernelCost time.Duration
+	// Prefetch, when set, creates the pipelines of a candidate's plan that none exists for in
+	// the background (Tuner.PrefetchPlan): SelectFunctions lowers every function's candidates,
+	// static extractions first, and prefetches them while it checks.
+	Prefetch func(p *plan.Plan)
 	// CompileCost, when set, predicts what compiling p's new kernels costs from the slowest
 	// compiles measured so far (Tuner.CompileCost): a check that would spend the time kept for
 	// the rounds of the candidates already valid is predicted by it (checkCost).
@@ -1489,6 +1493,42 @@ func medianD(xs []time.Duration) time.Duration {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// prefetchCandidates lowers the candidates of every function of fns in the order the checks
+// take them, the static extractions of all functions first, and gives each plan to prefetch,
+// in a goroutine, while ctx lasts; stop ends it and waits for the lowering under way, done is
+// closed when it ends.
+func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *ir.Function) ([]SelectCandidate, error),
+	lowerFn func(fns []*ir.Function) (*plan.Plan, error), prefetch func(p *plan.Plan)) (stop func(), done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		var rest []*ir.Function
+		for _, static := range []bool{true, false} {
+			for _, f := range fns {
+				c, err := cands(f)
+				if err != nil {
+					return // SelectFunctions reports it
+				}
+				for _, c := range c {
+					if c.Static == static {
+						rest = append(rest, c.Fn)
+					}
+				}
+			}
+		}
+		for _, fn := range rest {
+			if ctx.Err() != nil {
+				return
+			}
+			if p, err := lowerFn([]*ir.Function{fn}); err == nil {
+				prefetch(p)
+			}
+		}
+	}()
+	return func() { cancel(); <-finished }, finished
+}
+
 // SelectFunctions runs SelectFunction for every function of fns, with the candidates cands
 // gives for it (e.g. rules.OptimizeK under Tuner.OpCost, cheapest first), and returns the winning
 // version of each function in fns' order with the selections. A function with one candidate is
@@ -1508,6 +1548,10 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	}
 	ss := make([]*selecting, len(fns))
 	cs := make([][]SelectCandidate, len(fns))
+	if opts.Prefetch != nil {
+		stop, _ := prefetchCandidates(ctx, fns, cands, lowerFn, opts.Prefetch)
+		defer stop()
+	}
 	defer func() {
 		for _, s := range ss {
 			if s != nil {

@@ -822,3 +822,39 @@ func TestCheckCostSeparatesRunFromKernels(t *testing.T) {
 		t.Errorf("risky: %v, want %v", got, want)
 	}
 }
+
+// The selection's prefetch lowers every candidate once, the static extractions of all
+// functions before any other candidate, and stops when asked.
+func TestPrefetchCandidatesOrder(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	fa, fb := m.Function("forward"), m.Function("forward_alt")
+	cands := func(f *ir.Function) ([]SelectCandidate, error) {
+		return []SelectCandidate{{Fn: f, Static: true}, {Fn: m.Function("forward_relu2")}}, nil
+	}
+	var order []string
+	record := func(fns []*ir.Function) (*plan.Plan, error) {
+		order = append(order, fns[0].Name)
+		return lowerFn(fns)
+	}
+	plans := 0
+	stop, done := prefetchCandidates(context.Background(), []*ir.Function{fa, fb}, cands, record, func(p *plan.Plan) {
+		if len(p.Modules) == 0 {
+			t.Error("a prefetched plan without modules")
+		}
+		plans++
+	})
+	<-done
+	stop()
+	if want := []string{"forward", "forward_alt", "forward_relu2", "forward_relu2"}; !slices.Equal(order, want) || plans != 4 {
+		t.Errorf("lowered %v (%d prefetched), want %v", order, plans, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	order = nil
+	stop, _ = prefetchCandidates(ctx, []*ir.Function{fa, fb}, cands, record, func(*plan.Plan) {})
+	stop()
+	if len(order) != 0 {
+		t.Errorf("lowered %v after the context ended", order)
+	}
+}

@@ -365,6 +365,41 @@ func (t *Tuner) NewKernels(p *plan.Plan) int {
 	return len(t.newModules(p))
 }
 
+// PrefetchPlan creates the pipelines of plan p's kernels that none exists for in the
+// background (none on a CPU device: its driver compiles on the cores that run its kernels, so
+// there it would slow the checks and timings it runs beside). A measured selection prefetches
+// its candidates' plans while it checks the first of them: on the H100, SmolLM2's nine functions'
+// static extractions took 6 s of checks, most of it the driver compiling their kernels one
+// check at a time, which left its late candidates no time.
+func (t *Tuner) PrefetchPlan(p *plan.Plan) {
+	if t.Caps.CPU || t.Guard.Abandoned() {
+		return
+	}
+	t.mu.Lock()
+	pipes := t.pipes
+	t.mu.Unlock()
+	if pipes == nil {
+		return
+	}
+	var ks []runtime.Kernel
+	for _, m := range t.newModules(p) {
+		ks = append(ks, moduleKernel(m))
+	}
+	pipes.PrefetchKernels("select", ks)
+}
+
+// moduleKernel is a plan module as the runtime loads it.
+func moduleKernel(m *plan.Module) runtime.Kernel {
+	k := runtime.Kernel{Name: m.Key, SPIRV: wordsBytes(m.SPIRV), Entry: m.Entry, PushConstantSize: int(m.PushConstantSize)}
+	for _, b := range m.Bindings {
+		k.Bindings = max(k.Bindings, int(b.Binding)+1)
+	}
+	for _, s := range m.SpecConstants {
+		k.Spec = append(k.Spec, runtime.SpecConstant{ID: s.ID, Value: s.Value})
+	}
+	return k
+}
+
 // newModules returns the modules of p (one per distinct kernel) that no pipeline of the tuner
 // exists for.
 func (t *Tuner) newModules(p *plan.Plan) []*plan.Module {
@@ -375,14 +410,7 @@ func (t *Tuner) newModules(p *plan.Plan) []*plan.Module {
 	var out []*plan.Module
 	for i := range p.Modules {
 		m := &p.Modules[i]
-		k := runtime.Kernel{SPIRV: wordsBytes(m.SPIRV), Entry: m.Entry, PushConstantSize: int(m.PushConstantSize)}
-		for _, b := range m.Bindings {
-			k.Bindings = max(k.Bindings, int(b.Binding)+1)
-		}
-		for _, s := range m.SpecConstants {
-			k.Spec = append(k.Spec, runtime.SpecConstant{ID: s.ID, Value: s.Value})
-		}
-		key := runtimeKernelKey(k)
+		key := runtimeKernelKey(moduleKernel(m))
 		if seen[key] {
 			continue
 		}

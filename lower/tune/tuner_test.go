@@ -696,3 +696,44 @@ func TestUnmeasuredStaticChoiceStands(t *testing.T) {
 		t.Errorf("chose %s [%s] static=%v, want the static choice toy_b [%s]", c.Template.Name, c.Config.Key(), c.Static, sc.Key())
 	}
 }
+
+// A plan's modules prefetched by PrefetchKernels are the pipelines Kernel then gives the
+// runtime (one each, kept), and NewKernels no longer counts them.
+func TestPipelinesPrefetchKernels(t *testing.T) {
+	d, m, _ := selectModel(t, "testdata/select.yaml")
+	tu := &Tuner{Device: d, Compiler: "vkc test"}
+	defer tu.Close()
+	p, err := lowerWith(d, m, tu.Choose(context.Background()))([]*ir.Function{m.Function("forward")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := tu.NewKernels(p)
+	if fresh == 0 {
+		t.Fatal("forward's plan has no kernel new to the tuner")
+	}
+	if _, err := tu.device(); err != nil { // makes the tuner's pipelines
+		t.Fatal(err)
+	}
+	fresh = tu.NewKernels(p) // (making the device may have made some)
+	before := tu.pipes.Created()
+	var ks []runtime.Kernel
+	for _, mod := range tu.newModules(p) {
+		ks = append(ks, moduleKernel(mod))
+	}
+	tu.pipes.PrefetchKernels("select", ks)
+	tu.pipes.wg.Wait()
+	if n := tu.pipes.Created() - before; n != fresh {
+		t.Errorf("%d pipelines created, want %d", n, fresh)
+	}
+	if n := tu.NewKernels(p); n != 0 {
+		t.Errorf("after the prefetch %d kernels are new, want 0", n)
+	}
+	exe, err := d.Load(p, runtime.LoadOptions{Pipelines: tu.Kernel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe.Close()
+	if n := tu.pipes.Created() - before; n != fresh {
+		t.Errorf("loading the plan created %d more pipelines", n-fresh)
+	}
+}
