@@ -563,7 +563,10 @@ func vecQStatic(p *Problem, caps Caps) []Config {
 //
 // So: a column group of a subgroup (kp = 32 on NVIDIA), span 2 where K has a unit for each of
 // them (at K ≥ 4096 of the K-quants span 2 measured fastest of the suggested points at every 8B
-// shape but one on the H200, call 8), else span 1; two columns an invocation while that leaves
+// shape but one on the H200, call 8), else span 1; a format of a byte a quant (Q8_0) span 4
+// where K has the units (on the H100, docs/bench/h100-2026-12-06 call 3, span 4 was in the best
+// point of Q8_0 at every shape of 2048 columns or more, and span 2 took 15.8 µs at 4096² where
+// span 4 took 13.4); two columns an invocation while that leaves
 // vecQMinInvocations invocations, else one; below that the column groups grow (64, 128
 // invocations) as far as K has units for them; a K of fewer units than a subgroup shrinks them.
 // 128 invocations a workgroup.
@@ -586,8 +589,11 @@ func vecQGPUStatic(p *Problem, caps Caps) []Config {
 	const wg = 128
 	kp := min(caps.SubgroupSize, wg)
 	span := 2
-	if units(span) < kp {
-		span = 1
+	if f.BlockElems/words <= 4 && units(4) >= kp {
+		span = 4 // a byte a quant (Q8_0): a unit of 16 bytes
+	}
+	for span > 1 && units(span) < kp {
+		span /= 2
 	}
 	for kp > 1 && units(1) < kp {
 		kp /= 2 // a short K: smaller column groups, more of them a workgroup

@@ -75,6 +75,11 @@ func TestMatmulVecQGPUStatic(t *testing.T) {
 			if nk[0] == 512 && inv <= 512/2*32 {
 				t.Errorf("%s: static [%s] runs %d invocations, no more than the space's first point", p.Key(), c.Key(), inv)
 			}
+			// A byte a quant: units of 16 bytes (span 4) from 2048 columns of K up (the
+			// H100's best points, docs/bench/h100-2026-12-06 call 3); the K-quants span 2.
+			if want := map[ir.DType]int{ir.Q8_0: 4, ir.Q4_K: 2, ir.Q6_K: 2}[d]; want > 0 && nk[0] >= 2048 && c["span"] != want {
+				t.Errorf("%s: static [%s], want span %d", p.Key(), c.Key(), want)
+			}
 		}
 	}
 }
