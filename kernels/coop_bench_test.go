@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -99,6 +100,9 @@ func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *
 		final = append(final, m)
 	}
 	b.Logf("%s on %s (sweep of %d points of %s; best of the sweep %v):", p.Key(), d.Info.Name, len(pts), coop.Name, pts[0].t)
+	for _, m := range pts {
+		b.Logf("  sweep %s", m)
+	}
 	for _, m := range final {
 		b.Logf("  %s  %.2fx the peer", m, float64(final[0].t)/float64(m.t))
 	}
@@ -125,6 +129,45 @@ var coopSweep = func() []kernels.Config {
 func BenchmarkCoopGEMM4096(b *testing.B) {
 	p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, 4096, 4096), ir.T(ir.F16, 4096, 4096))
 	coopBench(b, p, benchArgs(p, 3), kernels.MatmulTiled, kernels.MatmulCoop, coopSweep)
+}
+
+// Prefill products of 512 rows with a block-quantized B dequantized to f16 as it is staged,
+// beside the same product with an f16 B: Llama-3.1-8B's merged gate/up (4096 → 28672) in Q4_K
+// as a linear and as rmsnorm_linear of an f16 and of an f32 A (the 8B prefill's form, 63% of
+// its time on the H100 at 24.6 TFLOP/s, where its plain Q4_K linears ran at 47), its gate alone
+// in f16, and Llama-3.2-1B's merged gate/up (2048 → 16384) in Q4_K. On the H200 the 1B
+// prefill's gate/up ran at 25 TFLOP/s at the static point (docs/bench/h200-2026-12-05, call 6)
+// where the f16 GEMM 4096³ ran at 130: the sweep says what the dequantization costs and which
+// point a static choice should take. coopSweep and coopQuick's points (VKC_COOP_QUICK: the
+// latter only).
+func BenchmarkCoopQuantPrefill(b *testing.B) {
+	points := slices.Clone(coopQuick)
+	for _, c := range coopSweep {
+		if !slices.ContainsFunc(points, func(q kernels.Config) bool { return q.Key() == c.Key() }) {
+			points = append(points, c)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		n, k int
+		dt   ir.DType
+		norm string // "": linear; "f16": rmsnorm_linear of an f16 A; "f32": of an f32 A rounded to f16 (act=f16)
+	}{{"8b-gate_up-q4_k", 28672, 4096, ir.Q4_K, ""}, {"8b-gate_up-q4_k-rmsnorm", 28672, 4096, ir.Q4_K, "f16"},
+		{"8b-gate_up-q4_k-rmsnorm-f32", 28672, 4096, ir.Q4_K, "f32"}, {"8b-gate-f16", 14336, 4096, ir.F16, ""},
+		{"1b-gate_up-q4_k", 16384, 2048, ir.Q4_K, ""}} {
+		b.Run(c.name, func(b *testing.B) {
+			var p *kernels.Problem
+			switch c.norm {
+			case "":
+				p = opProblem(b, ir.Linear, nil, ir.T(ir.F16, 512, c.k), ir.T(c.dt, c.n, c.k))
+			case "f16":
+				p = opProblem(b, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(ir.F16, 512, c.k), ir.T(ir.F16, c.k), ir.T(c.dt, c.n, c.k))
+			default:
+				p = opProblem(b, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(ir.F32, 512, c.k), ir.T(ir.F32, c.k), ir.T(c.dt, c.n, c.k))
+			}
+			coopBench(b, p, benchArgs(p, 5), kernels.MatmulTiled, kernels.MatmulCoop, points)
+		})
+	}
 }
 
 // SmolLM2-135M's prefill-128 matmuls (see smolPrefillProblems).

@@ -103,6 +103,18 @@ func setupBenchLaunch(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, 
 		}
 		scratch[i] = b
 	}
+	// Sync words start at zero, and a launch leaves them so (attention_split's arrival counts).
+	syncs := make([]*runtime.Buffer, len(l.Sync))
+	for i, n := range l.Sync {
+		b, err := alloc(n)
+		if err != nil {
+			return fail(err)
+		}
+		if err := d.Upload(b, 0, make([]byte, max(n, 16))); err != nil {
+			return fail(err)
+		}
+		syncs[i] = b
+	}
 	var spec runtime.ProgramSpec
 	for _, s := range l.Steps {
 		k := s.Kernel
@@ -117,7 +129,7 @@ func setupBenchLaunch(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, 
 		r.free = append(r.free, pl.Close)
 		disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
 		for bi, op := range s.Bindings {
-			buf := map[kernels.OperandKind][]*runtime.Buffer{kernels.Arg: argBuf, kernels.Out: outBuf, kernels.Scratch: scratch}[op.Kind][op.Index]
+			buf := map[kernels.OperandKind][]*runtime.Buffer{kernels.Arg: argBuf, kernels.Out: outBuf, kernels.Scratch: scratch, kernels.Sync: syncs}[op.Kind][op.Index]
 			disp.Bindings = append(disp.Bindings, runtime.Binding{Buffer: buf, Access: tune.RuntimeAccess(k.Bindings[bi].Access)})
 		}
 		spec.Dispatches = append(spec.Dispatches, disp)
