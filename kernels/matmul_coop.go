@@ -553,6 +553,22 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 			}
 			av = append(av, v)
 		}
+		// rmsnorm's gamma at the units' k: where the workgroup's invocations are a multiple of
+		// a row's units, every B unit of an invocation lies at the same k of the slice (unit
+		// li + q·threads of a row-major slice is its row's unit li mod bUnits), so gamma is
+		// loaded once, not once a unit (8 floats beside a Q4_K unit's 4 bytes of quants).
+		var gmSlice *[4]codegen.Value
+		if rms && g.bKContig() && threads%q.bUnits == 0 {
+			k := b.Add(k0, b.Mul(b.Rem(li, u(q.bUnits)), u(8)))
+			gm := floats(b, gamma, p.Args[g.gammaArg].DType, b.Select(b.Lt(k, kEnd), k, u(0)))
+			gmSlice = &gm
+		}
+		gammaAt := func(ok, k codegen.Value) [4]codegen.Value {
+			if gmSlice != nil {
+				return *gmSlice
+			}
+			return floats(b, gamma, p.Args[g.gammaArg].DType, b.Select(ok, k, u(0)))
+		}
 		for i := 0; i < bPer; i++ {
 			e, _ := unitAt(i, q.bRows*q.bUnits)
 			r, cu := b.Div(e, u(q.bUnits)), b.Rem(e, u(q.bUnits))
@@ -566,7 +582,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 				q0, q1 := bq.quad(b, bwords, n, kk), bq.quad(b, bwords, n, b.Add(kk, u(4)))
 				w := [4]codegen.Value{b.Vec(b.X(q0), b.Y(q0)), b.Vec(b.Z(q0), b.Extract(q0, 3)), b.Vec(b.X(q1), b.Y(q1)), b.Vec(b.Z(q1), b.Extract(q1, 3))}
 				if rms {
-					gm := floats(b, gamma, p.Args[g.gammaArg].DType, kk)
+					gm := gammaAt(ok, k)
 					for j := range w {
 						w[j] = b.Mul(w[j], gm[j])
 					}
@@ -577,7 +593,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 			}
 			v = b.Select(ok, bsrc.packed(b, b.Select(ok, idx, u(0))), zero4)
 			if rms {
-				gm := floats(b, gamma, p.Args[g.gammaArg].DType, b.Select(ok, k, u(0)))
+				gm := gammaAt(ok, k)
 				w := unpack(b, v, cg.elem)
 				for j := range w {
 					w[j] = b.Mul(w[j], gm[j])
