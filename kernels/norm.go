@@ -35,6 +35,10 @@ func normTemplate(name string, op ir.Op) *Template {
 			_, _, inner := normDims(p)
 			return inner
 		}, 1),
+		Static: rowStatic(func(p *Problem) (int, int, int) {
+			outer, n, inner := normDims(p)
+			return outer * inner, n, inner
+		}),
 		Build: func(p *Problem, c Config, caps Caps) (*Launch, error) {
 			if err := acceptNorm(op, p, caps); err != nil {
 				return nil, err

@@ -90,6 +90,11 @@ func TestRMSNormOnDevice(t *testing.T) {
 		p := problem(t, ir.RMSNorm, ir.Attrs{"eps": 1e-6}, tc.x, tc.w)
 		checkConfigs(t, kernels.RMSNorm, p, randomArgs(rng, p), firstOnly(i, rowConfigs))
 	}
+	// A decode row at the GPU static choice's workgroups (rowStatic): 1024 invocations over
+	// 4100 elements, some with 5 and some with 4 of them; 512 with subgroup arithmetic.
+	p1 := problem(t, ir.RMSNorm, ir.Attrs{"eps": 1e-6}, ir.T(ir.F32, 1, 4100), ir.T(ir.F32, 4100))
+	checkConfigs(t, kernels.RMSNorm, p1, randomArgs(rng, p1), []kernels.Config{
+		{"wg": 1024, "coop": 1, "subgroup": 0, "rows": 1}, {"wg": 512, "coop": 1, "subgroup": 1, "rows": 1}})
 	p := withEpilogue(problem(t, ir.RMSNorm, nil, ir.T(ir.F32, 3, 37), ir.T(ir.F32, 37)), ir.Shape{3, 37}, ir.F32)
 	checkConfigs(t, kernels.RMSNorm, p, randomArgs(rng, p), rowConfigs[:1])
 }
@@ -154,4 +159,21 @@ func firstOnly(i int, configs []kernels.Config) []kernels.Config {
 		return configs
 	}
 	return nil
+}
+
+// On a GPU a decode row gets a workgroup large enough that an invocation reads at most 8 of its
+// elements (rowStatic); many rows keep the space's first point.
+func TestRowStaticGPU(t *testing.T) {
+	for _, tc := range []struct {
+		rows, n, wg int
+	}{{1, 4096, 512}, {1, 2048, 256}, {1, 576, 128}, {1, 128256, 1024}, {4, 4096, 512}, {512, 4096, 128}} {
+		p := problem(t, ir.RMSNorm, nil, ir.T(ir.F32, tc.rows, tc.n), ir.T(ir.F32, tc.n))
+		_, c, err := kernels.Build(kernels.RMSNorm, p, kernels.H200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c["wg"] != tc.wg || c["coop"] != 1 {
+			t.Errorf("%d×%d: static [%s], want wg=%d, coop=1", tc.rows, tc.n, c.Key(), tc.wg)
+		}
+	}
 }

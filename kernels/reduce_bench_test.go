@@ -186,6 +186,7 @@ func BenchmarkRows(b *testing.B) {
 	}{
 		{"rmsnorm_prefill", kernels.RMSNorm, pt(ir.RMSNorm, nil, ir.T(h, 128, 576), ir.T(h, 576))},
 		{"rmsnorm_decode", kernels.RMSNorm, pt(ir.RMSNorm, nil, ir.T(h, 1, 576), ir.T(h, 576))},
+		{"rmsnorm_decode_8b", kernels.RMSNorm, pt(ir.RMSNorm, nil, ir.T(ir.F32, 1, 4096), ir.T(ir.F32, 4096))},
 		{"add_rmsnorm_prefill", kernels.AddRMSNorm, pt(ir.AddRMSNorm, nil, ir.T(h, 128, 576), ir.T(h, 128, 576), ir.T(h, 576))},
 		{"softmax_scores", kernels.Softmax, pt(ir.Softmax, nil, ir.T(ir.F32, 9*128, 128))},
 		{"argmax_vocab", kernels.Reduce, pt(ir.Argmax, nil, ir.T(ir.F32, 1, 49152))},

@@ -304,7 +304,7 @@ func (w *RowWalk) Sum(n int, zero codegen.Value, f func(k codegen.Value) codegen
 // invocation per row. inner gives the problem's row stride (1 for contiguous rows); arrays the
 // 32-bit shared arrays the kernel's reductions use.
 func RowSpace(inner func(p *Problem) int, arrays int) Space {
-	return NewSpace(Ints("wg", 128, 64, 256, 32), Bools("coop", true), Bools("subgroup", true), Ints("rows", 1, 2, 4, 8)).
+	return NewSpace(Ints("wg", 128, 64, 256, 32, 512, 1024), Bools("coop", true), Bools("subgroup", true), Ints("rows", 1, 2, 4, 8)).
 		Where(fitsInvocations("wg")).
 		Where(func(p *Problem, c Config, caps Caps) error {
 			wg, rows := c["wg"], c["rows"]
@@ -335,6 +335,30 @@ func RowSpace(inner func(p *Problem) int, arrays int) Space {
 			}
 			return nil
 		})
+}
+
+// rowStatic is a static choice of RowSpace's templates on a GPU for few long contiguous rows
+// (decode's single row): a workgroup a row large enough that an invocation reads at most 8 of
+// its elements. The space's first point (128 invocations) left each invocation of an 8B
+// model's decode rmsnorm (one row of 4096) 32 loads in a dependent loop, one memory latency
+// each: 19.7 µs a call on the H100 (docs/bench/h100-2026-12-06, s7 call 2) for 32 KB. Nil on a
+// CPU device, for many rows (a workgroup each already fills the device) and strided rows.
+func rowStatic(rowsAndLen func(p *Problem) (rows, n, inner int)) func(p *Problem, caps Caps) []Config {
+	return func(p *Problem, caps Caps) []Config {
+		rows, n, inner := rowsAndLen(p)
+		if caps.CPU || inner != 1 || rows > 64 {
+			return nil
+		}
+		wg := 128
+		for wg < 1024 && 2*wg <= caps.MaxInvocations && n > 8*wg {
+			wg *= 2
+		}
+		sub := 0
+		if caps.SubgroupArithmetic {
+			sub = 1
+		}
+		return []Config{{"wg": wg, "coop": 1, "subgroup": sub, "rows": 1}}
+	}
 }
 
 // flatSpace is the space of kernels with one invocation per element (or pair, or output) and no
