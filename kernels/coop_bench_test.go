@@ -166,6 +166,11 @@ func BenchmarkCoopQuantPrefill(b *testing.B) {
 				p = opProblem(b, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(ir.F32, 512, c.k), ir.T(ir.F32, c.k), ir.T(c.dt, c.n, c.k))
 			}
 			coopBench(b, p, benchArgs(p, 5), kernels.MatmulTiled, kernels.MatmulCoop, points)
+			if c.dt.Quantized() {
+				// B dequantized to an f16 copy first (matmul_coop_dq), against matmul_coop's
+				// static point as the peer.
+				coopBench(b, p, benchArgs(p, 5), kernels.MatmulCoop, kernels.MatmulCoopDQ, points)
+			}
 		})
 	}
 }

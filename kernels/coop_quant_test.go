@@ -107,6 +107,11 @@ func TestCoopMatmulQuantValidates(t *testing.T) {
 					}
 					validate(t, l)
 				}
+				l, _, err := kernels.Build(kernels.MatmulCoopDQ, tc.p, caps)
+				if err != nil {
+					t.Fatalf("matmul_coop_dq: %v", err)
+				}
+				validate(t, l)
 			})
 		}
 	}
@@ -143,6 +148,28 @@ func TestCoopMatmulQuantEmulated(t *testing.T) {
 					args[i] = kerneltest.Random(rng, a)
 				}
 				checkWith(t, kernels.MatmulCoop, tc.p, nil, args, caps)
+			})
+		}
+	}
+}
+
+// TestCoopMatmulDQEmulated runs matmul_coop_dq (B dequantized to an f16 copy, then the f16
+// product) with emulated matrices on the test device against the interpreter: a linear of Q4_K
+// and Q6_K weights and an import's rmsnorm_linear[act=f16] of an f32 x over Q4_K.
+func TestCoopMatmulDQEmulated(t *testing.T) {
+	caps := emulatedCaps(t)
+	rng := rand.New(rand.NewSource(23))
+	for _, d := range []ir.DType{ir.Q4_K, ir.Q6_K} {
+		for i, tc := range coopQuantCases(t, d, 1) {
+			if i != 0 && (d != ir.Q4_K || i != 3) {
+				continue
+			}
+			t.Run(tc.name, func(t *testing.T) {
+				args := make([]*ir.Tensor, len(tc.p.Args))
+				for i, a := range tc.p.Args {
+					args[i] = kerneltest.Random(rng, a)
+				}
+				checkWith(t, kernels.MatmulCoopDQ, tc.p, nil, args, caps)
 			})
 		}
 	}
@@ -187,6 +214,7 @@ func TestCoopMatmulQuantGPU(t *testing.T) {
 				}
 				kerneltest.Check(t, kernels.MatmulCoop, r.tc.p, c, r.args)
 			}
+			kerneltest.Check(t, kernels.MatmulCoopDQ, r.tc.p, nil, r.args) // the f16 copy, then the product
 		})
 	}
 }

@@ -861,7 +861,11 @@ const (
 // f16 roundings give in float64 to the last bit (TestCoopQuantRoundingModel), 2 deviations of an
 // element whose ‖p‖₂ was 3.4 times its row's scale.
 func coopTolerance(g *gemm, cg *coopGemm) float64 {
-	n := coopRoundings(g, cg)
+	return coopRoundingTolerance(coopRoundings(g, cg))
+}
+
+// coopRoundingTolerance is coopTolerance for n f16 roundings of each term.
+func coopRoundingTolerance(n int) float64 {
 	if n == 0 {
 		return 0
 	}

@@ -1,0 +1,149 @@
+package kernels
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+)
+
+// MatmulCoopDQ computes a product with a block-quantized B in two steps: the whole of B
+// dequantized to f16 (exactly matmul_coop's values: ggml's dequantization rounded to f16) into
+// a scratch of N×K halves, then matmul_coop's f16 product reading it. matmul_coop dequantizes
+// each B unit as it stages a tile, once per row block of A, and its staging then bounds the
+// tensor cores: on the H100, Llama-3.1-8B's gate projection at 512 rows ran at 48.5 TFLOP/s
+// from Q4_K and at 122 from f16 (docs/bench/h100-2026-12-06, BenchmarkCoopQuantPrefill). Here
+// every weight is decoded once and the product is an f16 one, at the price of writing and
+// reading 2·N·K bytes more and a second dispatch: for prompts of hundreds of rows, not for
+// decode. The space is matmul_coop's without split-K; the scratch is at most
+// coopDQScratch bytes.
+var MatmulCoopDQ = &Template{
+	Name: "matmul_coop_dq",
+	Accepts: func(p *Problem, caps Caps) error {
+		_, err := acceptCoopDQ(p, caps)
+		return err
+	},
+	Space: NewSpace(
+		Ints("warps_m", 2, 1, 4),
+		Ints("warps_n", 2, 1, 4),
+		Ints("tiles_m", 2, 1, 4),
+		Ints("tiles_n", 2, 4, 1),
+		Ints("k_steps", 2, 1, 4, 6, 8),
+		Ints("stages", 1, 2),
+		Ints("split_k", 1),
+	).Where(coopFits),
+	Build: buildMatmulCoopDQ,
+}
+
+func init() {
+	MatmulCoopDQ.ReadsLength = true
+	MatmulCoopDQ.Quantized = QuantizedDTypes()
+	Register(MatmulCoopDQ)
+}
+
+// coopDQScratch bounds the f16 copy of B (Llama-3.1-8B's merged gate/up, 28672×4096, is 224
+// MiB): the copy lives in the plan's arena while the product runs.
+const coopDQScratch = 256 << 20
+
+// acceptCoopDQ checks p for MatmulCoopDQ and returns the f16 problem its product step solves.
+func acceptCoopDQ(p *Problem, caps Caps) (*Problem, error) {
+	g, cg, err := acceptCoopGemm(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	if !cg.quantB {
+		return nil, fmt.Errorf("B is %s, not block-quantized: matmul_coop reads it as it is", g.bT)
+	}
+	bt := p.Args[g.bArg]
+	if bt.Shape.Rank() != 2 || g.bBatch.Rank() > 0 {
+		return nil, fmt.Errorf("B %s is not one matrix", bt)
+	}
+	if n := g.n * g.k * 2; n > coopDQScratch || caps.MaxBindingRange > 0 && uint64(n) > caps.MaxBindingRange {
+		return nil, fmt.Errorf("an f16 copy of B %s takes %d bytes, more than %d", bt, n, coopDQScratch)
+	}
+	q := *p
+	q.Args = slices.Clone(p.Args)
+	q.Args[g.bArg] = ir.Type{DType: ir.F16, Shape: bt.Shape}
+	if _, _, err := acceptCoopGemm(&q, caps); err != nil {
+		return nil, fmt.Errorf("the f16 product: %w", err)
+	}
+	return &q, nil
+}
+
+func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
+	q, err := acceptCoopDQ(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	g, cg, err := acceptCoopGemm(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	prod, err := buildMatmulCoop(q, c, caps)
+	if err != nil {
+		return nil, err
+	}
+	dq, grid, err := buildDequantF16(g.bT, g.n, g.k, caps)
+	if err != nil {
+		return nil, err
+	}
+	// The product reads the copy where it read B.
+	s := len(prod.Scratch)
+	from, to := Operand{Arg, g.bArg}, Operand{Scratch, s}
+	for i := range prod.Steps {
+		st := &prod.Steps[i]
+		st.Bindings = slices.Clone(st.Bindings)
+		for j, op := range st.Bindings {
+			if op == from {
+				st.Bindings[j] = to
+			}
+		}
+	}
+	l := &Launch{
+		Steps:   append([]Step{{Kernel: dq, Grid: grid, Bindings: []Operand{from, to}}}, prod.Steps...),
+		Scratch: append(slices.Clone(prod.Scratch), g.n*g.k*2),
+		Sync:    prod.Sync, InPlace: prod.InPlace, Matrix: true,
+	}
+	// The weights are rounded to f16 as matmul_coop rounds them (coopRoundings counts it);
+	// rmsnorm's W⊙gamma is rounded again as the product stages the copy.
+	n := coopRoundings(g, cg)
+	if n > 0 && g.gammaArg >= 0 {
+		n++
+	}
+	l.Tolerance = coopRoundingTolerance(n)
+	g.cost(p, l)
+	l.Bytes += float64(2 * 2 * g.n * g.k) // the copy written, then read
+	return l, nil
+}
+
+// buildDequantF16 is the kernel that writes the n×k matrix of dtype dt (blocks along k) as f16,
+// eight elements (16 bytes) an invocation, decoded as matmul_coop's staging decodes them.
+func buildDequantF16(dt ir.DType, n, k int, caps Caps) (*codegen.Kernel, [3]uint32, error) {
+	if k%8 != 0 {
+		return nil, [3]uint32{}, fmt.Errorf("dequantize %s: %d columns, not a multiple of 8", dt, k)
+	}
+	b := newBuilder("dequant_f16_"+dt.String(), caps)
+	qr := newQuantRows(dt, k)
+	in := b.Buffer("w", codegen.U32, codegen.ReadOnly)
+	out := b.Buffer("w16", codegen.Vec(codegen.U32, 4), codegen.WriteOnly)
+	const wg = 256
+	b.WorkgroupSize(b.U32(wg), b.U32(1), b.U32(1))
+	units := n * k / 8
+	e := b.Add(b.Mul(LinearGroup(b), b.U32(wg)), b.LocalIndex())
+	b.If(b.Lt(e, b.U32(uint32(units))), func() {
+		row := b.Div(e, b.U32(uint32(k/8)))
+		kk := b.Mul(b.Rem(e, b.U32(uint32(k/8))), b.U32(8))
+		q0, q1 := qr.quad(b, in, row, kk), qr.quad(b, in, row, b.Add(kk, b.U32(4)))
+		w := [4]codegen.Value{b.Vec(b.X(q0), b.Y(q0)), b.Vec(b.Z(q0), b.Extract(q0, 3)), b.Vec(b.X(q1), b.Y(q1)), b.Vec(b.Z(q1), b.Extract(q1, 3))}
+		b.Store(out, e, pack(b, w, codegen.F16))
+	})
+	kern, err := b.Finish()
+	if err != nil {
+		return nil, [3]uint32{}, err
+	}
+	if err := caps.Supports(kern); err != nil {
+		return nil, [3]uint32{}, err
+	}
+	return kern, Grid1D(ceilDiv(units, wg), caps), nil
+}
