@@ -63,16 +63,22 @@ var MatmulCoop = &Template{
 		_, _, err := acceptCoopGemm(p, caps)
 		return err
 	},
-	Space: NewSpace(
+	Space: NewSpace(append(coopBlock(),
+		Ints("stages", 2, 1),
+		Ints("split_k", 1, 2, 3, 4, 6, 8, 12, 16),
+	)...).Where(coopFits).Suggest(coopSuggest),
+	Build: buildMatmulCoop,
+}
+
+// coopBlock are the block parameters of matmul_coop's space (and matmul_coop_dq's).
+func coopBlock() []Param {
+	return []Param{
 		Ints("warps_m", 2, 1, 4),
 		Ints("warps_n", 2, 1, 4),
 		Ints("tiles_m", 2, 1, 4),
 		Ints("tiles_n", 2, 4, 1),
 		Ints("k_steps", 2, 1, 4, 6, 8),
-		Ints("stages", 2, 1),
-		Ints("split_k", 1, 2, 3, 4, 6, 8, 12, 16),
-	).Where(coopFits).Suggest(coopSuggest),
-	Build: buildMatmulCoop,
+	}
 }
 
 func init() {

@@ -24,15 +24,10 @@ var MatmulCoopDQ = &Template{
 		_, err := acceptCoopDQ(p, caps)
 		return err
 	},
-	Space: NewSpace(
-		Ints("warps_m", 2, 1, 4),
-		Ints("warps_n", 2, 1, 4),
-		Ints("tiles_m", 2, 1, 4),
-		Ints("tiles_n", 2, 4, 1),
-		Ints("k_steps", 2, 1, 4, 6, 8),
+	Space: NewSpace(append(coopBlock(),
 		Ints("stages", 1, 2),
 		Ints("split_k", 1),
-	).Where(coopFits),
+	)...).Where(coopFits),
 	Build: buildMatmulCoopDQ,
 }
 
