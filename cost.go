@@ -450,8 +450,6 @@ func (s *measureSource) staticChoice(p *kernels.Problem) (*kernels.Template, ker
 	return s.static.choose(p)
 }
 
-// choose takes the tuner's choices as they stand: tuning is over when lowering asks (a problem
-// first seen here gets the static choice, measured nothing).
 // prefetch is the selection's Prefetch: the tuner's on a GPU; none on a CPU device, whose
 // driver compiles on the cores that run the checks and timings (the candidates' lowering
 // would take them too).
@@ -462,6 +460,8 @@ func (s *measureSource) prefetch() func(p *plan.Plan) {
 	return s.tu.PrefetchPlan
 }
 
+// choose takes the tuner's choices as they stand: tuning is over when lowering asks (a problem
+// first seen here gets the static choice, measured nothing).
 func (s *measureSource) chooser() func(p *kernels.Problem) (*kernels.Template, kernels.Config, error) {
 	return s.choose
 }
@@ -543,6 +543,7 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(), CompileCost: s.tu.CompileCost, Prefetch: s.prefetch(), Guard: s.guard,
 			Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
 			Tolerance: s.functionTolerance()})
+	s.tu.StopPrefetch() // the candidates' kernels not made by now are not needed
 	if ctx.Err() != nil {
 		return nil, nil, "", ctx.Err()
 	}

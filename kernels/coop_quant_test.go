@@ -107,6 +107,10 @@ func TestCoopMatmulQuantValidates(t *testing.T) {
 					}
 					validate(t, l)
 				}
+			})
+		}
+		for _, tc := range coopDQCases(t, d) {
+			t.Run(tc.name, func(t *testing.T) {
 				l, _, err := kernels.Build(kernels.MatmulCoopDQ, tc.p, caps)
 				if err != nil {
 					t.Fatalf("matmul_coop_dq: %v", err)
@@ -153,15 +157,31 @@ func TestCoopMatmulQuantEmulated(t *testing.T) {
 	}
 }
 
+// coopDQCases are matmul_coop_dq's problems of format d (it takes 128 rows or more): a linear
+// with an f16 result and an import's rmsnorm_linear[act=f16] of an f32 x, 130 rows (a partial
+// row block) one block deep (at least 64).
+func coopDQCases(t testing.TB, d ir.DType) []gemmCase {
+	f16, f32 := ir.F16, ir.F32
+	k := max(d.Format().BlockElems, 64)
+	return []gemmCase{
+		{fmt.Sprintf("dq linear f16 x %s 130x%d->40", d, k), opProblem(t, ir.Linear, nil, ir.T(f16, 130, k), ir.T(d, 40, k)), false},
+		{fmt.Sprintf("dq rmsnorm_linear[act=f16] f32 x %s 130x%d->24", d, k), opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 130, k), ir.T(f32, k), ir.T(d, 24, k)), false},
+	}
+}
+
 // TestCoopMatmulDQEmulated runs matmul_coop_dq (B dequantized to an f16 copy, then the f16
 // product) with emulated matrices on the test device against the interpreter: a linear of Q4_K
-// and Q6_K weights and an import's rmsnorm_linear[act=f16] of an f32 x over Q4_K.
+// and Q6_K weights and an import's rmsnorm_linear[act=f16] of an f32 x over Q4_K; and checks
+// that it leaves products of fewer rows to matmul_coop.
 func TestCoopMatmulDQEmulated(t *testing.T) {
 	caps := emulatedCaps(t)
+	if err := kernels.MatmulCoopDQ.Accepts(coopQuantCases(t, ir.Q4_K, 1)[0].p, kernels.H200); err == nil {
+		t.Error("matmul_coop_dq accepted a 37-row product")
+	}
 	rng := rand.New(rand.NewSource(23))
 	for _, d := range []ir.DType{ir.Q4_K, ir.Q6_K} {
-		for i, tc := range coopQuantCases(t, d, 1) {
-			if i != 0 && (d != ir.Q4_K || i != 3) {
+		for i, tc := range coopDQCases(t, d) {
+			if i > 0 && d != ir.Q4_K {
 				continue
 			}
 			t.Run(tc.name, func(t *testing.T) {
@@ -214,8 +234,19 @@ func TestCoopMatmulQuantGPU(t *testing.T) {
 				}
 				kerneltest.Check(t, kernels.MatmulCoop, r.tc.p, c, r.args)
 			}
-			kerneltest.Check(t, kernels.MatmulCoopDQ, r.tc.p, nil, r.args) // the f16 copy, then the product
 		})
+	}
+	rng := rand.New(rand.NewSource(29))
+	for _, d := range kernels.QuantizedDTypes() {
+		for _, tc := range coopDQCases(t, d) {
+			t.Run(tc.name, func(t *testing.T) {
+				args := make([]*ir.Tensor, len(tc.p.Args))
+				for i, a := range tc.p.Args {
+					args[i] = kerneltest.Random(rng, a)
+				}
+				kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, nil, args) // the f16 copy, then the product
+			})
+		}
 	}
 }
 

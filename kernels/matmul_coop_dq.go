@@ -41,6 +41,12 @@ func init() {
 // MiB): the copy lives in the plan's arena while the product runs.
 const coopDQScratch = 256 << 20
 
+// coopDQMinRows are the fewest rows (the capacity, for a run-time length) matmul_coop_dq takes:
+// writing and reading the copy costs what about 4·N·K/bandwidth of tensor work does, which at
+// the H100's rates is the work of some 100 rows; fewer leave the problem to matmul_coop, and a
+// measured compile does not spend its budget on the template there.
+const coopDQMinRows = 128
+
 // acceptCoopDQ checks p for MatmulCoopDQ and returns the f16 problem its product step solves.
 func acceptCoopDQ(p *Problem, caps Caps) (*Problem, error) {
 	g, cg, err := acceptCoopGemm(p, caps)
@@ -49,6 +55,9 @@ func acceptCoopDQ(p *Problem, caps Caps) (*Problem, error) {
 	}
 	if !cg.quantB {
 		return nil, fmt.Errorf("B is %s, not block-quantized: matmul_coop reads it as it is", g.bT)
+	}
+	if g.m < coopDQMinRows {
+		return nil, fmt.Errorf("%d rows: the copy of B pays for itself only over %d rows or more", g.m, coopDQMinRows)
 	}
 	bt := p.Args[g.bArg]
 	if bt.Shape.Rank() != 2 || g.bBatch.Rank() > 0 {

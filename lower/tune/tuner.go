@@ -388,6 +388,17 @@ func (t *Tuner) PrefetchPlan(p *plan.Plan) {
 	pipes.PrefetchKernels("select", ks)
 }
 
+// StopPrefetch drops the pipelines PrefetchPlan queued and no worker has started (the
+// selection is over: the kernel tuning after it should not wait behind them).
+func (t *Tuner) StopPrefetch() {
+	t.mu.Lock()
+	pipes := t.pipes
+	t.mu.Unlock()
+	if pipes != nil {
+		pipes.Forget("select")
+	}
+}
+
 // moduleKernel is a plan module as the runtime loads it.
 func moduleKernel(m *plan.Module) runtime.Kernel {
 	k := runtime.Kernel{Name: m.Key, SPIRV: wordsBytes(m.SPIRV), Entry: m.Entry, PushConstantSize: int(m.PushConstantSize)}
