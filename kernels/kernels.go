@@ -312,6 +312,10 @@ type Template struct {
 	// op its meaning at the run-time length. For offers a problem whose meaning depends on the
 	// length only to such templates.
 	ReadsLength bool
+	// MeasuredOnly keeps the template out of a static compile's choice (lower.StaticChoice)
+	// where another template takes the problem: its roofline estimate is not what it costs, and
+	// only a measured compile, which tunes every template, may choose it (matmul_coop_dq).
+	MeasuredOnly bool
 }
 
 var registry []*Template

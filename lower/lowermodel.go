@@ -670,6 +670,9 @@ func staticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kern
 		errs []string
 	)
 	for _, t := range ts {
+		if t.MeasuredOnly && len(ts) > 1 {
+			continue
+		}
 		ln, cfg, err := kernels.Build(t, p, caps)
 		if err != nil {
 			errs = append(errs, err.Error())

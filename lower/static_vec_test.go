@@ -46,3 +46,38 @@ func TestStaticChoiceDecodeVec(t *testing.T) {
 		}
 	}
 }
+
+// A static compile leaves matmul_coop_dq (kernels.Template.MeasuredOnly) to measured compiles:
+// the 512-row prefill products of Llama-3.1-8B's shape in Q4_K take matmul_coop on the H200
+// target. Without the flag the roofline took matmul_coop_dq for most of them (it counted the
+// dequantization step's invocations as the product's occupancy), unmeasured.
+func TestStaticChoiceLeavesMeasuredOnly(t *testing.T) {
+	f16, f32, T := ir.F16, ir.F32, ir.T
+	for _, c := range []struct {
+		op    ir.Op
+		attrs ir.Attrs
+		args  []ir.Type
+	}{
+		{ir.Linear, nil, []ir.Type{T(f16, 512, 4096), T(ir.Q4_K, 4096, 4096)}},
+		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 6144, 4096)}},
+		// few workgroups (the K/V projections): the products the roofline gave matmul_coop_dq
+		{ir.Linear, nil, []ir.Type{T(f16, 512, 4096), T(ir.Q6_K, 1024, 4096)}},
+		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 2048, 4096)}},
+	} {
+		_, outs, err := ir.Infer(c.op, c.attrs, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &kernels.Problem{Op: c.op, Attrs: c.attrs, Args: c.args, Outs: outs, NumOpArgs: len(c.args)}
+		if err := kernels.MatmulCoopDQ.Accepts(p, kernels.H200); err != nil {
+			t.Fatalf("%s: matmul_coop_dq refuses it: %v", p.Key(), err)
+		}
+		tm, cfg, err := lower.StaticChoice(p, kernels.H200, lower.DiscreteGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tm.Name != "matmul_coop" {
+			t.Errorf("%s: static choice %s [%s], want matmul_coop", p.Key(), tm.Name, cfg.Key())
+		}
+	}
+}
