@@ -91,10 +91,22 @@ func TestRMSNormOnDevice(t *testing.T) {
 		checkConfigs(t, kernels.RMSNorm, p, randomArgs(rng, p), firstOnly(i, rowConfigs))
 	}
 	// A decode row at the GPU static choice's workgroups (rowStatic): 1024 invocations over
-	// 4100 elements, some with 5 and some with 4 of them; 512 with subgroup arithmetic.
+	// 4100 elements, some with 5 and some with 4 of them; 512 with subgroup arithmetic. The
+	// space leaves them to GPUs, so they run here in the GPU form (Caps.CPU false).
 	p1 := problem(t, ir.RMSNorm, ir.Attrs{"eps": 1e-6}, ir.T(ir.F32, 1, 4100), ir.T(ir.F32, 4100))
-	checkConfigs(t, kernels.RMSNorm, p1, randomArgs(rng, p1), []kernels.Config{
-		{"wg": 1024, "coop": 1, "subgroup": 0, "rows": 1}, {"wg": 512, "coop": 1, "subgroup": 1, "rows": 1}})
+	args1 := randomArgs(rng, p1)
+	gpu := kerneltest.CapsOf(&kerneltest.Device(t).Info)
+	gpu.CPU = false
+	sub := 0
+	if gpu.SubgroupArithmetic {
+		sub = 1
+	}
+	for _, c := range []kernels.Config{{"wg": 1024, "coop": 1, "subgroup": 0, "rows": 1}, {"wg": 512, "coop": 1, "subgroup": sub, "rows": 1}} {
+		if err := kernels.RMSNorm.Space.Valid(p1, c, kernels.Lavapipe); err == nil {
+			t.Errorf("[%s] valid on lavapipe", c.Key())
+		}
+		kerneltest.CheckWith(t, kernels.RMSNorm, p1, c, args1, gpu)
+	}
 	p := withEpilogue(problem(t, ir.RMSNorm, nil, ir.T(ir.F32, 3, 37), ir.T(ir.F32, 37)), ir.Shape{3, 37}, ir.F32)
 	checkConfigs(t, kernels.RMSNorm, p, randomArgs(rng, p), rowConfigs[:1])
 }

@@ -309,6 +309,11 @@ func RowSpace(inner func(p *Problem) int, arrays int) Space {
 		Where(func(p *Problem, c Config, caps Caps) error {
 			wg, rows := c["wg"], c["rows"]
 			switch {
+			case wg > 256 && caps.CPU:
+				// For GPUs' long single rows (rowStatic). On lavapipe a workgroup is a loop over
+				// its invocations: Qwen3-MoE's 128-row add_rmsnorm took 3.8–4.7 ms at 512 and
+				// 1024 against 0.6 ms at 128 when the tuner tried them.
+				return fmt.Errorf("wg=%d: workgroups over 256 invocations are for GPUs", wg)
 			case c["subgroup"] == 1 && !caps.SubgroupArithmetic:
 				return fmt.Errorf("subgroup=1 needs subgroup arithmetic, which the device lacks")
 			case c["subgroup"] == 1 && c["coop"] == 0:
