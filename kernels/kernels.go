@@ -313,7 +313,7 @@ type Template struct {
 	// length only to such templates.
 	ReadsLength bool
 	// MeasuredOnly keeps the template out of a static compile's choice (lower.StaticChoice)
-	// where another template takes the problem: its roofline estimate is not what it costs, and
+	// where another template builds the problem: its roofline estimate is not what it costs, and
 	// only a measured compile, which tunes every template, may choose it (matmul_coop_dq).
 	MeasuredOnly bool
 }

@@ -669,18 +669,21 @@ func staticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kern
 		be   time.Duration
 		errs []string
 	)
-	for _, t := range ts {
-		if t.MeasuredOnly && len(ts) > 1 {
-			continue
-		}
-		ln, cfg, err := kernels.Build(t, p, caps)
-		if err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		est := Estimate(ln, dev)
-		if bl == nil || better(est, ln, be, bl, caps.CPU) {
-			bt, bc, bl, be = t, cfg, ln, est
+	// Templates marked MeasuredOnly only where no other builds the problem.
+	for _, measuredOnly := range []bool{false, true} {
+		for _, t := range ts {
+			if t.MeasuredOnly != measuredOnly || measuredOnly && bl != nil {
+				continue
+			}
+			ln, cfg, err := kernels.Build(t, p, caps)
+			if err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			est := Estimate(ln, dev)
+			if bl == nil || better(est, ln, be, bl, caps.CPU) {
+				bt, bc, bl, be = t, cfg, ln, est
+			}
 		}
 	}
 	if bl == nil {
