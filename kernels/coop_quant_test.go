@@ -185,11 +185,7 @@ func TestCoopMatmulDQEmulated(t *testing.T) {
 				continue
 			}
 			t.Run(tc.name, func(t *testing.T) {
-				args := make([]*ir.Tensor, len(tc.p.Args))
-				for i, a := range tc.p.Args {
-					args[i] = kerneltest.Random(rng, a)
-				}
-				checkWith(t, kernels.MatmulCoopDQ, tc.p, nil, args, caps)
+				checkWith(t, kernels.MatmulCoopDQ, tc.p, nil, randomArgs(rng, tc.p), caps)
 			})
 		}
 	}
@@ -240,11 +236,7 @@ func TestCoopMatmulQuantGPU(t *testing.T) {
 	for _, d := range kernels.QuantizedDTypes() {
 		for _, tc := range coopDQCases(t, d) {
 			t.Run(tc.name, func(t *testing.T) {
-				args := make([]*ir.Tensor, len(tc.p.Args))
-				for i, a := range tc.p.Args {
-					args[i] = kerneltest.Random(rng, a)
-				}
-				kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, nil, args) // the f16 copy, then the product
+				kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, nil, randomArgs(rng, tc.p)) // the f16 copy, then the product
 			})
 		}
 	}

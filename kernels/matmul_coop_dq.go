@@ -21,7 +21,7 @@ import (
 var MatmulCoopDQ = &Template{
 	Name: "matmul_coop_dq",
 	Accepts: func(p *Problem, caps Caps) error {
-		_, err := acceptCoopDQ(p, caps)
+		_, _, _, err := acceptCoopDQ(p, caps)
 		return err
 	},
 	Space: NewSpace(append(coopBlock(),
@@ -51,40 +51,37 @@ const coopDQScratch = 256 << 20
 // measured compile does not spend its budget on the template there.
 const coopDQMinRows = 128
 
-// acceptCoopDQ checks p for MatmulCoopDQ and returns the f16 problem its product step solves.
-func acceptCoopDQ(p *Problem, caps Caps) (*Problem, error) {
+// acceptCoopDQ checks p for MatmulCoopDQ and returns the f16 problem its product step solves,
+// with p's gemm.
+func acceptCoopDQ(p *Problem, caps Caps) (*Problem, *gemm, *coopGemm, error) {
 	g, cg, err := acceptCoopGemm(p, caps)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if !cg.quantB {
-		return nil, fmt.Errorf("B is %s, not block-quantized: matmul_coop reads it as it is", g.bT)
+		return nil, nil, nil, fmt.Errorf("B is %s, not block-quantized: matmul_coop reads it as it is", g.bT)
 	}
 	if g.m < coopDQMinRows {
-		return nil, fmt.Errorf("%d rows: the copy of B pays for itself only over %d rows or more", g.m, coopDQMinRows)
+		return nil, nil, nil, fmt.Errorf("%d rows: the copy of B pays for itself only over %d rows or more", g.m, coopDQMinRows)
 	}
 	bt := p.Args[g.bArg]
 	if bt.Shape.Rank() != 2 || g.bBatch.Rank() > 0 {
-		return nil, fmt.Errorf("B %s is not one matrix", bt)
+		return nil, nil, nil, fmt.Errorf("B %s is not one matrix", bt)
 	}
 	if n := g.n * g.k * 2; n > coopDQScratch || caps.MaxBindingRange > 0 && uint64(n) > caps.MaxBindingRange {
-		return nil, fmt.Errorf("an f16 copy of B %s takes %d bytes, more than %d", bt, n, coopDQScratch)
+		return nil, nil, nil, fmt.Errorf("an f16 copy of B %s takes %d bytes, more than %d", bt, n, coopDQScratch)
 	}
 	q := *p
 	q.Args = slices.Clone(p.Args)
 	q.Args[g.bArg] = ir.Type{DType: ir.F16, Shape: bt.Shape}
 	if _, _, err := acceptCoopGemm(&q, caps); err != nil {
-		return nil, fmt.Errorf("the f16 product: %w", err)
+		return nil, nil, nil, fmt.Errorf("the f16 product: %w", err)
 	}
-	return &q, nil
+	return &q, g, cg, nil
 }
 
 func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
-	q, err := acceptCoopDQ(p, caps)
-	if err != nil {
-		return nil, err
-	}
-	g, cg, err := acceptCoopGemm(p, caps)
+	q, g, cg, err := acceptCoopDQ(p, caps)
 	if err != nil {
 		return nil, err
 	}

@@ -297,11 +297,7 @@ func (c *Pipelines) Prefetch(tag string, urgent bool, builds []func() (*kernels.
 			c.later = append(c.later, prefetchJob{tag: tag, build: b})
 		}
 	}
-	for c.running < c.workers && len(c.urgent)+len(c.later) > c.running {
-		c.running++
-		c.wg.Add(1)
-		go c.prefetchWorker()
-	}
+	c.startWorkers()
 }
 
 // PrefetchKernels queues the creation of plan modules' pipelines (as Kernel gives them, kept)
@@ -313,6 +309,11 @@ func (c *Pipelines) PrefetchKernels(tag string, ks []runtime.Kernel) {
 	for i := range ks {
 		c.later = append(c.later, prefetchJob{tag: tag, kernel: &ks[i]})
 	}
+	c.startWorkers()
+}
+
+// startWorkers starts prefetch workers for the queued jobs, up to c.workers (c.mu held).
+func (c *Pipelines) startWorkers() {
 	for c.running < c.workers && len(c.urgent)+len(c.later) > c.running {
 		c.running++
 		c.wg.Add(1)
