@@ -288,6 +288,25 @@ type Launch struct {
 	// Matrix says that the launch's products run on cooperative matrices (tensor cores), so a
 	// roofline estimate uses the device's matrix rate for Flops.
 	Matrix bool
+	// MatrixRate, when positive, is the share of the device's matrix rate the launch's products
+	// reach where something besides the tensor work bounds them (matmul_coop decoding a
+	// block-quantized B as it stages it: coopQuantRate). 0 means all of it.
+	MatrixRate float64
+	// Occupancy, when positive, is the number of invocations that do the launch's main work, for
+	// a roofline's occupancy term, where that is not its largest step (matmul_coop_dq's
+	// dequantization starts an invocation per 8 weights, its product far fewer). 0: the
+	// largest step's invocations.
+	Occupancy float64
+}
+
+// Invocations is the number of invocations the step starts.
+func (s Step) Invocations() float64 {
+	n := float64(s.Grid[0]) * float64(s.Grid[1]) * float64(s.Grid[2])
+	if s.Kernel != nil {
+		wg := s.Kernel.WorkgroupSizeFor(s.Spec)
+		n *= float64(wg[0]) * float64(wg[1]) * float64(wg[2])
+	}
+	return n
 }
 
 // Template is a kernel template: which problems it accepts, its tuning space, and its builder.
@@ -312,10 +331,6 @@ type Template struct {
 	// op its meaning at the run-time length. For offers a problem whose meaning depends on the
 	// length only to such templates.
 	ReadsLength bool
-	// MeasuredOnly keeps the template out of a static compile's choice (lower.StaticChoice)
-	// where another template builds the problem: its roofline estimate is not what it costs, and
-	// only a measured compile, which tunes every template, may choose it (matmul_coop_dq).
-	MeasuredOnly bool
 }
 
 var registry []*Template

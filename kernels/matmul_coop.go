@@ -808,9 +808,25 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
 	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds, Scale: g.scale(p, 1, q.bm, 2)}}, Matrix: true,
-		Tolerance: coopTolerance(g, cg)}
+		Tolerance: coopTolerance(g, cg), MatrixRate: cg.matrixRate()}
 	g.cost(p, l)
 	return l, nil
+}
+
+// coopQuantRate is the share of the tensor rate matmul_coop reaches from a block-quantized B,
+// which it decodes to f16 units as it stages every tile, once per row block of A: on the H100 at
+// 512 rows the 8B gate projection ran at 48.5 TFLOP/s from Q4_K and 122 from f16 (0.40), the
+// merged gate/up at 47 from Q4_K where the f16 gate ran at 154 (0.31)
+// (docs/bench/h100-2026-12-06, BenchmarkCoopQuantPrefill). The roofline needs it to rank
+// matmul_coop_dq, which decodes B once, against it.
+const coopQuantRate = 0.35
+
+// matrixRate is the launch's Launch.MatrixRate: coopQuantRate for a block-quantized B.
+func (c *coopGemm) matrixRate() float64 {
+	if c.quantB {
+		return coopQuantRate
+	}
+	return 0
 }
 
 // coopRoundings is the number of f16 roundings of each term h_k·w_k of the product that the
@@ -906,7 +922,7 @@ func finishCoopSplit(b *codegen.Builder, p *Problem, g *gemm, cg *coopGemm, q co
 		sc = g.scale(p, 1, q.bm, 2)
 	}
 	l := &Launch{Steps: []Step{{Kernel: k, Grid: grid, Bindings: binds, Scale: sc}, *red}, Matrix: true,
-		Scratch: []int{4 * q.partials(g)}, Tolerance: coopTolerance(g, cg)}
+		Scratch: []int{4 * q.partials(g)}, Tolerance: coopTolerance(g, cg), MatrixRate: cg.matrixRate()}
 	if g.gammaArg >= 0 {
 		l.Scratch = append(l.Scratch, 4*q.split*g.batches()*q.mp)
 	}

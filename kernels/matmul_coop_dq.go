@@ -17,7 +17,10 @@ import (
 // every weight is decoded once and the product is an f16 one, at the price of writing and
 // reading 2·N·K bytes more and a second dispatch: for prompts of hundreds of rows, not for
 // decode. The space is matmul_coop's without split-K; the scratch is at most
-// coopDQScratch bytes. A static compile does not take it (MeasuredOnly).
+// coopDQScratch bytes. At 512 rows on the H100 it ran the 8B merged gate/up from Q4_K at 108
+// TFLOP/s where matmul_coop ran it at 47, and its rmsnorm_linear forms at 79–85 where
+// matmul_coop's ran at 34–46 (docs/bench/h100-2026-12-06, s8 call 1); the roofline prices
+// matmul_coop's staging (coopQuantRate), so a static compile takes it.
 var MatmulCoopDQ = &Template{
 	Name: "matmul_coop_dq",
 	Accepts: func(p *Problem, caps Caps) error {
@@ -32,18 +35,18 @@ var MatmulCoopDQ = &Template{
 }
 
 func init() {
-	// Not the static choice until measured: the roofline prices the copy's bytes but not
-	// matmul_coop's staging, and counts the dequantization's invocations as the occupancy of
-	// both steps, so it took this template for most prefill products of the H200 target.
-	MatmulCoopDQ.MeasuredOnly = true
 	MatmulCoopDQ.ReadsLength = true
 	MatmulCoopDQ.Quantized = QuantizedDTypes()
 	Register(MatmulCoopDQ)
 }
 
-// coopDQScratch bounds the f16 copy of B (Llama-3.1-8B's merged gate/up, 28672×4096, is 224
-// MiB): the copy lives in the plan's arena while the product runs.
-const coopDQScratch = 256 << 20
+// coopDQScratch bounds the f16 copy of B, which lives in the plan's arena while the product
+// runs. 128 MiB takes Llama-3.1-8B's gate, up and down projections (14336×4096, 112 MiB) but not
+// its merged gate/up (224 MiB): the 8B Q4_K_M plan then needs about 5.5 GiB of device memory, in
+// the memory issue's bound (file + KV cache + 10%: 5.59 GiB), where the merged copy would take
+// it past it. The extraction takes the gate and up products apart where the copy pays (the
+// H200 target's static prefill of an 8B-wide model does).
+const coopDQScratch = 128 << 20
 
 // coopDQMinRows are the fewest rows (the capacity, for a run-time length) matmul_coop_dq takes:
 // writing and reading the copy costs what about 4·N·K/bandwidth of tensor work does, which at
@@ -105,10 +108,13 @@ func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 			}
 		}
 	}
+	// The product's invocations are its occupancy: the dequantization's (one per 8 weights)
+	// would make a product of few workgroups look as busy as the copy.
 	l := &Launch{
 		Steps:   append([]Step{{Kernel: dq, Grid: grid, Bindings: []Operand{from, to}}}, prod.Steps...),
 		Scratch: append(slices.Clone(prod.Scratch), g.n*g.k*2),
 		Sync:    prod.Sync, InPlace: prod.InPlace, Matrix: true,
+		Occupancy: prod.Steps[0].Invocations(),
 	}
 	// The weights are rounded to f16 as matmul_coop rounds them (coopRoundings counts it);
 	// rmsnorm's W⊙gamma is rounded again as the product stages the copy.

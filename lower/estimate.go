@@ -47,8 +47,8 @@ func ModelFor(fp plan.Fingerprint) DeviceModel {
 }
 
 // Estimate is the roofline time of a launch: max(bytes/bandwidth, flops/peak, with the matrix peak
-// for a launch on cooperative matrices), divided by the launch's occupancy (its largest step's
-// invocations over dev.Lanes, at most 1), plus the fixed cost of each dispatch (and of a barrier
+// times the launch's MatrixRate for a launch on cooperative matrices), divided by the launch's
+// occupancy (its Occupancy, else its largest step's invocations, over dev.Lanes, at most 1), plus the fixed cost of each dispatch (and of a barrier
 // between consecutive steps). Extraction uses it as a static cost.
 //
 //	t := lower.Estimate(launch, lower.ModelFor(fingerprint))
@@ -62,7 +62,11 @@ func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {
 	mem := l.Bytes / dev.Bandwidth
 	alu := l.Flops / dev.Flops
 	if l.Matrix && dev.MatrixFlops > 0 {
-		alu = l.Flops / dev.MatrixFlops
+		rate := dev.MatrixFlops
+		if l.MatrixRate > 0 {
+			rate *= l.MatrixRate
+		}
+		alu = l.Flops / rate
 	}
 	occ := 1.0
 	if dev.Lanes > 0 {

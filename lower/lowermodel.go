@@ -669,21 +669,15 @@ func staticChoice(p *kernels.Problem, caps kernels.Caps, dev DeviceModel) (*kern
 		be   time.Duration
 		errs []string
 	)
-	// Templates marked MeasuredOnly only where no other builds the problem.
-	for _, measuredOnly := range []bool{false, true} {
-		for _, t := range ts {
-			if t.MeasuredOnly != measuredOnly || measuredOnly && bl != nil {
-				continue
-			}
-			ln, cfg, err := kernels.Build(t, p, caps)
-			if err != nil {
-				errs = append(errs, err.Error())
-				continue
-			}
-			est := Estimate(ln, dev)
-			if bl == nil || better(est, ln, be, bl, caps.CPU) {
-				bt, bc, bl, be = t, cfg, ln, est
-			}
+	for _, t := range ts {
+		ln, cfg, err := kernels.Build(t, p, caps)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		est := Estimate(ln, dev)
+		if bl == nil || better(est, ln, be, bl, caps.CPU) {
+			bt, bc, bl, be = t, cfg, ln, est
 		}
 	}
 	if bl == nil {
@@ -710,16 +704,15 @@ func better(est time.Duration, ln *kernels.Launch, cur time.Duration, curL *kern
 	return invocations(ln) > invocations(curL)
 }
 
-// invocations is the largest number of invocations one step of the launch starts.
+// invocations is the number of invocations that do the launch's work: its Occupancy where it
+// says, else the largest number one step starts.
 func invocations(l *kernels.Launch) float64 {
+	if l.Occupancy > 0 {
+		return l.Occupancy
+	}
 	most := 0.0
 	for _, st := range l.Steps {
-		n := float64(st.Grid[0]) * float64(st.Grid[1]) * float64(st.Grid[2])
-		if st.Kernel != nil {
-			wg := st.Kernel.WorkgroupSizeFor(st.Spec)
-			n *= float64(wg[0]) * float64(wg[1]) * float64(wg[2])
-		}
-		most = max(most, n)
+		most = max(most, st.Invocations())
 	}
 	return most
 }
