@@ -37,7 +37,7 @@ func TestQuantPrefillAtCapacity(t *testing.T) {
 	}
 	for _, name := range []string{"llama-tiny/llama-tiny-Q4_K_M", "llama-tiny/llama-tiny-Q6_K", "llama-tiny/llama-tiny-Q8_0"} {
 		t.Run(name[len("llama-tiny/"):], func(t *testing.T) {
-			path, _ := oracles.LlamaCpp(t, name)
+			path := oracles.File(t, "llamacpp", name+".gguf")
 			dir := t.TempDir()
 			const n = 144
 			im, err := importer.ImportGGUF(path, importer.GGUFOptions{Ctx: 160, Prefill: n, YAMLDir: dir})

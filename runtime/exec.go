@@ -35,6 +35,10 @@ type LoadOptions struct {
 	// its candidates and with tuning, so a kernel is compiled once). The executable does not
 	// destroy them; they must outlive it.
 	Pipelines func(k Kernel) (*Pipeline, error)
+	// Weights, when set, shares the weight region with the other loads through it of plans
+	// that hold the same weights (WeightShare): a measured selection's candidates upload them
+	// once. The executable does not free a shared region; the share must outlive it.
+	Weights *WeightShare
 }
 
 // Executable is a plan loaded on a device. Runs of its functions share the weights, the state
@@ -44,6 +48,7 @@ type Executable struct {
 	plan *plan.Plan
 
 	weights, state, arena regionBuffers
+	sharedWeights         bool        // the weights are a WeightShare's (LoadOptions.Weights): Close leaves them
 	pipes                 []*Pipeline // by plan module index (deduplicated modules share one)
 	ownPipes              []*Pipeline
 	fns                   map[string]*execFunction
@@ -168,7 +173,7 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 		rb    *regionBuffers
 		size  uint64
 		split plan.Split
-	}{{"weights", &e.weights, p.Weights.Size, p.Weights.Split}, {"state", &e.state, p.StateSize, p.StateSplit}, {"arena", &e.arena, p.Arena.Size, p.Arena.Split}} {
+	}{{"state", &e.state, p.StateSize, p.StateSplit}, {"arena", &e.arena, p.Arena.Size, p.Arena.Split}} {
 		if err := r.rb.alloc(d, r.size, r.split); err != nil {
 			return nil, fmt.Errorf("load plan of %s: %s: %w", p.Model, r.what, err)
 		}
@@ -180,20 +185,33 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			}
 		}
 	}
-	if p.Weights.Source != nil {
-		w, err := p.LoadWeights(opts.PlanPath)
-		if err != nil {
-			return nil, fmt.Errorf("load plan of %s: %w", p.Model, err)
+	upload := func(rb *regionBuffers) error {
+		if err := rb.alloc(d, p.Weights.Size, p.Weights.Split); err != nil {
+			return fmt.Errorf("load plan of %s: weights: %w", p.Model, err)
 		}
-		if err := e.weights.upload(d, 0, w); err != nil {
-			return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+		if p.Weights.Source != nil {
+			w, err := p.LoadWeights(opts.PlanPath)
+			if err != nil {
+				return fmt.Errorf("load plan of %s: %w", p.Model, err)
+			}
+			if err := rb.upload(d, 0, w); err != nil {
+				return fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+			}
+		} else if err := p.Weights.Spans(16<<20, func(off uint64, b []byte) error {
+			// A plan fresh from the compiler holds its weights in pieces (plan.Weights.Pieces):
+			// they are uploaded from where they are in staging-sized runs, not assembled first.
+			return rb.upload(d, off, b)
+		}); err != nil {
+			return fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
 		}
-	} else if err := p.Weights.Spans(16<<20, func(off uint64, b []byte) error {
-		// A plan fresh from the compiler holds its weights in pieces (plan.Weights.Pieces):
-		// they are uploaded from where they are in staging-sized runs, not assembled first.
-		return e.weights.upload(d, off, b)
-	}); err != nil {
-		return nil, fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
+		return nil
+	}
+	if opts.Weights != nil {
+		if err := opts.Weights.weights(d, e, p, upload); err != nil {
+			return nil, err
+		}
+	} else if err := upload(&e.weights); err != nil {
+		return nil, err
 	}
 	if err := e.resetState(); err != nil {
 		return nil, err
@@ -748,9 +766,11 @@ func (e *Executable) Close() error {
 	for _, pl := range e.ownPipes {
 		pl.Close()
 	}
-	for _, r := range []*regionBuffers{&e.weights, &e.state, &e.arena} {
-		r.free()
+	if !e.sharedWeights {
+		e.weights.free()
 	}
+	e.state.free()
+	e.arena.free()
 	return nil
 }
 

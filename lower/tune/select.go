@@ -1563,6 +1563,20 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	if dl, ok := ctx.Deadline(); ok {
 		reserve = time.Until(dl) / 3
 	}
+	if opts.Load.Weights == nil {
+		// The candidates of the functions upload the model's weights once (a check's load
+		// uploaded them all again: 0.09-0.16 s of SmolLM2's checks on the H100), freed when
+		// every candidate's executable is closed (after a timing the deadline abandoned, too).
+		share := runtime.NewWeightShare()
+		opts.Load.Weights = share
+		defer func() {
+			if opts.Guard.Abandoned() {
+				go func() { opts.Guard.Wait(); share.Close() }()
+				return
+			}
+			share.Close()
+		}()
+	}
 	ss := make([]*selecting, len(fns))
 	cs := make([][]SelectCandidate, len(fns))
 	if opts.Prefetch != nil {
