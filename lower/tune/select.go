@@ -1156,6 +1156,9 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 		return nil, weights, prog, "load: " + err.Error()
 	}
 	phase("loaded")
+	if opts.Load.Weights != nil {
+		phases[len(phases)-1] += fmt.Sprintf(" (%d weight regions shared)", opts.Load.Weights.Regions())
+	}
 	bad := func(msg string) (*runtime.Executable, uint64, string, string) {
 		exe.Close()
 		return nil, weights, prog, msg
