@@ -1,10 +1,13 @@
 package lower
 
 import (
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
 )
 
 // ─── One layout of each weight for every function ───────────────────────────────────────────
@@ -103,16 +106,59 @@ func merges(fns []*ir.Function) []mergeSet {
 // adoptMerges returns fns with each function's unmerged linears merged as another function of
 // the plan merged them (see the comment above); functions with nothing to adopt are returned as
 // they are.
-func adoptMerges(fns []*ir.Function) []*ir.Function {
+func adoptMerges(fns []*ir.Function, est estimator) []*ir.Function {
 	ms := merges(fns)
 	if len(ms) == 0 {
 		return fns
 	}
-	out := make([]*ir.Function, len(fns))
-	for i, f := range fns {
-		out[i] = adoptIn(f, ms)
+	out := slices.Clone(fns)
+	var adopt []mergeSet
+	for _, s := range ms {
+		if est != nil && unmergeAll(out, s, est) {
+			continue
+		}
+		adopt = append(adopt, s)
+	}
+	for i, f := range out {
+		out[i] = adoptIn(f, adopt)
 	}
 	return out
+}
+
+// unmergeAll gives merge s up in every function of fns that made it (in place) when that is
+// estimated cheaper than the others adopting it, and every such function can; it reports
+// whether it did.
+func unmergeAll(fns []*ir.Function, s mergeSet, est estimator) bool {
+	var adopt, unmerge time.Duration
+	adopters := false
+	for _, f := range fns {
+		if d, ok := adoptCost(f, s, est); ok {
+			adopt, adopters = adopt+d, true
+		}
+		if hasMerge(f, s) {
+			d, ok := unmergeCost(f, s, est)
+			if !ok {
+				return false
+			}
+			unmerge += d
+		}
+	}
+	if !adopters || unmerge >= adopt {
+		return false
+	}
+	next := slices.Clone(fns)
+	for i, f := range fns {
+		if !hasMerge(f, s) {
+			continue
+		}
+		g, ok := unmergeIn(f, s)
+		if !ok {
+			return false
+		}
+		next[i] = g
+	}
+	copy(fns, next)
+	return true
 }
 
 // sibling identifies linears that a merge may join: the op, its input, and for rmsnorm_linear
@@ -340,4 +386,303 @@ func replaceNode(replace map[ir.Value]ir.Value, n, c *ir.Node) {
 	for i := range n.Outs {
 		replace[ir.Value{Node: n, Out: i}] = ir.Value{Node: c, Out: i}
 	}
+}
+
+// ─── Or the other way: the merging functions give the merge up ──────────────────────────────
+//
+// Adopting a merge is not always free: on a GPU with cooperative matrices a prefill's product of
+// Llama-3.1-8B's merged gate and up projections (28672×4096 in Q4_K) is too large for
+// matmul_coop_dq's f16 copy and ran on matmul_coop at 19 TFLOP/s, where the two products apart
+// run on matmul_coop_dq at 80-100 (H100), while decode, which merged them, saves one launch of
+// a few microseconds by the merge. adoptMerges weighs the two ways by the static estimates of the
+// products (the launches' roofline times, lower.Estimate) and takes the cheaper: the functions
+// without the merge adopt it, or the functions with it give it up (unmergeIn). Either way every
+// function reads one layout of each weight.
+
+// estimator gives a product's static estimate (its static choice's roofline time).
+type estimator func(op ir.Op, attrs ir.Attrs, args []ir.Type) (time.Duration, bool)
+
+// staticEstimator estimates products as lowering's static choice would build them on caps and
+// dev, memoised by problem.
+func staticEstimator(caps kernels.Caps, dev DeviceModel) estimator {
+	memo := map[string]time.Duration{}
+	return func(op ir.Op, attrs ir.Attrs, args []ir.Type) (time.Duration, bool) {
+		attrs, outs, err := ir.Infer(op, attrs, args)
+		if err != nil {
+			return 0, false
+		}
+		p := &kernels.Problem{Op: op, Attrs: attrs, Args: args, Outs: outs, NumOpArgs: len(args)}
+		k := p.Key()
+		if e, ok := memo[k]; ok {
+			return e, e > 0
+		}
+		_, _, _, e, err := staticChoice(p, caps, dev)
+		if err != nil {
+			e = 0
+		}
+		memo[k] = e
+		return e, e > 0
+	}
+}
+
+// partArgs are the argument types of a merged product's part i: its weight (and bias) the i-th
+// parameter of the concatenations.
+func partArgs(n *ir.Node, i int) []ir.Type {
+	w := weightArg(n)
+	var ts []ir.Type
+	for j, a := range n.Args {
+		switch {
+		case j == w:
+			ts = append(ts, a.Node.Args[i].Type())
+		case n.Op == ir.Linear && j == 2:
+			ts = append(ts, a.Node.Args[i].Type())
+		default:
+			ts = append(ts, a.Type())
+		}
+	}
+	return ts
+}
+
+// adoptCost is what adopting merge s costs f (negative: it gains), from its unmerged products;
+// ok false when f has none to adopt or an estimate is missing.
+func adoptCost(f *ir.Function, s mergeSet, est estimator) (time.Duration, bool) {
+	byWeight := map[string]*ir.Node{}
+	for _, n := range f.Nodes {
+		if w := weightArg(n); w >= 0 && n.Args[w].Node.Op == ir.Param {
+			byWeight[n.Args[w].Node.Name] = n
+		}
+	}
+	var parts time.Duration
+	var first *ir.Node
+	var wts, bts []ir.Type
+	for i, w := range s.weights {
+		n := byWeight[w]
+		if n == nil || first != nil && (n.Op != first.Op || n.Args[0] != first.Args[0]) {
+			return 0, false
+		}
+		if first == nil {
+			first = n
+		}
+		e, ok := est(n.Op, n.Attrs, argTypes(n))
+		if !ok {
+			return 0, false
+		}
+		parts += e
+		wts = append(wts, n.Args[weightArg(n)].Type())
+		if len(s.biases) > 0 {
+			if n.Op != ir.Linear || len(n.Args) != 3 || n.Args[2].Node.Name != s.biases[i] {
+				return 0, false
+			}
+			bts = append(bts, n.Args[2].Type())
+		}
+	}
+	args := argTypes(first)
+	var err error
+	if args[weightArg(first)], err = concatType(wts); err != nil {
+		return 0, false
+	}
+	if len(bts) > 0 {
+		if args[2], err = concatType(bts); err != nil {
+			return 0, false
+		}
+	}
+	merged, ok := est(first.Op, first.Attrs, args)
+	if !ok {
+		return 0, false
+	}
+	return merged - parts, true
+}
+
+// unmergeCost is what giving up merge s costs f (negative: it gains), from its merged products;
+// ok false when f has none or an estimate is missing.
+func unmergeCost(f *ir.Function, s mergeSet, est estimator) (time.Duration, bool) {
+	var d time.Duration
+	found := false
+	for _, n := range f.Nodes {
+		if !isMerge(n, s) {
+			continue
+		}
+		merged, ok := est(n.Op, n.Attrs, argTypes(n))
+		if !ok {
+			return 0, false
+		}
+		d -= merged
+		for i := range s.weights {
+			e, ok := est(n.Op, n.Attrs, partArgs(n, i))
+			if !ok {
+				return 0, false
+			}
+			d += e
+		}
+		found = true
+	}
+	return d, found
+}
+
+// hasMerge reports whether f has a product over merge s's concatenations.
+func hasMerge(f *ir.Function, s mergeSet) bool {
+	return slices.ContainsFunc(f.Nodes, func(n *ir.Node) bool { return isMerge(n, s) })
+}
+
+// isMerge reports whether n is a product over merge s's concatenations.
+func isMerge(n *ir.Node, s mergeSet) bool {
+	w := weightArg(n)
+	if w < 0 || len(n.Outs) != 1 || strings.Join(paramConcat(n.Args[w]), ",") != strings.Join(s.weights, ",") {
+		return false
+	}
+	if len(s.biases) == 0 {
+		return !(n.Op == ir.Linear && len(n.Args) == 3)
+	}
+	return n.Op == ir.Linear && len(n.Args) == 3 && strings.Join(paramConcat(n.Args[2]), ",") == strings.Join(s.biases, ",")
+}
+
+func argTypes(n *ir.Node) []ir.Type {
+	ts := make([]ir.Type, len(n.Args))
+	for i, a := range n.Args {
+		ts[i] = a.Type()
+	}
+	return ts
+}
+
+func concatType(ts []ir.Type) (ir.Type, error) {
+	_, outs, err := ir.Infer(ir.Concat, ir.Attrs{"axis": 0}, ts)
+	if err != nil {
+		return ir.Type{}, err
+	}
+	return outs[0], nil
+}
+
+// unmergeIn returns f with every product over merge s's concatenations replaced by one product
+// per parameter, each taking the place of the slice of the merged result that was its part; ok
+// false (f unchanged) where a merged result has another use than such slices.
+func unmergeIn(f *ir.Function, s mergeSet) (*ir.Function, bool) {
+	users := map[*ir.Node][]*ir.Node{}
+	for _, n := range f.Nodes {
+		for _, a := range n.Args {
+			users[a.Node] = append(users[a.Node], n)
+		}
+	}
+	exported := map[*ir.Node]bool{}
+	for _, o := range f.Outputs {
+		exported[o.Value.Node] = true
+	}
+	for _, u := range f.Updates {
+		exported[u.Value.Node] = true
+	}
+	nextID := 0
+	for _, n := range f.Nodes {
+		nextID = max(nextID, n.ID+1)
+	}
+	replace := map[ir.Value]ir.Value{}
+	insert := map[*ir.Node][]*ir.Node{}
+	drop := map[*ir.Node]bool{}
+	for _, m := range f.Nodes {
+		if !isMerge(m, s) {
+			continue
+		}
+		if exported[m] {
+			return f, false
+		}
+		var parts []*ir.Node
+		starts := map[[2]int]int{}
+		col := 0
+		for i := range s.weights {
+			args := append([]ir.Value(nil), m.Args...)
+			w := weightArg(m)
+			args[w] = m.Args[w].Node.Args[i]
+			if len(s.biases) > 0 {
+				args[2] = m.Args[2].Node.Args[i]
+			}
+			ts := make([]ir.Type, len(args))
+			for j, a := range args {
+				ts[j] = a.Type()
+			}
+			attrs, outs, err := ir.Infer(m.Op, m.Attrs, ts)
+			if err != nil {
+				return f, false
+			}
+			p := &ir.Node{ID: nextID, Op: m.Op, Args: args, Attrs: attrs, Outs: outs, Pos: m.Pos}
+			nextID++
+			cols := outs[0].Shape[outs[0].Shape.Rank()-1]
+			starts[[2]int{col, col + cols}] = i
+			col += cols
+			parts = append(parts, p)
+		}
+		rank := m.Outs[0].Shape.Rank()
+		for _, u := range users[m] {
+			ax := u.Attrs.Int("axis", 0)
+			if ax < 0 {
+				ax += rank
+			}
+			i, ok := starts[[2]int{u.Attrs.Int("start", 0), u.Attrs.Int("end", 0)}]
+			if u.Op != ir.Slice || ax != rank-1 || u.Attrs.Int("step", 1) != 1 || !ok || exported[u] && u.Name == "" {
+				return f, false
+			}
+			parts[i].Name = u.Name
+			replace[u.V()] = parts[i].V()
+			drop[u] = true
+		}
+		drop[m] = true
+		insert[m] = parts
+		for _, a := range m.Args {
+			if a.Node.Op == ir.Concat {
+				drop[a.Node] = true // dropped below unless another node reads it
+			}
+		}
+	}
+	if len(insert) == 0 {
+		return f, false
+	}
+	for c := range drop {
+		if c.Op != ir.Concat {
+			continue
+		}
+		for _, u := range users[c] {
+			if !drop[u] {
+				delete(drop, c)
+				break
+			}
+		}
+	}
+	sub := func(v ir.Value) ir.Value {
+		if r, ok := replace[v]; ok {
+			return r
+		}
+		return v
+	}
+	g := *f
+	g.Nodes = nil
+	for _, n := range f.Nodes {
+		if ps, ok := insert[n]; ok {
+			g.Nodes = append(g.Nodes, ps...)
+		}
+		if drop[n] {
+			continue
+		}
+		changed := false
+		for _, a := range n.Args {
+			if _, ok := replace[a]; ok {
+				changed = true
+			}
+		}
+		if changed {
+			c := *n
+			c.Args = make([]ir.Value, len(n.Args))
+			for i, a := range n.Args {
+				c.Args[i] = sub(a)
+			}
+			replaceNode(replace, n, &c)
+			n = &c
+		}
+		g.Nodes = append(g.Nodes, n)
+	}
+	g.Outputs = append([]ir.Output(nil), f.Outputs...)
+	for i := range g.Outputs {
+		g.Outputs[i].Value = sub(g.Outputs[i].Value)
+	}
+	g.Updates = append([]ir.StateUpdate(nil), f.Updates...)
+	for i := range g.Updates {
+		g.Updates[i].Value = sub(g.Updates[i].Value)
+	}
+	return &g, true
 }

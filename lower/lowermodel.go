@@ -103,7 +103,13 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 	if len(fns) == 0 {
 		fns = m.Functions
 	}
-	fns = adoptMerges(fns)
+	dev := opts.Model
+	if dev.Bandwidth == 0 {
+		dev = ModelFor(opts.Device)
+	}
+	if opts.Caps.MaxInvocations > 0 {
+		fns = adoptMerges(fns, staticEstimator(opts.Caps, dev))
+	}
 	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
 		weightByHash: map[uint64][]int{}, weightByID: map[string]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
 		moduleByKey: map[string]int{}, chosen: map[string]*choice{}, folds: opts.Folds}
