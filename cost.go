@@ -317,8 +317,16 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		// They evaluate one after another and share the weights in float64 (dropped with the
 		// last of them).
 		cache := interp.NewParamCache()
+		unfit := tune.ReferenceFits(m)
+		if unfit != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("no candidate graph is checked or timed: %v; each function keeps its static extraction, as --no-tune does (its kernels are still tuned)", unfit))
+		}
 		for _, f := range fns {
 			if e, ok := s.db.GetSelection(s.selectionKey(f)); ok && e.Reusable(opts.Budget) {
+				continue
+			}
+			if unfit != nil {
+				s.refs[f] = tune.NoReference(unfit.Error())
 				continue
 			}
 			at, err := f.At(tune.CheckAt(f))

@@ -309,3 +309,80 @@ functions:
 	}
 	return m, m.Function("a"), m.Function("b"), m.Function("b2")
 }
+
+// TestTunedCompileWithoutReference: where the interpreter could not hold the model's parameters
+// in float64 within the host memory limit (VKC_HOST_MEMORY, here between the weights' f32 bytes
+// and twice them), a tuned compile checks no candidate graph: it says so, keeps each function's
+// static extraction unchecked, and still tunes the kernels and writes a plan that matches the
+// interpreter. Before, the reference started anyway: a tuned compile of Llama-3.1-8B (64 GB of
+// float64 parameters) on a machine of 24 GiB was killed by the kernel.
+func TestTunedCompileWithoutReference(t *testing.T) {
+	d := device(t)
+	const src = `
+model: wide
+dims: {rows: 4, d: 48, layers: 6}
+weights: {init: random, seed: 5, scale: 0.2}
+params:
+  w.{i}: [d, d]
+functions:
+  f:
+    inputs:
+      x: f32[rows, d]
+    outputs:
+      y: f32[rows, d]
+    body:
+      - h = x
+      - repeat i in 0..layers:
+        - h = relu(linear(h, w.{i}))
+      - y = h
+`
+	m, err := ir.ParseModelBytes("wide.yaml", []byte(src), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]*ir.Tensor{"x": ir.NewTensor(ir.T(ir.F32, 4, 48))}
+	for i := range 4 * 48 {
+		in["x"].SetFloat64(i, float64(i%9)/4-1)
+	}
+	want, _, err := interp.Run(m, "f", in, nil) // before the limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The f32 weights take 54 KiB, a product's reference 18 KiB of float64 weights, the
+	// function's 108 KiB.
+	t.Setenv("VKC_HOST_MEMORY", "80KiB")
+	if err := tune.ReferenceFits(m); err == nil {
+		t.Fatal("ReferenceFits: nil under a limit of 80 KiB")
+	}
+	p, rep, err := Compile(context.Background(), m, Options{Tune: true, Budget: 5 * time.Second, TuneDB: filepath.Join(t.TempDir(), "db.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	if !strings.Contains(notes, "no candidate graph is checked or timed") || !strings.Contains(notes, "float64") {
+		t.Errorf("the report does not say why nothing was checked:\n%s", notes)
+	}
+	if len(rep.Selections) == 0 {
+		t.Error("no selection reported")
+	}
+	for _, sel := range rep.Selections {
+		if !strings.Contains(sel, "float64") || !strings.Contains(sel, "the static extraction stands unchecked") {
+			t.Errorf("selection: want the static extraction, unchecked for want of memory:\n%s", sel)
+		}
+	}
+	exe := roundTrip(t, d, p)
+	pf := p.Function("f")
+	bin, err := Inputs(pf, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := exe.Run(context.Background(), "f", bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Outputs(pf, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "y", got["y"], want["y"])
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
 	"github.com/vkc-project/vkc/plan"
@@ -197,6 +198,34 @@ type Reference struct {
 	inputs map[string]*ir.Tensor
 	want   map[string]*ir.Tensor
 	err    error
+	// unavailable, when set, says why no reference is evaluated (NoReference): the selection
+	// keeps the static extraction unchecked instead of failing.
+	unavailable string
+}
+
+// NoReference is a reference that is not evaluated, for why: a selection that finds it keeps
+// its function's static extraction unchecked, as the static path takes it.
+func NoReference(why string) *Reference {
+	r := &Reference{done: make(chan struct{}), unavailable: why}
+	close(r.done)
+	return r
+}
+
+// ReferenceFits returns nil when the interpreter can evaluate m's functions within the host
+// memory limit, else why not: the interpreter holds every parameter it reads in float64, 8
+// bytes an element whatever the weight's dtype (Llama-3.1-8B's: 64 GB, for a file of 4.6 GB;
+// a tuned compile of it on a machine of 24 GiB was killed by the kernel for want of memory).
+func ReferenceFits(m *ir.Model) error {
+	var need uint64
+	for _, p := range m.Params {
+		e, ok := p.Type.Shape.CheckedElements()
+		if !ok {
+			need = math.MaxUint64
+			break
+		}
+		need += 8 * uint64(e)
+	}
+	return hostmem.Check(fmt.Sprintf("the interpreter's reference of %s holds its parameters in float64", m.Name), need)
 }
 
 // references lets one reference evaluation run at a time: each uses every core already
@@ -480,8 +509,12 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	opts, sel, cands, ref := s.opts, s.sel, s.cands, s.ref
 	outer := cmp.Or(opts.outer, ctx)
 	r := opts.References[ref]
-	if r == nil || r.seed != opts.Seed {
+	if r == nil || r.seed != opts.Seed && r.unavailable == "" {
 		r = StartReference(s.m, ref, opts.Seed, nil)
+	}
+	if r.unavailable != "" && s.static {
+		s.sel, s.done = uncheckedStatic(sel, cands, r.unavailable, "no reference to check it against"), true
+		return nil
 	}
 	select {
 	case <-r.done:
@@ -490,7 +523,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 		// static extraction (the static path's choice) stands. Without one, the selection
 		// waits for the reference and checks until a candidate is valid.
 		if s.static {
-			s.sel, s.done = uncheckedStatic(sel, cands, "the interpreter's reference was not ready before the budget ran out"), true
+			s.sel, s.done = uncheckedStatic(sel, cands, "the interpreter's reference was not ready before the budget ran out", "the budget ran out"), true
 			return nil
 		}
 	}
@@ -665,7 +698,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 			checked = checked || !strings.HasPrefix(r.Reason, notChecked)
 		}
 		if !checked && static {
-			s.sel, s.done = uncheckedStatic(sel, cands, "the budget ran out before a candidate was checked"), true
+			s.sel, s.done = uncheckedStatic(sel, cands, "the budget ran out before a candidate was checked", "the budget ran out"), true
 			return nil
 		}
 		return fmt.Errorf("select %s: no candidate is valid: %s", ref.Name, strings.Join(why, "; "))
@@ -1092,11 +1125,11 @@ func ReplacesAt(at []LengthTimes) (bool, string) {
 // uncheckedStatic makes sel's winner the static candidate (else the first) without a check: the
 // budget left no time to check any. It is what the static path would run; the plan's kernels
 // are still the tuner's, each checked when it was measured.
-func uncheckedStatic(sel *Selection, cands []SelectCandidate, why string) *Selection {
+func uncheckedStatic(sel *Selection, cands []SelectCandidate, why, reason string) *Selection {
 	sel.Results = sel.Results[:0]
 	sel.Winner = 0
 	for i, c := range cands {
-		sel.Results = append(sel.Results, SelectResult{SelectCandidate: c, Reason: notChecked + ": the budget ran out"})
+		sel.Results = append(sel.Results, SelectResult{SelectCandidate: c, Reason: notChecked + ": " + reason})
 		if c.Static {
 			sel.Winner = i
 		}
