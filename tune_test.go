@@ -16,6 +16,7 @@ import (
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
 )
 
@@ -86,19 +87,7 @@ func TestCompileTuned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pf := p.Function("f")
-	bin, err := Inputs(pf, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := exe.Run(context.Background(), "f", bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Outputs(pf, res)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := runF(t, exe, p, in)
 	compare(t, "y", got["y"], want["y"])
 	compare(t, "s", got["s"], want["s"])
 
@@ -370,7 +359,12 @@ functions:
 			t.Errorf("selection: want the static extraction, unchecked for want of memory:\n%s", sel)
 		}
 	}
-	exe := roundTrip(t, d, p)
+	compare(t, "y", runF(t, roundTrip(t, d, p), p, in)["y"], want["y"])
+}
+
+// runF runs function f of the plan p, loaded as exe, on in and returns its outputs.
+func runF(t *testing.T, exe *runtime.Executable, p *plan.Plan, in map[string]*ir.Tensor) map[string]*ir.Tensor {
+	t.Helper()
 	pf := p.Function("f")
 	bin, err := Inputs(pf, in)
 	if err != nil {
@@ -384,5 +378,5 @@ functions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	compare(t, "y", got["y"], want["y"])
+	return got
 }

@@ -44,8 +44,8 @@ func init() {
 // runs. 128 MiB takes Llama-3.1-8B's gate, up and down projections (14336×4096, 112 MiB) but not
 // its merged gate/up (224 MiB): the 8B Q4_K_M plan then needs about 5.5 GiB of device memory, in
 // the memory issue's bound (file + KV cache + 10%: 5.59 GiB), where the merged copy would take
-// it past it. The extraction takes the gate and up products apart where the copy pays (the
-// H200 target's static prefill of an 8B-wide model does).
+// it past it. Lowering gives decode's merge of gate and up up where the prefill adopting it
+// would lose this template (lower/adopt.go).
 const coopDQScratch = 128 << 20
 
 // coopDQMinRows are the fewest rows (the capacity, for a run-time length) matmul_coop_dq takes:

@@ -326,12 +326,6 @@ func adoptIn(f *ir.Function, ms []mergeSet) *ir.Function {
 	}
 	g := *f
 	g.Nodes = nil
-	sub := func(v ir.Value) ir.Value {
-		if r, ok := replace[v]; ok {
-			return r
-		}
-		return v
-	}
 	hoisted := map[*ir.Node]bool{}
 	for _, n := range f.Nodes {
 		if hoisted[n] {
@@ -342,7 +336,7 @@ func adoptIn(f *ir.Function, ms []mergeSet) *ir.Function {
 			// the parameters of a concatenation may come later in the graph (each before its
 			// own linear): they move up, which their having no arguments allows.
 			for i, a := range m.Args {
-				m.Args[i] = sub(a)
+				m.Args[i] = subst(replace, a)
 				if a.Node.Op == ir.Param && pos[a.Node] > pos[n] && !hoisted[a.Node] {
 					hoisted[a.Node] = true
 					g.Nodes = append(g.Nodes, a.Node)
@@ -353,32 +347,45 @@ func adoptIn(f *ir.Function, ms []mergeSet) *ir.Function {
 		if _, gone := replace[n.V()]; gone && len(n.Outs) == 1 {
 			continue
 		}
-		changed := false
-		for _, a := range n.Args {
-			if _, ok := replace[a]; ok {
-				changed = true
-			}
-		}
-		if changed {
-			c := *n
-			c.Args = make([]ir.Value, len(n.Args))
-			for i, a := range n.Args {
-				c.Args[i] = sub(a)
-			}
-			replaceNode(replace, n, &c)
-			n = &c
-		}
-		g.Nodes = append(g.Nodes, n)
+		g.Nodes = append(g.Nodes, rewired(n, replace))
 	}
+	rewireExports(&g, f, replace)
+	return &g
+}
+
+// rewired returns n with the arguments replace names substituted: a copy, recorded in replace
+// as n's replacement, or n itself where none is.
+func rewired(n *ir.Node, replace map[ir.Value]ir.Value) *ir.Node {
+	if !slices.ContainsFunc(n.Args, func(a ir.Value) bool { _, ok := replace[a]; return ok }) {
+		return n
+	}
+	c := *n
+	c.Args = make([]ir.Value, len(n.Args))
+	for i, a := range n.Args {
+		c.Args[i] = subst(replace, a)
+	}
+	replaceNode(replace, n, &c)
+	return &c
+}
+
+// rewireExports gives g f's outputs and state updates, with the values replace names substituted.
+func rewireExports(g, f *ir.Function, replace map[ir.Value]ir.Value) {
 	g.Outputs = append([]ir.Output(nil), f.Outputs...)
 	for i := range g.Outputs {
-		g.Outputs[i].Value = sub(g.Outputs[i].Value)
+		g.Outputs[i].Value = subst(replace, g.Outputs[i].Value)
 	}
 	g.Updates = append([]ir.StateUpdate(nil), f.Updates...)
 	for i := range g.Updates {
-		g.Updates[i].Value = sub(g.Updates[i].Value)
+		g.Updates[i].Value = subst(replace, g.Updates[i].Value)
 	}
-	return &g
+}
+
+// subst is v, or what replace says replaces it.
+func subst(replace map[ir.Value]ir.Value, v ir.Value) ir.Value {
+	if r, ok := replace[v]; ok {
+		return r
+	}
+	return v
 }
 
 // replaceNode records that node c replaces n: every value of n is now c's.
@@ -644,12 +651,6 @@ func unmergeIn(f *ir.Function, s mergeSet) (*ir.Function, bool) {
 			}
 		}
 	}
-	sub := func(v ir.Value) ir.Value {
-		if r, ok := replace[v]; ok {
-			return r
-		}
-		return v
-	}
 	g := *f
 	g.Nodes = nil
 	for _, n := range f.Nodes {
@@ -659,30 +660,8 @@ func unmergeIn(f *ir.Function, s mergeSet) (*ir.Function, bool) {
 		if drop[n] {
 			continue
 		}
-		changed := false
-		for _, a := range n.Args {
-			if _, ok := replace[a]; ok {
-				changed = true
-			}
-		}
-		if changed {
-			c := *n
-			c.Args = make([]ir.Value, len(n.Args))
-			for i, a := range n.Args {
-				c.Args[i] = sub(a)
-			}
-			replaceNode(replace, n, &c)
-			n = &c
-		}
-		g.Nodes = append(g.Nodes, n)
+		g.Nodes = append(g.Nodes, rewired(n, replace))
 	}
-	g.Outputs = append([]ir.Output(nil), f.Outputs...)
-	for i := range g.Outputs {
-		g.Outputs[i].Value = sub(g.Outputs[i].Value)
-	}
-	g.Updates = append([]ir.StateUpdate(nil), f.Updates...)
-	for i := range g.Updates {
-		g.Updates[i].Value = sub(g.Updates[i].Value)
-	}
+	rewireExports(&g, f, replace)
 	return &g, true
 }

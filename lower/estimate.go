@@ -48,8 +48,9 @@ func ModelFor(fp plan.Fingerprint) DeviceModel {
 
 // Estimate is the roofline time of a launch: max(bytes/bandwidth, flops/peak, with the matrix peak
 // times the launch's MatrixRate for a launch on cooperative matrices), divided by the launch's
-// occupancy (its Occupancy, else its largest step's invocations, over dev.Lanes, at most 1), plus the fixed cost of each dispatch (and of a barrier
-// between consecutive steps). Extraction uses it as a static cost.
+// occupancy (its Occupancy, else its largest step's invocations, over dev.Lanes, at most 1),
+// plus the fixed cost of each dispatch (and of a barrier between consecutive steps). Extraction
+// uses it as a static cost.
 //
 //	t := lower.Estimate(launch, lower.ModelFor(fingerprint))
 func Estimate(l *kernels.Launch, dev DeviceModel) time.Duration {

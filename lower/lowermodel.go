@@ -110,14 +110,11 @@ func lowerModel(m *ir.Model, fns []*ir.Function, opts Options) (*plan.Plan, *Rep
 	if opts.Caps.MaxInvocations > 0 {
 		fns = adoptMerges(fns, staticEstimator(opts.Caps, dev))
 	}
-	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: opts.Model,
+	l := &lowerer{m: m, opts: opts, caps: opts.Caps, dev: dev,
 		weightByHash: map[uint64][]int{}, weightByID: map[string]int{}, weightByName: map[string]int{}, stateIndex: map[string]int{},
 		moduleByKey: map[string]int{}, chosen: map[string]*choice{}, folds: opts.Folds}
 	if l.folds == nil {
 		l.folds = NewFoldCache()
-	}
-	if l.dev.Bandwidth == 0 {
-		l.dev = ModelFor(opts.Device)
 	}
 	l.align = uint64(max(l.caps.MinStorageOffsetAlign, 16))
 	if l.caps.MaxInvocations == 0 {
