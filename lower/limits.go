@@ -96,6 +96,13 @@ func checkDeviceLimits(p *plan.Plan, weights, state uint64, c kernels.Caps) erro
 					}
 					if e := limit(what, r.Range, c.MaxBindingRange, "maxStorageBufferRange"); e != nil && err == nil {
 						err = e
+						if l := f.Length; l != nil && l.Max > 1 && r.Range > 0 {
+							// Most of a function's buffers grow with its rows: fewer fit.
+							if fit := uint64(l.Max) * c.MaxBindingRange / r.Range; fit >= uint64(l.Min) && fit >= 1 {
+								err = fmt.Errorf("%w; function %s takes up to %d rows (%s), and about %d would fit: give it fewer (vkc import --prefill %d for an imported model, else the dimension in model.yaml)",
+									e, f.Name, l.Max, l.Name, fit, fit)
+							}
+						}
 					}
 				}
 			}

@@ -73,3 +73,35 @@ func TestDeviceLimitsAtCompileTime(t *testing.T) {
 		t.Errorf("a weight region of %d bytes in one buffer of at most %d", p.Weights.Size, caps.MaxAllocation)
 	}
 }
+
+// TestDeviceLimitsSayWhatFits: a binding past maxStorageBufferRange in a function with a run-time
+// length says how many rows would fit (lavapipe's 128 MiB holds 261 rows of a 128256-token
+// vocabulary's f32 logits, where an 8B import asked for 512). Here x of 64 rows is 64 KiB under a
+// 32 KiB range: 32 rows fit.
+func TestDeviceLimitsSayWhatFits(t *testing.T) {
+	const src = `
+model: rows
+dims: {d: 256}
+weights: {init: random, seed: 1}
+params:
+  w: [d, d]
+functions:
+  f:
+    dims: {seq: 1..64}
+    inputs:
+      x: f32[seq, d]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
+`
+	m, err := ir.ParseModelBytes("rows.yaml", []byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := kernels.Lavapipe
+	caps.MaxBindingRange = 32 << 10
+	_, _, err = lower.Lower(m, m.Functions, lower.Options{Caps: caps, CompilerVersion: "t"})
+	if want := "function f takes up to 64 rows (seq), and about 32 would fit"; !errors.Is(err, lower.ErrDeviceLimit) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v\nwant ErrDeviceLimit with %q", err, want)
+	}
+}
