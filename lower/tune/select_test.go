@@ -858,3 +858,57 @@ func TestPrefetchCandidatesOrder(t *testing.T) {
 		t.Errorf("lowered %v after the context ended", order)
 	}
 }
+
+// TestSelectKeepsReserveForEarlierRounds: once a function checked before has candidates to time
+// and less than the reserve is left, a later function keeps its static extraction unchecked
+// rather than spend the rounds' time confirming what the static path takes. Here the load of
+// forward's second candidate takes 4.5 s (as a check waiting for its pipelines did on the H100)
+// of a 6 s selection whose reserve is 2 s: forward_alt is then not checked, and forward is timed.
+func TestSelectKeepsReserveForEarlierRounds(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	warmKernels(t, d, m, lowerFn)
+	slow := 0 // 1: the next load waits
+	newKernels := func(p *plan.Plan) int {
+		if p.Functions[0].Name == "forward_relu2" && slow == 0 {
+			slow = 1
+		}
+		return 0
+	}
+	var pipes []*runtime.Pipeline
+	defer func() {
+		for _, pl := range pipes {
+			pl.Close()
+		}
+	}()
+	pipeline := func(k runtime.Kernel) (*runtime.Pipeline, error) {
+		if slow == 1 {
+			slow = 2
+			time.Sleep(4500 * time.Millisecond)
+		}
+		pl, err := d.NewPipeline(k)
+		if err == nil {
+			pipes = append(pipes, pl)
+		}
+		return pl, err
+	}
+	cands := func(f *ir.Function) ([]SelectCandidate, error) {
+		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "other"}}, nil
+	}
+	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
+	var trace bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")}, cands, lowerFn,
+		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
+			Load: runtime.LoadOptions{Pipelines: pipeline}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sels[0].Rounds < 1 || !sels[0].Results[1].Valid {
+		t.Errorf("forward: want its two candidates checked and timed:\n%s\n%s", sels[0], trace.String())
+	}
+	if r := sels[1].Results[0]; r.Valid || !strings.Contains(sels[1].Why, "kept for timing the candidates of the functions checked before it") {
+		t.Errorf("forward_alt: want its static extraction unchecked, the time kept for forward's rounds:\n%s\n%s", sels[1], trace.String())
+	}
+}
