@@ -69,24 +69,34 @@ func weightArg(n *ir.Node) int {
 	return -1
 }
 
+// mergeOf returns the merge n is a product over: a linear or rmsnorm_linear whose weight (and
+// bias, if any) concatenates parameters.
+func mergeOf(n *ir.Node) (mergeSet, bool) {
+	w := weightArg(n)
+	if w < 0 {
+		return mergeSet{}, false
+	}
+	s := mergeSet{weights: paramConcat(n.Args[w])}
+	if s.weights == nil {
+		return mergeSet{}, false
+	}
+	if n.Op == ir.Linear && len(n.Args) == 3 {
+		if s.biases = paramConcat(n.Args[2]); len(s.biases) != len(s.weights) {
+			return mergeSet{}, false
+		}
+	}
+	return s, true
+}
+
 // merges lists the merges of fns, largest first (then by key, for determinism).
 func merges(fns []*ir.Function) []mergeSet {
 	seen := map[string]bool{}
 	var out []mergeSet
 	for _, f := range fns {
 		for _, n := range f.Nodes {
-			w := weightArg(n)
-			if w < 0 {
+			s, ok := mergeOf(n)
+			if !ok {
 				continue
-			}
-			s := mergeSet{weights: paramConcat(n.Args[w])}
-			if s.weights == nil {
-				continue
-			}
-			if n.Op == ir.Linear && len(n.Args) == 3 {
-				if s.biases = paramConcat(n.Args[2]); len(s.biases) != len(s.weights) {
-					continue
-				}
 			}
 			if k := s.key(); !seen[k] {
 				seen[k] = true
@@ -432,22 +442,16 @@ func staticEstimator(caps kernels.Caps, dev DeviceModel) estimator {
 	}
 }
 
-// partArgs are the argument types of a merged product's part i: its weight (and bias) the i-th
+// partValues are the arguments of a merged product's part i: its weight (and bias) the i-th
 // parameter of the concatenations.
-func partArgs(n *ir.Node, i int) []ir.Type {
+func partValues(n *ir.Node, s mergeSet, i int) []ir.Value {
+	args := slices.Clone(n.Args)
 	w := weightArg(n)
-	var ts []ir.Type
-	for j, a := range n.Args {
-		switch {
-		case j == w:
-			ts = append(ts, a.Node.Args[i].Type())
-		case n.Op == ir.Linear && j == 2:
-			ts = append(ts, a.Node.Args[i].Type())
-		default:
-			ts = append(ts, a.Type())
-		}
+	args[w] = n.Args[w].Node.Args[i]
+	if len(s.biases) > 0 {
+		args[2] = n.Args[2].Node.Args[i]
 	}
-	return ts
+	return args
 }
 
 // adoptCost is what adopting merge s costs f (negative: it gains), from its unmerged products;
@@ -470,7 +474,7 @@ func adoptCost(f *ir.Function, s mergeSet, est estimator) (time.Duration, bool) 
 		if first == nil {
 			first = n
 		}
-		e, ok := est(n.Op, n.Attrs, argTypes(n))
+		e, ok := est(n.Op, n.Attrs, types(n.Args))
 		if !ok {
 			return 0, false
 		}
@@ -483,7 +487,7 @@ func adoptCost(f *ir.Function, s mergeSet, est estimator) (time.Duration, bool) 
 			bts = append(bts, n.Args[2].Type())
 		}
 	}
-	args := argTypes(first)
+	args := types(first.Args)
 	var err error
 	if args[weightArg(first)], err = concatType(wts); err != nil {
 		return 0, false
@@ -509,13 +513,13 @@ func unmergeCost(f *ir.Function, s mergeSet, est estimator) (time.Duration, bool
 		if !isMerge(n, s) {
 			continue
 		}
-		merged, ok := est(n.Op, n.Attrs, argTypes(n))
+		merged, ok := est(n.Op, n.Attrs, types(n.Args))
 		if !ok {
 			return 0, false
 		}
 		d -= merged
 		for i := range s.weights {
-			e, ok := est(n.Op, n.Attrs, partArgs(n, i))
+			e, ok := est(n.Op, n.Attrs, types(partValues(n, s, i)))
 			if !ok {
 				return 0, false
 			}
@@ -533,20 +537,15 @@ func hasMerge(f *ir.Function, s mergeSet) bool {
 
 // isMerge reports whether n is a product over merge s's concatenations.
 func isMerge(n *ir.Node, s mergeSet) bool {
-	w := weightArg(n)
-	if w < 0 || len(n.Outs) != 1 || strings.Join(paramConcat(n.Args[w]), ",") != strings.Join(s.weights, ",") {
-		return false
-	}
-	if len(s.biases) == 0 {
-		return !(n.Op == ir.Linear && len(n.Args) == 3)
-	}
-	return n.Op == ir.Linear && len(n.Args) == 3 && strings.Join(paramConcat(n.Args[2]), ",") == strings.Join(s.biases, ",")
+	m, ok := mergeOf(n)
+	return ok && len(n.Outs) == 1 && m.key() == s.key()
 }
 
-func argTypes(n *ir.Node) []ir.Type {
-	ts := make([]ir.Type, len(n.Args))
-	for i, a := range n.Args {
-		ts[i] = a.Type()
+// types are the values' types.
+func types(vs []ir.Value) []ir.Type {
+	ts := make([]ir.Type, len(vs))
+	for i, v := range vs {
+		ts[i] = v.Type()
 	}
 	return ts
 }
@@ -594,17 +593,8 @@ func unmergeIn(f *ir.Function, s mergeSet) (*ir.Function, bool) {
 		starts := map[[2]int]int{}
 		col := 0
 		for i := range s.weights {
-			args := append([]ir.Value(nil), m.Args...)
-			w := weightArg(m)
-			args[w] = m.Args[w].Node.Args[i]
-			if len(s.biases) > 0 {
-				args[2] = m.Args[2].Node.Args[i]
-			}
-			ts := make([]ir.Type, len(args))
-			for j, a := range args {
-				ts[j] = a.Type()
-			}
-			attrs, outs, err := ir.Infer(m.Op, m.Attrs, ts)
+			args := partValues(m, s, i)
+			attrs, outs, err := ir.Infer(m.Op, m.Attrs, types(args))
 			if err != nil {
 				return f, false
 			}
