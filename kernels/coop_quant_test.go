@@ -191,6 +191,36 @@ func TestCoopMatmulDQEmulated(t *testing.T) {
 	}
 }
 
+// TestCoopMatmulDQParts: a copy of B larger than matmul_coop_dq's scratch bound is made in
+// parts, each part's rows copied and then multiplied by the column blocks that read them. With
+// the bound lowered to 24 rows of 256 features, the form of the 8B's merged gate/up in an
+// import's prefill (rmsnorm_linear[act=f16] of an f32 x over Q4_K with interleaved gate and up
+// rows, silu(gate)·up: 48 rows) runs in parts against the interpreter: on the device's
+// cooperative matrices where it has them (at a point of column blocks of at most 24 rows), else
+// on emulated ones.
+func TestCoopMatmulDQParts(t *testing.T) {
+	caps := kerneltest.CapsOf(&emulationDevice(t).Info)
+	if len(caps.CoopShapes) == 0 {
+		caps = emulatedCaps(t)
+	}
+	const bound = 24 * 256 * 2
+	defer kernels.SetCoopDQScratch(bound)()
+	p := opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(ir.F32, 130, 256), ir.T(ir.F32, 256), ir.T(ir.Q4_K, 48, 256))
+	p.Outs = []ir.Type{ir.T(ir.F16, 130, 24)}
+	p.Parts = []kernels.Part{{Kind: kernels.PartPair, Cols: 48, Out: 0, Expr: swiglu(ir.F16)}}
+	l, c, err := kernels.Build(kernels.MatmulCoopDQ, p, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Steps) < 4 {
+		t.Fatalf("%d steps at %s: the copy of 48 rows was not made in parts", len(l.Steps), c.Key())
+	}
+	if l.Scratch[0] > bound {
+		t.Errorf("a part's copy takes %d bytes, more than the bound", l.Scratch[0])
+	}
+	checkWith(t, kernels.MatmulCoopDQ, p, c, tune.Inputs(p, rand.New(rand.NewSource(31))), caps)
+}
+
 // coopQuantRun is one case of coopQuantData: a format, a problem and its arguments.
 type coopQuantRun struct {
 	d    ir.DType

@@ -383,6 +383,15 @@ func floats(b *codegen.Builder, buf *codegen.Buffer, dt ir.DType, e codegen.Valu
 }
 
 func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
+	return buildCoopWindow(p, c, caps, coopWindow{})
+}
+
+// coopWindow restricts matmul_coop to the column blocks [first, first+count) of its result, with
+// B holding only their rows (B's row first·bn is the buffer's row 0): matmul_coop_dq's product
+// over one part of its copy. The zero window is the whole result.
+type coopWindow struct{ first, count int }
+
+func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, error) {
 	g, cg, err := acceptCoopGemm(p, caps)
 	if err != nil {
 		return nil, err
@@ -393,6 +402,13 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	name := fmt.Sprintf("matmul_coop_%dx%d_%dx%d_k%d_s%d", q.wm, q.wn, q.tm, q.tn, q.ks, q.stages)
 	if split {
 		name += fmt.Sprintf("_split%d", q.split)
+	}
+	windowed := win.count > 0
+	if windowed {
+		if split || cg.quantB || !g.bKContig() || g.bBatch.Rank() > 0 {
+			return nil, fmt.Errorf("a column window needs one K-contiguous f16 B without split-K")
+		}
+		name += fmt.Sprintf("_cols%d_%d", win.first, win.count)
 	}
 	b := newBuilder(name, caps)
 	b.EmulateMatrices(caps.EmulateMatrices)
@@ -475,7 +491,7 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 	sg := b.SubgroupID()
 	lane := b.SubgroupInvocation()
 	wid := b.WorkgroupID()
-	col0, row0, batch := b.Mul(b.X(wid), u(q.bn)), b.Mul(b.Y(wid), u(q.bm)), b.Z(wid)
+	col0, row0, batch := b.Mul(b.Add(b.X(wid), u(win.first)), u(q.bn)), b.Mul(b.Y(wid), u(q.bm)), b.Z(wid)
 	// The split's run of slices, [kBeg, kEnd): loads past kEnd read zeros, so neither the
 	// products nor the sums of squares see the next split's k.
 	kBeg, kEnd := u(0), K
@@ -511,6 +527,9 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 			k, n = b.Add(k0, r), b.Add(col0, b.Mul(cu, u(8)))
 		}
 		ok := b.And(b.Lt(k, kEnd), b.Lt(n, N))
+		if windowed {
+			n = b.Sub(n, u(win.first*q.bn)) // B holds the window's rows only
+		}
 		return b.Add(bBase, b.Add(b.Mul(k, u(g.sbk)), b.Mul(n, u(g.sbn)))), k, ok
 	}
 
@@ -804,6 +823,9 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	grid := [3]uint32{uint32(ceilDiv(g.n, q.bn)), uint32(ceilDiv(g.m, q.bm)), uint32(g.batches())}
+	if windowed {
+		grid[0] = uint32(win.count)
+	}
 	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}

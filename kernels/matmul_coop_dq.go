@@ -16,8 +16,9 @@ import (
 // from Q4_K and at 122 from f16 (docs/bench/h100-2026-12-06, BenchmarkCoopQuantPrefill). Here
 // every weight is decoded once and the product is an f16 one, at the price of writing and
 // reading 2·N·K bytes more and a second dispatch: for prompts of hundreds of rows, not for
-// decode. The space is matmul_coop's without split-K; the scratch is at most
-// coopDQScratch bytes. At 512 rows on the H100 it ran the 8B merged gate/up from Q4_K at 108
+// decode. The space is matmul_coop's without split-K. The scratch is at most coopDQScratch
+// bytes: a larger B is copied in parts of whole column blocks, each part's product reading it
+// before the next is copied (coopDQPartition). At 512 rows on the H100 it ran the 8B merged gate/up from Q4_K at 108
 // TFLOP/s where matmul_coop ran it at 47, and its rmsnorm_linear forms at 79–85 where
 // matmul_coop's ran at 34–46 (docs/bench/h100-2026-12-06, s8 call 1); the roofline prices
 // matmul_coop's staging (coopQuantRate), so a static compile takes it.
@@ -41,12 +42,16 @@ func init() {
 }
 
 // coopDQScratch bounds the f16 copy of B, which lives in the plan's arena while the product
-// runs. 128 MiB takes Llama-3.1-8B's gate, up and down projections (14336×4096, 112 MiB) but not
-// its merged gate/up (224 MiB): the 8B Q4_K_M plan then needs about 5.5 GiB of device memory, in
-// the memory issue's bound (file + KV cache + 10%: 5.59 GiB), where the merged copy would take
-// it past it. Lowering gives decode's merge of gate and up up where the prefill adopting it
-// would lose this template (lower/adopt.go).
-const coopDQScratch = 128 << 20
+// runs. 128 MiB takes Llama-3.1-8B's gate, up and down projections (14336×4096, 112 MiB) whole
+// and its merged gate/up (224 MiB) in two parts: the 8B Q4_K_M plan then needs about 5.5 GiB of
+// device memory, in the memory issue's bound (file + KV cache + 10%: 5.59 GiB), where a whole
+// merged copy would take it past it.
+var coopDQScratch = 128 << 20
+
+// coopDQParts bounds the parts a copy larger than coopDQScratch is made in (coopDQPartition):
+// each part is a dispatch of the copy and one of the product, and the copy of B is written and
+// read in whole however it is cut. 8 parts take a 128k vocabulary's LM head of 4096 features.
+const coopDQParts = 8
 
 // coopDQMinRows are the fewest rows (the capacity, for a run-time length) matmul_coop_dq takes:
 // writing and reading the copy costs what about 4·N·K/bandwidth of tensor work does, which at
@@ -71,8 +76,8 @@ func acceptCoopDQ(p *Problem, caps Caps) (*Problem, *gemm, *coopGemm, error) {
 	if bt.Shape.Rank() != 2 || g.bBatch.Rank() > 0 {
 		return nil, nil, nil, fmt.Errorf("B %s is not one matrix", bt)
 	}
-	if n := g.n * g.k * 2; n > coopDQScratch || caps.MaxBindingRange > 0 && uint64(n) > caps.MaxBindingRange {
-		return nil, nil, nil, fmt.Errorf("an f16 copy of B %s takes %d bytes, more than %d", bt, n, coopDQScratch)
+	if n := g.n * g.k * 2; n > coopDQParts*coopDQScratch {
+		return nil, nil, nil, fmt.Errorf("an f16 copy of B %s takes %d bytes, more than %d parts of %d", bt, n, coopDQParts, coopDQScratch)
 	}
 	q := *p
 	q.Args = slices.Clone(p.Args)
@@ -88,33 +93,38 @@ func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	prod, err := buildMatmulCoop(q, c, caps)
+	parts, err := coopDQPartition(q, c, caps, g)
 	if err != nil {
 		return nil, err
 	}
-	dq, grid, err := buildDequantF16(g.bT, g.n, g.k, caps)
-	if err != nil {
-		return nil, err
-	}
-	// The product reads the copy where it read B.
-	s := len(prod.Scratch)
-	from, to := Operand{Arg, g.bArg}, Operand{Scratch, s}
-	for i := range prod.Steps {
-		st := &prod.Steps[i]
+	// Each part: its rows of B copied into the scratch, then the product's column blocks that
+	// read them there (the next part's copy waits for that product: it writes the same scratch).
+	from, to := Operand{Arg, g.bArg}, Operand{Scratch, 0}
+	l := &Launch{Scratch: []int{parts[0].rows * g.k * 2}, Matrix: true}
+	for _, w := range parts {
+		prod, err := buildCoopWindow(q, c, caps, w.window)
+		if err != nil {
+			return nil, err
+		}
+		dq, grid, err := buildDequantF16(g.bT, w.row0, w.rows, g.k, caps)
+		if err != nil {
+			return nil, err
+		}
+		if len(prod.Steps) != 1 || len(prod.Scratch) > 0 {
+			return nil, fmt.Errorf("the f16 product is not one dispatch without scratch")
+		}
+		st := prod.Steps[0]
 		st.Bindings = slices.Clone(st.Bindings)
 		for j, op := range st.Bindings {
 			if op == from {
 				st.Bindings[j] = to
 			}
 		}
-	}
-	// The product's invocations are its occupancy: the dequantization's (one per 8 weights)
-	// would make a product of few workgroups look as busy as the copy.
-	l := &Launch{
-		Steps:   append([]Step{{Kernel: dq, Grid: grid, Bindings: []Operand{from, to}}}, prod.Steps...),
-		Scratch: append(slices.Clone(prod.Scratch), g.n*g.k*2),
-		Sync:    prod.Sync, InPlace: prod.InPlace, Matrix: true,
-		Occupancy: prod.Steps[0].Invocations(),
+		l.Steps = append(l.Steps, Step{Kernel: dq, Grid: grid, Bindings: []Operand{from, to}}, st)
+		l.Sync, l.InPlace = prod.Sync, prod.InPlace
+		// The products' invocations are the occupancy: the dequantization's (one per 8
+		// weights) would make a product of few workgroups look as busy as the copy.
+		l.Occupancy = max(l.Occupancy, st.Invocations())
 	}
 	// The weights are rounded to f16 as matmul_coop rounds them (coopRoundings counts it);
 	// rmsnorm's W⊙gamma is rounded again as the product stages the copy.
@@ -128,13 +138,61 @@ func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	return l, nil
 }
 
-// buildDequantF16 is the kernel that writes the n×k matrix of dtype dt (blocks along k) as f16,
-// eight elements (16 bytes) an invocation, decoded as matmul_coop's staging decodes them.
-func buildDequantF16(dt ir.DType, n, k int, caps Caps) (*codegen.Kernel, [3]uint32, error) {
+// coopDQPart is one part of matmul_coop_dq's copy: rows [row0, row0+rows) of B, read by the
+// product's column blocks of window.
+type coopDQPart struct {
+	row0, rows int
+	window     coopWindow
+}
+
+// coopDQPartition cuts B into the fewest parts of whole column blocks whose f16 copies each fit
+// coopDQScratch and the device's binding range: one part where the whole copy fits, else (the
+// 8B's merged gate/up, 224 MiB) parts of equal blocks, so that the copy stays in the arena's
+// bound and a product over a merged weight keeps this template.
+func coopDQPartition(q *Problem, c Config, caps Caps, g *gemm) ([]coopDQPart, error) {
+	_, cg, err := acceptCoopGemm(q, caps)
+	if err != nil {
+		return nil, err
+	}
+	bn := coopGeometry(c, caps, cg.shape, g).bn
+	limit := uint64(coopDQScratch)
+	if caps.MaxBindingRange > 0 {
+		limit = min(limit, caps.MaxBindingRange)
+	}
+	blocks := ceilDiv(g.n, bn)
+	per := int(limit / uint64(bn*g.k*2)) // column blocks a part may hold
+	if per < 1 {
+		return nil, fmt.Errorf("an f16 copy of one block of %d rows of B takes %d bytes, more than %d", bn, bn*g.k*2, limit)
+	}
+	n := ceilDiv(blocks, per)
+	if n > coopDQParts {
+		return nil, fmt.Errorf("an f16 copy of B takes %d parts of %d bytes, more than %d", n, limit, coopDQParts)
+	}
+	per = ceilDiv(blocks, n) // equal parts
+	var parts []coopDQPart
+	for first := 0; first < blocks; first += per {
+		count := min(per, blocks-first)
+		row0 := first * bn
+		parts = append(parts, coopDQPart{row0: row0, rows: min(g.n, row0+count*bn) - row0, window: coopWindow{first, count}})
+	}
+	if len(parts) == 1 {
+		parts[0].window = coopWindow{} // the whole product, as matmul_coop builds it
+	}
+	return parts, nil
+}
+
+// buildDequantF16 is the kernel that writes rows [row0, row0+n) of the matrix of dtype dt
+// (blocks along its k columns) as an n×k f16 matrix, eight elements (16 bytes) an invocation,
+// decoded as matmul_coop's staging decodes them.
+func buildDequantF16(dt ir.DType, row0, n, k int, caps Caps) (*codegen.Kernel, [3]uint32, error) {
 	if k%8 != 0 {
 		return nil, [3]uint32{}, fmt.Errorf("dequantize %s: %d columns, not a multiple of 8", dt, k)
 	}
-	b := newBuilder("dequant_f16_"+dt.String(), caps)
+	name := "dequant_f16_" + dt.String()
+	if row0 > 0 {
+		name += fmt.Sprintf("_from%d", row0)
+	}
+	b := newBuilder(name, caps)
 	qr := newQuantRows(dt, k)
 	in := b.Buffer("w", codegen.U32, codegen.ReadOnly)
 	out := b.Buffer("w16", codegen.Vec(codegen.U32, 4), codegen.WriteOnly)
@@ -143,7 +201,7 @@ func buildDequantF16(dt ir.DType, n, k int, caps Caps) (*codegen.Kernel, [3]uint
 	units := n * k / 8
 	e := b.Add(b.Mul(LinearGroup(b), b.U32(wg)), b.LocalIndex())
 	b.If(b.Lt(e, b.U32(uint32(units))), func() {
-		row := b.Div(e, b.U32(uint32(k/8)))
+		row := b.Add(b.Div(e, b.U32(uint32(k/8))), b.U32(uint32(row0)))
 		kk := b.Mul(b.Rem(e, b.U32(uint32(k/8))), b.U32(8))
 		q0, q1 := qr.quad(b, in, row, kk), qr.quad(b, in, row, b.Add(kk, b.U32(4)))
 		w := [4]codegen.Value{b.Vec(b.X(q0), b.Y(q0)), b.Vec(b.Z(q0), b.Extract(q0, 3)), b.Vec(b.X(q1), b.Y(q1)), b.Vec(b.Z(q1), b.Extract(q1, 3))}
