@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -309,36 +310,19 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 		rep.Notes = append(rep.Notes, s.db.Warning)
 	}
 	if cfg.selectFns {
-		// A function whose selection the database holds needs no reference unless its
-		// candidates turn out different (SelectFunction then evaluates it itself).
-		// Functions checked at the same length of one graph (prefill and its variant
-		// prefill@64, both at tune.CheckLength) share one evaluation.
-		byAt := map[*ir.Function]*tune.Reference{}
-		// They evaluate one after another and share the weights in float64 (dropped with the
-		// last of them).
-		cache := interp.NewParamCache()
 		unfit := tune.ReferenceFits(m)
 		if unfit != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("no candidate graph is checked or timed: %v; each function keeps its static extraction, as --no-tune does (its kernels are still tuned)", unfit))
 		}
+		var need []*ir.Function
 		for _, f := range fns {
-			if e, ok := s.db.GetSelection(s.selectionKey(f)); ok && e.Reusable(opts.Budget) {
-				continue
-			}
-			if unfit != nil {
-				s.refs[f] = tune.NoReference(unfit.Error())
-				continue
-			}
-			at, err := f.At(tune.CheckAt(f))
-			if r := byAt[at]; err == nil && r != nil {
-				s.refs[f] = r
-				continue
-			}
-			s.refs[f] = tune.StartReference(m, f, 0, cache)
-			if err == nil {
-				byAt[at] = s.refs[f]
+			// A function whose selection the database holds needs no reference unless its
+			// candidates turn out different (SelectFunction then evaluates it itself).
+			if e, ok := s.db.GetSelection(s.selectionKey(f)); !ok || !e.Reusable(opts.Budget) {
+				need = append(need, f)
 			}
 		}
+		s.refs = startReferences(m, need, unfit)
 	}
 	if s.start = opts.start; s.start.IsZero() {
 		s.start = time.Now()
@@ -534,6 +518,50 @@ func (s *measureSource) recordSmall(f *ir.Function, keys []string) {
 
 // graphKey identifies a function's graph in the tuning database: the SHA-256 of its
 // rules.FunctionKey (ops, attributes, types, structure), in hex.
+// startReferences starts the interpreter's reference of each function of fns (none, each saying
+// why, when unfit is set). Functions that are one graph at their check length share one
+// evaluation: prefill and its variant prefill@64 (both at tune.CheckLength), and SmolLM2's
+// prefill@1 and decode, the same graph at one row. The evaluations run one after another and
+// share the weights in float64 (dropped with the last of them), and the checks wait for them in
+// turn: on the H100 SmolLM2's chain took 10 s of a 15 s budget while every function had one of
+// its own (f.At builds a new graph each call, so a key of its identity shared nothing).
+func startReferences(m *ir.Model, fns []*ir.Function, unfit error) map[*ir.Function]*tune.Reference {
+	refs := map[*ir.Function]*tune.Reference{}
+	byKey := map[string]*tune.Reference{}
+	cache := interp.NewParamCache()
+	for _, f := range fns {
+		if unfit != nil {
+			refs[f] = tune.NoReference(unfit.Error())
+			continue
+		}
+		var key string
+		if at, err := f.At(tune.CheckAt(f)); err == nil {
+			key = referenceKey(at)
+		}
+		if r := byKey[key]; key != "" && r != nil {
+			refs[f] = r
+			continue
+		}
+		refs[f] = tune.StartReference(m, f, 0, cache)
+		if key != "" {
+			byKey[key] = refs[f]
+		}
+	}
+	return refs
+}
+
+// referenceKey identifies what the interpreter computes for f: its graph and outputs
+// (rules.FunctionKey) and its state updates.
+func referenceKey(f *ir.Function) string {
+	var b strings.Builder
+	b.WriteString(rules.FunctionKey(f))
+	for _, u := range f.Updates {
+		b.WriteString("update " + u.Name + "=" + u.Value.Node.String() + "\n")
+	}
+	h := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(h[:])
+}
+
 func graphKey(f *ir.Function) string {
 	h := sha256.Sum256([]byte(rules.FunctionKey(f)))
 	return hex.EncodeToString(h[:])

@@ -201,6 +201,9 @@ type Reference struct {
 	// unavailable, when set, says why no reference is evaluated (NoReference): the selection
 	// keeps the static extraction unchecked instead of failing.
 	unavailable string
+	// started, began and ended time it for the selection's trace: started, its evaluation
+	// began (after the references before it: one runs at a time), it ended.
+	started, began, ended time.Time
 }
 
 // NoReference is a reference that is not evaluated, for why: a selection that finds it keeps
@@ -236,11 +239,13 @@ var references = make(chan struct{}, 1)
 // StartReference starts evaluating f on random inputs drawn with seed, with the parameters'
 // float64 values from cache (nil: none; a compile's references share one, interp.ParamCache).
 func StartReference(m *ir.Model, f *ir.Function, seed int64, cache *interp.ParamCache) *Reference {
-	r := &Reference{seed: seed, done: make(chan struct{})}
+	r := &Reference{seed: seed, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		defer close(r.done)
 		references <- struct{}{}
 		defer func() { <-references }()
+		r.began = time.Now()
+		defer func() { r.ended = time.Now() }()
 		at := f
 		if n := CheckAt(f); n > 0 {
 			if at, r.err = f.At(n); r.err != nil {
@@ -516,8 +521,13 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 		s.sel, s.done = uncheckedStatic(sel, cands, r.unavailable, "no reference to check it against"), true
 		return nil
 	}
+	waited := time.Now()
 	select {
 	case <-r.done:
+		if !r.began.IsZero() {
+			opts.trace("select: %s: its reference waited %v for others, evaluated in %v, and was waited for %v", ref.Name,
+				r.began.Sub(r.started).Round(time.Millisecond), r.ended.Sub(r.began).Round(time.Millisecond), time.Since(waited).Round(time.Millisecond))
+		}
 	case <-outer.Done():
 		// The interpreter has not finished by the deadline: nothing can be checked, and the
 		// static extraction (the static path's choice) stands. Without one, the selection

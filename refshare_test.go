@@ -1,0 +1,58 @@
+package vkc
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/lower/tune"
+)
+
+// TestReferencesShared: functions that are one graph at their check length share one reference
+// evaluation, as a compile derives them (length variants, a top-k output) (tinyllama's prefill and a variant of capacity 48, both checked at 37 rows; its
+// prefill@1 and decode, one graph at one row), and a shared reference is what the function's own
+// evaluation gives; functions that differ (prefill@8) get their own.
+func TestReferencesShared(t *testing.T) {
+	m, err := ir.ParseModel("examples/tinyllama/model.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, fns, _, err := withLengthVariants(m, m.Functions, []int{1, 8, 48})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a compile of default options has them: a top-k output, which derives the functions
+	// (their At builds a new graph each call).
+	if fns, _, err = addLMOutputs(m, fns, false, 8); err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]*ir.Function{}
+	for _, f := range fns {
+		by[f.Name] = f
+	}
+	refs := startReferences(m, fns, nil)
+	for _, pair := range [][2]string{{"prefill", "prefill@48"}, {"prefill@1", "decode"}} {
+		a, b := by[pair[0]], by[pair[1]]
+		if a == nil || b == nil {
+			t.Fatalf("no function %s or %s among %v", pair[0], pair[1], fns)
+		}
+		if refs[a] != refs[b] {
+			t.Errorf("%s and %s evaluate one reference each", pair[0], pair[1])
+		}
+	}
+	if refs[by["prefill"]] == refs[by["prefill@8"]] || refs[by["prefill@8"]] == refs[by["prefill@1"]] {
+		t.Error("prefill@8 shares a reference with a function of another length")
+	}
+	// decode's shared reference (evaluated for prefill@1) against decode's own.
+	ins, want, err := refs[by["decode"]].Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownIns, own, err := tune.StartReference(m, by["decode"], 0, nil).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ins, ownIns) || !reflect.DeepEqual(want, own) {
+		t.Error("decode's shared reference differs from its own evaluation")
+	}
+}
