@@ -258,6 +258,16 @@ func StartReference(m *ir.Model, f *ir.Function, seed int64, cache *interp.Param
 	return r
 }
 
+// ready reports whether the evaluation has ended.
+func (r *Reference) ready() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Wait returns the inputs and the reference outputs by output name.
 func (r *Reference) Wait() (inputs, want map[string]*ir.Tensor, err error) {
 	<-r.done
@@ -409,7 +419,7 @@ func SelectFunction(ctx context.Context, d *runtime.Device, m *ir.Model, ref *ir
 	}
 	var err error
 	if len(s.valid) > 1 || len(s.waiting) == 0 {
-		err = s.rounds(ctx)
+		err = s.rounds(ctx, 0)
 	}
 	if err == nil {
 		err = s.late(ctx)
@@ -458,6 +468,9 @@ type selecting struct {
 	round   time.Duration
 	roundOf int
 	timed   bool
+	// times are the paired rounds so far, times[length][candidate][round] (rounds adds to them;
+	// nil: none yet).
+	times [][][]time.Duration
 }
 
 func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
@@ -766,9 +779,10 @@ func checkCost(opts SelectOptions, fresh int, p *plan.Plan, risky bool) time.Dur
 }
 
 // rounds times the valid candidates in paired, alternating rounds while ctx lasts (a round is
-// not started when the last one would not fit), then decides the winner. A round of a function
-// with a short length (sel.Short) times every candidate at it and at the capacity.
-func (s *selecting) rounds(ctx context.Context) error {
+// not started when the last one would not fit), up to opts.Rounds in all and at most limit more
+// (0: no limit), then decides the winner from every round so far. A round of a function with a
+// short length (sel.Short) times every candidate at it and at the capacity.
+func (s *selecting) rounds(ctx context.Context, limit int) error {
 	opts, sel, cands, valid := s.opts, s.sel, s.cands, s.valid
 	s.timed = true
 	// lengths[l] are the inputs of timed length l (0: the capacity, 1: sel.Short);
@@ -777,18 +791,25 @@ func (s *selecting) rounds(ctx context.Context) error {
 	if s.shortIns != nil {
 		lengths = append(lengths, s.shortIns)
 	}
-	times := make([][][]time.Duration, len(lengths))
-	for l := range times {
-		times[l] = make([][]time.Duration, len(cands))
+	if s.times == nil {
+		s.times = make([][][]time.Duration, len(lengths))
+		for l := range s.times {
+			s.times[l] = make([][]time.Duration, len(cands))
+		}
 	}
+	times := s.times
 	// One valid candidate of several (the others invalid or unchecked) has nothing to be paired
 	// with: one round gives its measured time.
 	asked := opts.Rounds
 	if len(valid) == 1 && len(cands) > 1 {
 		asked = 1
 	}
-	var lastRound time.Duration
-	for round := 0; round < asked && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); round++ {
+	var lastRound time.Duration // the last paired round's time, when this selection has one
+	if sel.Rounds > 0 {
+		lastRound = s.round
+	}
+	for n := 0; sel.Rounds < asked && (limit == 0 || n < limit) && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); n++ {
+		round := sel.Rounds
 		t0 := time.Now()
 		order := append([]int(nil), valid...)
 		if round%2 == 1 {
@@ -856,6 +877,7 @@ func (s *selecting) rounds(ctx context.Context) error {
 	// Each candidate's paired figure: at each length, the median over rounds of its time over
 	// the round's fastest time; its worst over the lengths. The lowest wins, and ratios are then
 	// restated against the winner.
+	sel.Winner, sel.Why = -1, ""
 	score := map[int]float64{}
 	for _, i := range valid {
 		for l := range lengths {
@@ -945,14 +967,14 @@ func (s *selecting) late(ctx context.Context) error {
 		last.sel.Results = slices.Clone(s.sel.Results)
 	}
 	retime := func() error {
-		s.sel.Winner, s.sel.Rounds, s.sel.Why = -1, 0, ""
+		s.sel.Winner, s.sel.Rounds, s.sel.Why, s.times = -1, 0, "", nil
 		s.valid = s.valid[:0]
 		for i, r := range s.sel.Results {
 			if r.Valid {
 				s.valid = append(s.valid, i)
 			}
 		}
-		return s.rounds(ctx)
+		return s.rounds(ctx, 0)
 	}
 	if s.timed {
 		snapshot()
@@ -1592,6 +1614,36 @@ func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *i
 	return func() { cancel(); <-finished }, finished
 }
 
+// timeWhileWaiting times the functions checked before (ss), a paired round of each in turn,
+// while the next function's reference r is evaluated: the device would idle meanwhile. On the
+// H100 SmolLM2's score waited 2.1 s for its reference, and the rounds of every function then had
+// 0.3 s left before the selection's deadline. Only functions with candidates to compare are
+// timed, up to their rounds (SelectOptions.Rounds); the rounds after the checks take up the
+// rest.
+func timeWhileWaiting(ctx context.Context, ss []*selecting, r *Reference) error {
+	for r != nil && !r.ready() && ctx.Err() == nil {
+		timed := false
+		for _, s := range ss {
+			if r.ready() {
+				return nil
+			}
+			if s == nil || s.done || len(s.valid) < 2 || s.sel.Rounds >= s.opts.Rounds {
+				continue
+			}
+			before := s.sel.Rounds
+			if err := s.rounds(ctx, 1); err != nil {
+				s.record(ctx)
+				return err
+			}
+			timed = timed || s.sel.Rounds > before
+		}
+		if !timed {
+			return nil
+		}
+	}
+	return nil
+}
+
 // SelectFunctions runs SelectFunction for every function of fns, with the candidates cands
 // gives for it (e.g. rules.OptimizeK under Tuner.OpCost, cheapest first), and returns the winning
 // version of each function in fns' order with the selections. A function with one candidate is
@@ -1670,6 +1722,9 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 				"the time left is kept for timing other functions' candidates"), true
 			continue
 		}
+		if err := timeWhileWaiting(ctx, ss[:i], opts.References[f]); err != nil {
+			return fail(i, err)
+		}
 		if err := ss[i].check(ctx, reserve); err != nil {
 			ss[i].record(ctx)
 			return fail(i+1, err)
@@ -1685,7 +1740,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 			if dl, ok := ctx.Deadline(); ok {
 				fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(fns)-i))
 			}
-			err := s.rounds(fctx)
+			err := s.rounds(fctx, 0)
 			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
 			cancel()
 			if err != nil {

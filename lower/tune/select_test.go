@@ -912,3 +912,44 @@ func TestSelectKeepsReserveForEarlierRounds(t *testing.T) {
 		t.Errorf("forward_alt: want its static extraction unchecked, the time kept for forward's rounds:\n%s\n%s", sels[1], trace.String())
 	}
 }
+
+// TestSelectTimesWhileWaiting: while a function's reference is still evaluated, the functions
+// checked before it are timed (a paired round each in turn) instead of the device idling: with
+// forward_alt's reference ready only after 800 ms, forward's rounds come before forward_alt's
+// checks.
+func TestSelectTimesWhileWaiting(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	warmKernels(t, d, m, lowerFn)
+	alt := m.Function("forward_alt")
+	own := StartReference(m, alt, 0, nil)
+	if _, _, err := own.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	late := &Reference{done: make(chan struct{}), inputs: own.inputs, want: own.want, started: time.Now()}
+	go func() {
+		time.Sleep(800 * time.Millisecond)
+		late.began, late.ended = time.Now(), time.Now()
+		close(late.done)
+	}()
+	cands := func(f *ir.Function) ([]SelectCandidate, error) {
+		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "other"}}, nil
+	}
+	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
+	var trace bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), alt}, cands, lowerFn,
+		SelectOptions{Timer: clock, Trace: &trace, References: map[*ir.Function]*Reference{alt: late}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trace.String()
+	round, check := strings.Index(tr, "select: forward round 0"), strings.Index(tr, "select: check forward_alt candidate 0")
+	if round < 0 || check < 0 || round > check {
+		t.Errorf("want forward timed while forward_alt's reference is evaluated, before its checks:\n%s", tr)
+	}
+	if sels[0].Rounds < 1 || sels[1].Rounds < 1 {
+		t.Errorf("want both functions timed:\n%s\n%s\n%s", sels[0], sels[1], tr)
+	}
+}
