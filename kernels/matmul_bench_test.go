@@ -263,6 +263,15 @@ func BenchmarkAttentionDecodeAt127(b *testing.B) {
 	benchTemplate(b, kernels.AttentionSplit, p, args, p.Args[1])
 }
 
+// Decode attention of Llama-3.1-8B's shape at position 511 of a 4096-key cache (32 query heads
+// over 8 key/value heads of 128; the 8B decode profile's 23–28 µs a layer, docs/bench/h100-2026-12-06).
+// VKC_BENCH_SWEEP=1 times every point of the space.
+func BenchmarkAttentionDecode8BAt511(b *testing.B) {
+	c := attnCase{sq: 1, hq: 32, skv: 4096, hkv: 8, d: 128, dv: 128, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: 512}
+	p, args := c.problem(b)
+	benchTemplate(b, kernels.AttentionSplit, p, args, p.Args[1])
+}
+
 // Prefill attention: 512 causal queries over 512 keys, same heads (64 over 64 on a CPU device,
 // where the full size outlasts the runtime's submit timeout).
 func BenchmarkAttentionPrefillKV512(b *testing.B) {

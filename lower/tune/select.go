@@ -1349,10 +1349,12 @@ func CompareTopK(got, scores *ir.Tensor, k int, tol float64) string {
 	if len(idx)*row != len(sc)*k {
 		return fmt.Sprintf("%d indices for %d rows of %d scores, k=%d", len(idx), len(sc)/row, row, k)
 	}
+	if k > row {
+		return fmt.Sprintf("k=%d exceeds the %d scores of a row", k, row)
+	}
 	for r := 0; r < len(sc)/row; r++ {
 		s := sc[r*row : (r+1)*row]
-		sorted := append([]float64(nil), s...)
-		sort.Sort(sort.Reverse(sort.Float64Slice(sorted)))
+		sorted := largest(s, k)
 		scale := 0.0
 		for _, v := range s {
 			scale = math.Max(scale, math.Abs(v))
@@ -1371,6 +1373,27 @@ func CompareTopK(got, scores *ir.Tensor, k int, tol float64) string {
 		}
 	}
 	return ""
+}
+
+// largest returns the k largest values of s, largest first (NaNs last, as a descending sort
+// puts them). A row's k ranks are all a top-k check needs: sorting whole rows took 0.6 s of each
+// check of SmolLM2's score (37 rows of 49152 logits) on the H100 machine.
+func largest(s []float64, k int) []float64 {
+	top := make([]float64, 0, k+1)
+	for _, v := range s {
+		if v != v || len(top) == k && !(v > top[k-1]) {
+			continue
+		}
+		i := sort.Search(len(top), func(j int) bool { return top[j] < v })
+		top = slices.Insert(top, i, v)
+		if len(top) > k {
+			top = top[:k]
+		}
+	}
+	for len(top) < k { // the NaNs, left out above, fill the last ranks
+		top = append(top, math.NaN())
+	}
+	return top
 }
 
 // CompareArgmax checks indices got (argmax over the last axis of scores) against the reference

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -951,5 +953,34 @@ func TestSelectTimesWhileWaiting(t *testing.T) {
 	}
 	if sels[0].Rounds < 1 || sels[1].Rounds < 1 {
 		t.Errorf("want both functions timed:\n%s\n%s\n%s", sels[0], sels[1], tr)
+	}
+}
+
+// TestLargest: the k largest of a row, largest first, are a descending sort's first k (ties,
+// infinities, NaNs last), for every k up to the row's length.
+func TestLargest(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for trial := 0; trial < 50; trial++ {
+		s := make([]float64, 1+rng.Intn(40))
+		for i := range s {
+			switch rng.Intn(12) {
+			case 0:
+				s[i] = math.NaN()
+			case 1:
+				s[i] = math.Inf(1 - 2*rng.Intn(2))
+			default:
+				s[i] = float64(rng.Intn(9) - 4) // ties
+			}
+		}
+		want := slices.Clone(s)
+		sort.Sort(sort.Reverse(sort.Float64Slice(want)))
+		for k := 1; k <= len(s); k++ {
+			got := largest(s, k)
+			for i := range got {
+				if got[i] != want[i] && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+					t.Fatalf("largest(%v, %d) = %v, want %v", s, k, got, want[:k])
+				}
+			}
+		}
 	}
 }
