@@ -246,6 +246,8 @@ type measureSource struct {
 	// first three quarters: the winners' kernels are tuned in what is left).
 	tctx, sctx      context.Context
 	cancel, scancel context.CancelFunc
+	// stopRefs ends the references' evaluations (nil: none started).
+	stopRefs context.CancelFunc
 	sels            []*tune.Selection
 }
 
@@ -322,7 +324,9 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 				need = append(need, f)
 			}
 		}
-		s.refs = startReferences(m, need, unfit)
+		var rctx context.Context
+		rctx, s.stopRefs = context.WithCancel(context.Background())
+		s.refs = startReferences(rctx, m, need, unfit, opts.Budget, rep)
 	}
 	if s.start = opts.start; s.start.IsZero() {
 		s.start = time.Now()
@@ -526,13 +530,24 @@ func (s *measureSource) recordSmall(f *ir.Function, keys []string) {
 // turn. The key is the graph's content: a key of its identity missed where a compile's derived
 // functions (a top-k output) build graphs of their own at one length, and missed prefill@1 and
 // decode altogether; on the H100 SmolLM2's chain of references took 10 s of a 15 s budget.
-func startReferences(m *ir.Model, fns []*ir.Function, unfit error) map[*ir.Function]*tune.Reference {
+//
+// A function whose reference would take longer than the budget (tune.ReferenceTime: the 8B's
+// prefill about 200 s) gets none: it could not be ready in time, and would take the cores from
+// the tuning. The evaluations stop when ctx ends (the compile's measuring).
+func startReferences(ctx context.Context, m *ir.Model, fns []*ir.Function, unfit error, budget time.Duration, rep *Report) map[*ir.Function]*tune.Reference {
 	refs := map[*ir.Function]*tune.Reference{}
 	byKey := map[string]*tune.Reference{}
 	cache := interp.NewParamCache()
+	var slow []string
 	for _, f := range fns {
 		if unfit != nil {
 			refs[f] = tune.NoReference(unfit.Error())
+			continue
+		}
+		if d := tune.ReferenceTime(m, f); budget > 0 && d > budget {
+			why := fmt.Sprintf("the interpreter's reference would take about %v, more than the budget (%v)", d.Round(time.Second), budget)
+			refs[f] = tune.NoReference(why)
+			slow = append(slow, fmt.Sprintf("%s (about %v)", f.Name, d.Round(time.Second)))
 			continue
 		}
 		var key string
@@ -543,10 +558,14 @@ func startReferences(m *ir.Model, fns []*ir.Function, unfit error) map[*ir.Funct
 			refs[f] = r
 			continue
 		}
-		refs[f] = tune.StartReference(m, f, 0, cache)
+		refs[f] = tune.StartReferenceContext(ctx, m, f, 0, cache)
 		if key != "" {
 			byKey[key] = refs[f]
 		}
+	}
+	if len(slow) > 0 && rep != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("not checked or timed as candidate graphs, each keeping its static extraction: %s, whose references in the interpreter would take longer than the budget (%v; --budget sets it)",
+			strings.Join(slow, ", "), budget))
 	}
 	return refs
 }
@@ -701,6 +720,9 @@ func (s *measureSource) record(p *plan.Plan, rep *Report) {
 func (s *measureSource) close(rep *Report) {
 	s.scancel()
 	s.cancel()
+	if s.stopRefs != nil {
+		s.stopRefs()
+	}
 	s.saveErr = s.db.Save()
 	if s.saveErr != nil && rep != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("tuning database not saved: %v", s.saveErr))

@@ -1,7 +1,10 @@
 package vkc
 
 import (
+	"context"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/vkc-project/vkc/ir"
@@ -30,7 +33,7 @@ func TestReferencesShared(t *testing.T) {
 	for _, f := range fns {
 		by[f.Name] = f
 	}
-	refs := startReferences(m, fns, nil)
+	refs := startReferences(context.Background(), m, fns, nil, 0, nil)
 	for _, pair := range [][2]string{{"prefill", "prefill@48"}, {"prefill@1", "decode"}} {
 		a, b := by[pair[0]], by[pair[1]]
 		if a == nil || b == nil {
@@ -54,5 +57,36 @@ func TestReferencesShared(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ins, ownIns) || !reflect.DeepEqual(want, own) {
 		t.Error("decode's shared reference differs from its own evaluation")
+	}
+}
+
+// TestReferencesWithinBudget: a function whose reference the interpreter could not evaluate
+// within the budget (tune.ReferenceTime) gets none, and the report says which and why; a
+// reference whose context has ended stops with its error.
+func TestReferencesWithinBudget(t *testing.T) {
+	m, err := ir.ParseModel("examples/tinyllama/model.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := m.Function("decode")
+	d := tune.ReferenceTime(m, decode)
+	if d <= 0 {
+		t.Fatalf("ReferenceTime(decode) = %v", d)
+	}
+	if p := tune.ReferenceTime(m, m.Function("prefill")); p <= d {
+		t.Errorf("ReferenceTime: prefill (37 rows) %v, not more than decode (1 row) %v", p, d)
+	}
+	rep := &Report{}
+	refs := startReferences(context.Background(), m, []*ir.Function{decode}, nil, d/2, rep)
+	if _, _, err := refs[decode].Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "decode (about") {
+		t.Errorf("want a note naming decode, got %q", rep.Notes)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := tune.StartReferenceContext(ctx, m, decode, 0, nil).Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("a reference of an ended context: err %v, want context.Canceled", err)
 	}
 }

@@ -306,6 +306,12 @@ func Run(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]
 // RunCached is Run with the parameters' float64 values taken from cache (nil: none), for several
 // evaluations of one model in turn.
 func RunCached(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]*ir.Tensor, cache *ParamCache) (outputs map[string]*ir.Tensor, newState map[string]*ir.Tensor, err error) {
+	return RunCachedContext(context.Background(), m, fn, inputs, state, cache)
+}
+
+// RunCachedContext is RunCached that stops between two nodes once ctx is done, returning its
+// error.
+func RunCachedContext(ctx context.Context, m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[string]*ir.Tensor, cache *ParamCache) (outputs map[string]*ir.Tensor, newState map[string]*ir.Tensor, err error) {
 	f := m.Function(fn)
 	if f == nil {
 		names := make([]string, len(m.Functions))
@@ -366,7 +372,7 @@ func RunCached(m *ir.Model, fn string, inputs map[string]*ir.Tensor, state map[s
 	for _, u := range f.Updates {
 		keep[u.Value.Node] = true
 	}
-	vals, err := eval(context.Background(), f, Env{Inputs: inputs, Params: params, State: st, Cache: cache}, keep)
+	vals, err := eval(ctx, f, Env{Inputs: inputs, Params: params, State: st, Cache: cache}, keep)
 	if err != nil {
 		return nil, nil, err
 	}

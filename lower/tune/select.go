@@ -231,6 +231,28 @@ func ReferenceFits(m *ir.Model) error {
 	return hostmem.Check(fmt.Sprintf("the interpreter's reference of %s holds its parameters in float64", m.Name), need)
 }
 
+// referenceRate is the interpreter's float64 work per second that ReferenceTime assumes: SmolLM2's
+// prefill reference (37 rows, 10 GFLOP of products) took 3.2–3.6 s on the 16 cores of the H100
+// and H200 machines while the compile tuned kernels beside it, 1.7 s on this project's 2-core
+// CI machine (only the products run in parallel).
+const referenceRate = 3e9
+
+// referenceConvert is the time ReferenceTime assumes the interpreter takes to convert one
+// parameter element to float64 (on one core; SmolLM2's 135M took about 0.5 s here).
+const referenceConvert = 4 * time.Nanosecond
+
+// ReferenceTime estimates how long the interpreter takes for f's reference: two operations per
+// parameter element and row checked (every weight read once a row: the products; an embedding
+// table counts as one too) at referenceRate, after converting every parameter to float64.
+func ReferenceTime(m *ir.Model, f *ir.Function) time.Duration {
+	rows := float64(max(CheckAt(f), 1))
+	var elems float64
+	for _, p := range m.Params {
+		elems += float64(p.Type.Shape.NumElements())
+	}
+	return time.Duration(2*elems*rows/referenceRate*float64(time.Second)) + time.Duration(elems)*referenceConvert
+}
+
 // references lets one reference evaluation run at a time: each uses every core already
 // (the interpreter's loops are parallel), and each holds its model's weights in float64 while it
 // runs (SmolLM2: about 1 GB), which five at once multiplied.
@@ -239,10 +261,22 @@ var references = make(chan struct{}, 1)
 // StartReference starts evaluating f on random inputs drawn with seed, with the parameters'
 // float64 values from cache (nil: none; a compile's references share one, interp.ParamCache).
 func StartReference(m *ir.Model, f *ir.Function, seed int64, cache *interp.ParamCache) *Reference {
+	return StartReferenceContext(context.Background(), m, f, seed, cache)
+}
+
+// StartReferenceContext is StartReference whose evaluation stops (or does not start) once ctx
+// is done, the reference then holding ctx's error: a compile's references end with it instead of
+// evaluating on for nobody.
+func StartReferenceContext(ctx context.Context, m *ir.Model, f *ir.Function, seed int64, cache *interp.ParamCache) *Reference {
 	r := &Reference{seed: seed, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		defer close(r.done)
-		references <- struct{}{}
+		select {
+		case references <- struct{}{}:
+		case <-ctx.Done():
+			r.err = ctx.Err()
+			return
+		}
 		defer func() { <-references }()
 		r.began = time.Now()
 		defer func() { r.ended = time.Now() }()
@@ -253,7 +287,7 @@ func StartReference(m *ir.Model, f *ir.Function, seed int64, cache *interp.Param
 			}
 		}
 		r.inputs = FunctionInputs(at, rand.New(rand.NewSource(seed)))
-		r.want, _, r.err = interp.RunCached(m, f.Name, r.inputs, nil, cache)
+		r.want, _, r.err = interp.RunCachedContext(ctx, m, f.Name, r.inputs, nil, cache)
 	}()
 	return r
 }
