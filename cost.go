@@ -248,7 +248,7 @@ type measureSource struct {
 	cancel, scancel context.CancelFunc
 	// stopRefs ends the references' evaluations (nil: none started).
 	stopRefs context.CancelFunc
-	sels            []*tune.Selection
+	sels     []*tune.Selection
 }
 
 // measureConfig says which stages a measureSource measures: a compile extracts and selects;
