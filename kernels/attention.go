@@ -277,6 +277,19 @@ var AttentionFlash = &Template{
 	},
 }
 
+// splitStatic is AttentionSplit's static choice on a GPU: 8 ranges of blocks of 32 keys, 128
+// invocations, the ranges combined by a second dispatch. On the H100 it was among the five
+// fastest of the space's points at both decode shapes swept: Llama-3.1-8B's at 512 keys (10.0
+// µs against 16.4 at the space's first point, 9.4 the best; BenchmarkAttentionDecode8BAt511,
+// docs/bench/h100-2026-12-06, session 9) and SmolLM2's at 128 keys (7.9 µs against 9.3, 7.2 the
+// best; session 8). A CPU implementation keeps the space's first point.
+func splitStatic(p *Problem, caps Caps) []Config {
+	if caps.CPU {
+		return nil
+	}
+	return []Config{{"splits": 8, "block_k": 32, "wg": 128, "combine": 0}}
+}
+
 // AttentionSplit is split-key attention for decode: every row of a key/value head (sq·group of
 // them, at most maxSplitRows) in one workgroup, the keys cut into `splits` ranges processed in
 // parallel (partial (m, l, o) into scratch), then merged: with combine=1 by the last workgroup of
@@ -311,6 +324,7 @@ var AttentionSplit = &Template{
 			}
 			return nil
 		}),
+	Static: splitStatic,
 	Build: func(p *Problem, c Config, caps Caps) (*Launch, error) {
 		a, err := acceptAttn(p, caps)
 		if err != nil {
