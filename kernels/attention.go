@@ -277,17 +277,20 @@ var AttentionFlash = &Template{
 	},
 }
 
-// splitStatic is AttentionSplit's static choice on a GPU: 8 ranges of blocks of 32 keys, 128
-// invocations, the ranges combined by a second dispatch. On the H100 it was among the five
-// fastest of the space's points at both decode shapes swept: Llama-3.1-8B's at 512 keys (10.0
-// µs against 16.4 at the space's first point, 9.4 the best; BenchmarkAttentionDecode8BAt511,
-// docs/bench/h100-2026-12-06, session 9) and SmolLM2's at 128 keys (7.9 µs against 9.3, 7.2 the
-// best; session 8). A CPU implementation keeps the space's first point.
+// splitStatic is AttentionSplit's static choice on a GPU: 16 ranges of blocks of 32 keys, 256
+// invocations, the ranges combined in the same dispatch by the last workgroup of each key/value
+// head. On the H100 (docs/bench/h100-2026-12-06, session 9) the space's first point (64
+// invocations) took 16.4 µs at Llama-3.1-8B's decode at 512 keys and this one 9.7 (the sweep's
+// best 9.4; BenchmarkAttentionDecode8BAt511), at SmolLM2's at 128 keys 9.3 and 8.0 (best 7.2);
+// in plans, SmolLM2's decode step at 1000 keys went from 0.988 to 0.950 ms and the 1B Q4_K_M's at
+// 512 from 1.267 to 1.228 ms. Points that combine in a second dispatch time as well alone but not
+// in a plan: each adds a dispatch and a barrier a layer (SmolLM2's step took 1.001 ms with
+// splits=8, wg=128, combine=0). A CPU implementation keeps the space's first point.
 func splitStatic(p *Problem, caps Caps) []Config {
 	if caps.CPU {
 		return nil
 	}
-	return []Config{{"splits": 8, "block_k": 32, "wg": 128, "combine": 0}}
+	return []Config{{"splits": 16, "block_k": 32, "wg": 256, "combine": 1}}
 }
 
 // AttentionSplit is split-key attention for decode: every row of a key/value head (sq·group of

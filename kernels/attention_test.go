@@ -169,7 +169,7 @@ func TestAttentionSplit(t *testing.T) {
 	runAttnCases(t, kernels.AttentionSplit, []kernels.Config{nil,
 		{"splits": 4, "block_k": 16, "wg": 128, "combine": 0},
 		{"splits": 8, "block_k": 8, "wg": 64, "combine": 1},
-		{"splits": 8, "block_k": 32, "wg": 128, "combine": 0}}) // the GPU's static choice
+		{"splits": 16, "block_k": 32, "wg": 256, "combine": 1}}) // the GPU's static choice
 }
 
 // TestAttentionSplitCombineRepeats: with combine=1 the last workgroup of each key/value head to
