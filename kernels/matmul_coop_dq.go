@@ -18,10 +18,10 @@ import (
 // reading 2·N·K bytes more and a second dispatch: for prompts of hundreds of rows, not for
 // decode. The space is matmul_coop's without split-K. The scratch is at most coopDQScratch
 // bytes: a larger B is copied in parts of whole column blocks, each part's product reading it
-// before the next is copied (coopDQPartition). At 512 rows on the H100 it ran the 8B merged gate/up from Q4_K at 108
-// TFLOP/s where matmul_coop ran it at 47, and its rmsnorm_linear forms at 79–85 where
-// matmul_coop's ran at 34–46 (docs/bench/h100-2026-12-06, s8 call 1); the roofline prices
-// matmul_coop's staging (coopQuantRate), so a static compile takes it.
+// before the next is copied (coopDQPartition). At 512 rows on the H100 it ran the 8B merged
+// gate/up from Q4_K at 108 TFLOP/s where matmul_coop ran it at 47, and its rmsnorm_linear forms
+// at 79–85 where matmul_coop's ran at 34–46 (docs/bench/h100-2026-12-06, s8 call 1); the
+// roofline prices matmul_coop's staging (coopQuantRate), so a static compile takes it.
 var MatmulCoopDQ = &Template{
 	Name: "matmul_coop_dq",
 	Accepts: func(p *Problem, caps Caps) error {
