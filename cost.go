@@ -520,8 +520,6 @@ func (s *measureSource) recordSmall(f *ir.Function, keys []string) {
 	s.db.PutSelection(e)
 }
 
-// graphKey identifies a function's graph in the tuning database: the SHA-256 of its
-// rules.FunctionKey (ops, attributes, types, structure), in hex.
 // startReferences starts the interpreter's reference of each function of fns (none, each saying
 // why, when unfit is set). Functions that are one graph at their check length share one
 // evaluation: prefill and its variant prefill@64 (both at tune.CheckLength), and SmolLM2's
@@ -532,7 +530,7 @@ func (s *measureSource) recordSmall(f *ir.Function, keys []string) {
 // decode altogether; on the H100 SmolLM2's chain of references took 10 s of a 15 s budget.
 //
 // A function whose reference would take longer than the budget (tune.ReferenceTime: the 8B's
-// prefill about 200 s) gets none: it could not be ready in time, and would take the cores from
+// prefill about 230 s) gets none: it could not be ready in time, and would take the cores from
 // the tuning. The evaluations stop when ctx ends (the compile's measuring).
 func startReferences(ctx context.Context, m *ir.Model, fns []*ir.Function, unfit error, budget time.Duration, rep *Report) map[*ir.Function]*tune.Reference {
 	refs := map[*ir.Function]*tune.Reference{}
@@ -582,6 +580,8 @@ func referenceKey(f *ir.Function) string {
 	return hex.EncodeToString(h[:])
 }
 
+// graphKey identifies a function's graph in the tuning database: the SHA-256 of its
+// rules.FunctionKey (ops, attributes, types, structure), in hex.
 func graphKey(f *ir.Function) string {
 	h := sha256.Sum256([]byte(rules.FunctionKey(f)))
 	return hex.EncodeToString(h[:])
