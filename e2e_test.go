@@ -238,19 +238,7 @@ func matchInterpreter(t *testing.T, d *runtime.Device, name string, m *ir.Model)
 		if err != nil {
 			t.Fatalf("interpreter %s: %v", f.Name, err)
 		}
-		pf := p.Function(f.Name)
-		bin, err := Inputs(pf, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := exe.Run(context.Background(), f.Name, bin)
-		if err != nil {
-			t.Fatalf("run %s: %v", f.Name, err)
-		}
-		got, err := Outputs(pf, res)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := runFunction(t, exe, p, f.Name, in)
 		for _, o := range f.Outputs {
 			worst = math.Max(worst, compare(t, fmt.Sprintf("run %d (%s at position %d): %s", step, f.Name, pos, o.Name), got[o.Name], want[o.Name]))
 		}
@@ -340,6 +328,25 @@ func TestTinyLlamaOracle(t *testing.T) {
 		d.Info.Name, compileTime.Round(time.Millisecond), g.Prompt.Round(time.Microsecond), g.PerToken().Round(time.Microsecond), len(g.Steps))
 }
 
+// runFunction runs function fn of plan p, loaded as exe, on in and returns its outputs.
+func runFunction(t *testing.T, exe *runtime.Executable, p *plan.Plan, fn string, in map[string]*ir.Tensor) map[string]*ir.Tensor {
+	t.Helper()
+	pf := p.Function(fn)
+	bin, err := Inputs(pf, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := exe.Run(context.Background(), fn, bin)
+	if err != nil {
+		t.Fatalf("run %s: %v", fn, err)
+	}
+	got, err := Outputs(pf, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // TestWhisperOracle compares the compiled encoder's hidden state with HF's last_hidden_state.
 func TestWhisperOracle(t *testing.T) {
 	d := device(t)
@@ -350,19 +357,7 @@ func TestWhisperOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := p.Function("encode")
-	in, err := Inputs(f, map[string]*ir.Tensor{"features": gold["input_features"]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := exe.Run(context.Background(), "encode", in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Outputs(f, res)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := runFunction(t, exe, p, "encode", map[string]*ir.Tensor{"features": gold["input_features"]})
 	e := compare(t, "last_hidden_state", out["hidden"], gold["last_hidden_state"])
 	t.Logf("last_hidden_state: max row-relative error %.3g", e)
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
 	"github.com/vkc-project/vkc/lower/tune"
-	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
 )
 
@@ -87,7 +86,7 @@ func TestCompileTuned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := runF(t, exe, p, in)
+	got := runFunction(t, exe, p, "f", in)
 	compare(t, "y", got["y"], want["y"])
 	compare(t, "s", got["s"], want["s"])
 
@@ -359,24 +358,6 @@ functions:
 			t.Errorf("selection: want the static extraction, unchecked for want of memory:\n%s", sel)
 		}
 	}
-	compare(t, "y", runF(t, roundTrip(t, d, p), p, in)["y"], want["y"])
+	compare(t, "y", runFunction(t, roundTrip(t, d, p), p, "f", in)["y"], want["y"])
 }
 
-// runF runs function f of the plan p, loaded as exe, on in and returns its outputs.
-func runF(t *testing.T, exe *runtime.Executable, p *plan.Plan, in map[string]*ir.Tensor) map[string]*ir.Tensor {
-	t.Helper()
-	pf := p.Function("f")
-	bin, err := Inputs(pf, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := exe.Run(context.Background(), "f", bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Outputs(pf, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
