@@ -360,4 +360,3 @@ functions:
 	}
 	compare(t, "y", runFunction(t, roundTrip(t, d, p), p, "f", in)["y"], want["y"])
 }
-
