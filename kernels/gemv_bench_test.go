@@ -248,6 +248,11 @@ func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps,
 		pts = append([]kernels.Config{tmpl.Space.Points()[0]}, tmpl.Space.Suggestions(g.p, caps)...)
 	}
 	r.points = 1
+	// VKC_BENCH_LOG=points logs every point's times.
+	logPoints := os.Getenv("VKC_BENCH_LOG") == "points"
+	if logPoints {
+		b.Logf("  static %s: %.2f µs, overlapped %.2f µs", c.Key(), us(r.st), us(r.stOver))
+	}
 	for _, pc := range pts {
 		if pc.Key() == c.Key() || tmpl.Space.Valid(g.p, pc, caps) != nil {
 			continue
@@ -263,6 +268,9 @@ func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps,
 			continue
 		}
 		r.points++
+		if logPoints {
+			b.Logf("  %s: %.2f µs, overlapped %.2f µs", pc.Key(), us(t), us(tOver))
+		}
 		if t < r.bt {
 			r.best, r.bt, r.btOver = pc, t, tOver
 		}

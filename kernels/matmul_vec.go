@@ -548,9 +548,13 @@ func vecQStatic(p *Problem, caps Caps) []Config {
 	}
 	var first []Config
 	if g, err := readGemm(p); err == nil && g.m == 1 {
-		first = []Config{{"wg": 32, "cols": 8, "span": 1, "rows": 4}, {"wg": 32, "cols": 16, "span": 1, "rows": 2}}
+		first = []Config{{"wg": 32, "cols": 8, "span": 1, "rows": 4, "split": 0}, {"wg": 32, "cols": 16, "span": 1, "rows": 2, "split": 0}}
 	}
-	return append(first, withRows(base, 1)...)
+	out := append(first, withRows(base, 1)...)
+	for _, c := range out {
+		c["split"] = 0
+	}
+	return out
 }
 
 // vecQGPUStatic is MatmulVecQ's static choice on a GPU. Every invocation of a column group
@@ -606,8 +610,28 @@ func vecQGPUStatic(p *Problem, caps Caps) []Config {
 		kp *= 2
 		span = 1
 	}
-	return []Config{{"wg": wg, "cols": wg / kp, "span": span, "rows": rows}}
+	split := 0
+	if sp := splitOf(f); rows == 2 && span == 2 && g.gammaArg < 0 && sp.groups > 1 && units(4)*sp.groups >= kp &&
+		(f.BlockBytes%4 != 0 || g.n/rows*kp < vecQSplitInvocations) {
+		span, split = 4, 1
+	}
+	return []Config{{"wg": wg, "cols": wg / kp, "span": span, "rows": rows, "split": split}}
 }
+
+// vecQSplitInvocations: below it a GPU static choice of MatmulVecQ at two columns an invocation
+// spreads a block's runs over its invocations (split = 1, at span 4). On the H100
+// (docs/bench/h100-2026-12-06, session 10) split at span 4 read Q4_K faster where a product has
+// few invocations (4096×4096: 10.7 against 11.3 µs; the down projection, 4096×14336: 28.2
+// against 33.2) and slower where it fills the device (28672×4096: 47.9 against 44.2, the LM
+// head 128256×4096: 192 against 171); Q6_K (210-byte blocks, not word-aligned: at split = 0
+// each word costs a load of two and a funnel shift) faster at every shape of 4096 columns or
+// more (4096×14336: 38.3 against 49.3; 28672×4096: 60.3 against 63.5), so a format whose blocks
+// are not word-aligned splits at any size. Not rmsnorm_linear: in the 8B Q4_K_M decode plan
+// (same call) its products split ran slower than unsplit (the Q6_K LM head 335 against 276 µs,
+// the Q4_K QKV projection with its cache writes 21.7 against 18.4 µs a layer) where linear's
+// ran faster (the down projections 41.7 against 53.3 µs in Q6_K, 31.3 against 36.7 in Q4_K; the
+// output projection 12.7 against 13.6): the norm's gamma and Σx² beside each load of x.
+const vecQSplitInvocations = 1 << 17
 
 // vecQMinInvocations is the invocations a GPU static choice of MatmulVecQ wants a product to
 // have: a quarter of what an H100's 132 SMs hold at once (2048 each).
@@ -622,13 +646,21 @@ const vecQMinInvocations = 1 << 16
 func vecQSuggest(p *Problem, caps Caps) []Config {
 	if caps.CPU {
 		cs := dropUnroll(vecSuggest("span", 1)(p, caps))
-		return append(withRows(cs, 1), withRows(cs, 2)...)
+		out := append(withRows(cs, 1), withRows(cs, 2)...)
+		for _, c := range out {
+			c["split"] = 0
+		}
+		return out
 	}
-	pt := func(wg, cols, span, rows int) Config {
-		return Config{"wg": wg, "cols": cols, "span": span, "rows": rows}
+	pt := func(wg, cols, span, rows, split int) Config {
+		return Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": split}
 	}
-	return []Config{pt(128, 4, 4, 1), pt(128, 4, 4, 4), pt(128, 4, 2, 2), pt(128, 2, 4, 2),
-		pt(256, 8, 4, 2), pt(64, 2, 4, 2), pt(256, 1, 4, 1), pt(256, 1, 4, 2), pt(128, 2, 1, 1)}
+	return []Config{pt(128, 4, 4, 1, 0), pt(128, 4, 4, 4, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0),
+		pt(256, 8, 4, 2, 0), pt(64, 2, 4, 2, 0), pt(256, 1, 4, 1, 0), pt(256, 1, 4, 2, 0), pt(128, 2, 1, 1, 0),
+		// A block's runs over consecutive invocations (split): span 1, 2 and 4 at the default's
+		// groups, one and four columns an invocation, a column a subgroup of 64 (wg 64, cols 1).
+		pt(128, 4, 1, 2, 1), pt(128, 4, 2, 2, 1), pt(128, 4, 4, 2, 1), pt(128, 4, 2, 1, 1), pt(128, 4, 2, 4, 1),
+		pt(128, 4, 1, 1, 1), pt(64, 1, 2, 2, 1), pt(128, 1, 2, 2, 1)}
 }
 
 // withRows is cs with rows set to n (copies).

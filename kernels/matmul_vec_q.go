@@ -48,8 +48,17 @@ import (
 // weight's, through L1) and an int-to-float conversion per quant, about 24 instructions a byte
 // of weight, where the bandwidth leaves about 11 (docs/decode.md).
 //
-// Specialization constants: wg, cols. Built per span and rows. Grid: ceil(N/(cols·rows)) ×
-// batches.
+// split spreads a block's runs over the invocations (laneSplit): at split = 0 an invocation's
+// unit holds span words of every run of low bits of its block (Q4_K: four runs of 32 bytes,
+// so a warp's load touches a few words of each of 4 to 16 blocks); at split = 1 the runs whose
+// offsets are whole words apart are taken out of the unit and given to consecutive groups of
+// invocations, each reading span words of one run, so that a warp sweeps one or two blocks a
+// load; each unit then finds its sub-block at run time. On the H100 it read Q6_K (blocks not
+// word-aligned) faster at every 8B shape and Q4_K faster where a product has few invocations
+// (vecQSplitInvocations).
+//
+// Specialization constants: wg, cols. Built per span, rows and split. Grid:
+// ceil(N/(cols·rows)) × batches.
 var MatmulVecQ = &Template{
 	Name:      "matmul_vec_q",
 	Quantized: QuantizedDTypes(),
@@ -62,6 +71,7 @@ var MatmulVecQ = &Template{
 		Ints("cols", 4, 1, 2, 8, 16),
 		Ints("span", 4, 2, 1),
 		Ints("rows", 2, 1, 4),
+		Ints("split", 0, 1),
 	).Where(vecQFits).Suggest(vecQSuggest),
 	Static: vecQStatic,
 	Build:  buildMatmulVecQ,
@@ -129,7 +139,89 @@ func vecQFits(p *Problem, c Config, caps Caps) error {
 	if words := f.Layout.Low.Radix[0] / 4; words%span != 0 {
 		return fmt.Errorf("span=%d does not divide the %d words of a %s block's low bits", span, words, f.Name)
 	}
+	if c["split"] > 0 && splitOf(f).groups == 1 {
+		return fmt.Errorf("split=1: a %s block's runs of low bits have no place to spread over invocations", f.Name)
+	}
 	return nil
+}
+
+// laneSplit is how a unit of MatmulVecQ at split = 1 divides a block over invocations: the
+// digits of the low bits' radix (after the first, the run) that move the low bits by whole
+// words and shift them by nothing are taken out of the unit, so that a block's runs are read by
+// consecutive invocations (groups of units) rather than by each invocation in turn. A warp
+// then reads a block's low bits in one contiguous sweep a load (Q4_K: 32 invocations read its
+// 128 bytes of quants as consecutive words) where at split = 0 its invocations read a few words
+// of each run of 4 to 16 blocks (at Q4_K's span 2: 8 blocks, 9 cache lines a load).
+//
+// Each digit k moves a unit's elements by elem[k], its low bits by lowB[k] bytes and its high
+// bits by highB[k] bytes and highS[k] bits (Q6_K's qh holds four runs' high bits at shifts 0, 2,
+// 4, 6 of the same bytes).
+type laneSplit struct {
+	groups int   // the product of the digits' radices (1: no split)
+	digits []int // indices into Low.Radix
+	radix  []int
+	elem   []int
+	lowB   []int
+	highB  []int
+	highS  []int
+}
+
+// splitOf is f's laneSplit: every digit of Low.Radix after the first whose ByteStride is a
+// nonzero multiple of 4 and whose ShiftStride is 0 (the high bits, where the format has them,
+// laid out by the same radix).
+func splitOf(f *quant.Format) laneSplit {
+	sp := laneSplit{groups: 1}
+	l := f.Layout
+	if l == nil {
+		return sp
+	}
+	lo := l.Low
+	if l.High != nil && fmt.Sprint(l.High.Radix) != fmt.Sprint(lo.Radix) {
+		return sp
+	}
+	elem := lo.Radix[0]
+	for k := 1; k < len(lo.Radix); k++ {
+		if bs := lo.ByteStride[k]; bs != 0 && bs%4 == 0 && lo.ShiftStride[k] == 0 &&
+			(l.High == nil || l.High.ByteStride[k]%4 == 0) {
+			sp.groups *= lo.Radix[k]
+			sp.digits = append(sp.digits, k)
+			sp.radix = append(sp.radix, lo.Radix[k])
+			sp.elem = append(sp.elem, elem)
+			sp.lowB = append(sp.lowB, bs)
+			hb, hs := 0, 0
+			if l.High != nil {
+				hb, hs = l.High.ByteStride[k], l.High.ShiftStride[k]
+			}
+			sp.highB = append(sp.highB, hb)
+			sp.highS = append(sp.highS, hs)
+		}
+		elem *= lo.Radix[k]
+	}
+	return sp
+}
+
+// has reports whether digit k is one of the split's.
+func (sp laneSplit) has(k int) bool {
+	for _, d := range sp.digits {
+		if d == k {
+			return true
+		}
+	}
+	return false
+}
+
+// elemOffsets is the element offset of each group, in the order of the groups' indices (the
+// first digit least significant).
+func (sp laneSplit) elemOffsets() []int {
+	out := make([]int, sp.groups)
+	for g := range out {
+		x := g
+		for i, r := range sp.radix {
+			out[g] += (x % r) * sp.elem[i]
+			x /= r
+		}
+	}
+	return out
 }
 
 // High-bit sources of a word's quants (see quantWords).
@@ -154,13 +246,15 @@ type quantWord struct {
 	sub      int // the sub-block, or -1 when it depends on p0
 }
 
-// quantWords plans the words of a unit of span words of format f (see quantWord).
-func quantWords(f *quant.Format, span int) []quantWord {
+// quantWords plans the words of a unit of span words of format f (see quantWord); at a split
+// (laneSplit) only the runs of the unit's group 0, the others' offsets added at run time.
+func quantWords(f *quant.Format, span int, sp laneSplit) []quantWord {
 	l := f.Layout
 	lo := l.Low
 	r0 := lo.Radix[0]
 	units := r0 / 4 / span // units per block
 	rests := f.BlockElems / r0
+	goffs := sp.elemOffsets()
 	// The high bits' byte range over the whole block, for the window test.
 	hmin, hmax := 1<<30, -1
 	if l.High != nil {
@@ -170,21 +264,28 @@ func quantWords(f *quant.Format, span int) []quantWord {
 		}
 	}
 	var out []quantWord
+rest:
 	for rest := 0; rest < rests; rest++ {
 		off, sh, x := lo.Offset, lo.Shift, rest
 		for k := 1; k < len(lo.Radix); k++ {
 			d := x % lo.Radix[k]
 			x /= lo.Radix[k]
+			if d != 0 && sp.has(k) {
+				continue rest
+			}
 			off += d * lo.ByteStride[k]
 			sh += d * lo.ShiftStride[k]
 		}
 		for s := 0; s < span; s++ {
 			w := quantWord{j0: 4*s + r0*rest, lowOff: off + 4*s, lowShift: sh, sub: -1}
-			// The sub-block: fixed when every unit of the block gives the word the same one.
+			// The sub-block: fixed when every unit of the block (and group) gives the word the
+			// same one.
 			sub0 := w.j0 / l.Sub
 			fixed := true
 			for u := 0; u < units; u++ {
-				fixed = fixed && (w.j0+4*u*span)/l.Sub == sub0
+				for _, eg := range goffs {
+					fixed = fixed && (w.j0+4*u*span+eg)/l.Sub == sub0
+				}
 			}
 			if fixed {
 				w.sub = sub0
@@ -216,11 +317,14 @@ func quantWords(f *quant.Format, span int) []quantWord {
 // of a block: words of a fixed sub-block by it, the others (Q6_K's sub-blocks of 16 at span > 1)
 // with the words whose sub-block moves with the unit in step with theirs. Each group's products
 // are summed before its scale multiplies them. The first word of a group is its representative.
-func wordGroups(words []quantWord, l *quant.Layout, units, span int) [][]int {
+func wordGroups(words []quantWord, l *quant.Layout, units, span int, sp laneSplit) [][]int {
+	goffs := sp.elemOffsets()
 	same := func(a, b quantWord) bool {
 		for u := 0; u < units; u++ {
-			if (a.j0+4*u*span)/l.Sub != (b.j0+4*u*span)/l.Sub {
-				return false
+			for _, eg := range goffs {
+				if (a.j0+4*u*span+eg)/l.Sub != (b.j0+4*u*span+eg)/l.Sub {
+					return false
+				}
 			}
 		}
 		return true
@@ -248,6 +352,10 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	wgN, colsN, span, per := c["wg"], c["cols"], c["span"], max(c["rows"], 1)
+	sp := laneSplit{groups: 1}
+	if c["split"] > 0 {
+		sp = splitOf(g.bT.Format())
+	}
 	f := g.bT.Format()
 	l := f.Layout
 	if (l.Low.Radix[0]/4)%span != 0 {
@@ -257,14 +365,18 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if per > 1 {
 		name += fmt.Sprintf("_n%d", per)
 	}
+	if sp.groups > 1 {
+		name += fmt.Sprintf("_g%d", sp.groups)
+	}
 	b := newBuilder(name, caps)
 	bufs, binds := declareGemm(b, p, g, 4, 1)
 	v := newVecFrameN(b, p, g, caps, wgN, colsN, per, true)
 	R, rms := g.m, g.gammaArg >= 0
 	u := v.u
-	words := quantWords(f, span)
-	upb := l.Low.Radix[0] / 4 / span // units per block
-	groups := wordGroups(words, l, upb, span)
+	words := quantWords(f, span, sp)
+	upb := l.Low.Radix[0] / 4 / span // units per block and group
+	groups := wordGroups(words, l, upb, span, sp)
+	G := sp.groups
 	nb := g.k / f.BlockElems
 	lastWord := (p.Args[g.bArg].Bytes()+3)/4 - 1
 	f4 := codegen.Vec(codegen.F32, 4)
@@ -293,10 +405,41 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	mt := 23 - width // the quant's lowest bit in the mantissa
 	b.If(b.Lt(v.col, u(g.n)), func() {
-		v.forK(u(nb*upb), 1, func(unit codegen.Value) {
-			blk := b.Div(unit, u(upb))
-			dyn := b.Mul(b.Rem(unit, u(upb)), u(4*span))  // 4·p0: bytes and elements
-			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dyn) // K index of the unit's element 0
+		v.forK(u(nb*upb*G), 1, func(unit codegen.Value) {
+			blk := b.Div(unit, u(upb*G))
+			// The unit's offsets from its block's group 0 at p0 = 0: 4·p0 bytes and elements,
+			// plus its group's (laneSplit) in elements (dynE), bytes of low bits (dynL) and of
+			// high bits (dynH), and the high bits' shift (dynHS, or none).
+			r := unit
+			if G > 1 {
+				r = b.Rem(unit, u(upb*G))
+			}
+			p4 := b.Mul(b.Rem(r, u(upb)), u(4*span))
+			dynE, dynL, dynH := p4, p4, p4
+			var dynHS codegen.Value
+			if G > 1 {
+				x := b.Div(r, u(upb))
+				for i, rad := range sp.radix {
+					d := x
+					if i < len(sp.radix)-1 {
+						d = b.Rem(x, u(rad))
+						x = b.Div(x, u(rad))
+					}
+					dynE = b.Add(dynE, b.Mul(d, u(sp.elem[i])))
+					dynL = b.Add(dynL, b.Mul(d, u(sp.lowB[i])))
+					if sp.highB[i] != 0 {
+						dynH = b.Add(dynH, b.Mul(d, u(sp.highB[i])))
+					}
+					if sp.highS[i] != 0 {
+						t := b.Mul(d, u(sp.highS[i]))
+						if dynHS.Valid() {
+							t = b.Add(dynHS, t)
+						}
+						dynHS = t
+					}
+				}
+			}
+			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dynE) // K index of the unit's element 0
 			// Each column's block: its reader, scales and runs of words, read once a unit.
 			rds := make([]*blockReader, per)
 			ds := make([]codegen.Value, per)
@@ -312,12 +455,16 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 				runs[cc] = map[int][]codegen.Value{}
 			}
 			// word is the u32 at off + dyn of column cc's block, s words into a run of span
-			// words from off − 4s (read as one run: span words, or span+1 around them).
-			word := func(cc, off, s int) codegen.Value {
-				r0 := off - 4*s
+			// words from off − 4s (read as one run: span words, or span+1 around them); dyn is
+			// dynL for low bits, dynH for high bits (which a split moves apart).
+			word := func(cc, off, s int, high bool) codegen.Value {
+				r0, dyn := off-4*s, dynL
+				if high {
+					r0, dyn = -1-r0, dynH // the cache's key: high runs apart from low ones
+				}
 				run, ok := runs[cc][r0]
 				if !ok {
-					run = rds[cc].run(r0, dyn, span, lastWord)
+					run = rds[cc].run(off-4*s, dyn, span, lastWord)
 					runs[cc][r0] = run
 				}
 				return run[s]
@@ -369,16 +516,22 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 						rd := rds[cc]
 						var qf codegen.Value
 						if mant {
-							qf = quantMant(b, l, mantLanes(b, l, w, mt, dyn, rd, word(cc, w.lowOff, s), func() codegen.Value {
+							qf = quantMant(b, l, mantLanes(b, l, w, mt, dynE, rd, word(cc, w.lowOff, s, false), func() codegen.Value {
+								var hw codegen.Value
 								if highRun(wi, s) {
-									return word(cc, w.highOff, s)
+									hw = word(cc, w.highOff, s, true)
+								} else {
+									hw = rd.word(w.highOff, dynH)
 								}
-								return rd.word(w.highOff, dyn)
+								if dynHS.Valid() {
+									hw = b.Shr(hw, dynHS) // the group's high bits where group 0's are
+								}
+								return hw
 							}))
 						} else {
 							// A codebook's formats (IQ4_NL, IQ4_XS, MXFP4) have no high bits: the
 							// word's four low-bit fields index the table.
-							qv := b.And(b.Shr(b.Splat(word(cc, w.lowOff, s), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
+							qv := b.And(b.Shr(b.Splat(word(cc, w.lowOff, s, false), 4), uvec(w.lowShift, 8+w.lowShift, 16+w.lowShift, 24+w.lowShift)),
 								b.Splat(u(1<<l.Low.Width-1), 4))
 							qf = b.Convert(signedQuant(b, l, qv, l.Low.Width), f4)
 						}
@@ -393,7 +546,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 				}
 				var subDyn codegen.Value
 				if rep.sub < 0 {
-					subDyn = b.Div(b.Add(u(rep.j0), dyn), u(l.Sub))
+					subDyn = b.Div(b.Add(u(rep.j0), dynE), u(l.Sub))
 				}
 				// With mant the dots are Σ x·(1 + u/2^width) for the unsigned quants u, and the
 				// quants are u − c: Σ x·(u − c) = 2^width·dot − (2^width + c)·Σx.

@@ -289,7 +289,7 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	v := newVecFrame(b, p, &pg, caps, wgN, colsN, true)
 	R := g.m
 	u := v.u
-	words := quantWords(f, span)
+	words := quantWords(f, span, laneSplit{groups: 1})
 	upb := l.Low.Radix[0] / 4 / span
 	nb := g.k / f.BlockElems
 	nact := g.k / qActBlock

@@ -52,20 +52,27 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 // 0.1 to 35 s of CPU (IQ4_XS's (4, 2) the most; its code grows with span × rows).
 func vecQConfigs(d ir.DType) []kernels.Config {
 	pt := func(wg, cols, span, rows int) kernels.Config {
-		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows}
+		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0}
+	}
+	// A block's runs spread over invocations (split = 1, where the format's layout allows it:
+	// MatmulVecQ.Space.Valid refuses it elsewhere): span 2 with two columns an invocation, span 1
+	// with one.
+	splits := []kernels.Config{pt(128, 4, 2, 2), pt(128, 4, 1, 1)}
+	for _, c := range splits {
+		c["split"] = 1
 	}
 	if d == ir.Q4_K {
 		var out []kernels.Config
 		for _, c := range kernels.MatmulVecQ.Space.Points() {
 			sr := c["span"] == 4 && c["rows"] != 2 || c["span"] != 4 && c["rows"] == 2 // a step from the default
 			def := c["span"] == 4 && c["rows"] == 2
-			if c["wg"] == 128 && def || c["cols"] == 4 && def || c["wg"] == 128 && c["cols"] == 4 && sr {
+			if c["split"] == 0 && (c["wg"] == 128 && def || c["cols"] == 4 && def || c["wg"] == 128 && c["cols"] == 4 && sr) {
 				out = append(out, c)
 			}
 		}
-		return append(out, pt(32, 16, 1, 1))
+		return append(append(out, pt(32, 16, 1, 1)), splits...)
 	}
-	return []kernels.Config{pt(128, 4, 4, 2), pt(128, 4, 1, 4), pt(128, 4, 2, 1)}
+	return append([]kernels.Config{pt(128, 4, 4, 2), pt(128, 4, 1, 4), pt(128, 4, 2, 1)}, splits...)
 }
 
 // vecQRowsCase reports whether case i of format d (quantCases) also runs at two columns an
@@ -93,7 +100,7 @@ func TestMatmulVecQ(t *testing.T) {
 				if i > 0 {
 					kerneltest.Check(t, kernels.MatmulVecQ, p, nil, args)
 					if vecQRowsCase(d, i) {
-						c := kernels.Config{"wg": 128, "cols": 4, "span": 1, "rows": 2}
+						c := kernels.Config{"wg": 128, "cols": 4, "span": 1, "rows": 2, "split": 0}
 						if err := kernels.MatmulVecQ.Space.Valid(p, c, caps); err != nil {
 							c["cols"] = 1 // fewer than 4 columns
 						}
