@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,8 @@ type gemvBench struct {
 	w    []*runtime.Buffer
 	y    []*runtime.Buffer
 	free []func()
+	// statsLogged holds the kernels whose driver statistics were logged (VKC_BENCH_LOG=points).
+	statsLogged map[string]bool
 }
 
 func (g *gemvBench) close() {
@@ -235,7 +238,7 @@ func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps,
 		return r, err
 	}
 	r.static, r.bytes = c, l.Bytes
-	if r.st, r.stOver, err = g.measure(l, cpu); err != nil {
+	if r.st, r.stOver, err = g.measure(b, l, cpu); err != nil {
 		return r, err
 	}
 	r.best, r.bt, r.btOver = c, r.st, r.stOver
@@ -248,7 +251,8 @@ func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps,
 		pts = append([]kernels.Config{tmpl.Space.Points()[0]}, tmpl.Space.Suggestions(g.p, caps)...)
 	}
 	r.points = 1
-	// VKC_BENCH_LOG=points logs every point's times.
+	// VKC_BENCH_LOG=points logs every point's times and, on a device opened with
+	// VKC_PIPELINE_STATS=1, each kernel's driver statistics (logStats).
 	logPoints := os.Getenv("VKC_BENCH_LOG") == "points"
 	if logPoints {
 		b.Logf("  static %s: %.2f µs, overlapped %.2f µs", c.Key(), us(r.st), us(r.stOver))
@@ -262,7 +266,7 @@ func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps,
 			b.Logf("  %s: %v", pc.Key(), err)
 			continue
 		}
-		t, tOver, err := g.measure(pl, cpu)
+		t, tOver, err := g.measure(b, pl, cpu)
 		if err != nil {
 			b.Logf("  %s: %v", pc.Key(), err)
 			continue
@@ -282,7 +286,7 @@ func (g *gemvBench) run(b *testing.B, tmpl *kernels.Template, caps kernels.Caps,
 // without, and returns the median time per product of each. A launch of several steps (the
 // integer-dot template quantizes x into scratch first) runs them all for each copy, with
 // scratch buffers of its own, so that copies without barriers still overlap.
-func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped time.Duration, err error) {
+func (g *gemvBench) measure(b *testing.B, l *kernels.Launch, cpu bool) (chained, overlapped time.Duration, err error) {
 	if len(l.Sync) != 0 {
 		return 0, 0, errUnexpectedLaunch
 	}
@@ -297,6 +301,9 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 			return 0, 0, err
 		}
 		defer pls[i].Close()
+		if os.Getenv("VKC_BENCH_LOG") == "points" {
+			g.logStats(b, pls[i])
+		}
 	}
 	scratch := make([][]*runtime.Buffer, len(g.w))
 	for c := range scratch {
@@ -363,6 +370,30 @@ func (g *gemvBench) measure(l *kernels.Launch, cpu bool) (chained, overlapped ti
 		}
 	}
 	return times[0], times[1], nil
+}
+
+// logStats logs the driver's statistics of a kernel once (a device opened with
+// VKC_PIPELINE_STATS=1; on NVIDIA registers per invocation and shared memory, which bound
+// occupancy); nothing where the device has none.
+func (g *gemvBench) logStats(b *testing.B, p *runtime.Pipeline) {
+	// A name leaves out some of a point (its specialization constants).
+	key := fmt.Sprint(p.Kernel.Name, p.Kernel.Spec)
+	if g.statsLogged[key] {
+		return
+	}
+	stats, err := p.Statistics()
+	if err != nil {
+		return
+	}
+	if g.statsLogged == nil {
+		g.statsLogged = map[string]bool{}
+	}
+	g.statsLogged[key] = true
+	var s []string
+	for _, st := range stats {
+		s = append(s, st.Name+"="+strconv.FormatFloat(st.Value, 'f', -1, 64))
+	}
+	b.Logf("  stats %s: %s", p.Kernel.Name, strings.Join(s, ", "))
 }
 
 // gemvWarmUp is how long a GEMV program runs before it is measured (GPU only).

@@ -66,6 +66,11 @@ enum {
 	ST_COOP_MATRIX_PROPERTIES_KHR = 1000506001,
 	ST_SHADER_BFLOAT16_FEATURES_KHR = 1000141000,
 	ST_DEBUG_UTILS_MESSENGER_CREATE_INFO = 1000128004,
+	ST_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES = 1000269000,
+	ST_PIPELINE_INFO_KHR = 1000269001,
+	ST_PIPELINE_EXECUTABLE_PROPERTIES_KHR = 1000269002,
+	ST_PIPELINE_EXECUTABLE_INFO_KHR = 1000269003,
+	ST_PIPELINE_EXECUTABLE_STATISTIC_KHR = 1000269004,
 };
 
 typedef struct {
@@ -152,7 +157,7 @@ typedef int (*pfn_coop_props)(vkc_handle, uint32_t*, coop_props_khr*);
 // The feature structures of one chain, in one allocation.
 typedef struct {
 	features2 f2;
-	feat s16, s8, f16i8, intdot, sgsc, vmm, coop, bf16;
+	feat s16, s8, f16i8, intdot, sgsc, vmm, coop, bf16, pexec;
 } feature_chain;
 
 static void link(chain_head** tail, void* s, uint32_t stype) {
@@ -175,6 +180,7 @@ static void build_chain(feature_chain* c, const vkc_wants* w) {
 	if (w->want_vmm) link(&tail, &c->vmm, ST_VULKAN_MEMORY_MODEL_FEATURES);
 	if (w->want_coop) link(&tail, &c->coop, ST_COOP_MATRIX_FEATURES_KHR);
 	if (w->want_bf16) link(&tail, &c->bf16, ST_SHADER_BFLOAT16_FEATURES_KHR);
+	if (w->want_pexec) link(&tail, &c->pexec, ST_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES);
 }
 
 int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_caps* caps) {
@@ -312,6 +318,8 @@ void* vkc_feature_chain(const vkc_wants* w, const vkc_caps* caps) {
 	// bf16 matrices need both extensions' features; without cooperative matrices enabled the
 	// feature must stay off.
 	c->bf16.v[2] = caps->bf16_coop_matrix && w->want_coop && caps->coop_matrix;
+	// Go sets want_pexec only where the feature exists (vkc_pipeline_executable_info).
+	c->pexec.v[0] = 1; // pipelineExecutableInfo
 	return c;
 }
 
@@ -441,11 +449,16 @@ struct vkc_device {
 	int (*ResetFences)(vkc_handle, uint32_t, const vkc_handle*);
 	int (*GetQueryPoolResults)(vkc_handle, vkc_handle, uint32_t, uint32_t, size_t, void*, uint64_t, uint32_t);
 	int (*CreateComputePipelines)(vkc_handle, vkc_handle, uint32_t, const void*, const void*, vkc_handle*);
+	// VK_KHR_pipeline_executable_properties, NULL unless enabled
+	int (*GetPipelineExecutablePropertiesKHR)(vkc_handle, const void*, uint32_t*, void*);
+	int (*GetPipelineExecutableStatisticsKHR)(vkc_handle, const void*, uint32_t*, void*);
+	uint32_t pipeline_flags; // VkPipelineCreateFlags of every compute pipeline
 };
 
 typedef vkc_void_fn (*pfn_gdpa)(vkc_handle, const char*);
 
-vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle queue, int push_descriptors) {
+vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle queue, int push_descriptors,
+	int pipeline_stats) {
 	pfn_gdpa gdpa = (pfn_gdpa)gipa(instance, "vkGetDeviceProcAddr");
 	if (!gdpa) return NULL;
 	vkc_device* d = calloc(1, sizeof *d);
@@ -478,6 +491,11 @@ vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle qu
 	LOAD(CreateComputePipelines)
 	if (push_descriptors) {
 		LOAD(CmdPushDescriptorSetKHR)
+	}
+	if (pipeline_stats) {
+		LOAD(GetPipelineExecutablePropertiesKHR)
+		LOAD(GetPipelineExecutableStatisticsKHR)
+		d->pipeline_flags = 0x40; // VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
 	}
 #undef LOAD
 	return d;
@@ -710,6 +728,7 @@ int vkc_create_compute_pipeline(vkc_device* d, vkc_handle cache, vkc_handle modu
 	}
 	compute_info ci = {0};
 	ci.sType = 29; // VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO
+	ci.flags = d->pipeline_flags;
 	ci.stage.sType = 18; // VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
 	ci.stage.stage = 0x20; // VK_SHADER_STAGE_COMPUTE_BIT
 	ci.stage.module = module;
@@ -720,4 +739,98 @@ int vkc_create_compute_pipeline(vkc_device* d, vkc_handle cache, vkc_handle modu
 	int r = d->CreateComputePipelines(d->device, cache, 1, &ci, NULL, out);
 	free(entries);
 	return r;
+}
+
+// ---- pipeline statistics
+
+int vkc_pipeline_executable_info(vkc_handle instance, vkc_handle pd) {
+	pfn_features2 getf = (pfn_features2)iproc(instance, "vkGetPhysicalDeviceFeatures2", "vkGetPhysicalDeviceFeatures2KHR");
+	if (!getf) return 0;
+	features2 f2;
+	feat pe;
+	memset(&f2, 0, sizeof f2);
+	memset(&pe, 0, sizeof pe);
+	f2.sType = ST_FEATURES_2;
+	chain_head* tail = (chain_head*)&f2;
+	link(&tail, &pe, ST_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES);
+	getf(pd, &f2);
+	return (int)pe.v[0];
+}
+
+// VkPipelineInfoKHR, VkPipelineExecutablePropertiesKHR, VkPipelineExecutableInfoKHR,
+// VkPipelineExecutableStatisticKHR.
+typedef struct {
+	uint32_t sType;
+	const void* pNext;
+	vkc_handle pipeline;
+} pipeline_info;
+typedef struct {
+	uint32_t sType;
+	void* pNext;
+	uint32_t stages;
+	char name[256];
+	char description[256];
+	uint32_t subgroupSize;
+} executable_props;
+typedef struct {
+	uint32_t sType;
+	const void* pNext;
+	vkc_handle pipeline;
+	uint32_t executableIndex;
+} executable_info;
+typedef struct {
+	uint32_t sType;
+	void* pNext;
+	char name[256];
+	char description[256];
+	uint32_t format; // VkPipelineExecutableStatisticFormatKHR
+	union {
+		uint32_t b32;
+		int64_t i64;
+		uint64_t u64;
+		double f64;
+	} value;
+} executable_statistic;
+
+enum { MAX_EXECUTABLES = 8, MAX_STATISTICS = 64 };
+
+int vkc_pipeline_statistics(vkc_device* d, vkc_handle pipeline, vkc_statistic* out, uint32_t* n) {
+	uint32_t cap = *n, got = 0;
+	*n = 0;
+	if (!d->GetPipelineExecutableStatisticsKHR) return -7; // VK_ERROR_EXTENSION_NOT_PRESENT
+	pipeline_info pi = {ST_PIPELINE_INFO_KHR, NULL, pipeline};
+	executable_props props[MAX_EXECUTABLES];
+	memset(props, 0, sizeof props);
+	for (int i = 0; i < MAX_EXECUTABLES; i++) props[i].sType = ST_PIPELINE_EXECUTABLE_PROPERTIES_KHR;
+	uint32_t nexec = MAX_EXECUTABLES;
+	int r = d->GetPipelineExecutablePropertiesKHR(d->device, &pi, &nexec, props);
+	if (r < 0) return r;
+	int incomplete = r == 5; // VK_INCOMPLETE
+	executable_statistic* st = calloc(MAX_STATISTICS, sizeof *st); // 34 KiB: not on the stack
+	if (!st) return -1; // VK_ERROR_OUT_OF_HOST_MEMORY
+	for (uint32_t e = 0; e < nexec; e++) {
+		executable_info ei = {ST_PIPELINE_EXECUTABLE_INFO_KHR, NULL, pipeline, e};
+		memset(st, 0, MAX_STATISTICS * sizeof *st);
+		for (int i = 0; i < MAX_STATISTICS; i++) st[i].sType = ST_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+		uint32_t ns = MAX_STATISTICS;
+		r = d->GetPipelineExecutableStatisticsKHR(d->device, &ei, &ns, st);
+		if (r < 0) break;
+		incomplete |= r == 5 || ns > cap - got;
+		for (uint32_t i = 0; i < ns && got < cap; i++) {
+			vkc_statistic* o = &out[got++];
+			memcpy(o->name, st[i].name, sizeof o->name);
+			memcpy(o->description, st[i].description, sizeof o->description);
+			o->name[255] = o->description[255] = 0;
+			switch (st[i].format) {
+			case 0: o->value = st[i].value.b32; break;
+			case 1: o->value = (double)st[i].value.i64; break;
+			case 2: o->value = (double)st[i].value.u64; break;
+			default: o->value = st[i].value.f64; break; // 3: FLOAT64
+			}
+		}
+	}
+	free(st);
+	*n = got;
+	if (r < 0) return r;
+	return incomplete ? 5 : 0;
 }

@@ -36,7 +36,8 @@ typedef struct {
 typedef struct {
 	// which structures may be chained (decided in Go from the API version and extensions)
 	uint32_t want_16bit, want_f16i8, want_8bit, want_intdot, want_push, want_budget, want_coop,
-		want_driver, want_sgsc, want_vmm, want_bf16;
+		want_driver, want_sgsc, want_vmm, want_bf16,
+		want_pexec; // VK_KHR_pipeline_executable_properties: set by Open, only on request
 } vkc_wants;
 
 typedef struct {
@@ -82,7 +83,10 @@ void vkc_destroy_messenger(vkc_handle instance, vkc_handle messenger);
 
 // ---- device function table for the hot path
 typedef struct vkc_device vkc_device;
-vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle queue, int push_descriptors);
+// pipeline_stats: VK_KHR_pipeline_executable_properties is enabled; pipelines are then created
+// capturing statistics (see vkc_pipeline_statistics).
+vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle queue, int push_descriptors,
+	int pipeline_stats);
 void vkc_device_free(vkc_device* d);
 
 // One recorded command. kind: 0 dispatch, 1 copy, 2 indirect dispatch (group counts read from
@@ -133,5 +137,20 @@ int vkc_timestamps(vkc_device* d, vkc_handle qpool, uint32_t first, uint32_t n, 
 // memory of its own, so no Go collector can free it during the call (see nogc.go).
 int vkc_create_compute_pipeline(vkc_device* d, vkc_handle cache, vkc_handle module, const char* entry,
 	vkc_handle layout, uint32_t nspec, const uint32_t* spec_ids, const uint32_t* spec_vals, vkc_handle* out);
+
+// ---- pipeline statistics (VK_KHR_pipeline_executable_properties)
+// vkc_pipeline_executable_info reports the pipelineExecutableInfo feature of pd.
+int vkc_pipeline_executable_info(vkc_handle instance, vkc_handle pd);
+
+typedef struct {
+	char name[256];
+	char description[256];
+	double value; // bool32, int64, uint64 or float64, converted
+} vkc_statistic;
+
+// vkc_pipeline_statistics writes up to *n statistics of every executable of pipeline (a compute
+// pipeline has one) to out and sets *n to the number written. Returns a VkResult: VK_INCOMPLETE
+// when out was too small; -7 (VK_ERROR_EXTENSION_NOT_PRESENT) when the device has no statistics.
+int vkc_pipeline_statistics(vkc_device* d, vkc_handle pipeline, vkc_statistic* out, uint32_t* n);
 
 #endif

@@ -36,6 +36,8 @@ type Device struct {
 	pcache   vk.PipelineCache
 	cacheDir string
 	push     bool // push descriptors in use
+	// statsOff says why Pipeline.Statistics has nothing ("": pipelines capture statistics).
+	statsOff string
 	zeroCopy bool // device buffers are host-visible and mapped
 	timeout  time.Duration
 	spin     atomic.Int64 // ns to poll a fence before blocking
@@ -130,6 +132,23 @@ func (d *Device) create(info *DeviceInfo) error {
 	add("VK_KHR_8bit_storage", !v.atLeast(1, 2))
 	add("VK_KHR_vulkan_memory_model", !v.atLeast(1, 2))
 	add("VK_KHR_shader_integer_dot_product", !v.atLeast(1, 3))
+	// VKC_PIPELINE_STATS=1 has the driver report what it compiled (Pipeline.Statistics: on
+	// NVIDIA registers per invocation, shared memory), to see why a kernel is slow. Only on
+	// request: without it the device and its pipelines are created exactly as before.
+	d.statsOff = "pipeline statistics are off: set VKC_PIPELINE_STATS=1 before opening the device"
+	if os.Getenv("VKC_PIPELINE_STATS") == "1" {
+		const ext = "VK_KHR_pipeline_executable_properties"
+		switch {
+		case !has[ext]:
+			d.statsOff = fmt.Sprintf("VKC_PIPELINE_STATS=1, but %s does not offer %s", info.Name, ext)
+		case C.vkc_pipeline_executable_info(handle(unsafe.Pointer(d.in.inst)), handle(unsafe.Pointer(info.pd))) == 0:
+			d.statsOff = fmt.Sprintf("VKC_PIPELINE_STATS=1, but %s lacks %s's pipelineExecutableInfo feature", info.Name, ext)
+		default:
+			info.wants.want_pexec = 1
+			exts = append(exts, ext)
+			d.statsOff = ""
+		}
+	}
 	chain := C.vkc_feature_chain(&info.wants, info.ccaps)
 	if chain == nil {
 		return ErrOutOfDeviceMemory
@@ -159,7 +178,8 @@ func (d *Device) create(info *DeviceInfo) error {
 	var queue vk.Queue
 	vk.GetDeviceQueue(d.dev, info.queueFamily, 0, &queue)
 	d.queue = queue
-	d.c = C.vkc_device_new(handle(unsafe.Pointer(d.in.inst)), handle(unsafe.Pointer(d.dev)), handle(unsafe.Pointer(d.queue)), C.int(b2i(d.push)))
+	d.c = C.vkc_device_new(handle(unsafe.Pointer(d.in.inst)), handle(unsafe.Pointer(d.dev)), handle(unsafe.Pointer(d.queue)), C.int(b2i(d.push)),
+		C.int(b2i(d.statsOff == "")))
 	if d.c == nil {
 		return fmt.Errorf("vkGetDeviceProcAddr: a core command is missing")
 	}
