@@ -505,6 +505,9 @@ type selecting struct {
 	// times are the paired rounds so far, times[length][candidate][round] (rounds adds to them;
 	// nil: none yet).
 	times [][][]time.Duration
+	// restored: late put back the rounds from before its checks (too few rounds after them),
+	// so times no longer match the selection and no more rounds are added to it.
+	restored bool
 }
 
 func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
@@ -1053,7 +1056,7 @@ func (s *selecting) late(ctx context.Context) error {
 	}
 	// The rounds before stand; the candidates checked since stay valid and untimed.
 	cur := s.sel.Results
-	*s.sel, s.valid = last.sel, last.valid
+	*s.sel, s.valid, s.restored = last.sel, last.valid, true
 	s.sel.deadline = s.sel.deadline || errors.Is(ctx.Err(), context.DeadlineExceeded)
 	for _, i := range since {
 		r := cur[i]
@@ -1812,7 +1815,14 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	// takes what that needs while the time left holds it: on lavapipe, where a kernel compiles
 	// in about a second, tinyllama's equal shares fitted no function's check, and so no
 	// alternative was ever timed.
-	var winners []*ir.Function
+	done := func(upTo int) {
+		for _, s := range ss[:upTo] {
+			if !s.done {
+				s.record(ctx)
+			}
+			sels = append(sels, s.sel)
+		}
+	}
 	for i, s := range ss {
 		if !s.done {
 			fctx, cancel := ctx, context.CancelFunc(func() {})
@@ -1829,13 +1839,56 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 			err := s.late(fctx)
 			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
 			cancel()
-			s.record(ctx)
 			if err != nil {
-				return nil, append(sels, s.sel), err
+				done(i + 1)
+				return nil, sels, err
 			}
 		}
-		sels = append(sels, s.sel)
+	}
+	if err := topUpRounds(ctx, ss, opts); err != nil {
+		done(len(ss))
+		return nil, sels, err
+	}
+	done(len(ss))
+	var winners []*ir.Function
+	for i, s := range ss {
 		winners = append(winners, cs[i][s.sel.Winner].Fn)
 	}
 	return winners, sels, nil
+}
+
+// topUpRounds gives the time the functions' shares left to those whose paired rounds stopped
+// short of the rounds asked for, fewest rounds first, each an equal share of what is left: a
+// late check's share ends its function's rounds with its own deadline, and the functions
+// after it may not use theirs. On lavapipe tinyllama's prefill (a round of two candidates at
+// two lengths: 1.2 s) had one round and left 3.2 s of the selection's time to the winners'
+// kernels, while prefill@1, prefill@8 and decode had five each.
+func topUpRounds(ctx context.Context, ss []*selecting, opts SelectOptions) error {
+	var short []*selecting
+	for _, s := range ss {
+		if !s.done && s.timed && !s.restored && len(s.valid) > 1 && s.sel.Rounds > 0 && s.sel.Rounds < s.opts.Rounds {
+			short = append(short, s)
+		}
+	}
+	slices.SortStableFunc(short, func(a, b *selecting) int { return a.sel.Rounds - b.sel.Rounds })
+	for i, s := range short {
+		if ctx.Err() != nil {
+			break
+		}
+		fctx, cancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(short)-i))
+		}
+		before, deadline := s.sel.Rounds, s.sel.deadline
+		err := s.rounds(fctx, 0)
+		s.sel.deadline = deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if s.sel.Rounds > before {
+			opts.trace("select: %s timed %d more paired rounds with the time the others left (%d in all)", s.ref.Name, s.sel.Rounds-before, s.sel.Rounds)
+		}
+	}
+	return nil
 }
