@@ -1857,16 +1857,16 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	return winners, sels, nil
 }
 
-// topUpRounds gives the time the functions' shares left to those whose paired rounds stopped
-// short of the rounds asked for, fewest rounds first, each an equal share of what is left: a
-// late check's share ends its function's rounds with its own deadline, and the functions
-// after it may not use theirs. On lavapipe tinyllama's prefill (a round of two candidates at
+// topUpRounds gives the time the functions' shares left to those with two or more valid
+// candidates whose paired rounds stopped short of the rounds asked for (none at all, too),
+// fewest rounds first, each an equal share of what is left: a late check's share ends its
+// function's rounds with its own deadline, and the functions after it may not use theirs. On lavapipe tinyllama's prefill (a round of two candidates at
 // two lengths: 1.2 s) had one round and left 3.2 s of the selection's time to the winners'
 // kernels, while prefill@1, prefill@8 and decode had five each.
 func topUpRounds(ctx context.Context, ss []*selecting, opts SelectOptions) error {
 	var short []*selecting
 	for _, s := range ss {
-		if !s.done && s.timed && !s.restored && len(s.valid) > 1 && s.sel.Rounds > 0 && s.sel.Rounds < s.opts.Rounds {
+		if !s.done && !s.restored && len(s.valid) > 1 && s.sel.Rounds < s.opts.Rounds {
 			short = append(short, s)
 		}
 	}
