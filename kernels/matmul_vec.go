@@ -641,8 +641,9 @@ const vecQMinInvocations = 1 << 16
 // implementation: vecSuggest's (a column a subgroup or two invocations a column, span 1), at one
 // and two columns an invocation. On a GPU, around the default (wg=128, cols=4, span=4, rows=2):
 // one and four columns an invocation, span 2, two subgroups a column group, 256 invocations of
-// 8 groups, 64 of 2, one column group of 256 (few long columns), and the former default
-// (wg=128, cols=2, span=1, rows=1: the figures of docs/bench/h200-2026-12-05) for reference.
+// 8 groups, 64 of 2, one column group of 256 (few long columns), the former default
+// (wg=128, cols=2, span=1, rows=1: the figures of docs/bench/h200-2026-12-05) for reference,
+// and four points with a block's runs over the invocations (split).
 func vecQSuggest(p *Problem, caps Caps) []Config {
 	if caps.CPU {
 		cs := dropUnroll(vecSuggest("span", 1)(p, caps))
@@ -657,10 +658,12 @@ func vecQSuggest(p *Problem, caps Caps) []Config {
 	}
 	return []Config{pt(128, 4, 4, 1, 0), pt(128, 4, 4, 4, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0),
 		pt(256, 8, 4, 2, 0), pt(64, 2, 4, 2, 0), pt(256, 1, 4, 1, 0), pt(256, 1, 4, 2, 0), pt(128, 2, 1, 1, 0),
-		// A block's runs over consecutive invocations (split): span 1, 2 and 4 at the default's
-		// groups, one and four columns an invocation, a column a subgroup of 64 (wg 64, cols 1).
-		pt(128, 4, 1, 2, 1), pt(128, 4, 2, 2, 1), pt(128, 4, 4, 2, 1), pt(128, 4, 2, 1, 1), pt(128, 4, 2, 4, 1),
-		pt(128, 4, 1, 1, 1), pt(64, 1, 2, 2, 1), pt(128, 1, 2, 2, 1)}
+		// A block's runs over consecutive invocations (split): span 2 and 4 at the default's
+		// groups, and a column group of 64 or 128 invocations at span 2 (the best Q6_K points of
+		// the H100's down projection and 1B shapes). Split at span 1, at one column an invocation
+		// and at four were the best point at no shape measured (docs/bench/h100-2026-12-06,
+		// session 10: span 1 the slowest everywhere).
+		pt(128, 4, 2, 2, 1), pt(128, 4, 4, 2, 1), pt(64, 1, 2, 2, 1), pt(128, 1, 2, 2, 1)}
 }
 
 // withRows is cs with rows set to n (copies).
