@@ -666,14 +666,17 @@ func TestTunerCompileCost(t *testing.T) {
 }
 
 // slowClock is planClock, but a timing of candidate slow takes wall time (until ctx ends).
+// slowClock is planClock whose timings of candidate slow (or, with slowFn, of the candidate
+// whose function is named so) each take wall of real time.
 type slowClock struct {
 	planClock
-	slow int
-	wall time.Duration
+	slow   int
+	slowFn string
+	wall   time.Duration
 }
 
 func (c *slowClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
-	if cand == c.slow {
+	if c.slowFn == "" && cand == c.slow || c.slowFn != "" && fn == c.slowFn {
 		select {
 		case <-time.After(c.wall):
 		case <-ctx.Done():
@@ -742,6 +745,11 @@ func TestSelectLateTakesWhatItsCheckNeeds(t *testing.T) {
 // staticCheck (a cold driver compile of its 4 kernels; 0: as fast as it runs). It returns the
 // selections and the trace.
 func selectLate(t *testing.T, timeout, staticCheck, compile time.Duration) ([]*Selection, string) {
+	return selectLateWith(t, timeout, staticCheck, compile, &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}})
+}
+
+// selectLateWith is selectLate with the candidates timed by clock.
+func selectLateWith(t *testing.T, timeout, staticCheck, compile time.Duration, clock PlanTimer) ([]*Selection, string) {
 	d, m, tu := selectModel(t, "testdata/select.yaml")
 	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
 	warmKernels(t, d, m, lowerFn)
@@ -758,7 +766,6 @@ func selectLate(t *testing.T, timeout, staticCheck, compile time.Duration) ([]*S
 	cands := func(f *ir.Function) ([]SelectCandidate, error) {
 		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "new kernels"}}, nil
 	}
-	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
 	var trace bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -985,59 +992,21 @@ func TestLargest(t *testing.T) {
 	}
 }
 
-// fnClock is planClock whose timings of one function (a candidate's own name) each take wall of
-// real time.
-type fnClock struct {
-	planClock
-	slowFn string
-	wall   time.Duration
-}
-
-func (c *fnClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
-	if fn == c.slowFn {
-		select {
-		case <-time.After(c.wall):
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	return c.planClock.TimePlan(ctx, exe, fn, inputs, cand)
-}
-
 // The time a function's share leaves passes back to a function whose rounds its own share cut
 // short (topUpRounds): forward's paired rounds take 1.2 s each (its static extraction's timing;
-// as tinyllama's prefill on lavapipe), so its half of an 8 s selection holds three of them; forward_alt's are instant and
-// leave the rest of its half, in which forward times two more (five, the rounds asked for).
-// Before, forward kept three rounds and the time left went unused by the selection.
+// as tinyllama's prefill on lavapipe), so its half of an 8 s selection holds three of them;
+// forward_alt's are instant and leave the rest of its half, in which forward times two more
+// (five, the rounds asked for). Before, forward kept three rounds and the time left went unused
+// by the selection.
 func TestSelectTopsUpShortRounds(t *testing.T) {
-	d, m, tu := selectModel(t, "testdata/select.yaml")
-	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
-	warmKernels(t, d, m, lowerFn)
-	newKernels := func(p *plan.Plan) int {
-		if p.Functions[0].Name == "forward_relu2" {
-			return 1
-		}
-		return 0
-	}
-	cands := func(f *ir.Function) ([]SelectCandidate, error) {
-		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "new kernels"}}, nil
-	}
-	clock := &fnClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}},
+	clock := &slowClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}},
 		slowFn: "forward", wall: 1200 * time.Millisecond}
-	var trace bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancel()
-	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")}, cands, lowerFn,
-		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
-			CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)) * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sels, trace := selectLateWith(t, 8*time.Second, 0, time.Millisecond, clock)
 	if sel := sels[1]; sel.Rounds != 5 {
 		t.Errorf("forward_alt: want 5 rounds:\n%s", sel)
 	}
 	sel := sels[0]
-	if sel.Rounds < 4 || len(sel.Results[1].Times) != sel.Rounds || !strings.Contains(trace.String(), "select: forward timed ") {
-		t.Errorf("forward: want more rounds than its own share held (3), topped up with the time forward_alt left:\n%s\n%s", sel, trace.String())
+	if sel.Rounds < 4 || len(sel.Results[1].Times) != sel.Rounds || !strings.Contains(trace, "select: forward timed ") {
+		t.Errorf("forward: want more rounds than its own share held (3), topped up with the time forward_alt left:\n%s\n%s", sel, trace)
 	}
 }
