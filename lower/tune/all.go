@@ -41,10 +41,7 @@ func (t *Tuner) TuneAll(ctx context.Context, probs []*kernels.Problem) int {
 		if ctx.Err() != nil {
 			break
 		}
-		pctx, cancel := ctx, context.CancelFunc(func() {})
-		if d, ok := ctx.Deadline(); ok {
-			pctx, cancel = context.WithTimeout(ctx, time.Until(d)/time.Duration(len(todo)-i))
-		}
+		pctx, cancel := equalShare(ctx, len(todo)-i)
 		if c, err := t.Best(pctx, p); err == nil && !c.Static {
 			measured++
 		}

@@ -1796,10 +1796,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		if !s.done && (len(s.valid) > 1 || len(s.waiting) == 0) {
 			// (One valid candidate with others waiting: nothing to compare yet; its rounds
 			// come after the late checks.)
-			fctx, cancel := ctx, context.CancelFunc(func() {})
-			if dl, ok := ctx.Deadline(); ok {
-				fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(fns)-i))
-			}
+			fctx, cancel := equalShare(ctx, len(fns)-i)
 			err := s.rounds(fctx, 0)
 			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
 			cancel()
@@ -1875,10 +1872,7 @@ func topUpRounds(ctx context.Context, ss []*selecting, opts SelectOptions) error
 		if ctx.Err() != nil {
 			break
 		}
-		fctx, cancel := ctx, context.CancelFunc(func() {})
-		if dl, ok := ctx.Deadline(); ok {
-			fctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(short)-i))
-		}
+		fctx, cancel := equalShare(ctx, len(short)-i)
 		before, deadline := s.sel.Rounds, s.sel.deadline
 		err := s.rounds(fctx, 0)
 		s.sel.deadline = deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
@@ -1891,4 +1885,13 @@ func topUpRounds(ctx context.Context, ss []*selecting, opts SelectOptions) error
 		}
 	}
 	return nil
+}
+
+// equalShare bounds ctx to a 1/n share of the time to its deadline (ctx itself when it has
+// none), for n things that take turns at what is left.
+func equalShare(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, time.Until(dl)/time.Duration(n))
+	}
+	return ctx, func() {}
 }

@@ -745,7 +745,7 @@ func TestSelectLateTakesWhatItsCheckNeeds(t *testing.T) {
 // staticCheck (a cold driver compile of its 4 kernels; 0: as fast as it runs). It returns the
 // selections and the trace.
 func selectLate(t *testing.T, timeout, staticCheck, compile time.Duration) ([]*Selection, string) {
-	return selectLateWith(t, timeout, staticCheck, compile, &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}})
+	return selectLateWith(t, timeout, staticCheck, compile, &planClock{times: twoSpeedTimes()})
 }
 
 // selectLateWith is selectLate with the candidates timed by clock.
@@ -763,9 +763,7 @@ func selectLateWith(t *testing.T, timeout, staticCheck, compile time.Duration, c
 		}
 		return 0
 	}
-	cands := func(f *ir.Function) ([]SelectCandidate, error) {
-		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "new kernels"}}, nil
-	}
+	cands := staticOrRelu2(m, "new kernels")
 	var trace bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -901,10 +899,8 @@ func TestSelectKeepsReserveForEarlierRounds(t *testing.T) {
 		}
 		return pl, err
 	}
-	cands := func(f *ir.Function) ([]SelectCandidate, error) {
-		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "other"}}, nil
-	}
-	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
+	cands := staticOrRelu2(m, "other")
+	clock := &planClock{times: twoSpeedTimes()}
 	var trace bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 	defer cancel()
@@ -941,10 +937,8 @@ func TestSelectTimesWhileWaiting(t *testing.T) {
 		late.began, late.ended = time.Now(), time.Now()
 		close(late.done)
 	}()
-	cands := func(f *ir.Function) ([]SelectCandidate, error) {
-		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "other"}}, nil
-	}
-	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}}
+	cands := staticOrRelu2(m, "other")
+	clock := &planClock{times: twoSpeedTimes()}
 	var trace bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -999,7 +993,7 @@ func TestLargest(t *testing.T) {
 // (five, the rounds asked for). Before, forward kept three rounds and the time left went unused
 // by the selection.
 func TestSelectTopsUpShortRounds(t *testing.T) {
-	clock := &slowClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}},
+	clock := &slowClock{planClock: planClock{times: twoSpeedTimes()},
 		slowFn: "forward", wall: 1200 * time.Millisecond}
 	sels, trace := selectLateWith(t, 8*time.Second, 0, time.Millisecond, clock)
 	if sel := sels[1]; sel.Rounds != 5 {
@@ -1009,4 +1003,18 @@ func TestSelectTopsUpShortRounds(t *testing.T) {
 	if sel.Rounds < 4 || len(sel.Results[1].Times) != sel.Rounds || !strings.Contains(trace, "select: forward timed ") {
 		t.Errorf("forward: want more rounds than its own share held (3), topped up with the time forward_alt left:\n%s\n%s", sel, trace)
 	}
+}
+
+// staticOrRelu2 is the candidates of the late-check tests: the function's static extraction
+// and forward_relu2 (label), whose check compiles a kernel new to the device.
+func staticOrRelu2(m *ir.Model, label string) func(f *ir.Function) ([]SelectCandidate, error) {
+	return func(f *ir.Function) ([]SelectCandidate, error) {
+		return []SelectCandidate{{Fn: f, Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: label}}, nil
+	}
+}
+
+// twoSpeedTimes are a planClock's times of the late-check tests: candidate 0 at 300 µs,
+// candidate 1 at 100 µs.
+func twoSpeedTimes() map[int]time.Duration {
+	return map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}
 }
