@@ -576,14 +576,16 @@ func referenceKey(f *ir.Function) string {
 	for _, u := range f.Updates {
 		b.WriteString("update " + u.Name + "=" + u.Value.Node.String() + "\n")
 	}
-	h := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(h[:])
+	return sha256Hex(b.String())
 }
 
 // graphKey identifies a function's graph in the tuning database: the SHA-256 of its
 // rules.FunctionKey (ops, attributes, types, structure), in hex.
-func graphKey(f *ir.Function) string {
-	h := sha256.Sum256([]byte(rules.FunctionKey(f)))
+func graphKey(f *ir.Function) string { return sha256Hex(rules.FunctionKey(f)) }
+
+// sha256Hex is the SHA-256 of s in hex.
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
 

@@ -12,9 +12,10 @@ import (
 )
 
 // TestReferencesShared: functions that are one graph at their check length share one reference
-// evaluation, as a compile derives them (length variants, a top-k output) (tinyllama's prefill and a variant of capacity 48, both checked at 37 rows; its
-// prefill@1 and decode, one graph at one row), and a shared reference is what the function's own
-// evaluation gives; functions that differ (prefill@8) get their own.
+// evaluation, as a compile derives them (length variants, a top-k output): tinyllama's prefill
+// and a variant of capacity 48, both checked at 37 rows; its prefill@1 and decode, one graph at
+// one row. A shared reference is what the function's own evaluation gives; functions that
+// differ (prefill@8) get their own.
 func TestReferencesShared(t *testing.T) {
 	m, err := ir.ParseModel("examples/tinyllama/model.yaml")
 	if err != nil {
