@@ -1,10 +1,14 @@
 package kernels_test
 
 import (
+	"context"
 	"fmt"
+	"math/rand"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,6 +198,101 @@ func BenchmarkCoopAttentionPrefill(b *testing.B) {
 		b.Run(fmt.Sprintf("q%d_kv%d", c.sq, c.kvLen), func(b *testing.B) {
 			p, args := c.problem(b)
 			coopBench(b, p, args, kernels.AttentionFlash, kernels.AttentionCoop, kernels.AttentionCoop.Space.Points())
+		})
+	}
+}
+
+// BenchmarkCoopShapes measures matmul_coop on f16 linears (x [M, K] · W[N, K]ᵀ) over a sample of
+// its space: the static point, the suggestions, then other valid points in a fixed pseudo-random
+// order, VKC_COOP_POINTS of them in all (default 80). The shapes are VKC_COOP_SHAPES, M×N×K
+// ("512x4096x14336 4096x4096x4096"; default: Llama-3.1-8B's prefill products at 512 rows and
+// the 4096³ GEMM). It logs every point (with the driver's statistics where the device was opened
+// with VKC_PIPELINE_STATS=1) and the fifteen fastest.
+//
+//	VKC_PIPELINE_STATS=1 kernels.test -test.run '^$' -test.bench CoopShapes -test.benchtime 1x -test.v
+func BenchmarkCoopShapes(b *testing.B) {
+	d := kerneltest.Device(b)
+	caps := kerneltest.CapsOf(&d.Info)
+	shapes := strings.Fields(os.Getenv("VKC_COOP_SHAPES"))
+	if len(shapes) == 0 {
+		shapes = []string{"512x4096x14336", "512x14336x4096", "512x4096x4096", "4096x4096x4096"}
+	}
+	limit := 80
+	if v := os.Getenv("VKC_COOP_POINTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("VKC_COOP_POINTS=%q: want a positive count", v)
+		}
+		limit = n
+	}
+	for _, sh := range shapes {
+		var m, n, k int
+		if _, err := fmt.Sscanf(sh, "%dx%dx%d", &m, &n, &k); err != nil {
+			b.Fatalf("VKC_COOP_SHAPES: %q is not M×N×K: %v", sh, err)
+		}
+		b.Run(sh, func(b *testing.B) {
+			p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, m, k), ir.T(ir.F16, n, k))
+			tm := kernels.MatmulCoop
+			if err := tm.Accepts(p, caps); err != nil {
+				b.Skipf("%s: %v", d.Info.Name, err)
+			}
+			_, static, err := kernels.Build(tm, p, caps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			points := append([]kernels.Config{static}, tm.Space.Suggestions(p, caps)...)
+			var rest []kernels.Config
+			for c := range tm.Space.All() {
+				if tm.Space.Valid(p, c, caps) == nil {
+					rest = append(rest, c)
+				}
+			}
+			rand.New(rand.NewSource(1)).Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+			seen := map[string]bool{}
+			var pts []measured
+			args := benchArgs(p, 3)
+			for _, c := range append(points, rest...) {
+				if len(pts) >= limit {
+					break
+				}
+				if seen[c.Key()] || tm.Space.Valid(p, c, caps) != nil {
+					continue
+				}
+				seen[c.Key()] = true
+				l, c, err := kernels.BuildAt(tm, p, c, caps)
+				if err != nil {
+					b.Errorf("%s [%s]: %v", tm.Name, c.Key(), err)
+					continue
+				}
+				r, err := setupBenchLaunch(d, p, l, args)
+				if err != nil {
+					b.Fatal(err)
+				}
+				mt, err := r.prog.Measure(context.Background(), benchMeasureOpts(d))
+				var stats []string
+				for _, pl := range r.pipes {
+					if st, err := pl.Statistics(); err == nil {
+						for _, s := range st {
+							if strings.Contains(s.Name, "Register") || strings.Contains(s.Name, "Shared") {
+								stats = append(stats, s.Name+"="+strconv.FormatFloat(s.Value, 'f', -1, 64))
+							}
+						}
+					}
+				}
+				r.close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				pt := measured{tm.Name, c, mt.Median, l}
+				b.Logf("  point %s  %s", pt, strings.Join(stats, " "))
+				pts = append(pts, pt)
+			}
+			sort.Slice(pts, func(i, j int) bool { return pts[i].t < pts[j].t })
+			b.Logf("%s on %s: %d points; static [%s]; fastest:", p.Key(), d.Info.Name, len(pts), static.Key())
+			for _, pt := range pts[:min(15, len(pts))] {
+				b.Logf("  best %s", pt)
+			}
+			b.ReportMetric(pts[0].l.Flops/pts[0].t.Seconds()/1e12, "TFLOP/s")
 		})
 	}
 }

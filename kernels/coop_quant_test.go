@@ -171,8 +171,9 @@ func coopDQCases(t testing.TB, d ir.DType) []gemmCase {
 
 // TestCoopMatmulDQEmulated runs matmul_coop_dq (B dequantized to an f16 copy, then the f16
 // product) with emulated matrices on the test device against the interpreter: a linear of Q4_K
-// and Q6_K weights and an import's rmsnorm_linear[act=f16] of an f32 x over Q4_K; and checks
-// that it leaves products of fewer rows to matmul_coop.
+// and Q6_K weights and an import's rmsnorm_linear[act=f16] of an f32 x over Q4_K, each also
+// split-K in 3 (the partials in scratch after the copy's, summed by a second step: the rmsnorm
+// form's sums of squares too); and checks that it leaves products of fewer rows to matmul_coop.
 func TestCoopMatmulDQEmulated(t *testing.T) {
 	caps := emulatedCaps(t)
 	if err := kernels.MatmulCoopDQ.Accepts(coopQuantCases(t, ir.Q4_K, 1)[0].p, kernels.H200); err == nil {
@@ -185,7 +186,16 @@ func TestCoopMatmulDQEmulated(t *testing.T) {
 				continue
 			}
 			t.Run(tc.name, func(t *testing.T) {
-				checkWith(t, kernels.MatmulCoopDQ, tc.p, nil, randomArgs(rng, tc.p), caps)
+				args := randomArgs(rng, tc.p)
+				checkWith(t, kernels.MatmulCoopDQ, tc.p, nil, args, caps)
+				if d != ir.Q4_K {
+					return
+				}
+				c := kernels.Config{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 3}
+				if err := kernels.MatmulCoopDQ.Space.Valid(tc.p, c, caps); err != nil {
+					t.Fatalf("split-K point: %v", err)
+				}
+				checkWith(t, kernels.MatmulCoopDQ, tc.p, c, args, caps)
 			})
 		}
 	}
@@ -266,7 +276,13 @@ func TestCoopMatmulQuantGPU(t *testing.T) {
 	for _, d := range kernels.QuantizedDTypes() {
 		for _, tc := range coopDQCases(t, d) {
 			t.Run(tc.name, func(t *testing.T) {
-				kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, nil, randomArgs(rng, tc.p)) // the f16 copy, then the product
+				args := randomArgs(rng, tc.p)
+				kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, nil, args) // the f16 copy, then the product
+				// Split-K: the product's partials after the copy, then their sum.
+				split := kernels.Config{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 2, "split_k": 2}
+				if kernels.MatmulCoopDQ.Space.Valid(tc.p, split, caps) == nil {
+					kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, split, args)
+				}
 			})
 		}
 	}

@@ -52,6 +52,7 @@ import (
 // launchBench holds the device objects of one Launch, set up once and measured.
 type launchBench struct {
 	prog  *runtime.Program
+	pipes []*runtime.Pipeline // of the steps, in order
 	free  []func()
 	flops float64
 	bytes float64
@@ -127,6 +128,7 @@ func setupBenchLaunch(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, 
 			return fail(err)
 		}
 		r.free = append(r.free, pl.Close)
+		r.pipes = append(r.pipes, pl)
 		disp := runtime.Dispatch{Pipeline: pl, Push: s.Push, Grid: s.Grid}
 		for bi, op := range s.Bindings {
 			buf := map[kernels.OperandKind][]*runtime.Buffer{kernels.Arg: argBuf, kernels.Out: outBuf, kernels.Scratch: scratch, kernels.Sync: syncs}[op.Kind][op.Index]

@@ -16,9 +16,12 @@ import (
 // from Q4_K and at 122 from f16 (docs/bench/h100-2026-12-06, BenchmarkCoopQuantPrefill). Here
 // every weight is decoded once and the product is an f16 one, at the price of writing and
 // reading 2·N·K bytes more and a second dispatch: for prompts of hundreds of rows, not for
-// decode. The space is matmul_coop's without split-K. The scratch is at most coopDQScratch
+// decode. The space is matmul_coop's, split-K included where the copy is made whole (a product
+// of few column blocks, such as the 8B's down and o projections at 512 rows: 128 blocks of
+// 128×128 for 132 SMs, leaves most of the device idle unsplit); the split's partials are
+// scratch buffers after the copy's. The scratch is at most coopDQScratch
 // bytes: a larger B is copied in parts of whole column blocks, each part's product reading it
-// before the next is copied (coopDQPartition). At 512 rows on the H100 it ran the 8B merged
+// before the next is copied (coopDQPartition), and those products are not split. At 512 rows on the H100 it ran the 8B merged
 // gate/up from Q4_K at 108 TFLOP/s where matmul_coop ran it at 47, and its rmsnorm_linear forms
 // at 79–85 where matmul_coop's ran at 34–46 (docs/bench/h100-2026-12-06, s8 call 1); the
 // roofline prices matmul_coop's staging (coopQuantRate), so a static compile takes it.
@@ -30,8 +33,8 @@ var MatmulCoopDQ = &Template{
 	},
 	Space: NewSpace(append(coopBlock(),
 		Ints("stages", 1, 2),
-		Ints("split_k", 1),
-	)...).Where(coopFits),
+		Ints("split_k", 1, 2, 3, 4, 6, 8),
+	)...).Where(coopDQFits),
 	Build: buildMatmulCoopDQ,
 }
 
@@ -88,6 +91,28 @@ func acceptCoopDQ(p *Problem, caps Caps) (*Problem, *gemm, *coopGemm, error) {
 	return &q, g, cg, nil
 }
 
+// coopDQFits is coopFits of the f16 product, split-K only where the copy is made whole.
+func coopDQFits(p *Problem, c Config, caps Caps) error {
+	if err := coopFits(p, c, caps); err != nil {
+		return err
+	}
+	if c["split_k"] <= 1 {
+		return nil
+	}
+	q, g, _, err := acceptCoopDQ(p, caps)
+	if err != nil {
+		return err
+	}
+	parts, err := coopDQPartition(q, c, caps, g)
+	if err != nil {
+		return err
+	}
+	if len(parts) > 1 {
+		return fmt.Errorf("split_k=%d: B's copy is made in %d parts, whose products are not split", c["split_k"], len(parts))
+	}
+	return nil
+}
+
 func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	q, g, cg, err := acceptCoopDQ(p, caps)
 	if err != nil {
@@ -110,21 +135,29 @@ func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(prod.Steps) != 1 || len(prod.Scratch) > 0 {
-			return nil, fmt.Errorf("the f16 product is not one dispatch without scratch")
+		if len(parts) > 1 && (len(prod.Steps) != 1 || len(prod.Scratch) > 0) {
+			return nil, fmt.Errorf("the f16 product of a part is not one dispatch without scratch")
 		}
-		st := prod.Steps[0]
-		st.Bindings = slices.Clone(st.Bindings)
-		for j, op := range st.Bindings {
-			if op == from {
-				st.Bindings[j] = to
+		l.Steps = append(l.Steps, Step{Kernel: dq, Grid: grid, Bindings: []Operand{from, to}})
+		// The product reads the copy where it read B; its own scratch (split-K's partials)
+		// follows the copy's.
+		for _, st := range prod.Steps {
+			st.Bindings = slices.Clone(st.Bindings)
+			for j, op := range st.Bindings {
+				switch {
+				case op == from:
+					st.Bindings[j] = to
+				case op.Kind == Scratch:
+					st.Bindings[j].Index++
+				}
 			}
+			l.Steps = append(l.Steps, st)
+			// The products' invocations are the occupancy: the dequantization's (one per 8
+			// weights) would make a product of few workgroups look as busy as the copy.
+			l.Occupancy = max(l.Occupancy, st.Invocations())
 		}
-		l.Steps = append(l.Steps, Step{Kernel: dq, Grid: grid, Bindings: []Operand{from, to}}, st)
+		l.Scratch = append(l.Scratch, prod.Scratch...)
 		l.Sync, l.InPlace = prod.Sync, prod.InPlace
-		// The products' invocations are the occupancy: the dequantization's (one per 8
-		// weights) would make a product of few workgroups look as busy as the copy.
-		l.Occupancy = max(l.Occupancy, st.Invocations())
 	}
 	// The weights are rounded to f16 as matmul_coop rounds them (coopRoundings counts it);
 	// rmsnorm's W⊙gamma is rounded again as the product stages the copy.
