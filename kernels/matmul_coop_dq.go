@@ -35,7 +35,8 @@ var MatmulCoopDQ = &Template{
 		Ints("stages", 1, 2),
 		Ints("split_k", 1, 2, 3, 4, 6, 8),
 	)...).Where(coopDQFits),
-	Build: buildMatmulCoopDQ,
+	Static: coopStatic,
+	Build:  buildMatmulCoopDQ,
 }
 
 func init() {
