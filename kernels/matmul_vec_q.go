@@ -224,6 +224,45 @@ func (sp laneSplit) elemOffsets() []int {
 	return out
 }
 
+// unitOffsets are a unit's run-time offsets from its block's group 0 at p0 = 0 (quantWords
+// plans the words there): 4·p0 bytes and elements, plus its group's (laneSplit) in elements
+// (elem), bytes of low bits (low) and of high bits (high), and the high bits' shift (highShift,
+// the zero Value where the split moves none).
+type unitOffsets struct{ elem, low, high, highShift codegen.Value }
+
+// unitOffsets is the offsets of the unit at r, its index within its block (0 ≤ r <
+// upb·groups: p0 = r mod upb, the group r / upb), for units of span words, upb of them a block
+// and group.
+func (sp laneSplit) unitOffsets(b *codegen.Builder, r codegen.Value, upb, span int) unitOffsets {
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	p4 := b.Mul(b.Rem(r, u(upb)), u(4*span))
+	o := unitOffsets{elem: p4, low: p4, high: p4}
+	if sp.groups == 1 {
+		return o
+	}
+	x := b.Div(r, u(upb))
+	for i, rad := range sp.radix {
+		d := x
+		if i < len(sp.radix)-1 {
+			d = b.Rem(x, u(rad))
+			x = b.Div(x, u(rad))
+		}
+		o.elem = b.Add(o.elem, b.Mul(d, u(sp.elem[i])))
+		o.low = b.Add(o.low, b.Mul(d, u(sp.lowB[i])))
+		if sp.highB[i] != 0 {
+			o.high = b.Add(o.high, b.Mul(d, u(sp.highB[i])))
+		}
+		if sp.highS[i] != 0 {
+			t := b.Mul(d, u(sp.highS[i]))
+			if o.highShift.Valid() {
+				t = b.Add(o.highShift, t)
+			}
+			o.highShift = t
+		}
+	}
+	return o
+}
+
 // High-bit sources of a word's quants (see quantWords).
 const (
 	highNone   = iota
@@ -407,38 +446,12 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	b.If(b.Lt(v.col, u(g.n)), func() {
 		v.forK(u(nb*upb*G), 1, func(unit codegen.Value) {
 			blk := b.Div(unit, u(upb*G))
-			// The unit's offsets from its block's group 0 at p0 = 0: 4·p0 bytes and elements,
-			// plus its group's (laneSplit) in elements (dynE), bytes of low bits (dynL) and of
-			// high bits (dynH), and the high bits' shift (dynHS, or none).
 			r := unit
 			if G > 1 {
 				r = b.Rem(unit, u(upb*G))
 			}
-			p4 := b.Mul(b.Rem(r, u(upb)), u(4*span))
-			dynE, dynL, dynH := p4, p4, p4
-			var dynHS codegen.Value
-			if G > 1 {
-				x := b.Div(r, u(upb))
-				for i, rad := range sp.radix {
-					d := x
-					if i < len(sp.radix)-1 {
-						d = b.Rem(x, u(rad))
-						x = b.Div(x, u(rad))
-					}
-					dynE = b.Add(dynE, b.Mul(d, u(sp.elem[i])))
-					dynL = b.Add(dynL, b.Mul(d, u(sp.lowB[i])))
-					if sp.highB[i] != 0 {
-						dynH = b.Add(dynH, b.Mul(d, u(sp.highB[i])))
-					}
-					if sp.highS[i] != 0 {
-						t := b.Mul(d, u(sp.highS[i]))
-						if dynHS.Valid() {
-							t = b.Add(dynHS, t)
-						}
-						dynHS = t
-					}
-				}
-			}
+			dyn := sp.unitOffsets(b, r, upb, span)
+			dynE, dynL, dynH, dynHS := dyn.elem, dyn.low, dyn.high, dyn.highShift
 			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dynE) // K index of the unit's element 0
 			// Each column's block: its reader, scales and runs of words, read once a unit.
 			rds := make([]*blockReader, per)
