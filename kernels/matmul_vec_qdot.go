@@ -64,12 +64,30 @@ const Int8KernelTolerance = 2e-2
 // bytes by SDotAccSat into an i32 sum per scale group, then scaled by d_w·sc·d_x (and the min
 // term, dmin·m·d_x·Σq_x, for the formats with one; Σq_x is an SDot with 0x01010101).
 //
+// Words whose weight scale and activation block are the same in every unit (of a block, and of
+// a group at split) are summed in one i32 before their scales multiply the sum.
+//
+// rows and split are MatmulVecQ's. rows is how many consecutive columns (rows of W) a column
+// group computes: each load of the int8 activation words, of their block scales d_x and, for
+// the formats with a min, each Σq_x serves rows columns (llama.cpp's NUM_ROWS); the weight's
+// words, scales and sub-block scales are each column's own. split spreads a block's runs of low
+// bits over consecutive invocations (laneSplit), each unit finding its sub-block and its
+// activation block at run time (unitOffsets).
+//
+// The space's first point, which a static compile takes, is one column a group and no split
+// (wg=128, cols=2, span=2, rows=1, split=0), the kernel as it was before either parameter.
+// MatmulVecQ's GPU static choice (vecQGPUStatic) takes rows = 2, and split where it measured
+// faster, on figures of the float product, whose x loads are f32 vec4s, four times the bytes of
+// this kernel's int8 words; for this kernel neither has been measured yet, so points of rows 2
+// and 4 and of split are among the suggestions (vecQDotSuggest) that a tuned compile and
+// BenchmarkDecodeGEMV measure first.
+//
 // It is offered only where the device has integer dot products (Caps.IntegerDot) and the
 // compile allows 8-bit activations (Caps.Int8 is Int8Auto or Int8Only); its Launch.Tolerance is
 // Int8KernelTolerance.
 //
 // Specialization constants: wg, cols (the second step); the first step runs qwg invocations per
-// row. Built per span. Grids: rows × 1, then ceil(N/cols) × 1.
+// row. Built per span, rows and split. Grids: rows of x × 1, then ceil(N/(cols·rows)) × 1.
 var MatmulVecQDot = &Template{
 	Name:      "matmul_vec_qdot",
 	Quantized: QuantizedDTypes(),
@@ -81,7 +99,9 @@ var MatmulVecQDot = &Template{
 		Ints("wg", 128, 64, 256, 32),
 		Ints("cols", 2, 1, 4, 8),
 		Ints("span", 2, 1, 4),
-	).Where(vecQFits),
+		Ints("rows", 1, 2, 4),
+		Ints("split", 0, 1),
+	).Where(vecQFits).Suggest(vecQDotSuggest),
 	Build: buildMatmulVecQDot,
 }
 
@@ -207,20 +227,24 @@ func buildQuantizeRows(p *Problem, g *gemm, caps Caps) (*Step, error) {
 	return &Step{Kernel: k, Grid: [3]uint32{uint32(g.m), 1, 1}, Bindings: binds}, nil
 }
 
-// packedQuants is the four quants of word w of the unit at dyn (see quantWords) as four signed
-// bytes of a u32, the bias subtracted: what SDot multiplies.
-func packedQuants(b *codegen.Builder, rd *blockReader, l *quant.Layout, w quantWord, dyn codegen.Value) codegen.Value {
+// packedQuants is the four quants of word w of the unit at dyn (see quantWords, unitOffsets)
+// as four signed bytes of a u32, the bias subtracted: what SDot multiplies.
+func packedQuants(b *codegen.Builder, rd *blockReader, l *quant.Layout, w quantWord, dyn unitOffsets) codegen.Value {
 	u := func(x uint32) codegen.Value { return b.U32(x) }
 	rep := func(x uint32) uint32 { return x * 0x01010101 }
-	low := b.And(b.Shr(rd.word(w.lowOff, dyn), u(uint32(w.lowShift))), u(rep(1<<l.Low.Width-1)))
+	low := b.And(b.Shr(rd.word(w.lowOff, dyn.low), u(uint32(w.lowShift))), u(rep(1<<l.Low.Width-1)))
 	if l.High != nil {
 		hm := uint32(1<<l.High.Width - 1)
 		var hv codegen.Value
 		if w.high == highWord {
-			hv = b.And(b.Shr(rd.word(w.highOff, dyn), u(uint32(w.highSh))), u(rep(hm)))
+			hw := rd.word(w.highOff, dyn.high)
+			if dyn.highShift.Valid() {
+				hw = b.Shr(hw, dyn.highShift) // the group's high bits where group 0's are
+			}
+			hv = b.And(b.Shr(hw, u(uint32(w.highSh))), u(rep(hm)))
 		} else {
 			for e := 0; e < 4; e++ {
-				off, sh := locate(b, l.High, b.Add(b.U32(uint32(w.j0+e)), dyn))
+				off, sh := locate(b, l.High, b.Add(b.U32(uint32(w.j0+e)), dyn.elem))
 				var src codegen.Value
 				if w.high == highWindow {
 					src = b.Shr(rd.word(w.highOff, codegen.Value{}), b.Add(b.Shl(b.Sub(off, b.U32(uint32(w.highOff))), u(3)), sh))
@@ -260,11 +284,15 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	wgN, colsN, span := c["wg"], c["cols"], c["span"]
+	wgN, colsN, span, per := c["wg"], c["cols"], c["span"], max(c["rows"], 1)
 	f := g.bT.Format()
 	l := f.Layout
 	if (l.Low.Radix[0]/4)%span != 0 {
 		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
+	}
+	sp := laneSplit{groups: 1}
+	if c["split"] > 0 {
+		sp = splitOf(f)
 	}
 	quantize, err := buildQuantizeRows(p, g, caps)
 	if err != nil {
@@ -274,7 +302,14 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	// of the quantized x and W (gamma and rms are the first step's).
 	pg := *g
 	pg.gammaArg = -1
-	b := newBuilder(fmt.Sprintf("matmul_vec_qdot_%s_r%d_s%d", f.Name, g.m, span), caps)
+	name := fmt.Sprintf("matmul_vec_qdot_%s_r%d_s%d", f.Name, g.m, span)
+	if per > 1 {
+		name += fmt.Sprintf("_n%d", per)
+	}
+	if sp.groups > 1 {
+		name += fmt.Sprintf("_g%d", sp.groups)
+	}
+	b := newBuilder(name, caps)
 	var bufs gemmBufs
 	var binds []Operand
 	bufs.b = b.Buffer("b", codegen.U32, codegen.ReadOnly)
@@ -286,104 +321,152 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	qs := b.Buffer("qs", codegen.U32, codegen.ReadOnly)
 	ds := b.Buffer("d", codegen.F32, codegen.ReadOnly)
 	binds = append(binds, Operand{Scratch, 0}, Operand{Scratch, 1})
-	v := newVecFrame(b, p, &pg, caps, wgN, colsN, true)
+	v := newVecFrameN(b, p, &pg, caps, wgN, colsN, per, true)
 	R := g.m
 	u := v.u
-	words := quantWords(f, span, laneSplit{groups: 1})
-	upb := l.Low.Radix[0] / 4 / span
+	words := quantWords(f, span, sp)
+	upb := l.Low.Radix[0] / 4 / span // units per block and group
+	G := sp.groups
+	goffs := sp.elemOffsets()
 	nb := g.k / f.BlockElems
 	nact := g.k / qActBlock
 	ones := u(0x01010101)
 	withMin := l.Combine == quant.ScaledPlusMin || l.Combine == quant.SubScaledMinusMin
+	// together reports whether elements a and c of group 0's unit at p0 = 0 lie in the same
+	// span of n elements (a sub-block, an activation block) in every unit of a block and group.
+	together := func(a, c, n int) bool {
+		for p0 := 0; p0 < upb; p0++ {
+			for _, eg := range goffs {
+				if (a+4*p0*span+eg)/n != (c+4*p0*span+eg)/n {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	// fixedIn is the span of n elements that element j of group 0's unit at p0 = 0 lies in, and
+	// whether every unit of a block and group puts it there.
+	fixedIn := func(j, n int) (int, bool) {
+		for p0 := 0; p0 < upb; p0++ {
+			for _, eg := range goffs {
+				if (j+4*p0*span+eg)/n != j/n {
+					return 0, false
+				}
+			}
+		}
+		return j / n, true
+	}
+	// Words that share the weight's scale and the activations' block in every unit are summed
+	// in i32: a group of them. The first word of a group is its representative, whose
+	// sub-block and activation block are the group's.
+	var wgroups [][]int
+	for i, w := range words {
+		placed := false
+		for gi, ws := range wgroups {
+			if r := words[ws[0]]; together(r.j0, w.j0, l.Sub) && together(r.j0, w.j0, qActBlock) {
+				wgroups[gi] = append(wgroups[gi], i)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			wgroups = append(wgroups, []int{i})
+		}
+	}
 	b.If(b.Lt(v.col, u(g.n)), func() {
-		b.For(v.ki, u(nb*upb), v.kp, func(unit codegen.Value) {
-			blk := b.Div(unit, u(upb))
-			dyn := b.Mul(b.Rem(unit, u(upb)), u(4*span))
-			base := b.Mul(b.Add(b.Mul(v.col, u(nb)), blk), u(f.BlockBytes))
-			rd := newBlockReader(b, bufs.b, f, base)
-			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dyn)
-			d := rd.scalar(l.D)
-			var dmin codegen.Value
-			if l.M.Type != 0 {
-				dmin = rd.scalar(l.M)
+		v.forK(u(nb*upb*G), 1, func(unit codegen.Value) {
+			blk := b.Div(unit, u(upb*G))
+			r := unit
+			if G > 1 {
+				r = b.Rem(unit, u(upb*G))
 			}
-			// Words that share the weight's scale and the activations' block are summed in i32.
-			type group struct {
-				dot, sq []codegen.Value
-				sub     int
-				subDyn  codegen.Value
-				act     codegen.Value // K index / 32 of the activation block
+			dyn := sp.unitOffsets(b, r, upb, span)
+			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dyn.elem) // K index of the unit's element 0
+			// Each column's block: its reader and scales, read once a unit.
+			rds := make([]*blockReader, per)
+			ds0 := make([]codegen.Value, per)
+			dmins := make([]codegen.Value, per)
+			for cc := 0; cc < per; cc++ {
+				base := b.Mul(b.Add(b.Mul(v.colAt(cc), u(nb)), blk), u(f.BlockBytes))
+				rds[cc] = newBlockReader(b, bufs.b, f, base)
+				ds0[cc] = rds[cc].scalar(l.D)
+				if l.M.Type != 0 {
+					dmins[cc] = rds[cc].scalar(l.M)
+				}
 			}
-			var groups []*group
-			byKey := map[[2]int]*group{}
-			for _, w := range words {
-				pw := packedQuants(b, rd, l, w, dyn)
-				kx := b.Add(k0, u(w.j0))
-				// The activation block: fixed within the unit's block when every unit gives the
-				// word the same one.
-				actC := -1
-				if a0 := w.j0 / qActBlock; f.BlockElems%qActBlock == 0 {
-					fixed := true
-					for p0 := 0; p0 < upb; p0++ {
-						fixed = fixed && (w.j0+4*p0*span)/qActBlock == a0
-					}
-					if fixed {
-						actC = a0
-					}
+			for _, ws := range wgroups {
+				rep := words[ws[0]]
+				dots := make([][]codegen.Value, per) // per column, per row
+				for cc := range dots {
+					dots[cc] = make([]codegen.Value, R)
 				}
-				key := [2]int{w.sub, actC}
-				gr := byKey[key]
-				if gr == nil || w.sub < 0 || actC < 0 {
-					gr = &group{dot: make([]codegen.Value, R), sq: make([]codegen.Value, R), sub: w.sub}
-					if w.sub < 0 {
-						gr.subDyn = b.Div(b.Add(u(w.j0), dyn), u(l.Sub))
-					}
-					if actC >= 0 {
-						gr.act = b.Add(b.Mul(blk, u(f.BlockElems/qActBlock)), u(actC))
-					} else {
-						gr.act = b.Div(kx, u(qActBlock))
-					}
-					if w.sub >= 0 && actC >= 0 {
-						byKey[key] = gr
-					}
-					groups = append(groups, gr)
-				}
-				for r := 0; r < R; r++ {
-					xq := b.Load(qs, b.Add(u(r*g.k/4), b.Shr(kx, u(2))))
-					acc := gr.dot[r]
-					if !acc.Valid() {
-						acc = b.I32(0)
-					}
-					gr.dot[r] = b.SDotAccSat(pw, xq, acc)
-					if withMin {
-						sq := gr.sq[r]
-						if !sq.Valid() {
-							sq = b.I32(0)
+				sq := make([]codegen.Value, R) // Σq_x per row, the same for every column
+				for _, wi := range ws {
+					w := words[wi]
+					kx := b.Add(k0, u(w.j0))
+					// x, once for all the group's columns.
+					xq := make([]codegen.Value, R)
+					for r := range xq {
+						xq[r] = b.Load(qs, b.Add(u(r*g.k/4), b.Shr(kx, u(2))))
+						if withMin {
+							acc := sq[r]
+							if !acc.Valid() {
+								acc = b.I32(0)
+							}
+							sq[r] = b.SDotAccSat(ones, xq[r], acc)
 						}
-						gr.sq[r] = b.SDotAccSat(ones, xq, sq)
+					}
+					for cc := 0; cc < per; cc++ {
+						pw := packedQuants(b, rds[cc], l, w, dyn)
+						for r := 0; r < R; r++ {
+							acc := dots[cc][r]
+							if !acc.Valid() {
+								acc = b.I32(0)
+							}
+							dots[cc][r] = b.SDotAccSat(pw, xq[r], acc)
+						}
 					}
 				}
-			}
-			for _, gr := range groups {
-				var scale, mn codegen.Value
-				switch l.Combine {
-				case quant.Scaled:
-					scale = d
-				case quant.ScaledPlusMin:
-					scale, mn = d, dmin
-				default:
-					scale, mn = rd.subScale(l, d, dmin, gr.sub, gr.subDyn)
+				// The group's activation block: a constant one of the unit's block when every
+				// unit and group gives its words the same, else found from the representative.
+				var act codegen.Value
+				if a0, ok := fixedIn(rep.j0, qActBlock); ok && f.BlockElems%qActBlock == 0 {
+					act = b.Add(b.Mul(blk, u(f.BlockElems/qActBlock)), u(a0))
+				} else {
+					act = b.Div(b.Add(k0, u(rep.j0)), u(qActBlock))
 				}
-				for r := 0; r < R; r++ {
-					dx := b.Load(ds, b.Add(u(r*nact), gr.act))
-					t := b.Mul(b.Mul(scale, dx), b.Convert(gr.dot[r], codegen.F32))
+				var subDyn codegen.Value
+				if rep.sub < 0 {
+					subDyn = b.Div(b.Add(u(rep.j0), dyn.elem), u(l.Sub))
+				}
+				dx := make([]codegen.Value, R)
+				sqx := make([]codegen.Value, R) // d_x·Σq_x, for the min term
+				for r := range dx {
+					dx[r] = b.Load(ds, b.Add(u(r*nact), act))
+					if withMin {
+						sqx[r] = b.Mul(dx[r], b.Convert(sq[r], codegen.F32))
+					}
+				}
+				for cc := 0; cc < per; cc++ {
+					var scale, mn codegen.Value
 					switch l.Combine {
+					case quant.Scaled:
+						scale = ds0[cc]
 					case quant.ScaledPlusMin:
-						t = b.Add(t, b.Mul(b.Mul(mn, dx), b.Convert(gr.sq[r], codegen.F32)))
-					case quant.SubScaledMinusMin:
-						t = b.Sub(t, b.Mul(b.Mul(mn, dx), b.Convert(gr.sq[r], codegen.F32)))
+						scale, mn = ds0[cc], dmins[cc]
+					default:
+						scale, mn = rds[cc].subScale(l, ds0[cc], dmins[cc], rep.sub, subDyn)
 					}
-					v.add(r, t)
+					for r := 0; r < R; r++ {
+						t := b.Mul(b.Mul(scale, dx[r]), b.Convert(dots[cc][r], codegen.F32))
+						switch l.Combine {
+						case quant.ScaledPlusMin:
+							t = b.Add(t, b.Mul(mn, sqx[r]))
+						case quant.SubScaledMinusMin:
+							t = b.Sub(t, b.Mul(mn, sqx[r]))
+						}
+						v.addAt(cc, r, t)
+					}
 				}
 			}
 		})
@@ -399,4 +482,29 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	g.cost(p, l2)
 	return l2, nil
+}
+
+// vecQDotSuggest proposes the points a budgeted search of MatmulVecQDot measures first (the
+// space's first point, wg=128, cols=2, span=2, rows=1, comes before them). On a GPU: the
+// default's groups at two and four columns a group (rows), a subgroup a column group (cols=4,
+// MatmulVecQ's GPU static layout) at rows 1, 2 and 4 and span 2 and 4, two subgroups a group,
+// 256 invocations of 8 groups, and a block's runs over the invocations (split) at the points
+// where MatmulVecQ's split measured best (vecQSuggest). On a CPU implementation: MatmulVecQ's
+// lavapipe layouts within this space (8 column groups of 4 invocations, 4 of 8, 16 of 8), at
+// one, two and four columns a group.
+func vecQDotSuggest(p *Problem, caps Caps) []Config {
+	pt := func(wg, cols, span, rows, split int) Config {
+		return Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": split}
+	}
+	if caps.CPU {
+		var out []Config
+		for _, rows := range []int{4, 2, 1} {
+			out = append(out, pt(32, 8, 1, rows, 0), pt(32, 4, 1, rows, 0), pt(128, 8, 1, rows, 0))
+		}
+		return out
+	}
+	return []Config{pt(128, 2, 2, 2, 0), pt(128, 2, 2, 4, 0),
+		pt(128, 4, 2, 1, 0), pt(128, 4, 2, 2, 0), pt(128, 4, 4, 2, 0), pt(128, 4, 2, 4, 0), pt(128, 4, 1, 2, 0),
+		pt(128, 2, 4, 2, 0), pt(256, 8, 2, 2, 0),
+		pt(128, 4, 2, 2, 1), pt(128, 4, 4, 2, 1), pt(128, 1, 2, 2, 1), pt(128, 2, 2, 2, 1)}
 }

@@ -83,12 +83,16 @@ func int8Bound(p *kernels.Problem, args []*ir.Tensor) []float64 {
 // (exact arithmetic on the exact weights): every element within the rigorous bound of 8-bit
 // activations (int8Bound) plus f32 rounding, and, for rows of 32 outputs or more, the
 // row-relative error within the tolerance the tuner checks it at (kernels.Int8KernelTolerance).
+// Besides the default point, the first problem runs at two points of one column a group and one
+// of four (rows) with split where the format has it, the second (four rows of x) at two columns
+// a group; N is a multiple of neither group.
 func TestMatmulVecQDot(t *testing.T) {
 	caps := int8Caps(t)
 	d := kerneltest.Device(t)
 	rng := rand.New(rand.NewSource(23))
 	T := ir.T
 	worst := 0.0
+	splits := 0 // formats checked at split = 1
 	for _, dt := range kernels.QuantizedDTypes() {
 		t.Run(dt.String(), func(t *testing.T) {
 			K := quantK(dt)
@@ -113,8 +117,21 @@ func TestMatmulVecQDot(t *testing.T) {
 				}
 				bound := int8Bound(p, args)
 				configs := []kernels.Config{nil}
-				if i == 0 {
-					configs = append(configs, kernels.Config{"wg": 128, "cols": 2, "span": 4}, kernels.Config{"wg": 32, "cols": 8, "span": 1})
+				switch i {
+				case 0:
+					// Four columns a group (rows) over 37 columns (groups of 16: a tail), with a
+					// block's runs over the invocations (split) where the format has them.
+					split := kernels.Config{"wg": 32, "cols": 4, "span": 2, "rows": 4, "split": 1}
+					if kernels.MatmulVecQDot.Space.Valid(p, split, caps) != nil {
+						split["split"] = 0
+					} else {
+						splits++
+					}
+					configs = append(configs, kernels.Config{"wg": 128, "cols": 2, "span": 4, "rows": 1, "split": 0},
+						kernels.Config{"wg": 32, "cols": 8, "span": 1, "rows": 1, "split": 0}, split)
+				case 1:
+					// Two columns a group for four rows of x over 301 columns (groups of 16).
+					configs = append(configs, kernels.Config{"wg": 32, "cols": 8, "span": 1, "rows": 2, "split": 0})
 				}
 				for _, c := range configs {
 					var l *kernels.Launch
@@ -123,7 +140,7 @@ func TestMatmulVecQDot(t *testing.T) {
 					} else if err = kernels.MatmulVecQDot.Space.Valid(p, c, caps); err == nil {
 						l, err = kernels.MatmulVecQDot.Build(p, c, caps)
 					} else {
-						continue
+						t.Fatalf("%s [%s]: %v", p.Key(), c.Key(), err)
 					}
 					if err != nil {
 						t.Fatalf("%s [%v]: %v", p.Key(), c, err)
@@ -160,7 +177,10 @@ func TestMatmulVecQDot(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("largest error %.3g of the row scale (the tuner allows %g)", worst, kernels.Int8KernelTolerance)
+	t.Logf("largest error %.3g of the row scale (the tuner allows %g); %d formats at split = 1", worst, kernels.Int8KernelTolerance, splits)
+	if splits == 0 {
+		t.Error("no format was checked at split = 1")
+	}
 }
 
 // TestInt8Policy: the integer-dot template is offered only when the compile asks for 8-bit
