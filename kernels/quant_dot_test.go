@@ -83,9 +83,9 @@ func int8Bound(p *kernels.Problem, args []*ir.Tensor) []float64 {
 // (exact arithmetic on the exact weights): every element within the rigorous bound of 8-bit
 // activations (int8Bound) plus f32 rounding, and, for rows of 32 outputs or more, the
 // row-relative error within the tolerance the tuner checks it at (kernels.Int8KernelTolerance).
-// Besides the default point, the first problem runs at two points of one column a group and one
-// of four (rows) with split where the format has it, the second (four rows of x) at two columns
-// a group; N is a multiple of neither group.
+// Besides the default point, the first problem runs at span 4 and at four columns a group (rows)
+// with split where the format has it, the second (four rows of x) at two columns a group and
+// span 1; N is a multiple of neither group.
 func TestMatmulVecQDot(t *testing.T) {
 	caps := int8Caps(t)
 	d := kerneltest.Device(t)
@@ -127,10 +127,10 @@ func TestMatmulVecQDot(t *testing.T) {
 					} else {
 						splits++
 					}
-					configs = append(configs, kernels.Config{"wg": 128, "cols": 2, "span": 4, "rows": 1, "split": 0},
-						kernels.Config{"wg": 32, "cols": 8, "span": 1, "rows": 1, "split": 0}, split)
+					configs = append(configs, kernels.Config{"wg": 128, "cols": 2, "span": 4, "rows": 1, "split": 0}, split)
 				case 1:
-					// Two columns a group for four rows of x over 301 columns (groups of 16).
+					// Two columns a group for four rows of x over 301 columns (groups of 16), at
+					// span 1 (the default is 2; the first problem's points 4, and 2 at rows 4).
 					configs = append(configs, kernels.Config{"wg": 32, "cols": 8, "span": 1, "rows": 2, "split": 0})
 				}
 				for _, c := range configs {
