@@ -634,34 +634,3 @@ func TestCoopSuggestions(t *testing.T) {
 		})
 	}
 }
-
-// TestCoopStatic: on the H200 the static point of matmul_coop and matmul_coop_dq takes blocks of
-// 128×128 for products of 256 such blocks or more (the 4096³ GEMM, the 8B's gate projection at
-// 512 rows, its merged gate/up from Q4_K) and keeps the space's first point, 64×64, for fewer
-// (SmolLM2's prefill, the 8B's o projection at 512 rows: 128 blocks) and on a CPU.
-func TestCoopStatic(t *testing.T) {
-	big := kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1}
-	f16 := ir.F16
-	for _, c := range []struct {
-		tmpl    *kernels.Template
-		p       *kernels.Problem
-		cpu, lg bool
-	}{
-		{kernels.MatmulCoop, opProblem(t, ir.Linear, nil, ir.T(f16, 4096, 4096), ir.T(f16, 4096, 4096)), false, true},
-		{kernels.MatmulCoop, opProblem(t, ir.Linear, nil, ir.T(f16, 512, 4096), ir.T(f16, 14336, 4096)), false, true},
-		{kernels.MatmulCoopDQ, opProblem(t, ir.Linear, nil, ir.T(f16, 512, 4096), ir.T(ir.Q4_K, 28672, 4096)), false, true},
-		{kernels.MatmulCoop, opProblem(t, ir.Linear, nil, ir.T(f16, 512, 4096), ir.T(f16, 4096, 4096)), false, false},
-		{kernels.MatmulCoop, smolPrefillProblems(t)[0], false, false},
-		{kernels.MatmulCoop, opProblem(t, ir.Linear, nil, ir.T(f16, 4096, 4096), ir.T(f16, 4096, 4096)), true, false},
-	} {
-		caps := kernels.H200
-		caps.CPU = c.cpu
-		_, got, err := kernels.Build(c.tmpl, c.p, caps)
-		if err != nil {
-			t.Fatalf("%s %s: %v", c.tmpl.Name, c.p.Key(), err)
-		}
-		if (got.Key() == big.Key()) != c.lg {
-			t.Errorf("%s %s (cpu %v): static point %s; 128×128 wanted: %v", c.tmpl.Name, c.p.Key(), c.cpu, got.Key(), c.lg)
-		}
-	}
-}

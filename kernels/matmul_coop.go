@@ -67,8 +67,7 @@ var MatmulCoop = &Template{
 		Ints("stages", 2, 1),
 		Ints("split_k", 1, 2, 3, 4, 6, 8, 12, 16),
 	)...).Where(coopFits).Suggest(coopSuggest),
-	Static: coopStatic,
-	Build:  buildMatmulCoop,
+	Build: buildMatmulCoop,
 }
 
 // coopBlock are the block parameters of matmul_coop's space (and matmul_coop_dq's).
@@ -1044,31 +1043,6 @@ func buildCoopReduce(p *Problem, g *gemm, q coopGeom, caps Caps) (*Step, error) 
 // coopTargetGroups is the grid a suggested split aims for: about one workgroup per
 // multiprocessor of a large GPU (the H200 has 132).
 const coopTargetGroups = 128
-
-// coopStatic is the static point of matmul_coop and matmul_coop_dq on a GPU: blocks of
-// 128×128 (2×2 subgroups of 4×4 matrices), single-buffered slices of 32 k, for a product with
-// at least twice coopTargetGroups such blocks; the space's first point (64×64, 4 subgroups of
-// 2×2 matrices) otherwise, and on a CPU. The larger blocks read half the bytes a flop from L2
-// and shared memory: 186 against 130 TFLOP/s for the 4096³ GEMM on the H200
-// (docs/bench/coopmat-bench-quick.txt), 154 against 111 for Llama-3.1-8B's gate projection at
-// 512 rows (f16, 512×14336×4096) on the H100 (docs/bench/h100-2026-12-06,
-// s8call1-coop-quant.txt). With fewer blocks a large GPU would hold one workgroup of four
-// subgroups per multiprocessor or fewer, which was not measured: those keep the first point.
-func coopStatic(p *Problem, caps Caps) []Config {
-	if caps.CPU {
-		return nil
-	}
-	g, cg, err := acceptCoopGemm(p, caps)
-	if err != nil {
-		return nil
-	}
-	c := Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1}
-	q := coopGeometry(c, caps, cg.shape, g)
-	if ceilDiv(g.m, q.bm)*ceilDiv(g.n, q.bn)*g.batches() < 2*coopTargetGroups {
-		return nil
-	}
-	return []Config{c}
-}
 
 // coopSplits are split_k's values, ascending.
 var coopSplits = []int{1, 2, 3, 4, 6, 8, 12, 16}

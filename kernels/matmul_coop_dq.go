@@ -35,8 +35,7 @@ var MatmulCoopDQ = &Template{
 		Ints("stages", 1, 2),
 		Ints("split_k", 1, 2, 3, 4, 6, 8),
 	)...).Where(coopDQFits),
-	Static: coopStatic,
-	Build:  buildMatmulCoopDQ,
+	Build: buildMatmulCoopDQ,
 }
 
 func init() {
