@@ -74,13 +74,16 @@ const Int8KernelTolerance = 2e-2
 // bits over consecutive invocations (laneSplit), each unit finding its sub-block and its
 // activation block at run time (unitOffsets).
 //
-// The space's first point, which a static compile takes, is one column a group and no split
-// (wg=128, cols=2, span=2, rows=1, split=0), the kernel as it was before either parameter.
-// MatmulVecQ's GPU static choice (vecQGPUStatic) takes rows = 2, and split where it measured
-// faster, on figures of the float product, whose x loads are f32 vec4s, four times the bytes of
-// this kernel's int8 words; for this kernel neither has been measured yet, so points of rows 2
-// and 4 and of split are among the suggestions (vecQDotSuggest) that a tuned compile and
-// BenchmarkDecodeGEMV measure first.
+// The static choice on a GPU (vecQDotGPUStatic) at K ≥ 4096 is a subgroup a column group of
+// two columns, four words a run, rows 2, split where the format has runs to spread (wg=128,
+// cols=4, span=4, rows=2, split=1), else wg=128, cols=2, span=4, rows=2; elsewhere the space's
+// first point (wg=128, cols=2, span=2, rows=1, split=0), the kernel as it was before either
+// parameter. On the H100 (docs/bench/h100-2026-12-06, session 11 call 2, chained products)
+// that point took Q4_K at 28672×4096 from 54.2 to 39.4 µs (matmul_vec_q's static: 44.4), at
+// 4096×14336 from 37.3 to 31.4, at 4096² from 14.0 to 12.5; Q6_K from 70.1 to 56.3, 47.0 to
+// 50.2 and 18.0 to 17.7; Q8_0 (unsplit) from 54.2 to 53.0, 39.6 to 38.7 and 14.2 to 14.5. Points
+// of rows 2 and 4 and of split are among the suggestions (vecQDotSuggest) that a tuned compile
+// and BenchmarkDecodeGEMV measure first.
 //
 // It is offered only where the device has integer dot products (Caps.IntegerDot) and the
 // compile allows 8-bit activations (Caps.Int8 is Int8Auto or Int8Only); its Launch.Tolerance is
@@ -102,7 +105,8 @@ var MatmulVecQDot = &Template{
 		Ints("rows", 1, 2, 4),
 		Ints("split", 0, 1),
 	).Where(vecQFits).Suggest(vecQDotSuggest),
-	Build: buildMatmulVecQDot,
+	Static: vecQDotGPUStatic,
+	Build:  buildMatmulVecQDot,
 }
 
 func init() { Register(MatmulVecQDot) }
@@ -482,6 +486,19 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	g.cost(p, l2)
 	return l2, nil
+}
+
+// vecQDotGPUStatic is MatmulVecQDot's static choice (see the template's comment): on a GPU at
+// K ≥ 4096 (the shapes it was measured at), split where valid, else unsplit; the space's first
+// point elsewhere.
+func vecQDotGPUStatic(p *Problem, caps Caps) []Config {
+	if caps.CPU {
+		return nil
+	}
+	if g, err := readGemm(p); err != nil || g.k < 4096 {
+		return nil
+	}
+	return []Config{{"wg": 128, "cols": 4, "span": 4, "rows": 2, "split": 1}, {"wg": 128, "cols": 2, "span": 4, "rows": 2, "split": 0}}
 }
 
 // vecQDotSuggest proposes the points a budgeted search of MatmulVecQDot measures first (the

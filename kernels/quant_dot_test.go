@@ -221,3 +221,33 @@ func TestInt8Policy(t *testing.T) {
 		t.Error(`ParseInt8Mode("yes") accepted`)
 	}
 }
+
+// TestMatmulVecQDotGPUStatic: on the H200 at K ≥ 4096 matmul_vec_qdot's static choice is a
+// subgroup a group of two columns, span 4, rows 2, split where the format has runs to spread
+// (Q4_K, Q6_K), unsplit two columns a group otherwise (Q8_0); at K = 2048 and on a CPU the
+// space's first point (the H100 measured the former at the 8B's shapes only).
+func TestMatmulVecQDotGPUStatic(t *testing.T) {
+	for _, c := range []struct {
+		d    ir.DType
+		n, k int
+		cpu  bool
+		want string
+	}{
+		{ir.Q4_K, 28672, 4096, false, "cols=4,rows=2,span=4,split=1,wg=128"},
+		{ir.Q6_K, 4096, 14336, false, "cols=4,rows=2,span=4,split=1,wg=128"},
+		{ir.Q8_0, 4096, 4096, false, "cols=2,rows=2,span=4,split=0,wg=128"},
+		{ir.Q4_K, 2048, 2048, false, "cols=2,rows=1,span=2,split=0,wg=128"},
+		{ir.Q4_K, 28672, 4096, true, "cols=2,rows=1,span=2,split=0,wg=128"},
+	} {
+		caps := kernels.H200
+		caps.IntegerDot, caps.Int8, caps.CPU = true, kernels.Int8Only, c.cpu
+		p := opProblem(t, ir.Linear, nil, ir.T(ir.F32, 1, c.k), ir.T(c.d, c.n, c.k))
+		_, got, err := kernels.Build(kernels.MatmulVecQDot, p, caps)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Key(), err)
+		}
+		if got.Key() != c.want {
+			t.Errorf("%s (cpu %v): static [%s], want [%s]", p.Key(), c.cpu, got.Key(), c.want)
+		}
+	}
+}
