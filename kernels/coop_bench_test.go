@@ -53,13 +53,13 @@ func (m measured) String() string {
 // problem, measuring few points, gives figures unaffected by a long sweep): the default, single
 // buffering, 128×128 blocks, sixteen subgroups of one tile, deep single-buffered slices.
 var coopQuick = []kernels.Config{
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 2, "split_k": 1},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 1, "split_k": 1},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1},
-	{"warps_m": 4, "warps_n": 4, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2, "split_k": 1},
-	{"warps_m": 4, "warps_n": 4, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 2, "split_k": 1},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1, "split_k": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 2, "split_k": 1, "lean": 0},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 2, "tiles_n": 2, "k_steps": 2, "stages": 1, "split_k": 1, "lean": 0},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1, "lean": 0},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1, "lean": 0},
+	{"warps_m": 4, "warps_n": 4, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2, "split_k": 1, "lean": 0},
+	{"warps_m": 4, "warps_n": 4, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 2, "split_k": 1, "lean": 0},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1, "split_k": 1, "lean": 0},
 }
 
 func coopBench(b *testing.B, p *kernels.Problem, args []*ir.Tensor, peer, coop *kernels.Template, points []kernels.Config) {
@@ -124,7 +124,7 @@ var coopSweep = func() []kernels.Config {
 		{2, 1, 4, 4, 2, 2}, {2, 2, 4, 4, 2, 2}, {2, 2, 4, 4, 1, 2}, {2, 2, 4, 4, 4, 1}, {4, 2, 2, 4, 2, 2},
 		{2, 4, 4, 2, 2, 2}, {4, 4, 2, 2, 1, 2}, {4, 4, 1, 1, 2, 2},
 	} {
-		out = append(out, kernels.Config{"warps_m": v[0], "warps_n": v[1], "tiles_m": v[2], "tiles_n": v[3], "k_steps": v[4], "stages": v[5], "split_k": 1})
+		out = append(out, kernels.Config{"warps_m": v[0], "warps_n": v[1], "tiles_m": v[2], "tiles_n": v[3], "k_steps": v[4], "stages": v[5], "split_k": 1, "lean": 0})
 	}
 	return out
 }()
@@ -204,7 +204,8 @@ func BenchmarkCoopAttentionPrefill(b *testing.B) {
 
 // BenchmarkCoopShapes measures matmul_coop on f16 linears (x [M, K] · W[N, K]ᵀ) over a sample of
 // its space: the static point, the suggestions, then other valid points in a fixed pseudo-random
-// order, VKC_COOP_POINTS of them in all (default 80). The shapes are VKC_COOP_SHAPES, M×N×K
+// order, VKC_COOP_POINTS of them in all (default 80; VKC_COOP_POINTS=lean: the static point and
+// coopLeanPoints). The shapes are VKC_COOP_SHAPES, M×N×K
 // ("512x4096x14336 4096x4096x4096"; default: Llama-3.1-8B's prefill products at 512 rows and
 // the 4096³ GEMM). It logs every point (with the driver's statistics where the device was opened
 // with VKC_PIPELINE_STATS=1) and the fifteen fastest.
@@ -218,7 +219,10 @@ func BenchmarkCoopShapes(b *testing.B) {
 		shapes = []string{"512x4096x14336", "512x14336x4096", "512x4096x4096", "4096x4096x4096"}
 	}
 	limit := 80
-	if v := os.Getenv("VKC_COOP_POINTS"); v != "" {
+	var only []kernels.Config // VKC_COOP_POINTS=lean: coopLeanPoints instead of a sample
+	if v := os.Getenv("VKC_COOP_POINTS"); v == "lean" {
+		only = coopLeanPoints()
+	} else if v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			b.Fatalf("VKC_COOP_POINTS=%q: want a positive count", v)
@@ -248,6 +252,9 @@ func BenchmarkCoopShapes(b *testing.B) {
 				}
 			}
 			rand.New(rand.NewSource(1)).Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+			if only != nil {
+				points, rest = append([]kernels.Config{static}, only...), nil
+			}
 			seen := map[string]bool{}
 			var pts []measured
 			args := benchArgs(p, 3)
@@ -295,4 +302,20 @@ func BenchmarkCoopShapes(b *testing.B) {
 			b.ReportMetric(pts[0].l.Flops/pts[0].t.Seconds()/1e12, "TFLOP/s")
 		})
 	}
+}
+
+// coopLeanPoints are the large blocks at lean 0 and 1: 128×128 of 2×2 subgroups (4×4 matrices)
+// and of 4×2 (2×4), and 64×64 of 2×2 (2×2), single- and double-buffered, slices of 32 and 64 k.
+func coopLeanPoints() []kernels.Config {
+	var out []kernels.Config
+	for _, w := range [][4]int{{2, 2, 4, 4}, {4, 2, 2, 4}, {2, 2, 2, 2}} {
+		for _, ks := range []int{2, 4} {
+			for _, st := range []int{1, 2} {
+				for _, lean := range []int{0, 1} {
+					out = append(out, kernels.Config{"warps_m": w[0], "warps_n": w[1], "tiles_m": w[2], "tiles_n": w[3], "k_steps": ks, "stages": st, "split_k": 1, "lean": lean})
+				}
+			}
+		}
+	}
+	return out
 }

@@ -191,7 +191,7 @@ func TestCoopMatmulDQEmulated(t *testing.T) {
 				if d != ir.Q4_K {
 					return
 				}
-				c := kernels.Config{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 3}
+				c := kernels.Config{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 3, "lean": 0}
 				if err := kernels.MatmulCoopDQ.Space.Valid(tc.p, c, caps); err != nil {
 					t.Fatalf("split-K point: %v", err)
 				}
@@ -279,7 +279,7 @@ func TestCoopMatmulQuantGPU(t *testing.T) {
 				args := randomArgs(rng, tc.p)
 				kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, nil, args) // the f16 copy, then the product
 				// Split-K: the product's partials after the copy, then their sum.
-				split := kernels.Config{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 2, "split_k": 2}
+				split := kernels.Config{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 2, "split_k": 2, "lean": 0}
 				if kernels.MatmulCoopDQ.Space.Valid(tc.p, split, caps) == nil {
 					kerneltest.Check(t, kernels.MatmulCoopDQ, tc.p, split, args)
 				}

@@ -76,22 +76,23 @@ func coopGemmCases(t testing.TB) []gemmCase {
 }
 
 // coopConfigs are the matmul_coop points the tests run besides the default: single buffering,
-// deep slices, tall and wide subgroup grids.
+// deep slices (lean: the next slice stored before the products, A matrices one at a time), tall
+// and wide subgroup grids.
 var coopConfigs = []kernels.Config{
 	nil,
-	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 1},
-	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 4, "stages": 2, "split_k": 1},
-	{"warps_m": 4, "warps_n": 1, "tiles_m": 1, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1},
+	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 1, "lean": 0},
+	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 4, "stages": 2, "split_k": 1, "lean": 1},
+	{"warps_m": 4, "warps_n": 1, "tiles_m": 1, "tiles_n": 4, "k_steps": 2, "stages": 1, "split_k": 1, "lean": 0},
 }
 
 // coopSplitConfigs are split-K points (each case takes those that leave no split without work):
-// two and four splits single-buffered, three uneven ones double-buffered, two with several
-// subgroups (rmsnorm's row sums from more than one invocation).
+// two and four splits single-buffered, three uneven ones double-buffered (and lean), two with
+// several subgroups (rmsnorm's row sums from more than one invocation).
 var coopSplitConfigs = []kernels.Config{
-	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 2},
-	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 2, "split_k": 3},
-	{"warps_m": 2, "warps_n": 2, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2, "split_k": 2},
-	{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 1, "split_k": 4},
+	{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 2, "lean": 0},
+	{"warps_m": 1, "warps_n": 2, "tiles_m": 2, "tiles_n": 1, "k_steps": 1, "stages": 2, "split_k": 3, "lean": 1},
+	{"warps_m": 2, "warps_n": 2, "tiles_m": 1, "tiles_n": 1, "k_steps": 2, "stages": 2, "split_k": 2, "lean": 0},
+	{"warps_m": 2, "warps_n": 1, "tiles_m": 2, "tiles_n": 2, "k_steps": 1, "stages": 1, "split_k": 4, "lean": 0},
 }
 
 // validate runs spirv-val on every module of l for Vulkan 1.3, skipping where only an old
@@ -303,10 +304,10 @@ func TestCoopMatmulSmolLM2GPU(t *testing.T) {
 	d := kerneltest.Device(t)
 	rng := rand.New(rand.NewSource(12))
 	configs := append(append([]kernels.Config(nil), coopConfigs...),
-		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1},
-		kernels.Config{"warps_m": 4, "warps_n": 2, "tiles_m": 2, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1},
-		kernels.Config{"warps_m": 2, "warps_n": 4, "tiles_m": 4, "tiles_n": 2, "k_steps": 1, "stages": 2, "split_k": 1},
-		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1, "split_k": 1},
+		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1, "lean": 0},
+		kernels.Config{"warps_m": 4, "warps_n": 2, "tiles_m": 2, "tiles_n": 4, "k_steps": 2, "stages": 2, "split_k": 1, "lean": 0},
+		kernels.Config{"warps_m": 2, "warps_n": 4, "tiles_m": 4, "tiles_n": 2, "k_steps": 1, "stages": 2, "split_k": 1, "lean": 0},
+		kernels.Config{"warps_m": 2, "warps_n": 2, "tiles_m": 4, "tiles_n": 4, "k_steps": 4, "stages": 1, "split_k": 1, "lean": 0},
 	)
 	for _, p := range smolPrefillProblems(t) {
 		t.Run(p.Key(), func(t *testing.T) {

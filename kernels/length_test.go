@@ -164,10 +164,10 @@ func TestRunTimeLengthCoopEmulated(t *testing.T) {
 		c    kernels.Config
 	}{
 		{kernels.MatmulCoop, bounded(problem(t, ir.Linear, nil, ir.T(f16, max, 16), ir.T(f16, 24, 16)), max, []int{0}, []int{0}, false),
-			kernels.Config{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 1}},
+			kernels.Config{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 1, "lean": 0}},
 		// Split-K: both the product and the reduction of the partials follow n.
 		{kernels.MatmulCoop, bounded(problem(t, ir.Linear, nil, ir.T(f16, max, 32), ir.T(f16, 24, 32)), max, []int{0}, []int{0}, false),
-			kernels.Config{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 2}},
+			kernels.Config{"warps_m": 1, "warps_n": 1, "tiles_m": 1, "tiles_n": 1, "k_steps": 1, "stages": 1, "split_k": 2, "lean": 0}},
 		{kernels.AttentionCoop, bounded(problem(t, ir.Attention, ir.Attrs{"causal": true, "scale": 0.3},
 			ir.T(f16, max, 2, 16), ir.T(f16, 40, 1, 16), ir.T(f16, 40, 1, 16), ir.T(i32)), max, []int{0}, []int{0}, true),
 			kernels.Config{"warps": 1, "block_k": 16}},

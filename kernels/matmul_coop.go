@@ -21,6 +21,14 @@ import (
 // products and stored to the other buffer after them); with stages = 1 the next slice waits in
 // registers for a second barrier, as in matmul_tiled.
 //
+// lean = 1 spends fewer registers: a subgroup's B matrices of a step are loaded first and its
+// A matrices one at a time, each multiplied by all of them (tn + 1 operand matrices held, not
+// tm + tn), and, double-buffered, the next slice is stored to the other buffer as soon as it
+// arrives, before the products, instead of waiting in registers through them. On the H100 the
+// 128×128 blocks (4×4 matrices of 16×16 f32 accumulators, 128 registers of them) held 255
+// registers at lean = 0, the most an invocation has (VKC_PIPELINE_STATS=1,
+// BenchmarkCoopShapes, docs/bench/h100-2026-12-06 session 11): lean is for them.
+//
 // The prologue and epilogues are matmul_tiled's: rmsnorm_linear folds gamma into the B slice as it
 // is staged and sums the squares of each row of A from the staged units (every unit of a row is
 // staged by the same invocation at every depth, so its partial sums stay in registers and meet in
@@ -78,6 +86,7 @@ func coopBlock() []Param {
 		Ints("tiles_m", 2, 1, 4),
 		Ints("tiles_n", 2, 4, 1),
 		Ints("k_steps", 2, 1, 4, 6, 8),
+		Ints("lean", 0, 1),
 	}
 }
 
@@ -399,7 +408,11 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 	q := coopGeometry(c, caps, cg.shape, g)
 	rms := g.gammaArg >= 0
 	split := q.split > 1
+	lean := c["lean"] == 1
 	name := fmt.Sprintf("matmul_coop_%dx%d_%dx%d_k%d_s%d", q.wm, q.wn, q.tm, q.tn, q.ks, q.stages)
+	if lean {
+		name += "_lean"
+	}
 	if split {
 		name += fmt.Sprintf("_split%d", q.split)
 	}
@@ -661,13 +674,17 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 		abase, bbase := b.Mul(stage, u(aStage)), b.Mul(stage, u(bStage))
 		for s := 0; s < q.ks; s++ {
 			kk := s * q.mk
-			am := make([]codegen.Value, q.tm)
-			for i := range am {
+			loadA := func(i int) codegen.Value {
 				r := b.Add(wRow, u(i*q.mm))
 				if g.aKContig() {
-					am[i] = b.MatrixLoad(aT, as, b.Add(abase, b.Add(b.Mul(r, u(q.aUnits+1)), u(kk/8))), u(q.aUnits+1), codegen.RowMajor)
-				} else {
-					am[i] = b.MatrixLoad(aT, as, b.Add(abase, b.Add(u(kk*(q.aUnits+1)), b.Div(r, u(8)))), u(q.aUnits+1), codegen.ColumnMajor)
+					return b.MatrixLoad(aT, as, b.Add(abase, b.Add(b.Mul(r, u(q.aUnits+1)), u(kk/8))), u(q.aUnits+1), codegen.RowMajor)
+				}
+				return b.MatrixLoad(aT, as, b.Add(abase, b.Add(u(kk*(q.aUnits+1)), b.Div(r, u(8)))), u(q.aUnits+1), codegen.ColumnMajor)
+			}
+			am := make([]codegen.Value, q.tm)
+			if !lean {
+				for i := range am {
+					am[i] = loadA(i)
 				}
 			}
 			bm := make([]codegen.Value, q.tn)
@@ -680,6 +697,9 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 				}
 			}
 			for i := range am {
+				if lean {
+					am[i] = loadA(i)
+				}
 				for j := range bm {
 					b.Set(acc[i][j], b.MatrixMulAdd(am[i], bm[j], b.Get(acc[i][j]), 0))
 				}
@@ -696,6 +716,13 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 	// wasted round trip would be a large part of the chain).
 	step := func(k0 codegen.Value, from, to int) {
 		na, nb := fetch(b.Add(k0, u(q.bk)))
+		if lean && from != to {
+			// The other buffer was last read before the previous barrier.
+			put(na, nb, u(to))
+			compute(u(from))
+			b.Barrier()
+			return
+		}
 		compute(u(from))
 		if from == to {
 			b.Barrier()
@@ -1059,7 +1086,7 @@ func coopSuggest(p *Problem, caps Caps) []Config {
 		return nil
 	}
 	pt := func(wm, wn, tm, tn, ks, st, sk int) Config {
-		return Config{"warps_m": wm, "warps_n": wn, "tiles_m": tm, "tiles_n": tn, "k_steps": ks, "stages": st, "split_k": sk}
+		return Config{"warps_m": wm, "warps_n": wn, "tiles_m": tm, "tiles_n": tn, "k_steps": ks, "stages": st, "split_k": sk, "lean": 0}
 	}
 	big := []Config{pt(2, 2, 4, 4, 2, 1, 1), pt(2, 2, 4, 4, 2, 2, 1), pt(2, 2, 4, 4, 4, 1, 1), pt(2, 4, 4, 4, 2, 1, 1), pt(4, 2, 4, 4, 2, 1, 1)}
 	var small []Config
