@@ -400,14 +400,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if (l.Low.Radix[0]/4)%span != 0 {
 		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
 	}
-	name := fmt.Sprintf("matmul_vec_q_%s_r%d_s%d", f.Name, g.m, span)
-	if per > 1 {
-		name += fmt.Sprintf("_n%d", per)
-	}
-	if sp.groups > 1 {
-		name += fmt.Sprintf("_g%d", sp.groups)
-	}
-	b := newBuilder(name, caps)
+	b := newBuilder(vecQName("matmul_vec_q", f.Name, g.m, span, per, sp), caps)
 	bufs, binds := declareGemm(b, p, g, 4, 1)
 	v := newVecFrameN(b, p, g, caps, wgN, colsN, per, true)
 	R, rms := g.m, g.gammaArg >= 0
@@ -445,14 +438,8 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	mt := 23 - width // the quant's lowest bit in the mantissa
 	b.If(b.Lt(v.col, u(g.n)), func() {
 		v.forK(u(nb*upb*G), 1, func(unit codegen.Value) {
-			blk := b.Div(unit, u(upb*G))
-			r := unit
-			if G > 1 {
-				r = b.Rem(unit, u(upb*G))
-			}
-			dyn := sp.unitOffsets(b, r, upb, span)
+			blk, k0, dyn := sp.unitAt(b, unit, f, upb, span)
 			dynE, dynL, dynH, dynHS := dyn.elem, dyn.low, dyn.high, dyn.highShift
-			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dynE) // K index of the unit's element 0
 			// Each column's block: its reader, scales and runs of words, read once a unit.
 			rds := make([]*blockReader, per)
 			ds := make([]codegen.Value, per)
@@ -678,4 +665,31 @@ func mantLanes(b *codegen.Builder, l *quant.Layout, w quantWord, mt int, dyn cod
 		lanes[e] = v
 	}
 	return b.Vec(lanes...)
+}
+
+// vecQName names a kernel of matmul_vec_q or matmul_vec_qdot: the format, x's rows and the span,
+// then rows (per) and split's groups where they are not 1.
+func vecQName(template, format string, m, span, per int, sp laneSplit) string {
+	name := fmt.Sprintf("%s_%s_r%d_s%d", template, format, m, span)
+	if per > 1 {
+		name += fmt.Sprintf("_n%d", per)
+	}
+	if sp.groups > 1 {
+		name += fmt.Sprintf("_g%d", sp.groups)
+	}
+	return name
+}
+
+// unitAt places unit (an index over K's units, upb a block and sp.groups of them a group of
+// invocations) in its block: the block's index, the K index of the unit's element 0 and the
+// unit's offsets within the block.
+func (sp laneSplit) unitAt(b *codegen.Builder, unit codegen.Value, f *quant.Format, upb, span int) (blk, k0 codegen.Value, dyn unitOffsets) {
+	per := uint32(upb * sp.groups)
+	blk = b.Div(unit, b.U32(per))
+	r := unit
+	if sp.groups > 1 {
+		r = b.Rem(unit, b.U32(per))
+	}
+	dyn = sp.unitOffsets(b, r, upb, span)
+	return blk, b.Add(b.Mul(blk, b.U32(uint32(f.BlockElems))), dyn.elem), dyn
 }

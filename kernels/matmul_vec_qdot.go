@@ -306,14 +306,7 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	// of the quantized x and W (gamma and rms are the first step's).
 	pg := *g
 	pg.gammaArg = -1
-	name := fmt.Sprintf("matmul_vec_qdot_%s_r%d_s%d", f.Name, g.m, span)
-	if per > 1 {
-		name += fmt.Sprintf("_n%d", per)
-	}
-	if sp.groups > 1 {
-		name += fmt.Sprintf("_g%d", sp.groups)
-	}
-	b := newBuilder(name, caps)
+	b := newBuilder(vecQName("matmul_vec_qdot", f.Name, g.m, span, per, sp), caps)
 	var bufs gemmBufs
 	var binds []Operand
 	bufs.b = b.Buffer("b", codegen.U32, codegen.ReadOnly)
@@ -379,13 +372,7 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	b.If(b.Lt(v.col, u(g.n)), func() {
 		v.forK(u(nb*upb*G), 1, func(unit codegen.Value) {
-			blk := b.Div(unit, u(upb*G))
-			r := unit
-			if G > 1 {
-				r = b.Rem(unit, u(upb*G))
-			}
-			dyn := sp.unitOffsets(b, r, upb, span)
-			k0 := b.Add(b.Mul(blk, u(f.BlockElems)), dyn.elem) // K index of the unit's element 0
+			blk, k0, dyn := sp.unitAt(b, unit, f, upb, span)
 			// Each column's block: its reader and scales, read once a unit.
 			rds := make([]*blockReader, per)
 			ds0 := make([]codegen.Value, per)
