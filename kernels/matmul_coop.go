@@ -1079,7 +1079,8 @@ var coopSplits = []int{1, 2, 3, 4, 6, 8, 12, 16}
 // 32×32 to 64×64 with slices of 32 and 96 k and the two splits nearest coopTargetGroups
 // workgroups; for any product, the large blocks that led on the 4096³ GEMM (128×128,
 // single-buffered: 186 TFLOP/s on the H200, docs/bench/coopmat-bench-quick.txt) and their
-// neighbours. Only a search order: each point is measured and checked like any other.
+// neighbours, the first three also at lean = 1. Only a search order: each point is measured and
+// checked like any other.
 func coopSuggest(p *Problem, caps Caps) []Config {
 	g, cg, err := acceptCoopGemm(p, caps)
 	if err != nil {
@@ -1089,6 +1090,12 @@ func coopSuggest(p *Problem, caps Caps) []Config {
 		return Config{"warps_m": wm, "warps_n": wn, "tiles_m": tm, "tiles_n": tn, "k_steps": ks, "stages": st, "split_k": sk, "lean": 0}
 	}
 	big := []Config{pt(2, 2, 4, 4, 2, 1, 1), pt(2, 2, 4, 4, 2, 2, 1), pt(2, 2, 4, 4, 4, 1, 1), pt(2, 4, 4, 4, 2, 1, 1), pt(4, 2, 4, 4, 2, 1, 1)}
+	// The 128×128 blocks again at lean = 1 (they held 255 registers on the H100 at lean = 0).
+	for _, c := range big[:3] {
+		d := c.clone()
+		d["lean"] = 1
+		big = append(big, d)
+	}
 	var small []Config
 	for _, blk := range [][4]int{{2, 2, 2, 2}, {4, 4, 1, 1}, {1, 1, 2, 2}, {2, 2, 1, 1}} {
 		for _, ks := range []int{2, 6} {
