@@ -397,8 +397,13 @@ func buildMatmulCoop(p *Problem, c Config, caps Caps) (*Launch, error) {
 
 // coopWindow restricts matmul_coop to the column blocks [first, first+count) of its result, with
 // B holding only their rows (B's row first·bn is the buffer's row 0): matmul_coop_dq's product
-// over one part of its copy. The zero window is the whole result.
-type coopWindow struct{ first, count int }
+// over one part of its copy. The zero window is the whole result. gammaInB says that
+// rmsnorm_linear's B already holds W⊙gamma (matmul_coop_dq's copy): the slices are staged as
+// they are, gamma not read.
+type coopWindow struct {
+	first, count int
+	gammaInB     bool
+}
 
 func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, error) {
 	g, cg, err := acceptCoopGemm(p, caps)
@@ -422,6 +427,9 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 			return nil, fmt.Errorf("a column window needs one K-contiguous f16 B without split-K")
 		}
 		name += fmt.Sprintf("_cols%d_%d", win.first, win.count)
+	}
+	if win.gammaInB {
+		name += "_gamma_in_b"
 	}
 	b := newBuilder(name, caps)
 	b.EmulateMatrices(caps.EmulateMatrices)
@@ -595,8 +603,9 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 		// a row's units, every B unit of an invocation lies at the same k of the slice (unit
 		// li + q·threads of a row-major slice is its row's unit li mod bUnits), so gamma is
 		// loaded once, not once a unit (8 floats beside a Q4_K unit's 4 bytes of quants).
+		foldGamma := rms && !win.gammaInB
 		var gmSlice *[4]codegen.Value
-		if rms && g.bKContig() && threads%q.bUnits == 0 {
+		if foldGamma && g.bKContig() && threads%q.bUnits == 0 {
 			k := b.Add(k0, b.Mul(b.Rem(li, u(q.bUnits)), u(8)))
 			gm := floats(b, gamma, p.Args[g.gammaArg].DType, b.Select(b.Lt(k, kEnd), k, u(0)))
 			gmSlice = &gm
@@ -619,7 +628,7 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 				kk := b.Select(ok, k, u(0))
 				q0, q1 := bq.quad(b, bwords, n, kk), bq.quad(b, bwords, n, b.Add(kk, u(4)))
 				w := [4]codegen.Value{b.Vec(b.X(q0), b.Y(q0)), b.Vec(b.Z(q0), b.Extract(q0, 3)), b.Vec(b.X(q1), b.Y(q1)), b.Vec(b.Z(q1), b.Extract(q1, 3))}
-				if rms {
+				if foldGamma {
 					gm := gammaAt(ok, k)
 					for j := range w {
 						w[j] = b.Mul(w[j], gm[j])
@@ -630,7 +639,7 @@ func buildCoopWindow(p *Problem, c Config, caps Caps, win coopWindow) (*Launch, 
 				continue
 			}
 			v = b.Select(ok, bsrc.packed(b, b.Select(ok, idx, u(0))), zero4)
-			if rms {
+			if foldGamma {
 				gm := gammaAt(ok, k)
 				w := unpack(b, v, cg.elem)
 				for j := range w {

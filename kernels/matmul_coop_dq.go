@@ -16,7 +16,8 @@ import (
 // from Q4_K and at 122 from f16 (docs/bench/h100-2026-12-06, BenchmarkCoopQuantPrefill). Here
 // every weight is decoded once and the product is an f16 one, at the price of writing and
 // reading 2·N·K bytes more and a second dispatch: for prompts of hundreds of rows, not for
-// decode. The space is matmul_coop's, split-K included where the copy is made whole (a product
+// decode. rmsnorm_linear's gamma is folded into the copy (W⊙gamma, rounded to f16 once), so the
+// product stages its slices as they are where matmul_coop multiplies every staged unit by gamma. The space is matmul_coop's, split-K included where the copy is made whole (a product
 // of few column blocks, such as the 8B's down and o projections at 512 rows: 128 blocks of
 // 128×128 for 132 SMs, leaves most of the device idle unsplit); the split's partials are
 // scratch buffers after the copy's. The scratch is at most coopDQScratch
@@ -125,20 +126,27 @@ func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	// Each part: its rows of B copied into the scratch, then the product's column blocks that
 	// read them there (the next part's copy waits for that product: it writes the same scratch).
 	from, to := Operand{Arg, g.bArg}, Operand{Scratch, 0}
+	copyBinds := []Operand{from, to}
+	gammaDT := ir.DType(0) // rmsnorm_linear's gamma, folded into the copy
+	if g.gammaArg >= 0 {
+		gammaDT = p.Args[g.gammaArg].DType
+		copyBinds = append(copyBinds, Operand{Arg, g.gammaArg})
+	}
 	l := &Launch{Scratch: []int{parts[0].rows * g.k * 2}, Matrix: true}
 	for _, w := range parts {
+		w.window.gammaInB = g.gammaArg >= 0
 		prod, err := buildCoopWindow(q, c, caps, w.window)
 		if err != nil {
 			return nil, err
 		}
-		dq, grid, err := buildDequantF16(g.bT, w.row0, w.rows, g.k, caps)
+		dq, grid, err := buildDequantF16(g.bT, w.row0, w.rows, g.k, gammaDT, caps)
 		if err != nil {
 			return nil, err
 		}
 		if len(parts) > 1 && (len(prod.Steps) != 1 || len(prod.Scratch) > 0) {
 			return nil, fmt.Errorf("the f16 product of a part is not one dispatch without scratch")
 		}
-		l.Steps = append(l.Steps, Step{Kernel: dq, Grid: grid, Bindings: []Operand{from, to}})
+		l.Steps = append(l.Steps, Step{Kernel: dq, Grid: grid, Bindings: copyBinds})
 		// The product reads the copy where it read B; its own scratch (split-K's partials)
 		// follows the copy's.
 		for _, st := range prod.Steps {
@@ -159,13 +167,9 @@ func buildMatmulCoopDQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 		l.Scratch = append(l.Scratch, prod.Scratch...)
 		l.Sync, l.InPlace = prod.Sync, prod.InPlace
 	}
-	// The weights are rounded to f16 as matmul_coop rounds them (coopRoundings counts it);
-	// rmsnorm's W⊙gamma is rounded again as the product stages the copy.
-	n := coopRoundings(g, cg)
-	if n > 0 && g.gammaArg >= 0 {
-		n++
-	}
-	l.Tolerance = coopRoundingTolerance(n)
+	// The weights are rounded to f16 as matmul_coop rounds them (coopRoundings counts it):
+	// rmsnorm's W⊙gamma, once, as the copy is written.
+	l.Tolerance = coopRoundingTolerance(coopRoundings(g, cg))
 	g.cost(p, l)
 	l.Bytes += float64(2 * 2 * g.n * g.k) // the copy written, then read
 	return l, nil
@@ -206,7 +210,7 @@ func coopDQPartition(q *Problem, c Config, caps Caps, g *gemm) ([]coopDQPart, er
 	for first := 0; first < blocks; first += per {
 		count := min(per, blocks-first)
 		row0 := first * bn
-		parts = append(parts, coopDQPart{row0: row0, rows: min(g.n, row0+count*bn) - row0, window: coopWindow{first, count}})
+		parts = append(parts, coopDQPart{row0: row0, rows: min(g.n, row0+count*bn) - row0, window: coopWindow{first: first, count: count}})
 	}
 	if len(parts) == 1 {
 		parts[0].window = coopWindow{} // the whole product, as matmul_coop builds it
@@ -216,8 +220,11 @@ func coopDQPartition(q *Problem, c Config, caps Caps, g *gemm) ([]coopDQPart, er
 
 // buildDequantF16 is the kernel that writes rows [row0, row0+n) of the matrix of dtype dt
 // (blocks along its k columns) as an n×k f16 matrix, eight elements (16 bytes) an invocation,
-// decoded as matmul_coop's staging decodes them.
-func buildDequantF16(dt ir.DType, row0, n, k int, caps Caps) (*codegen.Kernel, [3]uint32, error) {
+// decoded as matmul_coop's staging decodes them. With a gamma (gammaDT non-zero: rmsnorm_linear's,
+// a third binding) each column's weights are multiplied by gamma[k] before the rounding, so
+// that the product stages W⊙gamma as it is, rounded once (matmul_coop folds gamma into each
+// unit it stages: once per row block of x, after the copy's rounding).
+func buildDequantF16(dt ir.DType, row0, n, k int, gammaDT ir.DType, caps Caps) (*codegen.Kernel, [3]uint32, error) {
 	if k%8 != 0 {
 		return nil, [3]uint32{}, fmt.Errorf("dequantize %s: %d columns, not a multiple of 8", dt, k)
 	}
@@ -225,10 +232,21 @@ func buildDequantF16(dt ir.DType, row0, n, k int, caps Caps) (*codegen.Kernel, [
 	if row0 > 0 {
 		name += fmt.Sprintf("_from%d", row0)
 	}
+	if gammaDT != 0 {
+		name += "_gamma_" + gammaDT.String()
+	}
 	b := newBuilder(name, caps)
 	qr := newQuantRows(dt, k)
 	in := b.Buffer("w", codegen.U32, codegen.ReadOnly)
 	out := b.Buffer("w16", codegen.Vec(codegen.U32, 4), codegen.WriteOnly)
+	var gamma *codegen.Buffer
+	if gammaDT != 0 {
+		gt := codegen.Vec(codegen.U32, 4)
+		if gammaDT == ir.F32 {
+			gt = codegen.Vec(codegen.F32, 4)
+		}
+		gamma = b.Buffer("gamma", gt, codegen.ReadOnly)
+	}
 	const wg = 256
 	b.WorkgroupSize(b.U32(wg), b.U32(1), b.U32(1))
 	units := n * k / 8
@@ -238,6 +256,12 @@ func buildDequantF16(dt ir.DType, row0, n, k int, caps Caps) (*codegen.Kernel, [
 		kk := b.Mul(b.Rem(e, b.U32(uint32(k/8))), b.U32(8))
 		q0, q1 := qr.quad(b, in, row, kk), qr.quad(b, in, row, b.Add(kk, b.U32(4)))
 		w := [4]codegen.Value{b.Vec(b.X(q0), b.Y(q0)), b.Vec(b.Z(q0), b.Extract(q0, 3)), b.Vec(b.X(q1), b.Y(q1)), b.Vec(b.Z(q1), b.Extract(q1, 3))}
+		if gamma != nil {
+			gm := floats(b, gamma, gammaDT, kk)
+			for j := range w {
+				w[j] = b.Mul(w[j], gm[j])
+			}
+		}
 		b.Store(out, e, pack(b, w, codegen.F16))
 	})
 	kern, err := b.Finish()
