@@ -152,3 +152,36 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfReference: a namespace or dict that holds itself is written as Python writes a
+// recursive container ({...} where it recurs: Jinja's Namespace repr is "<Namespace " + repr of
+// its attribute dict + ">"), and its JSON is an error (json.dumps' check_circular), where both
+// recursed without end (a fuzzer's input).
+func TestSelfReference(t *testing.T) {
+	vars := map[string]any{"messages": []any{map[string]any{"role": "user"}, map[string]any{"role": "assistant"}}}
+	for _, c := range []struct{ src, want string }{
+		{"{% set ns = namespace(n=0, s='') %}{% for m in messages %}{% set ns.n = ns %}{% set ns.s = ns.s + m.role[0] %}{% endfor %}{{ ns.n }}{{ ns.s }}",
+			"<Namespace {'n': <Namespace {...}>, 's': 'ua'}>ua"},
+		{"{% set ns = namespace(a=namespace(b=1)) %}{% set ns.c = ns.a %}{{ ns }}", "<Namespace {'a': <Namespace {'b': 1}>, 'c': <Namespace {'b': 1}>}>"},
+	} {
+		tmpl, err := Compile("t", c.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tmpl.Render(vars, Options{})
+		if err != nil || got != c.want {
+			t.Errorf("%q: %q (%v), want %q", c.src, got, err, c.want)
+		}
+	}
+	// Templates cannot make a dict hold itself (no update; a namespace is not JSON), so the
+	// JSON check is made on a dict built here.
+	d := &Dict{keys: []string{"a"}, m: map[string]any{}}
+	d.m["a"] = []any{int64(1), d}
+	var b strings.Builder
+	if err := toJSON(&b, d, "", 0, false); err == nil || !strings.Contains(err.Error(), "Circular reference") {
+		t.Errorf("a dict holding itself written as JSON: %q (%v)", b.String(), err)
+	}
+	if got, want := pyRepr(d), "{'a': [1, {...}]}"; got != want {
+		t.Errorf("repr %q, want %q", got, want)
+	}
+}

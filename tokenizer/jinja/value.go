@@ -174,7 +174,12 @@ func pyRepr(v any) string {
 	return b.String()
 }
 
-func writeRepr(b *strings.Builder, v any) {
+func writeRepr(b *strings.Builder, v any) { writeReprIn(b, v, map[*Dict]bool{}) }
+
+// writeReprIn writes repr(v) inside the dicts open (being written): a dict that holds itself,
+// directly or through a namespace ({% set ns.n = ns %}), is written {...} where it recurs, as
+// Python's repr writes a recursive container.
+func writeReprIn(b *strings.Builder, v any, open map[*Dict]bool) {
 	switch x := v.(type) {
 	case nil:
 		b.WriteString("None")
@@ -196,7 +201,7 @@ func writeRepr(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, e)
+			writeReprIn(b, e, open)
 		}
 		b.WriteByte(']')
 	case Tuple:
@@ -205,13 +210,19 @@ func writeRepr(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, e)
+			writeReprIn(b, e, open)
 		}
 		if len(x) == 1 {
 			b.WriteByte(',')
 		}
 		b.WriteByte(')')
 	case *Dict:
+		if open[x] {
+			b.WriteString("{...}")
+			return
+		}
+		open[x] = true
+		defer delete(open, x)
 		b.WriteByte('{')
 		for i, k := range x.keys {
 			if i > 0 {
@@ -219,12 +230,12 @@ func writeRepr(b *strings.Builder, v any) {
 			}
 			writeStrRepr(b, k)
 			b.WriteString(": ")
-			writeRepr(b, x.m[k])
+			writeReprIn(b, x.m[k], open)
 		}
 		b.WriteByte('}')
 	case *Namespace:
 		b.WriteString("<Namespace ")
-		writeRepr(b, x.d)
+		writeReprIn(b, x.d, open)
 		b.WriteString(">")
 	case *Func:
 		b.WriteString("<function " + x.Name + ">")
@@ -325,7 +336,12 @@ func pyFloat(f float64) string {
 
 // toJSON writes v as Python's json.dumps(v, ensure_ascii=False) writes it: separators ", " and
 // ": " (or "," and ": " with an indent), keys in order, non-ASCII characters as they are.
+// A dict that holds itself is an error, as Python's check_circular makes it.
 func toJSON(b *strings.Builder, v any, indent string, level int, sortKeys bool) error {
+	return toJSONIn(b, v, indent, level, sortKeys, map[*Dict]bool{})
+}
+
+func toJSONIn(b *strings.Builder, v any, indent string, level int, sortKeys bool, open map[*Dict]bool) error {
 	newline := func(l int) {
 		if indent != "" {
 			b.WriteByte('\n')
@@ -374,7 +390,7 @@ func toJSON(b *strings.Builder, v any, indent string, level int, sortKeys bool) 
 				b.WriteString(sep)
 			}
 			newline(level + 1)
-			if err := toJSON(b, e, indent, level+1, sortKeys); err != nil {
+			if err := toJSONIn(b, e, indent, level+1, sortKeys, open); err != nil {
 				return err
 			}
 		}
@@ -385,6 +401,11 @@ func toJSON(b *strings.Builder, v any, indent string, level int, sortKeys bool) 
 			b.WriteString("{}")
 			return nil
 		}
+		if open[x] {
+			return errorf("Circular reference detected")
+		}
+		open[x] = true
+		defer delete(open, x)
 		keys := x.keys
 		if sortKeys {
 			keys = append([]string(nil), keys...)
@@ -398,7 +419,7 @@ func toJSON(b *strings.Builder, v any, indent string, level int, sortKeys bool) 
 			newline(level + 1)
 			writeJSONString(b, k)
 			b.WriteString(": ")
-			if err := toJSON(b, x.m[k], indent, level+1, sortKeys); err != nil {
+			if err := toJSONIn(b, x.m[k], indent, level+1, sortKeys, open); err != nil {
 				return err
 			}
 		}
