@@ -17,15 +17,17 @@ import (
 // every weight is decoded once and the product is an f16 one, at the price of writing and
 // reading 2·N·K bytes more and a second dispatch: for prompts of hundreds of rows, not for
 // decode. rmsnorm_linear's gamma is folded into the copy (W⊙gamma, rounded to f16 once), so the
-// product stages its slices as they are where matmul_coop multiplies every staged unit by gamma. The space is matmul_coop's, split-K included where the copy is made whole (a product
+// product stages its slices as they are where matmul_coop multiplies every staged unit by
+// gamma. The space is matmul_coop's, split-K included where the copy is made whole (a product
 // of few column blocks, such as the 8B's down and o projections at 512 rows: 128 blocks of
 // 128×128 for 132 SMs, leaves most of the device idle unsplit); the split's partials are
-// scratch buffers after the copy's. The scratch is at most coopDQScratch
-// bytes: a larger B is copied in parts of whole column blocks, each part's product reading it
-// before the next is copied (coopDQPartition), and those products are not split. At 512 rows on the H100 it ran the 8B merged
-// gate/up from Q4_K at 108 TFLOP/s where matmul_coop ran it at 47, and its rmsnorm_linear forms
-// at 79–85 where matmul_coop's ran at 34–46 (docs/bench/h100-2026-12-06, s8 call 1); the
-// roofline prices matmul_coop's staging (coopQuantRate), so a static compile takes it.
+// scratch buffers after the copy's. The scratch is at most coopDQScratch bytes: a larger B is
+// copied in parts of whole column blocks, each part's product reading it before the next is
+// copied (coopDQPartition), and those products are not split. At 512 rows on the H100 it ran
+// the 8B merged gate/up from Q4_K at 108 TFLOP/s where matmul_coop ran it at 47, and its
+// rmsnorm_linear forms at 79–85 where matmul_coop's ran at 34–46 (docs/bench/h100-2026-12-06,
+// s8 call 1); the roofline prices matmul_coop's staging (coopQuantRate), so a static compile
+// takes it.
 var MatmulCoopDQ = &Template{
 	Name: "matmul_coop_dq",
 	Accepts: func(p *Problem, caps Caps) error {
