@@ -46,7 +46,7 @@ var (
 // Limits of a rendering (transformers has Python's, which are far larger; these keep a bad
 // template from exhausting memory).
 const (
-	maxDepth = 200    // nested macro calls
+	maxDepth = 200    // nested calls: of macros and of recursive loops, together
 	maxRange = 100000 // items of range() (Jinja2's sandbox MAX_RANGE)
 )
 
@@ -287,6 +287,13 @@ func (r *renderer) runLoop(n *forNode, iv any, sc *scope, depth int) error {
 	lp := &loopObj{items: items, depth: depth}
 	if n.recursive {
 		lp.rec = func(v any) (any, error) {
+			// loop(x) nests as a macro call does (a string's items are strings, so
+			// loop(item) over one never ends).
+			if r.depth >= maxDepth {
+				return nil, errorf("recursive loop: more than %d nested calls", maxDepth)
+			}
+			r.depth++
+			defer func() { r.depth-- }()
 			s, err := r.captureFn(func() error { return r.runLoop(n, v, sc, depth+1) })
 			return s, err
 		}

@@ -185,3 +185,29 @@ func TestSelfReference(t *testing.T) {
 		t.Errorf("repr %q, want %q", got, want)
 	}
 }
+
+// TestRecursiveLoopDepth: loop(x) of a recursive for nests as a macro call does, within
+// maxDepth (over a string, whose items are strings, it never ends: the fuzzer's input
+// overflowed the stack before the iteration limit stopped it), alone and beside macro calls.
+func TestRecursiveLoopDepth(t *testing.T) {
+	for _, src := range []string{
+		"{% for item in [{'n': 'a', 'c': [{'n': 'b', 'c': []}]}] recursive %}<{{ item.n }}{{ loop(item) }}>{% endfor %}",
+		"{% macro f(x) %}{% for i in [x] recursive %}{{ f(loop([i])) }}{% endfor %}{% endmacro %}{{ f(1) }}",
+	} {
+		tmpl, err := Compile("t", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := tmpl.Render(nil, Options{}); err == nil || !strings.Contains(err.Error(), "nested calls") {
+			t.Errorf("%q: %.40q (%v), want an error of too many nested calls", src, got, err)
+		}
+	}
+	// A recursive loop within the limit still renders.
+	tmpl, err := Compile("t", "{% for item in [{'n': 'a', 'c': [{'n': 'b', 'c': []}]}] recursive %}<{{ item.n }}{{ loop(item.c) }}>{% endfor %}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tmpl.Render(nil, Options{}); err != nil || got != "<a<b>>" {
+		t.Errorf("tree: %q (%v), want <a<b>>", got, err)
+	}
+}
