@@ -558,28 +558,13 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 					}
 				}
 				for cc := 0; cc < per; cc++ {
-					var scale, mn codegen.Value
-					switch l.Combine {
-					case quant.Scaled:
-						scale = ds[cc]
-					case quant.ScaledPlusMin:
-						scale, mn = ds[cc], dmins[cc]
-					default:
-						scale, mn = rds[cc].subScale(l, ds[cc], dmins[cc], rep.sub, subDyn)
-					}
+					scale, mn := rds[cc].groupScale(l, ds[cc], dmins[cc], rep.sub, subDyn)
 					for r := 0; r < R; r++ {
 						dot := dots[cc][r]
 						if mant {
 							dot = b.Sub(b.Mul(dot, b.F32(float32(int(1)<<width))), corr[r])
 						}
-						t := b.Mul(scale, dot)
-						switch l.Combine {
-						case quant.ScaledPlusMin:
-							t = b.Add(t, b.Mul(mn, sx[r]))
-						case quant.SubScaledMinusMin:
-							t = b.Sub(t, b.Mul(mn, sx[r]))
-						}
-						v.addAt(cc, r, t)
+						v.addAt(cc, r, addMinTerm(b, l, b.Mul(scale, dot), mn, sx[r]))
 					}
 				}
 			}
@@ -692,4 +677,30 @@ func (sp laneSplit) unitAt(b *codegen.Builder, unit codegen.Value, f *quant.Form
 	}
 	dyn = sp.unitOffsets(b, r, upb, span)
 	return blk, b.Add(b.Mul(blk, b.U32(uint32(f.BlockElems))), dyn.elem), dyn
+}
+
+// groupScale is the scale of a group of words (one scale group of a block) and, for the formats
+// with a min, its min: d alone, d and dmin, or the sub-block's scale and min (subScale).
+func (r *blockReader) groupScale(l *quant.Layout, d, dmin codegen.Value, subConst int, subDyn codegen.Value) (scale, min codegen.Value) {
+	switch l.Combine {
+	case quant.Scaled:
+		scale = d
+	case quant.ScaledPlusMin:
+		scale, min = d, dmin
+	default:
+		scale, min = r.subScale(l, d, dmin, subConst, subDyn)
+	}
+	return scale, min
+}
+
+// addMinTerm adds a group's min term to its scaled sum t: min·Σx for the formats whose values are
+// scale·q + min, −min·Σx for scale·q − min; t alone otherwise.
+func addMinTerm(b *codegen.Builder, l *quant.Layout, t, min, sumX codegen.Value) codegen.Value {
+	switch l.Combine {
+	case quant.ScaledPlusMin:
+		return b.Add(t, b.Mul(min, sumX))
+	case quant.SubScaledMinusMin:
+		return b.Sub(t, b.Mul(min, sumX))
+	}
+	return t
 }

@@ -439,24 +439,10 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 					}
 				}
 				for cc := 0; cc < per; cc++ {
-					var scale, mn codegen.Value
-					switch l.Combine {
-					case quant.Scaled:
-						scale = ds0[cc]
-					case quant.ScaledPlusMin:
-						scale, mn = ds0[cc], dmins[cc]
-					default:
-						scale, mn = rds[cc].subScale(l, ds0[cc], dmins[cc], rep.sub, subDyn)
-					}
+					scale, mn := rds[cc].groupScale(l, ds0[cc], dmins[cc], rep.sub, subDyn)
 					for r := 0; r < R; r++ {
 						t := b.Mul(b.Mul(scale, dx[r]), b.Convert(dots[cc][r], codegen.F32))
-						switch l.Combine {
-						case quant.ScaledPlusMin:
-							t = b.Add(t, b.Mul(mn, sqx[r]))
-						case quant.SubScaledMinusMin:
-							t = b.Sub(t, b.Mul(mn, sqx[r]))
-						}
-						v.addAt(cc, r, t)
+						v.addAt(cc, r, addMinTerm(b, l, t, mn, sqx[r]))
 					}
 				}
 			}
