@@ -46,6 +46,9 @@ const (
 	kVarGet     // load of Var mem
 	kMatLoad    // cooperative matrix at element ops[0] of memory object mem, stride ops[1], layout lit
 	kVarElemGet // component ops[0] of the matrix in Var mem
+	// workgroup matrix from the tensor (base, rows, cols, stride) = ops[0..3] of buffer mem, sliced
+	// at (ops[4], ops[5]); lit: tensorTranspose, tensorClamp
+	kMatLoadTensor
 	// statements
 	kStore    // memory object mem [ops[0]] = ops[1]
 	kAtomic   // atomic op on element ops[0] of memory object mem with ops[1]: a value with a side effect
@@ -59,6 +62,8 @@ const (
 	kMemBarrier
 	kMatStore   // matrix ops[1] to element ops[0] of memory object mem, stride ops[2], layout lit
 	kVarElemSet // component ops[0] of the matrix in Var mem = ops[1]
+	// workgroup matrix ops[6] to a tensor slice, operands as kMatLoadTensor
+	kMatStoreTensor
 )
 
 // operand is a Value id or a literal word.

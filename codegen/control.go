@@ -161,6 +161,10 @@ func kindName(k kind) string {
 		return "matrix load"
 	case kMatStore:
 		return "matrix store"
+	case kMatLoadTensor:
+		return "matrix tensor load"
+	case kMatStoreTensor:
+		return "matrix tensor store"
 	case kVarElemGet:
 		return "matrix component load"
 	case kVarElemSet:

@@ -191,6 +191,10 @@ func (b *Builder) dumpBlock(s *strings.Builder, blk *block, depth int) {
 			fmt.Fprintf(s, "%s%%%d: %s = matrix_load %s[%s] stride %s %s\n", ind, id, n.t, b.mems[n.mem].name, b.ref(n.ops[0].id), b.ref(n.ops[1].id), MatrixLayout(n.lit))
 		case kMatStore:
 			fmt.Fprintf(s, "%smatrix_store %s[%s] = %s stride %s %s\n", ind, b.mems[n.mem].name, b.ref(n.ops[0].id), b.ref(n.ops[1].id), b.ref(n.ops[2].id), MatrixLayout(n.lit))
+		case kMatLoadTensor:
+			fmt.Fprintf(s, "%s%%%d: %s = matrix_load_tensor %s %s\n", ind, id, n.t, b.mems[n.mem].name, b.operandList(n))
+		case kMatStoreTensor:
+			fmt.Fprintf(s, "%smatrix_store_tensor %s %s\n", ind, b.mems[n.mem].name, b.operandList(n))
 		case kVarElemGet:
 			fmt.Fprintf(s, "%s%%%d: %s = %s[%s]\n", ind, id, n.t, b.vars[n.mem].Name, b.ref(n.ops[0].id))
 		case kVarElemSet:

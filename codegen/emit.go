@@ -151,8 +151,16 @@ func (b *Builder) checkUniform(sub bool) {
 			subgroup := b.nodes[n.ops[0].id].lit == scopeSubgroup
 			return "control barrier", subgroup == sub
 		}
-		if sub && ((n.t.IsMatrix() && (n.kind == kInst || n.kind == kMatLoad)) || n.kind == kMatStore) {
+		matrixOp := (n.t.IsMatrix() && (n.kind == kInst || n.kind == kMatLoad || n.kind == kMatLoadTensor)) || n.kind == kMatStore || n.kind == kMatStoreTensor
+		if matrixOp && sub {
 			return "cooperative matrix operation", true
+		}
+		mt := n.t
+		if n.kind == kMatStore || n.kind == kMatStoreTensor {
+			mt = n.aux
+		}
+		if matrixOp && mt.MatrixScope() == ScopeWorkgroup {
+			return "workgroup-scope cooperative matrix operation", true
 		}
 		return "", false
 	}
@@ -285,6 +293,7 @@ type emitter struct {
 	memVars  []uint32
 	varIDs   []uint32
 	iface    []uint32
+	spv16    bool // the module is SPIR-V 1.6 (cooperative_matrix2, tensor addressing)
 	glsl     uint32
 	glslUsed bool
 	loops    []loopLabels
@@ -391,6 +400,10 @@ func (e *emitter) matrixType(t Type) uint32 {
 	inst(&e.globals, opTypeCooperativeMatrixKHR, id, el, e.constant(U32, uint32(t.scope)),
 		e.constant(U32, uint32(t.rows)), e.constant(U32, uint32(t.cols)), e.constant(U32, t.use.spirv()))
 	e.feats |= FeatureCooperativeMatrix | FeatureVulkanMemoryModel
+	if t.MatrixScope() == ScopeWorkgroup {
+		e.feats |= FeatureCooperativeMatrix2
+		e.spv16 = true
+	}
 	switch t.kind {
 	case F16Kind:
 		e.feats |= FeatureFloat16
@@ -627,7 +640,13 @@ func (e *emitter) module() []uint32 {
 	}
 	// Assemble, in the order the SPIR-V logical layout requires.
 	var out []uint32
-	out = append(out, 0x07230203, spirvVersion, 0, 0, 0)
+	version := uint32(spirvVersion)
+	if e.spv16 {
+		// From SPIR-V 1.4 the entry point lists every global variable it uses, not only inputs.
+		version = 0x00010600
+		e.iface = append(e.iface, globalVariables(e.globals, e.iface)...)
+	}
+	out = append(out, 0x07230203, version, 0, 0, 0)
 	caps := e.capList()
 	for _, c := range caps {
 		inst(&out, opCapability, c)
@@ -635,7 +654,7 @@ func (e *emitter) module() []uint32 {
 	seen := map[string]bool{}
 	for _, c := range caps {
 		info := capabilityInfo[c]
-		if (info.version == 0 || info.version > spirvVersion) && len(info.extensions) > 0 && !seen[info.extensions[0]] {
+		if (info.version == 0 || info.version > version) && len(info.extensions) > 0 && !seen[info.extensions[0]] {
 			seen[info.extensions[0]] = true
 			e.exts = append(e.exts, info.extensions[0])
 		}
@@ -835,6 +854,10 @@ func (e *emitter) block(blk *block) bool {
 			p := e.elemPtr(n.mem, n.ops[0].id)
 			words := []uint32{p, e.val(n.ops[1].id), e.constant(U32, matrixLayout(n.lit)), e.val(n.ops[2].id)}
 			inst(&e.fn, opCooperativeMatrixStoreKHR, append(words, e.memOperands(n.mem, true)...)...)
+		case kMatLoadTensor:
+			e.vals[id] = e.matLoadTensor(n)
+		case kMatStoreTensor:
+			e.matStoreTensor(n)
 		case kVarElemGet:
 			p := e.id()
 			inst(&e.fn, opAccessChain, e.ptr(scFunction, e.typ(n.t)), p, e.varIDs[n.mem], e.val(n.ops[0].id))

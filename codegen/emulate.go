@@ -235,59 +235,76 @@ func emuRatio(mt, el Type) uint32 {
 func (e *emitter) emuLoad(n *node) uint32 {
 	t := n.t
 	el := t.Elem()
-	mt := e.b.mems[n.mem].elem
-	ratio := emuRatio(mt, el)
+	ratio := emuRatio(e.b.mems[n.mem].elem, el)
 	u := e.typ(U32)
-	ops := e.memOperands(n.mem, false)
 	return e.emuElementwise(t, func(rc uint32) uint32 {
 		r := e.op(opUDiv, u, rc, e.constant(U32, uint32(t.cols)))
 		c := e.op(opUMod, u, rc, e.constant(U32, uint32(t.cols)))
-		li := e.emuIndex(n, r, c, ratio, n.ops[1].id)
-		word := e.op(opLoad, e.typ(mt), append([]uint32{e.memPtr(n.mem, e.op(opUDiv, u, li, e.constant(U32, ratio)))}, ops...)...)
-		sub := e.op(opUMod, u, li, e.constant(U32, ratio))
-		switch {
-		case mt == el:
-			return word
-		case mt.Elem() == el:
-			return e.op(opVectorExtractDynamic, e.typ(el), word, sub)
-		}
-		// 32-bit words holding 32- or 16-bit elements.
-		per := uint32(4 / el.Size()) // elements per word
-		w := word
-		if mt.IsVector() {
-			w = e.op(opVectorExtractDynamic, e.typ(mt.Elem()), word, e.op(opUDiv, u, sub, e.constant(U32, per)))
-		}
-		if per == 1 {
-			return e.op(opBitcast, e.typ(el), w)
-		}
-		pair := e.op(opBitcast, e.typ(Vec(el, 2)), w)
-		return e.op(opVectorExtractDynamic, e.typ(el), pair, e.op(opUMod, u, sub, e.constant(U32, 2)))
+		return e.emuRead(n.mem, el, e.emuIndex(n, r, c, ratio, n.ops[1].id), ratio)
 	})
+}
+
+// emuRead reads the element of type el at index li, in elements of el, of memory object mem
+// whose elements each hold ratio of them.
+func (e *emitter) emuRead(mem int32, el Type, li, ratio uint32) uint32 {
+	u := e.typ(U32)
+	mt := e.b.mems[mem].elem
+	word := e.op(opLoad, e.typ(mt), append([]uint32{e.memPtr(mem, e.op(opUDiv, u, li, e.constant(U32, ratio)))}, e.memOperands(mem, false)...)...)
+	sub := e.op(opUMod, u, li, e.constant(U32, ratio))
+	switch {
+	case mt == el:
+		return word
+	case mt.Elem() == el:
+		return e.op(opVectorExtractDynamic, e.typ(el), word, sub)
+	}
+	// 32-bit words holding 32- or 16-bit elements.
+	per := uint32(4 / el.Size()) // elements per word
+	w := word
+	if mt.IsVector() {
+		w = e.op(opVectorExtractDynamic, e.typ(mt.Elem()), word, e.op(opUDiv, u, sub, e.constant(U32, per)))
+	}
+	if per == 1 {
+		return e.op(opBitcast, e.typ(el), w)
+	}
+	pair := e.op(opBitcast, e.typ(Vec(el, 2)), w)
+	return e.op(opVectorExtractDynamic, e.typ(el), pair, e.op(opUMod, u, sub, e.constant(U32, 2)))
+}
+
+// emuElemPtr is a pointer to the element of type el at index li, in elements of el, of memory
+// object mem (whose elements are el or vectors of it).
+func (e *emitter) emuElemPtr(mem int32, el Type, li, ratio uint32) uint32 {
+	u := e.typ(U32)
+	p := e.memPtr(mem, e.op(opUDiv, u, li, e.constant(U32, ratio)))
+	if e.b.mems[mem].elem != el {
+		sc := map[memKind]uint32{memBuffer: scStorageBuffer, memShared: scWorkgroup}[e.b.mems[mem].kind]
+		p = e.op(opAccessChain, e.ptr(sc, e.typ(el)), p, e.op(opUMod, u, li, e.constant(U32, ratio)))
+	}
+	return p
+}
+
+// emuEach runs body for the elements of a matrix of type t that a store writes from this
+// invocation: every element, or an accumulator's share of the invocation (see laneLoop).
+func (e *emitter) emuEach(t Type, body func(rc uint32)) {
+	n := e.constant(U32, uint32(t.rows)*uint32(t.cols))
+	if t.use == MatrixAcc {
+		e.laneLoop(uint32(t.rows)*uint32(t.cols), body)
+		return
+	}
+	e.loop(n, body)
 }
 
 // emuStore emulates MatrixStore.
 func (e *emitter) emuStore(n *node) {
 	t := n.aux
 	el := t.Elem()
-	mt := e.b.mems[n.mem].elem
-	ratio := emuRatio(mt, el)
+	ratio := emuRatio(e.b.mems[n.mem].elem, el)
 	u := e.typ(U32)
 	src := e.val(n.ops[1].id)
-	get := func(i uint32) uint32 { return e.emuGet(src, t, i) }
 	ops := e.memOperands(n.mem, true)
-	each := e.loop
-	if t.use == MatrixAcc {
-		each = func(n uint32, body func(uint32)) { e.laneLoop(uint32(t.rows)*uint32(t.cols), body) }
-	}
-	each(e.constant(U32, uint32(t.rows)*uint32(t.cols)), func(rc uint32) {
+	e.emuEach(t, func(rc uint32) {
 		r := e.op(opUDiv, u, rc, e.constant(U32, uint32(t.cols)))
 		c := e.op(opUMod, u, rc, e.constant(U32, uint32(t.cols)))
 		li := e.emuIndex(n, r, c, ratio, n.ops[2].id)
-		p := e.memPtr(n.mem, e.op(opUDiv, u, li, e.constant(U32, ratio)))
-		if mt != el {
-			sc := map[memKind]uint32{memBuffer: scStorageBuffer, memShared: scWorkgroup}[e.b.mems[n.mem].kind]
-			p = e.op(opAccessChain, e.ptr(sc, e.typ(el)), p, e.op(opUMod, u, li, e.constant(U32, ratio)))
-		}
-		inst(&e.fn, opStore, append([]uint32{p, get(rc)}, ops...)...)
+		inst(&e.fn, opStore, append([]uint32{e.emuElemPtr(n.mem, el, li, ratio), e.emuGet(src, t, rc)}, ops...)...)
 	})
 }

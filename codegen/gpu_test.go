@@ -634,3 +634,46 @@ func TestGPUEmulatedMatrices(t *testing.T) {
 	}
 	compare(t, "emulated f16 column-major result", got, want, 1e-3, 1e-3)
 }
+
+// TestGPUEmulatedTensorMatrices runs the workgroup-matrix GEMM of tensor_test.go, emulated, on
+// edges no tile divides: the clamped loads must read zeros past x's and W's last rows and K,
+// and the clamped store must drop y's elements outside it (the buffer is one row larger, and
+// that row must stay as it was).
+func TestGPUEmulatedTensorMatrices(t *testing.T) {
+	d := openDevice(t)
+	const M, N, K, tm, tn, tk = 20, 40, 40, 16, 32, 16
+	r := rand.New(rand.NewPCG(11, 12))
+	x, w := randoms(r, M*K, -1, 1), randoms(r, N*K, -1, 1)
+	for i := range x {
+		x[i] = codegen.HalfToFloat32(codegen.Float32ToHalf(x[i]))
+	}
+	for i := range w {
+		w[i] = codegen.HalfToFloat32(codegen.Float32ToHalf(w[i]))
+	}
+	want := make([]float64, (M+1)*N)
+	for i := 0; i < M; i++ {
+		for j := 0; j < N; j++ {
+			s := 0.0
+			for k := 0; k < K; k++ {
+				s += float64(x[i*K+k]) * float64(w[j*K+k])
+			}
+			want[i*N+j] = s
+		}
+	}
+	y := make([]float32, (M+1)*N)
+	for i := M * N; i < len(y); i++ {
+		y[i], want[i] = 7, 7
+	}
+	b := codegen.NewBuilder("tensor_gemm_emulated")
+	codegen.BuildTensorGemm(b, tm, tn, tk, true)
+	k, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Needs.Has(codegen.FeatureCooperativeMatrix) || k.Needs.Has(codegen.FeatureCooperativeMatrix2) {
+		t.Errorf("emulated module needs %v", k.Needs)
+	}
+	grid := [3]uint32{(N + tn - 1) / tn, (M + tm - 1) / tm, 1}
+	out := launch(t, d, k, nil, map[string]uint32{"m": M, "n": N, "k": K}, grid, [][]byte{f16Bytes(x), f16Bytes(w), f32Bytes(y)})
+	compare(t, "emulated tensor GEMM", f32s(out[2]), want, 1e-5, 1e-5)
+}

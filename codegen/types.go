@@ -270,11 +270,15 @@ const (
 	FeatureBFloat16
 	// FeatureBFloat16Matrix is cooperative matrices of bfloat16 (shaderBFloat16CooperativeMatrix).
 	FeatureBFloat16Matrix
+	// FeatureCooperativeMatrix2 is VK_NV_cooperative_matrix2's workgroup-scope matrices and
+	// tensor-addressed loads and stores (SPIR-V CooperativeMatrixTensorAddressingNV and
+	// TensorAddressingNV; the module is SPIR-V 1.6).
+	FeatureCooperativeMatrix2
 )
 
 var featureNames = []string{"float16", "storage-buffer-16", "push-constant-16", "subgroup-basic",
 	"subgroup-arithmetic", "subgroup-ballot", "subgroup-shuffle", "cooperative-matrix", "integer-dot",
-	"vulkan-memory-model", "bfloat16", "bfloat16-matrix"}
+	"vulkan-memory-model", "bfloat16", "bfloat16-matrix", "cooperative-matrix-2"}
 
 // featureCaps maps each feature to the SPIR-V capabilities it declares.
 var featureCaps = map[Feature][]uint32{
@@ -290,6 +294,7 @@ var featureCaps = map[Feature][]uint32{
 	FeatureVulkanMemoryModel:  {capVulkanMemoryModel},
 	FeatureBFloat16:           {capBFloat16TypeKHR},
 	FeatureBFloat16Matrix:     {capBFloat16TypeKHR, capBFloat16CooperativeMatrixKHR},
+	FeatureCooperativeMatrix2: {capCooperativeMatrixTensorAddressingNV, capTensorAddressingNV},
 }
 
 // Has reports whether f includes every feature of g.
