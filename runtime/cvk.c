@@ -64,6 +64,9 @@ enum {
 	ST_VULKAN_MEMORY_MODEL_FEATURES = 1000211000,
 	ST_COOP_MATRIX_FEATURES_KHR = 1000506000,
 	ST_COOP_MATRIX_PROPERTIES_KHR = 1000506001,
+	ST_COOP_MATRIX_2_FEATURES_NV = 1000593000,
+	ST_COOP_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV = 1000593001,
+	ST_COOP_MATRIX_2_PROPERTIES_NV = 1000593002,
 	ST_SHADER_BFLOAT16_FEATURES_KHR = 1000141000,
 	ST_DEBUG_UTILS_MESSENGER_CREATE_INFO = 1000128004,
 	ST_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES = 1000269000,
@@ -150,14 +153,29 @@ typedef struct {
 	uint32_t M, N, K, A, B, C, Result, saturating, scope;
 } coop_props_khr;
 
+// VkPhysicalDeviceCooperativeMatrix2PropertiesNV
+typedef struct {
+	uint32_t sType;
+	void* pNext;
+	uint32_t maxWorkgroupSize, maxDimension, reservedSharedMemory;
+} coop2_props;
+
+// VkCooperativeMatrixFlexibleDimensionsPropertiesNV
+typedef struct {
+	uint32_t sType;
+	void* pNext;
+	uint32_t MGranularity, NGranularity, KGranularity, A, B, C, Result, saturating, scope, workgroupInvocations;
+} coop2_flex_props;
+
 typedef void (*pfn_features2)(vkc_handle, void*);
 typedef void (*pfn_properties2)(vkc_handle, void*);
 typedef int (*pfn_coop_props)(vkc_handle, uint32_t*, coop_props_khr*);
+typedef int (*pfn_coop2_flex_props)(vkc_handle, uint32_t*, coop2_flex_props*);
 
 // The feature structures of one chain, in one allocation.
 typedef struct {
 	features2 f2;
-	feat s16, s8, f16i8, intdot, sgsc, vmm, coop, bf16, pexec;
+	feat s16, s8, f16i8, intdot, sgsc, vmm, coop, bf16, pexec, coop2;
 } feature_chain;
 
 static void link(chain_head** tail, void* s, uint32_t stype) {
@@ -181,6 +199,17 @@ static void build_chain(feature_chain* c, const vkc_wants* w) {
 	if (w->want_coop) link(&tail, &c->coop, ST_COOP_MATRIX_FEATURES_KHR);
 	if (w->want_bf16) link(&tail, &c->bf16, ST_SHADER_BFLOAT16_FEATURES_KHR);
 	if (w->want_pexec) link(&tail, &c->pexec, ST_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES);
+	// VK_NV_cooperative_matrix2 requires VK_KHR_cooperative_matrix: never one without the other.
+	if (w->want_coop && w->want_coop2) link(&tail, &c->coop2, ST_COOP_MATRIX_2_FEATURES_NV);
+}
+
+// coop2_on: the device may have VK_NV_cooperative_matrix2 enabled (w allows it, and it reports
+// cooperative matrices and at least one of the extension's features).
+static int coop2_on(const vkc_wants* w, const vkc_caps* caps) {
+	if (!w->want_coop || !w->want_coop2 || !caps->coop_matrix) return 0;
+	for (int i = 0; i < 7; i++)
+		if (caps->coop2_features[i]) return 1;
+	return 0;
 }
 
 int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_caps* caps) {
@@ -209,6 +238,9 @@ int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_c
 	caps->bf16_type = fc.bf16.v[0];
 	caps->bf16_dot = fc.bf16.v[1];
 	caps->bf16_coop_matrix = fc.bf16.v[2];
+	if (w->want_coop && w->want_coop2 && caps->coop_matrix)
+		memcpy(caps->coop2_features, fc.coop2.v, sizeof caps->coop2_features);
+	int coop2 = coop2_on(w, caps);
 
 	properties2 p2;
 	subgroup_props sg;
@@ -216,7 +248,9 @@ int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_c
 	push_props pp;
 	driver_props dp;
 	maintenance3_props m3;
+	coop2_props c2;
 	memset(&m3, 0, sizeof m3);
+	memset(&c2, 0, sizeof c2);
 	memset(&p2, 0, sizeof p2);
 	memset(&sg, 0, sizeof sg);
 	memset(&sc, 0, sizeof sc);
@@ -229,6 +263,7 @@ int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_c
 	if (w->want_sgsc) link(&tail, &sc, ST_SUBGROUP_SIZE_CONTROL_PROPERTIES);
 	if (w->want_push) link(&tail, &pp, ST_PUSH_DESCRIPTOR_PROPERTIES);
 	if (w->want_driver) link(&tail, &dp, ST_DRIVER_PROPERTIES);
+	if (coop2) link(&tail, &c2, ST_COOP_MATRIX_2_PROPERTIES_NV);
 	getp(pd, &p2);
 	caps->subgroup_size = sg.subgroupSize;
 	caps->subgroup_stages = sg.supportedStages;
@@ -244,6 +279,9 @@ int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_c
 	memcpy(caps->driver_info, dp.driverInfo, sizeof caps->driver_info);
 	caps->driver_name[255] = 0;
 	caps->driver_info[255] = 0;
+	caps->coop2_max_workgroup_size = c2.maxWorkgroupSize;
+	caps->coop2_max_dimension = c2.maxDimension;
+	caps->coop2_reserved_shared = c2.reservedSharedMemory;
 
 	if (w->want_budget) vkc_query_budget(instance, pd, caps->heap_budget, caps->heap_usage);
 
@@ -269,6 +307,36 @@ int vkc_query_caps(vkc_handle instance, vkc_handle pd, const vkc_wants* w, vkc_c
 					s->result = props[i].Result;
 					s->saturating = props[i].saturating;
 					s->scope = props[i].scope;
+				}
+			}
+		}
+	}
+	// VK_NV_cooperative_matrix2's flexible dimensions. A failed query leaves the list empty (the
+	// features stay as reported; Go decides what a device without entries gets). Its result is
+	// not returned: the extension is optional.
+	if (coop2) {
+		pfn_coop2_flex_props getf2 = (pfn_coop2_flex_props)iproc(instance,
+			"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV", NULL);
+		if (getf2) {
+			coop2_flex_props props[VKC_MAX_COOP];
+			memset(props, 0, sizeof props);
+			for (int i = 0; i < VKC_MAX_COOP; i++) props[i].sType = ST_COOP_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
+			uint32_t n = VKC_MAX_COOP;
+			int r = getf2(pd, &n, props); // VK_INCOMPLETE (5) keeps the first VKC_MAX_COOP
+			if (r >= 0) {
+				caps->n_coop2 = n;
+				for (uint32_t i = 0; i < n; i++) {
+					vkc_coop2_shape* s = &caps->coop2[i];
+					s->mgran = props[i].MGranularity;
+					s->ngran = props[i].NGranularity;
+					s->kgran = props[i].KGranularity;
+					s->a = props[i].A;
+					s->b = props[i].B;
+					s->c = props[i].C;
+					s->result = props[i].Result;
+					s->saturating = props[i].saturating;
+					s->scope = props[i].scope;
+					s->workgroup_invocations = props[i].workgroupInvocations;
 				}
 			}
 		}
@@ -318,6 +386,10 @@ void* vkc_feature_chain(const vkc_wants* w, const vkc_caps* caps) {
 	// bf16 matrices need both extensions' features; without cooperative matrices enabled the
 	// feature must stay off.
 	c->bf16.v[2] = caps->bf16_coop_matrix && w->want_coop && caps->coop_matrix;
+	// VK_NV_cooperative_matrix2: every feature the device reports (the structure is chained only
+	// with want_coop and want_coop2; Go enables the extension under the same condition).
+	if (coop2_on(w, caps))
+		memcpy(c->coop2.v, caps->coop2_features, sizeof caps->coop2_features);
 	// Go sets want_pexec only where the feature exists (vkc_pipeline_executable_info).
 	c->pexec.v[0] = 1; // pipelineExecutableInfo
 	return c;

@@ -3,9 +3,9 @@
 // github.com/goki/vulkan binds Vulkan 1.0 (headers 1.3.239) through per-call Go<->C struct
 // conversion. It is used for object creation. This file covers what it lacks or does slowly:
 // loading libvulkan.so.1, the Vulkan 1.1+ queries with pNext chains (subgroups, 16-bit storage,
-// integer dot product, push descriptors, memory budget), VK_KHR_cooperative_matrix (newer than the
-// binding), the debug-utils messenger, and the hot path (recording a program, submit and wait),
-// which must not allocate per call.
+// integer dot product, push descriptors, memory budget), VK_KHR_cooperative_matrix and
+// VK_NV_cooperative_matrix2 (newer than the binding), the debug-utils messenger, and the hot path
+// (recording a program, submit and wait), which must not allocate per call.
 //
 // Structures are declared here with their exact Vulkan layout rather than including vulkan.h,
 // which is not installed on machines that only have the loader. Handles are void*: this file
@@ -30,6 +30,15 @@ typedef struct {
 	uint32_t scope;
 } vkc_coop_shape;
 
+// One VkCooperativeMatrixFlexibleDimensionsPropertiesNV entry (VK_NV_cooperative_matrix2).
+typedef struct {
+	uint32_t mgran, ngran, kgran;
+	uint32_t a, b, c, result; // VkComponentTypeKHR
+	uint32_t saturating;
+	uint32_t scope; // VkScopeKHR: 2 workgroup, 3 subgroup
+	uint32_t workgroup_invocations;
+} vkc_coop2_shape;
+
 #define VKC_MAX_COOP 64
 #define VKC_MAX_HEAPS 16
 
@@ -37,7 +46,8 @@ typedef struct {
 	// which structures may be chained (decided in Go from the API version and extensions)
 	uint32_t want_16bit, want_f16i8, want_8bit, want_intdot, want_push, want_budget, want_coop,
 		want_driver, want_sgsc, want_vmm, want_bf16,
-		want_pexec; // VK_KHR_pipeline_executable_properties: set by Open, only on request
+		want_pexec, // VK_KHR_pipeline_executable_properties: set by Open, only on request
+		want_coop2; // VK_NV_cooperative_matrix2: chained only together with want_coop
 } vkc_wants;
 
 typedef struct {
@@ -58,6 +68,13 @@ typedef struct {
 	uint32_t bf16_type, bf16_dot, bf16_coop_matrix; // VK_KHR_shader_bfloat16
 	uint32_t n_coop;
 	vkc_coop_shape coop[VKC_MAX_COOP];
+	// VK_NV_cooperative_matrix2: features (workgroup scope, flexible dimensions, reductions,
+	// conversions, per-element operations, tensor addressing, block loads), properties and the
+	// flexible-dimensions list. All zero without the extension or where its queries failed.
+	uint32_t coop2_features[7];
+	uint32_t coop2_max_workgroup_size, coop2_max_dimension, coop2_reserved_shared;
+	uint32_t n_coop2;
+	vkc_coop2_shape coop2[VKC_MAX_COOP];
 	uint32_t driver_id;
 	char driver_name[256];
 	char driver_info[256];

@@ -176,6 +176,8 @@ type Caps struct {
 
 	// CooperativeMatrix lists VK_KHR_cooperative_matrix shapes (empty when unsupported).
 	CooperativeMatrix []CoopMatrixShape
+	// CooperativeMatrix2 is VK_NV_cooperative_matrix2 where the device has it and it is enabled (nil otherwise).
+	CooperativeMatrix2 *CoopMatrix2
 
 	Timestamps         bool    // compute queue has timestampValidBits > 0
 	TimestampPeriod    float64 // nanoseconds per tick
@@ -238,6 +240,60 @@ func (s CoopMatrixShape) String() string {
 		sat = " sat"
 	}
 	return fmt.Sprintf("%dx%dx%d %s*%s+%s->%s%s", s.M, s.N, s.K, s.A, s.B, s.C, s.Result, sat)
+}
+
+// CoopMatrix2 describes VK_NV_cooperative_matrix2: its features (every one the device reports is
+// enabled), VkPhysicalDeviceCooperativeMatrix2PropertiesNV and the flexible-dimensions list.
+type CoopMatrix2 struct {
+	WorkgroupScope, FlexibleDimensions, Reductions, Conversions, PerElementOperations, TensorAddressing, BlockLoads bool
+
+	MaxWorkgroupSize uint32 // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
+	MaxDimension     uint32 // cooperativeMatrixFlexibleDimensionsMaxDimension
+	ReservedShared   uint32 // cooperativeMatrixWorkgroupScopeReservedSharedMemory, bytes
+
+	// Flexible lists VkCooperativeMatrixFlexibleDimensionsPropertiesNV entries (empty when the
+	// query failed or the device has no flexible dimensions).
+	Flexible []CoopFlexibleShape
+}
+
+func (c *CoopMatrix2) String() string {
+	var f []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{c.WorkgroupScope, "workgroup-scope"}, {c.FlexibleDimensions, "flexible-dimensions"}, {c.Reductions, "reductions"},
+		{c.Conversions, "conversions"}, {c.PerElementOperations, "per-element"}, {c.TensorAddressing, "tensor-addressing"},
+		{c.BlockLoads, "block-loads"}} {
+		if x.on {
+			f = append(f, x.name)
+		}
+	}
+	return fmt.Sprintf("%s; max workgroup %d, max dimension %d, reserved shared %d B",
+		strings.Join(f, ","), c.MaxWorkgroupSize, c.MaxDimension, c.ReservedShared)
+}
+
+// CoopFlexibleShape is one VkCooperativeMatrixFlexibleDimensionsPropertiesNV entry: matrices whose
+// M, N and K are multiples of the granularities (up to CoopMatrix2.MaxDimension).
+type CoopFlexibleShape struct {
+	MGranularity, NGranularity, KGranularity uint32
+	A, B, C, Result                          ComponentType
+	Saturating                               bool
+	Scope                                    uint32 // VkScopeKHR: 2 workgroup, 3 subgroup
+	WorkgroupInvocations                     uint32 // the workgroup size a workgroup-scope entry is for
+}
+
+func (s CoopFlexibleShape) String() string {
+	sat, scope := "", "subgroup"
+	if s.Saturating {
+		sat = " sat"
+	}
+	if s.Scope == 2 {
+		scope = fmt.Sprintf("workgroup of %d", s.WorkgroupInvocations)
+	} else if s.Scope != 3 {
+		scope = fmt.Sprintf("scope %d", s.Scope)
+	}
+	return fmt.Sprintf("%dx%dx%d granules %s*%s+%s->%s%s (%s)", s.MGranularity, s.NGranularity, s.KGranularity,
+		s.A, s.B, s.C, s.Result, sat, scope)
 }
 
 // ComponentType is VkComponentTypeKHR.
@@ -482,6 +538,31 @@ func deviceExtensions(pd vk.PhysicalDevice) []string {
 	return names
 }
 
+// coop2Caps reads VK_NV_cooperative_matrix2 from cc: nil when the device has no cooperative
+// matrices or reports none of the extension's features.
+func coop2Caps(cc *C.vkc_caps) *CoopMatrix2 {
+	f := cc.coop2_features
+	if cc.coop_matrix == 0 || f == [7]C.uint32_t{} {
+		return nil
+	}
+	m := &CoopMatrix2{
+		WorkgroupScope: f[0] != 0, FlexibleDimensions: f[1] != 0, Reductions: f[2] != 0, Conversions: f[3] != 0,
+		PerElementOperations: f[4] != 0, TensorAddressing: f[5] != 0, BlockLoads: f[6] != 0,
+		MaxWorkgroupSize: uint32(cc.coop2_max_workgroup_size),
+		MaxDimension:     uint32(cc.coop2_max_dimension),
+		ReservedShared:   uint32(cc.coop2_reserved_shared),
+	}
+	for i := 0; i < int(cc.n_coop2) && i < C.VKC_MAX_COOP; i++ {
+		s := cc.coop2[i]
+		m.Flexible = append(m.Flexible, CoopFlexibleShape{
+			MGranularity: uint32(s.mgran), NGranularity: uint32(s.ngran), KGranularity: uint32(s.kgran),
+			A: ComponentType(s.a), B: ComponentType(s.b), C: ComponentType(s.c), Result: ComponentType(s.result),
+			Saturating: s.saturating != 0, Scope: uint32(s.scope), WorkgroupInvocations: uint32(s.workgroup_invocations),
+		})
+	}
+	return m
+}
+
 func b2u(b bool) C.uint32_t {
 	if b {
 		return 1
@@ -527,6 +608,7 @@ func (in *instance) describe(index int, pd vk.PhysicalDevice) *DeviceInfo {
 		want_sgsc:   b2u(v.atLeast(1, 3)),
 		want_vmm:    b2u(v.atLeast(1, 2) || has["VK_KHR_vulkan_memory_model"]),
 		want_bf16:   b2u(has["VK_KHR_shader_bfloat16"]),
+		want_coop2:  b2u(has["VK_KHR_cooperative_matrix"] && has["VK_NV_cooperative_matrix2"]),
 	}
 	d.wants = w
 	if !v.atLeast(1, 1) {
@@ -536,10 +618,16 @@ func (in *instance) describe(index int, pd vk.PhysicalDevice) *DeviceInfo {
 	cc := (*C.vkc_caps)(C.calloc(1, C.size_t(unsafe.Sizeof(C.vkc_caps{}))))
 	C.vkc_query_caps(handle(unsafe.Pointer(in.inst)), handle(unsafe.Pointer(pd)), &w, cc)
 	d.ccaps = cc
+	c := &d.Caps
+	c.CooperativeMatrix2 = coop2Caps(cc)
+	if c.CooperativeMatrix2 == nil {
+		// Nothing to enable: the feature chain then leaves the structure out and Open the
+		// extension (wants.want_coop2 says whether both are in).
+		d.wants.want_coop2 = 0
+	}
 	d.DriverName = C.GoString(&cc.driver_name[0])
 	d.DriverInfo = C.GoString(&cc.driver_info[0])
 
-	c := &d.Caps
 	c.SubgroupSize = uint32(cc.subgroup_size)
 	c.MinSubgroupSize = uint32(cc.min_subgroup_size)
 	c.MaxSubgroupSize = uint32(cc.max_subgroup_size)

@@ -26,6 +26,10 @@ type Device struct {
 	// CoopMatrixNote is non-empty when the device has cooperative matrices but they are not
 	// enabled, and says why.
 	CoopMatrixNote string
+	// CoopMatrix2Note is non-empty when the device offers VK_NV_cooperative_matrix2 with the KHR
+	// extension enabled but leaves it disabled (VKC_COOPMAT2=off, an older validation layer), and
+	// says why.
+	CoopMatrix2Note string
 
 	opts     Options
 	in       *instance
@@ -117,6 +121,25 @@ func (d *Device) create(info *DeviceInfo) error {
 		d.CoopMatrixNote = fmt.Sprintf("VK_KHR_cooperative_matrix left disabled: validation layer %s predates it", d.in.layerVersion)
 	}
 	add("VK_KHR_cooperative_matrix", info.wants.want_coop != 0)
+	// VK_NV_cooperative_matrix2 builds on the KHR extension and goes off with it. Its feature
+	// structure is chained whenever it is enabled, so a validation layer older than it (header
+	// 1.3.296) leaves it off too. VKC_COOPMAT2=off leaves it off for A/B measurements.
+	if info.wants.want_coop2 != 0 {
+		switch lv := d.in.layerVersion; {
+		case info.wants.want_coop == 0:
+			info.wants.want_coop2 = 0
+		case lv != 0 && lv < Version(vk.MakeVersion(1, 3, 296)):
+			info.wants.want_coop2 = 0
+			d.CoopMatrix2Note = fmt.Sprintf("VK_NV_cooperative_matrix2 left disabled: validation layer %s predates it", lv)
+		case os.Getenv("VKC_COOPMAT2") == "off":
+			info.wants.want_coop2 = 0
+			d.CoopMatrix2Note = "VK_NV_cooperative_matrix2 left disabled: VKC_COOPMAT2=off"
+		}
+	}
+	if info.wants.want_coop2 == 0 {
+		caps.CooperativeMatrix2 = nil
+	}
+	add("VK_NV_cooperative_matrix2", info.wants.want_coop2 != 0)
 	// Likewise VK_KHR_shader_bfloat16 (header 1.4.311): its feature structure is chained whenever
 	// the extension is enabled.
 	if lv := d.in.layerVersion; info.wants.want_bf16 != 0 && lv != 0 && lv < Version(vk.MakeVersion(1, 4, 311)) {

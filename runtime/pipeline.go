@@ -214,12 +214,20 @@ var capabilityFeatures = map[uint32]struct {
 	6022: {"cooperativeMatrix (VK_KHR_cooperative_matrix)", func(d *Device) bool { return len(d.Info.Caps.CooperativeMatrix) > 0 }},
 	5116: {"shaderBFloat16Type (VK_KHR_shader_bfloat16)", func(d *Device) bool { return d.Info.Caps.BFloat16 }},
 	5118: {"shaderBFloat16CooperativeMatrix (VK_KHR_shader_bfloat16)", func(d *Device) bool { return d.Info.Caps.BFloat16CooperativeMatrix }},
+	5430: {"cooperativeMatrixReductions (VK_NV_cooperative_matrix2)", func(d *Device) bool { return coop2(&d.Info.Caps).Reductions }},
+	5431: {"cooperativeMatrixConversions (VK_NV_cooperative_matrix2)", func(d *Device) bool { return coop2(&d.Info.Caps).Conversions }},
+	5432: {"cooperativeMatrixPerElementOperations (VK_NV_cooperative_matrix2)", func(d *Device) bool { return coop2(&d.Info.Caps).PerElementOperations }},
+	5433: {"cooperativeMatrixTensorAddressing (VK_NV_cooperative_matrix2)", func(d *Device) bool { return coop2(&d.Info.Caps).TensorAddressing }},
+	5434: {"cooperativeMatrixBlockLoads (VK_NV_cooperative_matrix2)", func(d *Device) bool { return coop2(&d.Info.Caps).BlockLoads }},
+	5439: {"cooperativeMatrixTensorAddressing (VK_NV_cooperative_matrix2)", func(d *Device) bool { return coop2(&d.Info.Caps).TensorAddressing }},
 }
 
 // capabilityNames names the capabilities of capabilityFeatures for messages.
 var capabilityNames = map[uint32]string{9: "Float16", 4433: "StorageBuffer16BitAccess", 4434: "UniformAndStorageBuffer16BitAccess",
 	4435: "StoragePushConstant16", 5345: "VulkanMemoryModel", 6022: "CooperativeMatrixKHR", 5116: "BFloat16TypeKHR",
-	5118: "BFloat16CooperativeMatrixKHR"}
+	5118: "BFloat16CooperativeMatrixKHR", 5430: "CooperativeMatrixReductionsNV", 5431: "CooperativeMatrixConversionsNV",
+	5432: "CooperativeMatrixPerElementOperationsNV", 5433: "CooperativeMatrixTensorAddressingNV", 5434: "CooperativeMatrixBlockLoadsNV",
+	5439: "TensorAddressingNV"}
 
 // checkCapabilities reads the module's OpCapability instructions (which come first, after the
 // header) and refuses one whose device feature is missing or was not enabled, so that a plan

@@ -70,6 +70,22 @@ var capabilities = map[uint32]capability{
 	6022: {"CooperativeMatrixKHR", func(c *Caps) bool { return len(c.CooperativeMatrix) > 0 }},
 	5116: {"BFloat16TypeKHR", func(c *Caps) bool { return c.BFloat16 }},
 	5118: {"BFloat16CooperativeMatrixKHR", func(c *Caps) bool { return c.BFloat16CooperativeMatrix }},
+	// VK_NV_cooperative_matrix2 (SPV_NV_cooperative_matrix2, SPV_NV_tensor_addressing). A
+	// workgroup-scope matrix declares no capability of its own.
+	5430: {"CooperativeMatrixReductionsNV", func(c *Caps) bool { return coop2(c).Reductions }},
+	5431: {"CooperativeMatrixConversionsNV", func(c *Caps) bool { return coop2(c).Conversions }},
+	5432: {"CooperativeMatrixPerElementOperationsNV", func(c *Caps) bool { return coop2(c).PerElementOperations }},
+	5433: {"CooperativeMatrixTensorAddressingNV", func(c *Caps) bool { return coop2(c).TensorAddressing }},
+	5434: {"CooperativeMatrixBlockLoadsNV", func(c *Caps) bool { return coop2(c).BlockLoads }},
+	5439: {"TensorAddressingNV", func(c *Caps) bool { return coop2(c).TensorAddressing }},
+}
+
+// coop2 is c's VK_NV_cooperative_matrix2, every feature false where it is not enabled.
+func coop2(c *Caps) CoopMatrix2 {
+	if c.CooperativeMatrix2 == nil {
+		return CoopMatrix2{}
+	}
+	return *c.CooperativeMatrix2
 }
 
 // maxSPIRV is the newest SPIR-V version a device of Vulkan version v consumes (as the header's
