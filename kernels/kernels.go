@@ -60,6 +60,10 @@ type Caps struct {
 	// CoopShapes are the cooperative-matrix products the device runs at subgroup scope
 	// (VK_KHR_cooperative_matrix's properties; empty without the extension).
 	CoopShapes []CoopShape
+	// Coop2 is VK_NV_cooperative_matrix2 with workgroup-scope matrices, flexible dimensions and
+	// tensor addressing (nil where the device lacks any of them, or has no workgroup-scope
+	// entry of element types codegen has).
+	Coop2 *Coop2Caps
 	// BFloat16 and BFloat16Matrix are VK_KHR_shader_bfloat16's bfloat16 type (storage and
 	// conversions) and bfloat16 cooperative matrices.
 	BFloat16, BFloat16Matrix bool
@@ -81,6 +85,22 @@ type Caps struct {
 type CoopShape struct {
 	M, N, K         int
 	A, B, C, Result codegen.Type
+}
+
+// Coop2Caps describes VK_NV_cooperative_matrix2 for templates using workgroup-scope matrices.
+type Coop2Caps struct {
+	MaxWorkgroupSize int          // invocations of a workgroup using workgroup-scope matrices
+	MaxDimension     int          // cooperativeMatrixFlexibleDimensionsMaxDimension
+	ReservedShared   int          // shared memory the driver keeps for its staging, bytes
+	Shapes           []Coop2Shape // the workgroup-scope entries whose element types codegen has
+}
+
+// Coop2Shape is one workgroup-scope flexible-dimensions entry: M, N and K must be multiples of
+// the granularities, and the workgroup has Invocations invocations.
+type Coop2Shape struct {
+	MGran, NGran, KGran int
+	A, B, C, Result     codegen.Type
+	Invocations         int // workgroupInvocations
 }
 
 func (s CoopShape) String() string {

@@ -42,6 +42,7 @@ func CapsOf(info *runtime.DeviceInfo) kernels.Caps {
 		DeviceMemory:          info.DeviceLocalBytes(),
 		VulkanMemoryModel:     c.VulkanMemoryModel,
 		CoopShapes:            coopShapes(c.CooperativeMatrix),
+		Coop2:                 coop2Caps(c.CooperativeMatrix2),
 		BFloat16:              c.BFloat16,
 		BFloat16Matrix:        c.BFloat16CooperativeMatrix,
 	}
@@ -50,21 +51,6 @@ func CapsOf(info *runtime.DeviceInfo) kernels.Caps {
 // coopShapes converts the device's subgroup-scope cooperative-matrix shapes whose element types
 // codegen has (f16, bf16, f32, i32, u32); the 8-bit integer products are left out.
 func coopShapes(ss []runtime.CoopMatrixShape) []kernels.CoopShape {
-	elem := func(c runtime.ComponentType) (codegen.Type, bool) {
-		switch c {
-		case 0:
-			return codegen.F16, true
-		case 1:
-			return codegen.F32, true
-		case 5:
-			return codegen.I32, true
-		case 9:
-			return codegen.U32, true
-		case 1000141000:
-			return codegen.BF16, true
-		}
-		return codegen.Type{}, false
-	}
 	var out []kernels.CoopShape
 	for _, s := range ss {
 		a, ok1 := elem(s.A)
@@ -75,6 +61,48 @@ func coopShapes(ss []runtime.CoopMatrixShape) []kernels.CoopShape {
 			continue
 		}
 		out = append(out, kernels.CoopShape{M: int(s.M), N: int(s.N), K: int(s.K), A: a, B: b, C: c, Result: r})
+	}
+	return out
+}
+
+// elem is the codegen type of a cooperative-matrix component type, where codegen has one.
+func elem(c runtime.ComponentType) (codegen.Type, bool) {
+	switch c {
+	case 0:
+		return codegen.F16, true
+	case 1:
+		return codegen.F32, true
+	case 5:
+		return codegen.I32, true
+	case 9:
+		return codegen.U32, true
+	case 1000141000:
+		return codegen.BF16, true
+	}
+	return codegen.Type{}, false
+}
+
+// coop2Caps converts VK_NV_cooperative_matrix2 where the device has workgroup-scope matrices,
+// flexible dimensions and tensor addressing, keeping the workgroup-scope entries whose element
+// types codegen has; nil without those features or without such an entry.
+func coop2Caps(m *runtime.CoopMatrix2) *kernels.Coop2Caps {
+	if m == nil || !m.WorkgroupScope || !m.FlexibleDimensions || !m.TensorAddressing {
+		return nil
+	}
+	out := &kernels.Coop2Caps{MaxWorkgroupSize: int(m.MaxWorkgroupSize), MaxDimension: int(m.MaxDimension), ReservedShared: int(m.ReservedShared)}
+	for _, s := range m.Flexible {
+		a, ok1 := elem(s.A)
+		b, ok2 := elem(s.B)
+		c, ok3 := elem(s.C)
+		r, ok4 := elem(s.Result)
+		if s.Scope != 2 || !ok1 || !ok2 || !ok3 || !ok4 {
+			continue
+		}
+		out.Shapes = append(out.Shapes, kernels.Coop2Shape{MGran: int(s.MGranularity), NGran: int(s.NGranularity), KGran: int(s.KGranularity),
+			A: a, B: b, C: c, Result: r, Invocations: int(s.WorkgroupInvocations)})
+	}
+	if len(out.Shapes) == 0 {
+		return nil
 	}
 	return out
 }
