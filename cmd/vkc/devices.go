@@ -125,6 +125,16 @@ func printDevice(w io.Writer, d *runtime.DeviceInfo, chosen, ext bool) {
 			fmt.Fprintf(w, "    %-20s %s\n", "", s)
 		}
 	}
+	if m := c.CooperativeMatrix2; m != nil {
+		// VK_NV_cooperative_matrix2: its features and limits, then the workgroup-scope shapes
+		// (the ones workgroup-scope templates use).
+		p("coopmat2", "%s", m)
+		for _, s := range m.Flexible {
+			if s.Scope == 2 {
+				fmt.Fprintf(w, "    %-20s %s\n", "", s)
+			}
+		}
+	}
 	if c.Timestamps {
 		p("timestamps", "yes, period %g ns, %d valid bits", c.TimestampPeriod, c.TimestampValidBits)
 	} else {
