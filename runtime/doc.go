@@ -6,9 +6,10 @@
 //   - Loader: libvulkan.so.1 is opened at run time (dlopen), so a binary starts on machines
 //     without Vulkan and reports ErrNoVulkan, naming what to install.
 //   - Devices: Devices lists every physical device with its Caps (subgroups, f16, 16-bit storage,
-//     integer dot product, push descriptors, cooperative-matrix shapes, timestamps, limits, memory
-//     heaps and budgets) and Fingerprint; Open picks discrete > integrated > virtual > CPU, or
-//     the device VKC_DEVICE names by index or name substring.
+//     integer dot product, push descriptors, cooperative-matrix shapes, VK_NV_cooperative_matrix2,
+//     timestamps, limits, memory heaps and budgets) and Fingerprint; Open picks discrete >
+//     integrated > virtual > CPU, or the device VKC_DEVICE names by index or name substring.
+//     Open enables VK_NV_cooperative_matrix2 where the device has it, unless VKC_COOPMAT2=off.
 //   - Memory: NewBuffer sub-allocates device memory from large blocks; on devices whose device
 //     memory is host-visible (integrated GPUs, lavapipe) buffers are mapped and Run copies inputs
 //     and outputs directly (zero-copy), elsewhere through staging recorded in the program.
