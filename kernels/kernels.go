@@ -166,6 +166,7 @@ func (c Caps) Supports(k *codegen.Kernel) error {
 	need(codegen.FeatureSubgroupBallot, c.SubgroupShuffle, "subgroup ballot/broadcast")
 	need(codegen.FeatureCooperativeMatrix, len(c.CoopShapes) > 0, "cooperative matrices")
 	need(codegen.FeatureVulkanMemoryModel, c.VulkanMemoryModel, "the Vulkan memory model")
+	need(codegen.FeatureCooperativeMatrix2, c.Coop2 != nil || c.EmulateMatrices, "workgroup-scope cooperative matrices with tensor addressing (VK_NV_cooperative_matrix2)")
 	need(codegen.FeatureBFloat16, c.BFloat16, "bfloat16")
 	need(codegen.FeatureBFloat16Matrix, c.BFloat16Matrix, "bfloat16 cooperative matrices")
 	need(codegen.FeatureIntegerDot, c.IntegerDot, "integer dot products (shaderIntegerDotProduct)")

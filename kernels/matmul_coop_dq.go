@@ -193,7 +193,11 @@ func coopDQPartition(q *Problem, c Config, caps Caps, g *gemm) ([]coopDQPart, er
 	if err != nil {
 		return nil, err
 	}
-	bn := coopGeometry(c, caps, cg.shape, g).bn
+	return dqPartition(g, coopGeometry(c, caps, cg.shape, g).bn, caps)
+}
+
+// dqPartition is coopDQPartition for column blocks of bn rows of B.
+func dqPartition(g *gemm, bn int, caps Caps) ([]coopDQPart, error) {
 	limit := uint64(coopDQScratch)
 	if caps.MaxBindingRange > 0 {
 		limit = min(limit, caps.MaxBindingRange)

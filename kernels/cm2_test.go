@@ -1,0 +1,97 @@
+package kernels_test
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
+)
+
+// cm2Point is a small block for the emulated tests: workgroup matrices of 32×32 over slices of
+// 16, 64 invocations (emulated, every subgroup computes the whole accumulator).
+var cm2Point = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64}
+
+// emulatedCM2Caps is emulatedCaps with VK_NV_cooperative_matrix2's workgroup matrices pretended
+// (granules of 16, any workgroup size), emulated on the test device.
+func emulatedCM2Caps(t *testing.T) kernels.Caps {
+	caps := emulatedCaps(t)
+	caps.Coop2 = &kernels.Coop2Caps{MaxWorkgroupSize: 256, MaxDimension: 256,
+		Shapes: []kernels.Coop2Shape{{MGran: 16, NGran: 16, KGran: 16, A: codegen.F16, B: codegen.F16, C: codegen.F32, Result: codegen.F32}}}
+	return caps
+}
+
+// cm2Cases are matmul_cm2's forms at edges no block divides: an f16 linear with a bias, an
+// import's rmsnorm_linear[act=f16] of an f32 x, rmsnorm_linear of an f16 x with a residual
+// epilogue, and a Q4_K linear (B copied to f16 first).
+func cm2Cases(t *testing.T) []gemmCase {
+	f16, f32 := ir.F16, ir.F32
+	res := withResidual(opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(f16, 40, 64), ir.T(f16, 64), ir.T(f16, 48, 64)))
+	return []gemmCase{
+		{"cm2 linear f16 40x64->48 bias", opProblem(t, ir.Linear, nil, ir.T(f16, 40, 64), ir.T(f16, 48, 64), ir.T(f16, 48)), false},
+		{"cm2 rmsnorm_linear[act=f16] f32 40x64->24", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 40, 64), ir.T(f32, 64), ir.T(f16, 24, 64)), false},
+		{"cm2 rmsnorm_linear f16 40x64->48 + residual", res, false},
+		{"cm2 linear f16 x q4_k 130x256->40", opProblem(t, ir.Linear, nil, ir.T(f16, 130, 256), ir.T(ir.Q4_K, 40, 256)), false},
+	}
+}
+
+// TestMatmulCM2Emulated runs matmul_cm2 with emulated workgroup matrices on the test device
+// against the interpreter.
+func TestMatmulCM2Emulated(t *testing.T) {
+	caps := emulatedCM2Caps(t)
+	rng := rand.New(rand.NewSource(41))
+	for _, tc := range cm2Cases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := kernels.MatmulCM2.Space.Valid(tc.p, cm2Point, caps); err != nil {
+				t.Fatal(err)
+			}
+			checkWith(t, kernels.MatmulCM2, tc.p, cm2Point, randomArgs(rng, tc.p), caps)
+		})
+	}
+}
+
+// TestMatmulCM2Parts: the 8B's merged gate/up form in an import's prefill (rmsnorm_linear[act=f16]
+// of an f32 x over Q4_K with interleaved gate and up rows, silu(gate)·up through column parts),
+// with the copy of B cut in two parts of one column block each.
+func TestMatmulCM2Parts(t *testing.T) {
+	caps := emulatedCM2Caps(t)
+	defer kernels.SetCoopDQScratch(32 * 256 * 2)()
+	p := opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(ir.F32, 130, 256), ir.T(ir.F32, 256), ir.T(ir.Q4_K, 48, 256))
+	p.Outs = []ir.Type{ir.T(ir.F16, 130, 24)}
+	p.Parts = []kernels.Part{{Kind: kernels.PartPair, Cols: 48, Out: 0, Expr: swiglu(ir.F16)}}
+	l, err := kernels.MatmulCM2.Build(p, cm2Point, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rows, (copy, product) × 2, reduction
+	if len(l.Steps) != 6 {
+		t.Fatalf("%d steps, want 6: the copy of 48 rows was not made in two parts", len(l.Steps))
+	}
+	checkWith(t, kernels.MatmulCM2, p, cm2Point, tune.Inputs(p, rand.New(rand.NewSource(43))), caps)
+}
+
+// TestMatmulCM2Accepts: what matmul_cm2 leaves to other templates.
+func TestMatmulCM2Accepts(t *testing.T) {
+	caps := emulatedCM2Caps(t)
+	f16, f32 := ir.F16, ir.F32
+	for _, c := range []struct {
+		name string
+		p    *kernels.Problem
+	}{
+		{"no coopmat2", nil},
+		{"f32 linear", opProblem(t, ir.Linear, nil, ir.T(f32, 40, 64), ir.T(f32, 48, 64))},
+		{"decode row", opProblem(t, ir.Linear, nil, ir.T(f16, 1, 64), ir.T(f16, 48, 64))},
+		{"batched matmul", opProblem(t, ir.Matmul, nil, ir.T(f16, 2, 32, 64), ir.T(f16, 2, 64, 32))},
+		{"q4_k at 37 rows", opProblem(t, ir.Linear, nil, ir.T(f16, 37, 256), ir.T(ir.Q4_K, 40, 256))},
+	} {
+		p, cc := c.p, caps
+		if p == nil {
+			p, cc = opProblem(t, ir.Linear, nil, ir.T(f16, 40, 64), ir.T(f16, 48, 64)), kernels.Lavapipe
+		}
+		if err := kernels.MatmulCM2.Accepts(p, cc); err == nil {
+			t.Errorf("%s: accepted", c.name)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkc-project/vkc/codegen"
+	"github.com/vkc-project/vkc/ir"
+)
+
+// MatmulCM2 computes linear, rmsnorm_linear and matmul (x [M, K] times a K-contiguous W [N, K])
+// on VK_NV_cooperative_matrix2's workgroup-scope matrices: a workgroup of wg invocations holds
+// one bm×bn f32 accumulator and walks K in slices of bk, loading x's bm×bk slice as A and W's
+// bn×bk slice, transposed, as B with tensor addressing (codegen.MatrixLoadTensor). The driver
+// stages workgroup matrices through shared memory itself, with the loads its own GEMMs use:
+// on the H100, llama.cpp's product of this kind ran the 8B's 4096×512×14336 shape at 235.6
+// TFLOP/s from f16 where its VK_KHR_cooperative_matrix one ran at 91.9 and vkc's matmul_coop at
+// 127–138 (docs/bench/h100-2026-12-06, session 11).
+//
+// The accumulator is stored whole to an f32 scratch padded to whole blocks, and a second step,
+// matmul_coop's split-K reduction at one split (buildCoopReduce), applies rmsnorm's 1/rms, the
+// bias and the problem's epilogue (residual, activation, SwiGLU, column parts) element by
+// element: a workgroup matrix gives no element's row and column, and the per-element function
+// call cooperative_matrix2 has for that is not in codegen. rmsnorm_linear first runs a row
+// step that writes h = x⊙gamma rounded to f16 (the product's A) and each row's Σx² (from the
+// unrounded x, f32 or f16), so the product needs no staging of its own. A block-quantized W is
+// copied to f16 first by matmul_coop_dq's dequantization (in parts of whole column blocks where
+// the copy would exceed coopDQScratch), each part's product reading its copy.
+//
+// Roundings against the interpreter: W to f16 (a quantized W), x⊙gamma to f16, and the
+// reference's own rounding of rmsnorm's h: coopRoundingTolerance of their count.
+var MatmulCM2 = &Template{
+	Name: "matmul_cm2",
+	Accepts: func(p *Problem, caps Caps) error {
+		_, _, err := acceptCM2(p, caps)
+		return err
+	},
+	Space: NewSpace(Ints("bm", 128, 64, 256, 32), Ints("bn", 128, 256, 64, 32), Ints("bk", 32, 64, 16),
+		Ints("wg", 256, 128, 64)).Where(cm2Fits),
+	Build: buildMatmulCM2,
+}
+
+func init() {
+	MatmulCM2.ReadsLength = true
+	MatmulCM2.Quantized = QuantizedDTypes()
+	Register(MatmulCM2)
+}
+
+// cm2Gemm is what matmul_cm2 adds to a gemm.
+type cm2Gemm struct {
+	quantB bool // W block-quantized: copied to f16 first
+	rms    bool // rmsnorm_linear: the row step writes h and Σx²
+}
+
+// cm2MaxScratch bounds the f32 accumulators' scratch (padded M·N floats).
+const cm2MaxScratch = 256 << 20
+
+// acceptCM2 checks p and the device for MatmulCM2.
+func acceptCM2(p *Problem, caps Caps) (*gemm, *cm2Gemm, error) {
+	g, err := readGemm(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if caps.Coop2 == nil {
+		return nil, nil, fmt.Errorf("the device has no workgroup-scope cooperative matrices with tensor addressing (VK_NV_cooperative_matrix2)")
+	}
+	if !caps.VulkanMemoryModel || !caps.Float16 || !caps.Storage16 {
+		return nil, nil, fmt.Errorf("needs the Vulkan memory model, shaderFloat16 and 16-bit storage")
+	}
+	if _, ok := cm2Shape(caps, 0); !ok {
+		return nil, nil, fmt.Errorf("the device multiplies no workgroup-scope f16 matrices into f32")
+	}
+	if err := coopDTypes(p, caps, g.bArg); err != nil {
+		return nil, nil, err
+	}
+	if len(p.Parts) > 0 {
+		if err := checkParts(p, g); err != nil {
+			return nil, nil, err
+		}
+		if g.n%2 != 0 {
+			return nil, nil, fmt.Errorf("column parts are stored in pairs of columns; N = %d", g.n)
+		}
+	} else if err := checkEpilogue(p, g.opType); err != nil {
+		return nil, nil, err
+	}
+	if readsLength(p) && !partsReadLength(p) {
+		return nil, nil, fmt.Errorf("a product's meaning does not depend on the run-time length; only cache parts read it")
+	}
+	if g.batches() != 1 || g.bBatch.Rank() > 0 {
+		return nil, nil, fmt.Errorf("batched products are left to matmul_coop")
+	}
+	if !g.aKContig() || !g.bKContig() {
+		return nil, nil, fmt.Errorf("A and B must both be contiguous along K (x [M, K], W [N, K])")
+	}
+	if g.k%8 != 0 {
+		return nil, nil, fmt.Errorf("K = %d is not a multiple of 8 (16-byte rows)", g.k)
+	}
+	if g.m < 16 {
+		return nil, nil, fmt.Errorf("%d rows: the matrix-vector templates serve it", g.m)
+	}
+	c := &cm2Gemm{rms: g.gammaArg >= 0}
+	switch {
+	case g.bT == ir.F16:
+	case g.bT.Quantized() && readsBlocks(g.bT):
+		c.quantB = true
+		if g.m < coopDQMinRows {
+			return nil, nil, fmt.Errorf("%d rows: the copy of B pays for itself only over %d rows or more", g.m, coopDQMinRows)
+		}
+		if n := g.n * g.k * 2; n > coopDQParts*coopDQScratch {
+			return nil, nil, fmt.Errorf("an f16 copy of B takes %d bytes, more than %d parts of %d", n, coopDQParts, coopDQScratch)
+		}
+	default:
+		return nil, nil, fmt.Errorf("B is %s; workgroup matrices here take f16 (or a block format copied to f16)", g.bT)
+	}
+	switch {
+	case g.aT == ir.F16:
+	case g.aT == ir.F32 && c.rms && g.opType.DType == ir.F16:
+		// rmsnorm_linear[act=f16] over the f32 residual stream: the row step rounds x⊙gamma.
+	default:
+		return nil, nil, fmt.Errorf("A is %s; the product takes f16 rows (f32 ones through rmsnorm_linear[act=f16])", g.aT)
+	}
+	if (c.rms || c.quantB) && g.opType.DType != ir.F16 {
+		return nil, nil, fmt.Errorf("the product rounds W or x⊙gamma to f16; its result must be f16, not %s", g.opType.DType)
+	}
+	if n := ceilDiv(g.m, 16) * 16 * ceilDiv(g.n, 16) * 16; n >= 1<<31 || 4*n > cm2MaxScratch {
+		return nil, nil, fmt.Errorf("%d×%d f32 accumulators exceed the scratch bound", g.m, g.n)
+	}
+	return g, c, nil
+}
+
+// cm2Shape is the device's workgroup-scope f16×f16+f32→f32 entry for a workgroup of wg
+// invocations (0: any).
+func cm2Shape(caps Caps, wg int) (Coop2Shape, bool) {
+	if caps.Coop2 == nil {
+		return Coop2Shape{}, false
+	}
+	for _, s := range caps.Coop2.Shapes {
+		if s.A == codegen.F16 && s.B == codegen.F16 && s.C == codegen.F32 && s.Result == codegen.F32 &&
+			(wg == 0 || s.Invocations == 0 || s.Invocations == wg) {
+			return s, true
+		}
+	}
+	return Coop2Shape{}, false
+}
+
+// cm2Fits: the block is made of the device's granularities for a workgroup of wg, and no
+// larger than the problem needs.
+func cm2Fits(p *Problem, c Config, caps Caps) error {
+	g, _, err := acceptCM2(p, caps)
+	if err != nil {
+		return err
+	}
+	bm, bn, bk, wg := c["bm"], c["bn"], c["bk"], c["wg"]
+	s, ok := cm2Shape(caps, wg)
+	switch {
+	case !ok:
+		return fmt.Errorf("the device has no workgroup-scope f16 product for %d invocations", wg)
+	case wg > caps.Coop2.MaxWorkgroupSize || wg > caps.MaxInvocations || wg > caps.MaxWorkgroupSize[0]:
+		return fmt.Errorf("%d invocations exceed the device's workgroup-scope limit %d", wg, caps.Coop2.MaxWorkgroupSize)
+	case bm%s.MGran != 0 || bn%s.NGran != 0 || bk%s.KGran != 0:
+		return fmt.Errorf("block %dx%dx%d is not made of the device's %dx%dx%d granules", bm, bn, bk, s.MGran, s.NGran, s.KGran)
+	case caps.Coop2.MaxDimension > 0 && max(bm, bn, bk) > caps.Coop2.MaxDimension:
+		return fmt.Errorf("block %dx%dx%d exceeds the device's largest dimension %d", bm, bn, bk, caps.Coop2.MaxDimension)
+	case bm > 32 && bm/2 >= g.m, bn > 32 && bn/2 >= g.n:
+		return fmt.Errorf("block %dx%d: half of it covers the %dx%d result", bm, bn, g.m, g.n)
+	}
+	return nil
+}
+
+func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
+	g, cg, err := acceptCM2(p, caps)
+	if err != nil {
+		return nil, err
+	}
+	if err := cm2Fits(p, c, caps); err != nil {
+		return nil, err
+	}
+	bm, bn := c["bm"], c["bn"]
+	q := coopGeom{split: 1, bm: bm, bn: bn, mp: ceilDiv(g.m, bm) * bm, np: ceilDiv(g.n, bn) * bn}
+	// Scratch: 0 the accumulators (buildCoopReduce's partials), 1 the rows' Σx² (its sums of
+	// squares), then h (rmsnorm), then B's f16 copy (a block format).
+	l := &Launch{Matrix: true, Scratch: []int{4 * q.mp * q.np}}
+	aOp, bOp := Operand{Arg, g.aArg}, Operand{Arg, g.bArg}
+	if cg.rms {
+		st, err := buildCM2Rows(p, g, caps)
+		if err != nil {
+			return nil, err
+		}
+		l.Scratch = append(l.Scratch, 4*q.mp, 2*g.m*g.k)
+		aOp = Operand{Scratch, 2}
+		l.Steps = append(l.Steps, *st)
+	}
+	parts := []coopDQPart{{rows: g.n}}
+	if cg.quantB {
+		if parts, err = dqPartition(g, bn, caps); err != nil {
+			return nil, err
+		}
+		bOp = Operand{Scratch, len(l.Scratch)}
+		l.Scratch = append(l.Scratch, parts[0].rows*g.k*2)
+	}
+	for _, w := range parts {
+		if cg.quantB {
+			dq, grid, err := buildDequantF16(g.bT, w.row0, w.rows, g.k, 0, caps)
+			if err != nil {
+				return nil, err
+			}
+			l.Steps = append(l.Steps, Step{Kernel: dq, Grid: grid, Bindings: []Operand{{Arg, g.bArg}, bOp}})
+		}
+		st, err := buildCM2Product(p, g, c, caps, q, w, aOp, bOp)
+		if err != nil {
+			return nil, err
+		}
+		l.Steps = append(l.Steps, *st)
+		l.Occupancy = max(l.Occupancy, st.Invocations())
+	}
+	red, err := buildCoopReduce(p, g, q, caps)
+	if err != nil {
+		return nil, err
+	}
+	l.Steps = append(l.Steps, *red)
+	n := 0
+	if cg.quantB {
+		n++ // W rounded to f16 by the copy
+	}
+	if cg.rms {
+		n += 2 // x⊙gamma rounded by the row step; the reference's h
+	}
+	l.Tolerance = coopRoundingTolerance(n)
+	g.cost(p, l)
+	l.Bytes += float64(2 * 4 * q.mp * q.np) // the accumulators written, then read
+	if cg.quantB {
+		l.Bytes += float64(2 * 2 * g.n * g.k) // the copy written, then read
+	}
+	if cg.rms {
+		l.Bytes += float64(2 * 2 * g.m * g.k) // h written, then read
+	}
+	return l, nil
+}
+
+// buildCM2Product is the product step over the column blocks of part w (the whole result
+// when w.window is zero): A from aOp, B (its rows w.row0.. when windowed) from bOp, the
+// accumulators stored to scratch 0.
+func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coopDQPart, aOp, bOp Operand) (*Step, error) {
+	bm, bn, bk, wg := c["bm"], c["bn"], c["bk"], c["wg"]
+	name := fmt.Sprintf("matmul_cm2_%dx%dx%d_wg%d", bm, bn, bk, wg)
+	if w.window.count > 0 {
+		name += fmt.Sprintf("_cols%d_%d", w.window.first, w.window.count)
+	}
+	b := newBuilder(name, caps)
+	b.EmulateMatrices(caps.EmulateMatrices)
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	a := b.Buffer("a", codegen.F16, codegen.ReadOnly)
+	wb := b.Buffer("b", codegen.F16, codegen.ReadOnly)
+	acc := b.Buffer("acc", codegen.F32, codegen.WriteOnly)
+	b.WorkgroupSize(u(wg), u(1), u(1))
+	wid := b.WorkgroupID()
+	row0 := b.Mul(b.Y(wid), u(bm))
+	blk := b.X(wid) // the block within the part
+	col0 := b.Mul(b.Add(blk, u(w.window.first)), u(bn))
+	// Clamped where a slice can reach past the tensor (the driver checks every element then).
+	clampA := g.m%bm != 0 || g.k%bk != 0
+	clampB := w.rows%bn != 0 || g.k%bk != 0
+	at := codegen.Tensor{Mem: a, Base: u(0), Rows: u(g.m), Cols: u(g.k), Stride: u(g.k), Clamp: clampA}
+	bt := codegen.Tensor{Mem: wb, Base: u(0), Rows: u(w.rows), Cols: u(g.k), Stride: u(g.k), Clamp: clampB}
+	aT := codegen.Matrix(codegen.F16, codegen.ScopeWorkgroup, bm, bk, codegen.MatrixA)
+	bT := codegen.Matrix(codegen.F16, codegen.ScopeWorkgroup, bk, bn, codegen.MatrixB)
+	accT := codegen.Matrix(codegen.F32, codegen.ScopeWorkgroup, bm, bn, codegen.MatrixAcc)
+	sum := b.Var("sum", b.Const(accT, 0))
+	brow := b.Mul(blk, u(bn)) // B's rows are the part's
+	b.For(u(0), u(g.k), u(bk), func(k0 codegen.Value) {
+		x := b.MatrixLoadTensor(aT, at, row0, k0, false)
+		y := b.MatrixLoadTensor(bT, bt, brow, k0, true)
+		b.Set(sum, b.MatrixMulAdd(x, y, b.Get(sum), 0))
+	})
+	ct := codegen.Tensor{Mem: acc, Base: u(0), Rows: u(q.mp), Cols: u(q.np), Stride: u(q.np)}
+	b.MatrixStoreTensor(ct, row0, col0, b.Get(sum), false)
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	grid := [3]uint32{uint32(ceilDiv(w.rows, bn)), uint32(q.mp / bm), 1}
+	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
+		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
+	}
+	return &Step{Kernel: k, Grid: grid, Bindings: []Operand{aOp, bOp, {Scratch, 0}}, Scale: g.scale(p, 1, bm, 2)}, nil
+}
+
+// cm2RowThreads is the workgroup of matmul_cm2's row step (one row a workgroup).
+const cm2RowThreads = 256
+
+// buildCM2Rows is rmsnorm_linear's row step: h = x⊙gamma rounded to f16 into scratch 2, and
+// Σx² of each row (of x as it is) into scratch 1, one workgroup a row.
+func buildCM2Rows(p *Problem, g *gemm, caps Caps) (*Step, error) {
+	b := newBuilder("matmul_cm2_rows", caps)
+	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
+	aDT, gDT := p.Args[g.aArg].DType, p.Args[g.gammaArg].DType
+	x := b.Buffer("x", StorageType(aDT), codegen.ReadOnly)
+	gamma := b.Buffer("gamma", StorageType(gDT), codegen.ReadOnly)
+	ssOut := b.Buffer("sumsq", codegen.F32, codegen.WriteOnly)
+	h := b.Buffer("h", codegen.F16, codegen.WriteOnly)
+	threads := min(cm2RowThreads, caps.MaxInvocations, caps.MaxWorkgroupSize[0])
+	b.WorkgroupSize(u(threads), u(1), u(1))
+	row := b.Y(b.WorkgroupID())
+	li := b.LocalIndex()
+	base := b.Mul(row, u(g.k))
+	ss := b.Var("ss", b.F32(0))
+	b.For(li, u(g.k), u(threads), func(k codegen.Value) {
+		v := LoadAs(b, x, b.Add(base, k), aDT)
+		if v.Type() != codegen.F32 {
+			v = b.Convert(v, codegen.F32)
+		}
+		b.Set(ss, b.Add(b.Get(ss), b.Mul(v, v)))
+		gm := LoadAs(b, gamma, k, gDT)
+		if gm.Type() != codegen.F32 {
+			gm = b.Convert(gm, codegen.F32)
+		}
+		b.Store(h, b.Add(base, k), b.Convert(b.Mul(v, gm), codegen.F16))
+	})
+	red := NewWorkgroupReducer(b, u(threads), caps.SubgroupArithmetic)
+	s := red.Reduce(b.Get(ss), ReduceAdd)
+	b.If(b.Eq(li, u(0)), func() { b.Store(ssOut, row, s) })
+	k, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := caps.Supports(k); err != nil {
+		return nil, err
+	}
+	if g.m > caps.MaxGroups[1] {
+		return nil, fmt.Errorf("%d rows exceed the device's %d workgroups in y", g.m, caps.MaxGroups[1])
+	}
+	return &Step{Kernel: k, Grid: [3]uint32{1, uint32(g.m), 1}, Scale: g.scale(p, 1, 1, 2),
+		Bindings: []Operand{{Arg, g.aArg}, {Arg, g.gammaArg}, {Scratch, 1}, {Scratch, 2}}}, nil
+}
