@@ -71,12 +71,17 @@ func init() {
 // argmax of the row: 0.9 ms). A GPU wants the split (a row spread over the device), which a
 // measured compile, the default on a GPU, finds.
 func topkSpace() Space {
-	return NewSpace(Bools("subgroup", true), Ints("wg", 8, 16, 32, 64, 128, 256), Bools("coop", true), Ints("rows", 1, 2, 4, 8),
-		Ints("split", 1, 8, 32)).
+	return NewSpace(Bools("subgroup", true), Ints("wg", 8, 16, 32, 64, 128, 256), Ints("coop", 1, 0, 2), Ints("rows", 1, 2, 4, 8),
+		Ints("split", 1, 8, 32, 128)).
 		Where(fitsInvocations("wg")).
 		Where(func(p *Problem, c Config, caps Caps) error {
 			wg, rows, sp := c["wg"], c["rows"], c["split"]
+			if c["coop"] == 2 {
+				return topkRadixValid(p, c, caps)
+			}
 			switch {
+			case sp == 128:
+				return fmt.Errorf("split=128 is for coop=2 (the rounds' merge of 128·k candidates is k rounds over them)")
 			case c["subgroup"] == 1 && !caps.SubgroupArithmetic:
 				return fmt.Errorf("subgroup=1 needs subgroup arithmetic, which the device lacks")
 			case c["subgroup"] == 1 && (c["coop"] == 0 || rows > 1 || wg != caps.SubgroupSize):
@@ -103,6 +108,30 @@ func topkSpace() Space {
 			}
 			return nil
 		})
+}
+
+// topkRadixValid is the rule of coop=2, the radix select (topk_radix.go): one workgroup of at
+// least 32 invocations per row or part (rows=1, subgroup=0: it needs neither), its histogram and
+// candidate list in shared memory, and a split's parts as for the rounds.
+func topkRadixValid(p *Problem, c Config, caps Caps) error {
+	wg, sp := c["wg"], c["split"]
+	nrows, n, k := topkDims(p)
+	switch {
+	case c["subgroup"] != 0 || c["rows"] != 1:
+		return fmt.Errorf("coop=2 (radix select) is one workgroup per row or part through shared memory: subgroup=0, rows=1")
+	case wg < 32:
+		return fmt.Errorf("coop=2 walks 256 histogram bins a step; wg=%d is too few invocations for them", wg)
+	case radixSharedBytes(k) > caps.MaxSharedBytes:
+		return fmt.Errorf("coop=2 with k=%d needs %d bytes of shared memory, the device has %d", k, radixSharedBytes(k), caps.MaxSharedBytes)
+	case sp == 1:
+		return nil
+	case nrows >= sp:
+		return fmt.Errorf("split=%d is for fewer rows than parts; %d rows already give %d workgroups", sp, nrows, nrows)
+	}
+	if chunk := (n + sp - 1) / sp; chunk < 2*k || chunk < wg {
+		return fmt.Errorf("split=%d leaves %d elements per part, too few for k=%d over wg=%d", sp, chunk, k, wg)
+	}
+	return nil
 }
 
 func topkDims(p *Problem) (rows, n, k int) {
@@ -172,6 +201,9 @@ func topkArgmax(b *codegen.Builder, w *RowWalk, c Config) func(k, i codegen.Valu
 func buildTopK(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if err := acceptTopK(p, caps); err != nil {
 		return nil, err
+	}
+	if c["coop"] == 2 {
+		return buildTopKRadix(p, c, caps)
 	}
 	rows, n, k := topkDims(p)
 	xd := p.Args[0].DType

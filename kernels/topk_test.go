@@ -25,16 +25,20 @@ func TestTopKOnDevice(t *testing.T) {
 		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 32},
 		{"wg": 256, "coop": 1, "subgroup": 0, "rows": 1, "split": 32}, // a GPU's static choices
 		{"wg": 256, "coop": 1, "subgroup": 0, "rows": 1, "split": 1},
+		{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 8}, // radix select
+		{"wg": 256, "coop": 2, "subgroup": 0, "rows": 1, "split": 32},
+		{"wg": 64, "coop": 2, "subgroup": 0, "rows": 1, "split": 1},
 	}
+	radix := []kernels.Config{{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 1}}
 	for _, tc := range []struct {
 		x       ir.Type
 		k       int
 		configs []kernels.Config
 	}{
-		{ir.T(ir.F32, 3, 37), 5, withSplit(rowConfigs, 1)},
-		{ir.T(ir.F32, 2, 7), 7, withSplit(rowConfigs, 1)}, // k = n: the whole row sorted
-		{ir.T(ir.F16, 4, 129), 16, nil},
-		{ir.T(ir.I32, 2, 50), 3, withSplit(rowConfigs[:1], 1)},
+		{ir.T(ir.F32, 3, 37), 5, append(withSplit(rowConfigs, 1), radix...)},
+		{ir.T(ir.F32, 2, 7), 7, append(withSplit(rowConfigs, 1), radix...)}, // k = n: the whole row sorted
+		{ir.T(ir.F16, 4, 129), 16, radix},
+		{ir.T(ir.I32, 2, 50), 3, append(withSplit(rowConfigs[:1], 1), radix...)},
 		{ir.T(ir.F32, 1, 3001), 40, split}, // a decode step's row
 		{ir.T(ir.F16, 2, 1100), 64, split},
 		{ir.T(ir.F32, 3, 2, 20), 4, nil}, // rank 3
@@ -61,7 +65,60 @@ func TestTopKTiesAndNaN(t *testing.T) {
 		{"wg": sg, "coop": 1, "subgroup": 1, "rows": 1, "split": 8},
 		{"wg": 32, "coop": 1, "subgroup": 0, "rows": 1, "split": 8},
 		{"wg": 64, "coop": 0, "subgroup": 0, "rows": 1, "split": 1},
+		{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 1},
+		{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 8},
 	})
+}
+
+// TestTopKRadix: the radix select (coop=2) where it differs from a plain sort: rows that are
+// all one value (the set is fixed by the passes over the index, the key's passes never
+// settle), NaN, ±inf and ±0 among ties, k as large as a part allows, the last part shorter than
+// k (the merge sees candidates without an index next to i32's smallest value, key 0), several
+// rows split, and f16's few distinct values.
+func TestTopKRadix(t *testing.T) {
+	rng := rand.New(rand.NewSource(33))
+	cfg := func(wg, split int) kernels.Config {
+		return kernels.Config{"wg": wg, "coop": 2, "subgroup": 0, "rows": 1, "split": split}
+	}
+	inf, nan := math.Inf(1), math.NaN()
+	// Row 0 one value throughout, row 1 ties among specials, row 2 random with a few repeats.
+	const n = 1249
+	v := make([]float64, 3*n)
+	for i := 0; i < n; i++ {
+		v[i] = 1.5
+		v[n+i] = []float64{-inf, 0, math.Copysign(0, -1), -inf, 2, -inf}[i%6]
+		v[2*n+i] = float64(rng.Intn(400)) / 8
+	}
+	v[n+7], v[n+900], v[n+1200], v[n+11] = nan, nan, inf, inf
+	x := ir.TensorFromFloat64s(ir.T(ir.F32, 3, n), v)
+	for _, k := range []int{20, 1249} {
+		p := problem(t, ir.ArgTopK, ir.Attrs{"k": k}, x.Type)
+		checkConfigs(t, kernels.TopK, p, []*ir.Tensor{x}, []kernels.Config{cfg(32, 1), cfg(64, 1)})
+	}
+	// One row, split: 32 parts of 40 and a last of 9 (< k); 8 parts of 157 with k = 78.
+	x1 := ir.TensorFromFloat64s(ir.T(ir.F32, 1, n), v[n:2*n])
+	for _, k := range []int{20, 78} {
+		p := problem(t, ir.ArgTopK, ir.Attrs{"k": k}, x1.Type)
+		checkConfigs(t, kernels.TopK, p, []*ir.Tensor{x1}, []kernels.Config{cfg(32, 32), cfg(32, 8), cfg(128, 8)})
+	}
+	// i32: mostly the smallest value (key 0), a few others.
+	iv := make([]float64, n)
+	for i := range iv {
+		iv[i] = math.MinInt32
+	}
+	for i := 0; i < 6; i++ {
+		iv[rng.Intn(n)] = float64(rng.Intn(100) - 50)
+	}
+	xi := ir.TensorFromFloat64s(ir.T(ir.I32, 1, n), iv)
+	p := problem(t, ir.ArgTopK, ir.Attrs{"k": 20}, xi.Type)
+	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{xi}, []kernels.Config{cfg(32, 32), cfg(32, 1)})
+	// f16, several rows split (3 rows, 8 parts each), values with many ties.
+	p = problem(t, ir.ArgTopK, ir.Attrs{"k": 64}, ir.T(ir.F16, 3, 1100))
+	hv := make([]float64, 3*1100)
+	for i := range hv {
+		hv[i] = float64(rng.Intn(300)) / 16
+	}
+	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{ir.TensorFromFloat64s(p.Args[0], hv)}, []kernels.Config{cfg(32, 8), cfg(64, 1)})
 }
 
 // TestTakeAlongOnDevice: take_along_axis against the interpreter, indices from argtopk's range
