@@ -119,6 +119,14 @@ func TestTopKRadix(t *testing.T) {
 		hv[i] = float64(rng.Intn(300)) / 16
 	}
 	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{ir.TensorFromFloat64s(p.Args[0], hv)}, []kernels.Config{cfg(32, 8), cfg(64, 1)})
+	// The GPU's static choice in the GPU form (Caps.CPU false): 256 invocations, 32 parts of 257.
+	gpu := kerneltest.CapsOf(&kerneltest.Device(t).Info)
+	gpu.CPU = false
+	p = problem(t, ir.ArgTopK, ir.Attrs{"k": 64}, ir.T(ir.F32, 1, 8200))
+	if _, c, err := kernels.Build(kernels.TopK, p, gpu); err != nil || c["coop"] != 2 || c["split"] != 32 {
+		t.Fatalf("GPU static choice for %s: %v, %v", p.Key(), c.Key(), err)
+	}
+	kerneltest.CheckWith(t, kernels.TopK, p, nil, randomArgs(rng, p), gpu)
 }
 
 // TestTakeAlongOnDevice: take_along_axis against the interpreter, indices from argtopk's range
@@ -147,27 +155,32 @@ func subgroupSize(t *testing.T) int {
 	return kerneltest.CapsOf(&kerneltest.Device(t).Info).SubgroupSize
 }
 
-// TestTopKStaticChoice: a compile without measurement takes one subgroup per row on a CPU
-// implementation and, on a GPU, 256 invocations per row with a short row split over 32
-// workgroups (TestTopKOnDevice checks both points against the interpreter).
+// TestTopKStaticChoice: a compile without measurement takes one subgroup per row (the rounds) on
+// a CPU implementation and, on a GPU, the radix select over 256 invocations per row with a short
+// row split over 32 workgroups, the rounds for a k whose list does not fit in shared memory
+// (TestTopKOnDevice and TestTopKRadix check these points against the interpreter).
 func TestTopKStaticChoice(t *testing.T) {
 	for _, tc := range []struct {
 		caps  kernels.Caps
 		x     ir.Type
+		k     int
 		split int
 		wg    int
+		coop  int
 	}{
-		{kernels.Lavapipe, ir.T(ir.F16, 1, 49152), 1, 8},
-		{kernels.H200, ir.T(ir.F16, 1, 49152), 32, 256},
-		{kernels.H200, ir.T(ir.F16, 128, 49152), 1, 256},
+		{kernels.Lavapipe, ir.T(ir.F16, 1, 49152), 64, 1, 8, 1},
+		{kernels.H200, ir.T(ir.F16, 1, 49152), 64, 32, 256, 2},
+		{kernels.H200, ir.T(ir.F32, 1, 128256), 64, 32, 256, 2},
+		{kernels.H200, ir.T(ir.F16, 128, 49152), 64, 1, 256, 2},
+		{kernels.H200, ir.T(ir.F16, 1, 49152), 5000, 1, 256, 1}, // 40 KB of list
 	} {
-		p := problem(t, ir.ArgTopK, ir.Attrs{"k": 64}, tc.x)
+		p := problem(t, ir.ArgTopK, ir.Attrs{"k": tc.k}, tc.x)
 		_, c, err := kernels.Build(kernels.TopK, p, tc.caps)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c["split"] != tc.split || c["wg"] != tc.wg {
-			t.Errorf("%s on a device with CPU=%v: static choice %s, want split=%d, wg=%d", p.Key(), tc.caps.CPU, c.Key(), tc.split, tc.wg)
+		if c["split"] != tc.split || c["wg"] != tc.wg || c["coop"] != tc.coop {
+			t.Errorf("%s on a device with CPU=%v: static choice %s, want coop=%d, split=%d, wg=%d", p.Key(), tc.caps.CPU, c.Key(), tc.coop, tc.split, tc.wg)
 		}
 	}
 }
