@@ -20,6 +20,10 @@ import (
 // Order, as the interpreter's: floats compare through the order-preserving key of argmax, NaN
 // above every number and equal keys in index order (the first NaN first), so the result is
 // exactly the interpreter's, ties included.
+//
+// coop=2 is another method over the same order (topk_radix.go): a radix select that fixes a
+// row's (or part's) k best in a few histogram passes, then places each by counting the selected
+// ahead of it; the rounds' k dependent reductions become some 5 passes (docs/decode.md).
 var TopK = &Template{
 	Name:    "argtopk",
 	Accepts: acceptTopK,
@@ -79,7 +83,8 @@ func init() {
 // Measured there (SmolLM2's vocabulary, 49152 f32, k = 64; median of 15): one subgroup 2.0 ms,
 // split in 32 parts 24 ms, 128 invocations through shared memory 2.5 ms and split 66 ms (the
 // argmax of the row: 0.9 ms). A GPU wants the split (a row spread over the device), which a
-// measured compile, the default on a GPU, finds.
+// measured compile, the default on a GPU, finds. coop=2 (the radix select, topkRadixValid's
+// rules) and split=128 (for it alone) come after every earlier point, which all stay valid.
 func topkSpace() Space {
 	return NewSpace(Bools("subgroup", true), Ints("wg", 8, 16, 32, 64, 128, 256), Ints("coop", 1, 0, 2), Ints("rows", 1, 2, 4, 8),
 		Ints("split", 1, 8, 32, 128)).
