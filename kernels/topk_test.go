@@ -74,7 +74,7 @@ func TestTopKTiesAndNaN(t *testing.T) {
 // all one value (the set is fixed by the passes over the index, the key's passes never
 // settle), NaN, ±inf and ±0 among ties, k as large as a part allows, the last part shorter than
 // k (the merge sees candidates without an index next to i32's smallest value, key 0), several
-// rows split, and f16's few distinct values.
+// rows split, f16's few distinct values, a run-time number of rows, and the GPU's static choice.
 func TestTopKRadix(t *testing.T) {
 	rng := rand.New(rand.NewSource(33))
 	cfg := func(wg, split int) kernels.Config {
@@ -119,8 +119,16 @@ func TestTopKRadix(t *testing.T) {
 		hv[i] = float64(rng.Intn(300)) / 16
 	}
 	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{ir.TensorFromFloat64s(p.Args[0], hv)}, []kernels.Config{cfg(32, 8), cfg(64, 1)})
+	// At a run-time number of rows (a prefill's top_ids, rows ≤ capacity): the grids follow it.
+	caps := kerneltest.CapsOf(&kerneltest.Device(t).Info)
+	for _, tc := range []struct {
+		max, split int
+	}{{6, 1}, {2, 8}} {
+		p := bounded(problem(t, ir.ArgTopK, ir.Attrs{"k": 5}, ir.T(ir.F32, tc.max, 300)), tc.max, []int{0}, []int{0}, false)
+		kerneltest.CheckAtWith(t, kernels.TopK, p, cfg(32, tc.split), randomArgs(rng, p), []int{1, tc.max}, caps)
+	}
 	// The GPU's static choice in the GPU form (Caps.CPU false): 256 invocations, 32 parts of 257.
-	gpu := kerneltest.CapsOf(&kerneltest.Device(t).Info)
+	gpu := caps
 	gpu.CPU = false
 	p = problem(t, ir.ArgTopK, ir.Attrs{"k": 64}, ir.T(ir.F32, 1, 8200))
 	if _, c, err := kernels.Build(kernels.TopK, p, gpu); err != nil || c["coop"] != 2 || c["split"] != 32 {
