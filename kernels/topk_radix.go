@@ -72,7 +72,8 @@ func radixTopK(b *codegen.Builder, lid, wg codegen.Value, k int, m, all codegen.
 	each := func(n codegen.Value, body func(i codegen.Value)) { b.For(lid, n, wg, body) }
 
 	b.If(b.Eq(lid, u(0)), func() { b.Store(st, u(3), u(0)) })
-	b.Barrier() // before the list's first append, which may come without a pass
+	each(u(radixBins*radixCopies), func(i codegen.Value) { b.Store(hist, i, u(0)) })
+	b.Barrier() // before the first pass's counts and the list's first append
 	km, pk := b.Var("sel_kmask", u(0)), b.Var("sel_kprefix", u(0))
 	lm, pl := b.Var("sel_lmask", u(0)), b.Var("sel_lprefix", u(0))
 	rem := b.Var("sel_rem", m)
@@ -87,8 +88,6 @@ func radixTopK(b *codegen.Builder, lid, wg codegen.Value, k int, m, all codegen.
 			// Digit d: bits 24-8d of the key (d < 4), then lowBits-8(d-3) of the low field.
 			onKey := b.Lt(d, u(4))
 			shift := b.Select(onKey, b.Sub(u(24), b.Mul(b.Min(d, u(3)), u(8))), b.Sub(u(uint32(lowBits+24)), b.Mul(b.Max(d, u(4)), u(8))))
-			each(u(radixBins*radixCopies), func(i codegen.Value) { b.Store(hist, i, u(0)) })
-			b.Barrier()
 			each(cs.cnt, func(c codegen.Value) {
 				valid(c, func() {
 					kv, lv := cs.key(c), cs.low(c)
@@ -103,7 +102,9 @@ func radixTopK(b *codegen.Builder, lid, wg codegen.Value, k int, m, all codegen.
 			each(u(radixBins), func(i codegen.Value) {
 				sum := b.Var("sel_bin", u(0))
 				b.For(u(0), u(radixCopies), u(1), func(r codegen.Value) {
-					b.Set(sum, b.Add(b.Get(sum), b.Load(hist, b.Add(b.Mul(i, u(radixCopies)), r))))
+					at := b.Add(b.Mul(i, u(radixCopies)), r)
+					b.Set(sum, b.Add(b.Get(sum), b.Load(hist, at)))
+					b.Store(hist, at, u(0)) // cleared for the next pass, nine barriers on
 				})
 				b.Store(scan, i, b.Get(sum))
 			})
