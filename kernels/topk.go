@@ -126,14 +126,17 @@ func topkSpace() Space {
 }
 
 // topkRadixValid is the rule of coop=2, the radix select (topk_radix.go): one workgroup of at
-// least 32 invocations per row or part (rows=1, subgroup=0: it needs neither), its histogram and
-// candidate list in shared memory, and a split's parts as for the rounds.
+// least 32 invocations per row or part (rows=1), its histogram and candidate list in shared
+// memory, and a split's parts as for the rounds. subgroup=1 takes each pass's suffix sums by
+// subgroup shuffles (2 barriers instead of 9), one invocation per bin: wg=256.
 func topkRadixValid(p *Problem, c Config, caps Caps) error {
 	wg, sp := c["wg"], c["split"]
 	nrows, n, k := topkDims(p)
 	switch {
-	case c["subgroup"] != 0 || c["rows"] != 1:
-		return fmt.Errorf("coop=2 (radix select) is one workgroup per row or part through shared memory: subgroup=0, rows=1")
+	case c["rows"] != 1:
+		return fmt.Errorf("coop=2 (radix select) is one workgroup per row or part: rows=1")
+	case c["subgroup"] == 1 && (!caps.SubgroupShuffle || wg != radixBins):
+		return fmt.Errorf("coop=2 with subgroup=1 needs subgroup shuffles and wg=%d (one invocation per bin); got wg=%d, shuffle=%v", radixBins, wg, caps.SubgroupShuffle)
 	case wg < 32:
 		return fmt.Errorf("coop=2 walks 256 histogram bins a step; wg=%d is too few invocations for them", wg)
 	case radixSharedBytes(k) > caps.MaxSharedBytes:

@@ -52,8 +52,10 @@ type radixCands struct {
 // 0..m-1, from one invocation each. m (uniform) must not exceed k nor the number of valid
 // candidates; all (uniform) says that m is the number of valid candidates, so that no select is
 // needed. lid is the local invocation index, wg the workgroup size (a constant or specialization
-// constant). Every invocation of the workgroup calls it (barriers).
-func radixTopK(b *codegen.Builder, lid, wg codegen.Value, k int, m, all codegen.Value, cs radixCands, emit func(rank, key, idx codegen.Value)) {
+// constant); sub takes the suffix sums by subgroup shuffles, which needs wg = 256 (radixBins)
+// and subgroups of consecutive invocations of a power-of-two size up to 256, as
+// WorkgroupReducer assumes. Every invocation of the workgroup calls it (barriers).
+func radixTopK(b *codegen.Builder, lid, wg codegen.Value, sub bool, k int, m, all codegen.Value, cs radixCands, emit func(rank, key, idx codegen.Value)) {
 	u := b.U32
 	hist := b.Shared("topk_hist", codegen.U32, u(radixBins*radixCopies))
 	scan := b.Shared("topk_scan", codegen.U32, u(2*radixBins))
@@ -99,33 +101,60 @@ func radixTopK(b *codegen.Builder, lid, wg codegen.Value, k int, m, all codegen.
 				})
 			})
 			b.Barrier()
-			each(u(radixBins), func(i codegen.Value) {
+			// binTotal sums bin i's copies, clearing them for the next pass (which counts after
+			// this pass's later barriers).
+			binTotal := func(i codegen.Value) codegen.Value {
 				sum := b.Var("sel_bin", u(0))
 				b.For(u(0), u(radixCopies), u(1), func(r codegen.Value) {
 					at := b.Add(b.Mul(i, u(radixCopies)), r)
 					b.Set(sum, b.Add(b.Get(sum), b.Load(hist, at)))
-					b.Store(hist, at, u(0)) // cleared for the next pass, nine barriers on
+					b.Store(hist, at, u(0))
 				})
-				b.Store(scan, i, b.Get(sum))
-			})
-			b.Barrier()
-			// Suffix sums (Hillis–Steele, the two halves of scan in turn, 8 steps, ending in the
-			// first half): bin i becomes the count of the matching candidates whose digit is i
-			// or more.
-			step := b.Var("sel_step", u(1))
-			from := b.Var("sel_from", u(0))
-			b.While(func() codegen.Value { return b.Lt(b.Get(step), u(radixBins)) }, func() {
-				f, t := b.Get(from), b.Sub(u(radixBins), b.Get(from))
-				each(u(radixBins), func(i codegen.Value) {
-					j := b.Add(i, b.Get(step))
-					up := b.Load(scan, b.Add(f, b.Min(j, u(radixBins-1))))
-					v := b.Add(b.Load(scan, b.Add(f, i)), b.Select(b.Lt(j, u(radixBins)), up, u(0)))
-					b.Store(scan, b.Add(t, i), v)
+				return b.Get(sum)
+			}
+			// Suffix sums into the first half of scan: bin i becomes the count of the matching
+			// candidates whose digit is i or more.
+			if sub {
+				// Invocation i holds bin i (wg = 256): suffix sums within each subgroup by
+				// shuffles, then each adds the totals of the subgroups after its own (the second
+				// half of scan): two barriers.
+				v := b.Var("sel_suffix", binTotal(lid))
+				sg, lane := b.SubgroupSize(), b.SubgroupInvocation()
+				off := b.Var("sel_off", u(1))
+				b.While(func() codegen.Value { return b.Lt(b.Get(off), sg) }, func() {
+					j := b.Add(lane, b.Get(off))
+					up := b.SubgroupShuffle(b.Get(v), b.Min(j, b.Sub(sg, u(1))))
+					b.Set(v, b.Add(b.Get(v), b.Select(b.Lt(j, sg), up, u(0))))
+					b.Set(off, b.Mul(b.Get(off), u(2)))
 				})
+				g := b.Div(lid, sg)
+				b.If(b.Eq(lane, u(0)), func() { b.Store(scan, b.Add(u(radixBins), g), b.Get(v)) })
 				b.Barrier()
-				b.Set(from, t)
-				b.Set(step, b.Mul(b.Get(step), u(2)))
-			})
+				after := b.Var("sel_after", u(0))
+				b.For(b.Add(g, u(1)), b.Div(u(radixBins), sg), u(1), func(h codegen.Value) {
+					b.Set(after, b.Add(b.Get(after), b.Load(scan, b.Add(u(radixBins), h))))
+				})
+				b.Store(scan, lid, b.Add(b.Get(v), b.Get(after)))
+				b.Barrier()
+			} else {
+				each(u(radixBins), func(i codegen.Value) { b.Store(scan, i, binTotal(i)) })
+				b.Barrier()
+				// Hillis–Steele, the two halves of scan in turn, 8 steps, ending in the first.
+				step := b.Var("sel_step", u(1))
+				from := b.Var("sel_from", u(0))
+				b.While(func() codegen.Value { return b.Lt(b.Get(step), u(radixBins)) }, func() {
+					f, t := b.Get(from), b.Sub(u(radixBins), b.Get(from))
+					each(u(radixBins), func(i codegen.Value) {
+						j := b.Add(i, b.Get(step))
+						up := b.Load(scan, b.Add(f, b.Min(j, u(radixBins-1))))
+						v := b.Add(b.Load(scan, b.Add(f, i)), b.Select(b.Lt(j, u(radixBins)), up, u(0)))
+						b.Store(scan, b.Add(t, i), v)
+					})
+					b.Barrier()
+					b.Set(from, t)
+					b.Set(step, b.Mul(b.Get(step), u(2)))
+				})
+			}
 			r := b.Get(rem)
 			each(u(radixBins), func(i codegen.Value) {
 				at := b.Load(scan, i)
@@ -219,7 +248,7 @@ func buildTopKRadix(p *Problem, c Config, caps Caps) (*Launch, error) {
 			low:   func(j codegen.Value) codegen.Value { return b.Sub(u(uint32(chunk-1)), j) },
 			index: func(j codegen.Value) codegen.Value { return b.Add(lo, j) },
 		}
-		radixTopK(b, lid, wg, k, m, b.Le(cnt, u(uint32(k))), cs, func(rank, key, idx codegen.Value) {
+		radixTopK(b, lid, wg, c["subgroup"] == 1, k, m, b.Le(cnt, u(uint32(k))), cs, func(rank, key, idx codegen.Value) {
 			if split == 1 {
 				b.Store(y, b.Add(b.Mul(v, u(uint32(k))), rank), b.Bitcast(idx, codegen.I32))
 				return
@@ -272,7 +301,7 @@ func buildTopKRadix(p *Problem, c Config, caps Caps) (*Launch, error) {
 			index: index,
 			valid: func(j codegen.Value) codegen.Value { return b.Ne(index(j), u(none)) },
 		}
-		radixTopK(b, lid, wg, k, u(uint32(k)), b.Bool(false), cs, func(rank, _, idx codegen.Value) {
+		radixTopK(b, lid, wg, c["subgroup"] == 1, k, u(uint32(k)), b.Bool(false), cs, func(rank, _, idx codegen.Value) {
 			b.Store(y, b.Add(b.Mul(row, u(uint32(k))), rank), b.Bitcast(idx, codegen.I32))
 		})
 	})

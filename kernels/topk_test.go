@@ -29,7 +29,8 @@ func TestTopKOnDevice(t *testing.T) {
 		{"wg": 256, "coop": 2, "subgroup": 0, "rows": 1, "split": 32},
 		{"wg": 64, "coop": 2, "subgroup": 0, "rows": 1, "split": 1},
 	}
-	radix := []kernels.Config{{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 1}}
+	radix := []kernels.Config{{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 1},
+		{"wg": 256, "coop": 2, "subgroup": 1, "rows": 1, "split": 1}} // suffix sums by shuffles
 	for _, tc := range []struct {
 		x       ir.Type
 		k       int
@@ -39,7 +40,7 @@ func TestTopKOnDevice(t *testing.T) {
 		{ir.T(ir.F32, 2, 7), 7, append(withSplit(rowConfigs, 1), radix...)}, // k = n: the whole row sorted
 		{ir.T(ir.F16, 4, 129), 16, radix},
 		{ir.T(ir.I32, 2, 50), 3, append(withSplit(rowConfigs[:1], 1), radix...)},
-		{ir.T(ir.F32, 1, 3001), 40, split}, // a decode step's row
+		{ir.T(ir.F32, 1, 3001), 40, append(split, radix[1])}, // a decode step's row
 		{ir.T(ir.F16, 2, 1100), 64, split},
 		{ir.T(ir.F32, 3, 2, 20), 4, nil}, // rank 3
 	} {
@@ -67,6 +68,7 @@ func TestTopKTiesAndNaN(t *testing.T) {
 		{"wg": 64, "coop": 0, "subgroup": 0, "rows": 1, "split": 1},
 		{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 1},
 		{"wg": 32, "coop": 2, "subgroup": 0, "rows": 1, "split": 8},
+		{"wg": 256, "coop": 2, "subgroup": 1, "rows": 1, "split": 1},
 	})
 }
 
@@ -79,6 +81,9 @@ func TestTopKRadix(t *testing.T) {
 	rng := rand.New(rand.NewSource(33))
 	cfg := func(wg, split int) kernels.Config {
 		return kernels.Config{"wg": wg, "coop": 2, "subgroup": 0, "rows": 1, "split": split}
+	}
+	sub := func(split int) kernels.Config { // suffix sums by subgroup shuffles
+		return kernels.Config{"wg": 256, "coop": 2, "subgroup": 1, "rows": 1, "split": split}
 	}
 	inf, nan := math.Inf(1), math.NaN()
 	// Row 0 one value throughout, row 1 ties among specials, row 2 random with a few repeats.
@@ -93,7 +98,7 @@ func TestTopKRadix(t *testing.T) {
 	x := ir.TensorFromFloat64s(ir.T(ir.F32, 3, n), v)
 	for _, k := range []int{20, 1249} {
 		p := problem(t, ir.ArgTopK, ir.Attrs{"k": k}, x.Type)
-		checkConfigs(t, kernels.TopK, p, []*ir.Tensor{x}, []kernels.Config{cfg(32, 1), cfg(64, 1)})
+		checkConfigs(t, kernels.TopK, p, []*ir.Tensor{x}, []kernels.Config{cfg(32, 1), cfg(64, 1), sub(1)})
 	}
 	// One row, split: 32 parts of 40 and a last of 9 (< k); 8 parts of 157 with k = 78.
 	x1 := ir.TensorFromFloat64s(ir.T(ir.F32, 1, n), v[n:2*n])
@@ -111,7 +116,7 @@ func TestTopKRadix(t *testing.T) {
 	}
 	xi := ir.TensorFromFloat64s(ir.T(ir.I32, 1, n), iv)
 	p := problem(t, ir.ArgTopK, ir.Attrs{"k": 20}, xi.Type)
-	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{xi}, []kernels.Config{cfg(32, 32), cfg(32, 1)})
+	checkConfigs(t, kernels.TopK, p, []*ir.Tensor{xi}, []kernels.Config{cfg(32, 32), cfg(32, 1), sub(1)})
 	// f16, several rows split (3 rows, 8 parts each), values with many ties.
 	p = problem(t, ir.ArgTopK, ir.Attrs{"k": 64}, ir.T(ir.F16, 3, 1100))
 	hv := make([]float64, 3*1100)
@@ -134,7 +139,9 @@ func TestTopKRadix(t *testing.T) {
 	if _, c, err := kernels.Build(kernels.TopK, p, gpu); err != nil || c["coop"] != 2 || c["split"] != 32 {
 		t.Fatalf("GPU static choice for %s: %v, %v", p.Key(), c.Key(), err)
 	}
-	kerneltest.CheckWith(t, kernels.TopK, p, nil, randomArgs(rng, p), gpu)
+	args := randomArgs(rng, p)
+	kerneltest.CheckWith(t, kernels.TopK, p, nil, args, gpu)
+	kerneltest.CheckWith(t, kernels.TopK, p, cfg(256, 32), args, gpu)
 }
 
 // TestTakeAlongOnDevice: take_along_axis against the interpreter, indices from argtopk's range
