@@ -34,27 +34,31 @@ var TopK = &Template{
 
 // topkStatic is the static choice on a GPU: 256 invocations per row, and a row split into 32
 // parts when there are fewer rows than that, so that a decode step's one row spans 32
-// workgroups; the radix select (coop=2) first, the rounds (coop=1) where it is not valid (a k
-// whose list does not fit in shared memory).
+// workgroups; the radix select (coop=2) first, its suffix sums by subgroup shuffles where the
+// device has them, the rounds (coop=1) where it is not valid (a k whose list does not fit in
+// shared memory).
 //
 // The rounds' point was measured: on the H200 (SmolLM2-135M, k = 64 of 49152 f16) the space's
 // first point (one subgroup per row, lavapipe's best) took 3.4 ms of a 4.3 ms decode step, the
 // split rounds far less; on the H100 the split rounds took 167 µs of Llama-3.1-8B's 4.5 ms step
 // (k = 64 of 128256), 2·64 dependent workgroup reductions. The radix point is NOT measured on a
 // GPU yet (BenchmarkDecodeTopK measures both): it is chosen for its dependent steps, some 5
-// passes of about a dozen barriers per step instead of 64 reductions of 9, over the same share
-// of the row per invocation a pass as a round's rescan. On lavapipe, where barriers are dear,
+// passes of 4 barriers (11 without subgroup shuffles) per step instead of 64 reductions of 9,
+// over the same share of the row per invocation a pass as a round's rescan. On lavapipe, where barriers are dear,
 // it took 1.7 ms against the split rounds' 32 ms at 1×49152 f32 (BenchmarkDecodeTopK). On a CPU
 // implementation the space's order stands.
 func topkStatic(p *Problem, caps Caps) []Config {
 	if caps.CPU {
 		return nil
 	}
-	radixSplit := Config{"subgroup": 0, "wg": 256, "coop": 2, "rows": 1, "split": 32}
-	radixWhole := Config{"subgroup": 0, "wg": 256, "coop": 2, "rows": 1, "split": 1}
+	var out []Config
+	for _, sub := range []int{1, 0} { // subgroup=1 where the device has shuffles (topkRadixValid)
+		out = append(out, Config{"subgroup": sub, "wg": 256, "coop": 2, "rows": 1, "split": 32},
+			Config{"subgroup": sub, "wg": 256, "coop": 2, "rows": 1, "split": 1})
+	}
 	split := Config{"subgroup": 0, "wg": 256, "coop": 1, "rows": 1, "split": 32}
 	whole := Config{"subgroup": 0, "wg": 256, "coop": 1, "rows": 1, "split": 1}
-	return []Config{radixSplit, radixWhole, split, whole}
+	return append(out, split, whole)
 }
 
 // TakeAlong gathers along the last axis (take_along_axis), one invocation per output element.

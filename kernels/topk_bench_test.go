@@ -24,8 +24,9 @@ import (
 // For each shape it logs the median GPU time of the whole dispatch chain (both steps of a split,
 // in order) of the static choice (kernels.Build, what --no-tune compiles), of the rounds' former
 // GPU static point (coop=1, wg=256, split=32) and of the radix select's points (coop=2, wg 64 to
-// 256, split 1 to 128); VKC_BENCH_POINTS=all measures every valid point of the space instead.
-// Reported: the static choice's µs and the best point's.
+// 256, split 1 to 128; subgroup=1, the suffix sums by shuffles, at wg 256);
+// VKC_BENCH_POINTS=all measures every valid point of the space instead. Reported: the static
+// choice's µs and the best point's.
 //
 // On a CPU device (lavapipe) the rows are 16 times shorter (unless VKC_TOPK_SHAPES gives them)
 // and only the static choice, the rounds' point and one radix point run (unless
@@ -85,6 +86,11 @@ func BenchmarkDecodeTopK(b *testing.B) {
 					for _, split := range []int{1, 8, 32, 128} {
 						points = append(points, cfg(2, wg, split))
 					}
+				}
+				for _, split := range []int{1, 8, 32, 128} { // suffix sums by subgroup shuffles
+					c := cfg(2, 256, split)
+					c["subgroup"] = 1
+					points = append(points, c)
 				}
 			}
 			type timed struct {

@@ -132,11 +132,12 @@ func TestTopKRadix(t *testing.T) {
 		p := bounded(problem(t, ir.ArgTopK, ir.Attrs{"k": 5}, ir.T(ir.F32, tc.max, 300)), tc.max, []int{0}, []int{0}, false)
 		kerneltest.CheckAtWith(t, kernels.TopK, p, cfg(32, tc.split), randomArgs(rng, p), []int{1, tc.max}, caps)
 	}
-	// The GPU's static choice in the GPU form (Caps.CPU false): 256 invocations, 32 parts of 257.
+	// The GPU's static choice in the GPU form (Caps.CPU false): 256 invocations, 32 parts of 257,
+	// with and without subgroup shuffles.
 	gpu := caps
 	gpu.CPU = false
 	p = problem(t, ir.ArgTopK, ir.Attrs{"k": 64}, ir.T(ir.F32, 1, 8200))
-	if _, c, err := kernels.Build(kernels.TopK, p, gpu); err != nil || c["coop"] != 2 || c["split"] != 32 {
+	if _, c, err := kernels.Build(kernels.TopK, p, gpu); err != nil || c["coop"] != 2 || c["split"] != 32 || c["subgroup"] != 1 {
 		t.Fatalf("GPU static choice for %s: %v, %v", p.Key(), c.Key(), err)
 	}
 	args := randomArgs(rng, p)
@@ -172,9 +173,12 @@ func subgroupSize(t *testing.T) int {
 
 // TestTopKStaticChoice: a compile without measurement takes one subgroup per row (the rounds) on
 // a CPU implementation and, on a GPU, the radix select over 256 invocations per row with a short
-// row split over 32 workgroups, the rounds for a k whose list does not fit in shared memory
+// row split over 32 workgroups (suffix sums by subgroup shuffles where there are), the rounds for
+// a k whose list does not fit in shared memory
 // (TestTopKOnDevice and TestTopKRadix check these points against the interpreter).
 func TestTopKStaticChoice(t *testing.T) {
+	noShuffle := kernels.H200
+	noShuffle.SubgroupShuffle = false
 	for _, tc := range []struct {
 		caps  kernels.Caps
 		x     ir.Type
@@ -182,20 +186,22 @@ func TestTopKStaticChoice(t *testing.T) {
 		split int
 		wg    int
 		coop  int
+		sub   int
 	}{
-		{kernels.Lavapipe, ir.T(ir.F16, 1, 49152), 64, 1, 8, 1},
-		{kernels.H200, ir.T(ir.F16, 1, 49152), 64, 32, 256, 2},
-		{kernels.H200, ir.T(ir.F32, 1, 128256), 64, 32, 256, 2},
-		{kernels.H200, ir.T(ir.F16, 128, 49152), 64, 1, 256, 2},
-		{kernels.H200, ir.T(ir.F16, 1, 49152), 5000, 1, 256, 1}, // 40 KB of list
+		{kernels.Lavapipe, ir.T(ir.F16, 1, 49152), 64, 1, 8, 1, 1},
+		{kernels.H200, ir.T(ir.F16, 1, 49152), 64, 32, 256, 2, 1},
+		{kernels.H200, ir.T(ir.F32, 1, 128256), 64, 32, 256, 2, 1},
+		{kernels.H200, ir.T(ir.F16, 128, 49152), 64, 1, 256, 2, 1},
+		{noShuffle, ir.T(ir.F32, 1, 128256), 64, 32, 256, 2, 0},
+		{kernels.H200, ir.T(ir.F16, 1, 49152), 5000, 1, 256, 1, 0}, // 40 KB of list
 	} {
 		p := problem(t, ir.ArgTopK, ir.Attrs{"k": tc.k}, tc.x)
 		_, c, err := kernels.Build(kernels.TopK, p, tc.caps)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c["split"] != tc.split || c["wg"] != tc.wg || c["coop"] != tc.coop {
-			t.Errorf("%s on a device with CPU=%v: static choice %s, want coop=%d, split=%d, wg=%d", p.Key(), tc.caps.CPU, c.Key(), tc.coop, tc.split, tc.wg)
+		if c["split"] != tc.split || c["wg"] != tc.wg || c["coop"] != tc.coop || c["subgroup"] != tc.sub {
+			t.Errorf("%s on a device with CPU=%v: static choice %s, want coop=%d, split=%d, wg=%d, subgroup=%d", p.Key(), tc.caps.CPU, c.Key(), tc.coop, tc.split, tc.wg, tc.sub)
 		}
 	}
 }
