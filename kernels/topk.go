@@ -44,9 +44,9 @@ var TopK = &Template{
 // (k = 64 of 128256), 2·64 dependent workgroup reductions. The radix point is NOT measured on a
 // GPU yet (BenchmarkDecodeTopK measures both): it is chosen for its dependent steps, some 5
 // passes of 4 barriers (11 without subgroup shuffles) per step instead of 64 reductions of 9,
-// over the same share of the row per invocation a pass as a round's rescan. On lavapipe, where barriers are dear,
-// it took 1.7 ms against the split rounds' 32 ms at 1×49152 f32 (BenchmarkDecodeTopK). On a CPU
-// implementation the space's order stands.
+// over the same share of the row per invocation a pass as a round's rescan. On lavapipe, where
+// barriers are dear, this point took 5.3 ms against the split rounds' 35 ms at 1×128256 f32
+// (docs/decode.md). On a CPU implementation the space's order stands.
 func topkStatic(p *Problem, caps Caps) []Config {
 	if caps.CPU {
 		return nil
