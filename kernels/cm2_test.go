@@ -8,6 +8,7 @@ import (
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower/tune"
+	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
 // cm2Point is a small block for the emulated tests: workgroup matrices of 32×32 over slices of
@@ -93,5 +94,47 @@ func TestMatmulCM2Accepts(t *testing.T) {
 		if err := kernels.MatmulCM2.Accepts(p, cc); err == nil {
 			t.Errorf("%s: accepted", c.name)
 		}
+	}
+}
+
+// cm2GPUPoints are the points TestMatmulCM2GPU runs (nil: the static point).
+var cm2GPUPoints = []kernels.Config{nil,
+	{"bm": 64, "bn": 64, "bk": 32, "wg": 128},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256},
+	{"bm": 64, "bn": 128, "bk": 16, "wg": 256},
+}
+
+// TestMatmulCM2GPU runs matmul_cm2 on the device's workgroup matrices against the interpreter:
+// the emulated tests' forms at a few hundred rows and columns that no block divides, and the
+// gate/up form through column parts, at several points.
+func TestMatmulCM2GPU(t *testing.T) {
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	if caps.Coop2 == nil {
+		t.Skipf("missing capability: %s has no VK_NV_cooperative_matrix2 workgroup-scope matrices (lavapipe has none): matmul_cm2 runs on the GPU machine", d.Info.Name)
+	}
+	t.Logf("%s: workgroup-scope shapes %+v", d.Info.Name, caps.Coop2)
+	f16, f32 := ir.F16, ir.F32
+	gateUp := opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 300, 512), ir.T(f32, 512), ir.T(ir.Q4_K, 528, 512))
+	gateUp.Outs = []ir.Type{ir.T(f16, 300, 264)}
+	gateUp.Parts = []kernels.Part{{Kind: kernels.PartPair, Cols: 528, Out: 0, Expr: swiglu(f16)}}
+	cases := []gemmCase{
+		{"linear f16 300x512->264 bias", opProblem(t, ir.Linear, nil, ir.T(f16, 300, 512), ir.T(f16, 264, 512), ir.T(f16, 264)), false},
+		{"rmsnorm_linear[act=f16] f32 300x512->392", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 300, 512), ir.T(f32, 512), ir.T(f16, 392, 512)), false},
+		{"linear f16 x q6_k 300x512->264 + residual", withResidual(opProblem(t, ir.Linear, nil, ir.T(f16, 300, 512), ir.T(ir.Q6_K, 264, 512))), false},
+		{"gate/up rmsnorm q4_k swiglu parts 300x512->528", gateUp, false},
+	}
+	rng := rand.New(rand.NewSource(47))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := randomArgs(rng, tc.p)
+			for _, c := range cm2GPUPoints {
+				if c != nil && kernels.MatmulCM2.Space.Valid(tc.p, c, caps) != nil {
+					t.Logf("point %s not valid here", c.Key())
+					continue
+				}
+				kerneltest.Check(t, kernels.MatmulCM2, tc.p, c, args)
+			}
+		})
 	}
 }

@@ -206,7 +206,9 @@ func BenchmarkCoopAttentionPrefill(b *testing.B) {
 // its space: the static point, the suggestions, then other valid points in a fixed pseudo-random
 // order, VKC_COOP_POINTS of them in all (default 80; VKC_COOP_POINTS=lean: the static point and
 // coopLeanPoints). VKC_COOP_FORM=rmsnorm-q4_k measures matmul_coop_dq on rmsnorm_linear[act=f16]
-// of an f32 x over a Q4_K weight instead (the 8B prefill's gate/up form). The shapes are VKC_COOP_SHAPES, M×N×K
+// of an f32 x over a Q4_K weight instead (the 8B prefill's gate/up form);
+// VKC_COOP_TEMPLATE=matmul_cm2 measures matmul_cm2 (VK_NV_cooperative_matrix2) on either form.
+// The shapes are VKC_COOP_SHAPES, M×N×K
 // ("512x4096x14336 4096x4096x4096"; default: Llama-3.1-8B's prefill products at 512 rows and
 // the 4096³ GEMM). It logs every point (with the driver's statistics where the device was opened
 // with VKC_PIPELINE_STATS=1) and the fifteen fastest.
@@ -243,6 +245,9 @@ func BenchmarkCoopShapes(b *testing.B) {
 				// over a Q4_K weight, by matmul_coop_dq.
 				p = opProblem(b, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(ir.F32, m, k), ir.T(ir.F32, k), ir.T(ir.Q4_K, n, k))
 				tm = kernels.MatmulCoopDQ
+			}
+			if os.Getenv("VKC_COOP_TEMPLATE") == "matmul_cm2" {
+				tm = kernels.MatmulCM2 // workgroup matrices, either form
 			}
 			if err := tm.Accepts(p, caps); err != nil {
 				b.Skipf("%s: %v", d.Info.Name, err)
