@@ -49,7 +49,11 @@ var TopK = &Template{
 // (docs/decode.md). On a CPU implementation the space's order stands.
 func topkStatic(p *Problem, caps Caps) []Config {
 	if caps.CPU {
-		return nil
+		// The radix select over 64 invocations, a row in 8 parts where it has few rows: on
+		// lavapipe (2 cores, BenchmarkDecodeTopK, k = 64 of f32) 0.93 ms at 49152 and 1.32 ms at
+		// 32000, where the space's first point (k rounds of one subgroup) took 13.3 and 8.7 ms.
+		return []Config{{"subgroup": 0, "wg": 64, "coop": 2, "rows": 1, "split": 8},
+			{"subgroup": 0, "wg": 64, "coop": 2, "rows": 1, "split": 1}}
 	}
 	var out []Config
 	for _, sub := range []int{1, 0} { // subgroup=1 where the device has shuffles (topkRadixValid)
@@ -87,7 +91,9 @@ func init() {
 // Measured there (SmolLM2's vocabulary, 49152 f32, k = 64; median of 15): one subgroup 2.0 ms,
 // split in 32 parts 24 ms, 128 invocations through shared memory 2.5 ms and split 66 ms (the
 // argmax of the row: 0.9 ms). A GPU wants the split (a row spread over the device), which a
-// measured compile, the default on a GPU, finds. coop=2 (the radix select, topkRadixValid's
+// measured compile, the default on a GPU, finds. (Session 12, BenchmarkDecodeTopK on this
+// machine's lavapipe: the one-subgroup point took 13.3 ms at 49152, not 2.0, and the radix
+// select 0.93 ms: topkStatic takes the radix select on a CPU too.) coop=2 (the radix select, topkRadixValid's
 // rules) and split=128 (for it alone) come after every earlier point, which all stay valid.
 func topkSpace() Space {
 	return NewSpace(Bools("subgroup", true), Ints("wg", 8, 16, 32, 64, 128, 256), Ints("coop", 1, 0, 2), Ints("rows", 1, 2, 4, 8),

@@ -188,7 +188,8 @@ func TestTopKStaticChoice(t *testing.T) {
 		coop  int
 		sub   int
 	}{
-		{kernels.Lavapipe, ir.T(ir.F16, 1, 49152), 64, 1, 8, 1, 1},
+		{kernels.Lavapipe, ir.T(ir.F16, 1, 49152), 64, 8, 64, 2, 0},
+		{kernels.Lavapipe, ir.T(ir.F16, 16, 49152), 64, 1, 64, 2, 0},
 		{kernels.H200, ir.T(ir.F16, 1, 49152), 64, 32, 256, 2, 1},
 		{kernels.H200, ir.T(ir.F32, 1, 128256), 64, 32, 256, 2, 1},
 		{kernels.H200, ir.T(ir.F16, 128, 49152), 64, 1, 256, 2, 1},
