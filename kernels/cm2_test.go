@@ -99,6 +99,7 @@ func TestMatmulCM2Accepts(t *testing.T) {
 
 // cm2GPUPoints are the points TestMatmulCM2GPU runs (nil: the static point).
 var cm2GPUPoints = []kernels.Config{nil,
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128},
 	{"bm": 64, "bn": 64, "bk": 32, "wg": 128},
 	{"bm": 128, "bn": 256, "bk": 64, "wg": 256},
 	{"bm": 64, "bn": 128, "bk": 16, "wg": 256},

@@ -35,9 +35,32 @@ var MatmulCM2 = &Template{
 		return err
 	},
 	Space: NewSpace(Ints("bm", 128, 64, 256, 32), Ints("bn", 128, 256, 64, 32), Ints("bk", 32, 64, 16),
-		Ints("wg", 256, 128, 64)).Where(cm2Fits),
-	Build: buildMatmulCM2,
+		Ints("wg", 128, 256, 64)).Where(cm2Fits),
+	Static: cm2Static,
+	Build:  buildMatmulCM2,
 }
+
+// cm2Static is the static point on a GPU: 128×128 blocks over 128 invocations with slices of
+// 32 where they make at least cm2WideGrid workgroups, else 64×64 over 256 with slices of 64, so
+// that a product of few blocks still fills the device. Measured on the H100 (session 12,
+// BenchmarkCoopShapes): 128×128/128 was the fastest point at 512×14336×4096 (310 µs), 4096³ (590)
+// and the gate/up form (736); at 512×4096×14336 (128 blocks of 128×128) 64×64/256 took 375 µs.
+func cm2Static(p *Problem, caps Caps) []Config {
+	g, _, err := acceptCM2(p, caps)
+	if err != nil || caps.CPU {
+		return nil
+	}
+	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128}
+	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256}
+	if ceilDiv(g.m, 128)*ceilDiv(g.n, 128) < cm2WideGrid {
+		return []Config{narrow, wide}
+	}
+	return []Config{wide, narrow}
+}
+
+// cm2WideGrid is the fewest 128×128 blocks cm2Static gives that block size: about two
+// workgroups for each of a large GPU's multiprocessors (the H100 has 132).
+const cm2WideGrid = 256
 
 func init() {
 	MatmulCM2.ReadsLength = true
@@ -52,10 +75,17 @@ type cm2Gemm struct {
 }
 
 // cm2MatrixRate is Launch.MatrixRate of matmul_cm2's products: the share of the roofline's
-// matrix rate (lower.DiscreteGPU's, what matmul_coop reaches on KHR matrices) that workgroup
-// matrices reach, more than all of it. Provisional: llama.cpp's coopmat2 product against vkc's
-// matmul_coop at the 8B's 4096×512×14336 on the H100, 235.6 against 127–138 TFLOP/s.
+// matrix rate (lower.DiscreteGPU's, what matmul_coop is counted at on KHR matrices) that
+// workgroup matrices reach, more than all of it. Measured on the H100 (session 12,
+// BenchmarkCoopShapes, each template's static point, whole launches): f16 512×14336×4096 310
+// against 542 µs (1.75×), 4096³ 590 against 1119 (1.90×), the 8B's gate/up rmsnorm form from
+// Q4_K (512×28672×4096, copy and reduction included) 736 against matmul_coop_dq's 1241 (1.69×).
 const cm2MatrixRate = 1.7
+
+// cm2MaxAccumulators bounds a block's f32 accumulators per invocation (bm·bn/wg): on the H100
+// 128×256 blocks over 128 invocations (256 each) ran at 8–21 TFLOP/s where 128×128 over 128 ran
+// at 160–233 (the registers spill).
+const cm2MaxAccumulators = 128
 
 // cm2MaxScratch bounds the f32 accumulators' scratch (padded M·N floats).
 const cm2MaxScratch = 256 << 20
@@ -166,6 +196,8 @@ func cm2Fits(p *Problem, c Config, caps Caps) error {
 		return fmt.Errorf("block %dx%dx%d is not made of the device's %dx%dx%d granules", bm, bn, bk, s.MGran, s.NGran, s.KGran)
 	case caps.Coop2.MaxDimension > 0 && max(bm, bn, bk) > caps.Coop2.MaxDimension:
 		return fmt.Errorf("block %dx%dx%d exceeds the device's largest dimension %d", bm, bn, bk, caps.Coop2.MaxDimension)
+	case bm*bn/wg > cm2MaxAccumulators:
+		return fmt.Errorf("block %dx%d over %d invocations holds %d accumulators each, more than %d", bm, bn, wg, bm*bn/wg, cm2MaxAccumulators)
 	case bm > 32 && bm/2 >= g.m, bn > 32 && bn/2 >= g.n:
 		return fmt.Errorf("block %dx%d: half of it covers the %dx%d result", bm, bn, g.m, g.n)
 	}

@@ -1,6 +1,7 @@
 package lower_test
 
 import (
+	"github.com/vkc-project/vkc/codegen"
 	"testing"
 
 	"github.com/vkc-project/vkc/ir"
@@ -79,6 +80,58 @@ func TestStaticChoiceCoopDQ(t *testing.T) {
 		}
 		if tm.Name != c.want {
 			t.Errorf("%s: static choice %s [%s], want %s", p.Key(), tm.Name, cfg.Key(), c.want)
+		}
+	}
+}
+
+// h100Coop2 is kernels.H200 with the workgroup-scope products the H100's driver reports for
+// VK_NV_cooperative_matrix2 (f16 into f32; session 12's `vkc devices`).
+func h100Coop2() kernels.Caps {
+	caps := kernels.H200
+	f16, f32 := codegen.F16, codegen.F32
+	caps.Coop2 = &kernels.Coop2Caps{MaxWorkgroupSize: 256, MaxDimension: 1024, ReservedShared: 8192, Shapes: []kernels.Coop2Shape{
+		{MGran: 16, NGran: 16, KGran: 16, A: f16, B: f16, C: f32, Result: f32, Invocations: 32},
+		{MGran: 16, NGran: 16, KGran: 16, A: f16, B: f16, C: f32, Result: f32, Invocations: 64},
+		{MGran: 32, NGran: 16, KGran: 16, A: f16, B: f16, C: f32, Result: f32, Invocations: 128},
+		{MGran: 32, NGran: 32, KGran: 16, A: f16, B: f16, C: f32, Result: f32, Invocations: 256},
+	}}
+	return caps
+}
+
+// TestStaticChoiceCM2: where the device has workgroup-scope matrices, the prefill products of
+// the 8B shapes statically take matmul_cm2 at its measured points (128×128 blocks over 128
+// invocations where they are many, 64×64 over 256 where 128×128 ones would leave the device
+// half idle), f16 and Q4_K alike; a Q4_K product of fewer rows than the copy pays for stays on
+// matmul_coop.
+func TestStaticChoiceCM2(t *testing.T) {
+	f16, f32, T := ir.F16, ir.F32, ir.T
+	wide, narrow := "bk=32,bm=128,bn=128,wg=128", "bk=64,bm=64,bn=64,wg=256"
+	for _, c := range []struct {
+		op    ir.Op
+		attrs ir.Attrs
+		args  []ir.Type
+		want  string
+		point string
+	}{
+		{ir.Linear, nil, []ir.Type{T(f16, 512, 4096), T(f16, 14336, 4096)}, "matmul_cm2", wide},
+		{ir.Linear, nil, []ir.Type{T(f16, 512, 14336), T(ir.Q4_K, 4096, 14336)}, "matmul_cm2", narrow},
+		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 28672, 4096)}, "matmul_cm2", wide},
+		{ir.Linear, nil, []ir.Type{T(f16, 64, 4096), T(ir.Q4_K, 14336, 4096)}, "matmul_coop", ""},
+	} {
+		_, outs, err := ir.Infer(c.op, c.attrs, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &kernels.Problem{Op: c.op, Attrs: c.attrs, Args: c.args, Outs: outs, NumOpArgs: len(c.args)}
+		tm, cfg, err := lower.StaticChoice(p, h100Coop2(), lower.DiscreteGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tm.Name != c.want {
+			t.Errorf("%s: static choice %s [%s], want %s", p.Key(), tm.Name, cfg.Key(), c.want)
+		}
+		if tm.Name == "matmul_cm2" && cfg.Key() != c.point {
+			t.Errorf("%s: matmul_cm2 at [%s], want [%s]", p.Key(), cfg.Key(), c.point)
 		}
 	}
 }

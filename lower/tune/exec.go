@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -87,6 +88,11 @@ func elem(c runtime.ComponentType) (codegen.Type, bool) {
 // types codegen has; nil without those features or without such an entry.
 func coop2Caps(m *runtime.CoopMatrix2) *kernels.Coop2Caps {
 	if m == nil || !m.WorkgroupScope || !m.FlexibleDimensions || !m.TensorAddressing {
+		return nil
+	}
+	if os.Getenv("VKC_COOPMAT2") == "off" {
+		// The switch runtime.Open honors: a compile under it (the device list still shows the
+		// extension) must not choose kernels the run will not have.
 		return nil
 	}
 	out := &kernels.Coop2Caps{MaxWorkgroupSize: int(m.MaxWorkgroupSize), MaxDimension: int(m.MaxDimension), ReservedShared: int(m.ReservedShared)}
