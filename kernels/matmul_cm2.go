@@ -263,7 +263,14 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 		n += 2 // x⊙gamma rounded by the row step; the reference's h
 	}
 	l.Tolerance = coopRoundingTolerance(n)
-	l.MatrixRate = cm2MatrixRate
+	// The measured advantage only where it was measured: products of at least a workgroup for
+	// each multiprocessor. A smaller one (SmolLM2's at 128 rows: 18 blocks, not measured)
+	// claims none; the roofline's occupancy and fixed costs rank it, and a measured compile
+	// times it against matmul_coop.
+	l.MatrixRate = 1
+	if l.Occupancy >= float64(coopTargetGroups*c["wg"]) {
+		l.MatrixRate = cm2MatrixRate
+	}
 	g.cost(p, l)
 	l.Bytes += float64(2 * 4 * q.mp * q.np) // the accumulators written, then read
 	if cg.quantB {
