@@ -276,14 +276,9 @@ func buildTopK(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	l := &Launch{Flops: float64(rows * n * k), Bytes: tensorBytes(p.Args, p.Outs)}
-	if split == 1 {
-		l.Steps = []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows, c, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}},
-			Scale: rowScale(p, p.Rows.Out(0), rows, c)}}
+	if l.Steps, l.Scratch = topkFirstStep(p, kern, spec, c, caps, rows, split, k); split == 1 {
 		return l, nil
 	}
-	l.Steps = []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows*split, c, caps), Bindings: []Operand{{Arg, 0}, {Scratch, 0}},
-		Scale: rowScale(p, p.Rows.Out(0), rows*split, c)}}
-	l.Scratch = []int{8 * rows * split * k}
 
 	// Step 2: each row selects its k among its parts' split·k candidates.
 	b = newBuilder("argtopk_merge", caps)
@@ -336,4 +331,16 @@ func buildTakeAlong(p *Problem, c Config, caps Caps) (*Launch, error) {
 	st := Step{Kernel: kern, Spec: spec, Grid: flatGrid(total, c, caps), Bindings: []Operand{{Arg, 0}, {Arg, 1}, {Out, 0}},
 		Scale: flatScale(p, p.Rows.Out(0), total, c)}
 	return &Launch{Steps: []Step{st}, Bytes: 2*float64(out.Bytes()) + float64(idx.Bytes())}, nil
+}
+
+// topkFirstStep is an argtopk launch's first dispatch, a workgroup walk over rows·split
+// (part) rows: the result itself when split is 1, else each part's k (key, index) candidates
+// into scratch 0, which a merge step reads.
+func topkFirstStep(p *Problem, kern *codegen.Kernel, spec []uint32, walk Config, caps Caps, rows, split, k int) ([]Step, []int) {
+	if split == 1 {
+		return []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows, walk, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}},
+			Scale: rowScale(p, p.Rows.Out(0), rows, walk)}}, nil
+	}
+	return []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows*split, walk, caps), Bindings: []Operand{{Arg, 0}, {Scratch, 0}},
+		Scale: rowScale(p, p.Rows.Out(0), rows*split, walk)}}, []int{8 * rows * split * k}
 }

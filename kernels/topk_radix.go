@@ -271,14 +271,9 @@ func buildTopKRadix(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	l := &Launch{Flops: float64(rows * n * 4), Bytes: tensorBytes(p.Args, p.Outs)}
-	if split == 1 {
-		l.Steps = []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows, walk, caps), Bindings: []Operand{{Arg, 0}, {Out, 0}},
-			Scale: rowScale(p, p.Rows.Out(0), rows, walk)}}
+	if l.Steps, l.Scratch = topkFirstStep(p, kern, spec, walk, caps, rows, split, k); split == 1 {
 		return l, nil
 	}
-	l.Steps = []Step{{Kernel: kern, Spec: spec, Grid: RowGrid(rows*split, walk, caps), Bindings: []Operand{{Arg, 0}, {Scratch, 0}},
-		Scale: rowScale(p, p.Rows.Out(0), rows*split, walk)}}
-	l.Scratch = []int{8 * rows * split * k}
 
 	// Step 2: each row selects its k among its parts' split·k candidates (at least k of them
 	// valid: k ≤ n, and each part gave min(k, its length)).
