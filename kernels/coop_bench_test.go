@@ -189,13 +189,16 @@ func BenchmarkCoopSmolLM2Prefill(b *testing.B) {
 }
 
 // SmolLM2's prefill attention, 9 heads over 3 of 64, causal: 128 queries over a 2048-key cache
-// holding 128 (as in the compiled plan), and 512 over 512.
+// holding 128 (as in the compiled plan), and 512 over 512; and Llama-3.1-8B's, 32 heads over 8 of
+// 128, 512 queries over a 4096-key cache holding 512.
 func BenchmarkCoopAttentionPrefill(b *testing.B) {
 	for _, c := range []attnCase{
 		{sq: 128, hq: 9, skv: 2048, hkv: 3, d: 64, dv: 64, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: 128},
 		{sq: 512, hq: 9, skv: 512, hkv: 3, d: 64, dv: 64, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: 512},
+		// Llama-3.1-8B's prefill of 512 tokens into its 4096-key cache (shd, grouped 4:1).
+		{sq: 512, hq: 32, skv: 4096, hkv: 8, d: 128, dv: 128, dt: ir.F16, attrs: ir.Attrs{"causal": true}, kvLen: 512},
 	} {
-		b.Run(fmt.Sprintf("q%d_kv%d", c.sq, c.kvLen), func(b *testing.B) {
+		b.Run(fmt.Sprintf("q%d_h%d_d%d_kv%d", c.sq, c.hq, c.d, c.kvLen), func(b *testing.B) {
 			p, args := c.problem(b)
 			coopBench(b, p, args, kernels.AttentionFlash, kernels.AttentionCoop, kernels.AttentionCoop.Space.Points())
 		})
