@@ -22,7 +22,7 @@ import (
 // BenchmarkDecodeGEMV measures decode's matrix–vector products (issue 27's target: at least 70%
 // of the copy rate) at Llama-3.1-8B's shapes — q/o 4096×4096, gate/up 14336×4096, down
 // 4096×14336, the LM head 128256×4096 — one f32 row through a weight of each format (f16, bf16,
-// q8_0, q4_k, q6_k; VKC_GEMV_DTYPES="f16 q4_k …" picks others, VKC_GEMV_SHAPES="512x2048 …" other N×K shapes), by the template a decode plan
+// q8_0, q4_k, q6_k; VKC_GEMV_DTYPES="f16 q4_k …" picks others, VKC_GEMV_SHAPES="512x2048 …" other N×K shapes, VKC_GEMV_FORM=rmsnorm rmsnorm_linear instead of linear), by the template a decode plan
 // takes (matmul_vec, matmul_vec_q) and, where the device has integer dot products, by
 // matmul_vec_qdot (8-bit activations, --int8 auto; VKC_GEMV_INT8=off leaves it out). On the GPU
 // machine:
@@ -59,6 +59,12 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 		}
 		dts = append(dts, dt)
 	}
+	// VKC_GEMV_FORM=rmsnorm measures rmsnorm_linear (x normalised and scaled by gamma as the
+	// product reads it: decode's QKV and gate/up projections and the LM head) instead of linear.
+	form := os.Getenv("VKC_GEMV_FORM")
+	if form != "" && form != "rmsnorm" {
+		b.Fatalf("VKC_GEMV_FORM=%q: want rmsnorm or nothing", form)
+	}
 	copyBytes := 512 << 20
 	if cpu {
 		copyBytes = 16 << 20
@@ -92,6 +98,9 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 					n /= 64
 				}
 				p := opProblem(b, ir.Linear, nil, ir.T(ir.F32, 1, sh.k), ir.T(dt, n, sh.k))
+				if form == "rmsnorm" {
+					p = opProblem(b, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5}, ir.T(ir.F32, 1, sh.k), ir.T(ir.F32, sh.k), ir.T(dt, n, sh.k))
+				}
 				tmpl := kernels.MatmulVec
 				if dt.Quantized() {
 					tmpl = kernels.MatmulVecQ
@@ -101,7 +110,8 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 				}
 				copies := 1
 				if !cpu {
-					copies = min(max((256<<20+p.Args[1].Bytes()-1)/p.Args[1].Bytes(), 1), 32)
+					wb := p.Args[len(p.Args)-1].Bytes()
+					copies = min(max((256<<20+wb-1)/wb, 1), 32)
 				}
 				g, err := newGEMVBench(d, p, copies)
 				if err != nil {
@@ -162,12 +172,14 @@ type gemvReport struct {
 // gemvBench holds a problem's operands on the device: copies of the weight, one x, an output
 // per copy.
 type gemvBench struct {
-	d    *runtime.Device
-	p    *kernels.Problem
-	x    *runtime.Buffer
-	w    []*runtime.Buffer
-	y    []*runtime.Buffer
-	free []func()
+	d *runtime.Device
+	p *kernels.Problem
+	x *runtime.Buffer
+	// gamma is rmsnorm_linear's (VKC_GEMV_FORM=rmsnorm), argument 1; the weight is the last.
+	gamma *runtime.Buffer
+	w     []*runtime.Buffer
+	y     []*runtime.Buffer
+	free  []func()
 	// statsLogged holds the kernels whose driver statistics were logged (VKC_BENCH_LOG=points).
 	statsLogged map[string]bool
 }
@@ -197,7 +209,14 @@ func newGEMVBench(d *runtime.Device, p *kernels.Problem, copies int) (*gemvBench
 		g.close()
 		return nil, err
 	}
-	w := tiledRandom(rng, p.Args[1])
+	wt := p.Args[len(p.Args)-1]
+	if len(p.Args) == 3 {
+		if g.gamma, err = alloc(p.Args[1].Bytes(), kerneltest.Random(rng, p.Args[1]).Data); err != nil {
+			g.close()
+			return nil, err
+		}
+	}
+	w := tiledRandom(rng, wt)
 	for i := 0; i < copies; i++ {
 		wb, err := alloc(len(w), w)
 		if err != nil {
@@ -331,8 +350,10 @@ func (g *gemvBench) measure(b *testing.B, l *kernels.Launch, cpu bool) (chained,
 					switch {
 					case op.Kind == kernels.Arg && op.Index == 0:
 						buf = g.x
-					case op.Kind == kernels.Arg && op.Index == 1:
+					case op.Kind == kernels.Arg && op.Index == len(g.p.Args)-1:
 						buf = g.w[c]
+					case op.Kind == kernels.Arg && op.Index == 1 && g.gamma != nil:
+						buf = g.gamma
 					case op.Kind == kernels.Out && op.Index == 0:
 						buf = g.y[c]
 					case op.Kind == kernels.Scratch && op.Index < len(scratch[c]):

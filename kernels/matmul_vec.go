@@ -252,8 +252,14 @@ type vecFrame struct {
 	per int
 	// sums, column after column (per of them), each: per row the products; then, for
 	// rmsnorm_linear, Σx² (the same for every column; only the first column's is summed).
-	sums  []*codegen.Var
+	sums []*codegen.Var
+	// ss, when set (stageNorm), is each row's Σx² for rmsnorm_linear, summed before the K loop:
+	// the column groups then keep no Σx² of their own.
+	ss    []codegen.Value
 	useSG bool // subgroup adds, then shared memory across a column's subgroups
+	// sgAdd: the device adds over a subgroup (of sgSize invocations, as Caps says).
+	sgAdd  bool
+	sgSize int
 	// useShuffle: a column's invocations lie in one subgroup (or are one invocation): a
 	// butterfly of shuffle-xors.
 	useShuffle bool
@@ -273,10 +279,84 @@ func (v *vecFrame) addAt(c, i int, x codegen.Value) {
 // nred is the number of partial sums a column keeps: one per row, and Σx² per row for
 // rmsnorm_linear.
 func (v *vecFrame) nred() int {
-	if v.g.gammaArg >= 0 {
+	if v.g.gammaArg >= 0 && v.ss == nil {
 		return 2 * v.g.m
 	}
 	return v.g.m
+}
+
+// stageNorm writes rmsnorm_linear's h = x·gamma of every row of x into shared memory (vec4s, row
+// after row) and sums each row's Σx² over the workgroup into v.ss, before the K loop, which then
+// reads h from the returned array instead of x and gamma. It must run in uniform control flow
+// (it ends at a barrier) and replaces the frame's partial sums with ones that keep no Σx².
+func (v *vecFrame) stageNorm(bufs gemmBufs) *codegen.Array {
+	b, g, u := v.b, v.g, v.u
+	R, K4 := g.m, g.k/4
+	f4 := codegen.Vec(codegen.F32, 4)
+	load := func(buf *codegen.Buffer, i codegen.Value) codegen.Value {
+		x := b.Load(buf, i)
+		if x.Type() != f4 {
+			x = b.Convert(x, f4)
+		}
+		return x
+	}
+	h := b.Shared("h", f4, u(R*K4))
+	part := make([]codegen.Value, R)
+	for r := range part {
+		acc := b.Var("ssq", b.F32(0))
+		b.For(v.li, u(K4), v.wg, func(i codegen.Value) {
+			x := load(bufs.a, b.Add(b.Shr(v.aBase, u(2)), b.Add(u(r*K4), i)))
+			b.Set(acc, b.Add(b.Get(acc), b.Dot(x, x)))
+			b.Store(h, b.Add(u(r*K4), i), b.Mul(x, load(bufs.gamma, i)))
+		})
+		part[r] = b.Get(acc)
+	}
+	// Σ over the workgroup: subgroup adds, one value a subgroup in shared memory, each
+	// invocation adding those; else a shared-memory tree (wg is a power of two).
+	red := b.Shared("ssq_red", codegen.F32, b.Mul(v.wg, u(R)))
+	v.ss = make([]codegen.Value, R)
+	if v.sgAdd && v.wgN%max(v.sgSize, 1) == 0 {
+		sg := b.SubgroupSize()
+		sgID := b.Div(v.li, sg)
+		lane0 := b.Eq(b.SubgroupInvocation(), u(0))
+		for r := range part {
+			t := b.SubgroupAdd(part[r])
+			b.If(lane0, func() { b.Store(red, b.Add(b.Mul(u(r), v.wg), sgID), t) })
+		}
+		b.Barrier()
+		for r := range part {
+			t := b.Var("ss", b.F32(0))
+			b.For(u(0), b.Div(v.wg, sg), u(1), func(j codegen.Value) {
+				b.Set(t, b.Add(b.Get(t), b.Load(red, b.Add(b.Mul(u(r), v.wg), j))))
+			})
+			v.ss[r] = b.Get(t)
+		}
+	} else {
+		for r := range part {
+			b.Store(red, b.Add(b.Mul(u(r), v.wg), v.li), part[r])
+		}
+		b.Barrier()
+		half := b.Var("half", b.Div(v.wg, u(2)))
+		b.While(func() codegen.Value { return b.Gt(b.Get(half), u(0)) }, func() {
+			hv := b.Get(half)
+			b.If(b.Lt(v.li, hv), func() {
+				for r := range part {
+					i := b.Add(b.Mul(u(r), v.wg), v.li)
+					b.Store(red, i, b.Add(b.Load(red, i), b.Load(red, b.Add(i, hv))))
+				}
+			})
+			b.Barrier()
+			b.Set(half, b.Div(hv, u(2)))
+		})
+		for r := range part {
+			v.ss[r] = b.Load(red, b.Mul(u(r), v.wg))
+		}
+	}
+	v.sums = make([]*codegen.Var, v.per*v.nred())
+	for r := range v.sums {
+		v.sums[r] = b.Var(fmt.Sprintf("s%d", r), b.F32(0))
+	}
+	return h
 }
 
 // colAt is the column the group's c-th column reads: col + c, clamped to the last column so that
@@ -309,6 +389,7 @@ func newVecFrameN(b *codegen.Builder, p *Problem, g *gemm, caps Caps, wgN, colsN
 	// sums them in registers, no shared memory or barrier; several columns share a subgroup.
 	v.useShuffle = kpN == 1 || kFast && caps.SubgroupShuffle && caps.SubgroupSize > 0 && kpN <= sgSize && sgSize%kpN == 0
 	v.useSG = !v.useShuffle && kFast && caps.SubgroupArithmetic && caps.SubgroupSize > 0 && kpN%sgSize == 0
+	v.sgAdd, v.sgSize = caps.SubgroupArithmetic && caps.SubgroupSize > 0, caps.SubgroupSize
 	v.li = b.LocalIndex()
 	if kFast {
 		v.ci, v.ki = b.Div(v.li, v.kp), b.Rem(v.li, v.kp)
@@ -413,7 +494,10 @@ func (v *vecFrame) finish(bufs gemmBufs, binds []Operand, caps Caps, vals map[st
 	}
 	finishAt := func(c, r int) codegen.Value {
 		var ss codegen.Value
-		if rms {
+		switch {
+		case v.ss != nil:
+			ss = v.ss[r]
+		case rms:
 			ss = total[R+r] // the first column's Σx², the same x for every column
 		}
 		return g.finish(b, p, bufs, total[c*nred+r], ss, colN(c))
@@ -537,6 +621,9 @@ func cpuVecPoints(caps Caps, width string, widths []int, first [][2]int) []Confi
 // grows with rows × x's rows, and lavapipe's compile of an 8-row kernel already takes 20 s and
 // more (IQ4_XS: 80 s without a shader cache).
 //
+// rmsnorm_linear takes each of these with x·gamma staged in shared memory first (stage = 1;
+// 1.41× as fast at the first point on lavapipe, the LM head and the SwiGLU projection alike).
+//
 // On a GPU see vecQGPUStatic.
 func vecQStatic(p *Problem, caps Caps) []Config {
 	if !caps.CPU {
@@ -548,13 +635,16 @@ func vecQStatic(p *Problem, caps Caps) []Config {
 	}
 	var first []Config
 	if g, err := readGemm(p); err == nil && g.m == 1 {
-		first = []Config{{"wg": 32, "cols": 8, "span": 1, "rows": 4, "split": 0}, {"wg": 32, "cols": 16, "span": 1, "rows": 2, "split": 0}}
+		first = []Config{{"wg": 32, "cols": 8, "span": 1, "rows": 4}, {"wg": 32, "cols": 16, "span": 1, "rows": 2}}
 	}
 	out := append(first, withRows(base, 1)...)
 	for _, c := range out {
-		c["split"] = 0
+		c["split"], c["stage"] = 0, 0
 	}
-	return out
+	// rmsnorm_linear with x·gamma staged first where it fits (Build takes the first valid
+	// point): on lavapipe (BenchmarkMatvecPoints, CPU time) the Q6_K LM head 49152×768 took 46.5
+	// against 66.2 ms at the first point, the Q4_K SwiGLU projection 3072×768 1.61 against 2.25.
+	return append(withStage(out), out...)
 }
 
 // vecQGPUStatic is MatmulVecQ's static choice on a GPU. Every invocation of a column group
@@ -615,7 +705,9 @@ func vecQGPUStatic(p *Problem, caps Caps) []Config {
 		(f.BlockBytes%4 != 0 || g.n/rows*kp < vecQSplitInvocations) {
 		span, split = 4, 1
 	}
-	return []Config{{"wg": wg, "cols": wg / kp, "span": span, "rows": rows, "split": split}}
+	// stage = 0: x·gamma staged (stage = 1) is not measured on a GPU yet; it is among the
+	// suggestions, so a measured compile times it (docs/decode.md).
+	return []Config{{"wg": wg, "cols": wg / kp, "span": span, "rows": rows, "split": split, "stage": 0}}
 }
 
 // vecQSplitInvocations: below it a GPU static choice of MatmulVecQ at two columns an invocation
@@ -643,27 +735,42 @@ const vecQMinInvocations = 1 << 16
 // one and four columns an invocation, span 2, two subgroups a column group, 256 invocations of
 // 8 groups, 64 of 2, one column group of 256 (few long columns), the former default
 // (wg=128, cols=2, span=1, rows=1: the figures of docs/bench/h200-2026-12-05) for reference,
-// and four points with a block's runs over the invocations (split).
+// and four points with a block's runs over the invocations (split); for rmsnorm_linear first
+// the default and three of those with x·gamma staged (stage = 1).
 func vecQSuggest(p *Problem, caps Caps) []Config {
 	if caps.CPU {
 		cs := dropUnroll(vecSuggest("span", 1)(p, caps))
 		out := append(withRows(cs, 1), withRows(cs, 2)...)
 		for _, c := range out {
-			c["split"] = 0
+			c["split"], c["stage"] = 0, 0
 		}
-		return out
+		return append(out, withStage(out[:min(2, len(out))])...)
 	}
 	pt := func(wg, cols, span, rows, split int) Config {
-		return Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": split}
+		return Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": split, "stage": 0}
 	}
-	return []Config{pt(128, 4, 4, 1, 0), pt(128, 4, 4, 4, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0),
+	// rmsnorm_linear: the default and the first suggestions with x·gamma staged too (the
+	// space's Where drops them for the other problems).
+	staged := withStage([]Config{pt(128, 4, 4, 2, 0), pt(128, 4, 4, 1, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0)})
+	return append(staged, pt(128, 4, 4, 1, 0), pt(128, 4, 4, 4, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0),
 		pt(256, 8, 4, 2, 0), pt(64, 2, 4, 2, 0), pt(256, 1, 4, 1, 0), pt(256, 1, 4, 2, 0), pt(128, 2, 1, 1, 0),
 		// A block's runs over consecutive invocations (split): span 2 and 4 at the default's
 		// groups, and a column group of 64 or 128 invocations at span 2 (the best Q6_K points of
 		// the H100's down projection and 1B shapes). Split at span 1, at one column an invocation
 		// and at four were the best point at no shape measured (docs/bench/h100-2026-12-06,
 		// session 10: span 1 the slowest everywhere).
-		pt(128, 4, 2, 2, 1), pt(128, 4, 4, 2, 1), pt(64, 1, 2, 2, 1), pt(128, 1, 2, 2, 1)}
+		pt(128, 4, 2, 2, 1), pt(128, 4, 4, 2, 1), pt(64, 1, 2, 2, 1), pt(128, 1, 2, 2, 1))
+}
+
+// withStage is cs with stage set to 1 (copies).
+func withStage(cs []Config) []Config {
+	out := make([]Config, len(cs))
+	for i, c := range cs {
+		d := c.clone()
+		d["stage"] = 1
+		out[i] = d
+	}
+	return out
 }
 
 // withRows is cs with rows set to n (copies).

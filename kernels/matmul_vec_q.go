@@ -57,7 +57,17 @@ import (
 // word-aligned) faster at every 8B shape and Q4_K faster where a product has few invocations
 // (vecQSplitInvocations).
 //
-// Specialization constants: wg, cols. Built per span, rows and split. Grid:
+// stage (rmsnorm_linear only) is where x·gamma comes from. At stage = 0 each column group loads
+// x and gamma beside its words and sums Σx² with its products: per four elements a gamma load,
+// a multiply and a dot of x with itself, once for every column group of the workgroup. At
+// stage = 1 the workgroup first writes h = x·gamma of its rows into shared memory and sums each
+// row's Σx² over its invocations (vecFrame.stageNorm), and the loop reads h alone, as a linear
+// reads x. Where a format costs few instructions a byte (Q8_0) the rmsnorm's share was large: on
+// the H100 the 8B Q8_0 decode plan's rmsnorm_linear over 14336×4096 took 46.6 µs where the same
+// product as a linear took 31.1 (docs/bench/h100-2026-12-06, session 13). It needs rows × K f32
+// of shared memory (vecQStageBytes).
+//
+// Specialization constants: wg, cols. Built per span, rows, split and stage. Grid:
 // ceil(N/(cols·rows)) × batches.
 var MatmulVecQ = &Template{
 	Name:      "matmul_vec_q",
@@ -72,6 +82,7 @@ var MatmulVecQ = &Template{
 		Ints("span", 4, 2, 1),
 		Ints("rows", 2, 1, 4),
 		Ints("split", 0, 1),
+		Ints("stage", 0, 1),
 	).Where(vecQFits).Suggest(vecQSuggest),
 	Static: vecQStatic,
 	Build:  buildMatmulVecQ,
@@ -142,8 +153,32 @@ func vecQFits(p *Problem, c Config, caps Caps) error {
 	if c["split"] > 0 && splitOf(f).groups == 1 {
 		return fmt.Errorf("split=1: a %s block's runs of low bits have no place to spread over invocations", f.Name)
 	}
+	if c["stage"] > 0 {
+		if g.gammaArg < 0 {
+			return fmt.Errorf("stage=1: only rmsnorm_linear has an x·gamma to stage")
+		}
+		if g.batches() != 1 {
+			return fmt.Errorf("stage=1: %d batches (staging is per workgroup of one batch, not written for several)", g.batches())
+		}
+		if n, most := vecQStageBytes(g), min(vecQStageMost, caps.MaxSharedBytes/2); n > most {
+			return fmt.Errorf("stage=1: %d rows of %d need %d bytes of shared memory, more than %d", g.m, g.k, n, most)
+		}
+		// Beside it: the frame's reduction (wg floats a partial sum, rows of them for each of
+		// a group's columns), the staged Σx² (wg floats a row) and column pairs (cols a row).
+		rows := max(c["rows"], 1)
+		if n := vecQStageBytes(g) + 4*c["wg"]*g.m*(rows+1) + 4*c["cols"]*g.m; n > caps.MaxSharedBytes {
+			return fmt.Errorf("stage=1: %d bytes of shared memory with the reductions, the device has %d", n, caps.MaxSharedBytes)
+		}
+	}
 	return nil
 }
+
+// vecQStageBytes is the shared memory MatmulVecQ's stage = 1 holds: x·gamma of every row, f32.
+func vecQStageBytes(g *gemm) int { return 4 * g.m * g.k }
+
+// vecQStageMost bounds vecQStageBytes: 32 KiB (Llama-3.1-8B's 4096 features of one row take 16),
+// so that a workgroup of 128 invocations still leaves an SM room for several.
+const vecQStageMost = 32 << 10
 
 // laneSplit is how a unit of MatmulVecQ at split = 1 divides a block over invocations: the
 // digits of the low bits' radix (after the first, the run) that move the low bits by whole
@@ -400,10 +435,18 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if (l.Low.Radix[0]/4)%span != 0 {
 		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
 	}
-	b := newBuilder(vecQName("matmul_vec_q", f.Name, g.m, span, per, sp), caps)
+	name := vecQName("matmul_vec_q", f.Name, g.m, span, per, sp)
+	if c["stage"] > 0 {
+		name += "_staged"
+	}
+	b := newBuilder(name, caps)
 	bufs, binds := declareGemm(b, p, g, 4, 1)
 	v := newVecFrameN(b, p, g, caps, wgN, colsN, per, true)
 	R, rms := g.m, g.gammaArg >= 0
+	var staged *codegen.Array // x·gamma of every row (stage = 1)
+	if rms && c["stage"] > 0 {
+		staged = v.stageNorm(bufs)
+	}
 	u := v.u
 	words := quantWords(f, span, sp)
 	upb := l.Low.Radix[0] / 4 / span // units per block and group
@@ -494,14 +537,20 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 					// x, once for all the group's columns.
 					xs := make([]codegen.Value, R)
 					var gm codegen.Value
-					if rms {
+					if rms && staged == nil {
 						gm = loadF4(bufs.gamma, b.Shr(kx, u(2)))
 					}
 					for r := 0; r < R; r++ {
-						x := loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
-						if rms {
+						var x codegen.Value
+						switch {
+						case staged != nil:
+							x = b.Load(staged, b.Shr(b.Add(u(r*g.k), kx), u(2)))
+						case rms:
+							x = loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
 							v.add(R+r, b.Dot(x, x))
 							x = b.Mul(x, gm)
+						default:
+							x = loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
 						}
 						xs[r] = x
 						if withMin || mant {

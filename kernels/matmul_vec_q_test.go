@@ -131,3 +131,60 @@ func TestMatmulVecQSuggestedGPU(t *testing.T) {
 		})
 	}
 }
+
+// TestMatmulVecQStaged checks MatmulVecQ's stage = 1 (rmsnorm_linear's x·gamma written to shared
+// memory once a workgroup, each row's Σx² summed over the workgroup before the K loop) against
+// the interpreter: Q4_K, Q8_0 (34-byte blocks) and Q6_K (210), one row and three, odd N, a
+// SwiGLU epilogue, at the GPU default's column groups and at lavapipe's, with the workgroup's
+// sum by subgroup adds and, with them taken from the caps, by a shared-memory tree; f16 x once.
+// A linear has no x·gamma: the space refuses it stage = 1.
+func TestMatmulVecQStaged(t *testing.T) {
+	rng := rand.New(rand.NewSource(29))
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	tree := caps
+	tree.SubgroupArithmetic = false
+	f32 := ir.F32
+	T := ir.T
+	eps := ir.Attrs{"eps": 1e-5}
+	pt := func(wg, cols, span, rows int) kernels.Config {
+		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0, "stage": 1}
+	}
+	for _, dt := range []ir.DType{ir.Q4_K, ir.Q8_0, ir.Q6_K} {
+		t.Run(dt.String(), func(t *testing.T) {
+			K := quantK(dt)
+			one := opProblem(t, ir.RMSNormLinear, eps, T(f32, 1, K), T(f32, K), T(dt, 37, K))
+			three := withSwiGLU(opProblem(t, ir.RMSNormLinear, eps, T(f32, 3, K), T(f32, K), T(dt, 22, K)))
+			cases := []struct {
+				p    *kernels.Problem
+				c    kernels.Config
+				caps kernels.Caps
+			}{
+				{one, pt(128, 4, 1, 2), caps},
+				{one, pt(32, 8, 1, 4), tree},
+				{three, pt(64, 2, 1, 2), caps},
+			}
+			if dt == ir.Q4_K {
+				cases = append(cases, struct {
+					p    *kernels.Problem
+					c    kernels.Config
+					caps kernels.Caps
+				}{opProblem(t, ir.RMSNormLinear, eps, T(ir.F16, 2, K), T(f32, K), T(dt, 9, K)), pt(32, 8, 1, 1), caps})
+				lin := opProblem(t, ir.Linear, nil, T(f32, 1, K), T(dt, 37, K))
+				if err := kernels.MatmulVecQ.Space.Valid(lin, pt(128, 4, 1, 2), caps); err == nil {
+					t.Errorf("stage=1 valid for %s, which has no gamma", lin.Key())
+				}
+			}
+			for _, c := range cases {
+				if err := kernels.MatmulVecQ.Space.Valid(c.p, c.c, c.caps); err != nil {
+					t.Fatalf("%s [%s]: %v", c.p.Key(), c.c.Key(), err)
+				}
+				args := make([]*ir.Tensor, len(c.p.Args))
+				for j, a := range c.p.Args {
+					args[j] = kerneltest.Random(rng, a)
+				}
+				kerneltest.CheckWith(t, kernels.MatmulVecQ, c.p, c.c, args, c.caps)
+			}
+		})
+	}
+}

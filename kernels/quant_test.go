@@ -52,7 +52,7 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 // 0.1 to 35 s of CPU (IQ4_XS's (4, 2) the most; its code grows with span × rows).
 func vecQConfigs(d ir.DType) []kernels.Config {
 	pt := func(wg, cols, span, rows int) kernels.Config {
-		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0}
+		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0, "stage": 0}
 	}
 	// A block's runs spread over invocations (split = 1, where the format's layout allows it:
 	// MatmulVecQ.Space.Valid refuses it elsewhere): span 2 with two columns an invocation, span 1
@@ -100,7 +100,7 @@ func TestMatmulVecQ(t *testing.T) {
 				if i > 0 {
 					kerneltest.Check(t, kernels.MatmulVecQ, p, nil, args)
 					if vecQRowsCase(d, i) {
-						c := kernels.Config{"wg": 128, "cols": 4, "span": 1, "rows": 2, "split": 0}
+						c := kernels.Config{"wg": 128, "cols": 4, "span": 1, "rows": 2, "split": 0, "stage": 0}
 						if err := kernels.MatmulVecQ.Space.Valid(p, c, caps); err != nil {
 							c["cols"] = 1 // fewer than 4 columns
 						}
