@@ -285,6 +285,17 @@ func (v *vecFrame) nred() int {
 	return v.g.m
 }
 
+// loadF4 is element i of a buffer of four-element vectors, as an f32 vec4 (f16 and bf16 ones
+// converted).
+func loadF4(b *codegen.Builder, buf *codegen.Buffer, i codegen.Value) codegen.Value {
+	f4 := codegen.Vec(codegen.F32, 4)
+	x := b.Load(buf, i)
+	if x.Type() != f4 {
+		x = b.Convert(x, f4)
+	}
+	return x
+}
+
 // stageNorm writes rmsnorm_linear's h = x·gamma of every row of x into shared memory (vec4s, row
 // after row) and sums each row's Σx² over the workgroup into v.ss, before the K loop, which then
 // reads h from the returned array instead of x and gamma. It must run in uniform control flow
@@ -292,22 +303,14 @@ func (v *vecFrame) nred() int {
 func (v *vecFrame) stageNorm(bufs gemmBufs) *codegen.Array {
 	b, g, u := v.b, v.g, v.u
 	R, K4 := g.m, g.k/4
-	f4 := codegen.Vec(codegen.F32, 4)
-	load := func(buf *codegen.Buffer, i codegen.Value) codegen.Value {
-		x := b.Load(buf, i)
-		if x.Type() != f4 {
-			x = b.Convert(x, f4)
-		}
-		return x
-	}
-	h := b.Shared("h", f4, u(R*K4))
+	h := b.Shared("h", codegen.Vec(codegen.F32, 4), u(R*K4))
 	part := make([]codegen.Value, R)
 	for r := range part {
 		acc := b.Var("ssq", b.F32(0))
 		b.For(v.li, u(K4), v.wg, func(i codegen.Value) {
-			x := load(bufs.a, b.Add(b.Shr(v.aBase, u(2)), b.Add(u(r*K4), i)))
+			x := loadF4(b, bufs.a, b.Add(b.Shr(v.aBase, u(2)), b.Add(u(r*K4), i)))
 			b.Set(acc, b.Add(b.Get(acc), b.Dot(x, x)))
-			b.Store(h, b.Add(u(r*K4), i), b.Mul(x, load(bufs.gamma, i)))
+			b.Store(h, b.Add(u(r*K4), i), b.Mul(x, loadF4(b, bufs.gamma, i)))
 		})
 		part[r] = b.Get(acc)
 	}

@@ -463,13 +463,6 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return b.Vec(vs...)
 	}
 	ones := b.Splat(b.F32(1), 4)
-	loadF4 := func(buf *codegen.Buffer, i codegen.Value) codegen.Value {
-		x := b.Load(buf, i)
-		if x.Type() != f4 {
-			x = b.Convert(x, f4)
-		}
-		return x
-	}
 	withMin := l.Combine == quant.ScaledPlusMin || l.Combine == quant.SubScaledMinusMin
 	// mant: the quants are placed in an f32's mantissa (quantMant) where the format has no
 	// codebook; a group's sum is then corrected by its Σx.
@@ -538,19 +531,18 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 					xs := make([]codegen.Value, R)
 					var gm codegen.Value
 					if rms && staged == nil {
-						gm = loadF4(bufs.gamma, b.Shr(kx, u(2)))
+						gm = loadF4(b, bufs.gamma, b.Shr(kx, u(2)))
 					}
 					for r := 0; r < R; r++ {
 						var x codegen.Value
-						switch {
-						case staged != nil:
+						if staged != nil {
 							x = b.Load(staged, b.Shr(b.Add(u(r*g.k), kx), u(2)))
-						case rms:
-							x = loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
-							v.add(R+r, b.Dot(x, x))
-							x = b.Mul(x, gm)
-						default:
-							x = loadF4(bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
+						} else {
+							x = loadF4(b, bufs.a, b.Shr(b.Add(v.aBase, b.Add(u(r*g.k), kx)), u(2)))
+							if rms {
+								v.add(R+r, b.Dot(x, x))
+								x = b.Mul(x, gm)
+							}
 						}
 						xs[r] = x
 						if withMin || mant {

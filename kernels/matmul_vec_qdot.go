@@ -159,14 +159,6 @@ func buildQuantizeRows(p *Problem, g *gemm, caps Caps) (*Step, error) {
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	li := b.LocalIndex()
 	row := b.X(b.WorkgroupID())
-	f4 := codegen.Vec(codegen.F32, 4)
-	loadF4 := func(buf *codegen.Buffer, i codegen.Value) codegen.Value {
-		x := b.Load(buf, i)
-		if x.Type() != f4 {
-			x = b.Convert(x, f4)
-		}
-		return x
-	}
 	K := g.k
 	rowBase := b.Mul(row, u(K/4)) // in vec4s
 	scale := b.F32(1)
@@ -174,7 +166,7 @@ func buildQuantizeRows(p *Problem, g *gemm, caps Caps) (*Step, error) {
 		red := b.Shared("ss", codegen.F32, u(wgN))
 		ss := b.Var("ss", b.F32(0))
 		b.For(li, u(K/4), u(wgN), func(i codegen.Value) {
-			x := loadF4(bufs.a, b.Add(rowBase, i))
+			x := loadF4(b, bufs.a, b.Add(rowBase, i))
 			b.Set(ss, b.Add(b.Get(ss), b.Dot(x, x)))
 		})
 		b.Store(red, li, b.Get(ss))
@@ -193,9 +185,9 @@ func buildQuantizeRows(p *Problem, g *gemm, caps Caps) (*Step, error) {
 		amax := b.F32(0)
 		for w := range xs {
 			i := b.Add(b.Mul(blk, u(qActBlock/4)), u(w))
-			x := loadF4(bufs.a, b.Add(rowBase, i))
+			x := loadF4(b, bufs.a, b.Add(rowBase, i))
 			if g.gammaArg >= 0 {
-				x = b.Mul(b.Mul(x, loadF4(bufs.gamma, i)), b.Splat(scale, 4))
+				x = b.Mul(b.Mul(x, loadF4(b, bufs.gamma, i)), b.Splat(scale, 4))
 			}
 			xs[w] = x
 			a := b.Abs(x)
