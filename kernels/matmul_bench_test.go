@@ -297,7 +297,11 @@ func BenchmarkMatvecPoints(b *testing.B) {
 	f32, f16 := ir.F32, ir.F16
 	var fpts, qpts []kernels.Config
 	for _, wc := range [][3]int{{128, 2, 1}, {128, 2, 2}, {256, 2, 2}, {64, 8, 1}, {128, 16, 1}, {64, 16, 1}, {128, 16, 2}, {128, 32, 1}, {64, 32, 1}, {32, 16, 1}, {32, 32, 1}} {
-		fpts = append(fpts, kernels.Config{"wg": wc[0], "cols": wc[1], "vec": 4, "unroll": wc[2]})
+		fpts = append(fpts, kernels.Config{"wg": wc[0], "cols": wc[1], "vec": 4, "unroll": wc[2], "stage": 0})
+	}
+	// lavapipe's static points and the GPU's default with rmsnorm's x·gamma staged (stage = 1)
+	for _, wc := range [][2]int{{64, 32}, {32, 16}, {128, 2}} {
+		fpts = append(fpts, kernels.Config{"wg": wc[0], "cols": wc[1], "vec": 4, "unroll": 1, "stage": 1})
 	}
 	for _, wc := range [][4]int{{128, 2, 1, 1}, {128, 2, 2, 1}, {64, 8, 1, 1}, {128, 16, 1, 1}, {128, 16, 2, 1}, {128, 16, 4, 1}, {64, 16, 1, 1}, {32, 16, 1, 1},
 		{32, 16, 1, 2}, {32, 8, 1, 4}, {64, 16, 1, 2}, {32, 16, 4, 2}, {128, 4, 4, 2}} {

@@ -226,12 +226,58 @@ func TestMatmulVec(t *testing.T) {
 	// the cases laid out along N (B not contiguous along K) take the shared-memory tree.
 	runGemmCases(t, kernels.MatmulVec, []kernels.Config{
 		nil,
-		{"wg": 128, "cols": 8, "vec": 1, "unroll": 1}, // kp 16: subgroup adds, shared memory
-		{"wg": 32, "cols": 8, "vec": 2, "unroll": 1},  // kp 4: two columns a subgroup, shuffles
-		{"wg": 32, "cols": 8, "vec": 1, "unroll": 4},  // four steps an iteration, then the rest
-		{"wg": 64, "cols": 16, "vec": 4, "unroll": 2}, // kp 4, two steps an iteration
-		{"wg": 32, "cols": 32, "vec": 1, "unroll": 2}, // kp 1: no reduction
+		{"wg": 128, "cols": 8, "vec": 1, "unroll": 1, "stage": 0}, // kp 16: subgroup adds, shared memory
+		{"wg": 32, "cols": 8, "vec": 2, "unroll": 1, "stage": 0},  // kp 4: two columns a subgroup, shuffles
+		{"wg": 32, "cols": 8, "vec": 1, "unroll": 4, "stage": 0},  // four steps an iteration, then the rest
+		{"wg": 64, "cols": 16, "vec": 4, "unroll": 2, "stage": 0}, // kp 4, two steps an iteration
+		{"wg": 32, "cols": 32, "vec": 1, "unroll": 2, "stage": 0}, // kp 1: no reduction
 	})
+}
+
+// TestMatmulVecStaged checks MatmulVec's stage = 1 (rmsnorm_linear's x·gamma staged in shared
+// memory, as MatmulVecQ's: TestMatmulVecQStaged) against the interpreter: f16, bf16 and f32
+// weights, one row and three, odd N, a SwiGLU epilogue, the workgroup's Σx² by subgroup adds and
+// by a shared-memory tree; a linear, and a strided x (vec 1), are refused it.
+func TestMatmulVecStaged(t *testing.T) {
+	rng := rand.New(rand.NewSource(31))
+	d := kerneltest.Device(t)
+	caps := kerneltest.CapsOf(&d.Info)
+	tree := caps
+	tree.SubgroupArithmetic = false
+	f32 := ir.F32
+	T := ir.T
+	eps := ir.Attrs{"eps": 1e-5}
+	pt := func(wg, cols, unroll int) kernels.Config {
+		return kernels.Config{"wg": wg, "cols": cols, "vec": 4, "unroll": unroll, "stage": 1}
+	}
+	for _, dt := range []ir.DType{ir.F16, ir.BF16, ir.F32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			one := opProblem(t, ir.RMSNormLinear, eps, T(f32, 1, 96), T(f32, 96), T(dt, 37, 96))
+			three := withSwiGLU(opProblem(t, ir.RMSNormLinear, eps, T(f32, 3, 64), T(f32, 64), T(dt, 22, 64)))
+			for _, c := range []struct {
+				p    *kernels.Problem
+				c    kernels.Config
+				caps kernels.Caps
+			}{{one, pt(64, 32, 1), caps}, {one, pt(128, 2, 2), tree}, {three, pt(32, 4, 1), caps}} {
+				if err := kernels.MatmulVec.Space.Valid(c.p, c.c, c.caps); err != nil {
+					t.Fatalf("%s [%s]: %v", c.p.Key(), c.c.Key(), err)
+				}
+				args := make([]*ir.Tensor, len(c.p.Args))
+				for j, a := range c.p.Args {
+					args[j] = kerneltest.Random(rng, a)
+				}
+				kerneltest.CheckWith(t, kernels.MatmulVec, c.p, c.c, args, c.caps)
+			}
+		})
+	}
+	lin := opProblem(t, ir.Linear, nil, T(f32, 1, 96), T(ir.F16, 37, 96))
+	if err := kernels.MatmulVec.Space.Valid(lin, pt(64, 32, 1), caps); err == nil {
+		t.Errorf("stage=1 valid for %s, which has no gamma", lin.Key())
+	}
+	one := opProblem(t, ir.RMSNormLinear, eps, T(f32, 1, 96), T(f32, 96), T(ir.F16, 37, 96))
+	if err := kernels.MatmulVec.Space.Valid(one, kernels.Config{"wg": 64, "cols": 32, "vec": 1, "unroll": 1, "stage": 1}, caps); err == nil {
+		t.Errorf("stage=1 valid at vec=1")
+	}
 }
 
 // The matrix-vector templates' static choices: on lavapipe many columns of few invocations for
@@ -250,10 +296,10 @@ func TestMatvecStatic(t *testing.T) {
 		caps kernels.Caps
 		want string
 	}{
-		{"lavapipe lm head", kernels.MatmulVec, head, kernels.Lavapipe, "cols=32,unroll=1,vec=4,wg=64"},
-		{"lavapipe 5 columns", kernels.MatmulVec, narrow, kernels.Lavapipe, "cols=8,unroll=1,vec=4,wg=64"},
+		{"lavapipe lm head", kernels.MatmulVec, head, kernels.Lavapipe, "cols=32,stage=1,unroll=1,vec=4,wg=64"},
+		{"lavapipe 5 columns", kernels.MatmulVec, narrow, kernels.Lavapipe, "cols=8,stage=0,unroll=1,vec=4,wg=64"},
 		{"lavapipe q6_k", kernels.MatmulVecQ, qhead, kernels.Lavapipe, "cols=8,rows=4,span=1,split=0,stage=0,wg=32"},
-		{"h200 lm head", kernels.MatmulVec, head, kernels.H200, "cols=2,unroll=1,vec=4,wg=128"},
+		{"h200 lm head", kernels.MatmulVec, head, kernels.H200, "cols=2,stage=0,unroll=1,vec=4,wg=128"},
 		{"h200 q6_k", kernels.MatmulVecQ, qhead, kernels.H200, "cols=16,rows=1,span=1,split=0,stage=0,wg=128"}, // K of 8 units at span 1
 	} {
 		_, cfg, err := kernels.Build(c.tmpl, c.p, c.caps)

@@ -65,7 +65,7 @@ import (
 // reads x. Where a format costs few instructions a byte (Q8_0) the rmsnorm's share was large: on
 // the H100 the 8B Q8_0 decode plan's rmsnorm_linear over 14336×4096 took 46.6 µs where the same
 // product as a linear took 31.1 (docs/bench/h100-2026-12-06, session 13). It needs rows × K f32
-// of shared memory (vecQStageBytes).
+// of shared memory (vecStageBytes).
 //
 // Specialization constants: wg, cols. Built per span, rows, split and stage. Grid:
 // ceil(N/(cols·rows)) × batches.
@@ -154,31 +154,10 @@ func vecQFits(p *Problem, c Config, caps Caps) error {
 		return fmt.Errorf("split=1: a %s block's runs of low bits have no place to spread over invocations", f.Name)
 	}
 	if c["stage"] > 0 {
-		if g.gammaArg < 0 {
-			return fmt.Errorf("stage=1: only rmsnorm_linear has an x·gamma to stage")
-		}
-		if g.batches() != 1 {
-			return fmt.Errorf("stage=1: %d batches (staging is per workgroup of one batch, not written for several)", g.batches())
-		}
-		if n, most := vecQStageBytes(g), min(vecQStageMost, caps.MaxSharedBytes/2); n > most {
-			return fmt.Errorf("stage=1: %d rows of %d need %d bytes of shared memory, more than %d", g.m, g.k, n, most)
-		}
-		// Beside it: the frame's reduction (wg floats a partial sum, rows of them for each of
-		// a group's columns), the staged Σx² (wg floats a row) and column pairs (cols a row).
-		rows := max(c["rows"], 1)
-		if n := vecQStageBytes(g) + 4*c["wg"]*g.m*(rows+1) + 4*c["cols"]*g.m; n > caps.MaxSharedBytes {
-			return fmt.Errorf("stage=1: %d bytes of shared memory with the reductions, the device has %d", n, caps.MaxSharedBytes)
-		}
+		return stageFits(g, c, caps)
 	}
 	return nil
 }
-
-// vecQStageBytes is the shared memory MatmulVecQ's stage = 1 holds: x·gamma of every row, f32.
-func vecQStageBytes(g *gemm) int { return 4 * g.m * g.k }
-
-// vecQStageMost bounds vecQStageBytes: 32 KiB (Llama-3.1-8B's 4096 features of one row take 16),
-// so that a workgroup of 128 invocations still leaves an SM room for several.
-const vecQStageMost = 32 << 10
 
 // laneSplit is how a unit of MatmulVecQ at split = 1 divides a block over invocations: the
 // digits of the low bits' radix (after the first, the run) that move the low bits by whole

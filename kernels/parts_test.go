@@ -94,9 +94,9 @@ func gateUpProblemW(t *testing.T, m int, dt, wdt ir.DType, k int, bias bool) *ke
 // Configurations the matmul templates are checked at with column parts besides their default.
 var partConfigs = map[string][]kernels.Config{
 	"matmul_vec": {
-		{"wg": 128, "cols": 8, "vec": 1, "unroll": 1}, // 16 invocations a column: subgroup adds, shared memory
-		{"wg": 32, "cols": 4, "vec": 2, "unroll": 2},  // 8 invocations a column (lavapipe's subgroup): shuffles
-		{"wg": 32, "cols": 8, "vec": 1, "unroll": 1},  // 4 invocations a column: two columns a subgroup
+		{"wg": 128, "cols": 8, "vec": 1, "unroll": 1, "stage": 0}, // 16 invocations a column: subgroup adds, shared memory
+		{"wg": 32, "cols": 4, "vec": 2, "unroll": 2, "stage": 0},  // 8 invocations a column (lavapipe's subgroup): shuffles
+		{"wg": 32, "cols": 8, "vec": 1, "unroll": 1, "stage": 0},  // 4 invocations a column: two columns a subgroup
 	},
 	"matmul_tiled": {
 		{"tile_m": 16, "tile_n": 32, "tile_k": 8, "micro_m": 2, "micro_n": 1},
