@@ -240,10 +240,7 @@ func TestMatmulVec(t *testing.T) {
 // by a shared-memory tree; a linear, and a strided x (vec 1), are refused it.
 func TestMatmulVecStaged(t *testing.T) {
 	rng := rand.New(rand.NewSource(31))
-	d := kerneltest.Device(t)
-	caps := kerneltest.CapsOf(&d.Info)
-	tree := caps
-	tree.SubgroupArithmetic = false
+	caps, tree := stagedCaps(t)
 	f32 := ir.F32
 	T := ir.T
 	eps := ir.Attrs{"eps": 1e-5}
@@ -254,20 +251,7 @@ func TestMatmulVecStaged(t *testing.T) {
 		t.Run(dt.String(), func(t *testing.T) {
 			one := opProblem(t, ir.RMSNormLinear, eps, T(f32, 1, 96), T(f32, 96), T(dt, 37, 96))
 			three := withSwiGLU(opProblem(t, ir.RMSNormLinear, eps, T(f32, 3, 64), T(f32, 64), T(dt, 22, 64)))
-			for _, c := range []struct {
-				p    *kernels.Problem
-				c    kernels.Config
-				caps kernels.Caps
-			}{{one, pt(64, 32, 1), caps}, {one, pt(128, 2, 2), tree}, {three, pt(32, 4, 1), caps}} {
-				if err := kernels.MatmulVec.Space.Valid(c.p, c.c, c.caps); err != nil {
-					t.Fatalf("%s [%s]: %v", c.p.Key(), c.c.Key(), err)
-				}
-				args := make([]*ir.Tensor, len(c.p.Args))
-				for j, a := range c.p.Args {
-					args[j] = kerneltest.Random(rng, a)
-				}
-				kerneltest.CheckWith(t, kernels.MatmulVec, c.p, c.c, args, c.caps)
-			}
+			checkStaged(t, rng, kernels.MatmulVec, []stagedCase{{one, pt(64, 32, 1), caps}, {one, pt(128, 2, 2), tree}, {three, pt(32, 4, 1), caps}})
 		})
 	}
 	lin := opProblem(t, ir.Linear, nil, T(f32, 1, 96), T(ir.F16, 37, 96))

@@ -140,10 +140,7 @@ func TestMatmulVecQSuggestedGPU(t *testing.T) {
 // A linear has no x·gamma: the space refuses it stage = 1.
 func TestMatmulVecQStaged(t *testing.T) {
 	rng := rand.New(rand.NewSource(29))
-	d := kerneltest.Device(t)
-	caps := kerneltest.CapsOf(&d.Info)
-	tree := caps
-	tree.SubgroupArithmetic = false
+	caps, tree := stagedCaps(t)
 	f32 := ir.F32
 	T := ir.T
 	eps := ir.Attrs{"eps": 1e-5}
@@ -155,36 +152,52 @@ func TestMatmulVecQStaged(t *testing.T) {
 			K := quantK(dt)
 			one := opProblem(t, ir.RMSNormLinear, eps, T(f32, 1, K), T(f32, K), T(dt, 37, K))
 			three := withSwiGLU(opProblem(t, ir.RMSNormLinear, eps, T(f32, 3, K), T(f32, K), T(dt, 22, K)))
-			cases := []struct {
-				p    *kernels.Problem
-				c    kernels.Config
-				caps kernels.Caps
-			}{
+			cases := []stagedCase{
 				{one, pt(128, 4, 1, 2), caps},
 				{one, pt(32, 8, 1, 4), tree},
 				{three, pt(64, 2, 1, 2), caps},
 			}
 			if dt == ir.Q4_K {
-				cases = append(cases, struct {
-					p    *kernels.Problem
-					c    kernels.Config
-					caps kernels.Caps
-				}{opProblem(t, ir.RMSNormLinear, eps, T(ir.F16, 2, K), T(f32, K), T(dt, 9, K)), pt(32, 8, 1, 1), caps})
+				cases = append(cases, stagedCase{opProblem(t, ir.RMSNormLinear, eps, T(ir.F16, 2, K), T(f32, K), T(dt, 9, K)), pt(32, 8, 1, 1), caps})
 				lin := opProblem(t, ir.Linear, nil, T(f32, 1, K), T(dt, 37, K))
 				if err := kernels.MatmulVecQ.Space.Valid(lin, pt(128, 4, 1, 2), caps); err == nil {
 					t.Errorf("stage=1 valid for %s, which has no gamma", lin.Key())
 				}
 			}
-			for _, c := range cases {
-				if err := kernels.MatmulVecQ.Space.Valid(c.p, c.c, c.caps); err != nil {
-					t.Fatalf("%s [%s]: %v", c.p.Key(), c.c.Key(), err)
-				}
-				args := make([]*ir.Tensor, len(c.p.Args))
-				for j, a := range c.p.Args {
-					args[j] = kerneltest.Random(rng, a)
-				}
-				kerneltest.CheckWith(t, kernels.MatmulVecQ, c.p, c.c, args, c.caps)
-			}
+			checkStaged(t, rng, kernels.MatmulVecQ, cases)
 		})
+	}
+}
+
+// stagedCase is a point with stage = 1 of a matrix-vector template, checked on caps.
+type stagedCase struct {
+	p    *kernels.Problem
+	c    kernels.Config
+	caps kernels.Caps
+}
+
+// stagedCaps are the device's caps, and the same without subgroup arithmetic (so that
+// stageNorm sums Σx² by its shared-memory tree).
+func stagedCaps(t *testing.T) (caps, tree kernels.Caps) {
+	d := kerneltest.Device(t)
+	caps = kerneltest.CapsOf(&d.Info)
+	tree = caps
+	tree.SubgroupArithmetic = false
+	return caps, tree
+}
+
+// checkStaged checks each case's point against the interpreter on random arguments; a point
+// the space refuses fails the test.
+func checkStaged(t *testing.T, rng *rand.Rand, tmpl *kernels.Template, cases []stagedCase) {
+	t.Helper()
+	for _, c := range cases {
+		if err := tmpl.Space.Valid(c.p, c.c, c.caps); err != nil {
+			t.Fatalf("%s [%s]: %v", c.p.Key(), c.c.Key(), err)
+		}
+		args := make([]*ir.Tensor, len(c.p.Args))
+		for j, a := range c.p.Args {
+			args[j] = kerneltest.Random(rng, a)
+		}
+		kerneltest.CheckWith(t, tmpl, c.p, c.c, args, c.caps)
 	}
 }

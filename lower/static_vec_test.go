@@ -1,9 +1,9 @@
 package lower_test
 
 import (
-	"github.com/vkc-project/vkc/codegen"
 	"testing"
 
+	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/lower"
