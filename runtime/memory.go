@@ -397,6 +397,39 @@ func (d *Device) Download(b *Buffer, off int64, dst []byte) error {
 	return d.transfer(b, off, dst, false)
 }
 
+// Copy copies the first n bytes of src into dst on the device (a host copy where both are
+// host-visible) and waits for it.
+func (d *Device) Copy(dst, src *Buffer, n int64) error {
+	if err := src.checkRange("copy from", 0, int(n)); err != nil {
+		return err
+	}
+	if err := dst.checkRange("copy to", 0, int(n)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if a, b := dst.Bytes(), src.Bytes(); a != nil && b != nil {
+		copy(a[:n], b[:n])
+		return nil
+	}
+	if err := d.alive(); err != nil {
+		return err
+	}
+	d.xferLock.Lock()
+	defer d.xferLock.Unlock()
+	cmd := C.vkc_cmd{kind: 1, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
+		src: handle(unsafe.Pointer(src.blk.buf)), src_off: C.uint64_t(src.off),
+		dst: handle(unsafe.Pointer(dst.blk.buf)), dst_off: C.uint64_t(dst.off)}
+	if err := d.settle(d.xfer); err != nil {
+		return err
+	}
+	if err := d.record(d.xfer.cb, &cmd, 1, nil, nil, nil, 0, 1, false, true); err != nil {
+		return err
+	}
+	return d.submitWait(d.xfer)
+}
+
 func (d *Device) transfer(b *Buffer, off int64, data []byte, up bool) error {
 	if err := d.alive(); err != nil {
 		return err

@@ -619,6 +619,32 @@ func TestStagingUploadDownload(t *testing.T) {
 	}
 }
 
+// TestDeviceCopy: Copy copies a buffer's first bytes into another on the device (a GPU copy
+// without zero-copy, a memory copy with it) and refuses a range past either end.
+func TestDeviceCopy(t *testing.T) {
+	for _, zc := range []bool{false, true} {
+		d := openTest(t, Options{NoZeroCopy: !zc})
+		src, dst := mustBuffer(t, d, 1000), mustBuffer(t, d, 800)
+		data := []byte(strings.Repeat("vkc?", 250))
+		if err := d.Upload(src, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Copy(dst, src, 800); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 800)
+		if err := d.Download(dst, 0, got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(data[:800]) {
+			t.Errorf("zero-copy %v: the copy differs from the source", zc)
+		}
+		if err := d.Copy(dst, src, 1000); err == nil {
+			t.Errorf("zero-copy %v: a copy past the destination's end accepted", zc)
+		}
+	}
+}
+
 func TestPipelineCachePersisted(t *testing.T) {
 	dir := t.TempDir()
 	d := openTest(t, Options{CacheDir: dir})

@@ -500,6 +500,39 @@ type Bench struct {
 	prog    *runtime.Program
 	ownPipe *Pipelines // non-nil when the bench made its own pipelines
 	rows    int        // the run-time length it runs at (0: none)
+	// cold are further copies of the arguments and timing the program that runs the launch
+	// once on each set in turn (coldCopies), nil where one set is enough.
+	cold   [][]*runtime.Buffer
+	timing *runtime.Program
+}
+
+// coldBytes: on a GPU a bench holds copies of its arguments, at least this many bytes in all,
+// and Measure runs the launch on each copy in turn, so that no launch finds its operands in
+// the L2 cache as the previous one left them. In a plan each layer reads weights (and a cache)
+// of its own; a launch timed over one copy reads a matrix that fits the cache (50 MiB on an
+// H100: Llama-3.1-8B's 4096×4096 Q8_0 product is 17 MiB) at the cache's rate, and a search
+// ranks points for the wrong bottleneck. BenchmarkDecodeGEMV holds copies for the same reason
+// (VKC_GEMV_COPIES=1 shows the difference).
+const coldBytes = 128 << 20
+
+// benchCopies is coldCopies (a test sets it to run copies on lavapipe).
+var benchCopies = coldCopies
+
+// coldCopies is the number of argument sets a bench of p holds on a device of type t: one on a
+// CPU device (its caches are megabytes; a run costs milliseconds), else enough for coldBytes, at
+// most 16.
+func coldCopies(p *kernels.Problem, t runtime.DeviceType) int {
+	if t == runtime.CPU {
+		return 1
+	}
+	n := 0
+	for _, a := range p.Args {
+		n += deviceSize(a)
+	}
+	if n <= 0 {
+		return 1
+	}
+	return min(max((coldBytes+n-1)/n, 1), 16)
 }
 
 // NewBench allocates the buffers of p and l on d and records the launch as a program. Pipelines
@@ -634,6 +667,35 @@ func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes 
 	if b.prog, err = d.NewProgram(spec); err != nil {
 		return nil, err
 	}
+	copies := benchCopies(p, d.Info.Type)
+	if copies <= 1 {
+		return b, nil
+	}
+	// The timing program: the launch on the arguments, then on each further copy of them.
+	timing := runtime.ProgramSpec{KeepOrder: true, Dispatches: slices.Clone(spec.Dispatches)}
+	for c := 1; c < copies; c++ {
+		set := make([]*runtime.Buffer, len(b.args))
+		swap := map[*runtime.Buffer]*runtime.Buffer{}
+		for i, t := range p.Args {
+			if set[i], err = alloc(deviceSize(t)); err != nil {
+				return nil, err
+			}
+			swap[b.args[i]] = set[i]
+		}
+		b.cold = append(b.cold, set)
+		for _, disp := range spec.Dispatches {
+			disp.Bindings = slices.Clone(disp.Bindings)
+			for i, bd := range disp.Bindings {
+				if to, ok := swap[bd.Buffer]; ok && !slices.Contains(b.outs, bd.Buffer) {
+					disp.Bindings[i].Buffer = to
+				}
+			}
+			timing.Dispatches = append(timing.Dispatches, disp)
+		}
+	}
+	if b.timing, err = d.NewProgram(timing); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -667,18 +729,42 @@ func (b *Bench) Exec(ctx context.Context, args []*ir.Tensor) error {
 		if err := b.d.Upload(b.args[i], 0, deviceBytes(a)); err != nil {
 			return err
 		}
+		for _, set := range b.cold {
+			if err := b.d.Copy(set[i], b.args[i], int64(deviceSize(p.Args[i]))); err != nil {
+				return err
+			}
+		}
 	}
 	return b.prog.Run(ctx, nil, nil)
 }
 
-// Program is the recorded launch, for Measure.
+// Program is the recorded launch (one run on the arguments Exec uploaded).
 func (b *Bench) Program() *runtime.Program { return b.prog }
+
+// Measure times the launch as runtime.Program.Measure does, on each copy of the arguments in
+// turn where the bench holds copies (coldCopies); the figures are per launch.
+func (b *Bench) Measure(ctx context.Context, o runtime.MeasureOptions) (runtime.Measurement, error) {
+	if b.timing == nil {
+		return b.prog.Measure(ctx, o)
+	}
+	m, err := b.timing.Measure(ctx, o)
+	n := time.Duration(len(b.cold) + 1)
+	for i := range m.Samples {
+		m.Samples[i] /= n
+	}
+	m.Min, m.Max, m.Median, m.P10, m.P90 = m.Min/n, m.Max/n, m.Median/n, m.P10/n, m.P90/n
+	return m, err
+}
 
 // Close frees the program and buffers (and the pipelines when the bench owns them).
 func (b *Bench) Close() {
 	if b.prog != nil {
 		b.prog.Close()
 		b.prog = nil
+	}
+	if b.timing != nil {
+		b.timing.Close()
+		b.timing = nil
 	}
 	for _, buf := range b.free {
 		buf.Free()

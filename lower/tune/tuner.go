@@ -33,7 +33,7 @@ type Candidate struct {
 	Config   kernels.Config
 	Launch   *kernels.Launch
 	// Bench is the launch recorded on the device with the checked inputs in its buffers, after
-	// one checking run; Bench.Program().Measure times it.
+	// one checking run; Bench.Measure times it.
 	Bench *Bench
 	// BestSoFar is the lowest time of the search so far (0: none yet), for cutting losers short.
 	BestSoFar time.Duration
@@ -83,12 +83,12 @@ func (t DeviceTiming) Time(ctx context.Context, c *Candidate) (time.Duration, er
 			return warm, nil
 		}
 	}
-	m, err := prog.Measure(ctx, t.Options)
+	m, err := c.Bench.Measure(ctx, t.Options)
 	if err != nil {
 		return 0, err
 	}
 	if m.Noisy {
-		if m2, err := prog.Measure(ctx, t.Options); err == nil && m2.Spread < m.Spread {
+		if m2, err := c.Bench.Measure(ctx, t.Options); err == nil && m2.Spread < m.Spread {
 			m = m2
 		}
 	}

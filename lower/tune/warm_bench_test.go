@@ -96,7 +96,7 @@ func BenchmarkIdleThenMeasure(b *testing.B) {
 	}
 }
 
-func mustFirst(b *testing.B, p *kernels.Problem, caps kernels.Caps) *kernels.Template {
+func mustFirst(b testing.TB, p *kernels.Problem, caps kernels.Caps) *kernels.Template {
 	ts, err := kernels.For(p, caps)
 	if err != nil {
 		b.Fatal(err)
