@@ -36,7 +36,8 @@ import (
 // the copy rate measured in the same process (roofline.CopyRate: vec4 loads and stores copying
 // 512 MiB, read plus written — the copy vkc bench's peaks measure). Weights do not stay in the L2 cache between products: a measured program
 // holds enough copies of the weight (at least 256 MiB in all) and runs the product once on each
-// with a barrier between two (as the layers of a decode step follow each other); the figure is
+// with a barrier between two (as the layers of a decode step follow each other; VKC_GEMV_COPIES
+// sets the number of copies); the figure is
 // the program's median time over the copies, barriers included. "overlapped" is the same
 // program without the barriers (the products of the copies may run concurrently: the kernel's
 // bandwidth without a barrier's drain and fill).
@@ -112,6 +113,11 @@ func BenchmarkDecodeGEMV(b *testing.B) {
 				if !cpu {
 					wb := p.Args[len(p.Args)-1].Bytes()
 					copies = min(max((256<<20+wb-1)/wb, 1), 32)
+				}
+				// VKC_GEMV_COPIES=1: one copy, the weight's bytes partly or wholly in the L2
+				// cache from one product to the next (as a tuner that times one copy sees them).
+				if n, err := strconv.Atoi(os.Getenv("VKC_GEMV_COPIES")); err == nil && n > 0 {
+					copies = n
 				}
 				g, err := newGEMVBench(d, p, copies)
 				if err != nil {
