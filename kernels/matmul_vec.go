@@ -726,7 +726,8 @@ func vecQStatic(p *Problem, caps Caps) []Config {
 // span 4 took 13.4); two columns an invocation while that leaves
 // vecQMinInvocations invocations, else one; below that the column groups grow (64, 128
 // invocations) as far as K has units for them; a K of fewer units than a subgroup shrinks them.
-// 128 invocations a workgroup.
+// 128 invocations a workgroup. A format of a byte a quant at span 4 takes four columns an
+// invocation or larger column groups instead (vecQByteRows).
 func vecQGPUStatic(p *Problem, caps Caps) []Config {
 	g, err := readGemm(p)
 	if err != nil {
@@ -756,12 +757,25 @@ func vecQGPUStatic(p *Problem, caps Caps) []Config {
 		kp /= 2 // a short K: smaller column groups, more of them a workgroup
 	}
 	rows := 2
-	if g.n/rows*kp < vecQMinInvocations {
-		rows = 1
-	}
-	for g.n*kp < vecQMinInvocations && 2*kp <= wg && units(1) >= 2*kp {
-		kp *= 2
-		span = 1
+	switch {
+	case span == 4:
+		// A byte a quant: four columns an invocation where that leaves vecQMinInvocations
+		// invocations, else two, with column groups of 64 or 128 invocations while the product
+		// has no more than vecQMinInvocations (vecQByteRows).
+		if g.n/4*kp >= vecQMinInvocations {
+			rows = 4
+		}
+		for rows == 2 && g.n/rows*kp <= vecQMinInvocations && 2*kp <= wg && units(4) >= 2*kp {
+			kp *= 2
+		}
+	default:
+		if g.n/rows*kp < vecQMinInvocations {
+			rows = 1
+		}
+		for g.n*kp < vecQMinInvocations && 2*kp <= wg && units(1) >= 2*kp {
+			kp *= 2
+			span = 1
+		}
 	}
 	split := 0
 	if sp := splitOf(f); rows == 2 && span == 2 && g.gammaArg < 0 && sp.groups > 1 && units(4)*sp.groups >= kp &&
@@ -788,6 +802,16 @@ func vecQGPUStatic(p *Problem, caps Caps) []Config {
 // output projection 12.7 against 13.6): the norm's gamma and Σx² beside each load of x.
 const vecQSplitInvocations = 1 << 17
 
+// vecQByteRows: Q8_0's static columns an invocation and column groups (vecQGPUStatic). On
+// the H100 (docs/bench/h100-2026-12-06, session 14, s14call1 and s13call5) at two columns an
+// invocation and groups of 32 the 8B decode plan's gate and up projections
+// (rmsnorm_linear, 14336×4096) took 44.6 µs, at four columns 33.6 (as a linear 31.1 and 29.7):
+// each invocation's loads of x, gamma and its Σx² serve four columns. Where four would leave too
+// few invocations, groups of 64 read faster: the down projection (4096×14336) 30.8 against
+// 37.8 µs, 4096² 11.7 against 13.5 (rmsnorm_linear 15.2 against 16.2), and the K/V projection
+// (1024×4096, rmsnorm_linear) 7.9 against 9.6 µs at span 1, one column an invocation (the
+// former choice); four columns at 4096² took 17.2–19.7 µs.
+
 // vecQMinInvocations is the invocations a GPU static choice of MatmulVecQ wants a product to
 // have: a quarter of what an H100's 132 SMs hold at once (2048 each).
 const vecQMinInvocations = 1 << 16
@@ -798,8 +822,9 @@ const vecQMinInvocations = 1 << 16
 // one and four columns an invocation, span 2, two subgroups a column group, 256 invocations of
 // 8 groups, 64 of 2, one column group of 256 (few long columns), the former default
 // (wg=128, cols=2, span=1, rows=1: the figures of docs/bench/h200-2026-12-05) for reference,
-// and four points with a block's runs over the invocations (split); for rmsnorm_linear first
-// the default and three of those with x·gamma staged (stage = 1).
+// four columns an invocation at span 2, column groups of 128 at span 4, then for rmsnorm_linear
+// the default and three of those with x·gamma staged (stage = 1), and four points with a block's
+// runs over the invocations (split).
 func vecQSuggest(p *Problem, caps Caps) []Config {
 	if caps.CPU {
 		cs := dropUnroll(vecSuggest("span", 1)(p, caps))
@@ -813,10 +838,13 @@ func vecQSuggest(p *Problem, caps Caps) []Config {
 		return Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": split, "stage": 0}
 	}
 	// rmsnorm_linear: the default and the first suggestions with x·gamma staged too (the
-	// space's Where drops them for the other problems).
+	// space's Where drops them for the other problems). On the H100 staged lost at the 8B
+	// shapes (14336×4096 Q8_0: 50.0 against 44.6 µs; s14call1) and won at 1024×4096, so they
+	// follow the unstaged points.
 	staged := withStage([]Config{pt(128, 4, 4, 2, 0), pt(128, 4, 4, 1, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0)})
-	return append(staged, pt(128, 4, 4, 1, 0), pt(128, 4, 4, 4, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0),
-		pt(256, 8, 4, 2, 0), pt(64, 2, 4, 2, 0), pt(256, 1, 4, 1, 0), pt(256, 1, 4, 2, 0), pt(128, 2, 1, 1, 0),
+	out := []Config{pt(128, 4, 4, 1, 0), pt(128, 4, 4, 4, 0), pt(128, 4, 2, 4, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0),
+		pt(128, 1, 4, 2, 0), pt(256, 8, 4, 2, 0), pt(64, 2, 4, 2, 0), pt(256, 1, 4, 1, 0), pt(256, 1, 4, 2, 0), pt(128, 2, 1, 1, 0)}
+	return append(append(out, staged...),
 		// A block's runs over consecutive invocations (split): span 2 and 4 at the default's
 		// groups, and a column group of 64 or 128 invocations at span 2 (the best Q6_K points of
 		// the H100's down projection and 1B shapes). Split at span 1, at one column an invocation

@@ -92,6 +92,14 @@ func TestMatmulVecQGPUStatic(t *testing.T) {
 			if span > 0 && nk[0] >= 2048 && (c["span"] != span || c["split"] != split) {
 				t.Errorf("%s: static [%s], want span %d, split %d", p.Key(), c.Key(), span, split)
 			}
+			// Q8_0 at the 8B shapes (vecQByteRows): four columns an invocation over 14336
+			// columns, two in column groups of 64 over 4096.
+			if d == ir.Q8_0 && nk[1] >= 4096 && nk[0] >= 4096 {
+				rows, kp := map[int]int{14336: 4, 4096: 2}[nk[0]], map[int]int{14336: 32, 4096: 64}[nk[0]]
+				if c["rows"] != rows || c["wg"]/c["cols"] != kp {
+					t.Errorf("%s: static [%s], want %d columns an invocation, column groups of %d", p.Key(), c.Key(), rows, kp)
+				}
+			}
 		}
 	}
 	// rmsnorm_linear does not split (the 8B plan's Q6_K LM head and Q4_K QKV ran slower so).
