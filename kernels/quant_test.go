@@ -47,7 +47,8 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 // and rows, every other span at the default rows and every other rows at the default span at
 // the default workgroup, and lavapipe's static choice (13 points). For the
 // others each span and each rows once (the format's unit code: a kernel of its own per span and
-// rows) at the default workgroup: (span, rows) = (4, 2) the GPU default, (1, 4) and (2, 1). The
+// rows) at the default workgroup: (span, rows) = (4, 2) the GPU default, (1, 4) and (2, 1), and
+// for Q8_0 (4, 4), its GPU static choice over many columns. The
 // reductions are the format-independent vecFrame's. Each point is a pipeline lavapipe compiles,
 // 0.1 to 35 s of CPU (IQ4_XS's (4, 2) the most; its code grows with span × rows).
 func vecQConfigs(d ir.DType) []kernels.Config {
@@ -72,7 +73,11 @@ func vecQConfigs(d ir.DType) []kernels.Config {
 		}
 		return append(append(out, pt(32, 16, 1, 1)), splits...)
 	}
-	return append([]kernels.Config{pt(128, 4, 4, 2), pt(128, 4, 1, 4), pt(128, 4, 2, 1)}, splits...)
+	out := []kernels.Config{pt(128, 4, 4, 2), pt(128, 4, 1, 4), pt(128, 4, 2, 1)}
+	if d == ir.Q8_0 {
+		out = append(out, pt(128, 4, 4, 4)) // the GPU static choice over many columns (vecQByteRows)
+	}
+	return append(out, splits...)
 }
 
 // vecQRowsCase reports whether case i of format d (quantCases) also runs at two columns an
