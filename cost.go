@@ -217,8 +217,10 @@ func (s *estimateSource) close(*Report)                      {}
 // first half of that, what they leave passing on to the candidates' kernels), so whole-program
 // candidates are still checked and timed against each other when tuning alone could use it all.
 type measureSource struct {
-	cfg   measureConfig
-	opts  Options
+	cfg  measureConfig
+	opts Options
+	// span is the part of the budget the measuring may take: Options.Budget less writeReserve.
+	span  time.Duration
 	t     Target
 	model lower.DeviceModel
 	// info is the device's description (runtime.Devices); device opens it on first need, so
@@ -331,8 +333,9 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	if s.start = opts.start; s.start.IsZero() {
 		s.start = time.Now()
 	}
+	s.span = opts.Budget - writeReserve(m, opts)
 	if opts.Budget > 0 {
-		s.guard = &tune.DeviceGuard{Deadline: s.start.Add(opts.Budget)}
+		s.guard = &tune.DeviceGuard{Deadline: s.start.Add(s.span)}
 	}
 	s.tu = &tune.Tuner{
 		Open: s.device, Guard: s.guard, Caps: s.t.Caps, DB: s.db, Compiler: CompilerVersion(),
@@ -360,11 +363,33 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	s.sctx, s.scancel = ctx, func() {}
 	if opts.Budget > 0 {
 		// The budget counts from the start of the compile: parsing the functions, saturating
-		// them and lowering the candidates are inside it (the final lowering is not).
-		s.tctx, s.cancel = context.WithDeadline(ctx, s.start.Add(opts.Budget))
-		s.sctx, s.scancel = context.WithDeadline(ctx, s.start.Add(opts.Budget*3/4))
+		// them and lowering the candidates are inside it; the final lowering is kept from its
+		// end (reserveLowering), and so is writing the plan's weights (writeReserve).
+		s.tctx, s.cancel = context.WithDeadline(ctx, s.start.Add(s.span))
+		s.sctx, s.scancel = context.WithDeadline(ctx, s.start.Add(s.span*3/4))
 	}
 	return s, nil
+}
+
+// planWriteRate is the rate at which writeReserve expects a plan's weights to be written: the
+// H100 machine's compile of the Llama-3.1-8B Q8_0 file (an 8.5 GB plan) took 7.3 s of wall time
+// and 1.8 s of CPU (docs/bench/h100-2026-12-06, s14call1), about 1.5 GB a second; its measured
+// compile at the default 15 s budget took 22 s.
+const planWriteRate = 1 << 30
+
+// writeReserve is the end of a measured compile's budget kept for writing the plan's inline
+// weights after the compile (vkc compile writes them; a plan of external weights writes none),
+// so that the compile's wall time stays near its budget for a large model: the weights' bytes
+// at planWriteRate, at most half the budget.
+func writeReserve(m *ir.Model, opts Options) time.Duration {
+	if opts.Budget <= 0 || opts.Weights == WeightsExternal {
+		return 0
+	}
+	var n int64
+	for _, p := range m.Params {
+		n += int64(p.Type.Bytes())
+	}
+	return min(time.Duration(float64(n)/planWriteRate*float64(time.Second)), opts.Budget/2)
 }
 
 func (s *measureSource) name() string       { return "measured kernel costs" }
@@ -389,9 +414,9 @@ func (s *measureSource) price(ctx context.Context, what string, probs []tune.Ran
 	pctx, cancel := s.tctx, context.CancelFunc(func() {})
 	switch {
 	case s.cfg.selectFns && s.stage == 0 && s.opts.Budget > 0:
-		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.opts.Budget/4))
+		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.span/4))
 	case s.opts.Budget > 0 && s.lowering > 0:
-		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.opts.Budget-s.lowering))
+		pctx, cancel = context.WithDeadline(s.tctx, s.start.Add(s.span-s.lowering))
 	}
 	s.stage++
 	left := s.guard.Stragglers()

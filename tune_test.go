@@ -360,3 +360,23 @@ functions:
 	}
 	compare(t, "y", runFunction(t, roundTrip(t, d, p), p, "f", in)["y"], want["y"])
 }
+
+// TestWriteReserve: a measured compile keeps the end of its budget for writing the plan's inline
+// weights at planWriteRate (at most half the budget), and nothing for a plan of external weights
+// or an unbounded compile.
+func TestWriteReserve(t *testing.T) {
+	m := &ir.Model{Params: []*ir.Decl{{Name: "w", Type: ir.T(ir.F16, 1<<20, 1024)}, {Name: "b", Type: ir.T(ir.F16, 1<<20, 1024)}}} // 4 GiB
+	for _, c := range []struct {
+		opts Options
+		want time.Duration
+	}{
+		{Options{Budget: 15 * time.Second}, 4 * time.Second},
+		{Options{Budget: 6 * time.Second}, 3 * time.Second},
+		{Options{Budget: 15 * time.Second, Weights: WeightsExternal}, 0},
+		{Options{}, 0},
+	} {
+		if got := writeReserve(m, c.opts); got != c.want {
+			t.Errorf("budget %v, weights %v: reserve %v, want %v", c.opts.Budget, c.opts.Weights, got, c.want)
+		}
+	}
+}
