@@ -762,8 +762,8 @@ func vecQGPUStatic(p *Problem, caps Caps) []Config {
 		// A byte a quant: four columns an invocation where that leaves vecQMinInvocations
 		// invocations, else two, with column groups of 64 or 128 invocations while the product
 		// has no more than vecQMinInvocations (vecQByteRows).
-		if g.n/4*kp >= vecQMinInvocations {
-			rows = 4
+		if g.n/vecQByteRows*kp >= vecQMinInvocations {
+			rows = vecQByteRows
 		}
 		for rows == 2 && g.n/rows*kp <= vecQMinInvocations && 2*kp <= wg && units(4) >= 2*kp {
 			kp *= 2
@@ -802,15 +802,17 @@ func vecQGPUStatic(p *Problem, caps Caps) []Config {
 // output projection 12.7 against 13.6): the norm's gamma and Σx² beside each load of x.
 const vecQSplitInvocations = 1 << 17
 
-// vecQByteRows: Q8_0's static columns an invocation and column groups (vecQGPUStatic). On
-// the H100 (docs/bench/h100-2026-12-06, session 14, s14call1 and s13call5) at two columns an
-// invocation and groups of 32 the 8B decode plan's gate and up projections
-// (rmsnorm_linear, 14336×4096) took 44.6 µs, at four columns 33.6 (as a linear 31.1 and 29.7):
+// vecQByteRows is Q8_0's static columns an invocation where the product keeps
+// vecQMinInvocations invocations with them (vecQGPUStatic). On the H100
+// (docs/bench/h100-2026-12-06, session 14, s14call1 and s13call5) at two columns an invocation
+// and groups of 32 the 8B decode plan's gate and up projections (rmsnorm_linear, 14336×4096)
+// took 44.6 µs, at four columns 33.6 (as a linear 31.1 and 29.7):
 // each invocation's loads of x, gamma and its Σx² serve four columns. Where four would leave too
 // few invocations, groups of 64 read faster: the down projection (4096×14336) 30.8 against
 // 37.8 µs, 4096² 11.7 against 13.5 (rmsnorm_linear 15.2 against 16.2), and the K/V projection
 // (1024×4096, rmsnorm_linear) 7.9 against 9.6 µs at span 1, one column an invocation (the
 // former choice); four columns at 4096² took 17.2–19.7 µs.
+const vecQByteRows = 4
 
 // vecQMinInvocations is the invocations a GPU static choice of MatmulVecQ wants a product to
 // have: a quarter of what an H100's 132 SMs hold at once (2048 each).
