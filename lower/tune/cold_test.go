@@ -36,7 +36,7 @@ func TestColdCopies(t *testing.T) {
 
 // TestBenchColdRuns: with three argument sets (forced on any device), a bench's check run still
 // computes the problem's results, every further set holds the bytes of the arguments Exec
-// uploaded, and Measure times the launch (per launch, over the sets).
+// uploaded, and Measure and Sample time the launch (per launch, over the sets).
 func TestBenchColdRuns(t *testing.T) {
 	d := testDevice(t)
 	caps := CapsOf(&d.Info)
@@ -85,5 +85,9 @@ func TestBenchColdRuns(t *testing.T) {
 	}
 	if m.Median <= 0 || m.Min > m.Median || m.Median > m.Max {
 		t.Errorf("measured %+v", m)
+	}
+	s, err := b.Sample(context.Background())
+	if err != nil || d.Info.Caps.Timestamps && s <= 0 {
+		t.Errorf("one run on each set: %v, %v", s, err)
 	}
 }

@@ -756,6 +756,23 @@ func (b *Bench) Measure(ctx context.Context, o runtime.MeasureOptions) (runtime.
 	return m, err
 }
 
+// Sample runs the launch once on each copy of the arguments (once where the bench holds none)
+// and returns the GPU time per launch, 0 where the device cannot say.
+func (b *Bench) Sample(ctx context.Context) (time.Duration, error) {
+	p, n := b.prog, 1
+	if b.timing != nil {
+		p, n = b.timing, len(b.cold)+1
+	}
+	if err := p.Run(ctx, nil, nil); err != nil {
+		return 0, err
+	}
+	t, err := p.LastGPUTime()
+	if err != nil {
+		return 0, nil
+	}
+	return t / time.Duration(n), nil
+}
+
 // Close frees the program and buffers (and the pipelines when the bench owns them).
 func (b *Bench) Close() {
 	if b.prog != nil {

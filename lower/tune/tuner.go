@@ -65,7 +65,6 @@ type TimingStats struct {
 
 // Time implements TimingSource.
 func (t DeviceTiming) Time(ctx context.Context, c *Candidate) (time.Duration, error) {
-	prog := c.Bench.Program()
 	cutoff := t.Cutoff
 	if cutoff == 0 {
 		cutoff = 4
@@ -73,10 +72,11 @@ func (t DeviceTiming) Time(ctx context.Context, c *Candidate) (time.Duration, er
 	if cutoff > 0 && c.BestSoFar > 0 {
 		// The checking run's own time is no guide: a driver may compile the pipeline at its
 		// first dispatch (lavapipe does, taking milliseconds). One more run gives a warm figure.
-		if err := prog.Run(ctx, nil, nil); err != nil {
+		warm, err := c.Bench.Sample(ctx)
+		if err != nil {
 			return 0, err
 		}
-		if warm, err := prog.LastGPUTime(); err == nil && float64(warm) > cutoff*float64(c.BestSoFar) {
+		if float64(warm) > cutoff*float64(c.BestSoFar) {
 			if t.Stats != nil {
 				t.Stats.Cut++
 			}
