@@ -573,7 +573,8 @@ if want serve; then
 fi
 
 # big8b: see the PARTS list. CTX8 (default 4096) is the KV cache's context, PREFILL8 (512) the
-# prefill's capacity; BIG8B_QUANTS ("Q4_K_M Q8_0") the files.
+# prefill's capacity; BIG8B_QUANTS ("Q4_K_M Q8_0") the files; BIG8B_TUNED=15s (unset: none)
+# also compiles each file measured at that budget and compares it with the static plan.
 big8b() {
   local B=$W/bench-8b CTX8=${CTX8:-4096} PREFILL8=${PREFILL8:-512} q g pl
   mkdir -p "$B"
@@ -596,6 +597,17 @@ big8b() {
     tjf "$pl.vkc.json" $V bench "$pl.plan" --pp 512 --tg 128 -r $REPS --json
     $V bench "$pl.plan" --pp 512 --tg 8 -r 1 2>&1 | grep "device memory"
     tjf "$pl.decode.json" $V bench "$pl.plan" -f decode -n 30 --input pos=511 --json
+    if [ -n "${BIG8B_TUNED:-}" ]; then
+      # A measured compile at budget $BIG8B_TUNED (a fresh tuning database: a cold compile)
+      # against the static plan: wall time against the budget, then held-out pairs of decode
+      # (at pos 511) and prefill (512 tokens) by vkc compare.
+      part "big8b $q: measured compile at --budget $BIG8B_TUNED against the static plan (vkc compare, held-out pairs)"
+      rm -f "$pl.tunedb"
+      t "${TV[@]}" $V compile "$pl.yaml" -o "$pl-tuned.plan" --tune --budget "$BIG8B_TUNED" --tune-db "$pl.tunedb" 2>&1 |
+        grep -E "^compiled|^  (tune|select|list|lower) |paired rounds|not checked" | head -30
+      t $V compare "$pl.plan" "$pl-tuned.plan" -f decode --pairs 20 | tail -4
+      t $V compare "$pl.plan" "$pl-tuned.plan" -f prefill --length 512 --pairs 10 | tail -4
+    fi
     part "big8b $q: llama-bench -p 512 -n 128 on the same file"
     tjf "$pl.llamacpp.json" "$LL/llama-bench" -m "$g" -p 512 -n 128 -r $REPS -ngl 99 -fa $FA -o json 2> "$pl.llamacpp.err" || tail -20 "$pl.llamacpp.err"
     grep -m3 -E "ggml_vulkan: [0-9]" "$pl.llamacpp.err"
