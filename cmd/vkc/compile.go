@@ -194,7 +194,12 @@ func compileCmd(model, out, dotFile, dump string, force bool, opts vkc.Options, 
 	}
 	w := &outputs{ctx: ctx, inputs: inputs, force: force}
 	defer w.abort()
-	if err := w.plan(out, p); err != nil {
+	w.progress = func(n, weights uint64) {
+		pr.report(vkc.Progress{Phase: "write", What: fmt.Sprintf("%s written (%s of weights)", byteSize(n), byteSize(weights))})
+	}
+	err = w.plan(out, p)
+	pr.done()
+	if err != nil {
 		return err
 	}
 	if dotFile != "" {
@@ -264,11 +269,14 @@ func (pp *progressPrinter) report(p vkc.Progress) {
 		if len(what) > 60 {
 			what = what[:60] + "…"
 		}
-		count := fmt.Sprintf("%d/%d", p.Done, p.Total)
-		if p.Total == 0 { // tuning: kernels done so far, total unknown
-			count = fmt.Sprintf("%d kernels", p.Done)
+		count := fmt.Sprintf("%d/%d ", p.Done, p.Total)
+		switch {
+		case p.Phase == "write": // the plan's bytes, in What
+			count = ""
+		case p.Total == 0: // tuning: kernels done so far, total unknown
+			count = fmt.Sprintf("%d kernels ", p.Done)
 		}
-		fmt.Fprintf(pp.w, "\r  %s %-62s", count, what)
+		fmt.Fprintf(pp.w, "\r  %s%-62s", count, what)
 		pp.open = true
 	}
 }

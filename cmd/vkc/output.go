@@ -80,7 +80,14 @@ type outputs struct {
 	inputs []string // files the command reads
 	force  bool
 	batch  safefile.Batch
+	// progress, when set, hears how far a large plan's writing has come: bytes written and the
+	// plan's inline weights (most of the file), every progressStep bytes.
+	progress func(written, weights uint64)
 }
+
+// progressStep is how often a plan's writing reports its progress; a plan whose inline weights
+// are smaller reports nothing (it is written in well under a second).
+const progressStep = 256 << 20
 
 func (o *outputs) add(path string, opts safefile.Options, write func(io.Writer) error) error {
 	opts.Inputs = append(opts.Inputs, o.inputs...)
@@ -92,7 +99,32 @@ func (o *outputs) plan(path string, p *plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return o.add(path, p.FileOptions(plan.WriteOptions{}), p.Encode)
+	write := p.Encode
+	if weights := p.Weights.Size; o.progress != nil && p.Weights.Source == nil && weights >= progressStep {
+		write = func(w io.Writer) error {
+			o.progress(0, weights)
+			return p.Encode(&countingWriter{w: w, report: func(n uint64) { o.progress(n, weights) }})
+		}
+	}
+	return o.add(path, p.FileOptions(plan.WriteOptions{}), write)
+}
+
+// countingWriter passes writes on to w and calls report with the bytes written so far each
+// time another progressStep have passed.
+type countingWriter struct {
+	w      io.Writer
+	n      uint64
+	report func(n uint64)
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	before := c.n
+	c.n += uint64(n)
+	if c.n/progressStep != before/progressStep {
+		c.report(c.n)
+	}
+	return n, err
 }
 
 func (o *outputs) dot(path, text string) error {
