@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/gguf"
 	"github.com/vkc-project/vkc/ir/safetensors"
+	"github.com/vkc-project/vkc/plan"
+	"github.com/vkc-project/vkc/runtime"
 )
 
 // TestWeightsStoredOnce: every function of a plan reads one stored copy of each parameter, so a
@@ -96,5 +99,34 @@ func TestWeightsStoredOnce(t *testing.T) {
 				t.Errorf("the plan holds %d bytes of weights for %d in the source (%.3f×): a weight stored more than once", p.Weights.Size, src, ratio)
 			}
 		})
+	}
+}
+
+// TestLoadProgress: Load reports the weight bytes on the device as it uploads a plan read from
+// its file, rising to the region's size.
+func TestLoadProgress(t *testing.T) {
+	d := device(t)
+	p, _ := compileExample(t, parseExample(t, "tinyllama"), Options{Target: targetOf(d)})
+	path := filepath.Join(t.TempDir(), "tinyllama.plan")
+	if err := p.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	q, err := plan.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dones []uint64
+	e, err := d.Load(q, runtime.LoadOptions{PlanPath: path, Progress: func(done, total uint64) {
+		if total != q.Weights.Size {
+			t.Errorf("progress of %d bytes, the weights are %d", total, q.Weights.Size)
+		}
+		dones = append(dones, done)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if len(dones) == 0 || dones[len(dones)-1] != q.Weights.Size || !slices.IsSorted(dones) {
+		t.Errorf("progress %v, want rising to %d", dones, q.Weights.Size)
 	}
 }

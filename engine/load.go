@@ -29,6 +29,9 @@ type Options struct {
 	// Model.Prepare and Model.PrepareGeneration do it later, for some functions only.
 	Prepare         bool
 	PrepareProgress func(done, total int)
+	// LoadProgress, when set, hears how many of the plan's weight bytes are on the device so
+	// far while Load uploads them (runtime.LoadOptions.Progress).
+	LoadProgress func(done, total uint64)
 	// PrefillChunk bounds the prompt tokens one step runs on a plan with slots, where prompts
 	// and the running generations' decode steps take turns (0: DefaultPrefillChunk): a new
 	// prompt delays the others' next tokens by one such chunk at most.
@@ -80,7 +83,7 @@ func Load(path string, opts Options) (*Model, error) {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	exe, err := dev.Load(p, runtime.LoadOptions{AllowForeign: opts.AllowForeign, PlanPath: path})
+	exe, err := dev.Load(p, runtime.LoadOptions{AllowForeign: opts.AllowForeign, PlanPath: path, Progress: opts.LoadProgress})
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)

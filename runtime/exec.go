@@ -39,6 +39,9 @@ type LoadOptions struct {
 	// that hold the same weights (WeightShare): a measured selection's candidates upload them
 	// once. The executable does not free a shared region; the share must outlive it.
 	Weights *WeightShare
+	// Progress, when set, hears how many of the plan's weight bytes are on the device so far,
+	// as Load uploads them (in runs of 16 MiB; once at the end for external weights).
+	Progress func(done, total uint64)
 }
 
 // Executable is a plan loaded on a device. Runs of its functions share the weights, the state
@@ -197,10 +200,19 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			if err := rb.upload(d, 0, w); err != nil {
 				return fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
 			}
+			if opts.Progress != nil {
+				opts.Progress(uint64(len(w)), uint64(len(w)))
+			}
 		} else if err := p.Weights.Spans(16<<20, func(off uint64, b []byte) error {
 			// A plan fresh from the compiler holds its weights in pieces (plan.Weights.Pieces):
 			// they are uploaded from where they are in staging-sized runs, not assembled first.
-			return rb.upload(d, off, b)
+			if err := rb.upload(d, off, b); err != nil {
+				return err
+			}
+			if opts.Progress != nil {
+				opts.Progress(off+uint64(len(b)), p.Weights.Size)
+			}
+			return nil
 		}); err != nil {
 			return fmt.Errorf("load plan of %s: upload weights: %w", p.Model, err)
 		}

@@ -54,7 +54,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one plan file, got %d arguments", len(args))
 				}
-				lo := engine.Options{Device: *device, AllowForeign: *foreign}
+				lo := engine.Options{Device: *device, AllowForeign: *foreign, LoadProgress: weightsProgress(fs.Output())}
 				if *pp != "" || *tg != "" {
 					if *fn != "" || len(inputs) > 0 || *length != 0 {
 						return usagef("--pp and --tg time whole prompts and generations; they take no -f or --input (nor --length)")

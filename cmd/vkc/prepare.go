@@ -39,3 +39,27 @@ func preparePipelines(ctx context.Context, w io.Writer, m *engine.Model, fns []r
 	fmt.Fprintln(w)
 	return nil
 }
+
+// weightsProgress is an engine.Options.LoadProgress that shows a large plan's weights going
+// onto the device (progressStep or more: the 8B plans' 5–9 GiB take seconds): a line on w when
+// the upload starts, and on a terminal a counter that rewrites itself.
+func weightsProgress(w io.Writer) func(done, total uint64) {
+	pp := newProgressPrinter(w)
+	started := false
+	return func(done, total uint64) {
+		if total < progressStep {
+			return
+		}
+		if !started {
+			started = true
+			fmt.Fprintf(w, "weights: uploading %s to the device\n", byteSize(total))
+		}
+		if pp.tty {
+			fmt.Fprintf(w, "\r  %s of %s", byteSize(done), byteSize(total))
+			pp.open = done < total
+			if done >= total {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+}

@@ -58,7 +58,7 @@ func init() {
 				if len(args) != 1 {
 					return usagef("want one plan file or model, got %d arguments", len(args))
 				}
-				lo := engine.Options{Device: *device, AllowForeign: *foreign}
+				lo := engine.Options{Device: *device, AllowForeign: *foreign, LoadProgress: weightsProgress(fs.Output())}
 				set := map[string]bool{}
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 				// A model (not a plan) is compiled, or found in the plan cache, once the

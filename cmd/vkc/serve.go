@@ -138,6 +138,13 @@ func serveCmd(path, addr, alias string, lo engine.Options, cfg server.Config, gr
 			log.Info("preparing pipelines", "done", done, "total", total)
 		}
 	}
+	lastUp := time.Time{}
+	lo.LoadProgress = func(done, total uint64) {
+		if total >= progressStep && (done == total || time.Since(lastUp) > 2*time.Second) {
+			lastUp = time.Now()
+			log.Info("uploading weights", "done", byteSize(done), "total", byteSize(total))
+		}
+	}
 	go func() {
 		m, name, err := loadForServe(ctx, path, lo, slots, prec, planCache, stderr, log)
 		loadedc <- result{m, name, err}
