@@ -35,8 +35,9 @@ func TestColdCopies(t *testing.T) {
 }
 
 // TestBenchColdRuns: with three argument sets (forced on any device), a bench's check run still
-// computes the problem's results, every further set holds the bytes of the arguments Exec
-// uploaded, and Measure and Sample time the launch (per launch, over the sets).
+// computes the problem's results; the first Measure makes the further sets, holding the bytes of
+// the arguments Exec uploaded, and times the launch (per launch, over the sets), as Sample does;
+// a later Exec fills the sets with its arguments too.
 func TestBenchColdRuns(t *testing.T) {
 	d := testDevice(t)
 	caps := CapsOf(&d.Info)
@@ -53,11 +54,9 @@ func TestBenchColdRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if len(b.cold) != 2 || b.timing == nil {
-		t.Fatalf("%d further argument sets (timing program %v), want 2", len(b.cold), b.timing != nil)
-	}
+	ctx := context.Background()
 	args := Inputs(p, rand.New(rand.NewSource(3)))
-	got, err := b.Run(context.Background(), args)
+	got, err := b.Run(ctx, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,25 +67,40 @@ func TestBenchColdRuns(t *testing.T) {
 	if msg := Compare(got[0], want[0], ProblemTolerance(p, 0)); msg != "" {
 		t.Errorf("results: %s", msg)
 	}
-	for c, set := range b.cold {
-		for i, a := range args {
-			back := make([]byte, deviceSize(p.Args[i]))
-			if err := d.Download(set[i], 0, back); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(back, deviceBytes(a)) {
-				t.Errorf("copy %d of argument %d differs from the uploaded argument", c+1, i)
-			}
-		}
+	if b.cold != nil {
+		t.Errorf("a bench that has only checked holds %d further argument sets", len(b.cold))
 	}
-	m, err := b.Measure(context.Background(), runtime.MeasureOptions{Warmup: 1, Reps: 3})
+	m, err := b.Measure(ctx, runtime.MeasureOptions{Warmup: 1, Reps: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Median <= 0 || m.Min > m.Median || m.Median > m.Max {
 		t.Errorf("measured %+v", m)
 	}
-	s, err := b.Sample(context.Background())
+	if len(b.cold) != 2 || b.timing == nil {
+		t.Fatalf("%d further argument sets (timing program %v), want 2", len(b.cold), b.timing != nil)
+	}
+	holds := func(what string, args []*ir.Tensor) {
+		t.Helper()
+		for c, set := range b.cold {
+			for i, a := range args {
+				back := make([]byte, deviceSize(p.Args[i]))
+				if err := d.Download(set[i], 0, back); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(back, deviceBytes(a)) {
+					t.Errorf("%s: copy %d of argument %d differs from the uploaded argument", what, c+1, i)
+				}
+			}
+		}
+	}
+	holds("after Measure", args)
+	again := Inputs(p, rand.New(rand.NewSource(4)))
+	if err := b.Exec(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	holds("after a second Exec", again)
+	s, err := b.Sample(ctx)
 	if err != nil || d.Info.Caps.Timestamps && s <= 0 {
 		t.Errorf("one run on each set: %v, %v", s, err)
 	}

@@ -500,8 +500,11 @@ type Bench struct {
 	prog    *runtime.Program
 	ownPipe *Pipelines // non-nil when the bench made its own pipelines
 	rows    int        // the run-time length it runs at (0: none)
+	// dispatches are the launch's, for the timing program.
+	dispatches []runtime.Dispatch
 	// cold are further copies of the arguments and timing the program that runs the launch
-	// once on each set in turn (coldCopies), nil where one set is enough.
+	// once on each set in turn (coldCopies), made at the first Measure or Sample (a bench that
+	// only checks needs neither); nil where one set is enough.
 	cold   [][]*runtime.Buffer
 	timing *runtime.Program
 }
@@ -667,23 +670,40 @@ func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes 
 	if b.prog, err = d.NewProgram(spec); err != nil {
 		return nil, err
 	}
-	copies := benchCopies(p, d.Info.Type)
+	b.dispatches = spec.Dispatches
+	return b, nil
+}
+
+// timed returns the program Measure and Sample time and the launches it runs: on first use
+// where the bench holds copies (benchCopies), the further argument sets, filled on the device
+// with the arguments as the last Exec left them, and a program that runs the launch on the
+// arguments and then on each set.
+func (b *Bench) timed() (*runtime.Program, int, error) {
+	copies := benchCopies(b.p, b.d.Info.Type)
 	if copies <= 1 {
-		return b, nil
+		return b.prog, 1, nil
 	}
-	// The timing program: the launch on the arguments, then on each further copy of them.
-	timing := runtime.ProgramSpec{KeepOrder: true, Dispatches: slices.Clone(spec.Dispatches)}
+	if b.timing != nil {
+		return b.timing, len(b.cold) + 1, nil
+	}
+	timing := runtime.ProgramSpec{KeepOrder: true, Dispatches: slices.Clone(b.dispatches)}
 	for c := 1; c < copies; c++ {
 		set := make([]*runtime.Buffer, len(b.args))
 		swap := map[*runtime.Buffer]*runtime.Buffer{}
-		for i, t := range p.Args {
-			if set[i], err = alloc(deviceSize(t)); err != nil {
-				return nil, err
+		for i, t := range b.p.Args {
+			n := deviceSize(t)
+			buf, err := b.d.NewBuffer(int64(max(n, 16)))
+			if err != nil {
+				return nil, 0, err
 			}
-			swap[b.args[i]] = set[i]
+			b.free = append(b.free, buf)
+			if err := b.d.Copy(buf, b.args[i], int64(n)); err != nil {
+				return nil, 0, err
+			}
+			set[i], swap[b.args[i]] = buf, buf
 		}
 		b.cold = append(b.cold, set)
-		for _, disp := range spec.Dispatches {
+		for _, disp := range b.dispatches {
 			disp.Bindings = slices.Clone(disp.Bindings)
 			for i, bd := range disp.Bindings {
 				if to, ok := swap[bd.Buffer]; ok && !slices.Contains(b.outs, bd.Buffer) {
@@ -693,10 +713,11 @@ func NewBenchAt(d *runtime.Device, p *kernels.Problem, l *kernels.Launch, pipes 
 			timing.Dispatches = append(timing.Dispatches, disp)
 		}
 	}
-	if b.timing, err = d.NewProgram(timing); err != nil {
-		return nil, err
+	var err error
+	if b.timing, err = b.d.NewProgram(timing); err != nil {
+		return nil, 0, err
 	}
-	return b, nil
+	return b.timing, len(b.cold) + 1, nil
 }
 
 // Run uploads args, runs the launch once and returns the results.
@@ -729,7 +750,7 @@ func (b *Bench) Exec(ctx context.Context, args []*ir.Tensor) error {
 		if err := b.d.Upload(b.args[i], 0, deviceBytes(a)); err != nil {
 			return err
 		}
-		for _, set := range b.cold {
+		for _, set := range b.cold { // made by an earlier Measure: they follow the arguments
 			if err := b.d.Copy(set[i], b.args[i], int64(deviceSize(p.Args[i]))); err != nil {
 				return err
 			}
@@ -744,11 +765,12 @@ func (b *Bench) Program() *runtime.Program { return b.prog }
 // Measure times the launch as runtime.Program.Measure does, on each copy of the arguments in
 // turn where the bench holds copies (coldCopies); the figures are per launch.
 func (b *Bench) Measure(ctx context.Context, o runtime.MeasureOptions) (runtime.Measurement, error) {
-	if b.timing == nil {
-		return b.prog.Measure(ctx, o)
+	prog, launches, err := b.timed()
+	if err != nil {
+		return runtime.Measurement{}, err
 	}
-	m, err := b.timing.Measure(ctx, o)
-	n := time.Duration(len(b.cold) + 1)
+	m, err := prog.Measure(ctx, o)
+	n := time.Duration(launches)
 	for i := range m.Samples {
 		m.Samples[i] /= n
 	}
@@ -759,9 +781,9 @@ func (b *Bench) Measure(ctx context.Context, o runtime.MeasureOptions) (runtime.
 // Sample runs the launch once on each copy of the arguments (once where the bench holds none)
 // and returns the GPU time per launch, 0 where the device cannot say.
 func (b *Bench) Sample(ctx context.Context) (time.Duration, error) {
-	p, n := b.prog, 1
-	if b.timing != nil {
-		p, n = b.timing, len(b.cold)+1
+	p, n, err := b.timed()
+	if err != nil {
+		return 0, err
 	}
 	if err := p.Run(ctx, nil, nil); err != nil {
 		return 0, err
