@@ -109,6 +109,12 @@ func parseExample(t *testing.T, name string) *ir.Model {
 // user of the CLI or the API would.
 func roundTrip(t *testing.T, d *runtime.Device, p *plan.Plan) *runtime.Executable {
 	t.Helper()
+	return roundTripWith(t, d, p, runtime.LoadOptions{})
+}
+
+// roundTripWith is roundTrip with load options (their PlanPath is the file's).
+func roundTripWith(t *testing.T, d *runtime.Device, p *plan.Plan, o runtime.LoadOptions) *runtime.Executable {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), p.Model+".plan")
 	if err := p.WriteFile(path); err != nil {
 		t.Fatal(err)
@@ -117,7 +123,8 @@ func roundTrip(t *testing.T, d *runtime.Device, p *plan.Plan) *runtime.Executabl
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := d.Load(q, runtime.LoadOptions{PlanPath: path})
+	o.PlanPath = path
+	exe, err := d.Load(q, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/gguf"
 	"github.com/vkc-project/vkc/ir/safetensors"
-	"github.com/vkc-project/vkc/plan"
 	"github.com/vkc-project/vkc/runtime"
 )
 
@@ -107,26 +106,14 @@ func TestWeightsStoredOnce(t *testing.T) {
 func TestLoadProgress(t *testing.T) {
 	d := device(t)
 	p, _ := compileExample(t, parseExample(t, "tinyllama"), Options{Target: targetOf(d)})
-	path := filepath.Join(t.TempDir(), "tinyllama.plan")
-	if err := p.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	q, err := plan.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var dones []uint64
-	e, err := d.Load(q, runtime.LoadOptions{PlanPath: path, Progress: func(done, total uint64) {
-		if total != q.Weights.Size {
-			t.Errorf("progress of %d bytes, the weights are %d", total, q.Weights.Size)
+	roundTripWith(t, d, p, runtime.LoadOptions{Progress: func(done, total uint64) {
+		if total != p.Weights.Size {
+			t.Errorf("progress of %d bytes, the weights are %d", total, p.Weights.Size)
 		}
 		dones = append(dones, done)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if len(dones) == 0 || dones[len(dones)-1] != q.Weights.Size || !slices.IsSorted(dones) {
-		t.Errorf("progress %v, want rising to %d", dones, q.Weights.Size)
+	if len(dones) == 0 || dones[len(dones)-1] != p.Weights.Size || !slices.IsSorted(dones) {
+		t.Errorf("progress %v, want rising to %d", dones, p.Weights.Size)
 	}
 }

@@ -45,14 +45,7 @@ func TestBenchColdRuns(t *testing.T) {
 	defer func() { benchCopies = coldCopies }()
 	p := &kernels.Problem{Op: ir.RMSNormLinear, Attrs: ir.Attrs{"eps": 1e-5},
 		Args: []ir.Type{ir.T(ir.F32, 2, 256), ir.T(ir.F32, 256), ir.T(ir.Q8_0, 48, 256)}, Outs: []ir.Type{ir.T(ir.F32, 2, 48)}, NumOpArgs: 3}
-	l, _, err := kernels.Build(mustFirst(t, p, caps), p, caps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewBench(d, p, l, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := firstBench(t, d, p, caps)
 	defer b.Close()
 	ctx := context.Background()
 	args := Inputs(p, rand.New(rand.NewSource(3)))

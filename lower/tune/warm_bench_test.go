@@ -34,14 +34,7 @@ func BenchmarkIdleThenMeasure(b *testing.B) {
 	}
 	for name, p := range problems {
 		b.Run(name, func(b *testing.B) {
-			l, _, err := kernels.Build(mustFirst(b, p, caps), p, caps)
-			if err != nil {
-				b.Fatal(err)
-			}
-			bench, err := NewBench(d, p, l, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			bench := firstBench(b, d, p, caps)
 			defer bench.Close()
 			args := Inputs(p, rand.New(rand.NewSource(1)))
 			if _, err := bench.Run(context.Background(), args); err != nil {
@@ -96,10 +89,20 @@ func BenchmarkIdleThenMeasure(b *testing.B) {
 	}
 }
 
-func mustFirst(b testing.TB, p *kernels.Problem, caps kernels.Caps) *kernels.Template {
+// firstBench is a bench of p's first template at its static point on d.
+func firstBench(tb testing.TB, d *runtime.Device, p *kernels.Problem, caps kernels.Caps) *Bench {
+	tb.Helper()
 	ts, err := kernels.For(p, caps)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	return ts[0]
+	l, _, err := kernels.Build(ts[0], p, caps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bench, err := NewBench(d, p, l, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bench
 }
