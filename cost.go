@@ -316,7 +316,7 @@ func newMeasureSource(ctx context.Context, m *ir.Model, fns []*ir.Function, cfg 
 	if cfg.selectFns {
 		unfit := tune.ReferenceFits(m)
 		if unfit != nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("no candidate graph is checked or timed: %v; each function keeps its static extraction, as --no-tune does (its kernels are still tuned)", unfit))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("no candidate graph is checked against the interpreter: %v; they are checked against their function's static extraction run on the device instead", unfit))
 		}
 		var need []*ir.Function
 		for _, f := range fns {
@@ -556,7 +556,8 @@ func (s *measureSource) recordSmall(f *ir.Function, keys []string) {
 //
 // A function whose reference would take longer than the budget (tune.ReferenceTime: the 8B's
 // prefill about 230 s) gets none: it could not be ready in time, and would take the cores from
-// the tuning. The evaluations stop when ctx ends (the compile's measuring).
+// the tuning. Its candidates are checked against its static extraction run on the device
+// (tune.SelectFunction). The evaluations stop when ctx ends (the compile's measuring).
 func startReferences(ctx context.Context, m *ir.Model, fns []*ir.Function, unfit error, budget time.Duration, rep *Report) map[*ir.Function]*tune.Reference {
 	refs := map[*ir.Function]*tune.Reference{}
 	byKey := map[string]*tune.Reference{}
@@ -587,7 +588,7 @@ func startReferences(ctx context.Context, m *ir.Model, fns []*ir.Function, unfit
 		}
 	}
 	if len(slow) > 0 && rep != nil {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("not checked or timed as candidate graphs, each keeping its static extraction: %s, whose references in the interpreter would take longer than the budget (%v; --budget sets it)",
+		rep.Notes = append(rep.Notes, fmt.Sprintf("candidate graphs checked against their static extraction run on the device, not the interpreter: %s, whose references in the interpreter would take longer than the budget (%v; --budget sets it)",
 			strings.Join(slow, ", "), budget))
 	}
 	return refs

@@ -130,6 +130,7 @@ type SelectOptions struct {
 	// (lowering, loading, the run and the comparison), perKernel of what a check that compiled
 	// kernels took beyond runs' mean, per kernel; all shared by the functions of one selection.
 	outer     context.Context
+	tolScale  float64 // the tolerance's factor (0: 1); 2 against a device reference
 	checks    *meanTime
 	runs      *meanTime
 	perKernel *meanTime
@@ -199,15 +200,16 @@ type Reference struct {
 	want   map[string]*ir.Tensor
 	err    error
 	// unavailable, when set, says why no reference is evaluated (NoReference): the selection
-	// keeps the static extraction unchecked instead of failing.
+	// checks the candidates against the static extraction run on the device instead.
 	unavailable string
 	// started, began and ended time it for the selection's trace: started, its evaluation
 	// began (after the references before it: one runs at a time), it ended.
 	started, began, ended time.Time
 }
 
-// NoReference is a reference that is not evaluated, for why: a selection that finds it keeps
-// its function's static extraction unchecked, as the static path takes it.
+// NoReference is a reference that is not evaluated, for why: a selection that finds it checks
+// the candidates against its function's static extraction run on the device (without a device,
+// the static extraction stands unchecked, as the static path takes it).
 func NoReference(why string) *Reference {
 	r := &Reference{done: make(chan struct{}), unavailable: why}
 	close(r.done)
@@ -345,6 +347,9 @@ type Selection struct {
 	Recorded bool
 	// Why says how the winner was decided when not by its measured time alone.
 	Why string
+	// Against says what the candidates were checked against when not the interpreter's
+	// reference ("": the interpreter).
+	Against string
 
 	asked    int  // rounds asked for
 	deadline bool // the context's deadline ended the measuring
@@ -563,13 +568,32 @@ func (s *selecting) record(ctx context.Context) {
 func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	opts, sel, cands, ref := s.opts, s.sel, s.cands, s.ref
 	outer := cmp.Or(opts.outer, ctx)
+	var err error
 	r := opts.References[ref]
 	if r == nil || r.seed != opts.Seed && r.unavailable == "" {
 		r = StartReference(s.m, ref, opts.Seed, nil)
 	}
-	if r.unavailable != "" && s.static {
-		s.sel, s.done = uncheckedStatic(sel, cands, r.unavailable, "no reference to check it against"), true
-		return nil
+	// Without the interpreter's reference (the model's weights in float64 would not fit the
+	// host, or its evaluation would outlast the budget), the candidates are checked against the
+	// static extraction run on the device: what the static path would run, built of kernels the
+	// tuner checked one by one against the interpreter. A candidate that disagrees with it is
+	// rejected; without a device, the static extraction stands unchecked.
+	onDevice := -1
+	if r.unavailable != "" && !s.static {
+		return fmt.Errorf("select %s: no reference to check the candidates against (%s), and no static extraction among them", ref.Name, r.unavailable)
+	}
+	if r.unavailable != "" {
+		if s.d == nil && opts.Open == nil {
+			s.sel, s.done = uncheckedStatic(sel, cands, r.unavailable, "no reference to check it against"), true
+			return nil
+		}
+		onDevice = slices.IndexFunc(cands, func(c SelectCandidate) bool { return c.Static })
+		sel.Against = fmt.Sprintf("the static extraction (candidate %d) run on the device, within twice the tolerance (no interpreter's reference: %s)", onDevice, r.unavailable)
+		if r, err = deviceReference(ref, opts.Seed); err != nil {
+			return fmt.Errorf("select %s: %w", ref.Name, err)
+		}
+		// Both sides carry the device's rounding, each within the tolerance of the exact result.
+		opts.tolScale = 2
 	}
 	waited := time.Now()
 	select {
@@ -591,6 +615,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("select %s: reference: %w", ref.Name, err)
 	}
+	// want: nil until the static extraction has run (onDevice).
 	if s.d == nil {
 		if opts.Open == nil {
 			return fmt.Errorf("select %s: no device", ref.Name)
@@ -658,6 +683,8 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 			r.Reason = notChecked + ": the time left is kept for timing the candidates checked"
 		case opts.Guard.Abandoned():
 			r.Reason = notChecked + ": the budget ran out while the device compiled another candidate's kernels"
+		case want == nil && i != onDevice:
+			r.Reason = notChecked + ": its reference, the static extraction, did not run on the device"
 		case static && (outer.Err() != nil || wouldOverrun(outer, opts.checks.mean())):
 			// A check (lowering, the driver compiling the pipelines not made yet, a run) is
 			// not started past the budget: with none valid yet, the static extraction stands
@@ -672,9 +699,10 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 				exe           *runtime.Executable
 				weights       uint64
 				cprog, reason string
+				got           map[string]*ir.Tensor
 			)
 			finished := opts.Guard.Run(func() {
-				exe, weights, cprog, reason = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, s.lowerFn, opts,
+				exe, weights, cprog, reason, got = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, s.lowerFn, opts,
 					func(key string, p *plan.Plan) string {
 						if j, ok := programs[key]; ok {
 							return fmt.Sprintf("%s%d (not run again)", SameProgram, j)
@@ -724,6 +752,9 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 			s.exes[i], r.Weights, prog, r.Reason = exe, weights, cprog, reason
 			if r.Reason == "" {
 				programs[prog] = i
+				if i == onDevice {
+					want = got // the reference of the others
+				}
 			}
 			if !strings.HasPrefix(r.Reason, SameProgram) && !strings.HasPrefix(r.Reason, notChecked) {
 				opts.addCheck(time.Since(t0), fresh)
@@ -738,8 +769,11 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 		results[i] = r
 		return false
 	}
+	if onDevice >= 0 {
+		s.checkOne(onDevice, false)
+	}
 	for i := range cands {
-		if s.checkOne(i, true) {
+		if i != onDevice && s.checkOne(i, true) {
 			s.waiting = append(s.waiting, i)
 		}
 	}
@@ -1226,9 +1260,9 @@ const SameProgram = "the same program as candidate "
 // for the program.
 func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn *ir.Function, want map[string]*ir.Tensor,
 	ins map[string][]byte, lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions,
-	admit func(key string, p *plan.Plan) string) (*runtime.Executable, uint64, string, string) {
+	admit func(key string, p *plan.Plan) string) (*runtime.Executable, uint64, string, string, map[string]*ir.Tensor) {
 	if len(fn.Outputs) != len(ref.Outputs) {
-		return nil, 0, "", fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs))
+		return nil, 0, "", fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs)), nil
 	}
 	// The trace says where a check's time goes (on the H100 a check of SmolLM2's prefill took
 	// 0.15-0.5 s with its pipelines made beforehand).
@@ -1245,25 +1279,25 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 	}()
 	p, err := lowerFn([]*ir.Function{fn})
 	if err != nil {
-		return nil, 0, "", "lower: " + err.Error()
+		return nil, 0, "", "lower: " + err.Error(), nil
 	}
 	weights := p.Weights.Size
 	prog := programKey(p)
 	phase("lowered")
 	if why := admit(prog, p); why != "" {
-		return nil, weights, prog, why
+		return nil, weights, prog, why, nil
 	}
 	exe, err := d.Load(p, opts.Load)
 	if err != nil {
-		return nil, weights, prog, "load: " + err.Error()
+		return nil, weights, prog, "load: " + err.Error(), nil
 	}
 	phase("loaded")
 	if opts.Load.Weights != nil {
 		phases[len(phases)-1] += fmt.Sprintf(" (%d weight regions shared)", opts.Load.Weights.Regions())
 	}
-	bad := func(msg string) (*runtime.Executable, uint64, string, string) {
+	bad := func(msg string) (*runtime.Executable, uint64, string, string, map[string]*ir.Tensor) {
 		exe.Close()
-		return nil, weights, prog, msg
+		return nil, weights, prog, msg, nil
 	}
 	if err := exe.ResetState(); err != nil {
 		return bad("reset state: " + err.Error())
@@ -1273,6 +1307,25 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 		return bad("run: " + err.Error())
 	}
 	phase("ran")
+	if want == nil {
+		// The reference itself (the static extraction on the device): its outputs, by the
+		// function's output names, typed at the length checked.
+		at := ref
+		if n := CheckAt(ref); n > 0 {
+			if at, err = ref.At(n); err != nil {
+				return bad(err.Error())
+			}
+		}
+		outs := map[string]*ir.Tensor{}
+		for k, o := range at.Outputs {
+			b, t := got[fn.Outputs[k].Name], o.Value.Type()
+			if len(b) != deviceSize(t) {
+				return bad(fmt.Sprintf("output %s: %d bytes, want %d", fn.Outputs[k].Name, len(b), deviceSize(t)))
+			}
+			outs[o.Name] = hostTensor(t, b)
+		}
+		return exe, weights, prog, "", outs
+	}
 	defer phase("compared")
 	for k, o := range ref.Outputs {
 		name := fn.Outputs[k].Name
@@ -1287,11 +1340,11 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 		if len(b) != deviceSize(w.Type) {
 			return bad(fmt.Sprintf("output %s: %d bytes, want %d", name, len(b), deviceSize(w.Type)))
 		}
-		tol := max(opts.Tolerance, FunctionTolerance(w.Type.DType))
+		tol := opts.tolerance(w.Type.DType)
 		if scores, kk := topkScores(ref, k, want); scores != nil {
 			// As for an argmax: indices of the k largest whose reference scores are, rank by
 			// rank, within tolerance of the reference's k largest.
-			if msg := CompareTopK(hostTensor(w.Type, b), scores, kk, max(opts.Tolerance, FunctionTolerance(scores.Type.DType))); msg != "" {
+			if msg := CompareTopK(hostTensor(w.Type, b), scores, kk, opts.tolerance(scores.Type.DType)); msg != "" {
 				return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
 			}
 			continue
@@ -1300,7 +1353,7 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 			// An argmax over outputs that agree within tolerance may pick another index where
 			// two scores are that close (f16 logits of a random model often are): the index is
 			// right when its reference score is within tolerance of the row's best.
-			if msg := CompareArgmax(hostTensor(w.Type, b), scores, max(opts.Tolerance, FunctionTolerance(scores.Type.DType))); msg != "" {
+			if msg := CompareArgmax(hostTensor(w.Type, b), scores, opts.tolerance(scores.Type.DType)); msg != "" {
 				return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
 			}
 			continue
@@ -1309,7 +1362,29 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 			return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
 		}
 	}
-	return exe, weights, prog, ""
+	return exe, weights, prog, "", nil
+}
+
+// tolerance is the error allowed in an output of dtype d: the larger of Tolerance and
+// FunctionTolerance(d), times tolScale when the reference is another device run.
+func (o SelectOptions) tolerance(d ir.DType) float64 {
+	return max(o.Tolerance, FunctionTolerance(d)) * cmp.Or(o.tolScale, 1)
+}
+
+// deviceReference is the reference of a selection that checks against a candidate run on the
+// device: ref's random inputs at its check length, as StartReference draws them with seed, and
+// no outputs yet.
+func deviceReference(ref *ir.Function, seed int64) (*Reference, error) {
+	at := ref
+	if n := CheckAt(ref); n > 0 {
+		var err error
+		if at, err = ref.At(n); err != nil {
+			return nil, err
+		}
+	}
+	r := &Reference{seed: seed, done: make(chan struct{}), inputs: FunctionInputs(at, rand.New(rand.NewSource(seed)))}
+	close(r.done)
+	return r, nil
 }
 
 // programKey identifies what a candidate's plan runs: every dispatch's module (its SPIR-V and
@@ -1576,6 +1651,9 @@ func (s *Selection) String() string {
 	fmt.Fprintf(&b, "function %s: %d candidates, %d paired rounds%s%s\n", s.Function, len(s.Results), s.Rounds, at, from)
 	if s.Why != "" {
 		fmt.Fprintf(&b, "   %s\n", s.Why)
+	}
+	if s.Against != "" {
+		fmt.Fprintf(&b, "   checked against %s\n", s.Against)
 	}
 	for i, r := range s.Results {
 		mark := " "

@@ -134,6 +134,58 @@ func TestSelectFunctionMeasuredWinner(t *testing.T) {
 	}
 }
 
+// Without the interpreter's reference (NoReference: the model would not fit the host in float64,
+// or its evaluation would outlast the budget), the candidates are checked against the static
+// extraction run on the device: the wrong version is rejected as against the interpreter, the
+// valid one is timed against the static one and wins, and the selection says what it was
+// checked against. Without a static candidate there is nothing to check against on the device.
+func TestSelectFunctionDeviceReference(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	ctx := context.Background()
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
+	ref := m.Function("forward")
+	cands := []SelectCandidate{
+		{Fn: m.Function("forward_wrong"), Label: "wrong", Estimated: 5 * time.Microsecond},
+		{Fn: m.Function("forward_alt"), Label: "matmul+add", Estimated: 20 * time.Microsecond},
+		{Fn: ref, Label: "as written", Estimated: 10 * time.Microsecond, Static: true},
+	}
+	clock := &planClock{times: map[int]time.Duration{0: time.Microsecond, 1: 200 * time.Microsecond, 2: 300 * time.Microsecond}}
+	refs := map[*ir.Function]*Reference{ref: NoReference("test: no interpreter")}
+	sel, err := SelectFunction(ctx, d, m, ref, cands, lowerFn, SelectOptions{Rounds: 4, Timer: clock, References: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + sel.String())
+	if r := sel.Results[0]; r.Valid || !strings.Contains(r.Reason, "wrong output y") {
+		t.Errorf("the wrong candidate: valid=%v reason %q", r.Valid, r.Reason)
+	}
+	if !sel.Results[1].Valid || !sel.Results[2].Valid {
+		t.Fatalf("valid candidates rejected: %q, %q", sel.Results[1].Reason, sel.Results[2].Reason)
+	}
+	if sel.Winner != 1 || sel.Rounds != 4 || slices.Contains(clock.calls, 0) {
+		t.Errorf("winner %d after %d rounds, timed %v; want 1 after 4, the wrong one never timed", sel.Winner, sel.Rounds, clock.calls)
+	}
+	if !strings.Contains(sel.String(), "checked against the static extraction (candidate 2) run on the device") || !strings.Contains(sel.String(), "test: no interpreter") {
+		t.Errorf("the selection does not say what it was checked against:\n%s", sel)
+	}
+
+	// A candidate within twice the tolerance of the device's static result passes, one beyond
+	// it does not: the tolerance is the one the comparison uses.
+	o := SelectOptions{Tolerance: 1e-3, tolScale: 2}
+	if got := o.tolerance(ir.F32); got != 2e-3 {
+		t.Errorf("tolerance against the device: %g, want 2e-3", got)
+	}
+	if got := (SelectOptions{Tolerance: 1e-3}).tolerance(ir.F16); got != FunctionTolerance(ir.F16) {
+		t.Errorf("tolerance against the interpreter (f16): %g, want %g", got, FunctionTolerance(ir.F16))
+	}
+
+	// No static candidate: no device reference; the interpreter's absence is an error.
+	_, err = SelectFunction(ctx, d, m, ref, cands[:2], lowerFn, SelectOptions{Rounds: 1, Timer: clock, References: refs})
+	if err == nil || !strings.Contains(err.Error(), "no static extraction") {
+		t.Errorf("a selection without a reference or a static candidate: err %v", err)
+	}
+}
+
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
