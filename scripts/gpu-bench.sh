@@ -603,8 +603,9 @@ big8b() {
       # (at pos 511) and prefill (512 tokens) by vkc compare.
       part "big8b $q: measured compile at --budget $BIG8B_TUNED against the static plan (vkc compare, held-out pairs)"
       rm -f "$pl.tunedb"
-      t "${TV[@]}" $V compile "$pl.yaml" -o "$pl-tuned.plan" --tune --budget "$BIG8B_TUNED" --tune-db "$pl.tunedb" 2>&1 |
-        grep -E "^compiled|^  (tune|select|list|lower) |paired rounds|not checked" | head -30
+      # The whole report (and VKC_TUNE_TRACE's lines when it is set) stays in $pl-tuned.txt.
+      t "${TV[@]}" $V compile "$pl.yaml" -o "$pl-tuned.plan" --tune --budget "$BIG8B_TUNED" --tune-db "$pl.tunedb" > "$pl-tuned.txt" 2>&1
+      grep -E "^compiled|^  (tune|select|list|lower) |paired rounds|checked against|not checked|^\[(wall|peak)" "$pl-tuned.txt" | head -40
       t $V compare "$pl.plan" "$pl-tuned.plan" -f decode --pairs 20 | tail -4
       t $V compare "$pl.plan" "$pl-tuned.plan" -f prefill --length 512 --pairs 10 | tail -4
     fi
