@@ -845,9 +845,7 @@ func vecQSuggest(p *Problem, caps Caps) []Config {
 	// follow the unstaged points.
 	staged := withStage([]Config{pt(128, 4, 4, 2, 0), pt(128, 4, 4, 1, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0)})
 	out := []Config{pt(128, 4, 4, 1, 0), pt(128, 4, 4, 4, 0), pt(128, 4, 2, 4, 0), pt(128, 4, 2, 2, 0), pt(128, 2, 4, 2, 0),
-		pt(128, 1, 4, 2, 0), pt(256, 8, 4, 2, 0), pt(64, 2, 4, 2, 0), pt(256, 1, 4, 1, 0), pt(256, 1, 4, 2, 0), pt(128, 2, 1, 1, 0),
-		// Eight columns an invocation: eight weight streams in flight, each x load serving eight.
-		pt(128, 4, 2, 8, 0), pt(128, 2, 4, 8, 0)}
+		pt(128, 1, 4, 2, 0), pt(256, 8, 4, 2, 0), pt(64, 2, 4, 2, 0), pt(256, 1, 4, 1, 0), pt(256, 1, 4, 2, 0), pt(128, 2, 1, 1, 0)}
 	return append(append(out, staged...),
 		// A block's runs over consecutive invocations (split): span 2 and 4 at the default's
 		// groups, and a column group of 64 or 128 invocations at span 2 (the best Q6_K points of

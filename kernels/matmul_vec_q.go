@@ -80,7 +80,7 @@ var MatmulVecQ = &Template{
 		Ints("wg", 128, 64, 256, 32),
 		Ints("cols", 4, 1, 2, 8, 16),
 		Ints("span", 4, 2, 1),
-		Ints("rows", 2, 1, 4, 8),
+		Ints("rows", 2, 1, 4),
 		Ints("split", 0, 1),
 		Ints("stage", 0, 1),
 	).Where(vecQFits).Suggest(vecQSuggest),

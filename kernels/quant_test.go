@@ -78,9 +78,6 @@ func vecQConfigs(d ir.DType) []kernels.Config {
 	if d == ir.Q8_0 {
 		out = append(out, pt(128, 4, 4, 4)) // the GPU static choice over many columns (vecQByteRows)
 	}
-	if d == ir.Q8_0 || d == ir.Q6_K {
-		out = append(out, pt(128, 4, 2, 8)) // eight columns an invocation: a GPU suggestion
-	}
 	return append(out, splits...)
 }
 
