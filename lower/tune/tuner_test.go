@@ -737,3 +737,42 @@ func TestPipelinesPrefetchKernels(t *testing.T) {
 		t.Errorf("loading the plan created %d more pipelines", n-fresh)
 	}
 }
+
+// A search whose problem's reference the interpreter would not finish before the deadline is not
+// started: the problem keeps its static choice at once, and the trace and the summary say why.
+// (On the H100 the 8B's LM head's reference took 19 s of device time at the end of the tuning
+// phase, and the first candidate graph waited for it.) A small problem under the same deadline
+// is searched.
+func TestTunerSkipsReferencePastDeadline(t *testing.T) {
+	d := testDevice(t)
+	var trace strings.Builder
+	tu := &Tuner{Device: d, Compiler: "vkc test", Timing: &fakeClock{timeOf: bowl}, Exhaustive: 2, Budget: 2, Trace: &trace}
+	defer tu.Close()
+	estimate := func(l *kernels.Launch) time.Duration { return lower.Estimate(l, lower.Lavapipe) }
+	tu.Static = CheapestOf(CapsOf(&d.Info), kernels.For, estimate)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	// Llama-3.1-8B's LM head at the check length: 525M weight elements to convert, 39 GFLOP.
+	head := opProblem(t, ir.Linear, nil, ir.T(ir.F32, 37, 4096), ir.T(ir.Q8_0, 128256, 4096))
+	if est := (&checkData{p: head}).referenceTime(); est < 3*time.Second {
+		t.Fatalf("the LM head's reference estimated at %v: the test needs more than its deadline", est)
+	}
+	t0 := time.Now()
+	c, err := tu.Best(ctx, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Static || tu.Stats().Unreferenced == 0 {
+		t.Errorf("the LM head: static=%v, stats %+v; want the static choice, its search not started", c.Static, tu.Stats())
+	}
+	if dt := time.Since(t0); dt > time.Second {
+		t.Errorf("the LM head's choice took %v: its reference was evaluated", dt)
+	}
+	if !strings.Contains(trace.String(), "its reference would take about") || !strings.Contains(tu.Summary(), "not started") {
+		t.Errorf("trace %q, summary %q: neither says why", trace.String(), tu.Summary())
+	}
+	small := opProblem(t, ir.Linear, nil, ir.T(ir.F32, 2, 64), ir.T(ir.Q8_0, 16, 64))
+	if c, err := tu.Best(ctx, small); err != nil || c.Static {
+		t.Errorf("a small problem under the same deadline: static=%v, err %v; want it measured", c != nil && c.Static, err)
+	}
+}
