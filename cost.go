@@ -627,7 +627,11 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(), CompileCost: s.tu.CompileCost, Prefetch: s.prefetch(), Guard: s.guard,
 			Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
 			Tolerance: s.functionTolerance()})
+	t0 := time.Now()
 	s.tu.StopPrefetch() // the candidates' kernels not made by now are not needed
+	if s.opts.TuneTrace != nil {
+		fmt.Fprintf(s.opts.TuneTrace, "select: the tuner's prefetch stopped in %v\n", time.Since(t0).Round(time.Millisecond))
+	}
 	if ctx.Err() != nil {
 		return nil, nil, "", ctx.Err()
 	}

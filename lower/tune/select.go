@@ -1810,14 +1810,20 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 				go func() { opts.Guard.Wait(); share.Close() }()
 				return
 			}
+			t0 := time.Now()
 			share.Close()
+			opts.trace("select: the shared weights freed in %v", time.Since(t0).Round(time.Millisecond))
 		}()
 	}
 	ss := make([]*selecting, len(fns))
 	cs := make([][]SelectCandidate, len(fns))
 	if opts.Prefetch != nil {
 		stop, _ := prefetchCandidates(ctx, fns, cands, lowerFn, opts.Prefetch)
-		defer stop()
+		defer func() {
+			t0 := time.Now()
+			stop()
+			opts.trace("select: the candidates' prefetch stopped in %v", time.Since(t0).Round(time.Millisecond))
+		}()
 	}
 	defer func() {
 		for _, s := range ss {
@@ -1870,6 +1876,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		timing = timing || len(ss[i].valid) > 1
 		d = cmp.Or(d, ss[i].d) // opened by the first check
 	}
+	opts.trace("select: the checks are done")
 	for i, s := range ss {
 		if !s.done && (len(s.valid) > 1 || len(s.waiting) == 0) {
 			// (One valid candidate with others waiting: nothing to compare yet; its rounds
@@ -1920,6 +1927,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 			}
 		}
 	}
+	opts.trace("select: the rounds and late checks are done")
 	if err := topUpRounds(ctx, ss, opts); err != nil {
 		done(len(ss))
 		return nil, sels, err
