@@ -77,6 +77,39 @@ func TestReferencesWithinBudget(t *testing.T) {
 	if p := tune.ReferenceTime(m, m.Function("prefill")); p <= d {
 		t.Errorf("ReferenceTime: prefill (37 rows) %v, not more than decode (1 row) %v", p, d)
 	}
+	// A function of fixed shape counts the rows of its output: a 128-token prefill without a
+	// run-time length reads every weight 128 times where decode reads it once. Counted as one
+	// row, the 1.2B Llama shape's prefill reference (about 100 s on the H100 machine) passed for 6 s.
+	const src = `
+model: fixed
+dims: {d: 256, seq: 128}
+weights: {init: random, seed: 1, scale: 0.1}
+params:
+  w: [d, d]
+functions:
+  prefill:
+    inputs:
+      x: f32[seq, d]
+    outputs:
+      y: f32[seq, d]
+    body:
+      - y = linear(x, w)
+  decode:
+    inputs:
+      x: f32[1, d]
+    outputs:
+      y: f32[1, d]
+    body:
+      - y = linear(x, w)
+`
+	fixed, err := ir.ParseModelBytes("fixed.yaml", []byte(src), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, d1 := tune.ReferenceTime(fixed, fixed.Function("prefill")), tune.ReferenceTime(fixed, fixed.Function("decode"))
+	if p1 < 10*d1 {
+		t.Errorf("ReferenceTime: a fixed 128-row prefill %v, its one-row decode %v: want over ten times the decode (its products 128 times)", p1, d1)
+	}
 	rep := &Report{}
 	refs := startReferences(context.Background(), m, []*ir.Function{decode}, nil, d/2, rep)
 	if _, _, err := refs[decode].Wait(); err != nil {

@@ -245,9 +245,17 @@ const referenceConvert = 4 * time.Nanosecond
 
 // ReferenceTime estimates how long the interpreter takes for f's reference: two operations per
 // parameter element and row checked (every weight read once a row: the products; an embedding
-// table counts as one too) at referenceRate, after converting every parameter to float64.
+// table counts as one too) at referenceRate, after converting every parameter to float64. The
+// rows are CheckAt's for a function with a run-time length, else the leading dimension of its
+// first output of two or more (a fixed prefill's logits [seq, vocab]: seq rows; a classifier's
+// [batch, classes]: batch).
 func ReferenceTime(m *ir.Model, f *ir.Function) time.Duration {
 	rows := float64(max(CheckAt(f), 1))
+	if f.Length == nil && len(f.Outputs) > 0 {
+		if sh := f.Outputs[0].Value.Type().Shape; sh.Rank() >= 2 && sh[0] > 0 {
+			rows = float64(sh[0])
+		}
+	}
 	var elems float64
 	for _, p := range m.Params {
 		elems += float64(p.Type.Shape.NumElements())
