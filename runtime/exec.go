@@ -40,9 +40,14 @@ type LoadOptions struct {
 	// once. The executable does not free a shared region; the share must outlive it.
 	Weights *WeightShare
 	// Progress, when set, hears how many of the plan's weight bytes are on the device so far,
-	// as Load uploads them (in runs of 16 MiB; once at the end for external weights).
+	// as Load uploads them (in runs of weightRun; once at the end for external weights).
 	Progress func(done, total uint64)
 }
+
+// weightRun is the run of a plan's weights that Load assembles and uploads at a time: 128 MiB,
+// four halves of the staging buffer, so that a staged upload overlaps the host's copies with
+// the device's (uploadStaged) over most of a run.
+const weightRun = 128 << 20
 
 // Executable is a plan loaded on a device. Runs of its functions share the weights, the state
 // and the arena, so an Executable runs one function at a time (its methods serialise).
@@ -203,9 +208,9 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			if opts.Progress != nil {
 				opts.Progress(uint64(len(w)), uint64(len(w)))
 			}
-		} else if err := p.Weights.Spans(16<<20, func(off uint64, b []byte) error {
+		} else if err := p.Weights.Spans(weightRun, func(off uint64, b []byte) error {
 			// A plan fresh from the compiler holds its weights in pieces (plan.Weights.Pieces):
-			// they are uploaded from where they are in staging-sized runs, not assembled first.
+			// they are uploaded from where they are in runs of weightRun, not assembled first.
 			if err := rb.upload(d, off, b); err != nil {
 				return err
 			}

@@ -7,6 +7,8 @@ import "C"
 
 import (
 	"fmt"
+	goruntime "runtime"
+	"sync"
 	"unsafe"
 
 	vk "github.com/goki/vulkan"
@@ -437,28 +439,22 @@ func (d *Device) transfer(b *Buffer, off int64, data []byte, up bool) error {
 	d.xferLock.Lock()
 	defer d.xferLock.Unlock()
 	if d.staging == nil {
-		s, err := d.NewStagingBuffer(stagingChunk)
+		s, err := d.NewStagingBuffer(d.stagingSize())
 		if err != nil {
 			return err
 		}
 		d.staging = s
 	}
+	if up {
+		return d.uploadStaged(b, off, data)
+	}
 	st := d.staging.Bytes()
 	for done := 0; done < len(data); {
-		n := len(data) - done
-		if n > len(st) {
-			n = len(st)
-		}
-		cmd := C.vkc_cmd{kind: 1, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n)}
+		n := min(len(data)-done, len(st))
 		devOff := C.uint64_t(b.off + uint64(off) + uint64(done))
-		if up {
-			copy(st, data[done:done+n])
-			cmd.src, cmd.src_off = handle(unsafe.Pointer(d.staging.blk.buf)), C.uint64_t(d.staging.off)
-			cmd.dst, cmd.dst_off = handle(unsafe.Pointer(b.blk.buf)), devOff
-		} else {
-			cmd.src, cmd.src_off = handle(unsafe.Pointer(b.blk.buf)), devOff
-			cmd.dst, cmd.dst_off = handle(unsafe.Pointer(d.staging.blk.buf)), C.uint64_t(d.staging.off)
-		}
+		cmd := C.vkc_cmd{kind: 1, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
+			src: handle(unsafe.Pointer(b.blk.buf)), src_off: devOff,
+			dst: handle(unsafe.Pointer(d.staging.blk.buf)), dst_off: C.uint64_t(d.staging.off)}
 		if err := d.settle(d.xfer); err != nil {
 			return err
 		}
@@ -468,10 +464,78 @@ func (d *Device) transfer(b *Buffer, off int64, data []byte, up bool) error {
 		if err := d.submitWait(d.xfer); err != nil {
 			return err
 		}
-		if !up {
-			copy(data[done:done+n], st)
-		}
+		copy(data[done:done+n], st)
 		done += n
 	}
 	return nil
+}
+
+// uploadStaged uploads data into b at off through the two halves of the staging buffer in turn,
+// each with a command buffer of its own: while the device copies one half into b, the host fills
+// the other (with several goroutines for a large run), so the host's copy and the device's
+// overlap instead of alternating. It returns once every copy has ended. Call with xferLock held.
+// (An 8B Q8_0 plan's 8.5 GB took 3.2 s on the H100 machine through one 16 MiB run at a time.)
+func (d *Device) uploadStaged(b *Buffer, off int64, data []byte) error {
+	if d.xfer2 == nil {
+		x, err := d.newOneShot()
+		if err != nil {
+			return err
+		}
+		d.xfer2 = x
+	}
+	shots := [2]*oneShot{d.xfer, d.xfer2}
+	st := d.staging.Bytes()
+	half := len(st) / 2
+	var err error
+	for i, done := 0, 0; done < len(data) && err == nil; i ^= 1 {
+		s := shots[i]
+		if err = d.settle(s); err != nil { // this half's previous copy
+			break
+		}
+		n := min(len(data)-done, half)
+		parallelCopy(st[i*half:i*half+n], data[done:done+n])
+		cmd := C.vkc_cmd{kind: 1, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
+			src: handle(unsafe.Pointer(d.staging.blk.buf)), src_off: C.uint64_t(d.staging.off + uint64(i*half)),
+			dst: handle(unsafe.Pointer(b.blk.buf)), dst_off: C.uint64_t(b.off + uint64(off) + uint64(done))}
+		if err = d.record(s.cb, &cmd, 1, nil, nil, nil, 0, 1, false, true); err == nil {
+			err = d.submit(s)
+		}
+		done += n
+	}
+	for _, s := range shots {
+		if e := d.settle(s); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// parallelCopy copies src into dst (of equal lengths), in parallel parts of at least 4 MiB: a
+// plan's weights come from a memory-mapped file, whose page faults one goroutine takes in turn.
+func parallelCopy(dst, src []byte) {
+	const part = 4 << 20
+	k := min(goruntime.GOMAXPROCS(0), 8, len(src)/part)
+	if k <= 1 {
+		copy(dst, src)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (len(src) + k - 1) / k
+	for a := 0; a < len(src); a += step {
+		e := min(a+step, len(src))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[a:e], src[a:e])
+		}()
+	}
+	wg.Wait()
+}
+
+// stagingSize is the staging buffer's size: stagingChunk, or Options.StagingBytes (tests).
+func (d *Device) stagingSize() int64 {
+	if d.opts.StagingBytes > 0 {
+		return int64(d.opts.StagingBytes)
+	}
+	return stagingChunk
 }

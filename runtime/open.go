@@ -63,6 +63,7 @@ type Device struct {
 
 	xferLock sync.Mutex
 	xfer     *oneShot // upload/download command buffer and fence
+	xfer2    *oneShot // the second half's, for staged uploads (uploadStaged; made at the first)
 	staging  *Buffer  // reusable staging buffer for Upload/Download
 }
 
@@ -300,6 +301,9 @@ func (d *Device) Close() error {
 		}
 		if d.xfer != nil {
 			d.xfer.destroy(d)
+		}
+		if d.xfer2 != nil {
+			d.xfer2.destroy(d)
 		}
 		d.freeMemory()
 		if d.cmdPool != nil {

@@ -3,6 +3,7 @@ package runtime
 //go:generate sh -c "for f in testdata/*.comp; do glslc --target-env=vulkan1.1 -O -o ${f%.comp}.spv $f; done"
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -616,6 +617,49 @@ func TestStagingUploadDownload(t *testing.T) {
 	}
 	if err := d.Upload(b, 900, data[:200]); err == nil {
 		t.Error("upload past the end accepted")
+	}
+}
+
+// TestStagedUploadHalves: without zero-copy an upload larger than the staging buffer goes through
+// its two halves in turn, each copied by the device while the host fills the other
+// (uploadStaged); every byte lands where it belongs, at an offset, over an odd length, in
+// uploads one after another (each half's command buffer reused), and a download reads them back.
+// parallelCopy splits a large run over goroutines and copies a small one whole.
+func TestStagedUploadHalves(t *testing.T) {
+	d := openTest(t, Options{NoZeroCopy: true, StagingBytes: 4096})
+	const size = 3*4096 + 1234
+	b := mustBuffer(t, d, size+100)
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + i/251)
+	}
+	for round := range 3 {
+		off := int64(4 * round)
+		if err := d.Upload(b, off, data); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, size)
+		if err := d.Download(b, off, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			i := 0
+			for got[i] == data[i] {
+				i++
+			}
+			t.Fatalf("round %d: byte %d of the upload is %d, want %d", round, i, got[i], data[i])
+		}
+	}
+	big := make([]byte, 9<<20+3)
+	for i := range big {
+		big[i] = byte(i % 253)
+	}
+	for _, n := range []int{len(big), 100} {
+		dst := make([]byte, n)
+		parallelCopy(dst, big[:n])
+		if !bytes.Equal(dst, big[:n]) {
+			t.Errorf("parallelCopy of %d bytes differs", n)
+		}
 	}
 }
 
