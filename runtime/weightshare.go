@@ -46,8 +46,11 @@ func (s *WeightShare) Close() {
 	s.regions, s.closed = nil, true
 }
 
-// Regions is the number of weight regions the share holds (for tests and traces).
+// Regions is the number of weight regions the share holds (for tests and traces; 0 for nil).
 func (s *WeightShare) Regions() int {
+	if s == nil {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.regions)

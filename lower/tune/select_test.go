@@ -1070,3 +1070,35 @@ func staticOrRelu2(m *ir.Model, label string) func(f *ir.Function) ([]SelectCand
 func twoSpeedTimes() map[int]time.Duration {
 	return map[int]time.Duration{0: 300 * time.Microsecond, 1: 100 * time.Microsecond}
 }
+
+// A check whose load uploads the weights into the selection's share says how long that load took
+// (the checks' mean leaves it out: later checks share the weights); a check sharing them says
+// nothing. Both run as references (want nil): their outputs come back typed.
+func TestCheckCandidateUploadTime(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	ctx := context.Background()
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
+	share := runtime.NewWeightShare()
+	defer share.Close()
+	opts := SelectOptions{Load: runtime.LoadOptions{Weights: share}}
+	ref := m.Function("forward")
+	ins := map[string][]byte{}
+	for name, x := range FunctionInputs(ref, rand.New(rand.NewSource(1))) {
+		ins[name] = deviceBytes(x)
+	}
+	admit := func(string, *plan.Plan) string { return "" }
+	var first, second time.Duration
+	exe1, _, _, why1, got1 := checkCandidate(ctx, d, m, ref, ref, nil, ins, lowerFn, opts, admit, &first)
+	exe2, _, _, why2, got2 := checkCandidate(ctx, d, m, ref, ref, nil, ins, lowerFn, opts, admit, &second)
+	if exe1 == nil || exe2 == nil {
+		t.Fatalf("checks failed: %q, %q", why1, why2)
+	}
+	defer exe1.Close()
+	defer exe2.Close()
+	if first <= 0 || second != 0 || share.Regions() != 1 {
+		t.Errorf("upload times %v then %v with %d regions: want the first load's alone", first, second, share.Regions())
+	}
+	if y := got1["y"]; y == nil || !y.Type.Equal(ref.Outputs[0].Value.Type()) || Compare(got2["y"], y, 0) != "" {
+		t.Errorf("the reference outputs: %v and %v", got1, got2)
+	}
+}
