@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -117,5 +118,95 @@ func TestWeightPiecesPermutedRows(t *testing.T) {
 	got, err := w.Bytes()
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("permuted rows: %v\n got %v\nwant %v", err, got, want)
+	}
+}
+
+// Spans fills runs of several fillParts in parallel parts: pieces from memory and from a file,
+// some crossing the runs' and the parts' boundaries, many small ones, and gaps, give the region
+// Bytes gives; a read that fails is an error of Spans.
+func TestWeightSpansParallel(t *testing.T) {
+	const size = 5*fillPart + 12345
+	region := make([]byte, size)
+	for i := range region {
+		region[i] = byte(i*13 + i>>16)
+	}
+	path := filepath.Join(t.TempDir(), "w.bin")
+	if err := os.WriteFile(path, region, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var pieces []WeightPiece
+	file := func(a, b uint64) {
+		pieces = append(pieces, WeightPiece{Offset: a, Size: b - a, File: f, FileOffset: int64(a)})
+	}
+	mem := func(a, b uint64) { pieces = append(pieces, WeightPiece{Offset: a, Size: b - a, Data: region[a:b]}) }
+	file(0, 3*fillPart+7)                // across runs and parts
+	mem(3*fillPart+100, 3*fillPart+5000) // a gap before it
+	for a := uint64(3*fillPart + 8192); a < 4*fillPart; a += 4096 {
+		file(a, a+1000) // many small pieces, gaps between
+	}
+	file(4*fillPart, size-50) // zeros at the end
+	want := make([]byte, size)
+	for _, pc := range pieces {
+		copy(want[pc.Offset:], region[pc.Offset:pc.Offset+pc.Size])
+	}
+	w := Weights{Size: size, Pieces: pieces}
+	if b, err := w.Bytes(); err != nil || !bytes.Equal(b, want) {
+		t.Fatalf("Bytes: %v, equal %v", err, bytes.Equal(b, want))
+	}
+	for _, max := range []uint64{3 * fillPart, 2*fillPart + 1, size} {
+		var got []byte
+		if err := w.Spans(max, func(off uint64, b []byte) error {
+			if off != uint64(len(got)) || uint64(len(b)) > max {
+				t.Fatalf("span at %d of %d bytes after %d bytes", off, len(b), len(got))
+			}
+			got = append(got, b...)
+			return nil
+		}); err != nil || !bytes.Equal(got, want) {
+			i := 0
+			for i < len(got) && i < len(want) && got[i] == want[i] {
+				i++
+			}
+			t.Fatalf("Spans(%d): %v; %d bytes, first difference at %d", max, err, len(got), i)
+		}
+	}
+	f.Close()
+	if err := w.Spans(3*fillPart, func(uint64, []byte) error { return nil }); err == nil || !strings.Contains(err.Error(), "weight file") {
+		t.Errorf("Spans with a closed weight file: %v", err)
+	}
+}
+
+// BenchmarkWeightSpans: a region of file-backed pieces (as a plan just compiled from a GGUF or
+// safetensors file holds its weights) gathered in 128 MiB runs, as Load uploads them.
+// VKC_BENCH_SPANS_MB sets the size (default 512); the file is in the page cache after the first
+// pass.
+func BenchmarkWeightSpans(b *testing.B) {
+	mb := 512
+	if v, err := strconv.Atoi(os.Getenv("VKC_BENCH_SPANS_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	size := uint64(mb) << 20
+	path := filepath.Join(b.TempDir(), "w.bin")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("weights!"), int(size/8)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	w := Weights{Size: size}
+	for a := uint64(0); a < size; a += 56 << 20 { // tensors of 56 MiB, the 8B's 14336×4096 Q8_0
+		w.Pieces = append(w.Pieces, WeightPiece{Offset: a, Size: min(56<<20, size-a), File: f, FileOffset: int64(a)})
+	}
+	b.SetBytes(int64(size))
+	for b.Loop() {
+		if err := w.Spans(128<<20, func(uint64, []byte) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
