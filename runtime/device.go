@@ -37,7 +37,7 @@ type Options struct {
 	// NoZeroCopy uses staging copies even where device-local memory is host-visible.
 	NoZeroCopy bool
 	// StagingBytes is the size of the staging buffer that uploads and downloads go through
-	// without zero-copy (0: 64 MiB). For tests.
+	// without zero-copy (0: 64 MiB; at least 256). For tests.
 	StagingBytes int
 	// BlockSize is the size of the device-memory blocks buffers are sub-allocated from.
 	// 0: 256 MiB, or less where maxMemoryAllocationSize or the heap is smaller.

@@ -532,10 +532,11 @@ func parallelCopy(dst, src []byte) {
 	wg.Wait()
 }
 
-// stagingSize is the staging buffer's size: stagingChunk, or Options.StagingBytes (tests).
+// stagingSize is the staging buffer's size: stagingChunk, or Options.StagingBytes (tests), at
+// least 256 bytes (two halves of a word or more).
 func (d *Device) stagingSize() int64 {
 	if d.opts.StagingBytes > 0 {
-		return int64(d.opts.StagingBytes)
+		return max(int64(d.opts.StagingBytes), 256)
 	}
 	return stagingChunk
 }
