@@ -79,7 +79,7 @@ func TestReferencesWithinBudget(t *testing.T) {
 	}
 	// A function of fixed shape counts the rows of its output: a 128-token prefill without a
 	// run-time length reads every weight 128 times where decode reads it once. Counted as one
-	// row, the 1.2B Llama shape's prefill reference (about 100 s on the H100 machine) passed for 6 s.
+	// row, the 1.2B Llama shape's prefill reference (about 100 s at the same rates) passed for 6 s.
 	const src = `
 model: fixed
 dims: {d: 256, seq: 128}
