@@ -1,11 +1,10 @@
 package plan
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"runtime"
-	"sync"
+
+	"github.com/vkc-project/vkc/internal/par"
 )
 
 // chunkSize bounds the buffer file-backed pieces are read through: the region streams through it
@@ -178,8 +177,8 @@ func (w *Weights) Spans(max uint64, fn func(off uint64, b []byte) error) error {
 const fillPart = 4 << 20
 
 // fill writes the region's bytes at [start, start+len(run)) into run: the parts of pieces (sorted,
-// those that overlap it) that fall in it, zeros between them. The run is cut into up to
-// GOMAXPROCS (at most 8) parts of at least fillPart bytes, filled in parallel.
+// those that overlap it) that fall in it, zeros between them. The run is cut into parts of at
+// least fillPart bytes, filled in parallel (par.Split).
 func fill(run []byte, start uint64, pieces []WeightPiece) error {
 	end := start + uint64(len(run))
 	pos := start
@@ -192,9 +191,10 @@ func fill(run []byte, start uint64, pieces []WeightPiece) error {
 	if pos < end {
 		clear(run[pos-start:])
 	}
-	part := func(a, b uint64) error {
-		for i := range pieces {
-			pc := &pieces[i]
+	return par.Split(len(run), fillPart, func(i, j int) error {
+		a, b := start+uint64(i), start+uint64(j)
+		for k := range pieces {
+			pc := &pieces[k]
 			x, y := max(a, pc.Offset), min(b, pc.Offset+pc.Size)
 			if x >= y {
 				continue
@@ -209,22 +209,5 @@ func fill(run []byte, start uint64, pieces []WeightPiece) error {
 			}
 		}
 		return nil
-	}
-	k := min(runtime.GOMAXPROCS(0), 8, len(run)/fillPart)
-	if k <= 1 {
-		return part(start, end)
-	}
-	step := (uint64(len(run)) + uint64(k) - 1) / uint64(k)
-	errs := make([]error, k)
-	var wg sync.WaitGroup
-	for i := range k {
-		a, b := start+uint64(i)*step, min(start+uint64(i+1)*step, end)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = part(a, b)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	})
 }

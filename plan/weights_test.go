@@ -25,15 +25,7 @@ func TestWeightPieces(t *testing.T) {
 	if err := p.Encode(&want); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "w.bin")
-	if err := os.WriteFile(path, append([]byte("12345"), region[32:80]...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := weightFile(t, append([]byte("12345"), region[32:80]...))
 	q := smallPlan()
 	q.Weights.Data = nil
 	q.Weights.Pieces = []WeightPiece{{Offset: 0, Size: 16, Data: region[:16]}, {Offset: 32, Size: 48, File: f, FileOffset: 5}}
@@ -95,19 +87,11 @@ func TestWeightPiecesValidate(t *testing.T) {
 // Pieces that are rows of one file in another order (a weight reordered for a kernel) are read
 // in one call and land where the plan puts them.
 func TestWeightPiecesPermutedRows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rows.bin")
 	file := make([]byte, 40) // 5 bytes of header, then 7 rows of 5 bytes
 	for i := range file {
 		file[i] = byte(i)
 	}
-	if err := os.WriteFile(path, file, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := weightFile(t, file)
 	perm := []int{3, 1, 6, 0, 2}
 	w := Weights{Size: 96}
 	want := make([]byte, 96)
@@ -130,15 +114,7 @@ func TestWeightSpansParallel(t *testing.T) {
 	for i := range region {
 		region[i] = byte(i*13 + i>>16)
 	}
-	path := filepath.Join(t.TempDir(), "w.bin")
-	if err := os.WriteFile(path, region, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := weightFile(t, region)
 	var pieces []WeightPiece
 	file := func(a, b uint64) {
 		pieces = append(pieces, WeightPiece{Offset: a, Size: b - a, File: f, FileOffset: int64(a)})
@@ -190,15 +166,7 @@ func BenchmarkWeightSpans(b *testing.B) {
 		mb = v
 	}
 	size := uint64(mb) << 20
-	path := filepath.Join(b.TempDir(), "w.bin")
-	if err := os.WriteFile(path, bytes.Repeat([]byte("weights!"), int(size/8)), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
+	f := weightFile(b, bytes.Repeat([]byte("weights!"), int(size/8)))
 	w := Weights{Size: size}
 	for a := uint64(0); a < size; a += 56 << 20 { // tensors of 56 MiB, the 8B's 14336×4096 Q8_0
 		w.Pieces = append(w.Pieces, WeightPiece{Offset: a, Size: min(56<<20, size-a), File: f, FileOffset: int64(a)})
@@ -209,4 +177,19 @@ func BenchmarkWeightSpans(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// weightFile is an open file in a temporary folder holding data, closed when the test ends.
+func weightFile(tb testing.TB, data []byte) *os.File {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "weights.bin")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
 }

@@ -7,11 +7,11 @@ import "C"
 
 import (
 	"fmt"
-	goruntime "runtime"
-	"sync"
 	"unsafe"
 
 	vk "github.com/goki/vulkan"
+
+	"github.com/vkc-project/vkc/internal/par"
 )
 
 // Memory layout: device buffers are sub-allocated from large blocks (Options.BlockSize), each one
@@ -513,23 +513,10 @@ func (d *Device) uploadStaged(b *Buffer, off int64, data []byte) error {
 // parallelCopy copies src into dst (of equal lengths), in parallel parts of at least 4 MiB: a
 // plan's weights come from a memory-mapped file, whose page faults one goroutine takes in turn.
 func parallelCopy(dst, src []byte) {
-	const part = 4 << 20
-	k := min(goruntime.GOMAXPROCS(0), 8, len(src)/part)
-	if k <= 1 {
-		copy(dst, src)
-		return
-	}
-	var wg sync.WaitGroup
-	step := (len(src) + k - 1) / k
-	for a := 0; a < len(src); a += step {
-		e := min(a+step, len(src))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			copy(dst[a:e], src[a:e])
-		}()
-	}
-	wg.Wait()
+	par.Split(len(src), 4<<20, func(a, b int) error {
+		copy(dst[a:b], src[a:b])
+		return nil
+	})
 }
 
 // stagingSize is the staging buffer's size: stagingChunk, or Options.StagingBytes (tests), at

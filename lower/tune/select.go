@@ -161,6 +161,14 @@ func CheckAt(f *ir.Function) int {
 	return max(min(CheckLength, f.Length.Max), f.Length.Min)
 }
 
+// checkedAt is f as it is checked: at CheckAt rows when it has a run-time length, else itself.
+func checkedAt(f *ir.Function) (*ir.Function, error) {
+	if n := CheckAt(f); n > 0 {
+		return f.At(n)
+	}
+	return f, nil
+}
+
 // ShortLength is the longest of the short run-time lengths at which a function with one is
 // timed beside its capacity (ShortAt): a prompt of 128 tokens, the held-out table's prefill
 // (scripts/heldout-bench.sh, `vkc compare --length 128`). Timing only the capacity misled the
@@ -290,11 +298,9 @@ func StartReferenceContext(ctx context.Context, m *ir.Model, f *ir.Function, see
 		defer func() { <-references }()
 		r.began = time.Now()
 		defer func() { r.ended = time.Now() }()
-		at := f
-		if n := CheckAt(f); n > 0 {
-			if at, r.err = f.At(n); r.err != nil {
-				return
-			}
+		var at *ir.Function
+		if at, r.err = checkedAt(f); r.err != nil {
+			return
 		}
 		r.inputs = FunctionInputs(at, rand.New(rand.NewSource(seed)))
 		r.want, _, r.err = interp.RunCachedContext(ctx, m, f.Name, r.inputs, nil, cache)
@@ -703,15 +709,9 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 			var prog string
 			t0 := time.Now()
 			fresh := 0
-			var (
-				exe           *runtime.Executable
-				weights       uint64
-				cprog, reason string
-				got           map[string]*ir.Tensor
-				upload        time.Duration
-			)
+			var ck checked
 			finished := opts.Guard.Run(func() {
-				exe, weights, cprog, reason, got = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, s.lowerFn, opts,
+				ck = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, s.lowerFn, opts,
 					func(key string, p *plan.Plan) string {
 						if j, ok := programs[key]; ok {
 							return fmt.Sprintf("%s%d (not run again)", SameProgram, j)
@@ -740,12 +740,12 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 								notChecked, fresh, need.Round(time.Millisecond), valids, reserve.Round(time.Millisecond))
 						}
 						return ""
-					}, &upload)
-				if exe != nil && opts.Guard.Abandoned() {
-					exe.Close() // checked past the deadline: nobody waits for it
+					})
+				if ck.exe != nil && opts.Guard.Abandoned() {
+					ck.exe.Close() // checked past the deadline: nobody waits for it
 				}
 			})
-			if finished && reason == waitCheck {
+			if finished && ck.reason == waitCheck {
 				opts.trace("select: %s candidate %d waits for the rounds: it would compile %d kernels (predicted %v)", ref.Name, i, fresh, predicted[i].Round(time.Millisecond))
 				r.Reason = fmt.Sprintf("%s: it would compile %d kernels (predicted %v), so it waited for the rounds of the candidates checked, and none was left for it",
 					notChecked, fresh, predicted[i].Round(time.Millisecond))
@@ -758,18 +758,18 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 				results[i] = r
 				return false
 			}
-			s.exes[i], r.Weights, prog, r.Reason = exe, weights, cprog, reason
+			s.exes[i], r.Weights, prog, r.Reason = ck.exe, ck.weights, ck.prog, ck.reason
 			if r.Reason == "" {
 				programs[prog] = i
 				if i == onDevice {
-					want = got // the reference of the others
+					want = ck.outs // the reference of the others
 				}
 			}
 			if !strings.HasPrefix(r.Reason, SameProgram) && !strings.HasPrefix(r.Reason, notChecked) {
 				// A first upload of the weights is not what the next checks cost: they share
 				// them (on the H100 the 8B's took 3.2 s of a 3.4 s check, and the checks' mean
 				// then refused every other function's check).
-				opts.addCheck(time.Since(t0)-upload, fresh)
+				opts.addCheck(time.Since(t0)-ck.upload, fresh)
 			}
 			opts.trace("select: checked %s candidate %d: %s", ref.Name, i, cmp.Or(r.Reason, "valid"))
 		}
@@ -1265,18 +1265,27 @@ func (m *meanTime) mean() time.Duration {
 // candidate whose index follows (the same kernels and dispatches).
 const SameProgram = "the same program as candidate "
 
-// checkCandidate lowers, loads and runs one candidate and compares its outputs with want. It
-// returns the loaded executable (nil when invalid), the plan's weight bytes, the key of its
-// program (programKey), and "" or why it is invalid; admit, given the program's key and the
-// plan, says why the candidate is not loaded ("": it is), such as an earlier candidate standing
-// for the program. Where its load uploaded weights into opts.Load.Weights (the later candidates
-// share them), *uploaded gets the load's time. With want nil the candidate is the reference: its
-// outputs are returned, typed at the check length.
+// checked is what checkCandidate found: the loaded executable (nil when invalid), the plan's
+// weight bytes, the key of its program (programKey), "" or why it is invalid, the outputs of a
+// reference run (want nil; typed at the check length), and the load's time where it uploaded
+// weights into opts.Load.Weights that the later candidates share (0 otherwise).
+type checked struct {
+	exe          *runtime.Executable
+	weights      uint64
+	prog, reason string
+	outs         map[string]*ir.Tensor
+	upload       time.Duration
+}
+
+// checkCandidate lowers, loads and runs one candidate and compares its outputs with want (nil:
+// the candidate is the reference, and its outputs are returned). admit, given the program's key
+// and the plan, says why the candidate is not loaded ("": it is), such as an earlier candidate
+// standing for the program.
 func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn *ir.Function, want map[string]*ir.Tensor,
 	ins map[string][]byte, lowerFn func(fns []*ir.Function) (*plan.Plan, error), opts SelectOptions,
-	admit func(key string, p *plan.Plan) string, uploaded *time.Duration) (*runtime.Executable, uint64, string, string, map[string]*ir.Tensor) {
+	admit func(key string, p *plan.Plan) string) (ck checked) {
 	if len(fn.Outputs) != len(ref.Outputs) {
-		return nil, 0, "", fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs)), nil
+		return checked{reason: fmt.Sprintf("%d outputs, the function has %d", len(fn.Outputs), len(ref.Outputs))}
 	}
 	// The trace says where a check's time goes (on the H100 a check of SmolLM2's prefill took
 	// 0.15-0.5 s with its pipelines made beforehand).
@@ -1293,30 +1302,32 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 	}()
 	p, err := lowerFn([]*ir.Function{fn})
 	if err != nil {
-		return nil, 0, "", "lower: " + err.Error(), nil
+		return checked{reason: "lower: " + err.Error()}
 	}
-	weights := p.Weights.Size
-	prog := programKey(p)
+	ck.weights, ck.prog = p.Weights.Size, programKey(p)
 	phase("lowered")
-	if why := admit(prog, p); why != "" {
-		return nil, weights, prog, why, nil
+	if why := admit(ck.prog, p); why != "" {
+		ck.reason = why
+		return ck
 	}
 	regions := opts.Load.Weights.Regions()
 	t1 := time.Now()
 	exe, err := d.Load(p, opts.Load)
 	if err != nil {
-		return nil, weights, prog, "load: " + err.Error(), nil
+		ck.reason = "load: " + err.Error()
+		return ck
 	}
-	if opts.Load.Weights != nil && opts.Load.Weights.Regions() > regions && uploaded != nil {
-		*uploaded = time.Since(t1) // weights the later candidates share
+	if opts.Load.Weights.Regions() > regions {
+		ck.upload = time.Since(t1) // weights the later candidates share
 	}
 	phase("loaded")
 	if opts.Load.Weights != nil {
 		phases[len(phases)-1] += fmt.Sprintf(" (%d weight regions shared)", opts.Load.Weights.Regions())
 	}
-	bad := func(msg string) (*runtime.Executable, uint64, string, string, map[string]*ir.Tensor) {
+	bad := func(msg string) checked {
 		exe.Close()
-		return nil, weights, prog, msg, nil
+		ck.reason = msg
+		return ck
 	}
 	if err := exe.ResetState(); err != nil {
 		return bad("reset state: " + err.Error())
@@ -1329,11 +1340,9 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 	if want == nil {
 		// The reference itself (the static extraction on the device): its outputs, by the
 		// function's output names, typed at the length checked.
-		at := ref
-		if n := CheckAt(ref); n > 0 {
-			if at, err = ref.At(n); err != nil {
-				return bad(err.Error())
-			}
+		at, err := checkedAt(ref)
+		if err != nil {
+			return bad(err.Error())
 		}
 		outs := map[string]*ir.Tensor{}
 		for k, o := range at.Outputs {
@@ -1343,7 +1352,8 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 			}
 			outs[o.Name] = hostTensor(t, b)
 		}
-		return exe, weights, prog, "", outs
+		ck.exe, ck.outs = exe, outs
+		return ck
 	}
 	defer phase("compared")
 	for k, o := range ref.Outputs {
@@ -1381,7 +1391,8 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 			return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
 		}
 	}
-	return exe, weights, prog, "", nil
+	ck.exe = exe
+	return ck
 }
 
 // tolerance is the error allowed in an output of dtype d: the larger of Tolerance and
@@ -1394,12 +1405,9 @@ func (o SelectOptions) tolerance(d ir.DType) float64 {
 // device: ref's random inputs at its check length, as StartReference draws them with seed, and
 // no outputs yet.
 func deviceReference(ref *ir.Function, seed int64) (*Reference, error) {
-	at := ref
-	if n := CheckAt(ref); n > 0 {
-		var err error
-		if at, err = ref.At(n); err != nil {
-			return nil, err
-		}
+	at, err := checkedAt(ref)
+	if err != nil {
+		return nil, err
 	}
 	r := &Reference{seed: seed, done: make(chan struct{}), inputs: FunctionInputs(at, rand.New(rand.NewSource(seed)))}
 	close(r.done)

@@ -1087,18 +1087,17 @@ func TestCheckCandidateUploadTime(t *testing.T) {
 		ins[name] = deviceBytes(x)
 	}
 	admit := func(string, *plan.Plan) string { return "" }
-	var first, second time.Duration
-	exe1, _, _, why1, got1 := checkCandidate(ctx, d, m, ref, ref, nil, ins, lowerFn, opts, admit, &first)
-	exe2, _, _, why2, got2 := checkCandidate(ctx, d, m, ref, ref, nil, ins, lowerFn, opts, admit, &second)
-	if exe1 == nil || exe2 == nil {
-		t.Fatalf("checks failed: %q, %q", why1, why2)
+	first := checkCandidate(ctx, d, m, ref, ref, nil, ins, lowerFn, opts, admit)
+	second := checkCandidate(ctx, d, m, ref, ref, nil, ins, lowerFn, opts, admit)
+	if first.exe == nil || second.exe == nil {
+		t.Fatalf("checks failed: %q, %q", first.reason, second.reason)
 	}
-	defer exe1.Close()
-	defer exe2.Close()
-	if first <= 0 || second != 0 || share.Regions() != 1 {
-		t.Errorf("upload times %v then %v with %d regions: want the first load's alone", first, second, share.Regions())
+	defer first.exe.Close()
+	defer second.exe.Close()
+	if first.upload <= 0 || second.upload != 0 || share.Regions() != 1 {
+		t.Errorf("upload times %v then %v with %d regions: want the first load's alone", first.upload, second.upload, share.Regions())
 	}
-	if y := got1["y"]; y == nil || !y.Type.Equal(ref.Outputs[0].Value.Type()) || Compare(got2["y"], y, 0) != "" {
-		t.Errorf("the reference outputs: %v and %v", got1, got2)
+	if y := first.outs["y"]; y == nil || !y.Type.Equal(ref.Outputs[0].Value.Type()) || Compare(second.outs["y"], y, 0) != "" {
+		t.Errorf("the reference outputs: %v and %v", first.outs, second.outs)
 	}
 }

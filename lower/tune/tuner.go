@@ -863,16 +863,25 @@ type checkData struct {
 	err  error
 }
 
+// checkedProblem is p at CheckLength rows where it has more run-time rows than that, else nil (p
+// is checked at its capacity).
+func checkedProblem(p *kernels.Problem) (*kernels.Problem, error) {
+	if p.Rows != nil && p.Rows.Max > CheckLength {
+		return p.At(CheckLength)
+	}
+	return nil, nil
+}
+
 func (c *checkData) get() ([]*ir.Tensor, []*ir.Tensor, error) {
 	if !c.done {
 		c.done = true
 		c.args = Inputs(c.p, rand.New(rand.NewSource(c.seed)))
 		ref := c.args
-		if c.p.Rows != nil && c.p.Rows.Max > CheckLength {
-			if c.at, c.err = c.p.At(CheckLength); c.err != nil {
-				c.err = fmt.Errorf("reference for %s: %w", c.p.Key(), c.err)
-				return nil, nil, c.err
-			}
+		if c.at, c.err = checkedProblem(c.p); c.err != nil {
+			c.err = fmt.Errorf("reference for %s: %w", c.p.Key(), c.err)
+			return nil, nil, c.err
+		}
+		if c.at != nil {
 			ref, c.dev = ArgsAt(c.p, c.at, c.args)
 		}
 		p := c.p
@@ -893,14 +902,11 @@ func (c *checkData) get() ([]*ir.Tensor, []*ir.Tensor, error) {
 // machine (16 cores, session 15): Llama-3.1-8B's LM head over 512 rows (q8_0[128256,4096]) took
 // 19.1 s; 14336×4096 Q8_0 at one row 0.48 s, nearly all of it the conversion.
 func (c *checkData) referenceTime() time.Duration {
-	p := c.p
-	if p.Rows != nil && p.Rows.Max > CheckLength {
-		at, err := p.At(CheckLength)
-		if err != nil {
-			return 0
-		}
-		p = at
+	p, err := checkedProblem(c.p)
+	if err != nil {
+		return 0
 	}
+	p = cmp.Or(p, c.p)
 	var elems, flops float64
 	for _, a := range p.Args {
 		elems += float64(a.Shape.NumElements())
