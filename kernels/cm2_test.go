@@ -1,7 +1,9 @@
 package kernels_test
 
 import (
+	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/vkc-project/vkc/codegen"
@@ -13,7 +15,7 @@ import (
 
 // cm2Point is a small block for the emulated tests: workgroup matrices of 32×32 over slices of
 // 16, 64 invocations (emulated, every subgroup computes the whole accumulator).
-var cm2Point = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64}
+var cm2Point = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1}
 
 // emulatedCM2Caps is emulatedCaps with VK_NV_cooperative_matrix2's workgroup matrices pretended
 // (granules of 16, any workgroup size), emulated on the test device.
@@ -50,6 +52,31 @@ func TestMatmulCM2Emulated(t *testing.T) {
 			}
 			checkWith(t, kernels.MatmulCM2, tc.p, cm2Point, randomArgs(rng, tc.p), caps)
 		})
+	}
+}
+
+// TestMatmulCM2Unrolled: the product's loop with slices written out, K = 112 (seven slices of
+// 16): two and four a step leave one and three slices to the loop of the rest; seven is not a
+// point, and one step of more than K is refused.
+func TestMatmulCM2Unrolled(t *testing.T) {
+	caps := emulatedCM2Caps(t)
+	rng := rand.New(rand.NewSource(53))
+	p := withResidual(opProblem(t, ir.Linear, nil, ir.T(ir.F16, 40, 112), ir.T(ir.F16, 48, 112)))
+	for _, u := range []int{2, 4} {
+		c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u}
+		t.Run(c.Key(), func(t *testing.T) {
+			l, err := kernels.MatmulCM2.Build(p, c, caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("_u%d", u); !strings.HasSuffix(l.Steps[0].Kernel.Name, want) {
+				t.Errorf("product kernel %q, want its name to end in %s", l.Steps[0].Kernel.Name, want)
+			}
+			checkWith(t, kernels.MatmulCM2, p, c, randomArgs(rng, p), caps)
+		})
+	}
+	if err := kernels.MatmulCM2.Space.Valid(p, kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 8}, caps); err == nil {
+		t.Error("8 slices of 16 (128) over K = 112 accepted")
 	}
 }
 
@@ -99,10 +126,12 @@ func TestMatmulCM2Accepts(t *testing.T) {
 
 // cm2GPUPoints are the points TestMatmulCM2GPU runs (nil: the static point).
 var cm2GPUPoints = []kernels.Config{nil,
-	{"bm": 128, "bn": 128, "bk": 32, "wg": 128},
-	{"bm": 64, "bn": 64, "bk": 32, "wg": 128},
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256},
-	{"bm": 64, "bn": 128, "bk": 16, "wg": 256},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1},
+	{"bm": 64, "bn": 64, "bk": 32, "wg": 128, "unroll": 1},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1},
+	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 1},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 8},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 4},
 }
 
 // TestMatmulCM2GPU runs matmul_cm2 on the device's workgroup matrices against the interpreter:

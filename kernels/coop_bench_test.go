@@ -14,6 +14,7 @@ import (
 
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
+	"github.com/vkc-project/vkc/lower/tune"
 	"github.com/vkc-project/vkc/lower/tune/kerneltest"
 )
 
@@ -208,7 +209,7 @@ func BenchmarkCoopAttentionPrefill(b *testing.B) {
 // BenchmarkCoopShapes measures matmul_coop on f16 linears (x [M, K] · W[N, K]ᵀ) over a sample of
 // its space: the static point, the suggestions, then other valid points in a fixed pseudo-random
 // order, VKC_COOP_POINTS of them in all (default 80; VKC_COOP_POINTS=lean: the static point and
-// coopLeanPoints). VKC_COOP_FORM=rmsnorm-q4_k measures matmul_coop_dq on rmsnorm_linear[act=f16]
+// coopLeanPoints; VKC_COOP_POINTS="bk=32,bm=128,... ...": the static point and these). VKC_COOP_FORM=rmsnorm-q4_k measures matmul_coop_dq on rmsnorm_linear[act=f16]
 // of an f32 x over a Q4_K weight instead (the 8B prefill's gate/up form);
 // VKC_COOP_TEMPLATE=matmul_cm2 measures matmul_cm2 (VK_NV_cooperative_matrix2) on either form.
 // The shapes are VKC_COOP_SHAPES, M×N×K
@@ -228,6 +229,16 @@ func BenchmarkCoopShapes(b *testing.B) {
 	var only []kernels.Config // VKC_COOP_POINTS=lean: coopLeanPoints instead of a sample
 	if v := os.Getenv("VKC_COOP_POINTS"); v == "lean" {
 		only = coopLeanPoints()
+	} else if strings.Contains(v, "=") {
+		// Configurations given: "bk=32,bm=128,bn=128,unroll=4,wg=128 ...".
+		for _, f := range strings.Fields(v) {
+			c, err := tune.ParseConfig(f)
+			if err != nil {
+				b.Fatalf("VKC_COOP_POINTS: %v", err)
+			}
+			only = append(only, c)
+		}
+		limit = len(only) + 1
 	} else if v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {

@@ -26,6 +26,10 @@ import (
 // copied to f16 first by matmul_coop_dq's dequantization (in parts of whole column blocks where
 // the copy would exceed coopDQScratch), each part's product reading its copy.
 //
+// unroll writes that many slices of bk out in one step of the K loop (the slices K leaves over
+// run in a loop of their own), so that the driver sees several slices' loads to put in flight
+// before their products: llama.cpp's product of this kind writes 256 of K out a step.
+//
 // Roundings against the interpreter: W to f16 (a quantized W), x⊙gamma to f16, and the
 // reference's own rounding of rmsnorm's h: coopRoundingTolerance of their count.
 var MatmulCM2 = &Template{
@@ -35,7 +39,7 @@ var MatmulCM2 = &Template{
 		return err
 	},
 	Space: NewSpace(Ints("bm", 128, 64, 256, 32), Ints("bn", 128, 256, 64, 32), Ints("bk", 32, 64, 16),
-		Ints("wg", 128, 256, 64)).Where(cm2Fits),
+		Ints("wg", 128, 256, 64), Ints("unroll", 1, 2, 4, 8)).Where(cm2Fits),
 	Static: cm2Static,
 	Build:  buildMatmulCM2,
 }
@@ -50,8 +54,8 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	if err != nil || caps.CPU {
 		return nil
 	}
-	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128}
-	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256}
+	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1}
+	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1}
 	if ceilDiv(g.m, 128)*ceilDiv(g.n, 128) < cm2WideGrid {
 		return []Config{narrow, wide}
 	}
@@ -86,6 +90,10 @@ const cm2MatrixRate = 1.7
 // 128×256 blocks over 128 invocations (256 each) ran at 8–21 TFLOP/s where 128×128 over 128 ran
 // at 160–233 (the registers spill).
 const cm2MaxAccumulators = 128
+
+// cm2MaxUnrolledK bounds the K one step of the product's loop covers (unroll slices of bk):
+// llama.cpp's product of this kind writes out 256 of K a step (eight slices of 32 from f16).
+const cm2MaxUnrolledK = 256
 
 // cm2MaxScratch bounds the f32 accumulators' scratch (padded M·N floats).
 const cm2MaxScratch = 256 << 20
@@ -200,6 +208,10 @@ func cm2Fits(p *Problem, c Config, caps Caps) error {
 		return fmt.Errorf("block %dx%d over %d invocations holds %d accumulators each, more than %d", bm, bn, wg, bm*bn/wg, cm2MaxAccumulators)
 	case bm > 32 && bm/2 >= g.m, bn > 32 && bn/2 >= g.n:
 		return fmt.Errorf("block %dx%d: half of it covers the %dx%d result", bm, bn, g.m, g.n)
+	case c["unroll"] > 1 && c["unroll"]*bk > g.k:
+		return fmt.Errorf("unroll=%d: %d slices of %d exceed K = %d", c["unroll"], c["unroll"], bk, g.k)
+	case c["unroll"]*bk > cm2MaxUnrolledK:
+		return fmt.Errorf("unroll=%d: %d slices of %d exceed %d of K a step", c["unroll"], c["unroll"], bk, cm2MaxUnrolledK)
 	}
 	return nil
 }
@@ -288,6 +300,9 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coopDQPart, aOp, bOp Operand) (*Step, error) {
 	bm, bn, bk, wg := c["bm"], c["bn"], c["bk"], c["wg"]
 	name := fmt.Sprintf("matmul_cm2_%dx%dx%d_wg%d", bm, bn, bk, wg)
+	if c["unroll"] > 1 {
+		name += fmt.Sprintf("_u%d", c["unroll"])
+	}
 	if w.window.count > 0 {
 		name += fmt.Sprintf("_cols%d_%d", w.window.first, w.window.count)
 	}
@@ -312,11 +327,25 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 	accT := codegen.Matrix(codegen.F32, codegen.ScopeWorkgroup, bm, bn, codegen.MatrixAcc)
 	sum := b.Var("sum", b.Const(accT, 0))
 	brow := b.Mul(blk, u(bn)) // B's rows are the part's
-	b.For(u(0), u(g.k), u(bk), func(k0 codegen.Value) {
+	slice := func(k0 codegen.Value) {
 		x := b.MatrixLoadTensor(aT, at, row0, k0, false)
 		y := b.MatrixLoadTensor(bT, bt, brow, k0, true)
 		b.Set(sum, b.MatrixMulAdd(x, y, b.Get(sum), 0))
-	})
+	}
+	// unroll slices a step, written out; the slices left over (K not a multiple of the step)
+	// in a loop of their own.
+	step := c["unroll"] * bk
+	whole := g.k / step * step
+	if whole > 0 {
+		b.For(u(0), u(whole), u(step), func(k0 codegen.Value) {
+			for j := 0; j < c["unroll"]; j++ {
+				slice(b.Add(k0, u(j*bk)))
+			}
+		})
+	}
+	if whole < g.k {
+		b.For(u(whole), u(g.k), u(bk), slice)
+	}
 	ct := codegen.Tensor{Mem: acc, Base: u(0), Rows: u(q.mp), Cols: u(q.np), Stride: u(q.np)}
 	b.MatrixStoreTensor(ct, row0, col0, b.Get(sum), false)
 	k, err := b.Finish()
