@@ -3,7 +3,13 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
+	goruntime "runtime"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/vkc-project/vkc/plan"
 )
@@ -39,12 +45,17 @@ type PrepareOptions struct {
 	// Progress, when set, is called before the first pipeline and after each one: done of
 	// total (the pipelines not prepared before).
 	Progress func(done, total int)
+	// Helpers is how many helper devices compile pipelines beside the device (see
+	// warmHelpers): 0 chooses (on a CPU implementation one for each processor beyond the first,
+	// else none), a negative number none.
+	Helpers int
 }
 
 // PrepareStats says what Prepare did.
 type PrepareStats struct {
 	Pipelines int // pipelines prepared now
 	Before    int // pipelines of the selection prepared by an earlier call
+	Helped    int // of Pipelines, those helper devices compiled first
 }
 
 // Prepare makes the selected pipelines ready, so that the first run of a function costs what
@@ -132,31 +143,182 @@ func (e *Executable) Prepare(ctx context.Context, o PrepareOptions) (PrepareStat
 	if e.prepared == nil {
 		e.prepared = map[*Pipeline]bool{}
 	}
-	for i, pl := range todo {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		bs := make([]Binding, pl.Kernel.Bindings)
-		for j := range bs {
-			bs[j] = Binding{Buffer: scratch, Access: ReadWrite}
-		}
-		prog, err := d.NewProgram(ProgramSpec{Dispatches: []Dispatch{{Pipeline: pl, Bindings: bs,
-			Push: make([]byte, pl.Kernel.PushConstantSize), Grid: [3]uint32{1, 1, 1}, Indirect: counts}}})
-		if err != nil {
-			return st, fmt.Errorf("prepare pipeline %s: %w", pl.Kernel.Name, err)
-		}
-		err = prog.Run(ctx, nil, nil)
-		prog.Close()
-		if err != nil {
-			return st, fmt.Errorf("prepare pipeline %s: %w", pl.Kernel.Name, err)
+	prepare := func(pl *Pipeline) error {
+		if err := warmUp(ctx, d, pl, scratch, counts); err != nil {
+			return err
 		}
 		e.prepared[pl] = true
 		st.Pipelines++
-		if o.Progress != nil {
-			o.Progress(i+1, len(todo))
+		return nil
+	}
+	// The pipelines go out in order to this device and, on a CPU implementation, to helper
+	// devices that compile them into the driver's disk cache at the same time (warmHelpers);
+	// those are then prepared here from the cache.
+	var mu sync.Mutex
+	next, done := 0, 0
+	take := func() (*Pipeline, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next == len(todo) || ctx.Err() != nil {
+			return nil, false
 		}
+		next++
+		return todo[next-1], true
+	}
+	finished := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		if o.Progress != nil {
+			o.Progress(done, len(todo))
+		}
+	}
+	helped := map[*Pipeline]bool{}
+	stop := d.warmHelpers(ctx, helperCount(d, o, len(todo)), take, func(pl *Pipeline) {
+		mu.Lock()
+		helped[pl] = true
+		mu.Unlock()
+		finished()
+	})
+	for {
+		pl, ok := take()
+		if !ok {
+			break
+		}
+		if err = prepare(pl); err != nil {
+			mu.Lock()
+			next = len(todo) // the helpers take no more
+			mu.Unlock()
+			break
+		}
+		finished()
+	}
+	st.Helped = stop()
+	if err == nil {
+		err = ctx.Err()
+	}
+	for _, pl := range todo {
+		if err != nil {
+			break
+		}
+		if helped[pl] {
+			err = prepare(pl)
+		}
+	}
+	if err != nil {
+		return st, err
 	}
 	// Best effort: a cache that cannot be written only costs the next process compile time.
 	_ = d.savePipelineCache()
 	return st, nil
+}
+
+// warmUp makes d's driver compile pl: one dispatch of no workgroups (counts holds zeros), every
+// binding scratch.
+func warmUp(ctx context.Context, d *Device, pl *Pipeline, scratch, counts *Buffer) error {
+	bs := make([]Binding, pl.Kernel.Bindings)
+	for j := range bs {
+		bs[j] = Binding{Buffer: scratch, Access: ReadWrite}
+	}
+	prog, err := d.NewProgram(ProgramSpec{Dispatches: []Dispatch{{Pipeline: pl, Bindings: bs,
+		Push: make([]byte, pl.Kernel.PushConstantSize), Grid: [3]uint32{1, 1, 1}, Indirect: counts}}})
+	if err != nil {
+		return fmt.Errorf("prepare pipeline %s: %w", pl.Kernel.Name, err)
+	}
+	err = prog.Run(ctx, nil, nil)
+	prog.Close()
+	if err != nil {
+		return fmt.Errorf("prepare pipeline %s: %w", pl.Kernel.Name, err)
+	}
+	return nil
+}
+
+// helperCount is how many helper devices Prepare opens for n pipelines on d: on a CPU
+// implementation with the driver's disk cache on, one for each processor beyond the first
+// (at most maxHelpers; VKC_PREPARE_HELPERS=k sets k, 0 for none), fewer where the pipelines
+// are fewer; PrepareOptions.Helpers when set (negative: none).
+func helperCount(d *Device, o PrepareOptions, n int) int {
+	h := o.Helpers
+	if h == 0 {
+		if d.Info.Type != CPU || mesaCacheOff() {
+			return 0
+		}
+		h = min(goruntime.GOMAXPROCS(0)-1, maxHelpers)
+		if v := os.Getenv("VKC_PREPARE_HELPERS"); v != "" {
+			if k, err := strconv.Atoi(v); err == nil && k >= 0 {
+				h = min(k, maxHelpers)
+			}
+		}
+	}
+	return max(0, min(h, n-1))
+}
+
+// maxHelpers bounds the helper devices of one Prepare.
+const maxHelpers = 16
+
+// mesaCacheOff reports whether Mesa's on-disk shader cache is turned off by its environment
+// variable, so that helpers' compiles would not reach this device.
+func mesaCacheOff() bool {
+	switch strings.ToLower(os.Getenv("MESA_SHADER_CACHE_DISABLE")) {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+// warmHelpers opens n helper devices like d and has each compile pipelines taken from take (a
+// pipeline of its own made from the same kernel, dispatched with no workgroups, then closed)
+// until take has none, calling helped after each. On lavapipe a pipeline is compiled at its
+// first dispatch, by the device's queue thread, one at a time; the compiled code goes into
+// Mesa's disk cache, where d finds it when it prepares the same pipeline. stop waits for the
+// helpers and closes them, returning how many pipelines they compiled. Helpers are best
+// effort: one that cannot open or compile stops, and d compiles what it left.
+func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline, bool), helped func(*Pipeline)) (stop func() int) {
+	var wg sync.WaitGroup
+	var count atomic.Int64
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := Open(d.opts)
+			if err != nil || h.Info.Fingerprint != d.Info.Fingerprint {
+				if h != nil {
+					h.Close()
+				}
+				return
+			}
+			defer h.Close()
+			scratch, err := h.NewBuffer(256)
+			if err != nil {
+				return
+			}
+			counts, err := h.NewBuffer(16)
+			if err != nil || h.Upload(counts, 0, make([]byte, 16)) != nil {
+				return
+			}
+			for {
+				pl, ok := take()
+				if !ok {
+					return
+				}
+				hp, err := h.NewPipeline(pl.Kernel)
+				if err == nil {
+					err = warmUp(ctx, h, hp, scratch, counts)
+					hp.Close()
+				}
+				if err != nil {
+					// d compiles it itself: put it back by counting it as helped (d
+					// prepares every helped pipeline, and reports any error then).
+					helped(pl)
+					return
+				}
+				count.Add(1)
+				helped(pl)
+			}
+		}()
+	}
+	return func() int {
+		wg.Wait()
+		return int(count.Load())
+	}
 }

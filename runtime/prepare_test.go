@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"sync"
 	"testing"
 )
 
@@ -43,4 +44,82 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("an unknown function: no error")
 	}
 	checkLengthVariants(t, ctx, e)
+}
+
+// TestPrepareHelpers: with helper devices forced (as on a CPU implementation with processors to
+// spare), Prepare still prepares every pipeline once, its progress ends at its total, and runs
+// give the results they give without it; on a fresh Mesa disk cache, so that the helpers'
+// compiles are what the device then finds.
+func TestPrepareHelpers(t *testing.T) {
+	t.Setenv("MESA_SHADER_CACHE_DIR", t.TempDir())
+	d := openTest(t, Options{})
+	ctx := context.Background()
+	e, err := d.Load(lengthVariantPlan(t, d), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var mu sync.Mutex
+	var calls [][2]int
+	progress := func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, [2]int{done, total})
+	}
+	n := len(e.ownPipes)
+	st, err := e.Prepare(ctx, PrepareOptions{Helpers: 3, Progress: progress})
+	if err != nil || st.Pipelines != n || st.Helped > st.Pipelines {
+		t.Fatalf("prepare all of %d with helpers: %+v, %v", n, st, err)
+	}
+	for i, c := range calls {
+		if c != [2]int{i, n} {
+			t.Fatalf("progress %v, want 0/%d, 1/%d, … %d/%d", calls, n, n, n, n)
+		}
+	}
+	if len(calls) != n+1 {
+		t.Errorf("progress %v: %d calls, want %d", calls, len(calls), n+1)
+	}
+	checkLengthVariants(t, ctx, e)
+}
+
+// TestWarmHelpers: helper devices compile every pipeline they are given, each reported once,
+// and the device then prepares them.
+func TestWarmHelpers(t *testing.T) {
+	t.Setenv("MESA_SHADER_CACHE_DIR", t.TempDir())
+	d := openTest(t, Options{})
+	e, err := d.Load(lengthVariantPlan(t, d), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var mu sync.Mutex
+	todo := append([]*Pipeline(nil), e.ownPipes...)
+	given := 0
+	take := func() (*Pipeline, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if given == len(todo) {
+			return nil, false
+		}
+		given++
+		return todo[given-1], true
+	}
+	seen := map[*Pipeline]int{}
+	stop := d.warmHelpers(context.Background(), 2, take, func(pl *Pipeline) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[pl]++
+	})
+	if got := stop(); got != len(todo) {
+		t.Fatalf("helpers compiled %d pipelines, want %d", got, len(todo))
+	}
+	for _, pl := range todo {
+		if seen[pl] != 1 {
+			t.Errorf("pipeline %s reported %d times", pl.Kernel.Name, seen[pl])
+		}
+	}
+	if st, err := e.Prepare(context.Background(), PrepareOptions{Helpers: -1}); err != nil || st.Pipelines != len(todo) {
+		t.Fatalf("prepare after the helpers: %+v, %v", st, err)
+	}
+	checkLengthVariants(t, context.Background(), e)
 }

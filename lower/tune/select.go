@@ -1329,6 +1329,15 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 		ck.reason = msg
 		return ck
 	}
+	if d.Info.Type == runtime.CPU {
+		// A CPU implementation compiles a kernel at its first dispatch, one at a time; Prepare
+		// compiles the candidate's new kernels on helper devices too, one a processor
+		// (runtime.Executable.Prepare).
+		if _, err := exe.Prepare(ctx, runtime.PrepareOptions{}); err != nil {
+			return bad("prepare: " + err.Error())
+		}
+		phase("prepared")
+	}
 	if err := exe.ResetState(); err != nil {
 		return bad("reset state: " + err.Error())
 	}
