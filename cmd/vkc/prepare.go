@@ -36,6 +36,9 @@ func preparePipelines(ctx context.Context, w io.Writer, m *engine.Model, fns []r
 	if took > 2*time.Second {
 		fmt.Fprintf(w, " (the driver compiled them; its caches keep them for the next run)")
 	}
+	if st.Helped > 0 {
+		fmt.Fprintf(w, "; %d compiled first on helper devices, one a processor (VKC_PREPARE_HELPERS)", st.Helped)
+	}
 	fmt.Fprintln(w)
 	return nil
 }
