@@ -50,6 +50,8 @@ type Device struct {
 	poolMu  sync.Mutex // so does the command pool: allocation, free, and recording into its buffers
 	lost    atomic.Bool
 	closed  atomic.Bool
+	// noHelpers: Prepare found that its helper devices' compiles did not reach this one.
+	noHelpers atomic.Bool
 
 	memMu    sync.Mutex
 	deviceMT uint32 // memory type of device buffers

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vkc-project/vkc/plan"
 )
@@ -197,13 +198,20 @@ func (e *Executable) Prepare(ctx context.Context, o PrepareOptions) (PrepareStat
 	if err == nil {
 		err = ctx.Err()
 	}
+	t0, n := time.Now(), 0
 	for _, pl := range todo {
 		if err != nil {
 			break
 		}
 		if helped[pl] {
 			err = prepare(pl)
+			n++
 		}
+	}
+	if n > 0 && err == nil && time.Since(t0) > time.Duration(n)*helpedMax {
+		// The helpers' compiles did not reach this device (Mesa's disk cache unwritable, or
+		// another driver): the later calls on d compile alone.
+		d.noHelpers.Store(true)
 	}
 	if err != nil {
 		return st, err
@@ -240,7 +248,7 @@ func warmUp(ctx context.Context, d *Device, pl *Pipeline, scratch, counts *Buffe
 func helperCount(d *Device, o PrepareOptions, n int) int {
 	h := o.Helpers
 	if h == 0 {
-		if d.Info.Type != CPU || mesaCacheOff() {
+		if d.Info.Type != CPU || mesaCacheOff() || d.noHelpers.Load() {
 			return 0
 		}
 		h = min(goruntime.GOMAXPROCS(0)-1, maxHelpers)
@@ -255,6 +263,12 @@ func helperCount(d *Device, o PrepareOptions, n int) int {
 
 // maxHelpers bounds the helper devices of one Prepare.
 const maxHelpers = 16
+
+// helpedMax is the most a pipeline a helper compiled may take the device to prepare, on
+// average, before Prepare stops opening helpers for it: on lavapipe one found in Mesa's disk
+// cache takes under a millisecond (78 of Gemma 3's in 48 ms), one compiled from the start
+// 0.1–3 s.
+const helpedMax = 50 * time.Millisecond
 
 // mesaCacheOff reports whether Mesa's on-disk shader cache is turned off by its environment
 // variable, so that helpers' compiles would not reach this device.

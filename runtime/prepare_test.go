@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	goruntime "runtime"
 	"sync"
 	"testing"
 )
@@ -122,4 +123,45 @@ func TestWarmHelpers(t *testing.T) {
 		t.Fatalf("prepare after the helpers: %+v, %v", st, err)
 	}
 	checkLengthVariants(t, context.Background(), e)
+}
+
+// TestHelperCount: how many helper devices Prepare opens: one a further processor on a CPU
+// implementation, fewer where the pipelines are fewer, none when Mesa's disk cache is off or an
+// earlier Prepare found the helpers' compiles did not reach the device, as many as asked when
+// asked (VKC_PREPARE_HELPERS, PrepareOptions.Helpers).
+func TestHelperCount(t *testing.T) {
+	d := openTest(t, Options{})
+	if d.Info.Type != CPU {
+		t.Skipf("missing capability: %s is not a CPU implementation (helpers are for lavapipe)", d.Info.Name)
+	}
+	t.Setenv("VKC_PREPARE_HELPERS", "")
+	t.Setenv("MESA_SHADER_CACHE_DISABLE", "")
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(4))
+	for _, c := range []struct {
+		name    string
+		env     [2]string // VKC_PREPARE_HELPERS, MESA_SHADER_CACHE_DISABLE
+		helpers int
+		n       int
+		off     bool // d.noHelpers
+		want    int
+	}{
+		{"one a further processor", [2]string{}, 0, 100, false, 3},
+		{"fewer pipelines", [2]string{}, 0, 3, false, 2},
+		{"one pipeline", [2]string{}, 0, 1, false, 0},
+		{"environment", [2]string{"7"}, 0, 100, false, 7},
+		{"environment none", [2]string{"0"}, 0, 100, false, 0},
+		{"at most maxHelpers", [2]string{"99"}, 0, 100, false, maxHelpers},
+		{"Mesa's cache off", [2]string{"", "true"}, 0, 100, false, 0},
+		{"found ineffective", [2]string{}, 0, 100, true, 0},
+		{"asked", [2]string{"0", "1"}, 5, 100, true, 5},
+		{"asked none", [2]string{}, -1, 100, false, 0},
+	} {
+		t.Setenv("VKC_PREPARE_HELPERS", c.env[0])
+		t.Setenv("MESA_SHADER_CACHE_DISABLE", c.env[1])
+		d.noHelpers.Store(c.off)
+		if got := helperCount(d, PrepareOptions{Helpers: c.helpers}, c.n); got != c.want {
+			t.Errorf("%s: %d helpers, want %d", c.name, got, c.want)
+		}
+	}
+	d.noHelpers.Store(false)
 }
