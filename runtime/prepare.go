@@ -261,8 +261,10 @@ func helperCount(d *Device, o PrepareOptions, n int) int {
 	return max(0, min(h, n-1))
 }
 
-// maxHelpers bounds the helper devices of one Prepare.
-const maxHelpers = 16
+// maxHelpers bounds the helper devices of one Prepare: each lavapipe device starts threads of
+// its own (one a processor, LP_NUM_THREADS), and a plan's few dozen pipelines gain little past
+// eight compiles at a time.
+const maxHelpers = 8
 
 // helpedMax is the most a pipeline a helper compiled may take the device to prepare, on
 // average, before Prepare stops opening helpers for it: on lavapipe one found in Mesa's disk
