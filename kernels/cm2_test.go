@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +38,37 @@ func cm2Cases(t *testing.T) []gemmCase {
 		{"cm2 rmsnorm_linear[act=f16] f32 40x64->24", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 40, 64), ir.T(f32, 64), ir.T(f16, 24, 64)), false},
 		{"cm2 rmsnorm_linear f16 40x64->48 + residual", res, false},
 		{"cm2 linear f16 x q4_k 130x256->40", opProblem(t, ir.Linear, nil, ir.T(f16, 130, 256), ir.T(ir.Q4_K, 40, 256)), false},
+		{"cm2 linear f16 40x64->48", opProblem(t, ir.Linear, nil, ir.T(f16, 40, 64), ir.T(f16, 48, 64)), false},
+	}
+}
+
+// TestMatmulCM2Direct: a product with nothing to apply element by element stores its result
+// itself (one step; the Q4_K one after its copy of B), where a bias or rmsnorm keeps the
+// accumulators and the reduction step; TestMatmulCM2Emulated checks both against the
+// interpreter.
+func TestMatmulCM2Direct(t *testing.T) {
+	caps := emulatedCM2Caps(t)
+	for _, c := range []struct {
+		name  string
+		steps int
+	}{
+		{"cm2 linear f16 40x64->48", 1},
+		{"cm2 linear f16 x q4_k 130x256->40", 2},
+		{"cm2 linear f16 40x64->48 bias", 2},
+		{"cm2 rmsnorm_linear[act=f16] f32 40x64->24", 3},
+	} {
+		i := slices.IndexFunc(cm2Cases(t), func(g gemmCase) bool { return g.name == c.name })
+		l, err := kernels.MatmulCM2.Build(cm2Cases(t)[i].p, cm2Point, caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Steps) != c.steps {
+			t.Errorf("%s: %d steps, want %d", c.name, len(l.Steps), c.steps)
+		}
+		direct := strings.HasSuffix(l.Steps[len(l.Steps)-1].Kernel.Name, "_out")
+		if want := c.name == "cm2 linear f16 40x64->48" || strings.Contains(c.name, "q4_k"); direct != want {
+			t.Errorf("%s: the product stores the result itself: %v, want %v", c.name, direct, want)
+		}
 	}
 }
 
@@ -150,6 +182,8 @@ func TestMatmulCM2GPU(t *testing.T) {
 	gateUp.Parts = []kernels.Part{{Kind: kernels.PartPair, Cols: 528, Out: 0, Expr: swiglu(f16)}}
 	cases := []gemmCase{
 		{"linear f16 300x512->264 bias", opProblem(t, ir.Linear, nil, ir.T(f16, 300, 512), ir.T(f16, 264, 512), ir.T(f16, 264)), false},
+		{"linear f16 300x512->264 (stored directly)", opProblem(t, ir.Linear, nil, ir.T(f16, 300, 512), ir.T(f16, 264, 512)), false},
+		{"linear f16 x q4_k 300x512->264 (stored directly)", opProblem(t, ir.Linear, nil, ir.T(f16, 300, 512), ir.T(ir.Q4_K, 264, 512)), false},
 		{"rmsnorm_linear[act=f16] f32 300x512->392", opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 300, 512), ir.T(f32, 512), ir.T(f16, 392, 512)), false},
 		{"linear f16 x q6_k 300x512->264 + residual", withResidual(opProblem(t, ir.Linear, nil, ir.T(f16, 300, 512), ir.T(ir.Q6_K, 264, 512))), false},
 		{"gate/up rmsnorm q4_k swiglu parts 300x512->528", gateUp, false},
@@ -164,6 +198,29 @@ func TestMatmulCM2GPU(t *testing.T) {
 					continue
 				}
 				kerneltest.Check(t, kernels.MatmulCM2, tc.p, c, args)
+			}
+		})
+	}
+}
+
+// TestMatmulCM2Validates: matmul_cm2's modules as a device with VK_NV_cooperative_matrix2
+// gets them (workgroup matrices, tensor addressing, not emulated) pass spirv-val, for the
+// forms of the emulated tests at points with and without the K loop written out, the direct
+// store included.
+func TestMatmulCM2Validates(t *testing.T) {
+	caps := kernels.H200
+	caps.Coop2 = &kernels.Coop2Caps{MaxWorkgroupSize: 256, MaxDimension: 1024, ReservedShared: 8192, Shapes: []kernels.Coop2Shape{
+		{MGran: 16, NGran: 16, KGran: 16, A: codegen.F16, B: codegen.F16, C: codegen.F32, Result: codegen.F32, Invocations: 64},
+	}}
+	for _, tc := range cm2Cases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, u := range []int{1, 4} {
+				c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u}
+				l, err := kernels.MatmulCM2.Build(tc.p, c, caps)
+				if err != nil {
+					t.Fatalf("[%s]: %v", c.Key(), err)
+				}
+				validate(t, l)
 			}
 		})
 	}

@@ -16,7 +16,10 @@ import (
 // TFLOP/s from f16 where its VK_KHR_cooperative_matrix one ran at 91.9 and vkc's matmul_coop at
 // 127–138 (docs/bench/h100-2026-12-06, session 11).
 //
-// The accumulator is stored whole to an f32 scratch padded to whole blocks, and a second step,
+// A product with nothing to apply element by element (cm2Direct: no rmsnorm, bias, epilogue or
+// column parts) converts its accumulator to the result's type and stores it to the result
+// itself, the edges dropped by the tensor store's clamping. Otherwise the accumulator is stored
+// whole to an f32 scratch padded to whole blocks, and a second step,
 // matmul_coop's split-K reduction at one split (buildCoopReduce), applies rmsnorm's 1/rms, the
 // bias and the problem's epilogue (residual, activation, SwiGLU, column parts) element by
 // element: a workgroup matrix gives no element's row and column, and the per-element function
@@ -227,8 +230,13 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 	bm, bn := c["bm"], c["bn"]
 	q := coopGeom{split: 1, bm: bm, bn: bn, mp: ceilDiv(g.m, bm) * bm, np: ceilDiv(g.n, bn) * bn}
 	// Scratch: 0 the accumulators (buildCoopReduce's partials), 1 the rows' Σx² (its sums of
-	// squares), then h (rmsnorm), then B's f16 copy (a block format).
+	// squares), then h (rmsnorm), then B's f16 copy (a block format). A product with nothing
+	// to apply element by element (cm2Direct) stores its result itself: no accumulators.
+	direct := cm2Direct(p, g, cg)
 	l := &Launch{Matrix: true, Scratch: []int{4 * q.mp * q.np}}
+	if direct {
+		l.Scratch = nil
+	}
 	aOp, bOp := Operand{Arg, g.aArg}, Operand{Arg, g.bArg}
 	if cg.rms {
 		st, err := buildCM2Rows(p, g, caps)
@@ -255,18 +263,20 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 			}
 			l.Steps = append(l.Steps, Step{Kernel: dq, Grid: grid, Bindings: []Operand{{Arg, g.bArg}, bOp}})
 		}
-		st, err := buildCM2Product(p, g, c, caps, q, w, aOp, bOp)
+		st, err := buildCM2Product(p, g, c, caps, q, w, aOp, bOp, direct)
 		if err != nil {
 			return nil, err
 		}
 		l.Steps = append(l.Steps, *st)
 		l.Occupancy = max(l.Occupancy, st.Invocations())
 	}
-	red, err := buildCoopReduce(p, g, q, caps)
-	if err != nil {
-		return nil, err
+	if !direct {
+		red, err := buildCoopReduce(p, g, q, caps)
+		if err != nil {
+			return nil, err
+		}
+		l.Steps = append(l.Steps, *red)
 	}
-	l.Steps = append(l.Steps, *red)
 	n := 0
 	if cg.quantB {
 		n++ // W rounded to f16 by the copy
@@ -284,7 +294,9 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 		l.MatrixRate = cm2MatrixRate
 	}
 	g.cost(p, l)
-	l.Bytes += float64(2 * 4 * q.mp * q.np) // the accumulators written, then read
+	if !direct {
+		l.Bytes += float64(2 * 4 * q.mp * q.np) // the accumulators written, then read
+	}
 	if cg.quantB {
 		l.Bytes += float64(2 * 2 * g.n * g.k) // the copy written, then read
 	}
@@ -294,10 +306,19 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 	return l, nil
 }
 
+// cm2Direct reports whether the product stores its result itself, converted to the result's
+// type, rather than its f32 accumulators for the reduction step: nothing is applied element by
+// element (no rmsnorm, bias, epilogue or column parts) and the result is f16 or f32. It saves
+// the accumulators' round trip through memory (at 4096³, 64 MiB written and read) and a launch.
+func cm2Direct(p *Problem, g *gemm, cg *cm2Gemm) bool {
+	return !cg.rms && g.biasArg < 0 && p.Expr == nil && len(p.Parts) == 0 && len(p.Outs) == 1 &&
+		(g.opType.DType == ir.F16 || g.opType.DType == ir.F32)
+}
+
 // buildCM2Product is the product step over the column blocks of part w (the whole result
 // when w.window is zero): A from aOp, B (its rows w.row0.. when windowed) from bOp, the
-// accumulators stored to scratch 0.
-func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coopDQPart, aOp, bOp Operand) (*Step, error) {
+// accumulators stored to scratch 0, or (direct) the result converted to its type to the output.
+func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coopDQPart, aOp, bOp Operand, direct bool) (*Step, error) {
 	bm, bn, bk, wg := c["bm"], c["bn"], c["bk"], c["wg"]
 	name := fmt.Sprintf("matmul_cm2_%dx%dx%d_wg%d", bm, bn, bk, wg)
 	if c["unroll"] > 1 {
@@ -306,12 +327,17 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 	if w.window.count > 0 {
 		name += fmt.Sprintf("_cols%d_%d", w.window.first, w.window.count)
 	}
+	outT, outOp := codegen.F32, Operand{Scratch, 0}
+	if direct {
+		name += "_out"
+		outT, outOp = StorageType(g.opType.DType), Operand{Out, 0}
+	}
 	b := newBuilder(name, caps)
 	b.EmulateMatrices(caps.EmulateMatrices)
 	u := func(x int) codegen.Value { return b.U32(uint32(x)) }
 	a := b.Buffer("a", codegen.F16, codegen.ReadOnly)
 	wb := b.Buffer("b", codegen.F16, codegen.ReadOnly)
-	acc := b.Buffer("acc", codegen.F32, codegen.WriteOnly)
+	acc := b.Buffer("acc", outT, codegen.WriteOnly)
 	b.WorkgroupSize(u(wg), u(1), u(1))
 	wid := b.WorkgroupID()
 	row0 := b.Mul(b.Y(wid), u(bm))
@@ -346,8 +372,18 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 	if whole < g.k {
 		b.For(u(whole), u(g.k), u(bk), slice)
 	}
-	ct := codegen.Tensor{Mem: acc, Base: u(0), Rows: u(q.mp), Cols: u(q.np), Stride: u(q.np)}
-	b.MatrixStoreTensor(ct, row0, col0, b.Get(sum), false)
+	if direct {
+		// The result itself: its edges dropped where no block divides it.
+		ct := codegen.Tensor{Mem: acc, Base: u(0), Rows: u(g.m), Cols: u(g.n), Stride: u(g.n), Clamp: g.m%bm != 0 || g.n%bn != 0}
+		out := b.Get(sum)
+		if outT != codegen.F32 {
+			out = b.Convert(out, codegen.Matrix(outT, codegen.ScopeWorkgroup, bm, bn, codegen.MatrixAcc))
+		}
+		b.MatrixStoreTensor(ct, row0, col0, out, false)
+	} else {
+		ct := codegen.Tensor{Mem: acc, Base: u(0), Rows: u(q.mp), Cols: u(q.np), Stride: u(q.np)}
+		b.MatrixStoreTensor(ct, row0, col0, b.Get(sum), false)
+	}
 	k, err := b.Finish()
 	if err != nil {
 		return nil, err
@@ -359,7 +395,7 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
-	return &Step{Kernel: k, Grid: grid, Bindings: []Operand{aOp, bOp, {Scratch, 0}}, Scale: g.scale(p, 1, bm, 2)}, nil
+	return &Step{Kernel: k, Grid: grid, Bindings: []Operand{aOp, bOp, outOp}, Scale: g.scale(p, 1, bm, 2)}, nil
 }
 
 // cm2RowThreads is the workgroup of matmul_cm2's row step (one row a workgroup).
