@@ -16,7 +16,10 @@ import (
 
 // cm2Point is a small block for the emulated tests: workgroup matrices of 32×32 over slices of
 // 16, 64 invocations (emulated, every subgroup computes the whole accumulator).
-var cm2Point = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1}
+var cm2Point = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1, "direct": 0}
+
+// cm2DirectPoint is cm2Point storing the result itself where the form allows.
+var cm2DirectPoint = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1, "direct": 1}
 
 // emulatedCM2Caps is emulatedCaps with VK_NV_cooperative_matrix2's workgroup matrices pretended
 // (granules of 16, any workgroup size), emulated on the test device.
@@ -42,32 +45,42 @@ func cm2Cases(t *testing.T) []gemmCase {
 	}
 }
 
-// TestMatmulCM2Direct: a product with nothing to apply element by element stores its result
-// itself (one step; the Q4_K one after its copy of B), where a bias or rmsnorm keeps the
-// accumulators and the reduction step; TestMatmulCM2Emulated checks both against the
+// TestMatmulCM2Direct: at direct = 1 a product with nothing to apply element by element
+// stores its result itself (one step; the Q4_K one after its copy of B); a bias or rmsnorm
+// makes the point invalid. TestMatmulCM2Emulated checks the direct forms against the
 // interpreter.
 func TestMatmulCM2Direct(t *testing.T) {
 	caps := emulatedCM2Caps(t)
 	for _, c := range []struct {
 		name  string
-		steps int
+		steps int // at direct = 1; 0: not valid
 	}{
 		{"cm2 linear f16 40x64->48", 1},
 		{"cm2 linear f16 x q4_k 130x256->40", 2},
-		{"cm2 linear f16 40x64->48 bias", 2},
-		{"cm2 rmsnorm_linear[act=f16] f32 40x64->24", 3},
+		{"cm2 linear f16 40x64->48 bias", 0},
+		{"cm2 rmsnorm_linear[act=f16] f32 40x64->24", 0},
 	} {
 		i := slices.IndexFunc(cm2Cases(t), func(g gemmCase) bool { return g.name == c.name })
-		l, err := kernels.MatmulCM2.Build(cm2Cases(t)[i].p, cm2Point, caps)
+		p := cm2Cases(t)[i].p
+		err := kernels.MatmulCM2.Space.Valid(p, cm2DirectPoint, caps)
+		if c.steps == 0 {
+			if err == nil {
+				t.Errorf("%s: direct=1 accepted", c.name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		l, err := kernels.MatmulCM2.Build(p, cm2DirectPoint, caps)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Steps) != c.steps {
-			t.Errorf("%s: %d steps, want %d", c.name, len(l.Steps), c.steps)
+		if len(l.Steps) != c.steps || !strings.HasSuffix(l.Steps[len(l.Steps)-1].Kernel.Name, "_out") {
+			t.Errorf("%s: %d steps ending in %s, want %d ending in the direct product", c.name, len(l.Steps), l.Steps[len(l.Steps)-1].Kernel.Name, c.steps)
 		}
-		direct := strings.HasSuffix(l.Steps[len(l.Steps)-1].Kernel.Name, "_out")
-		if want := c.name == "cm2 linear f16 40x64->48" || strings.Contains(c.name, "q4_k"); direct != want {
-			t.Errorf("%s: the product stores the result itself: %v, want %v", c.name, direct, want)
+		if l0, err := kernels.MatmulCM2.Build(p, cm2Point, caps); err != nil || len(l0.Steps) != c.steps+1 {
+			t.Errorf("%s at direct=0: want the reduction step too: %v", c.name, err)
 		}
 	}
 }
@@ -82,7 +95,11 @@ func TestMatmulCM2Emulated(t *testing.T) {
 			if err := kernels.MatmulCM2.Space.Valid(tc.p, cm2Point, caps); err != nil {
 				t.Fatal(err)
 			}
-			checkWith(t, kernels.MatmulCM2, tc.p, cm2Point, randomArgs(rng, tc.p), caps)
+			args := randomArgs(rng, tc.p)
+			checkWith(t, kernels.MatmulCM2, tc.p, cm2Point, args, caps)
+			if kernels.MatmulCM2.Space.Valid(tc.p, cm2DirectPoint, caps) == nil {
+				checkWith(t, kernels.MatmulCM2, tc.p, cm2DirectPoint, args, caps)
+			}
 		})
 	}
 }
@@ -95,7 +112,7 @@ func TestMatmulCM2Unrolled(t *testing.T) {
 	rng := rand.New(rand.NewSource(53))
 	p := withResidual(opProblem(t, ir.Linear, nil, ir.T(ir.F16, 40, 112), ir.T(ir.F16, 48, 112)))
 	for _, u := range []int{2, 4} {
-		c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u}
+		c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u, "direct": 0}
 		t.Run(c.Key(), func(t *testing.T) {
 			l, err := kernels.MatmulCM2.Build(p, c, caps)
 			if err != nil {
@@ -107,7 +124,7 @@ func TestMatmulCM2Unrolled(t *testing.T) {
 			checkWith(t, kernels.MatmulCM2, p, c, randomArgs(rng, p), caps)
 		})
 	}
-	if err := kernels.MatmulCM2.Space.Valid(p, kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 8}, caps); err == nil {
+	if err := kernels.MatmulCM2.Space.Valid(p, kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 8, "direct": 0}, caps); err == nil {
 		t.Error("8 slices of 16 (128) over K = 112 accepted")
 	}
 }
@@ -158,12 +175,14 @@ func TestMatmulCM2Accepts(t *testing.T) {
 
 // cm2GPUPoints are the points TestMatmulCM2GPU runs (nil: the static point).
 var cm2GPUPoints = []kernels.Config{nil,
-	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1},
-	{"bm": 64, "bn": 64, "bk": 32, "wg": 128, "unroll": 1},
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1},
-	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 1},
-	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 8},
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 4},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 0},
+	{"bm": 64, "bn": 64, "bk": 32, "wg": 128, "unroll": 1, "direct": 0},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": 0},
+	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 1, "direct": 0},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 8, "direct": 0},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 4, "direct": 0},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 1},
+	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 4, "direct": 1},
 }
 
 // TestMatmulCM2GPU runs matmul_cm2 on the device's workgroup matrices against the interpreter:
@@ -215,12 +234,17 @@ func TestMatmulCM2Validates(t *testing.T) {
 	for _, tc := range cm2Cases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, u := range []int{1, 4} {
-				c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u}
-				l, err := kernels.MatmulCM2.Build(tc.p, c, caps)
-				if err != nil {
-					t.Fatalf("[%s]: %v", c.Key(), err)
+				for direct := range 2 {
+					c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u, "direct": direct}
+					if direct > 0 && kernels.MatmulCM2.Space.Valid(tc.p, c, caps) != nil {
+						continue
+					}
+					l, err := kernels.MatmulCM2.Build(tc.p, c, caps)
+					if err != nil {
+						t.Fatalf("[%s]: %v", c.Key(), err)
+					}
+					validate(t, l)
 				}
-				validate(t, l)
 			}
 		})
 	}

@@ -16,9 +16,11 @@ import (
 // TFLOP/s from f16 where its VK_KHR_cooperative_matrix one ran at 91.9 and vkc's matmul_coop at
 // 127–138 (docs/bench/h100-2026-12-06, session 11).
 //
-// A product with nothing to apply element by element (cm2Direct: no rmsnorm, bias, epilogue or
-// column parts) converts its accumulator to the result's type and stores it to the result
-// itself, the edges dropped by the tensor store's clamping. Otherwise the accumulator is stored
+// At direct = 1, a product with nothing to apply element by element (cm2Direct: no rmsnorm,
+// bias, epilogue or column parts) converts its accumulator to the result's type and stores it
+// to the result itself, the edges dropped by the tensor store's clamping (as llama.cpp's
+// product of this kind stores its result); the static points keep direct = 0 until it is
+// measured on a GPU. Otherwise the accumulator is stored
 // whole to an f32 scratch padded to whole blocks, and a second step,
 // matmul_coop's split-K reduction at one split (buildCoopReduce), applies rmsnorm's 1/rms, the
 // bias and the problem's epilogue (residual, activation, SwiGLU, column parts) element by
@@ -42,7 +44,7 @@ var MatmulCM2 = &Template{
 		return err
 	},
 	Space: NewSpace(Ints("bm", 128, 64, 256, 32), Ints("bn", 128, 256, 64, 32), Ints("bk", 32, 64, 16),
-		Ints("wg", 128, 256, 64), Ints("unroll", 1, 2, 4, 8)).Where(cm2Fits),
+		Ints("wg", 128, 256, 64), Ints("unroll", 1, 2, 4, 8), Ints("direct", 0, 1)).Where(cm2Fits),
 	Static: cm2Static,
 	Build:  buildMatmulCM2,
 }
@@ -57,8 +59,8 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	if err != nil || caps.CPU {
 		return nil
 	}
-	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1}
-	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1}
+	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 0}
+	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": 0}
 	if ceilDiv(g.m, 128)*ceilDiv(g.n, 128) < cm2WideGrid {
 		return []Config{narrow, wide}
 	}
@@ -192,7 +194,7 @@ func cm2Shape(caps Caps, wg int) (Coop2Shape, bool) {
 // cm2Fits: the block is made of the device's granularities for a workgroup of wg, and no
 // larger than the problem needs.
 func cm2Fits(p *Problem, c Config, caps Caps) error {
-	g, _, err := acceptCM2(p, caps)
+	g, cg, err := acceptCM2(p, caps)
 	if err != nil {
 		return err
 	}
@@ -215,6 +217,8 @@ func cm2Fits(p *Problem, c Config, caps Caps) error {
 		return fmt.Errorf("unroll=%d: %d slices of %d exceed K = %d", c["unroll"], c["unroll"], bk, g.k)
 	case c["unroll"]*bk > cm2MaxUnrolledK:
 		return fmt.Errorf("unroll=%d: %d slices of %d exceed %d of K a step", c["unroll"], c["unroll"], bk, cm2MaxUnrolledK)
+	case c["direct"] > 0 && !cm2Direct(p, g, cg):
+		return fmt.Errorf("direct=1: the product has a bias, rmsnorm, an epilogue or column parts to apply element by element")
 	}
 	return nil
 }
@@ -232,7 +236,7 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 	// Scratch: 0 the accumulators (buildCoopReduce's partials), 1 the rows' Σx² (its sums of
 	// squares), then h (rmsnorm), then B's f16 copy (a block format). A product with nothing
 	// to apply element by element (cm2Direct) stores its result itself: no accumulators.
-	direct := cm2Direct(p, g, cg)
+	direct := c["direct"] > 0
 	l := &Launch{Matrix: true, Scratch: []int{4 * q.mp * q.np}}
 	if direct {
 		l.Scratch = nil
@@ -306,10 +310,11 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 	return l, nil
 }
 
-// cm2Direct reports whether the product stores its result itself, converted to the result's
-// type, rather than its f32 accumulators for the reduction step: nothing is applied element by
-// element (no rmsnorm, bias, epilogue or column parts) and the result is f16 or f32. It saves
-// the accumulators' round trip through memory (at 4096³, 64 MiB written and read) and a launch.
+// cm2Direct reports whether the product may store its result itself (direct = 1), converted to
+// the result's type, rather than its f32 accumulators for the reduction step: nothing is
+// applied element by element (no rmsnorm, bias, epilogue or column parts) and the result is
+// f16 or f32. It saves the accumulators' round trip through memory (at 4096³, 64 MiB written
+// and read) and a launch.
 func cm2Direct(p *Problem, g *gemm, cg *cm2Gemm) bool {
 	return !cg.rms && g.biasArg < 0 && p.Expr == nil && len(p.Parts) == 0 && len(p.Outs) == 1 &&
 		(g.opType.DType == ir.F16 || g.opType.DType == ir.F32)

@@ -105,7 +105,7 @@ func h100Coop2() kernels.Caps {
 // matmul_coop.
 func TestStaticChoiceCM2(t *testing.T) {
 	f16, f32, T := ir.F16, ir.F32, ir.T
-	wide, narrow := "bk=32,bm=128,bn=128,unroll=1,wg=128", "bk=64,bm=64,bn=64,unroll=1,wg=256"
+	wide, narrow := "bk=32,bm=128,bn=128,direct=0,unroll=1,wg=128", "bk=64,bm=64,bn=64,direct=0,unroll=1,wg=256"
 	for _, c := range []struct {
 		op    ir.Op
 		attrs ir.Attrs
