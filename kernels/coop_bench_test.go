@@ -288,7 +288,13 @@ func BenchmarkCoopShapes(b *testing.B) {
 				if len(pts) >= limit {
 					break
 				}
-				if seen[c.Key()] || tm.Space.Valid(p, c, caps) != nil {
+				if seen[c.Key()] {
+					continue
+				}
+				if err := tm.Space.Valid(p, c, caps); err != nil {
+					if only != nil {
+						b.Logf("  point %s [%s] not valid here: %v", tm.Name, c.Key(), err)
+					}
 					continue
 				}
 				seen[c.Key()] = true
