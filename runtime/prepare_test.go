@@ -7,17 +7,24 @@ import (
 	"testing"
 )
 
-// TestPrepare: Prepare readies the pipelines of what it is asked for (a function at a length
-// runs one variant's), counts what earlier calls did, reports progress up to its total, and runs
-// afterwards give the results they give without it.
-func TestPrepare(t *testing.T) {
+// loadVariants opens the test device and loads lengthVariantPlan on it, closed with the test.
+func loadVariants(t *testing.T) (*Device, *Executable) {
+	t.Helper()
 	d := openTest(t, Options{})
-	ctx := context.Background()
 	e, err := d.Load(lengthVariantPlan(t, d), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	t.Cleanup(func() { e.Close() })
+	return d, e
+}
+
+// TestPrepare: Prepare readies the pipelines of what it is asked for (a function at a length
+// runs one variant's), counts what earlier calls did, reports progress up to its total, and runs
+// afterwards give the results they give without it.
+func TestPrepare(t *testing.T) {
+	_, e := loadVariants(t)
+	ctx := context.Background()
 	var calls [][2]int
 	progress := func(done, total int) { calls = append(calls, [2]int{done, total}) }
 	// f at length 2 runs the variant (module add_1000n): one pipeline.
@@ -53,13 +60,8 @@ func TestPrepare(t *testing.T) {
 // compiles are what the device then finds.
 func TestPrepareHelpers(t *testing.T) {
 	t.Setenv("MESA_SHADER_CACHE_DIR", t.TempDir())
-	d := openTest(t, Options{})
+	_, e := loadVariants(t)
 	ctx := context.Background()
-	e, err := d.Load(lengthVariantPlan(t, d), LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
 	var mu sync.Mutex
 	var calls [][2]int
 	progress := func(done, total int) {
@@ -87,12 +89,7 @@ func TestPrepareHelpers(t *testing.T) {
 // and the device then prepares them.
 func TestWarmHelpers(t *testing.T) {
 	t.Setenv("MESA_SHADER_CACHE_DIR", t.TempDir())
-	d := openTest(t, Options{})
-	e, err := d.Load(lengthVariantPlan(t, d), LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	d, e := loadVariants(t)
 	var mu sync.Mutex
 	todo := append([]*Pipeline(nil), e.ownPipes...)
 	given := 0
