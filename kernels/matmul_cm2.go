@@ -20,8 +20,8 @@ import (
 // bias, epilogue or column parts) converts its accumulator to the result's type and stores it
 // to the result itself, the edges dropped by the tensor store's clamping (as llama.cpp's
 // product of this kind stores its result); the static points keep direct = 0 until it is
-// measured on a GPU. Otherwise the accumulator is stored
-// whole to an f32 scratch padded to whole blocks, and a second step,
+// measured on a GPU. Otherwise the accumulator is stored whole to an f32 scratch padded to
+// whole blocks, and a second step,
 // matmul_coop's split-K reduction at one split (buildCoopReduce), applies rmsnorm's 1/rms, the
 // bias and the problem's epilogue (residual, activation, SwiGLU, column parts) element by
 // element: a workgroup matrix gives no element's row and column, and the per-element function
@@ -233,13 +233,12 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	bm, bn := c["bm"], c["bn"]
 	q := coopGeom{split: 1, bm: bm, bn: bn, mp: ceilDiv(g.m, bm) * bm, np: ceilDiv(g.n, bn) * bn}
-	// Scratch: 0 the accumulators (buildCoopReduce's partials), 1 the rows' Σx² (its sums of
-	// squares), then h (rmsnorm), then B's f16 copy (a block format). A product with nothing
-	// to apply element by element (cm2Direct) stores its result itself: no accumulators.
+	// Scratch: 0 the accumulators (buildCoopReduce's partials; none at direct = 1), 1 the rows'
+	// Σx² (its sums of squares), then h (rmsnorm), then B's f16 copy (a block format).
 	direct := c["direct"] > 0
-	l := &Launch{Matrix: true, Scratch: []int{4 * q.mp * q.np}}
-	if direct {
-		l.Scratch = nil
+	l := &Launch{Matrix: true}
+	if !direct {
+		l.Scratch = []int{4 * q.mp * q.np}
 	}
 	aOp, bOp := Operand{Arg, g.aArg}, Operand{Arg, g.bArg}
 	if cg.rms {
