@@ -29,6 +29,12 @@
 #   torch     weights, vkc's prefill logits, torch_peer.py (eager; graphs compile ~40 s) ~100 s
 #   llamacpp  GGUF from the same weights, llama-bench pp and tg at depths ~$POS       ~35 s
 #   gemm      kernels.test BenchmarkCoopGEMM4096 and cuBLAS 4096³                     ~30 s
+#   cm2       issue 27: matmul_cm2 (VK_NV_cooperative_matrix2) on the device: TestMatmulCM2GPU
+#             (its points against the interpreter), then BenchmarkCoopShapes over the block
+#             sizes that ran best and larger ones, each with the K loop written out 1, 2, 4, 8
+#             slices a step (unroll) and, where the product allows, the result stored directly
+#             (direct), at the 8B prefill shapes, 4096³ and the Q4_K gate/up form; cuBLAS 4096³
+#             beside, into cm2.txt; not a default part                               ~4 min
 #   gemv      issue 27: kernels.test BenchmarkDecodeGEMV, decode's matrix–vector products at
 #             Llama-3.1-8B's shapes (4096², 14336×4096, 4096×14336, 128256×4096) in f16, bf16,
 #             q8_0, q4_k, q6_k (GEMV_DTYPES), static choice and best suggested point, GB/s and
@@ -302,6 +308,35 @@ if want gemm; then
   part "f16 GEMM 4096x4096x4096: cuBLAS through PyTorch"
   tj gemm-torch $PY examples/bench/torch_peer.py --gemm 4096
 } >> "$OUT/micro.txt" 2>&1
+fi
+
+if want cm2; then
+{
+  if [ -x "$KT" ]; then
+    part "matmul_cm2 against the interpreter on the device (TestMatmulCM2GPU)"
+    (cd kernels && t "$KT" -test.run 'TestMatmulCM2GPU' -test.v 2>&1 | grep -E '^(--- |ok|FAIL|PASS)|    --- |not valid|_test.go' | tail -40)
+    # The points: blocks bk,bm,bn,wg × unroll (unroll·bk ≤ 256) × direct (0; 1 where valid,
+    # which BenchmarkCoopShapes reports as not valid elsewhere).
+    CM2P=""
+    for blk in 32,128,128,128 64,64,64,256 64,128,64,128 32,128,128,256 64,128,256,256 64,256,128,256 32,128,256,256 32,256,128,256 64,128,128,128; do
+      IFS=, read -r bk bm bn wg <<< "$blk"
+      for u in 1 2 4 8; do
+        [ $((u * bk)) -le 256 ] || continue
+        for dr in 0 1; do CM2P="$CM2P bk=$bk,bm=$bm,bn=$bn,direct=$dr,unroll=$u,wg=$wg"; done
+      done
+    done
+    for sh in 512x4096x14336 512x14336x4096 4096x4096x4096; do
+      part "matmul_cm2 points at $sh (f16 linear)"
+      (cd kernels && VKC_COOP_TEMPLATE=matmul_cm2 VKC_COOP_POINTS="$CM2P" VKC_COOP_SHAPES=$sh t "$KT" -test.run '^$' -test.bench 'CoopShapes$' -test.benchtime 1x -test.v 2>&1 | grep -E 'best|static|FAIL|panic|SKIP|missing' | head -30)
+    done
+    part "matmul_cm2 points at 512x28672x4096 (rmsnorm_linear[act=f16] over Q4_K: the 8B gate/up form)"
+    (cd kernels && VKC_COOP_FORM=rmsnorm-q4_k VKC_COOP_TEMPLATE=matmul_cm2 VKC_COOP_POINTS="$CM2P" VKC_COOP_SHAPES=512x28672x4096 t "$KT" -test.run '^$' -test.bench 'CoopShapes$' -test.benchtime 1x -test.v 2>&1 | grep -E 'best|static|FAIL|panic|SKIP|missing' | head -30)
+  else
+    echo "no $KT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
+  fi
+  part "f16 GEMM 4096x4096x4096: cuBLAS through PyTorch"
+  tj cm2-torch $PY examples/bench/torch_peer.py --gemm 4096
+} >> "$OUT/cm2.txt" 2>&1
 fi
 
 if want gemv; then
