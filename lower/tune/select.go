@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"math/rand"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -247,9 +248,15 @@ func ReferenceFits(m *ir.Model) error {
 // CI machine (only the products run in parallel).
 const referenceRate = 3e9
 
-// referenceConvert is the time ReferenceTime assumes the interpreter takes to convert one
-// parameter element to float64 (on one core; SmolLM2's 135M took about 0.5 s here).
-const referenceConvert = 4 * time.Nanosecond
+// referenceConvert is the time in seconds ReferenceTime assumes the interpreter takes to convert
+// one parameter element to float64 on one processor (ir.Tensor.Float64s: 2.1 ns for Q8_0, 2.6
+// for Q4_K on this project's CI machine). The conversion runs on every processor; ReferenceTime
+// counts at most convertProcs of them (it writes 8 bytes an element: memory, not the cores,
+// bounds it beyond a few).
+const (
+	referenceConvert = 2.5e-9
+	convertProcs     = 4
+)
 
 // ReferenceTime estimates how long the interpreter takes for f's reference: two operations per
 // parameter element and row checked (every weight read once a row: the products; an embedding
@@ -268,7 +275,8 @@ func ReferenceTime(m *ir.Model, f *ir.Function) time.Duration {
 	for _, p := range m.Params {
 		elems += float64(p.Type.Shape.NumElements())
 	}
-	return time.Duration(2*elems*rows/referenceRate*float64(time.Second)) + time.Duration(elems)*referenceConvert
+	procs := float64(min(goruntime.GOMAXPROCS(0), convertProcs))
+	return time.Duration((2*elems*rows/referenceRate + elems*referenceConvert/procs) * float64(time.Second))
 }
 
 // references lets one reference evaluation run at a time: each uses every core already
