@@ -19,8 +19,8 @@ import (
 // At direct = 1, a product with nothing to apply element by element (cm2Direct: no rmsnorm,
 // bias, epilogue or column parts) converts its accumulator to the result's type and stores it
 // to the result itself, the edges dropped by the tensor store's clamping (as llama.cpp's
-// product of this kind stores its result); the static points keep direct = 0 until it is
-// measured on a GPU. Otherwise the accumulator is stored whole to an f32 scratch padded to
+// product of this kind stores its result); the static points take it where it is valid.
+// Otherwise the accumulator is stored whole to an f32 scratch padded to
 // whole blocks, and a second step,
 // matmul_coop's split-K reduction at one split (buildCoopReduce), applies rmsnorm's 1/rms, the
 // bias and the problem's epilogue (residual, activation, SwiGLU, column parts) element by
@@ -54,13 +54,20 @@ var MatmulCM2 = &Template{
 // that a product of few blocks still fills the device. Measured on the H100 (session 12,
 // BenchmarkCoopShapes): 128×128/128 was the fastest point at 512×14336×4096 (310 µs), 4096³ (590)
 // and the gate/up form (736); at 512×4096×14336 (128 blocks of 128×128) 64×64/256 took 375 µs.
+// A product that may store its result itself does (direct = 1; session 17 on the H100:
+// 512×14336×4096 313 → 283 µs, 4096³ 598 → 538). unroll stays 1: two slices a step gained 2%
+// at 4096³ and in the gate/up form, nothing elsewhere.
 func cm2Static(p *Problem, caps Caps) []Config {
-	g, _, err := acceptCM2(p, caps)
+	g, cg, err := acceptCM2(p, caps)
 	if err != nil || caps.CPU {
 		return nil
 	}
-	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 0}
-	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": 0}
+	direct := 0
+	if cm2Direct(p, g, cg) {
+		direct = 1
+	}
+	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": direct}
+	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
 	if ceilDiv(g.m, 128)*ceilDiv(g.n, 128) < cm2WideGrid {
 		return []Config{narrow, wide}
 	}

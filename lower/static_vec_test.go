@@ -105,7 +105,9 @@ func h100Coop2() kernels.Caps {
 // matmul_coop.
 func TestStaticChoiceCM2(t *testing.T) {
 	f16, f32, T := ir.F16, ir.F32, ir.T
-	wide, narrow := "bk=32,bm=128,bn=128,direct=0,unroll=1,wg=128", "bk=64,bm=64,bn=64,direct=0,unroll=1,wg=256"
+	// A product with nothing to apply element by element stores its result itself (direct=1).
+	wide, narrow := "bk=32,bm=128,bn=128,direct=1,unroll=1,wg=128", "bk=64,bm=64,bn=64,direct=1,unroll=1,wg=256"
+	wideRMS := "bk=32,bm=128,bn=128,direct=0,unroll=1,wg=128"
 	for _, c := range []struct {
 		op    ir.Op
 		attrs ir.Attrs
@@ -115,7 +117,7 @@ func TestStaticChoiceCM2(t *testing.T) {
 	}{
 		{ir.Linear, nil, []ir.Type{T(f16, 512, 4096), T(f16, 14336, 4096)}, "matmul_cm2", wide},
 		{ir.Linear, nil, []ir.Type{T(f16, 512, 14336), T(ir.Q4_K, 4096, 14336)}, "matmul_cm2", narrow},
-		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 28672, 4096)}, "matmul_cm2", wide},
+		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 28672, 4096)}, "matmul_cm2", wideRMS},
 		{ir.Linear, nil, []ir.Type{T(f16, 64, 4096), T(ir.Q4_K, 14336, 4096)}, "matmul_coop", ""},
 	} {
 		_, outs, err := ir.Infer(c.op, c.attrs, c.args)
