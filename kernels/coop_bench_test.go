@@ -1,7 +1,6 @@
 package kernels_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -307,7 +306,7 @@ func BenchmarkCoopShapes(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				mt, err := r.prog.Measure(context.Background(), benchMeasureOpts(d))
+				mt, err := measureWarm(d, r.prog)
 				var stats []string
 				for _, pl := range r.pipes {
 					if st, err := pl.Statistics(); err == nil {
