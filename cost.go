@@ -549,7 +549,7 @@ func (s *measureSource) recordSmall(f *ir.Function, keys []string) {
 // why, when unfit is set). Functions that are one graph at their check length share one
 // evaluation: prefill and its variant prefill@64 (both at tune.CheckLength), and SmolLM2's
 // prefill@1 and decode, the same graph at one row. The evaluations run one after another and
-// share the weights in float64 (dropped with the last of them), and the checks wait for them in
+// share the weights (interp.ParamCache: dropped with the last of them), and the checks wait for them in
 // turn. The key is the graph's content: a key of its identity missed where a compile's derived
 // functions (a top-k output) build graphs of their own at one length, and missed prefill@1 and
 // decode altogether; on the H100 SmolLM2's chain of references took 10 s of a 15 s budget.

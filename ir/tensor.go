@@ -106,16 +106,17 @@ func (x *Tensor) Float64s() []float64 {
 	blocks := len(out) / block
 	p := runtime.GOMAXPROCS(0)
 	if p <= 1 || len(out) < convertAlone {
-		x.float64sInto(out, 0, blocks)
+		x.float64sInto(out, 0)
 		return out
 	}
 	p = min(p, blocks)
 	var wg sync.WaitGroup
 	for c := range p {
+		lo, hi := blocks*c/p*block, blocks*(c+1)/p*block
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			x.float64sInto(out, blocks*c/p, blocks*(c+1)/p)
+			x.float64sInto(out[lo:hi], lo)
 		}()
 	}
 	wg.Wait()
@@ -125,17 +126,28 @@ func (x *Tensor) Float64s() []float64 {
 // convertAlone is the number of elements below which Float64s converts on one processor.
 const convertAlone = 1 << 18
 
-// float64sInto converts blocks lo…hi-1 of x (elements, for a dtype not block-quantized) into
-// their places in out.
-func (x *Tensor) float64sInto(out []float64, lo, hi int) {
+// Float64sAt converts len(dst) elements of x from element lo on into dst, on the calling
+// goroutine. For a block-quantized x, lo and len(dst) are whole numbers of blocks (a row of a
+// weight is: blocks tile the last axis), so that the interpreter can dequantize a weight's rows
+// as it reads them instead of holding the whole weight in float64.
+func (x *Tensor) Float64sAt(dst []float64, lo int) {
+	if f := quantFormats[x.Type.DType]; f != nil && (lo%f.BlockElems != 0 || len(dst)%f.BlockElems != 0) {
+		panic(fmt.Sprintf("ir: %s: elements %d..%d are not whole blocks of %d", x.Type, lo, lo+len(dst), f.BlockElems))
+	}
+	x.float64sInto(dst, lo)
+}
+
+// float64sInto converts elements lo… of x into dst (lo a block's first element for a
+// block-quantized x, and dst whole blocks).
+func (x *Tensor) float64sInto(dst []float64, lo int) {
 	d := x.Data
 	if f := quantFormats[x.Type.DType]; f != nil {
 		var y [quant.MaxBlockElems]float32
 		n := f.BlockElems
-		for b := lo; b < hi; b++ {
-			f.DequantizeBlock(d[b*f.BlockBytes:], y[:])
+		for b, first := 0, lo/n; b < len(dst)/n; b++ {
+			f.DequantizeBlock(d[(first+b)*f.BlockBytes:], y[:])
 			for j, v := range y[:n] {
-				out[b*n+j] = float64(v)
+				dst[b*n+j] = float64(v)
 			}
 		}
 		return
@@ -146,16 +158,16 @@ func (x *Tensor) float64sInto(out []float64, lo, hi int) {
 		// tensor and weight it reads (SmolLM2's caches: 24M halves), and the conversion one
 		// element at a time was a fifth of its time.
 		tab := f16Table()
-		for i := lo; i < hi; i++ {
-			out[i] = tab[binary.LittleEndian.Uint16(d[2*i:])]
+		for i := range dst {
+			dst[i] = tab[binary.LittleEndian.Uint16(d[2*(lo+i):])]
 		}
 	case F32:
-		for i := lo; i < hi; i++ {
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:])))
+		for i := range dst {
+			dst[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*(lo+i):])))
 		}
 	default:
-		for i := lo; i < hi; i++ {
-			out[i] = x.Float64(i)
+		for i := range dst {
+			dst[i] = x.Float64(lo + i)
 		}
 	}
 }

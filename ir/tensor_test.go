@@ -52,3 +52,27 @@ func BenchmarkFloat64s(b *testing.B) {
 		})
 	}
 }
+
+// TestFloat64sAt converts rows of a weight one at a time, as the interpreter reads a quantized
+// weight, and compares them with the whole conversion; a range not of whole blocks panics.
+func TestFloat64sAt(t *testing.T) {
+	for _, d := range append([]ir.DType{ir.F16, ir.F32}, ir.QuantizedDTypes()...) {
+		x := randomBytes(ir.Type{DType: d, Shape: ir.Shape{5, 512}}, int64(d))
+		all := x.Float64s()
+		for r := range 5 {
+			row := make([]float64, 512)
+			x.Float64sAt(row, r*512)
+			for i, v := range row {
+				if w := all[r*512+i]; math.Float64bits(v) != math.Float64bits(w) {
+					t.Fatalf("%s row %d element %d: %v, want %v", d, r, i, v, w)
+				}
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Float64sAt of half a Q8_0 block did not panic")
+		}
+	}()
+	randomBytes(ir.Type{DType: ir.Q8_0, Shape: ir.Shape{1, 64}}, 1).Float64sAt(make([]float64, 16), 0)
+}

@@ -40,7 +40,8 @@ type Env struct {
 // against the interpreter, and converting every weight for each made gigabytes of garbage
 // (SmolLM2: 1 GB per evaluation). Evaluations never write their arguments, so the values are
 // shared. It is safe for concurrent use; it holds the model's weights in float64 (8 bytes per
-// parameter) until it is dropped.
+// parameter) until it is dropped, but for block-quantized weights that only products and
+// embeddings read (ReadsRaw): those it holds as their blocks.
 type ParamCache struct {
 	mu sync.Mutex
 	m  map[*ir.Tensor]*val
@@ -184,6 +185,11 @@ func eval(cx context.Context, f *ir.Function, env Env, keep map[*ir.Node]bool) (
 		if err := hostmem.Check(fmt.Sprintf("interp: function %s: %s%s", f.Name, posPrefix(n), n), need); err != nil {
 			return nil, err
 		}
+		for i, v := range args {
+			if v.lazy() && !ReadsRaw(n, i) {
+				v.materialize()
+			}
+		}
 		var outs []*val
 		var err error
 		if impl, ok := impls[n.Op]; ok && len(n.Outs) == 1 {
@@ -220,6 +226,25 @@ func eval(cx context.Context, f *ir.Function, env Env, keep map[*ir.Node]bool) (
 		}
 	}
 	return vals, nil
+}
+
+// ReadsRaw reports whether n's implementation reads its block-quantized argument i from the
+// blocks, converting a row at a time as it goes: the weight of a product and the table of an
+// embedding, and the parts of a quantized concat. Every other block-quantized argument is
+// converted whole to float64 before the implementation runs, and kept so while the value lives
+// (a parameter in a ParamCache: until the cache is dropped).
+func ReadsRaw(n *ir.Node, i int) bool {
+	switch n.Op {
+	case ir.Linear:
+		return i == 1
+	case ir.RMSNormLinear:
+		return i == 2
+	case ir.Embedding:
+		return i == 0
+	case ir.Concat:
+		return n.Type().DType.Quantized()
+	}
+	return false
 }
 
 // sourcesLate returns nodes with each source node (a parameter, a constant, an input, a state)

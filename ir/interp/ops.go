@@ -524,7 +524,8 @@ func evalMatmul(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	return newVal(t, matmulInto(t.Shape, a[0], a[1], n.Attrs.Bool("ta", false), n.Attrs.Bool("tb", false))), nil
 }
 
-// evalLinear: x·Wᵀ + b with W [out, in].
+// evalLinear: x·Wᵀ + b with W [out, in]. A block-quantized W is read from its blocks four rows
+// at a time (val.lazy), each row dequantized once for all rows of x.
 func evalLinear(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	x, w := a[0], a[1]
 	t := n.Type()
@@ -532,33 +533,46 @@ func evalLinear(c *ctx, n *ir.Node, a []*val) (*val, error) {
 	rows := len(x.d) / in
 	d := make([]float64, rows*out)
 	parallelFor(out, rows*out*in, func(lo, hi int) {
-		for r := 0; r < rows; r++ {
-			xr := x.d[r*in : (r+1)*in]
-			o := lo
-			// Four outputs at a time: four independent sums share each x load, so the loop is
-			// not bound by one chain of dependent adds. Each sum still runs in input order.
-			for ; o+4 <= hi; o += 4 {
-				w0, w1, w2, w3 := w.d[o*in:(o+1)*in], w.d[(o+1)*in:(o+2)*in], w.d[(o+2)*in:(o+3)*in], w.d[(o+3)*in:(o+4)*in]
-				var s0, s1, s2, s3 float64
-				for i, xv := range xr {
-					s0 += xv * w0[i]
-					s1 += xv * w1[i]
-					s2 += xv * w2[i]
-					s3 += xv * w3[i]
-				}
-				d[r*out+o], d[r*out+o+1], d[r*out+o+2], d[r*out+o+3] = s0, s1, s2, s3
+		var buf []float64
+		if w.lazy() {
+			buf = make([]float64, 4*in)
+		}
+		for o := lo; o < hi; o += 4 {
+			k := min(4, hi-o)
+			var wr []float64
+			if buf != nil {
+				wr = buf[:k*in]
+				w.raw.Float64sAt(wr, o*in)
+			} else {
+				wr = w.d[o*in : (o+k)*in]
 			}
-			for ; o < hi; o++ {
-				wr := w.d[o*in : (o+1)*in]
-				s := 0.0
-				for i, xv := range xr {
-					s += xv * wr[i]
+			for r := 0; r < rows; r++ {
+				xr, dr := x.d[r*in:(r+1)*in], d[r*out+o:r*out+o+k]
+				if k == 4 {
+					// Four independent sums share each x load, so the loop is not bound by
+					// one chain of dependent adds. Each sum still runs in input order.
+					w0, w1, w2, w3 := wr[:in], wr[in:2*in], wr[2*in:3*in], wr[3*in:]
+					var s0, s1, s2, s3 float64
+					for i, xv := range xr {
+						s0 += xv * w0[i]
+						s1 += xv * w1[i]
+						s2 += xv * w2[i]
+						s3 += xv * w3[i]
+					}
+					dr[0], dr[1], dr[2], dr[3] = s0, s1, s2, s3
+				} else {
+					for j := range k {
+						wj, s := wr[j*in:(j+1)*in], 0.0
+						for i, xv := range xr {
+							s += xv * wj[i]
+						}
+						dr[j] = s
+					}
 				}
-				d[r*out+o] = s
-			}
-			if len(a) == 3 {
-				for o := lo; o < hi; o++ {
-					d[r*out+o] += a[2].d[o]
+				if len(a) == 3 {
+					for j := range k {
+						dr[j] += a[2].d[o+j]
+					}
 				}
 			}
 		}
@@ -619,18 +633,11 @@ func evalConcat(c *ctx, n *ir.Node, a []*val) (*val, error) {
 		return nil, err
 	}
 	outer, _, _ := split(t.Shape, ax)
-	d := make([]float64, 0, t.Shape.NumElements())
-	for o := 0; o < outer; o++ {
-		for _, x := range a {
-			_, m, inner := split(x.t.Shape, ax)
-			d = append(d, x.d[o*m*inner:(o+1)*m*inner]...)
-		}
-	}
-	v := &val{t: t, d: d}
 	if f := t.DType.Format(); t.DType.Quantized() {
 		// The blocks themselves, joined alike: each chunk of m·inner elements is a whole number
 		// of blocks (blocks tile the last axis of every part), so the result is ggml's blocks of
-		// the joined tensor and can be stored as a weight.
+		// the joined tensor and can be stored as a weight. Its elements are converted when an op
+		// needs them (val.lazy).
 		raw := make([]byte, 0, t.Bytes())
 		for o := 0; o < outer; o++ {
 			for _, x := range a {
@@ -639,9 +646,16 @@ func evalConcat(c *ctx, n *ir.Node, a []*val) (*val, error) {
 				raw = append(raw, x.raw.Data[o*nb:(o+1)*nb]...)
 			}
 		}
-		v.raw = &ir.Tensor{Type: t, Data: raw}
+		return &val{t: t, raw: &ir.Tensor{Type: t, Data: raw}}, nil
 	}
-	return v, nil
+	d := make([]float64, 0, t.Shape.NumElements())
+	for o := 0; o < outer; o++ {
+		for _, x := range a {
+			_, m, inner := split(x.t.Shape, ax)
+			d = append(d, x.d[o*m*inner:(o+1)*m*inner]...)
+		}
+	}
+	return &val{t: t, d: d}, nil
 }
 
 // evalEmbedding gathers rows of the table; an id outside 0..rows-1 is an error.
@@ -654,6 +668,11 @@ func evalEmbedding(c *ctx, n *ir.Node, a []*val) (*val, error) {
 			return nil, fmt.Errorf("id %d at index %d is outside the table of %d rows", int64(id), i, rows)
 		}
 		r := int(id)
+		if tab.lazy() {
+			d = d[:len(d)+dim]
+			tab.raw.Float64sAt(d[len(d)-dim:], r*dim)
+			continue
+		}
 		d = append(d, tab.d[r*dim:(r+1)*dim]...)
 	}
 	return newVal(n.Type(), d), nil

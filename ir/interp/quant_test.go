@@ -3,6 +3,7 @@ package interp
 import (
 	"bytes"
 	le "encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/vkc-project/vkc/ir"
@@ -82,5 +83,58 @@ func TestQuantizedWeights(t *testing.T) {
 	}
 	if !bytes.Equal(out[5].Data, both) || out[5].Float64(64+33) != w.Float64(32+1) {
 		t.Errorf("concat axis 1: %s", out[5].Type)
+	}
+}
+
+// TestQuantizedWeightShared: evaluations sharing a ParamCache at once, one op reading a
+// quantized weight's blocks a row at a time (linear, and linear over a concat of it) and one
+// converting the whole weight (cast), give what one evaluation alone gives. Run with -race: the
+// conversion of a shared lazy value must not race with its readers.
+func TestQuantizedWeightShared(t *testing.T) {
+	w := q8Rows(256, 0x3400, func(r int) int { return r%11 - 9 })
+	b := ir.NewBuilder("f")
+	x, _ := b.Input("x", ir.T(ir.F32, 3, 32))
+	pw := b.Param("w", w.Type)
+	lin := b.MustOp(ir.Linear, nil, x, pw)
+	cast := b.MustOp(ir.Cast, ir.Attrs{"to": "f32"}, pw)
+	mm := b.MustOp(ir.Matmul, ir.Attrs{"tb": true}, x, cast)
+	cat := b.MustOp(ir.Concat, ir.Attrs{"axis": 0}, pw, pw)
+	lin2 := b.MustOp(ir.Linear, nil, x, cat)
+	xv := make([]float64, 96)
+	for i := range xv {
+		xv[i] = float64(i%7) - 3
+	}
+	env := func(c *ParamCache) Env {
+		return Env{Inputs: map[string]*ir.Tensor{"x": f32(sh(3, 32), xv...)}, Params: map[string]*ir.Tensor{"w": w}, Cache: c}
+	}
+	want, err := EvalValues(b.Function(), env(nil), lin, mm, lin2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// linear reads the blocks, matmul the converted cast: the same products.
+	if !bytes.Equal(want[0].Data, want[1].Data) {
+		t.Fatalf("linear over the blocks %v, matmul over the converted weight %v", want[0].Float64s(), want[1].Float64s())
+	}
+	cache := NewParamCache()
+	errs, start := make(chan error, 8), make(chan struct{})
+	for range 8 {
+		go func() {
+			<-start
+			got, err := EvalValues(b.Function(), env(cache), lin, mm, lin2)
+			if err == nil {
+				for i := range got {
+					if !bytes.Equal(got[i].Data, want[i].Data) {
+						err = fmt.Errorf("output %d: %v, want %v", i, got[i].Float64s(), want[i].Float64s())
+					}
+				}
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package interp
 
 import (
 	"math"
+	"sync"
 
 	"github.com/vkc-project/vkc/ir"
 )
@@ -10,9 +11,13 @@ import (
 // dtype (so every element is exactly representable in it and the conversion to ir.Tensor is
 // lossless).
 //
-// A block-quantized value (a parameter, or a concat of them) keeps its blocks in raw too: d holds
-// the values ggml's dequantizer gives (exact in float32), and raw is what tensor() returns,
-// since there is no quantizer to go back from d.
+// A block-quantized value (a parameter, a concat of them, a quantized state) is held as its
+// blocks in raw, and d is nil until an op needs its elements: then materialize sets d to the
+// values ggml's dequantizer gives (exact in float32). The products and the embedding read the
+// rows of a quantized weight from raw as they go (rawArgs), so that a reference of a 1B Q8_0
+// model no longer holds 10 GB of float64 weights (8B: 64 GB), and no longer spends most of its
+// time writing them (a Llama-3.2-1B-shaped file's one-row reference: 8.9 s, 22 s before the
+// conversion ran on every core, on this project's 2-core CI machine).
 type val struct {
 	t   ir.Type
 	d   []float64
@@ -20,11 +25,30 @@ type val struct {
 }
 
 func fromTensor(t *ir.Tensor) *val {
-	v := &val{t: t.Type, d: t.Float64s()}
 	if t.Type.DType.Quantized() {
-		v.raw = t
+		return &val{t: t.Type, raw: t}
 	}
-	return v
+	return &val{t: t.Type, d: t.Float64s()}
+}
+
+// lazy reports whether v is a block-quantized value whose elements have not been converted:
+// an op that reads it from raw must not read d (another evaluation sharing the value through a
+// ParamCache may be converting it).
+func (v *val) lazy() bool { return v.raw != nil && v.t.DType.Quantized() }
+
+// materializing guards the conversion of lazy values shared between evaluations.
+var materializing sync.Mutex
+
+// materialize converts a lazy value's blocks to d, once.
+func (v *val) materialize() {
+	if !v.lazy() {
+		return
+	}
+	materializing.Lock()
+	defer materializing.Unlock()
+	if v.d == nil {
+		v.d = v.raw.Float64s()
+	}
 }
 
 func (v *val) tensor() *ir.Tensor {

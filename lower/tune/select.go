@@ -227,11 +227,26 @@ func NoReference(why string) *Reference {
 
 // ReferenceFits returns nil when the interpreter can evaluate m's functions within the host
 // memory limit, else why not: the interpreter holds every parameter it reads in float64, 8
-// bytes an element whatever the weight's dtype (Llama-3.1-8B's: 64 GB, for a file of 4.6 GB;
-// a tuned compile of it on a machine of 24 GiB was killed by the kernel for want of memory).
+// bytes an element, but for a block-quantized weight that every op reading it reads a row at a
+// time from its blocks (interp.ReadsRaw: the products and the embedding). Before it did, the
+// Llama-3.1-8B Q8_0 file's references held 64 GB (a tuned compile on a machine of 24 GiB was
+// killed by the kernel for want of memory); they hold its float32 norms now.
 func ReferenceFits(m *ir.Model) error {
+	converted := map[string]bool{} // quantized parameters some op reads converted
+	for _, f := range m.Functions {
+		for _, n := range f.Nodes {
+			for i, a := range n.Args {
+				if a.Node.Op == ir.Param && a.Node.Type().DType.Quantized() && !interp.ReadsRaw(n, i) {
+					converted[a.Node.Name] = true
+				}
+			}
+		}
+	}
 	var need uint64
 	for _, p := range m.Params {
+		if p.Type.DType.Quantized() && !converted[p.Name] {
+			continue
+		}
 		e, ok := p.Type.Shape.CheckedElements()
 		if !ok {
 			need = math.MaxUint64
