@@ -57,6 +57,9 @@
 #             (default: the compiler's); its gemma3 and qwen3moe rows (Gemma 3, Qwen3-MoE) read
 #             the llama.cpp oracles copied into .gpu/oracles first (heldout-bench.sh's header
 #             says how; without them those rows are left out); not a default part        ~5 min
+#   select    issue 26: SmolLM2-135M's every function at the default budget (rounds per
+#             function), then a Llama-3.2-1B-shaped Q8_0 file static against measured, with the
+#             selection's trace and vkc compare, into select.txt; not a default part   ~3 min
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
@@ -422,15 +425,12 @@ fi
 # tjf FILE CMD...: t, with CMD's standard output (JSON) into FILE.
 tjf() { local f=$1 s=$(date +%s.%N); shift; "$@" > "$f"; local rc=$?; echo "[wall $(wall "$s") s, rc $rc] $* > $f"; return $rc; }
 export QTYPES=${QTYPES:-Q8_0 Q4_K_M}
-quant_model() { # NAME MODEL.yaml ROPE_THETA
-  local name=$1 yaml=$2 theta=$3 q g pl
+# quant_files NAME MODEL.yaml ROPE_THETA: $W/quant/NAME-F16.gguf (random weights; the llama.cpp
+# oracle's tiny F16 file with QUANT_DRY) and NAME-Q.gguf for each of QTYPES, each made once.
+quant_files() {
+  local name=$1 yaml=$2 theta=$3 q
   local Q=$W/quant
-  local QPP=$PP TG=${QTG:-32} QREPS=$REPS CTX=1024 PREFILL=512 TPREFILL=128 QPOS=127
   mkdir -p "$Q/llamacpp"
-  if [ -n "${QUANT_DRY:-}" ]; then
-    QPP=16,32 TG=${QTG:-8} QREPS=2 CTX=64 PREFILL=32 TPREFILL=16 QPOS=5
-    export GGML_VK_VISIBLE_DEVICES=0 # llama.cpp skips a CPU Vulkan device (lavapipe) otherwise
-  fi
   part "$name: llama.cpp kit $KIT"
   [ -f "$KIT/llamacpp-vulkan-bin.tar.xz" ] || { echo "no llama.cpp kit at $KIT"; return 1; }
   [ -x "$Q/llamacpp/bin/llama-quantize" ] || tar -xJf "$KIT/llamacpp-vulkan-bin.tar.xz" -C "$Q/llamacpp" || return 1
@@ -458,6 +458,16 @@ quant_model() { # NAME MODEL.yaml ROPE_THETA
     t "$LL/llama-quantize" "${qo[@]}" "$Q/$name-F16.gguf" "$Q/$name-$q.gguf" $qa "$(nproc)" > "$Q/$name-$q.quantize.log" 2>&1 || { tail -20 "$Q/$name-$q.quantize.log"; return 1; }
     grep -E "model size|quant size|fallback" "$Q/$name-$q.quantize.log" | sort | uniq -c | head -8
   done
+}
+quant_model() { # NAME MODEL.yaml ROPE_THETA
+  local name=$1 q g pl
+  local Q=$W/quant LL=$W/quant/llamacpp/bin
+  local QPP=$PP TG=${QTG:-32} QREPS=$REPS CTX=1024 PREFILL=512 TPREFILL=128 QPOS=127
+  if [ -n "${QUANT_DRY:-}" ]; then
+    QPP=16,32 TG=${QTG:-8} QREPS=2 CTX=64 PREFILL=32 TPREFILL=16 QPOS=5
+    export GGML_VK_VISIBLE_DEVICES=0 # llama.cpp skips a CPU Vulkan device (lavapipe) otherwise
+  fi
+  quant_files "$@" || return 1
   for q in $QTYPES; do
     g=$Q/$name-$q.gguf pl=$Q/$name-$q
     part "$name $q: $(stat -c %s "$g") bytes; vkc static"
@@ -525,6 +535,37 @@ if want quant; then
     esac
   done
 } >> "$OUT/quant.txt" 2>&1
+fi
+
+# select (issue 26): measured selection at the default budget beyond the held-out table's one
+# function each: SmolLM2-135M's every function on a cold database (paired rounds per function),
+# then a Llama-3.2-1B-shaped Q8_0 file (the quant part's, made here when absent: numpy and the
+# kit's llama-quantize) imported --ctx 1024 --prefill 512, its static plan against
+# --tune --budget $SBUDGET (default: the compiler's) with VKC_TUNE_TRACE=1 (the trace without the
+# tuner's per-configuration lines), then vkc compare on decode and on prefill at 128 tokens, into
+# select.txt; not a default part (~2 min, the 1B file made once: ~1 min more).
+select_trace() { grep -v -E '^\[ *[0-9.]+s\] tune: (try|done|chose) |timed: ' "$1" | cut -c1-240; }
+if want select; then
+{
+  B=()
+  [ -n "${SBUDGET:-}" ] && B=(--budget "$SBUDGET")
+  part "select: SmolLM2-135M, every function, a default measured compile on a cold database"
+  rm -f "$W/select-smollm2.db"
+  t "${TV[@]}" env VKC_TUNE_TRACE=1 $V compile "$S" -o "$W/select-smollm2.plan" --tune "${B[@]}" --tune-db "$W/select-smollm2.db" > "$W/select-smollm2.txt" 2>&1
+  select_trace "$W/select-smollm2.txt"
+  if QTYPES=Q8_0 quant_files llama1b testdata/llama-1.2b/model.yaml 500000; then
+    g=$W/quant/llama1b-Q8_0.gguf pl=$W/select-llama1b
+    part "select: the Llama-3.2-1B-shaped Q8_0 file, static and measured (${SBUDGET:-the default budget})"
+    t $V import "$g" -o "$pl.yaml" --ctx 1024 --prefill 512 --force | tail -1
+    t $V compile "$pl.yaml" -o "$pl.plan" --no-tune -q
+    rm -f "$pl.db"
+    t "${TV[@]}" env VKC_TUNE_TRACE=1 $V compile "$pl.yaml" -o "$pl-tuned.plan" --tune "${B[@]}" --tune-db "$pl.db" > "$pl-tuned.txt" 2>&1
+    select_trace "$pl-tuned.txt"
+    part "select: vkc compare, static (A) against measured (B)"
+    t $V compare "$pl.plan" "$pl-tuned.plan" -f decode --pairs 20 | tail -3
+    t $V compare "$pl.plan" "$pl-tuned.plan" -f prefill --length 128 --pairs 20 | tail -3
+  fi
+} >> "$OUT/select.txt" 2>&1
 fi
 
 # serve (issue 24): continuous batching under load. For each of SMODELS (default "smollm2
