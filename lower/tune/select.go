@@ -232,19 +232,10 @@ func NoReference(why string) *Reference {
 // Llama-3.1-8B Q8_0 file's references held 64 GB (a tuned compile on a machine of 24 GiB was
 // killed by the kernel for want of memory); they hold its float32 norms now.
 func ReferenceFits(m *ir.Model) error {
-	converted := map[string]bool{} // quantized parameters some op reads converted
-	for _, f := range m.Functions {
-		for _, n := range f.Nodes {
-			for i, a := range n.Args {
-				if a.Node.Op == ir.Param && a.Node.Type().DType.Quantized() && !interp.ReadsRaw(n, i) {
-					converted[a.Node.Name] = true
-				}
-			}
-		}
-	}
+	blocks := readAsBlocks(m)
 	var need uint64
 	for _, p := range m.Params {
-		if p.Type.DType.Quantized() && !converted[p.Name] {
+		if blocks[p.Name] {
 			continue
 		}
 		e, ok := p.Type.Shape.CheckedElements()
@@ -257,6 +248,28 @@ func ReferenceFits(m *ir.Model) error {
 	return hostmem.Check(fmt.Sprintf("the interpreter's reference of %s holds its parameters in float64", m.Name), need)
 }
 
+// readAsBlocks returns the block-quantized parameters of m that every op reading them reads
+// from the blocks, a row at a time (interp.ReadsRaw): the interpreter never converts them whole.
+func readAsBlocks(m *ir.Model) map[string]bool {
+	converted := map[string]bool{}
+	for _, f := range m.Functions {
+		for _, n := range f.Nodes {
+			for i, a := range n.Args {
+				if a.Node.Op == ir.Param && a.Node.Type().DType.Quantized() && !interp.ReadsRaw(n, i) {
+					converted[a.Node.Name] = true
+				}
+			}
+		}
+	}
+	blocks := map[string]bool{}
+	for _, p := range m.Params {
+		if p.Type.DType.Quantized() && !converted[p.Name] {
+			blocks[p.Name] = true
+		}
+	}
+	return blocks
+}
+
 // referenceRate is the interpreter's float64 work per second that ReferenceTime assumes: SmolLM2's
 // prefill reference (37 rows, 10 GFLOP of products) took 3.2–3.6 s on the 16 cores of the H100
 // and H200 machines while the compile tuned kernels beside it, 1.7 s on this project's 2-core
@@ -267,18 +280,22 @@ const referenceRate = 3e9
 // one parameter element to float64 on one processor (ir.Tensor.Float64s: 2.1 ns for Q8_0, 2.6
 // for Q4_K on this project's CI machine). The conversion runs on every processor; ReferenceTime
 // counts at most convertProcs of them (it writes 8 bytes an element: memory, not the cores,
-// bounds it beyond a few).
+// bounds it beyond a few). A quantized weight read from its blocks (readAsBlocks) costs
+// referenceDequant an element instead, for every evaluation: its rows are dequantized as the
+// product reads them, on every processor (the 1B Q8_0 file's one-row reference took 1.2 s on the
+// CI machine's 2 cores, 0.83 s of it the products at referenceRate).
 const (
 	referenceConvert = 2.5e-9
+	referenceDequant = 1e-9
 	convertProcs     = 4
 )
 
 // ReferenceTime estimates how long the interpreter takes for f's reference: two operations per
 // parameter element and row checked (every weight read once a row: the products; an embedding
-// table counts as one too) at referenceRate, after converting every parameter to float64. The
-// rows are CheckAt's for a function with a run-time length, else the leading dimension of its
-// first output of two or more (a fixed prefill's logits [seq, vocab]: seq rows; a classifier's
-// [batch, classes]: batch).
+// table counts as one too) at referenceRate, after converting every parameter to float64 (or
+// dequantizing those read as blocks). The rows are CheckAt's for a function with a run-time
+// length, else the leading dimension of its first output of two or more (a fixed prefill's
+// logits [seq, vocab]: seq rows; a classifier's [batch, classes]: batch).
 func ReferenceTime(m *ir.Model, f *ir.Function) time.Duration {
 	rows := float64(max(CheckAt(f), 1))
 	if f.Length == nil && len(f.Outputs) > 0 {
@@ -286,12 +303,19 @@ func ReferenceTime(m *ir.Model, f *ir.Function) time.Duration {
 			rows = float64(sh[0])
 		}
 	}
-	var elems float64
+	blocks := readAsBlocks(m)
+	var elems, convert float64
 	for _, p := range m.Params {
-		elems += float64(p.Type.Shape.NumElements())
+		e := float64(p.Type.Shape.NumElements())
+		elems += e
+		if blocks[p.Name] {
+			convert += e * referenceDequant
+		} else {
+			convert += e * referenceConvert
+		}
 	}
 	procs := float64(min(goruntime.GOMAXPROCS(0), convertProcs))
-	return time.Duration((2*elems*rows/referenceRate + elems*referenceConvert/procs) * float64(time.Second))
+	return time.Duration((2*elems*rows/referenceRate + convert/procs) * float64(time.Second))
 }
 
 // references lets one reference evaluation run at a time: each uses every core already
