@@ -14,10 +14,10 @@ import (
 // A block-quantized value (a parameter, a concat of them, a quantized state) is held as its
 // blocks in raw, and d is nil until an op needs its elements: then materialize sets d to the
 // values ggml's dequantizer gives (exact in float32). The products and the embedding read the
-// rows of a quantized weight from raw as they go (rawArgs), so that a reference of a 1B Q8_0
-// model no longer holds 10 GB of float64 weights (8B: 64 GB), and no longer spends most of its
-// time writing them (a Llama-3.2-1B-shaped file's one-row reference: 8.9 s, 22 s before the
-// conversion ran on every core, on this project's 2-core CI machine).
+// rows of a quantized weight from raw as they go (ReadsRaw), so that a reference of a 1B Q8_0
+// model no longer holds 10 GB of float64 weights (8B: 64 GB), nor spends most of its time
+// writing them: a Llama-3.2-1B-shaped file's one-row reference takes 1.2 s and 1.5 GB on this
+// project's 2-core CI machine, where converting every weight took 8.9 s and 11 GB.
 type val struct {
 	t   ir.Type
 	d   []float64
@@ -31,9 +31,9 @@ func fromTensor(t *ir.Tensor) *val {
 	return &val{t: t.Type, d: t.Float64s()}
 }
 
-// lazy reports whether v is a block-quantized value whose elements have not been converted:
-// an op that reads it from raw must not read d (another evaluation sharing the value through a
-// ParamCache may be converting it).
+// lazy reports whether v is a block-quantized value held as its blocks (d is set only once an op
+// needs it converted, by materialize): an op that reads it from raw must not read d, which
+// another evaluation sharing the value through a ParamCache may be setting.
 func (v *val) lazy() bool { return v.raw != nil && v.t.DType.Quantized() }
 
 // materializing guards the conversion of lazy values shared between evaluations.
