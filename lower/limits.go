@@ -3,7 +3,9 @@ package lower
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/kernels"
@@ -67,6 +69,7 @@ func checkDeviceLimits(p *plan.Plan, weights, state uint64, c kernels.Caps) erro
 	}
 	var err error
 	for i := range p.Functions {
+		base := p.Functions[i].Name
 		all(&p.Functions[i], func(f *plan.Function) {
 			for _, io := range []struct {
 				kind string
@@ -99,8 +102,8 @@ func checkDeviceLimits(p *plan.Plan, weights, state uint64, c kernels.Caps) erro
 						if l := f.Length; l != nil && l.Max > 1 && r.Range > 0 {
 							// Most of a function's buffers grow with its rows: fewer fit.
 							if fit := uint64(l.Max) * c.MaxBindingRange / r.Range; fit >= uint64(l.Min) && fit >= 1 {
-								err = fmt.Errorf("%w; function %s takes up to %d rows (%s), and about %d would fit: give it fewer (vkc import --prefill %d for an imported model, else the dimension in model.yaml)",
-									e, f.Name, l.Max, l.Name, fit, fit)
+								err = fmt.Errorf("%w; function %s takes up to %d rows (%s), and about %d would fit: give it fewer (vkc import --prefill %d for an imported model, else the dimension in model.yaml)%s",
+									e, f.Name, l.Max, l.Name, fit, fit, leaveOut(p, base))
 							}
 						}
 					}
@@ -112,4 +115,21 @@ func checkDeviceLimits(p *plan.Plan, weights, state uint64, c kernels.Caps) erro
 		return err
 	}
 	return limit("the plan's device memory (weights, state, arena and staging slots)", total, c.DeviceMemory, "largest device-local heap")
+}
+
+// leaveOut says how to compile p's functions but fn, when it has others: an imported model's
+// score function (every row's logits) may exceed a binding limit that prefill and decode keep.
+// The names are the model's (-f's): a compile's fixed-length copies (prefill@8) go with theirs.
+func leaveOut(p *plan.Plan, fn string) string {
+	fn, _, _ = strings.Cut(fn, "@")
+	var others []string
+	for _, f := range p.Functions {
+		if name, _, _ := strings.Cut(f.Name, "@"); name != fn && !slices.Contains(others, name) {
+			others = append(others, name)
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", or compile without %s: vkc compile -f %s", fn, strings.Join(others, ","))
 }

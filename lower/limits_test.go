@@ -76,8 +76,8 @@ func TestDeviceLimitsAtCompileTime(t *testing.T) {
 
 // TestDeviceLimitsSayWhatFits: a binding past maxStorageBufferRange in a function with a run-time
 // length says how many rows would fit (lavapipe's 128 MiB holds 261 rows of a 128256-token
-// vocabulary's f32 logits, where an 8B import asked for 512). Here x of 64 rows is 64 KiB under a
-// 32 KiB range: 32 rows fit.
+// vocabulary's f32 logits, where an 8B import asked for 512), and how to compile the others
+// without it. Here x of 64 rows is 64 KiB under a 32 KiB range: 32 rows fit.
 func TestDeviceLimitsSayWhatFits(t *testing.T) {
 	const src = `
 model: rows
@@ -93,6 +93,12 @@ functions:
     outputs: [y]
     body:
       - y = linear(x, w)
+  g:
+    inputs:
+      x: f32[1, d]
+    outputs: [y]
+    body:
+      - y = linear(x, w)
 `
 	m, err := ir.ParseModelBytes("rows.yaml", []byte(src), "")
 	if err != nil {
@@ -101,7 +107,9 @@ functions:
 	caps := kernels.Lavapipe
 	caps.MaxBindingRange = 32 << 10
 	_, _, err = lower.Lower(m, m.Functions, lower.Options{Caps: caps, CompilerVersion: "t"})
-	if want := "function f takes up to 64 rows (seq), and about 32 would fit"; !errors.Is(err, lower.ErrDeviceLimit) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("got %v\nwant ErrDeviceLimit with %q", err, want)
+	for _, want := range []string{"function f takes up to 64 rows (seq), and about 32 would fit", "or compile without f: vkc compile -f g"} {
+		if !errors.Is(err, lower.ErrDeviceLimit) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v\nwant ErrDeviceLimit with %q", err, want)
+		}
 	}
 }
