@@ -51,6 +51,7 @@ func cm2Cases(t *testing.T) []gemmCase {
 // interpreter.
 func TestMatmulCM2Direct(t *testing.T) {
 	caps := emulatedCM2Caps(t)
+	cases := cm2Cases(t)
 	for _, c := range []struct {
 		name  string
 		steps int // at direct = 1; 0: not valid
@@ -60,8 +61,8 @@ func TestMatmulCM2Direct(t *testing.T) {
 		{"cm2 linear f16 40x64->48 bias", 0},
 		{"cm2 rmsnorm_linear[act=f16] f32 40x64->24", 0},
 	} {
-		i := slices.IndexFunc(cm2Cases(t), func(g gemmCase) bool { return g.name == c.name })
-		p := cm2Cases(t)[i].p
+		i := slices.IndexFunc(cases, func(g gemmCase) bool { return g.name == c.name })
+		p := cases[i].p
 		err := kernels.MatmulCM2.Space.Valid(p, cm2DirectPoint, caps)
 		if c.steps == 0 {
 			if err == nil {

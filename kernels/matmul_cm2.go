@@ -20,9 +20,8 @@ import (
 // bias, epilogue or column parts) converts its accumulator to the result's type and stores it
 // to the result itself, the edges dropped by the tensor store's clamping (as llama.cpp's
 // product of this kind stores its result); the static points take it where it is valid.
-// Otherwise the accumulator is stored whole to an f32 scratch padded to
-// whole blocks, and a second step,
-// matmul_coop's split-K reduction at one split (buildCoopReduce), applies rmsnorm's 1/rms, the
+// Otherwise the accumulator is stored whole to an f32 scratch padded to whole blocks, and a
+// second step, matmul_coop's split-K reduction at one split (buildCoopReduce), applies rmsnorm's 1/rms, the
 // bias and the problem's epilogue (residual, activation, SwiGLU, column parts) element by
 // element: a workgroup matrix gives no element's row and column, and the per-element function
 // call cooperative_matrix2 has for that is not in codegen. rmsnorm_linear first runs a row

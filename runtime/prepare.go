@@ -174,10 +174,12 @@ func (e *Executable) Prepare(ctx context.Context, o PrepareOptions) (PrepareStat
 			o.Progress(done, len(todo))
 		}
 	}
+	// helped: the pipelines helpers took, each true where the helper compiled it (false: it
+	// failed, and d compiles it from the start).
 	helped := map[*Pipeline]bool{}
-	stop := d.warmHelpers(ctx, helperCount(d, o, len(todo)), take, func(pl *Pipeline) {
+	stop := d.warmHelpers(ctx, helperCount(d, o, len(todo)), take, func(pl *Pipeline, compiled bool) {
 		mu.Lock()
-		helped[pl] = true
+		helped[pl] = compiled
 		mu.Unlock()
 		finished()
 	})
@@ -203,9 +205,11 @@ func (e *Executable) Prepare(ctx context.Context, o PrepareOptions) (PrepareStat
 		if err != nil {
 			break
 		}
-		if helped[pl] {
+		if compiled, ok := helped[pl]; ok {
 			err = prepare(pl)
-			n++
+			if compiled {
+				n++
+			}
 		}
 	}
 	if n > 0 && err == nil && time.Since(t0) > time.Duration(n)*helpedMax {
@@ -284,12 +288,12 @@ func mesaCacheOff() bool {
 
 // warmHelpers opens n helper devices like d and has each compile pipelines taken from take (a
 // pipeline of its own made from the same kernel, dispatched with no workgroups, then closed)
-// until take has none, calling helped after each. On lavapipe a pipeline is compiled at its
+// until take has none, calling helped after each (compiled false where the helper failed). On lavapipe a pipeline is compiled at its
 // first dispatch, by the device's queue thread, one at a time; the compiled code goes into
 // Mesa's disk cache, where d finds it when it prepares the same pipeline. stop waits for the
 // helpers and closes them, returning how many pipelines they compiled. Helpers are best
 // effort: one that cannot open or compile stops, and d compiles what it left.
-func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline, bool), helped func(*Pipeline)) (stop func() int) {
+func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline, bool), helped func(pl *Pipeline, compiled bool)) (stop func() int) {
 	var wg sync.WaitGroup
 	var count atomic.Int64
 	for range n {
@@ -323,13 +327,14 @@ func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline,
 					hp.Close()
 				}
 				if err != nil {
-					// d compiles it itself: put it back by counting it as helped (d
-					// prepares every helped pipeline, and reports any error then).
-					helped(pl)
+					// d compiles it itself (it prepares every pipeline a helper took, and
+					// reports any error then), from the start: not a sign that the cache
+					// does not reach d.
+					helped(pl, false)
 					return
 				}
 				count.Add(1)
-				helped(pl)
+				helped(pl, true)
 			}
 		}()
 	}

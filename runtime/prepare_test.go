@@ -103,9 +103,12 @@ func TestWarmHelpers(t *testing.T) {
 		return todo[given-1], true
 	}
 	seen := map[*Pipeline]int{}
-	stop := d.warmHelpers(context.Background(), 2, take, func(pl *Pipeline) {
+	stop := d.warmHelpers(context.Background(), 2, take, func(pl *Pipeline, compiled bool) {
 		mu.Lock()
 		defer mu.Unlock()
+		if !compiled {
+			t.Errorf("a helper failed to compile %s", pl.Kernel.Name)
+		}
 		seen[pl]++
 	})
 	if got := stop(); got != len(todo) {
