@@ -330,10 +330,10 @@ if want cm2; then
     done
     for sh in 512x4096x14336 512x14336x4096 4096x4096x4096; do
       part "matmul_cm2 points at $sh (f16 linear)"
-      (cd kernels && VKC_COOP_TEMPLATE=matmul_cm2 VKC_COOP_POINTS="$CM2P" VKC_COOP_SHAPES=$sh t "$KT" -test.run '^$' -test.bench 'CoopShapes$' -test.benchtime 1x -test.v 2>&1 | grep -E 'best|static|FAIL|panic|SKIP|missing' | head -30)
+      (cd kernels && VKC_COOP_TEMPLATE=matmul_cm2 VKC_COOP_POINTS="$CM2P" VKC_COOP_SHAPES=$sh t "$KT" -test.run '^$' -test.bench 'CoopShapes$' -test.benchtime 1x -test.v 2>&1 | grep -E '  point |best|static|FAIL|panic|SKIP|missing' | cut -c1-200 | head -90)
     done
     part "matmul_cm2 points at 512x28672x4096 (rmsnorm_linear[act=f16] over Q4_K: the 8B gate/up form)"
-    (cd kernels && VKC_COOP_FORM=rmsnorm-q4_k VKC_COOP_TEMPLATE=matmul_cm2 VKC_COOP_POINTS="$CM2P" VKC_COOP_SHAPES=512x28672x4096 t "$KT" -test.run '^$' -test.bench 'CoopShapes$' -test.benchtime 1x -test.v 2>&1 | grep -E 'best|static|FAIL|panic|SKIP|missing' | head -30)
+    (cd kernels && VKC_COOP_FORM=rmsnorm-q4_k VKC_COOP_TEMPLATE=matmul_cm2 VKC_COOP_POINTS="$CM2P" VKC_COOP_SHAPES=512x28672x4096 t "$KT" -test.run '^$' -test.bench 'CoopShapes$' -test.benchtime 1x -test.v 2>&1 | grep -E '  point |best|static|FAIL|panic|SKIP|missing' | cut -c1-200 | head -90)
   else
     echo "no $KT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
   fi
