@@ -703,8 +703,9 @@ func TestSelectChecksExpensiveCandidateLast(t *testing.T) {
 // op, and one of an op never measured at the slowest first run of any op.
 func TestTunerCompileCost(t *testing.T) {
 	tu := &Tuner{}
-	p := &plan.Plan{Modules: []plan.Module{{Key: "attention[layout=shd](f32[4])->(f32[4])", SPIRV: []uint32{1}},
-		{Key: "linear(f32[4])->(f32[4])", SPIRV: []uint32{2}}, {Key: "elementwise(f32[4])->(f32[4]){add}", SPIRV: []uint32{3}}}}
+	// Module keys as the lowering writes them: the template's name, then the problem's key.
+	p := &plan.Plan{Modules: []plan.Module{{Key: "attention_split attention[layout=shd](f32[4])->(f32[4])", SPIRV: []uint32{1}},
+		{Key: "matmul_tiled linear(f32[4])->(f32[4])", SPIRV: []uint32{2}}, {Key: "elementwise elementwise(f32[4])->(f32[4]){add}", SPIRV: []uint32{3}}}}
 	if c := tu.CompileCost(p); c != 0 {
 		t.Errorf("nothing measured: %v, want 0", c)
 	}
