@@ -700,21 +700,26 @@ func TestSelectChecksExpensiveCandidateLast(t *testing.T) {
 }
 
 // Tuner.CompileCost predicts each new kernel of a plan at the mean first run measured for its
-// op, and one of an op never measured at the slowest first run of any op.
+// op, scaled by its SPIR-V words against the mean words of that op's configurations, and one of
+// an op never measured at the slowest first run of any op.
 func TestTunerCompileCost(t *testing.T) {
 	tu := &Tuner{}
+	words := func(n int) []uint32 { return make([]uint32, n) }
 	// Module keys as the lowering writes them: the template's name, then the problem's key.
-	p := &plan.Plan{Modules: []plan.Module{{Key: "attention_split attention[layout=shd](f32[4])->(f32[4])", SPIRV: []uint32{1}},
-		{Key: "matmul_tiled linear(f32[4])->(f32[4])", SPIRV: []uint32{2}}, {Key: "elementwise elementwise(f32[4])->(f32[4]){add}", SPIRV: []uint32{3}}}}
+	// (Distinct SPIR-V: newModules counts a kernel once.)
+	p := &plan.Plan{Modules: []plan.Module{{Key: "attention_split attention[layout=shd](f32[4])->(f32[4])", SPIRV: append(words(99), 1)},
+		{Key: "matmul_vec linear(f32[4])->(f32[4])", SPIRV: append(words(2999), 2)},
+		{Key: "elementwise elementwise(f32[4])->(f32[4]){add}", SPIRV: append(words(499), 3)}}}
 	if c := tu.CompileCost(p); c != 0 {
 		t.Errorf("nothing measured: %v, want 0", c)
 	}
-	tu.addFirstRun("linear", 4*time.Second)
-	tu.addFirstRun("elementwise", 50*time.Millisecond)
-	tu.addFirstRun("linear", time.Second)
-	tu.addFirstRun("linear", 0) // did not get to its first run: not counted
-	if c, want := tu.CompileCost(p), 4*time.Second+2500*time.Millisecond+50*time.Millisecond; c != want {
-		t.Errorf("CompileCost %v, want %v (attention at the slowest of any op, linear at its mean)", c, want)
+	tu.addFirstRun("linear", 4*time.Second, 1000)
+	tu.addFirstRun("elementwise", 50*time.Millisecond, 500)
+	tu.addFirstRun("linear", time.Second, 1000)
+	tu.addFirstRun("linear", 0, 5000) // did not get to its first run: not counted
+	// linear: a mean of 2.5 s over 1000 words, this kernel 3000 words; elementwise as measured.
+	if c, want := tu.CompileCost(p), 4*time.Second+3*2500*time.Millisecond+50*time.Millisecond; c != want {
+		t.Errorf("CompileCost %v, want %v (attention at the slowest of any op, linear at its mean per word)", c, want)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/kernels"
 	"github.com/vkc-project/vkc/plan"
@@ -236,10 +237,19 @@ type Tuner struct {
 	firstRun map[string]*firstRuns
 }
 
-// firstRuns are the first runs of an op's configurations: their sum, count and the slowest.
+// firstRun is a configuration's first run (try): creating its pipelines and its check's run,
+// and the SPIR-V words of its distinct kernels.
+type firstRun struct {
+	took  time.Duration
+	words int
+}
+
+// firstRuns are the first runs of an op's configurations: their sum, count and the slowest,
+// and the SPIR-V words of their kernels.
 type firstRuns struct {
 	meanTime
 	slowest time.Duration
+	words   int
 }
 
 // meanTime is a running mean of durations.
@@ -447,8 +457,9 @@ func (t *Tuner) newModules(p *plan.Plan) []*plan.Module {
 	return out
 }
 
-// addFirstRun records a configuration's first run (0: it did not get that far) of a problem of op.
-func (t *Tuner) addFirstRun(op string, d time.Duration) {
+// addFirstRun records a configuration's first run (0: it did not get that far) of a problem of
+// op, whose kernels are words SPIR-V words in all.
+func (t *Tuner) addFirstRun(op string, d time.Duration, words int) {
 	if d <= 0 {
 		return
 	}
@@ -465,23 +476,33 @@ func (t *Tuner) addFirstRun(op string, d time.Duration) {
 		}
 		f.add(d)
 		f.slowest = max(f.slowest, d)
+		f.words += words
 	}
 }
 
 // CompileCost predicts what compiling the kernels of plan p that no pipeline exists for yet
 // (NewKernels) costs, by the first runs of the configurations this session tuned: each kernel
-// at the mean first run of its op (a module's problem key begins with it), and a kernel of an
-// op never tuned at the slowest first run of any op (0 before any was measured). The latter is
-// pessimistic on purpose: such a kernel may sit in the driver's own disk cache (ms) or not
-// (Whisper's attention with K transposed: about 10 s on lavapipe), and a check that runs over
-// spends the rounds of the candidates already checked.
+// at the mean first run of its op (moduleOp), scaled by its SPIR-V words against the mean of
+// that op's configurations, and a kernel of an op never tuned at the slowest first run of any
+// op (0 before any was measured). The latter is pessimistic on purpose: such a kernel may sit
+// in the driver's own disk cache (ms) or not (Whisper's attention with K transposed: about 10 s
+// on lavapipe), and a check that runs over spends the rounds of the candidates already checked.
+//
+// Why the words: a driver's compile grows with the code. On lavapipe, cold, tinyllama's
+// prefill@8 runs its products on matmul_vec at 8 rows, 1.4–8.7k words each where its tuned
+// configurations averaged about 2k; the check of 4 of them took 3.25 s, predicted at the op's
+// mean 0.1 s, and spent the time of decode's late check and rounds.
 func (t *Tuner) CompileCost(p *plan.Plan) time.Duration {
 	t.firstMu.Lock()
 	defer t.firstMu.Unlock()
 	var cost time.Duration
 	for _, m := range t.newModules(p) {
 		if f := t.firstRun[moduleOp(m.Key)]; f != nil {
-			cost += f.mean()
+			c := f.mean()
+			if f.words > 0 {
+				c = time.Duration(float64(c) * float64(len(m.SPIRV)) * float64(f.n) / float64(f.words))
+			}
+			cost += c
 		} else if f := t.firstRun[""]; f != nil {
 			cost += f.slowest
 		}
@@ -1072,7 +1093,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 			tfatal error
 		)
 		// t.phase is TunePlan's deadline (t.mu is held: BestWithin).
-		var first time.Duration
+		var first firstRun
 		if !t.Guard.RunBy(t.phase, func() { o, d, reason = t.try(ctx, p, tm, c, in, sameLaunch, e, bestSoFar, &tfatal, &first) }) {
 			// The phase's or the hard deadline came while the device worked on it (or on
 			// what an earlier phase left running): abandoned, with the search (recorded as
@@ -1084,7 +1105,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		// What the point cost counts even when the deadline stopped it: the next one is
 		// expected to cost as much.
 		t.addPoint(tm.Name, time.Since(t0))
-		t.addFirstRun(p.OpName(), first)
+		t.addFirstRun(p.OpName(), first.took, first.words)
 		if o == skipped { // stopped (context or fatal): nothing is recorded
 			return skipped, 0
 		}
@@ -1329,7 +1350,7 @@ func deviceErr(err error) error {
 // ended or a fatal device error (recorded in *fatal) stopped it: such a configuration is not
 // recorded either way.
 func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Template, c kernels.Config, in *checkData,
-	sameLaunch map[string]string, e *Entry, bestSoFar time.Duration, fatal *error, firstRun *time.Duration) (outcome, time.Duration, string) {
+	sameLaunch map[string]string, e *Entry, bestSoFar time.Duration, fatal *error, first *firstRun) (outcome, time.Duration, string) {
 	stopped := func(err error) bool {
 		if ctx.Err() != nil {
 			return true
@@ -1384,7 +1405,14 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 	defer b.Close()
 	got, err := in.check(ctx, t.Device, l, t.pipes, b)
 	mark(3)
-	*firstRun = took[2] + took[3]
+	first.took = took[2] + took[3]
+	seen := map[*codegen.Kernel]bool{}
+	for _, st := range l.Steps {
+		if !seen[st.Kernel] {
+			seen[st.Kernel] = true
+			first.words += len(st.Kernel.Words)
+		}
+	}
 	if err != nil {
 		if stopped(err) {
 			return skipped, 0, ""
