@@ -172,10 +172,10 @@ func TestSelectFunctionDeviceReference(t *testing.T) {
 	// A candidate within twice the tolerance of the device's static result passes, one beyond
 	// it does not: the tolerance is the one the comparison uses.
 	o := SelectOptions{Tolerance: 1e-3, tolScale: 2}
-	if got := o.tolerance(ir.F32); got != 2e-3 {
+	if got := o.tolerance(ref, ir.F32); got != 2e-3 {
 		t.Errorf("tolerance against the device: %g, want 2e-3", got)
 	}
-	if got := (SelectOptions{Tolerance: 1e-3}).tolerance(ir.F16); got != FunctionTolerance(ir.F16) {
+	if got := (SelectOptions{Tolerance: 1e-3}).tolerance(ref, ir.F16); got != FunctionTolerance(ir.F16) {
 		t.Errorf("tolerance against the interpreter (f16): %g, want %g", got, FunctionTolerance(ir.F16))
 	}
 
@@ -696,6 +696,48 @@ func TestSelectChecksExpensiveCandidateLast(t *testing.T) {
 		if sel.Winner != tc.winner {
 			t.Errorf("compile %v: winner %d, want %d:\n%s", tc.compile, sel.Winner, tc.winner, sel)
 		}
+	}
+}
+
+// A function that computes 16-bit floats on the way (an imported model's f16 activations behind
+// f32 inputs and logits) is checked within the 16-bit function tolerance, whatever its outputs'
+// type; one that computes in f32 throughout, or only reads f16 parameters, keeps f32's.
+func TestToleranceOfHalfFloatFunctions(t *testing.T) {
+	src := []byte(`model: half
+dims: {n: 2, d: 4}
+weights: {init: random, seed: 1, scale: 0.25}
+params:
+  w: {shape: [d, d], dtype: f16}
+functions:
+  act_f16:
+    inputs:
+      x: f32[n, d]
+    outputs:
+      y: f32[n, d]
+    body:
+      - y = cast(linear(cast(x, to=f16), w), to=f32)
+  weights_f16:
+    inputs:
+      x: f32[n, d]
+    outputs:
+      y: f32[n, d]
+    body:
+      - y = linear(x, cast(w, to=f32))
+`)
+	m, err := ir.ParseModelBytes("half.yaml", src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := SelectOptions{}
+	if got, want := o.tolerance(m.Function("act_f16"), ir.F32), FunctionTolerance(ir.F16); got != want {
+		t.Errorf("f16 activations, f32 output: tolerance %g, want %g", got, want)
+	}
+	if got, want := (SelectOptions{tolScale: 2}).tolerance(m.Function("act_f16"), ir.F32), 2*FunctionTolerance(ir.F16); got != want {
+		t.Errorf("against the device: %g, want %g", got, want)
+	}
+	// The cast of an f16 parameter to f32 computes an f32: exact, as the interpreter's.
+	if got, want := o.tolerance(m.Function("weights_f16"), ir.F32), FunctionTolerance(ir.F32); got != want {
+		t.Errorf("f16 weights read as f32: tolerance %g, want %g", got, want)
 	}
 }
 
