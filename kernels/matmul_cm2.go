@@ -48,14 +48,25 @@ var MatmulCM2 = &Template{
 	Build:  buildMatmulCM2,
 }
 
-// cm2Static is the static point on a GPU: 128×128 blocks over 128 invocations with slices of
-// 32 where they make at least cm2WideGrid workgroups, else 64×64 over 256 with slices of 64, so
-// that a product of few blocks still fills the device. Measured on the H100 (session 12,
-// BenchmarkCoopShapes): 128×128/128 was the fastest point at 512×14336×4096 (310 µs), 4096³ (590)
-// and the gate/up form (736); at 512×4096×14336 (128 blocks of 128×128) 64×64/256 took 375 µs.
-// A product that may store its result itself does (direct = 1; session 17 on the H100:
-// 512×14336×4096 313 → 283 µs, 4096³ 598 → 538). unroll stays 1: two slices a step gained 2%
-// at 4096³ and in the gate/up form, nothing elsewhere.
+// cm2Static is the static point on a GPU: 128×256 blocks over 256 invocations with slices of
+// 64 where they make at least cm2WideGrid workgroups; else 128×128 over 128 with slices of 32
+// where those do; else 64×64 over 256 with slices of 64, so that a product of few blocks still
+// fills the device. A product that may store its result itself does (direct = 1). unroll
+// stays 1.
+//
+// Measured on the H100 (BenchmarkCoopShapes, f16; session 12, then session 18 with each point
+// warmed up 100 ms, docs/bench/h100-2026-12-07):
+//   - 128×256/256 × 64: 4096³ 495.5 µs against 128×128/128's 532.5 (direct = 1; 427.3 at
+//     unroll 2, 321.6 TFLOP/s); the 8B gate/up form (512×28672×4096 over Q4_K, rmsnorm, SwiGLU's
+//     column parts) 679.0 against 738.3. Both were measured late in a sweep, where a point can
+//     only lose: of the points also run alone, some ran 1.5× slower in the sweep and none
+//     faster, so they take at most those times. unroll 2 is left out: the gate/up form took
+//     2569 µs at it, not measured alone.
+//   - 128×128/128 × 32 at 512×14336×4096: 276.9 µs (direct = 1; unroll 4: 268.0), where
+//     128×256 blocks (224 workgroups) took 369–1124.
+//   - 64×64/256 × 64 at 512×4096×14336 (128 blocks of 128×128): 362.7–364.8 µs alone; the best
+//     of the sweep 336.7 (128×128/256, unroll 8).
+//   - direct = 1 (session 17): 512×14336×4096 313 → 283 µs, 4096³ 598 → 538.
 func cm2Static(p *Problem, caps Caps) []Config {
 	g, cg, err := acceptCM2(p, caps)
 	if err != nil || caps.CPU {
@@ -65,16 +76,20 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	if cm2Direct(p, g, cg) {
 		direct = 1
 	}
+	big := Config{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
 	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": direct}
 	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
-	if ceilDiv(g.m, 128)*ceilDiv(g.n, 128) < cm2WideGrid {
-		return []Config{narrow, wide}
+	switch {
+	case ceilDiv(g.m, 128)*ceilDiv(g.n, 256) >= cm2WideGrid:
+		return []Config{big, wide, narrow}
+	case ceilDiv(g.m, 128)*ceilDiv(g.n, 128) >= cm2WideGrid:
+		return []Config{wide, narrow}
 	}
-	return []Config{wide, narrow}
+	return []Config{narrow, wide}
 }
 
-// cm2WideGrid is the fewest 128×128 blocks cm2Static gives that block size: about two
-// workgroups for each of a large GPU's multiprocessors (the H100 has 132).
+// cm2WideGrid is the fewest blocks cm2Static gives a block size: about two workgroups for each
+// of a large GPU's multiprocessors (the H100 has 132).
 const cm2WideGrid = 256
 
 func init() {
