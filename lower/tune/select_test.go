@@ -945,24 +945,79 @@ func TestPrefetchCandidatesOrder(t *testing.T) {
 		return lowerFn(fns)
 	}
 	plans := 0
+	lowered := &sync.Map{}
 	stop, done := prefetchCandidates(context.Background(), []*ir.Function{fa, fb}, cands, record, func(p *plan.Plan) {
 		if len(p.Modules) == 0 {
 			t.Error("a prefetched plan without modules")
 		}
 		plans++
-	})
+	}, lowered)
 	<-done
 	stop()
 	if want := []string{"forward", "forward_alt", "forward_relu2", "forward_relu2"}; !slices.Equal(order, want) || plans != 4 {
 		t.Errorf("lowered %v (%d prefetched), want %v", order, plans, want)
 	}
+	// What it keeps of each lowering: the program's key, distinct for distinct programs.
+	o := SelectOptions{lowered: lowered}
+	la, okA := o.loweredProgram(fa)
+	lr, okR := o.loweredProgram(m.Function("forward_relu2"))
+	if !okA || !okR || la.key == "" || la.key == lr.key || la.weights == 0 {
+		t.Errorf("kept %+v (%v) for forward and %+v (%v) for forward_relu2", la, okA, lr, okR)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	order = nil
-	stop, _ = prefetchCandidates(ctx, []*ir.Function{fa, fb}, cands, record, func(*plan.Plan) {})
+	stop, _ = prefetchCandidates(ctx, []*ir.Function{fa, fb}, cands, record, func(*plan.Plan) {}, nil)
 	stop()
 	if len(order) != 0 {
 		t.Errorf("lowered %v after the context ended", order)
+	}
+}
+
+// A candidate the prefetch has lowered to the program of an earlier valid candidate is that
+// program without a second lowering: here a copy of forward (another function, the same graph)
+// is lowered once, by the prefetch, and reported as candidate 0's program. The reference is
+// held until the prefetch has lowered both, so that the checks come after it.
+func TestSelectSkipsLoweringPrefetched(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	ctx := context.Background()
+	base := lowerWith(d, m, tu.Choose(ctx))
+	fwd := m.Function("forward")
+	twin := *fwd
+	var mu sync.Mutex
+	lowerings := map[*ir.Function]int{}
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		mu.Lock()
+		lowerings[fns[0]]++
+		mu.Unlock()
+		return base(fns)
+	}
+	inputs, want, err := StartReference(m, fwd, 0, nil).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &Reference{done: make(chan struct{}), inputs: inputs, want: want}
+	prefetched := 0
+	prefetch := func(*plan.Plan) {
+		if prefetched++; prefetched == 2 {
+			close(held.done)
+		}
+	}
+	cands := func(*ir.Function) ([]SelectCandidate, error) {
+		return []SelectCandidate{{Fn: fwd, Static: true, Label: "static"}, {Fn: &twin, Label: "twin"}}, nil
+	}
+	clock := &planClock{times: map[int]time.Duration{0: 100 * time.Microsecond, 1: 100 * time.Microsecond}}
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{fwd}, cands, lowerFn,
+		SelectOptions{Rounds: 1, Timer: clock, Prefetch: prefetch, References: map[*ir.Function]*Reference{fwd: held}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sels[0].Results[1]
+	if r.Reason != SameProgram+"0 (not run again)" || r.Weights == 0 {
+		t.Errorf("the twin: %q, weights %d; want candidate 0's program:\n%s", r.Reason, r.Weights, sels[0])
+	}
+	if n := lowerings[&twin]; n != 1 {
+		t.Errorf("the twin was lowered %d times, want once (by the prefetch)", n)
 	}
 }
 
