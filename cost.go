@@ -633,7 +633,7 @@ func (s *measureSource) selectFunctions(ctx context.Context, m *ir.Model, fns []
 	winners, sels, err := tune.SelectFunctions(s.sctx, nil, m, fns,
 		func(f *ir.Function) ([]tune.SelectCandidate, error) { return cands[f], nil }, lowerFn,
 		tune.SelectOptions{Open: s.device, Load: runtime.LoadOptions{Pipelines: s.tu.Kernel},
-			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(), CompileCost: s.tu.CompileCost, Prefetch: s.prefetch(), Guard: s.guard,
+			NewKernels: s.tu.NewKernels, KernelCost: s.tu.KernelCost(), CompileCost: s.tu.CompileCost, CompilePricing: s.tu.CompilePricing, Prefetch: s.prefetch(), Guard: s.guard,
 			Trace: s.opts.TuneTrace, References: s.refs, DB: s.db, Key: s.selectionKey, Timer: s.opts.planTimer, Budget: s.opts.Budget,
 			Tolerance: s.functionTolerance()})
 	t0 := time.Now()

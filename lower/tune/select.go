@@ -118,10 +118,13 @@ type SelectOptions struct {
 	// the background (Tuner.PrefetchPlan): SelectFunctions lowers every function's candidates,
 	// static extractions first, and prefetches them while it checks.
 	Prefetch func(p *plan.Plan)
-	// CompileCost, when set, predicts what compiling p's new kernels costs from the slowest
-	// compiles measured so far (Tuner.CompileCost): a check that would spend the time kept for
-	// the rounds of the candidates already valid is predicted by it (checkCost).
+	// CompileCost, when set, predicts what compiling p's new kernels costs from the tuner's
+	// first runs so far (Tuner.CompileCost): a check that would spend the time kept for the
+	// rounds of the candidates already valid is predicted by it (checkCost).
 	CompileCost func(p *plan.Plan) time.Duration
+	// CompilePricing, when set, says how CompileCost priced p's new kernels, for the trace of
+	// a candidate that waits for the rounds (Tuner.CompilePricing).
+	CompilePricing func(p *plan.Plan) string
 	// Guard, when set, bounds every check and timing by its hard deadline (DeviceGuard): work
 	// the deadline leaves running is abandoned, and nothing more is checked or timed.
 	Guard *DeviceGuard
@@ -790,7 +793,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 				}
 			}
 			opts.trace("select: check %s candidate %d (%s)", ref.Name, i, c.Label)
-			var prog string
+			var prog, pricing string
 			t0 := time.Now()
 			fresh := 0
 			var ck checked
@@ -806,6 +809,9 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 						need := checkCost(opts, fresh, p, !c.Static && anyValid)
 						if mayWait && !c.Static && anyValid && fresh > 0 {
 							predicted[i] = need
+							if opts.Trace != nil && opts.CompilePricing != nil {
+								pricing = opts.CompilePricing(p)
+							}
 							return waitCheck
 						}
 						reserve := s.reserve
@@ -830,7 +836,10 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 				}
 			})
 			if finished && ck.reason == waitCheck {
-				opts.trace("select: %s candidate %d waits for the rounds: it would compile %d kernels (predicted %v)", ref.Name, i, fresh, predicted[i].Round(time.Millisecond))
+				if pricing != "" {
+					pricing = ": " + pricing
+				}
+				opts.trace("select: %s candidate %d waits for the rounds: it would compile %d kernels (predicted %v%s)", ref.Name, i, fresh, predicted[i].Round(time.Millisecond), pricing)
 				r.Reason = fmt.Sprintf("%s: it would compile %d kernels (predicted %v), so it waited for the rounds of the candidates checked, and none was left for it",
 					notChecked, fresh, predicted[i].Round(time.Millisecond))
 				results[i] = r
@@ -921,9 +930,9 @@ func (o SelectOptions) addCheck(dt time.Duration, fresh int) {
 // of the checks that compiled nothing plus fresh times the mean a kernel added to the checks
 // that compiled some (KernelCost for either before any was measured). When risky (another
 // candidate is valid, so the check spends the rounds' time), it is at least the run plus
-// CompileCost's prediction from the slowest compiles measured: a mean over the kernels of
-// earlier checks, most of them small or in the driver's disk cache, put Whisper's attention
-// with K transposed at 0.2 s, and it took 10 s on lavapipe.
+// CompileCost's prediction from the tuner's first runs of each kernel's op: a mean over the
+// kernels of earlier checks, most of them small or in the driver's disk cache, put Whisper's
+// attention with K transposed at 0.2 s, and it took 10 s on lavapipe.
 //
 // (Until 2026-12-06 a kernel cost as much as a whole check that compiled nothing, the run
 // counted as one more kernel: on the H100 a check that ran 0.27 s and one that compiled 2

@@ -743,7 +743,7 @@ functions:
 
 // Tuner.CompileCost predicts each new kernel of a plan at the mean first run measured for its
 // op, scaled by its SPIR-V words against the mean words of that op's configurations, and one of
-// an op never measured at the slowest first run of any op.
+// an op never measured at its words times all ops' first runs a word.
 func TestTunerCompileCost(t *testing.T) {
 	tu := &Tuner{}
 	words := func(n int) []uint32 { return make([]uint32, n) }
@@ -759,9 +759,13 @@ func TestTunerCompileCost(t *testing.T) {
 	tu.addFirstRun("elementwise", 50*time.Millisecond, 500)
 	tu.addFirstRun("linear", time.Second, 1000)
 	tu.addFirstRun("linear", 0, 5000) // did not get to its first run: not counted
-	// linear: a mean of 2.5 s over 1000 words, this kernel 3000 words; elementwise as measured.
-	if c, want := tu.CompileCost(p), 4*time.Second+3*2500*time.Millisecond+50*time.Millisecond; c != want {
-		t.Errorf("CompileCost %v, want %v (attention at the slowest of any op, linear at its mean per word)", c, want)
+	// linear: a mean of 2.5 s over 1000 words, this kernel 3000 words; elementwise as measured;
+	// attention, never tuned: 5.05 s over 2500 words of all ops, 100 words.
+	if c, want := tu.CompileCost(p), 202*time.Millisecond+3*2500*time.Millisecond+50*time.Millisecond; c != want {
+		t.Errorf("CompileCost %v, want %v (attention at all ops' rate a word, linear at its mean per word)", c, want)
+	}
+	if got, want := tu.CompilePricing(p), "1×202ms attention (never tuned: all ops' rate a word), 1×7.5s linear, 1×50ms elementwise"; got != want {
+		t.Errorf("CompilePricing %q, want %q", got, want)
 	}
 }
 

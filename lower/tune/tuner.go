@@ -244,12 +244,11 @@ type firstRun struct {
 	words int
 }
 
-// firstRuns are the first runs of an op's configurations: their sum, count and the slowest,
-// and the SPIR-V words of their kernels.
+// firstRuns are the first runs of an op's configurations: their sum and count, and the SPIR-V
+// words of their kernels.
 type firstRuns struct {
 	meanTime
-	slowest time.Duration
-	words   int
+	words int
 }
 
 // meanTime is a running mean of durations.
@@ -475,7 +474,6 @@ func (t *Tuner) addFirstRun(op string, d time.Duration, words int) {
 			t.firstRun[k] = f
 		}
 		f.add(d)
-		f.slowest = max(f.slowest, d)
 		f.words += words
 	}
 }
@@ -483,31 +481,73 @@ func (t *Tuner) addFirstRun(op string, d time.Duration, words int) {
 // CompileCost predicts what compiling the kernels of plan p that no pipeline exists for yet
 // (NewKernels) costs, by the first runs of the configurations this session tuned: each kernel
 // at the mean first run of its op (moduleOp), scaled by its SPIR-V words against the mean of
-// that op's configurations, and a kernel of an op never tuned at the slowest first run of any
-// op (0 before any was measured). The latter is pessimistic on purpose: such a kernel may sit
-// in the driver's own disk cache (ms) or not (Whisper's attention with K transposed: about 10 s
-// on lavapipe), and a check that runs over spends the rounds of the candidates already checked.
+// that op's configurations; a kernel of an op never tuned at its words times the rate of all
+// first runs (their time over their words). 0 before any was measured.
 //
 // Why the words: a driver's compile grows with the code. On lavapipe, cold, tinyllama's
 // prefill@8 runs its products on matmul_vec at 8 rows, 1.4–8.7k words each where its tuned
 // configurations averaged about 2k; the check of 4 of them took 3.25 s, predicted at the op's
 // mean 0.1 s, and spent the time of decode's late check and rounds.
+//
+// Why not the slowest first run of any op for an op never tuned (until session 18): the ops
+// never tuned are the small ones (cache_write, rope_cache_write, add_rmsnorm: no space to
+// search), and at the slowest first run (736 ms on lavapipe) they made most of every waiting
+// check's prediction (CompilePricing), so that tinyllama's graph as written was predicted at
+// 2.4 s. With the rate a word: cold on lavapipe (an empty Mesa cache) tinyllama's default
+// compile timed 5, 5, 5, 5 and 4, 5, 5, 5 paired rounds a function where it timed 1, 5, 5, 1
+// and 1, 1, 0, 0; warm 5, 5, 5, 5 as before; Whisper's encoder and resnet-tiny 5 rounds, as
+// before. The slowest was chosen against a kernel that sits in the driver's disk cache or not
+// (Whisper's attention with K transposed: about 10 s on lavapipe, predicted 0.2 s); a check
+// that compiles new kernels now waits until the candidates checked are timed, and runs within
+// its function's share.
 func (t *Tuner) CompileCost(p *plan.Plan) time.Duration {
+	cost, _ := t.compileCost(p)
+	return cost
+}
+
+// CompilePricing says how CompileCost priced p's new kernels, op by op, for the selection's
+// trace: "3×54ms rmsnorm_linear, 1×8ms add_rmsnorm (never tuned: all ops' rate a word)".
+func (t *Tuner) CompilePricing(p *plan.Plan) string {
+	_, why := t.compileCost(p)
+	return why
+}
+
+func (t *Tuner) compileCost(p *plan.Plan) (time.Duration, string) {
 	t.firstMu.Lock()
 	defer t.firstMu.Unlock()
+	type priced struct {
+		n    int
+		cost time.Duration
+	}
+	var ops []string
+	by := map[string]*priced{}
 	var cost time.Duration
 	for _, m := range t.newModules(p) {
-		if f := t.firstRun[moduleOp(m.Key)]; f != nil {
-			c := f.mean()
+		op := moduleOp(m.Key)
+		var c time.Duration
+		if f := t.firstRun[op]; f != nil {
+			c = f.mean()
 			if f.words > 0 {
 				c = time.Duration(float64(c) * float64(len(m.SPIRV)) * float64(f.n) / float64(f.words))
 			}
-			cost += c
-		} else if f := t.firstRun[""]; f != nil {
-			cost += f.slowest
+		} else if f := t.firstRun[""]; f != nil && f.words > 0 {
+			c = time.Duration(float64(f.sum) * float64(len(m.SPIRV)) / float64(f.words))
+			op += " (never tuned: all ops' rate a word)"
 		}
+		cost += c
+		if by[op] == nil {
+			by[op] = &priced{}
+			ops = append(ops, op)
+		}
+		by[op].n++
+		by[op].cost += c
 	}
-	return cost
+	var parts []string
+	for _, op := range ops {
+		b := by[op]
+		parts = append(parts, fmt.Sprintf("%d×%v %s", b.n, (b.cost/time.Duration(b.n)).Round(time.Millisecond), op))
+	}
+	return cost, strings.Join(parts, ", ")
 }
 
 // moduleOp is the op of a plan module's key: "<template> <problem key>", the problem key
