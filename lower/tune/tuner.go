@@ -492,8 +492,8 @@ func (t *Tuner) addFirstRun(op string, d time.Duration, words int) {
 // Why not the slowest first run of any op for an op never tuned (until session 18): the ops
 // never tuned are the small ones (cache_write, rope_cache_write, add_rmsnorm: no space to
 // search), and at the slowest first run (736 ms on lavapipe) they made most of every waiting
-// check's prediction (CompilePricing), so that tinyllama's graph as written was predicted at
-// 2.4 s. With the rate a word: cold on lavapipe (an empty Mesa cache) tinyllama's default
+// check's prediction (CompilePricing): tinyllama's prefill candidates (8–12 kernels) were
+// predicted at 1.7–2.4 s. With the rate a word: cold on lavapipe (an empty Mesa cache) tinyllama's default
 // compile timed 5, 5, 5, 5 and 4, 5, 5, 5 paired rounds a function where it timed 1, 5, 5, 1
 // and 1, 1, 0, 0; warm 5, 5, 5, 5 as before; Whisper's encoder and resnet-tiny 5 rounds, as
 // before. The slowest was chosen against a kernel that sits in the driver's disk cache or not
