@@ -786,7 +786,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 					// neither lowered, nor run, nor timed again (on the H100, 18 of SmolLM2's
 					// checks lowered their candidates, 0.9 s of the selection's 8.5, only to
 					// find an earlier one's program).
-					r.Weights, r.Reason = lp.weights, fmt.Sprintf("%s%d (not run again)", SameProgram, j)
+					r.Weights, r.Reason = lp.weights, sameProgram(j)
 					opts.trace("select: checked %s candidate %d: %s (as the prefetch lowered it)", ref.Name, i, r.Reason)
 					results[i] = r
 					return false
@@ -801,7 +801,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 				ck = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, s.lowerFn, opts,
 					func(key string, p *plan.Plan) string {
 						if j, ok := programs[key]; ok {
-							return fmt.Sprintf("%s%d (not run again)", SameProgram, j)
+							return sameProgram(j)
 						}
 						if opts.NewKernels != nil {
 							fresh = opts.NewKernels(p)
@@ -1357,6 +1357,9 @@ func (m *meanTime) mean() time.Duration {
 // SameProgram begins the reason a candidate is not run: it lowers to the program of the
 // candidate whose index follows (the same kernels and dispatches).
 const SameProgram = "the same program as candidate "
+
+// sameProgram is the reason of a candidate whose program is candidate j's.
+func sameProgram(j int) string { return fmt.Sprintf("%s%d (not run again)", SameProgram, j) }
 
 // checked is what checkCandidate found: the loaded executable (nil when invalid), the plan's
 // weight bytes, the key of its program (programKey), "" or why it is invalid, the outputs of a

@@ -755,10 +755,10 @@ func TestTunerCompileCost(t *testing.T) {
 	if c := tu.CompileCost(p); c != 0 {
 		t.Errorf("nothing measured: %v, want 0", c)
 	}
-	tu.addFirstRun("linear", 4*time.Second, 1000)
-	tu.addFirstRun("elementwise", 50*time.Millisecond, 500)
-	tu.addFirstRun("linear", time.Second, 1000)
-	tu.addFirstRun("linear", 0, 5000) // did not get to its first run: not counted
+	tu.addFirstRun("linear", firstRun{4 * time.Second, 1000})
+	tu.addFirstRun("elementwise", firstRun{50 * time.Millisecond, 500})
+	tu.addFirstRun("linear", firstRun{time.Second, 1000})
+	tu.addFirstRun("linear", firstRun{0, 5000}) // did not get to its first run: not counted
 	// linear: a mean of 2.5 s over 1000 words, this kernel 3000 words; elementwise as measured;
 	// attention, never tuned: 5.05 s over 2500 words of all ops, 100 words.
 	if c, want := tu.CompileCost(p), 202*time.Millisecond+3*2500*time.Millisecond+50*time.Millisecond; c != want {

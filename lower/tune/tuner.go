@@ -456,10 +456,10 @@ func (t *Tuner) newModules(p *plan.Plan) []*plan.Module {
 	return out
 }
 
-// addFirstRun records a configuration's first run (0: it did not get that far) of a problem of
-// op, whose kernels are words SPIR-V words in all.
-func (t *Tuner) addFirstRun(op string, d time.Duration, words int) {
-	if d <= 0 {
+// addFirstRun records a configuration's first run of a problem of op (took 0: it did not get
+// that far).
+func (t *Tuner) addFirstRun(op string, r firstRun) {
+	if r.took <= 0 {
 		return
 	}
 	t.firstMu.Lock()
@@ -473,8 +473,8 @@ func (t *Tuner) addFirstRun(op string, d time.Duration, words int) {
 			f = &firstRuns{}
 			t.firstRun[k] = f
 		}
-		f.add(d)
-		f.words += words
+		f.add(r.took)
+		f.words += r.words
 	}
 }
 
@@ -493,10 +493,10 @@ func (t *Tuner) addFirstRun(op string, d time.Duration, words int) {
 // never tuned are the small ones (cache_write, rope_cache_write, add_rmsnorm: no space to
 // search), and at the slowest first run (736 ms on lavapipe) they made most of every waiting
 // check's prediction (CompilePricing): tinyllama's prefill candidates (8–12 kernels) were
-// predicted at 1.7–2.4 s. With the rate a word: cold on lavapipe (an empty Mesa cache) tinyllama's default
-// compile timed 5, 5, 5, 5 and 4, 5, 5, 5 paired rounds a function where it timed 1, 5, 5, 1
-// and 1, 1, 0, 0; warm 5, 5, 5, 5 as before; Whisper's encoder and resnet-tiny 5 rounds, as
-// before. The slowest was chosen against a kernel that sits in the driver's disk cache or not
+// predicted at 1.7–2.4 s. With the rate a word, cold on lavapipe (an empty Mesa cache),
+// tinyllama's default compile timed 5, 5, 5, 5 and 4, 5, 5, 5 paired rounds a function where
+// it timed 1, 5, 5, 1 and 1, 1, 0, 0; warm 5, 5, 5, 5 as before; Whisper's encoder and
+// resnet-tiny 5 rounds, as before. The slowest was chosen against a kernel that sits in the driver's disk cache or not
 // (Whisper's attention with K transposed: about 10 s on lavapipe, predicted 0.2 s); a check
 // that compiles new kernels now waits until the candidates checked are timed, and runs within
 // its function's share.
@@ -1145,7 +1145,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		// What the point cost counts even when the deadline stopped it: the next one is
 		// expected to cost as much.
 		t.addPoint(tm.Name, time.Since(t0))
-		t.addFirstRun(p.OpName(), first.took, first.words)
+		t.addFirstRun(p.OpName(), first)
 		if o == skipped { // stopped (context or fatal): nothing is recorded
 			return skipped, 0
 		}
