@@ -1152,7 +1152,11 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		e.Tried++
 		t.stats.Configs++
 		if t.Trace != nil {
-			fmt.Fprintf(t.Trace, "tune: %s [%s] %s: %v\n", tm.Name, ck, map[outcome]string{failed: "invalid", timed: "timed"}[o], cmp.Or(reason, d.String()))
+			if o == failed { // the problem too: the trace's try lines are often filtered out
+				fmt.Fprintf(t.Trace, "tune: %s [%s] invalid for %s: %s\n", tm.Name, ck, p.Key(), reason)
+			} else {
+				fmt.Fprintf(t.Trace, "tune: %s [%s] timed: %v\n", tm.Name, ck, d)
+			}
 		}
 		if o == failed {
 			e.Invalid[ck] = reason
