@@ -1150,7 +1150,7 @@ func (s *selecting) late(ctx context.Context) error {
 				s.valid = append(s.valid, i)
 			}
 		}
-		return s.rounds(ctx, 0)
+		return s.rounds(ctx, EvidenceRounds) // the rest with the time left (topUpRounds)
 	}
 	if s.timed {
 		snapshot()
@@ -2042,12 +2042,24 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		d = cmp.Or(d, ss[i].d) // opened by the first check
 	}
 	opts.trace("select: the checks are done")
+	// The rounds go to every function up to EvidenceRounds first, and past them only with the
+	// time the late checks leave (topUpRounds); and a function whose rounds wait for its late
+	// checks keeps its share meanwhile. On the H100 SmolLM2's decode and score functions timed
+	// five rounds each, the last of them with all the time left, while prefill and prefill@1,
+	// whose candidates waited for the late checks, timed two and one: neither could take the
+	// graph it had measured faster.
+	later := 0 // the functions before i with late checks to come
 	for i, s := range ss {
-		if !s.done && (len(s.valid) > 1 || len(s.waiting) == 0) {
-			// (One valid candidate with others waiting: nothing to compare yet; its rounds
-			// come after the late checks.)
-			fctx, cancel := equalShare(ctx, len(fns)-i)
-			err := s.rounds(fctx, 0)
+		if !s.done && len(s.valid) <= 1 && len(s.waiting) > 0 {
+			later++
+			continue
+		}
+		if !s.done {
+			fctx, cancel := equalShare(ctx, len(fns)-i+later)
+			if len(s.waiting) > 0 {
+				later++
+			}
+			err := s.rounds(fctx, EvidenceRounds)
 			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
 			cancel()
 			if err != nil {
@@ -2057,7 +2069,8 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		}
 	}
 	// Then the candidates that waited for the rounds (their checks compile kernels new to the
-	// device), with the time every function's rounds left, in equal shares again; but a
+	// device), with the time every function's rounds left, in equal shares of the functions
+	// with such candidates; but a
 	// function whose cheapest waiting check (and the rounds after it) does not fit its share
 	// takes what that needs while the time left holds it: on lavapipe, where a kernel compiles
 	// in about a second, tinyllama's equal shares fitted no function's check, and so no
@@ -2070,12 +2083,18 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 			sels = append(sels, s.sel)
 		}
 	}
+	waits := 0 // the functions from i on with late checks
+	for _, s := range ss {
+		if !s.done && len(s.waiting) > 0 {
+			waits++
+		}
+	}
 	for i, s := range ss {
-		if !s.done {
+		if !s.done && len(s.waiting) > 0 {
 			fctx, cancel := ctx, context.CancelFunc(func() {})
 			if dl, ok := ctx.Deadline(); ok {
 				left := time.Until(dl)
-				share := left / time.Duration(len(fns)-i)
+				share := left / time.Duration(waits)
 				if need := s.lateNeed(); need > share && need <= left {
 					opts.trace("select: %s takes %v of the %v left for its late check (an equal share: %v)", s.ref.Name,
 						need.Round(time.Millisecond), left.Round(time.Millisecond), share.Round(time.Millisecond))
@@ -2084,6 +2103,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 				fctx, cancel = context.WithTimeout(ctx, share)
 			}
 			err := s.late(fctx)
+			waits--
 			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
 			cancel()
 			if err != nil {

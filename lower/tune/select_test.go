@@ -676,7 +676,8 @@ func TestSelectChecksExpensiveCandidateLast(t *testing.T) {
 		}
 		sel := sels[0]
 		tr := trace.String()
-		round, checked3 := strings.Index(tr, "forward round 4"), strings.Index(tr, "checked forward candidate 3")
+		// The first rounds stop at EvidenceRounds (round 2); the rest come after the late check.
+		round, checked3 := strings.Index(tr, "forward round 2"), strings.Index(tr, "checked forward candidate 3")
 		if !strings.Contains(tr, "candidate 3 waits") || round < 0 || checked3 < round || strings.Index(tr, "checked forward candidate 2") > round {
 			t.Errorf("compile %v: candidate 3 (new kernels) was not checked after candidates 1 and 2 (none) and their rounds:\n%s", tc.compile, tr)
 		}
@@ -791,8 +792,9 @@ func (c *slowClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn st
 }
 
 // A candidate checked after the rounds that then cannot be timed in EvidenceRounds rounds
-// leaves the rounds before it standing, and the selection says so: here a timing of it takes
-// 2.5 s of a 6 s selection, so the second rounds reach at most 2.
+// leaves the rounds before it standing (the first EvidenceRounds: the rest would come after the
+// late checks), and the selection says so: here a timing of it takes 2.5 s of a 6 s selection,
+// so the second rounds reach at most 2.
 func TestSelectLateCandidateTooLateToTime(t *testing.T) {
 	d, m, tu := selectModel(t, "testdata/select.yaml")
 	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
@@ -817,8 +819,8 @@ func TestSelectLateCandidateTooLateToTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := sels[0]
-	if sel.Rounds != 5 || sel.Winner != 1 || !sel.Results[2].Valid || len(sel.Results[2].Times) != 0 || len(sel.Results[1].Times) != 5 {
-		t.Errorf("want the 5 rounds of candidates 0 and 1 to stand (1 wins), candidate 2 valid and untimed:\n%s", sel)
+	if sel.Rounds != EvidenceRounds || sel.Winner != 1 || !sel.Results[2].Valid || len(sel.Results[2].Times) != 0 || len(sel.Results[1].Times) != EvidenceRounds {
+		t.Errorf("want the %d rounds of candidates 0 and 1 to stand (1 wins), candidate 2 valid and untimed:\n%s", EvidenceRounds, sel)
 	}
 	if !strings.Contains(sel.Why, "candidate 2 checked valid after the rounds, with too little time left to time it in 3 paired rounds") {
 		t.Errorf("why: %q", sel.Why)
@@ -1206,5 +1208,59 @@ func TestCheckCandidateUploadTime(t *testing.T) {
 	}
 	if y := first.outs["y"]; y == nil || !y.Type.Equal(ref.Outputs[0].Value.Type()) || Compare(second.outs["y"], y, 0) != "" {
 		t.Errorf("the reference outputs: %v and %v", first.outs, second.outs)
+	}
+}
+
+// wallClock is planClock whose every timing takes wall of real time.
+type wallClock struct {
+	planClock
+	wall time.Duration
+}
+
+func (c *wallClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
+	select {
+	case <-time.After(c.wall):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return c.planClock.TimePlan(ctx, exe, fn, inputs, cand)
+}
+
+// A function whose rounds wait for a late check keeps its share of the time while the
+// functions after it time theirs, and those stop at EvidenceRounds until the late checks are
+// done: here "forward" waits for a candidate with new kernels while "forward_alt", checked after
+// it, could fill the 1.6 s with five rounds of 200 ms and leave forward two.
+func TestSelectRoundsLeaveLateChecksTheirShare(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	warmKernels(t, d, m, lowerFn)
+	cands := map[string][]SelectCandidate{
+		"forward":     {{Fn: m.Function("forward"), Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "new kernels"}},
+		"forward_alt": {{Fn: m.Function("forward_alt"), Static: true, Label: "static"}, {Fn: m.Function("forward"), Label: "other"}},
+	}
+	newKernels := func(p *plan.Plan) int {
+		if p.Functions[0].Name == "forward_relu2" {
+			return 1
+		}
+		return 0
+	}
+	clock := &wallClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond}}, wall: 100 * time.Millisecond}
+	var trace bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 1600*time.Millisecond)
+	defer cancel()
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")},
+		func(f *ir.Function) ([]SelectCandidate, error) { return cands[f.Name], nil }, lowerFn,
+		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
+			CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)) * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(trace.String(), "forward candidate 1 waits") {
+		t.Fatalf("forward's candidate 1 did not wait for the rounds:\n%s", trace.String())
+	}
+	for _, sel := range sels {
+		if sel.Rounds < EvidenceRounds {
+			t.Errorf("%s timed %d paired rounds, want at least %d:\n%s\n%s", sel.Function, sel.Rounds, EvidenceRounds, sel, trace.String())
+		}
 	}
 }
