@@ -185,6 +185,8 @@ var cm2GPUPoints = []kernels.Config{nil,
 	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 1},
 	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 4, "direct": 1},
 	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": 1}, // cm2Static's big point
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 2, "direct": 1},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 2, "direct": 0},
 }
 
 // TestMatmulCM2GPU runs matmul_cm2 on the device's workgroup matrices against the interpreter:

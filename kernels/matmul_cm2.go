@@ -48,25 +48,25 @@ var MatmulCM2 = &Template{
 	Build:  buildMatmulCM2,
 }
 
-// cm2Static is the static point on a GPU: 128×256 blocks over 256 invocations with slices of
-// 64 where they make at least cm2WideGrid workgroups; else 128×128 over 128 with slices of 32
+// cm2Static is the static point on a GPU. A product that may store its result itself (direct
+// = 1) takes 128×256 blocks over 256 invocations with slices of 64, two slices a step (unroll
+// 2), where they make at least cm2DirectBigGrid workgroups. Otherwise 128×256 blocks with one
+// slice a step where they make at least cm2WideGrid; else 128×128 over 128 with slices of 32
 // where those do; else 64×64 over 256 with slices of 64, so that a product of few blocks still
-// fills the device. A product that may store its result itself does (direct = 1). unroll
-// stays 1.
+// fills the device.
 //
-// Measured on the H100 (BenchmarkCoopShapes, f16; session 12, then session 18 with each point
-// warmed up 100 ms, docs/bench/h100-2026-12-07):
-//   - 128×256/256 × 64: 4096³ 495.5 µs against 128×128/128's 532.5 (direct = 1; 427.3 at
-//     unroll 2, 321.6 TFLOP/s); the 8B gate/up form (512×28672×4096 over Q4_K, rmsnorm, SwiGLU's
-//     column parts) 679.0 against 738.3. Both were measured late in a sweep, where a point can
-//     only lose: of the points also run alone, some ran 1.5× slower in the sweep and none
-//     faster, so they take at most those times. unroll 2 is left out: the gate/up form took
-//     2569 µs at it, not measured alone.
-//   - 128×128/128 × 32 at 512×14336×4096: 276.9 µs (direct = 1; unroll 4: 268.0), where
-//     128×256 blocks (224 workgroups) took 369–1124.
-//   - 64×64/256 × 64 at 512×4096×14336 (128 blocks of 128×128): 362.7–364.8 µs alone; the best
-//     of the sweep 336.7 (128×128/256, unroll 8).
-//   - direct = 1 (session 17): 512×14336×4096 313 → 283 µs, 4096³ 598 → 538.
+// Measured on the H100 (BenchmarkCoopShapes, f16 unless said; session 19 with each point run
+// in a process of its own beside the static point, docs/bench/h100-2026-12-07):
+//   - direct, 128×256/256 × 64 unroll 2 against the static point before: 4096³ 431–441 µs
+//     against 474–476 at unroll 1 (unroll 4: 428–441); 512×14336×4096 (224 blocks) 236–237
+//     against 128×128/128's 278–283; 512×6144×4096 (96) 111–113 against 64×64/256's 162–165;
+//     512×4096×4096 (64) 107.3–107.5 against 107.3–108.0; 512×4096×14336 (64) 353 against
+//     362–372; 512×2048×8192 (32) 201 against 106: there the narrow blocks stay.
+//   - the 8B gate/up form (512×28672×4096 over Q4_K, rmsnorm, SwiGLU's column parts; not
+//     direct): 128×256 unroll 1 677–680 µs against 128×128/128's 738 (session 18). At unroll 2
+//     and 4 it took 659 and 673 in one process and 2223 and 2026 in another: unroll stays 1
+//     there.
+//   - 64×64/256 × 64 at 512×4096×14336 not direct: 362.7–364.8 µs (session 18).
 func cm2Static(p *Problem, caps Caps) []Config {
 	g, cg, err := acceptCM2(p, caps)
 	if err != nil || caps.CPU {
@@ -79,8 +79,13 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	big := Config{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
 	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": direct}
 	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
+	bigBlocks := ceilDiv(g.m, 128) * ceilDiv(g.n, 256)
 	switch {
-	case ceilDiv(g.m, 128)*ceilDiv(g.n, 256) >= cm2WideGrid:
+	case direct == 1 && bigBlocks >= cm2DirectBigGrid && 2*64 <= g.k:
+		unrolled := big.clone()
+		unrolled["unroll"] = 2
+		return []Config{unrolled, big, wide, narrow}
+	case bigBlocks >= cm2WideGrid:
 		return []Config{big, wide, narrow}
 	case ceilDiv(g.m, 128)*ceilDiv(g.n, 128) >= cm2WideGrid:
 		return []Config{wide, narrow}
@@ -91,6 +96,13 @@ func cm2Static(p *Problem, caps Caps) []Config {
 // cm2WideGrid is the fewest blocks cm2Static gives a block size: about two workgroups for each
 // of a large GPU's multiprocessors (the H100 has 132).
 const cm2WideGrid = 256
+
+// cm2DirectBigGrid is the fewest 128×256 blocks cm2Static gives a direct product at unroll 2:
+// coopTargetGroups, where the roofline's occupancy term (invocations over the lanes a device
+// needs in flight) stops charging them. Fewer ran as fast or faster on the H100 (96 blocks: 111
+// µs against 64×64's 162; 64: a tie; 32: twice as long), but the static estimate would then
+// rank matmul_cm2 under matmul_coop at half occupancy; a measured compile times them.
+const cm2DirectBigGrid = coopTargetGroups
 
 func init() {
 	MatmulCM2.ReadsLength = true
