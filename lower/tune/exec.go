@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -170,7 +171,19 @@ type Pipelines struct {
 
 	keep     []string      // keys Keep marked before their pipelines were made
 	creating time.Duration // the creation time of the created pipelines, summed
+
+	// Wait, when positive, bounds how long Get waits for a pipeline: past it Get returns
+	// ErrSlowPipeline and the driver's compile goes on in the background (Close waits for
+	// it). A search then moves on from a configuration whose kernel the driver compiles for
+	// seconds, where it held the device (and the selection's checks behind it) for as long: on
+	// the H100 NVIDIA's compiler took more than 10 s on matmul_cm2
+	// [bk=16,bm=32,bn=256,direct=1,unroll=8,wg=64], and SmolLM2's default compile timed no
+	// round (twice in five compiles).
+	Wait time.Duration
 }
+
+// ErrSlowPipeline is Get's error for a pipeline not made within Pipelines.Wait.
+var ErrSlowPipeline = errors.New("the driver is still compiling the kernel")
 
 // pipelineSlot is one pipeline, made once: the first Get of a key creates it, later ones (and
 // those that came while it was being created) wait on done.
@@ -233,7 +246,7 @@ func runtimeKernelKey(k runtime.Kernel) string {
 // Get returns the pipeline of k specialised with spec, creating it on first use. It is safe
 // for concurrent use; a pipeline being created by another call (a prefetch) is waited for.
 func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, error) {
-	return c.get(k, spec, -1)
+	return c.get(k, spec, -1, c.Wait)
 }
 
 // Kernel returns the pipeline of a kernel as the runtime takes it, shared with those Get makes
@@ -241,7 +254,7 @@ func (c *Pipelines) Get(k *codegen.Kernel, spec []uint32) (*runtime.Pipeline, er
 // tuner's pipelines, so a kernel tuning built, or another candidate loaded, is not compiled
 // again). Release keeps the pipelines given out so (an executable holds them) until Close.
 func (c *Pipelines) Kernel(k runtime.Kernel) (*runtime.Pipeline, error) {
-	return c.slot(runtimeKernelKey(k), func() runtime.Kernel { return k }, -1, true)
+	return c.slot(runtimeKernelKey(k), func() runtime.Kernel { return k }, -1, true, 0)
 }
 
 // Keep marks the pipelines of a launch's kernels, made or to be made, as kept by Release: the
@@ -262,20 +275,21 @@ func (c *Pipelines) Keep(l *kernels.Launch) {
 	}
 }
 
-// get is Get; a gen ≥ 0 (a prefetch's) that is no longer the cache's creates nothing.
-func (c *Pipelines) get(k *codegen.Kernel, spec []uint32, gen int) (*runtime.Pipeline, error) {
+// get is Get; a gen ≥ 0 (a prefetch's) that is no longer the cache's creates nothing; a wait > 0
+// bounds the wait (Pipelines.Wait).
+func (c *Pipelines) get(k *codegen.Kernel, spec []uint32, gen int, wait time.Duration) (*runtime.Pipeline, error) {
 	return c.slot(kernelKey(k, spec), func() runtime.Kernel {
 		rk := runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
 		for id, v := range spec {
 			rk.Spec = append(rk.Spec, runtime.SpecConstant{ID: uint32(id), Value: v})
 		}
 		return rk
-	}, gen, false)
+	}, gen, false, wait)
 }
 
 // slot returns the pipeline of key, creating it from kernel() on first use (kept: Release
-// leaves it).
-func (c *Pipelines) slot(key string, kernel func() runtime.Kernel, gen int, kept bool) (*runtime.Pipeline, error) {
+// leaves it), waiting at most wait when positive (ErrSlowPipeline; the creation goes on).
+func (c *Pipelines) slot(key string, kernel func() runtime.Kernel, gen int, kept bool, wait time.Duration) (*runtime.Pipeline, error) {
 	c.mu.Lock()
 	if gen >= 0 && gen != c.gen {
 		c.mu.Unlock()
@@ -284,15 +298,44 @@ func (c *Pipelines) slot(key string, kernel func() runtime.Kernel, gen int, kept
 	if sl, ok := c.m[key]; ok {
 		sl.kept = sl.kept || kept
 		c.mu.Unlock()
-		<-sl.done
-		return sl.pl, sl.err
+		return sl.wait(wait)
 	}
 	sl := &pipelineSlot{done: make(chan struct{}), gen: c.gen, kept: kept}
 	if i := slices.Index(c.keep, key); i >= 0 {
 		sl.kept, c.keep = true, slices.Delete(c.keep, i, i+1)
 	}
 	c.m[key] = sl
+	if wait > 0 {
+		c.wg.Add(1) // Close waits for it
+		c.mu.Unlock()
+		go func() {
+			defer c.wg.Done()
+			c.create(sl, key, kernel)
+		}()
+		return sl.wait(wait)
+	}
 	c.mu.Unlock()
+	c.create(sl, key, kernel)
+	return sl.pl, sl.err
+}
+
+// wait returns the slot's pipeline once made, or ErrSlowPipeline after d when d > 0.
+func (sl *pipelineSlot) wait(d time.Duration) (*runtime.Pipeline, error) {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-sl.done:
+		case <-t.C:
+			return nil, ErrSlowPipeline
+		}
+	}
+	<-sl.done
+	return sl.pl, sl.err
+}
+
+// create makes the pipeline of slot sl (registered under key) and marks it done.
+func (c *Pipelines) create(sl *pipelineSlot, key string, kernel func() runtime.Kernel) {
 	t0 := time.Now()
 	sl.pl, sl.err = c.d.NewPipeline(kernel())
 	dt := time.Since(t0)
@@ -312,7 +355,6 @@ func (c *Pipelines) slot(key string, kernel func() runtime.Kernel, gen int, kept
 	}
 	c.mu.Unlock()
 	close(sl.done)
-	return sl.pl, sl.err
 }
 
 // Prefetch queues launches (each a func that builds one) whose pipelines are then created in
@@ -374,7 +416,7 @@ func (c *Pipelines) prefetchWorker() {
 		c.mu.Unlock()
 		if job.kernel != nil {
 			k := *job.kernel
-			c.slot(runtimeKernelKey(k), func() runtime.Kernel { return k }, gen, true)
+			c.slot(runtimeKernelKey(k), func() runtime.Kernel { return k }, gen, true, 0)
 			continue
 		}
 		l, err := job.build()
@@ -382,7 +424,7 @@ func (c *Pipelines) prefetchWorker() {
 			continue
 		}
 		for _, st := range l.Steps {
-			if _, err := c.get(st.Kernel, st.Spec, gen); err != nil {
+			if _, err := c.get(st.Kernel, st.Spec, gen, 0); err != nil {
 				break
 			}
 		}

@@ -300,7 +300,7 @@ func (t *Tuner) init() error {
 		t.failed = map[string]error{}
 	}
 	if t.Device != nil && t.pipes == nil {
-		t.pipes = NewPipelines(t.Device)
+		t.pipes = t.newPipelines(t.Device)
 	}
 	if t.Caps.MaxInvocations == 0 {
 		t.Caps = CapsOf(&t.Device.Info)
@@ -339,9 +339,22 @@ func (t *Tuner) device() (*runtime.Device, error) {
 		t.Device = d
 	}
 	if t.pipes == nil {
-		t.pipes = NewPipelines(t.Device)
+		t.pipes = t.newPipelines(t.Device)
 	}
 	return t.Device, nil
+}
+
+// pipelineWait is how long a configuration's try waits for its pipelines on a GPU
+// (Pipelines.Wait): NVIDIA's compiler takes 0.3–1 s for a cooperative-matrix product. A CPU
+// device's compiles (LLVM: up to seconds for a large kernel on a loaded machine) are waited for.
+const pipelineWait = 3 * time.Second
+
+func (t *Tuner) newPipelines(d *runtime.Device) *Pipelines {
+	c := NewPipelines(d)
+	if d.Info.Type != runtime.CPU {
+		c.Wait = pipelineWait
+	}
+	return c
 }
 
 func (t *Tuner) logf(format string, args ...any) {
@@ -1153,7 +1166,7 @@ func (t *Tuner) search(ctx context.Context, p *kernels.Problem, tm *kernels.Temp
 		t.stats.Configs++
 		if t.Trace != nil {
 			if o == failed { // the problem too: the trace's try lines are often filtered out
-				fmt.Fprintf(t.Trace, "tune: %s [%s] invalid for %s: %s\n", tm.Name, ck, p.Key(), reason)
+				fmt.Fprintf(t.Trace, "tune: %s [%s] invalid: %s (for %s)\n", tm.Name, ck, reason, p.Key())
 			} else {
 				fmt.Fprintf(t.Trace, "tune: %s [%s] timed: %v\n", tm.Name, ck, d)
 			}
@@ -1442,6 +1455,14 @@ func (t *Tuner) try(ctx context.Context, p *kernels.Problem, tm *kernels.Templat
 	mark(2)
 	if err != nil {
 		if stopped(err) {
+			return skipped, 0, ""
+		}
+		if errors.Is(err, ErrSlowPipeline) {
+			// Not recorded: the driver finishes it in the background, and a later search
+			// finds it in the driver's cache.
+			if t.Trace != nil {
+				fmt.Fprintf(t.Trace, "tune: %s [%s] skipped: its pipeline took more than %v to compile\n", tm.Name, c.Key(), t.pipes.Wait)
+			}
 			return skipped, 0, ""
 		}
 		return failed, 0, "pipeline: " + err.Error()

@@ -540,6 +540,51 @@ func TestTunerBudgetCutKept(t *testing.T) {
 	}
 }
 
+// Get waits at most Pipelines.Wait for a pipeline: past it ErrSlowPipeline, while the
+// creation goes on; a later Get finds the pipeline made, and Close waits for the creation. The
+// driver's slow compile is played by a kernel that takes 400 ms to hand over.
+func TestPipelinesWaitBound(t *testing.T) {
+	d := testDevice(t)
+	pipes := NewPipelines(d)
+	pipes.Wait = 50 * time.Millisecond
+	l, err := buildToy(toyProblem(1000), kernels.Config{"wg": 64, "per": 2}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := l.Steps[0].Kernel
+	slow := func() runtime.Kernel {
+		time.Sleep(400 * time.Millisecond)
+		return runtime.Kernel{Name: k.Name, SPIRV: k.Bytes(), Bindings: len(k.Bindings), PushConstantSize: k.PushSize}
+	}
+	t0 := time.Now()
+	if _, err := pipes.slot("slow", slow, -1, false, pipes.Wait); !errors.Is(err, ErrSlowPipeline) {
+		t.Fatalf("a creation of 400 ms: %v, want ErrSlowPipeline", err)
+	}
+	if dt := time.Since(t0); dt > 300*time.Millisecond {
+		t.Errorf("Get returned after %v, want about the 50 ms bound", dt)
+	}
+	if _, err := pipes.slot("slow", slow, -1, false, pipes.Wait); !errors.Is(err, ErrSlowPipeline) {
+		t.Errorf("a second Get while it is created: %v, want ErrSlowPipeline", err)
+	}
+	if pl, err := pipes.slot("slow", slow, -1, false, 0); err != nil || pl == nil {
+		t.Fatalf("an unbounded Get: %v", err)
+	}
+	if n := pipes.Created(); n != 1 {
+		t.Errorf("%d pipelines created, want 1", n)
+	}
+	if _, err := pipes.slot("slow2", slow, -1, false, pipes.Wait); !errors.Is(err, ErrSlowPipeline) {
+		t.Fatalf("another slow creation: %v, want ErrSlowPipeline", err)
+	}
+	t0 = time.Now()
+	pipes.Close() // waits for slow2's creation, whose pipeline is then destroyed
+	if dt := time.Since(t0); dt < 300*time.Millisecond {
+		t.Errorf("Close returned after %v, before the creation in flight ended", dt)
+	}
+	if n, m := pipes.Created(), pipes.Len(); n != 1 || m != 0 {
+		t.Errorf("after Close: %d created, %d held; want 1 (the one made before Close) and 0", n, m)
+	}
+}
+
 // Pipelines made by Prefetch and Get at once are created once per kernel and shared; Close
 // waits for the prefetches in flight; Release while one is being created destroys it when done.
 func TestPipelinesPrefetchOnce(t *testing.T) {
