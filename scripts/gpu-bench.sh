@@ -544,7 +544,7 @@ fi
 # --tune --budget $SBUDGET (default: the compiler's) with VKC_TUNE_TRACE=1 (the trace without the
 # tuner's per-configuration lines), then vkc compare on decode and on prefill at 128 tokens, into
 # select.txt; not a default part (~2 min, the 1B file made once: ~1 min more).
-select_trace() { grep -v -E '^\[ *[0-9.]+s\] tune: (try|done|chose) |timed: ' "$1" | cut -c1-240; }
+select_trace() { grep -v -E '^\[ *[0-9.]+s\] tune: (try|done|chose) |timed: ' "$1" | awk '/ invalid: /{print substr($0, 1, 900); next} {print substr($0, 1, 240)}'; }
 if want select; then
 {
   B=()
