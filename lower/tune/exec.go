@@ -178,7 +178,7 @@ type Pipelines struct {
 	// seconds, where it held the device (and the selection's checks behind it) for as long: on
 	// the H100 NVIDIA's compiler took more than 10 s on matmul_cm2
 	// [bk=16,bm=32,bn=256,direct=1,unroll=8,wg=64], and SmolLM2's default compile timed no
-	// round (twice in five compiles).
+	// round (three compiles of eight).
 	Wait time.Duration
 }
 

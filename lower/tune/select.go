@@ -2070,11 +2070,10 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	}
 	// Then the candidates that waited for the rounds (their checks compile kernels new to the
 	// device), with the time every function's rounds left, in equal shares of the functions
-	// with such candidates; but a
-	// function whose cheapest waiting check (and the rounds after it) does not fit its share
-	// takes what that needs while the time left holds it: on lavapipe, where a kernel compiles
-	// in about a second, tinyllama's equal shares fitted no function's check, and so no
-	// alternative was ever timed.
+	// with such candidates; but a function whose cheapest waiting check (and the rounds after
+	// it) does not fit its share takes what that needs while the time left holds it: on
+	// lavapipe, where a kernel compiles in about a second, tinyllama's equal shares fitted no
+	// function's check, and so no alternative was ever timed.
 	done := func(upTo int) {
 		for _, s := range ss[:upTo] {
 			if !s.done {

@@ -572,13 +572,13 @@ func TestPipelinesWaitBound(t *testing.T) {
 	if n := pipes.Created(); n != 1 {
 		t.Errorf("%d pipelines created, want 1", n)
 	}
+	t0 = time.Now() // slow2's creation starts after this, and takes 400 ms
 	if _, err := pipes.slot("slow2", slow, -1, false, pipes.Wait); !errors.Is(err, ErrSlowPipeline) {
 		t.Fatalf("another slow creation: %v, want ErrSlowPipeline", err)
 	}
-	t0 = time.Now()
 	pipes.Close() // waits for slow2's creation, whose pipeline is then destroyed
-	if dt := time.Since(t0); dt < 300*time.Millisecond {
-		t.Errorf("Close returned after %v, before the creation in flight ended", dt)
+	if dt := time.Since(t0); dt < 400*time.Millisecond {
+		t.Errorf("Close returned %v after slow2's creation began, before it ended", dt)
 	}
 	if n, m := pipes.Created(), pipes.Len(); n != 1 || m != 0 {
 		t.Errorf("after Close: %d created, %d held; want 1 (the one made before Close) and 0", n, m)
