@@ -999,12 +999,31 @@ func Tolerance(d ir.DType) float64 {
 // interpreter rounds the op's value to f16 before the cast, a kernel may not (NVIDIA's compiler
 // removes an f32→f16→f32 round trip, measured on the H200 with matmul_coop: 3.5e-4 of the row
 // scale off, against f32's 1e-4).
+//
+// A result a rope part rotates is only as exact as its angles: a kernel computes pos·freq in
+// f32, the interpreter in float64, and at the positions the check uses (a cache part's last
+// rows: 1023 for a 1024-row cache) that is more than f32's 1e-4 (ropeAngleTolerance).
 func ProblemTolerance(p *kernels.Problem, i int) float64 {
 	tol := Tolerance(p.Outs[i].DType)
 	if p.Op != kernels.FusedElementwise && p.Expr != nil && len(p.Expr.Inputs) > 0 {
 		tol = max(tol, Tolerance(p.Expr.Inputs[0].DType))
 	}
+	for _, pt := range p.Parts {
+		if pt.Kind == kernels.PartRope && pt.Out == i {
+			tol = max(tol, ropeAngleTolerance(partsMaxPos(p)))
+		}
+	}
 	return tol
+}
+
+// ropeAngleTolerance is the error, relative to the row's scale, of a rotation at positions up
+// to pos computed in f32: an angle a = pos·freq (freq ≤ 1) is off by up to about 3 of its ulps
+// (the product's rounding, the frequency's exp2, a device's reduction of it for sin and cos:
+// NVIDIA's rotation by 1023 rad, whose f32 angle is exact, was 1.0e-4 of the row scale off in
+// the tuner's check of the 1B file's one-row QKV product), a·3·2⁻²⁴, and a rotated element
+// x0·cos − x1·sin moves by that times |x0| + |x1|, at most twice the row's scale.
+func ropeAngleTolerance(pos int) float64 {
+	return 6 * float64(pos) * math.Ldexp(1, -24)
 }
 
 // Int8FunctionTolerance is the tolerance of a whole function's outputs when its matrix products

@@ -84,6 +84,26 @@ func partsPos(p *kernels.Problem) int {
 	return pos
 }
 
+// partsMaxPos is the largest position Inputs gives a row of a problem with column parts: the
+// last row's (partsPos + rows − 1), or with per-row positions the cache's last.
+func partsMaxPos(p *kernels.Problem) int {
+	x := p.Args[0].Shape
+	rows := 1
+	if x.Rank() > 1 {
+		rows = x.NumElements() / x[x.Rank()-1]
+	}
+	if !p.RowPos {
+		return partsPos(p) + rows - 1
+	}
+	last := rows
+	for _, pt := range p.Parts {
+		if pt.Cache {
+			last = max(last, p.Outs[pt.Out].Shape[1]-1)
+		}
+	}
+	return last
+}
+
 // rowPartsInts is the per-row position (or slot) of a problem with column parts at per-row
 // positions (kernels.Problem.RowPos): with a cache part, row r in cell (r mod slots, ctx − 1 −
 // r/slots) of the first cache part's state, as cache_scatter's inputs; otherwise positions 1, 2, ...

@@ -700,6 +700,36 @@ func TestSelectChecksExpensiveCandidateLast(t *testing.T) {
 	}
 }
 
+// A result a rope part rotates is checked at the precision of its f32 angles at the check's
+// positions: the one-row QKV product of a 1024-row cache (pos 1023) at 6·1023·2⁻²⁴, its f16
+// cache results at f16's, the same product with a 10-row cache at f32's 1e-4.
+func TestProblemToleranceRopeParts(t *testing.T) {
+	qkv := func(ctx int) *kernels.Problem {
+		cache := ir.T(ir.F16, ctx, 8, 64)
+		p := &kernels.Problem{Op: ir.RMSNormLinear, Attrs: ir.Attrs{"eps": 1e-5},
+			Args: []ir.Type{ir.T(ir.F32, 1, 2048), ir.T(ir.F32, 2048), ir.T(ir.Q8_0, 3072, 2048), ir.T(ir.I32), cache, cache},
+			Outs: []ir.Type{ir.T(ir.F32, 1, 32, 64), cache, cache}, NumOpArgs: 3, Pos: 3}
+		p.Parts = []kernels.Part{
+			{Kind: kernels.PartRope, Cols: 2048, Out: 0, Head: 64, Theta: 500000},
+			{Kind: kernels.PartRope, Cols: 512, Out: 1, Head: 64, Theta: 500000, Cache: true, State: 4},
+			{Kind: kernels.PartStore, Cols: 512, Out: 2, Cache: true, State: 5},
+		}
+		return p
+	}
+	p := qkv(1024)
+	if got, want := ProblemTolerance(p, 0), 6*1023*math.Ldexp(1, -24); math.Abs(got-want) > 1e-12 {
+		t.Errorf("q at pos 1023: tolerance %g, want %g", got, want)
+	}
+	for i := 1; i <= 2; i++ {
+		if got := ProblemTolerance(p, i); got != Tolerance(ir.F16) {
+			t.Errorf("f16 cache result %d: tolerance %g, want f16's %g", i, got, Tolerance(ir.F16))
+		}
+	}
+	if got := ProblemTolerance(qkv(10), 0); got != Tolerance(ir.F32) {
+		t.Errorf("q at pos 9: tolerance %g, want f32's %g", got, Tolerance(ir.F32))
+	}
+}
+
 // A function that computes 16-bit floats on the way (an imported model's f16 activations behind
 // f32 inputs and logits) is checked within the 16-bit function tolerance, whatever its outputs'
 // type; one that computes in f32 throughout, or only reads f16 parameters, keeps f32's.
