@@ -120,10 +120,39 @@ func (g ropeGeom) seq(b *codegen.Builder, row codegen.Value) codegen.Value {
 func (g ropeGeom) rotate(b *codegen.Builder, pos, s, i, x0, x1 codegen.Value) (codegen.Value, codegen.Value) {
 	p := b.Convert(b.Add(pos, b.Bitcast(s, codegen.I32)), codegen.F32)
 	inv := g.scaled(b, b.Exp2(b.Mul(b.Convert(i, codegen.F32), b.F32(float32(-2*g.log2Theta/float64(g.d))))))
-	a := b.Mul(p, inv)
+	a := reduceAngle(b, b.Mul(p, inv))
 	sin, cos := b.Sin(a), b.Cos(a)
 	return b.Sub(b.Mul(x0, cos), b.Mul(x1, sin)), b.Add(b.Mul(x1, cos), b.Mul(x0, sin))
 }
+
+// reduceAngle returns a (f32 radians) less the nearest multiple k of 2π, in [-π, π]: Vulkan
+// bounds sin's and cos's error there only (2⁻¹¹ absolutely), and a device may reduce a larger
+// argument coarsely. NVIDIA's rotation by 1023 rad (exact in f32: pair 0 of a cache's last
+// position) was 1.0e-4 of the row scale off in the tuner's check of the 1B file's one-row QKV
+// product, the size of an error in a reduction through f32 (1023·2⁻²⁴ rad); whether this
+// removes it is to be measured there. llvmpipe's sin and cos are exact at 2·10⁵ rad with or
+// without it (TestRopeLargeAngles). 2π is split into parts of 9 significant bits (twoPiParts),
+// so that each k·part is exact for k below 2¹⁵ (angles up to 2·10⁵ rad) and a − k·hi is exact
+// (Sterbenz); the rest of each subtraction rounds at the reduced angle's scale.
+func reduceAngle(b *codegen.Builder, a codegen.Value) codegen.Value {
+	k := b.Floor(b.Add(b.Mul(a, b.F32(float32(1/(2*math.Pi)))), b.F32(0.5)))
+	for _, part := range twoPiParts {
+		a = b.Sub(a, b.Mul(k, b.F32(part)))
+	}
+	return a
+}
+
+// twoPiParts are 2π as three f32s of 9 significant bits and one of the rest.
+var twoPiParts = func() []float32 {
+	var parts []float32
+	rest := 2 * math.Pi
+	for range 3 {
+		hi := math.Float32frombits(math.Float32bits(float32(rest)) &^ (1<<(24-9) - 1))
+		parts = append(parts, hi)
+		rest -= float64(hi)
+	}
+	return append(parts, float32(rest))
+}()
 
 // scaled applies the frequency scaling (ir.RopeScaling) to an inverse frequency inv (f32), in
 // f32 on the device: llama3's wavelength thresholds become thresholds on inv itself (a wavelength

@@ -183,3 +183,36 @@ func TestCacheWritePastTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestRopeLargeAngles: a rotation by a large angle is as exact as the angle. With heads of 2
+// features there is one pair a head, turned by pos radians (its frequency is 1: exact in f32),
+// so its error is sin's and cos's alone. Vulkan bounds them only in [-π, π]; the kernel reduces
+// the angle into it first (reduceAngle). On llvmpipe this passes with or without the reduction;
+// it is for devices that reduce coarsely (NVIDIA's rotation by 1023 rad was 1.0e-4 of the row
+// scale off in the tuner's check of the 1B file's one-row QKV product).
+func TestRopeLargeAngles(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, mode := range []string{"half", "interleaved"} {
+		for _, pos := range []int{1023, 30000, 200000} {
+			x := ir.T(ir.F32, 1, 128, 2)
+			p := problem(t, ir.Rope, ir.Attrs{"mode": mode, "seq_axis": 0, "theta": 10000.0}, x, ir.T(ir.I32))
+			args := []*ir.Tensor{kerneltest.Random(rng, x), posTensor(pos)}
+			want, err := kerneltest.Expect(p, args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := kerneltest.Device(t)
+			l, c, err := kernels.Build(kernels.Rope, p, kerneltest.CapsOf(&d.Info))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := kerneltest.Run(d, p, l, args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := kerneltest.Compare(got[0], want[0], 2e-6); msg != "" {
+				t.Errorf("%s at pos %d [%s]: %s", mode, pos, c.Key(), msg)
+			}
+		}
+	}
+}
