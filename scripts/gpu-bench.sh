@@ -60,6 +60,8 @@
 #   select    issue 26: SmolLM2-135M's every function at the default budget (rounds per
 #             function), then a Llama-3.2-1B-shaped Q8_0 file static against measured, with the
 #             selection's trace and vkc compare, into select.txt; not a default part   ~3 min
+#   selectn   issue 26: SmolLM2-135M's default measured compile SELECTN times (default 4): the
+#             paired rounds per function of each, into selectn.txt; not a default part  ~70 s
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
@@ -566,6 +568,28 @@ if want select; then
     t $V compare "$pl.plan" "$pl-tuned.plan" -f prefill --length 128 --pairs 20 | tail -3
   fi
 } >> "$OUT/select.txt" 2>&1
+fi
+
+# selectn (issue 26): SmolLM2-135M's default measured compile SELECTN times in a row (default 4),
+# each on a cold database (--budget $SBUDGET when set), a line each: the compile's exit status
+# and wall time, each function's paired rounds, and the checks abandoned at the budget's
+# deadline, into selectn.txt (the traces in $W/selectn-K.txt). One compile says little: the
+# rounds vary with the driver's cache and with where the checks end (session 19 on the H100: 1
+# compile of 13 reached 3 rounds in every function); not a default part (~17 s a compile).
+if want selectn; then
+{
+  B=()
+  [ -n "${SBUDGET:-}" ] && B=(--budget "$SBUDGET")
+  part "selectn: $S, the default measured compile ${SELECTN:-4} times (${SBUDGET:-the default budget})"
+  for k in $(seq 1 "${SELECTN:-4}"); do
+    f=$W/selectn-$k.txt
+    rm -f "$W/selectn-$k.db"
+    s=$(date +%s.%N)
+    env VKC_TUNE_TRACE=1 $V compile "$S" -o "$W/selectn.plan" --tune "${B[@]}" --tune-db "$W/selectn-$k.db" > "$f" 2>&1
+    rc=$?
+    echo "compile $k: rc $rc, $(wall "$s") s; rounds: $(awk '/^function /{sub(":", "", $2); printf "%s %s, ", $2, $5}' "$f")abandoned checks: $(grep -c 'abandoned at the budget' "$f")"
+  done
+} >> "$OUT/selectn.txt" 2>&1
 fi
 
 # serve (issue 24): continuous batching under load. For each of SMODELS (default "smollm2
