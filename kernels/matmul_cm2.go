@@ -81,7 +81,7 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
 	bigBlocks := ceilDiv(g.m, 128) * ceilDiv(g.n, 256)
 	switch {
-	case direct == 1 && bigBlocks >= cm2DirectBigGrid && 2*64 <= g.k:
+	case direct == 1 && bigBlocks >= cm2DirectBigGrid && 2*big["bk"] <= g.k: // two slices fit K
 		unrolled := big.clone()
 		unrolled["unroll"] = 2
 		return []Config{unrolled, big, wide, narrow}

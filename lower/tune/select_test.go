@@ -800,18 +800,19 @@ func TestTunerCompileCost(t *testing.T) {
 	}
 }
 
-// slowClock is planClock, but a timing of candidate slow takes wall time (until ctx ends).
 // slowClock is planClock whose timings of candidate slow (or, with slowFn, of the candidate
-// whose function is named so) each take wall of real time.
+// whose function is named so; with all, of every candidate) each take wall of real time (until
+// ctx ends).
 type slowClock struct {
 	planClock
 	slow   int
 	slowFn string
+	all    bool
 	wall   time.Duration
 }
 
 func (c *slowClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
-	if c.slowFn == "" && cand == c.slow || c.slowFn != "" && fn == c.slowFn {
+	if c.all || c.slowFn == "" && cand == c.slow || c.slowFn != "" && fn == c.slowFn {
 		select {
 		case <-time.After(c.wall):
 		case <-ctx.Done():
@@ -1241,21 +1242,6 @@ func TestCheckCandidateUploadTime(t *testing.T) {
 	}
 }
 
-// wallClock is planClock whose every timing takes wall of real time.
-type wallClock struct {
-	planClock
-	wall time.Duration
-}
-
-func (c *wallClock) TimePlan(ctx context.Context, exe *runtime.Executable, fn string, inputs map[string][]byte, cand int) (time.Duration, error) {
-	select {
-	case <-time.After(c.wall):
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	return c.planClock.TimePlan(ctx, exe, fn, inputs, cand)
-}
-
 // A function whose rounds wait for a late check keeps its share of the time while the
 // functions after it time theirs, and those stop at EvidenceRounds until the late checks are
 // done: here "forward" waits for a candidate with new kernels while "forward_alt", checked after
@@ -1274,7 +1260,7 @@ func TestSelectRoundsLeaveLateChecksTheirShare(t *testing.T) {
 		}
 		return 0
 	}
-	clock := &wallClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond}}, wall: 100 * time.Millisecond}
+	clock := &slowClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond}}, all: true, wall: 100 * time.Millisecond}
 	var trace bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 1600*time.Millisecond)
 	defer cancel()
