@@ -116,8 +116,10 @@ type SelectOptions struct {
 	KernelCost time.Duration
 	// Prefetch, when set, creates the pipelines of a candidate's plan that none exists for in
 	// the background (Tuner.PrefetchPlan): SelectFunctions lowers every function's candidates,
-	// static extractions first, and prefetches them while it checks.
-	Prefetch func(p *plan.Plan)
+	// static extractions first, and prefetches them while it checks. What it returns (when not
+	// nil) counts p's kernels not made yet: a candidate that waited for the rounds because its
+	// check would compile kernels is checked before them once it counts none (promote).
+	Prefetch func(p *plan.Plan) (pending func() int)
 	// CompileCost, when set, predicts what compiling p's new kernels costs from the tuner's
 	// first runs so far (Tuner.CompileCost): a check that would spend the time kept for the
 	// rounds of the candidates already valid is predicted by it (checkCost).
@@ -146,11 +148,14 @@ type SelectOptions struct {
 }
 
 // loweredProgram is what prefetchCandidates keeps of a lowered candidate: its program's key
-// (programKey) and its weights' size. The plan itself is not kept: its folded tensors (merged
-// weights) are its own memory.
+// (programKey), its weights' size, what counts its kernels not made yet (Prefetch's; nil:
+// unknown) and the plan until a check has used it (its folded weights are the lowering's
+// FoldCache's, shared with the other candidates: a plan holds its modules and steps).
 type loweredProgram struct {
 	key     string
 	weights uint64
+	pending func() int
+	plan    *plan.Plan
 }
 
 // loweredProgram returns what the prefetch kept of fn's lowering, if it got to fn.
@@ -780,7 +785,9 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 			// unchecked, as the static path takes it.
 			r.Reason = notChecked + ": the budget ran out"
 		default:
-			if lp, ok := opts.loweredProgram(c.Fn); ok {
+			lowerFn := s.lowerFn
+			lp, prefetched := opts.loweredProgram(c.Fn)
+			if prefetched {
 				if j, ok := programs[lp.key]; ok {
 					// The prefetch lowered it already: the program of candidate j, which is
 					// neither lowered, nor run, nor timed again (on the H100, 18 of SmolLM2's
@@ -791,6 +798,11 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 					results[i] = r
 					return false
 				}
+				if lp.plan != nil {
+					// Not lowered again: on the H100 lowering took 30–100 ms of SmolLM2's
+					// checks of 70–170 ms.
+					lowerFn = func([]*ir.Function) (*plan.Plan, error) { return lp.plan, nil }
+				}
 			}
 			opts.trace("select: check %s candidate %d (%s)", ref.Name, i, c.Label)
 			var prog, pricing string
@@ -798,7 +810,7 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 			fresh := 0
 			var ck checked
 			finished := opts.Guard.Run(func() {
-				ck = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, s.lowerFn, opts,
+				ck = checkCandidate(context.WithoutCancel(ctx), s.d, s.m, ref, c.Fn, want, ins, lowerFn, opts,
 					func(key string, p *plan.Plan) string {
 						if j, ok := programs[key]; ok {
 							return sameProgram(j)
@@ -844,6 +856,10 @@ func (s *selecting) check(ctx context.Context, reserve time.Duration) error {
 					notChecked, fresh, predicted[i].Round(time.Millisecond))
 				results[i] = r
 				return true
+			}
+			if prefetched && lp.plan != nil {
+				lp.plan = nil // checked: the selection needs only its key now
+				opts.lowered.Store(c.Fn, lp)
 			}
 			if !finished {
 				r.Reason = notChecked + ": the budget ran out while the device compiled its kernels"
@@ -1208,6 +1224,48 @@ func (s *selecting) late(ctx context.Context) error {
 	}
 	s.sel.Why = strings.TrimPrefix(s.sel.Why+"; ", "; ") + fmt.Sprintf("candidate %s checked valid after the rounds, with too little time left to time it in %d paired rounds", strings.Join(late, ", "), EvidenceRounds)
 	return nil
+}
+
+// promote checks now, before the rounds, the waiting candidates whose kernels the prefetch has
+// made since their checks were put off (late): such a check only runs the candidate (70–170 ms
+// for SmolLM2's on the H100), and the rounds then time it with the others once, where after
+// the rounds late would time every valid candidate again. On the H100 SmolLM2's prefill
+// candidates waited at 4.5 s and were checked late at 10 s in 73 ms each, their kernels made
+// by the prefetch long before. Rounds that ran while a reference was evaluated
+// (timeWhileWaiting) are dropped when a candidate joins: the rounds pair all of them.
+func (s *selecting) promote(ctx context.Context) {
+	if s.done || s.restored || len(s.waiting) == 0 {
+		return
+	}
+	// A third of the share stays for the rounds, as for the checks before them.
+	s.reserve = 0
+	if dl, ok := ctx.Deadline(); ok {
+		s.reserve = time.Until(dl) / 3
+	}
+	var still []int
+	joined := false
+	for _, i := range s.waiting {
+		lp, ok := s.opts.loweredProgram(s.cands[i].Fn)
+		if !ok || lp.pending == nil || lp.pending() > 0 || wouldOverrun(ctx, checkCost(s.opts, 0, nil, false)+s.reserve) {
+			still = append(still, i)
+			continue
+		}
+		s.opts.trace("select: %s candidate %d: its kernels are made, so it is checked before the rounds", s.ref.Name, i)
+		if s.checkOne(i, true) {
+			still = append(still, i)
+			continue
+		}
+		if s.sel.Results[i].Valid {
+			s.valid, joined = append(s.valid, i), true
+		}
+	}
+	s.waiting = still
+	if joined {
+		sort.Ints(s.valid)
+		if s.timed {
+			s.sel.Winner, s.sel.Rounds, s.sel.Why, s.times, s.timed = -1, 0, "", nil, false
+		}
+	}
 }
 
 // lateNeed predicts the time late needs for the cheapest waiting check and the paired rounds
@@ -1882,7 +1940,7 @@ func medianD(xs []time.Duration) time.Duration {
 // in a goroutine, while ctx lasts; stop ends it and waits for the lowering under way, done is
 // closed when it ends.
 func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *ir.Function) ([]SelectCandidate, error),
-	lowerFn func(fns []*ir.Function) (*plan.Plan, error), prefetch func(p *plan.Plan), lowered *sync.Map) (stop func(), done <-chan struct{}) {
+	lowerFn func(fns []*ir.Function) (*plan.Plan, error), prefetch func(p *plan.Plan) func() int, lowered *sync.Map) (stop func(), done <-chan struct{}) {
 	ctx, cancel := context.WithCancel(ctx)
 	finished := make(chan struct{})
 	go func() {
@@ -1906,10 +1964,13 @@ func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *i
 				return
 			}
 			if p, err := lowerFn([]*ir.Function{fn}); err == nil {
+				lp := loweredProgram{key: programKey(p), weights: p.Weights.Size, plan: p}
 				if lowered != nil {
-					lowered.Store(fn, loweredProgram{key: programKey(p), weights: p.Weights.Size})
+					lowered.Store(fn, lp) // before the prefetch: a check may look now
 				}
-				prefetch(p)
+				if lp.pending = prefetch(p); lp.pending != nil && lowered != nil {
+					lowered.Store(fn, lp)
+				}
 			}
 		}
 	}()
@@ -2050,22 +2111,26 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	// graph it had measured faster.
 	later := 0 // the functions before i with late checks to come
 	for i, s := range ss {
-		if !s.done && len(s.valid) <= 1 && len(s.waiting) > 0 {
-			later++
+		if s.done {
 			continue
 		}
-		if !s.done {
-			fctx, cancel := equalShare(ctx, len(fns)-i+later)
-			if len(s.waiting) > 0 {
-				later++
+		// The share pays for the checks promote makes (candidates whose kernels the prefetch
+		// has made since they waited) and then the rounds.
+		fctx, cancel := equalShare(ctx, len(fns)-i+later)
+		s.promote(fctx)
+		if len(s.waiting) > 0 {
+			later++
+			if len(s.valid) <= 1 {
+				cancel()
+				continue
 			}
-			err := s.rounds(fctx, EvidenceRounds)
-			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
-			cancel()
-			if err != nil {
-				s.record(ctx)
-				return fail(i+1, err)
-			}
+		}
+		err := s.rounds(fctx, EvidenceRounds)
+		s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err != nil {
+			s.record(ctx)
+			return fail(i+1, err)
 		}
 	}
 	// Then the candidates that waited for the rounds (their checks compile kernels new to the

@@ -983,11 +983,12 @@ func TestPrefetchCandidatesOrder(t *testing.T) {
 	}
 	plans := 0
 	lowered := &sync.Map{}
-	stop, done := prefetchCandidates(context.Background(), []*ir.Function{fa, fb}, cands, record, func(p *plan.Plan) {
+	stop, done := prefetchCandidates(context.Background(), []*ir.Function{fa, fb}, cands, record, func(p *plan.Plan) func() int {
 		if len(p.Modules) == 0 {
 			t.Error("a prefetched plan without modules")
 		}
 		plans++
+		return nil
 	}, lowered)
 	<-done
 	stop()
@@ -1004,7 +1005,7 @@ func TestPrefetchCandidatesOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	order = nil
-	stop, _ = prefetchCandidates(ctx, []*ir.Function{fa, fb}, cands, record, func(*plan.Plan) {}, nil)
+	stop, _ = prefetchCandidates(ctx, []*ir.Function{fa, fb}, cands, record, func(*plan.Plan) func() int { return nil }, nil)
 	stop()
 	if len(order) != 0 {
 		t.Errorf("lowered %v after the context ended", order)
@@ -1035,10 +1036,11 @@ func TestSelectSkipsLoweringPrefetched(t *testing.T) {
 	}
 	held := &Reference{done: make(chan struct{}), inputs: inputs, want: want}
 	prefetched := 0
-	prefetch := func(*plan.Plan) {
+	prefetch := func(*plan.Plan) func() int {
 		if prefetched++; prefetched == 2 {
 			close(held.done)
 		}
+		return nil
 	}
 	cands := func(*ir.Function) ([]SelectCandidate, error) {
 		return []SelectCandidate{{Fn: fwd, Static: true, Label: "static"}, {Fn: &twin, Label: "twin"}}, nil
@@ -1055,6 +1057,78 @@ func TestSelectSkipsLoweringPrefetched(t *testing.T) {
 	}
 	if n := lowerings[&twin]; n != 1 {
 		t.Errorf("the twin was lowered %d times, want once (by the prefetch)", n)
+	}
+	// The static extraction's check runs the plan the prefetch lowered.
+	if n := lowerings[fwd]; n != 1 {
+		t.Errorf("the static extraction was lowered %d times, want once (by the prefetch)", n)
+	}
+}
+
+// A candidate whose check waited for the rounds (it would compile kernels new to the device) is
+// checked before the rounds once the prefetch has made its kernels, and is timed in every round
+// with the others; while any of its kernels is not made, it waits for the late checks as before.
+// The reference is held until the prefetch has lowered every candidate, so that the checks
+// come after it.
+func TestSelectPromotesCandidatesWhoseKernelsAreMade(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	ctx := context.Background()
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
+	fwd, relu2 := m.Function("forward"), m.Function("forward_relu2")
+	cands := []SelectCandidate{{Fn: fwd, Static: true, Label: "static"}, {Fn: m.Function("forward_alt"), Label: "alt"}, {Fn: relu2, Label: "new kernels"}}
+	inputs, want, err := StartReference(m, fwd, 0, nil).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pending := range []int{0, 1} {
+		// forward_relu2's two kernels are new when its check is first considered, and then as
+		// many as pending says are not made.
+		asked := 0
+		newKernels := func(p *plan.Plan) int {
+			if p.Functions[0].Name != "forward_relu2" {
+				return 0
+			}
+			if asked++; asked == 1 {
+				return 2
+			}
+			return pending
+		}
+		held := &Reference{done: make(chan struct{}), inputs: inputs, want: want}
+		var mu sync.Mutex
+		prefetched := 0
+		prefetch := func(p *plan.Plan) func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			if prefetched++; prefetched == len(cands) {
+				close(held.done)
+			}
+			return func() int { return pending }
+		}
+		var trace bytes.Buffer
+		clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 100 * time.Microsecond}}
+		tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		_, sels, err := SelectFunctions(tctx, d, m, []*ir.Function{fwd},
+			func(*ir.Function) ([]SelectCandidate, error) { return cands, nil }, lowerFn,
+			SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond, Prefetch: prefetch,
+				References: map[*ir.Function]*Reference{fwd: held}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel, tr := sels[0], trace.String()
+		waited, checked, round := strings.Index(tr, "candidate 2 waits"), strings.Index(tr, "checked forward candidate 2"), strings.Index(tr, "forward round 0")
+		if waited < 0 || checked < 0 || round < 0 {
+			t.Fatalf("pending %d: candidate 2 did not wait, was not checked, or no round ran:\n%s", pending, tr)
+		}
+		if promoted := checked < round; promoted != (pending == 0) {
+			t.Errorf("pending %d: candidate 2 checked before the first round: %v, want %v:\n%s", pending, promoted, pending == 0, tr)
+		}
+		r := sel.Results[2]
+		if !r.Valid || len(r.Times) != sel.Rounds || sel.Rounds != 5 {
+			t.Errorf("pending %d: candidate 2 valid=%v %q, timed in %d of %d rounds (want 5):\n%s", pending, r.Valid, r.Reason, len(r.Times), sel.Rounds, sel)
+		}
+		if sel.Winner != 2 {
+			t.Errorf("pending %d: winner %d, want 2:\n%s", pending, sel.Winner, sel)
+		}
 	}
 }
 
