@@ -474,7 +474,7 @@ func (s *measureSource) staticChoice(p *kernels.Problem) (*kernels.Template, ker
 // prefetch is the selection's Prefetch: the tuner's on a GPU; none on a CPU device, whose
 // driver compiles on the cores that run the checks and timings (the candidates' lowering
 // would take them too).
-func (s *measureSource) prefetch() func(p *plan.Plan) func() int {
+func (s *measureSource) prefetch() func(p *plan.Plan) {
 	if s.tu.Caps.CPU {
 		return nil
 	}

@@ -493,22 +493,6 @@ func (c *Pipelines) has(key string) bool {
 	return ok
 }
 
-// ready reports whether the pipeline of key is made (not only begun).
-func (c *Pipelines) ready(key string) bool {
-	c.mu.Lock()
-	sl, ok := c.m[key]
-	c.mu.Unlock()
-	if !ok {
-		return false
-	}
-	select {
-	case <-sl.done:
-		return sl.err == nil
-	default:
-		return false
-	}
-}
-
 // wordsBytes is SPIR-V words as the runtime takes them (little-endian bytes).
 func wordsBytes(w []uint32) []byte {
 	out := make([]byte, 4*len(w))

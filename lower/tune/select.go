@@ -116,10 +116,8 @@ type SelectOptions struct {
 	KernelCost time.Duration
 	// Prefetch, when set, creates the pipelines of a candidate's plan that none exists for in
 	// the background (Tuner.PrefetchPlan): SelectFunctions lowers every function's candidates,
-	// static extractions first, and prefetches them while it checks. What it returns (when not
-	// nil) counts p's kernels not made yet: a candidate that waited for the rounds because its
-	// check would compile kernels is checked before them once it counts none (promote).
-	Prefetch func(p *plan.Plan) (pending func() int)
+	// static extractions first, and prefetches them while it checks.
+	Prefetch func(p *plan.Plan)
 	// CompileCost, when set, predicts what compiling p's new kernels costs from the tuner's
 	// first runs so far (Tuner.CompileCost): a check that would spend the time kept for the
 	// rounds of the candidates already valid is predicted by it (checkCost).
@@ -148,13 +146,12 @@ type SelectOptions struct {
 }
 
 // loweredProgram is what prefetchCandidates keeps of a lowered candidate: its program's key
-// (programKey), its weights' size, what counts its kernels not made yet (Prefetch's; nil:
-// unknown) and the plan until a check has used it (its folded weights are the lowering's
-// FoldCache's, shared with the other candidates: a plan holds its modules and steps).
+// (programKey), its weights' size and the plan until a check has used it (its folded weights
+// are the lowering's FoldCache's, shared with the other candidates: a plan holds its modules and
+// steps).
 type loweredProgram struct {
 	key     string
 	weights uint64
-	pending func() int
 	plan    *plan.Plan
 }
 
@@ -1000,6 +997,12 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 	if sel.Rounds > 0 {
 		lastRound = s.round
 	}
+	// ctx (the function's share) decides whether a round starts; once started it runs to its
+	// end within the selection's time (tctx), since an interrupted round is dropped: on the
+	// H100 SmolLM2's prefill (six candidates at two lengths, 0.31 s a round) had 0.24 s of its
+	// share left after its checks, and its round was cut and thrown away in four compiles of
+	// four (session 20).
+	tctx := cmp.Or(opts.outer, ctx)
 	for n := 0; sel.Rounds < asked && (limit == 0 || n < limit) && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); n++ {
 		round := sel.Rounds
 		t0 := time.Now()
@@ -1018,12 +1021,12 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 			for _, i := range order {
 				var t time.Duration
 				var err error
-				if !opts.Guard.Run(func() { t, err = opts.Timer.TimePlan(ctx, s.exes[i], cands[i].Fn.Name, ins, i) }) {
+				if !opts.Guard.Run(func() { t, err = opts.Timer.TimePlan(tctx, s.exes[i], cands[i].Fn.Name, ins, i) }) {
 					complete = false
 					break timing // abandoned at the deadline: the round is not paired
 				}
 				if err != nil {
-					if ctx.Err() != nil {
+					if tctx.Err() != nil {
 						complete = false
 						break timing
 					}
@@ -1224,48 +1227,6 @@ func (s *selecting) late(ctx context.Context) error {
 	}
 	s.sel.Why = strings.TrimPrefix(s.sel.Why+"; ", "; ") + fmt.Sprintf("candidate %s checked valid after the rounds, with too little time left to time it in %d paired rounds", strings.Join(late, ", "), EvidenceRounds)
 	return nil
-}
-
-// promote checks now, before the rounds, the waiting candidates whose kernels the prefetch has
-// made since their checks were put off (late): such a check only runs the candidate (70–170 ms
-// for SmolLM2's on the H100), and the rounds then time it with the others once, where after
-// the rounds late would time every valid candidate again. On the H100 SmolLM2's prefill
-// candidates waited at 4.5 s and were checked late at 10 s in 73 ms each, their kernels made
-// by the prefetch long before. Rounds that ran while a reference was evaluated
-// (timeWhileWaiting) are dropped when a candidate joins: the rounds pair all of them.
-func (s *selecting) promote(ctx context.Context) {
-	if s.done || s.restored || len(s.waiting) == 0 {
-		return
-	}
-	// A third of the share stays for the rounds, as for the checks before them.
-	s.reserve = 0
-	if dl, ok := ctx.Deadline(); ok {
-		s.reserve = time.Until(dl) / 3
-	}
-	var still []int
-	joined := false
-	for _, i := range s.waiting {
-		lp, ok := s.opts.loweredProgram(s.cands[i].Fn)
-		if !ok || lp.pending == nil || lp.pending() > 0 || wouldOverrun(ctx, checkCost(s.opts, 0, nil, false)+s.reserve) {
-			still = append(still, i)
-			continue
-		}
-		s.opts.trace("select: %s candidate %d: its kernels are made, so it is checked before the rounds", s.ref.Name, i)
-		if s.checkOne(i, true) {
-			still = append(still, i)
-			continue
-		}
-		if s.sel.Results[i].Valid {
-			s.valid, joined = append(s.valid, i), true
-		}
-	}
-	s.waiting = still
-	if joined {
-		sort.Ints(s.valid)
-		if s.timed {
-			s.sel.Winner, s.sel.Rounds, s.sel.Why, s.times, s.timed = -1, 0, "", nil, false
-		}
-	}
 }
 
 // lateNeed predicts the time late needs for the cheapest waiting check and the paired rounds
@@ -1940,7 +1901,7 @@ func medianD(xs []time.Duration) time.Duration {
 // in a goroutine, while ctx lasts; stop ends it and waits for the lowering under way, done is
 // closed when it ends.
 func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *ir.Function) ([]SelectCandidate, error),
-	lowerFn func(fns []*ir.Function) (*plan.Plan, error), prefetch func(p *plan.Plan) func() int, lowered *sync.Map) (stop func(), done <-chan struct{}) {
+	lowerFn func(fns []*ir.Function) (*plan.Plan, error), prefetch func(p *plan.Plan), lowered *sync.Map) (stop func(), done <-chan struct{}) {
 	ctx, cancel := context.WithCancel(ctx)
 	finished := make(chan struct{})
 	go func() {
@@ -1966,11 +1927,9 @@ func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *i
 			if p, err := lowerFn([]*ir.Function{fn}); err == nil {
 				lp := loweredProgram{key: programKey(p), weights: p.Weights.Size, plan: p}
 				if lowered != nil {
-					lowered.Store(fn, lp) // before the prefetch: a check may look now
-				}
-				if lp.pending = prefetch(p); lp.pending != nil && lowered != nil {
 					lowered.Store(fn, lp)
 				}
+				prefetch(p)
 			}
 		}
 	}()
@@ -2114,16 +2073,13 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 		if s.done {
 			continue
 		}
-		// The share pays for the checks promote makes (candidates whose kernels the prefetch
-		// has made since they waited) and then the rounds.
+		if len(s.valid) <= 1 && len(s.waiting) > 0 {
+			later++
+			continue
+		}
 		fctx, cancel := equalShare(ctx, len(fns)-i+later)
-		s.promote(fctx)
 		if len(s.waiting) > 0 {
 			later++
-			if len(s.valid) <= 1 {
-				cancel()
-				continue
-			}
 		}
 		err := s.rounds(fctx, EvidenceRounds)
 		s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)

@@ -406,42 +406,22 @@ func (t *Tuner) NewKernels(p *plan.Plan) int {
 // there it would slow the checks and timings it runs beside). A measured selection prefetches
 // its candidates' plans while it checks the first of them: on the H100, SmolLM2's nine functions'
 // static extractions took 6 s of checks, most of it the driver compiling their kernels one
-// check at a time, which left its late candidates no time. It returns what counts p's kernels
-// whose pipelines are not made yet (nil when it prefetches nothing), for a check that waited for
-// them to learn when it no longer compiles anything.
-func (t *Tuner) PrefetchPlan(p *plan.Plan) (pending func() int) {
+// check at a time, which left its late candidates no time.
+func (t *Tuner) PrefetchPlan(p *plan.Plan) {
 	if t.Caps.CPU || t.Guard.Abandoned() {
-		return nil
+		return
 	}
 	t.mu.Lock()
 	pipes := t.pipes
 	t.mu.Unlock()
 	if pipes == nil {
-		return nil
+		return
 	}
 	var ks []runtime.Kernel
-	var keys []string // p's distinct kernels
-	for i := range p.Modules {
-		k := moduleKernel(&p.Modules[i])
-		key := runtimeKernelKey(k)
-		if slices.Contains(keys, key) {
-			continue
-		}
-		keys = append(keys, key)
-		if !pipes.has(key) {
-			ks = append(ks, k)
-		}
+	for _, m := range t.newModules(p) {
+		ks = append(ks, moduleKernel(m))
 	}
 	pipes.PrefetchKernels("select", ks)
-	return func() int {
-		n := 0
-		for _, k := range keys {
-			if !pipes.ready(k) {
-				n++
-			}
-		}
-		return n
-	}
 }
 
 // StopPrefetch drops the pipelines PrefetchPlan queued and no worker has started (the
