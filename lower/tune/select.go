@@ -1925,9 +1925,8 @@ func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *i
 				return
 			}
 			if p, err := lowerFn([]*ir.Function{fn}); err == nil {
-				lp := loweredProgram{key: programKey(p), weights: p.Weights.Size, plan: p}
 				if lowered != nil {
-					lowered.Store(fn, lp)
+					lowered.Store(fn, loweredProgram{key: programKey(p), weights: p.Weights.Size, plan: p})
 				}
 				prefetch(p)
 			}
@@ -2070,23 +2069,22 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	// graph it had measured faster.
 	later := 0 // the functions before i with late checks to come
 	for i, s := range ss {
-		if s.done {
-			continue
-		}
-		if len(s.valid) <= 1 && len(s.waiting) > 0 {
+		if !s.done && len(s.valid) <= 1 && len(s.waiting) > 0 {
 			later++
 			continue
 		}
-		fctx, cancel := equalShare(ctx, len(fns)-i+later)
-		if len(s.waiting) > 0 {
-			later++
-		}
-		err := s.rounds(fctx, EvidenceRounds)
-		s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
-		cancel()
-		if err != nil {
-			s.record(ctx)
-			return fail(i+1, err)
+		if !s.done {
+			fctx, cancel := equalShare(ctx, len(fns)-i+later)
+			if len(s.waiting) > 0 {
+				later++
+			}
+			err := s.rounds(fctx, EvidenceRounds)
+			s.sel.deadline = s.sel.deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
+			cancel()
+			if err != nil {
+				s.record(ctx)
+				return fail(i+1, err)
+			}
 		}
 	}
 	// Then the candidates that waited for the rounds (their checks compile kernels new to the
