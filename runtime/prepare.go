@@ -296,18 +296,25 @@ func mesaCacheOff() bool {
 func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline, bool), helped func(pl *Pipeline, compiled bool)) (stop func() int) {
 	var wg sync.WaitGroup
 	var count atomic.Int64
+	// The helpers are opened here, one after another, and closed by stop once every helper has
+	// finished: never while a device compiles. lavapipe crashed when a helper's instance was
+	// created while d compiled a pipeline (SIGSEGV in vkCreateInstance, or the C heap corrupted:
+	// about one run in five of lower/tune's tests on the 2-core CI machine, session 20).
+	var hs []*Device
 	for range n {
+		h, err := Open(d.opts)
+		if err != nil || h.Info.Fingerprint != d.Info.Fingerprint {
+			if h != nil {
+				h.Close()
+			}
+			break
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h, err := Open(d.opts)
-			if err != nil || h.Info.Fingerprint != d.Info.Fingerprint {
-				if h != nil {
-					h.Close()
-				}
-				return
-			}
-			defer h.Close()
 			scratch, err := h.NewBuffer(256)
 			if err != nil {
 				return
@@ -340,6 +347,9 @@ func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline,
 	}
 	return func() int {
 		wg.Wait()
+		for _, h := range hs {
+			h.Close()
+		}
 		return int(count.Load())
 	}
 }
