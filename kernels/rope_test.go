@@ -189,7 +189,8 @@ func TestCacheWritePastTheEnd(t *testing.T) {
 // so its error is sin's and cos's alone. Vulkan bounds them only in [-π, π]; the kernel reduces
 // the angle into it first (reduceAngle). On llvmpipe this passes with or without the reduction;
 // it is for devices that reduce coarsely (NVIDIA's rotation by 1023 rad was 1.0e-4 of the row
-// scale off in the tuner's check of the 1B file's one-row QKV product).
+// scale off in the tuner's check of the 1B file's one-row QKV product; it passed on the H100 in
+// session 20).
 func TestRopeLargeAngles(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	for _, mode := range []string{"half", "interleaved"} {
