@@ -1251,38 +1251,48 @@ func TestCheckCandidateUploadTime(t *testing.T) {
 // done: here "forward" waits for a candidate with new kernels while "forward_alt", checked after
 // it, could fill the 1.6 s with five rounds of 200 ms and leave forward two.
 func TestSelectRoundsLeaveLateChecksTheirShare(t *testing.T) {
-	d, m, tu := selectModel(t, "testdata/select.yaml")
-	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
-	warmKernels(t, d, m, lowerFn)
-	cands := map[string][]SelectCandidate{
-		"forward":     {{Fn: m.Function("forward"), Static: true, Label: "static"}, {Fn: m.Function("forward_relu2"), Label: "new kernels"}},
-		"forward_alt": {{Fn: m.Function("forward_alt"), Static: true, Label: "static"}, {Fn: m.Function("forward"), Label: "other"}},
-	}
 	newKernels := func(p *plan.Plan) int {
 		if p.Functions[0].Name == "forward_relu2" {
 			return 1
 		}
 		return 0
 	}
-	clock := &slowClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond}}, all: true, wall: 100 * time.Millisecond}
-	var trace bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 1600*time.Millisecond)
-	defer cancel()
-	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")},
-		func(f *ir.Function) ([]SelectCandidate, error) { return cands[f.Name], nil }, lowerFn,
-		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
+	sels, trace := selectTwoTimed(t, "forward_relu2", 100*time.Millisecond, 1600*time.Millisecond,
+		SelectOptions{NewKernels: newKernels, KernelCost: time.Millisecond,
 			CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)) * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(trace.String(), "forward candidate 1 waits") {
-		t.Fatalf("forward's candidate 1 did not wait for the rounds:\n%s", trace.String())
+	if !strings.Contains(trace, "forward candidate 1 waits") {
+		t.Fatalf("forward's candidate 1 did not wait for the rounds:\n%s", trace)
 	}
 	for _, sel := range sels {
 		if sel.Rounds < EvidenceRounds {
-			t.Errorf("%s timed %d paired rounds, want at least %d:\n%s\n%s", sel.Function, sel.Rounds, EvidenceRounds, sel, trace.String())
+			t.Errorf("%s timed %d paired rounds, want at least %d:\n%s\n%s", sel.Function, sel.Rounds, EvidenceRounds, sel, trace)
 		}
 	}
+}
+
+// selectTwoTimed selects forward (its static extraction and the function named second) and
+// forward_alt (its static extraction and forward) within budget, each timing taking wall of
+// wall time, with opts (its Timer and Trace set here); it returns the selections and the trace.
+func selectTwoTimed(t *testing.T, second string, wall, budget time.Duration, opts SelectOptions) ([]*Selection, string) {
+	t.Helper()
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	warmKernels(t, d, m, lowerFn)
+	cands := map[string][]SelectCandidate{
+		"forward":     {{Fn: m.Function("forward"), Static: true, Label: "static"}, {Fn: m.Function(second), Label: second}},
+		"forward_alt": {{Fn: m.Function("forward_alt"), Static: true, Label: "static"}, {Fn: m.Function("forward"), Label: "other"}},
+	}
+	var trace bytes.Buffer
+	opts.Timer = &slowClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond}}, all: true, wall: wall}
+	opts.Trace = &trace
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")},
+		func(f *ir.Function) ([]SelectCandidate, error) { return cands[f.Name], nil }, lowerFn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sels, trace.String()
 }
 
 // A paired round that starts within its function's share runs to its end within the
@@ -1291,25 +1301,9 @@ func TestSelectRoundsLeaveLateChecksTheirShare(t *testing.T) {
 // time, so a round of two candidates takes 0.9 s, past forward's half of a 1.5 s selection:
 // forward's round still counts; forward_alt's, cut by the selection's end, does not.
 func TestSelectRoundOutlastsItsShare(t *testing.T) {
-	d, m, tu := selectModel(t, "testdata/select.yaml")
-	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
-	warmKernels(t, d, m, lowerFn)
-	cands := map[string][]SelectCandidate{
-		"forward":     {{Fn: m.Function("forward"), Static: true, Label: "static"}, {Fn: m.Function("forward_alt"), Label: "alt"}},
-		"forward_alt": {{Fn: m.Function("forward_alt"), Static: true, Label: "static"}, {Fn: m.Function("forward"), Label: "other"}},
-	}
-	clock := &slowClock{planClock: planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond}}, all: true, wall: 450 * time.Millisecond}
-	var trace bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward"), m.Function("forward_alt")},
-		func(f *ir.Function) ([]SelectCandidate, error) { return cands[f.Name], nil }, lowerFn,
-		SelectOptions{Timer: clock, Trace: &trace})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sels, trace := selectTwoTimed(t, "forward_alt", 450*time.Millisecond, 1500*time.Millisecond, SelectOptions{})
 	if sels[0].Rounds != 1 || sels[1].Rounds != 0 {
 		t.Errorf("paired rounds %d and %d, want 1 (forward's, past its share) and 0 (forward_alt's, cut at the selection's end):\n%s\n%s\n%s",
-			sels[0].Rounds, sels[1].Rounds, sels[0], sels[1], trace.String())
+			sels[0].Rounds, sels[1].Rounds, sels[0], sels[1], trace)
 	}
 }
