@@ -56,8 +56,10 @@ type PlanTimer interface {
 // RoundTiming is how SelectFunction times a candidate in one paired round: one submission of
 // warm-up runs and repetitions, its median. A noisy submission is not measured again: the
 // paired rounds are the repetition (their ratios' median decides), and a round costs the same
-// on a quiet device and a loaded one.
-var RoundTiming = runtime.MeasureOptions{Warmup: 2, Reps: 7, MaxRounds: 1}
+// on a quiet device and a loaded one. Executable.Measure runs the function once before the
+// submission (to bind its inputs), so one warm-up run in it follows another: 7 runs a timing,
+// against 10 with the 2 warm-ups and 7 repetitions until session 21.
+var RoundTiming = runtime.MeasureOptions{Warmup: 1, Reps: 5, MaxRounds: 1}
 
 // ExecTiming times a plan function with runtime.Executable.Measure (GPU time of its dispatches,
 // median of the repetitions of one submission).
@@ -604,6 +606,9 @@ type selecting struct {
 	// restored: late put back the rounds from before its checks (too few rounds after them),
 	// so times no longer match the selection and no more rounds are added to it.
 	restored bool
+	// dropped are the valid candidates no longer timed: clearly slower in every round so far
+	// (prune). A dropped candidate's times are those of the first rounds.
+	dropped map[int]bool
 }
 
 func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []SelectCandidate,
@@ -1006,7 +1011,7 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 	for n := 0; sel.Rounds < asked && (limit == 0 || n < limit) && ctx.Err() == nil && !wouldOverrun(ctx, lastRound); n++ {
 		round := sel.Rounds
 		t0 := time.Now()
-		order := append([]int(nil), valid...)
+		order := s.contenders()
 		if round%2 == 1 {
 			for a, b := 0, len(order)-1; a < b; a, b = a+1, b-1 {
 				order[a], order[b] = order[b], order[a]
@@ -1045,7 +1050,8 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 		}
 		sel.Rounds++
 		lastRound = time.Since(t0)
-		s.round, s.roundOf = lastRound, len(valid)
+		s.round, s.roundOf = lastRound, len(order)
+		s.prune(len(lengths))
 	}
 	sel.deadline = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	for i := range sel.Results {
@@ -1072,25 +1078,16 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 	// Each candidate's paired figure: at each length, the median over rounds of its time over
 	// the round's fastest time; its worst over the lengths. The lowest wins, and ratios are then
 	// restated against the winner.
+	// A dropped candidate (prune) is not among them: its ratios are restated over the rounds
+	// that timed it.
 	sel.Winner, sel.Why = -1, ""
-	score := map[int]float64{}
+	score := s.scores(len(lengths))
 	for _, i := range valid {
-		for l := range lengths {
-			rs := make([]float64, sel.Rounds)
-			for r := range rs {
-				fastest := times[l][valid[0]][r]
-				for _, j := range valid {
-					fastest = min(fastest, times[l][j][r])
-				}
-				rs[r] = float64(times[l][i][r]) / float64(max(fastest, 1))
-			}
-			score[i] = max(score[i], medianF(rs))
-		}
 		sel.Results[i].Median = medianD(times[0][i])
 		if len(lengths) > 1 {
 			sel.Results[i].ShortMedian = medianD(times[1][i])
 		}
-		if sel.Winner < 0 || score[i] < score[sel.Winner] {
+		if v, ok := score[i]; ok && (sel.Winner < 0 || v < score[sel.Winner]) {
 			sel.Winner = i
 		}
 	}
@@ -1101,7 +1098,7 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 		sel.Winner = base
 		var at []LengthTimes
 		for _, i := range valid {
-			if i == base {
+			if i == base || s.dropped[i] {
 				continue
 			}
 			at = at[:0]
@@ -1124,7 +1121,7 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 	}
 	for _, i := range valid {
 		for l := range lengths {
-			rs := make([]float64, sel.Rounds)
+			rs := make([]float64, len(times[l][i]))
 			for r := range rs {
 				rs[r] = float64(times[l][i][r]) / float64(max(times[l][sel.Winner][r], 1))
 			}
@@ -1136,6 +1133,97 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 		}
 	}
 	return nil
+}
+
+// DropAfter and DropRatio decide when a candidate is no longer timed: after DropAfter paired
+// rounds in each of which, at every length, it took at least DropRatio times the round's fastest.
+// A round of SmolLM2's scoring function (six candidates at two lengths) took 0.58 s on the
+// H100, and the default budget gave it 1-2 rounds (session 20); a candidate that far behind
+// does not win on the rounds left, and not timing it leaves them to those that may.
+const (
+	DropAfter = 2
+	DropRatio = 1.25
+)
+
+// contenders are the valid candidates a round times: those not dropped.
+func (s *selecting) contenders() []int {
+	var c []int
+	for _, i := range s.valid {
+		if !s.dropped[i] {
+			c = append(c, i)
+		}
+	}
+	return c
+}
+
+// scores are the contenders' paired figures: at each length, the median over the rounds of the
+// candidate's time over the round's fastest time; its worst over the lengths.
+func (s *selecting) scores(lengths int) map[int]float64 {
+	c := s.contenders()
+	score := map[int]float64{}
+	for _, i := range c {
+		for l := range lengths {
+			rs := make([]float64, s.sel.Rounds)
+			for r := range rs {
+				rs[r] = float64(s.times[l][i][r]) / float64(max(s.fastest(l, r), 1))
+			}
+			score[i] = max(score[i], medianF(rs))
+		}
+	}
+	return score
+}
+
+// fastest is the least time of round r at length l among the candidates that round timed.
+func (s *selecting) fastest(l, r int) time.Duration {
+	f := time.Duration(-1)
+	for _, t := range s.times[l] {
+		if r < len(t) && (f < 0 || t[r] < f) {
+			f = t[r]
+		}
+	}
+	return f
+}
+
+// prune drops, after DropAfter rounds, each contender that took at least DropRatio times the
+// fastest in every round at every length, unless it runs the static extraction's program (the
+// baseline a replacement is judged against) or has the best paired figure; two contenders at
+// least are kept.
+func (s *selecting) prune(lengths int) {
+	if s.sel.Rounds < DropAfter {
+		return
+	}
+	c := s.contenders()
+	score := s.scores(lengths)
+	best := -1
+	for _, i := range c {
+		if best < 0 || score[i] < score[best] {
+			best = i
+		}
+	}
+	base := s.staticProgram()
+	left := len(c)
+	for _, i := range c {
+		if left <= 2 || i == base || i == best {
+			continue
+		}
+		slow := true
+		for l := 0; l < lengths && slow; l++ {
+			for r := range s.sel.Rounds {
+				if float64(s.times[l][i][r]) < DropRatio*float64(s.fastest(l, r)) {
+					slow = false
+					break
+				}
+			}
+		}
+		if slow {
+			if s.dropped == nil {
+				s.dropped = map[int]bool{}
+			}
+			s.dropped[i] = true
+			left--
+			s.opts.trace("select: %s: candidate %d dropped after %d rounds: at least %.2f times the fastest in each", s.ref.Name, i, s.sel.Rounds, DropRatio)
+		}
+	}
 }
 
 // late checks the candidates that waited for the rounds (s.waiting, cheapest predicted first)
@@ -1162,7 +1250,7 @@ func (s *selecting) late(ctx context.Context) error {
 		last.sel.Results = slices.Clone(s.sel.Results)
 	}
 	retime := func() error {
-		s.sel.Winner, s.sel.Rounds, s.sel.Why, s.times = -1, 0, "", nil
+		s.sel.Winner, s.sel.Rounds, s.sel.Why, s.times, s.dropped = -1, 0, "", nil, nil
 		s.valid = s.valid[:0]
 		for i, r := range s.sel.Results {
 			if r.Valid {
@@ -1436,9 +1524,15 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 		ck.upload = time.Since(t1) // weights the later candidates share
 	}
 	phase("loaded")
-	if opts.Load.Weights != nil {
-		phases[len(phases)-1] += fmt.Sprintf(" (%d weight regions shared)", opts.Load.Weights.Regions())
+	var steps []string
+	for _, ph := range exe.LoadPhases() {
+		steps = append(steps, fmt.Sprintf("%s %v", ph.Step, ph.Time.Round(100*time.Microsecond)))
 	}
+	if opts.Load.Weights != nil {
+		steps = append(steps, fmt.Sprintf("%d weight regions shared", opts.Load.Weights.Regions()))
+	}
+	phases[len(phases)-1] += " (" + strings.Join(steps, ", ") + ")"
+
 	bad := func(msg string) checked {
 		exe.Close()
 		ck.reason = msg
@@ -1848,6 +1942,8 @@ func (s *Selection) String() string {
 			status = r.Reason
 		case !r.Valid:
 			status = "rejected: " + r.Reason
+		case len(r.Times) > 0 && len(r.Times) < s.Rounds:
+			status = fmt.Sprintf("valid, timed in the first %d rounds only (at least %.2f times the fastest in each: prune)", len(r.Times), DropRatio)
 		}
 		est, med, ratio := "-", "-", "-"
 		if r.Estimated > 0 {

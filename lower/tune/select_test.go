@@ -664,7 +664,8 @@ func TestSelectChecksExpensiveCandidateLast(t *testing.T) {
 		winner  int
 	}{{70 * time.Second, false, 1}, {time.Millisecond, true, 3}} {
 		var trace bytes.Buffer
-		clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 3: 100 * time.Microsecond}}
+		// Candidate 1 within DropRatio of candidate 3, so that both are timed in every round.
+		clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 3: 170 * time.Microsecond}}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward")},
 			func(*ir.Function) ([]SelectCandidate, error) { return cands, nil }, lowerFn,
@@ -1305,5 +1306,58 @@ func TestSelectRoundOutlastsItsShare(t *testing.T) {
 	if sels[0].Rounds != 1 || sels[1].Rounds != 0 {
 		t.Errorf("paired rounds %d and %d, want 1 (forward's, past its share) and 0 (forward_alt's, cut at the selection's end):\n%s\n%s\n%s",
 			sels[0].Rounds, sels[1].Rounds, sels[0], sels[1], trace)
+	}
+}
+
+// A candidate at least DropRatio times the fastest in each of the first DropAfter rounds is not
+// timed in the rounds after them; the others are. The static extraction is never dropped, however
+// slow: a replacement is judged against it.
+func TestSelectDropsClearlySlower(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	ctx := context.Background()
+	lowerFn := lowerWith(d, m, tu.Choose(ctx))
+	cands := []SelectCandidate{
+		{Fn: m.Function("forward"), Label: "as written", Static: true},
+		{Fn: m.Function("forward_alt"), Label: "matmul+add"},
+		{Fn: m.Function("forward_relu2"), Label: "relu twice"},
+	}
+	count := func(calls []int, c int) int {
+		n := 0
+		for _, x := range calls {
+			if x == c {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		times map[int]time.Duration
+		want  [3]int // rounds timing each candidate
+	}{
+		{"slow candidate", map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 600 * time.Microsecond}, [3]int{5, 5, DropAfter}},
+		{"slow static", map[int]time.Duration{0: 600 * time.Microsecond, 1: 200 * time.Microsecond, 2: 210 * time.Microsecond}, [3]int{5, 5, 5}},
+		{"near the ratio", map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 240 * time.Microsecond}, [3]int{5, 5, 5}},
+	} {
+		clock := &planClock{times: tc.times}
+		sel, err := SelectFunction(ctx, d, m, m.Function("forward"), cands, lowerFn, SelectOptions{Rounds: 5, Timer: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := [3]int{count(clock.calls, 0), count(clock.calls, 1), count(clock.calls, 2)}
+		if got != tc.want || sel.Rounds != 5 || sel.Winner != 1 {
+			t.Errorf("%s: candidates timed %v times, want %v; %d rounds, winner %d (want 5 and 1):\n%s", tc.name, got, tc.want, sel.Rounds, sel.Winner, sel)
+		}
+		for i, r := range sel.Results {
+			if len(r.Times) != tc.want[i] {
+				t.Errorf("%s: candidate %d has %d times, want %d", tc.name, i, len(r.Times), tc.want[i])
+			}
+		}
+		if r := sel.Results[2].Ratio; tc.want[2] == DropAfter && (r < 2.9 || r > 3.1) {
+			t.Errorf("%s: the dropped candidate's ratio to the winner %.3f, want about 3 (over the rounds that timed it)", tc.name, r)
+		}
+		if dropped := strings.Contains(sel.String(), "timed in the first"); dropped != (tc.want[2] == DropAfter) {
+			t.Errorf("%s: the report says a candidate was dropped: %v, want %v:\n%s", tc.name, dropped, tc.want[2] == DropAfter, sel)
+		}
 	}
 }
