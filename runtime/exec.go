@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
 	"github.com/vkc-project/vkc/internal/par"
@@ -68,7 +69,22 @@ type Executable struct {
 	prepared map[*Pipeline]bool
 
 	fullGrids bool
+
+	// loadPhases is where Load's time went (LoadPhases).
+	loadPhases []LoadPhase
 }
+
+// LoadPhase is one step of Device.Load and its wall time.
+type LoadPhase struct {
+	Step string
+	Time time.Duration
+}
+
+// LoadPhases says where Load's time went: the checks of the plan and its modules, the
+// allocation of the state and the arena, the weights, the state's zeros, the pipelines, and the
+// functions' programs (buffers, descriptor sets, recorded commands). A measured selection's trace
+// prints them for each candidate it loads.
+func (e *Executable) LoadPhases() []LoadPhase { return e.loadPhases }
 
 type execFunction struct {
 	f       *plan.Function
@@ -158,6 +174,12 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			e.Close()
 		}
 	}()
+	t0 := time.Now()
+	phase := func(step string) {
+		e.loadPhases = append(e.loadPhases, LoadPhase{step, time.Since(t0)})
+		t0 = time.Now()
+	}
+	phase("checks")
 	// Everything the plan needs in device memory is compared with what the heap has free
 	// before anything is allocated: a plan too large is refused with the numbers and what would
 	// fit, not by an allocation failing half-way.
@@ -193,6 +215,7 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			}
 		}
 	}
+	phase("state and arena")
 	upload := func(rb *regionBuffers) error {
 		if err := rb.alloc(d, p.Weights.Size, p.Weights.Split); err != nil {
 			return fmt.Errorf("load plan of %s: weights: %w", p.Model, err)
@@ -230,9 +253,11 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	} else if err := upload(&e.weights); err != nil {
 		return nil, err
 	}
+	phase("weights")
 	if err := e.resetState(); err != nil {
 		return nil, err
 	}
+	phase("zeros")
 
 	// Pipelines: one per distinct SPIR-V and specialization (the compiler dedupes, but a plan
 	// from elsewhere may not), created in parallel: a driver compiles a pipeline in the calling
@@ -286,6 +311,7 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 	for i := range p.Modules {
 		e.pipes = append(e.pipes, pipes[first[moduleKey(&p.Modules[i])]])
 	}
+	phase("pipelines")
 
 	for i := range p.Functions {
 		f := &p.Functions[i]
@@ -304,6 +330,7 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			ef.variants = append(ef.variants, vf)
 		}
 	}
+	phase("functions")
 	return e, nil
 }
 

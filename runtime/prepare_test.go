@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -164,4 +165,20 @@ func TestHelperCount(t *testing.T) {
 		}
 	}
 	d.noHelpers.Store(false)
+}
+
+// Load says where its time went, step by step in the order it takes them.
+func TestLoadPhases(t *testing.T) {
+	_, e := loadVariants(t)
+	var steps []string
+	for _, ph := range e.LoadPhases() {
+		if ph.Time < 0 {
+			t.Errorf("step %s: %v", ph.Step, ph.Time)
+		}
+		steps = append(steps, ph.Step)
+	}
+	want := []string{"checks", "state and arena", "weights", "zeros", "pipelines", "functions"}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
 }
