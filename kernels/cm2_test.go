@@ -16,10 +16,10 @@ import (
 
 // cm2Point is a small block for the emulated tests: workgroup matrices of 32×32 over slices of
 // 16, 64 invocations (emulated, every subgroup computes the whole accumulator).
-var cm2Point = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1, "direct": 0}
+var cm2Point = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1, "direct": 0, "split_k": 1}
 
 // cm2DirectPoint is cm2Point storing the result itself where the form allows.
-var cm2DirectPoint = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1, "direct": 1}
+var cm2DirectPoint = kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 1, "direct": 1, "split_k": 1}
 
 // emulatedCM2Caps is emulatedCaps with VK_NV_cooperative_matrix2's workgroup matrices pretended
 // (granules of 16, any workgroup size), emulated on the test device.
@@ -113,7 +113,7 @@ func TestMatmulCM2Unrolled(t *testing.T) {
 	rng := rand.New(rand.NewSource(53))
 	p := withResidual(opProblem(t, ir.Linear, nil, ir.T(ir.F16, 40, 112), ir.T(ir.F16, 48, 112)))
 	for _, u := range []int{2, 4} {
-		c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u, "direct": 0}
+		c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u, "direct": 0, "split_k": 1}
 		t.Run(c.Key(), func(t *testing.T) {
 			l, err := kernels.MatmulCM2.Build(p, c, caps)
 			if err != nil {
@@ -125,8 +125,65 @@ func TestMatmulCM2Unrolled(t *testing.T) {
 			checkWith(t, kernels.MatmulCM2, p, c, randomArgs(rng, p), caps)
 		})
 	}
-	if err := kernels.MatmulCM2.Space.Valid(p, kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 8, "direct": 0}, caps); err == nil {
+	if err := kernels.MatmulCM2.Space.Valid(p, kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": 8, "direct": 0, "split_k": 1}, caps); err == nil {
 		t.Error("8 slices of 16 (128) over K = 112 accepted")
+	}
+}
+
+// TestMatmulCM2SplitK: K split over workgroups, the splits' partial sums added by the reduction
+// step: K = 112 (seven slices of 16) in two and four splits, at one and two slices a step (the
+// last split with a slice left over), with a residual epilogue; rmsnorm_linear (its Σx² whole
+// from the row step, not one part a split); a Q4_K weight copied to f16 first; the gate/up
+// form's column parts. A direct store and a split that would be empty are refused.
+func TestMatmulCM2SplitK(t *testing.T) {
+	caps := emulatedCM2Caps(t)
+	rng := rand.New(rand.NewSource(59))
+	f16, f32 := ir.F16, ir.F32
+	res := withResidual(opProblem(t, ir.Linear, nil, ir.T(f16, 40, 112), ir.T(f16, 48, 112)))
+	rms := opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 40, 64), ir.T(f32, 64), ir.T(f16, 24, 64))
+	q4 := opProblem(t, ir.Linear, nil, ir.T(f16, 130, 256), ir.T(ir.Q4_K, 40, 256))
+	gateUp := opProblem(t, ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, ir.T(f32, 130, 256), ir.T(f32, 256), ir.T(ir.Q4_K, 48, 256))
+	gateUp.Outs = []ir.Type{ir.T(f16, 130, 24)}
+	gateUp.Parts = []kernels.Part{{Kind: kernels.PartPair, Cols: 48, Out: 0, Expr: swiglu(f16)}}
+	point := func(unroll, split int) kernels.Config {
+		return kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": unroll, "direct": 0, "split_k": split}
+	}
+	for _, tc := range []struct {
+		name string
+		p    *kernels.Problem
+		c    kernels.Config
+	}{
+		{"residual K=112 split 2", res, point(1, 2)},
+		{"residual K=112 split 4", res, point(1, 4)},
+		{"residual K=112 split 2 unroll 2", res, point(2, 2)},
+		{"rmsnorm_linear split 2", rms, point(1, 2)},
+		{"q4_k split 4", q4, point(2, 4)},
+		{"gate/up parts split 2", gateUp, point(1, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := kernels.MatmulCM2.Build(tc.p, tc.c, caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("_s%d", tc.c["split_k"])
+			found := false
+			for _, st := range l.Steps {
+				found = found || strings.Contains(st.Kernel.Name, want)
+			}
+			if !found {
+				t.Errorf("no step's kernel is named for its splits (%s)", want)
+			}
+			checkWith(t, kernels.MatmulCM2, tc.p, tc.c, randomArgs(rng, tc.p), caps)
+		})
+	}
+	direct := point(1, 2)
+	direct["direct"] = 1
+	if err := kernels.MatmulCM2.Space.Valid(opProblem(t, ir.Linear, nil, ir.T(f16, 40, 112), ir.T(f16, 48, 112)), direct, caps); err == nil {
+		t.Error("split_k=2 with direct=1 accepted")
+	}
+	// K = 48 in four splits of 16: the fourth would be empty.
+	if err := kernels.MatmulCM2.Space.Valid(opProblem(t, ir.Linear, nil, ir.T(f16, 40, 48), ir.T(f16, 48, 48)), point(1, 4), caps); err == nil {
+		t.Error("split_k=4 over K = 48 accepted")
 	}
 }
 
@@ -176,17 +233,20 @@ func TestMatmulCM2Accepts(t *testing.T) {
 
 // cm2GPUPoints are the points TestMatmulCM2GPU runs (nil: the static point).
 var cm2GPUPoints = []kernels.Config{nil,
-	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 0},
-	{"bm": 64, "bn": 64, "bk": 32, "wg": 128, "unroll": 1, "direct": 0},
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": 0},
-	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 1, "direct": 0},
-	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 8, "direct": 0},
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 4, "direct": 0},
-	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 1},
-	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 4, "direct": 1},
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": 1}, // cm2Static's big point
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 2, "direct": 1},
-	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 2, "direct": 0},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 0, "split_k": 1},
+	{"bm": 64, "bn": 64, "bk": 32, "wg": 128, "unroll": 1, "direct": 0, "split_k": 1},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": 0, "split_k": 1},
+	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 1, "direct": 0, "split_k": 1},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 8, "direct": 0, "split_k": 1},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 4, "direct": 0, "split_k": 1},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 1, "split_k": 1},
+	{"bm": 64, "bn": 128, "bk": 16, "wg": 256, "unroll": 4, "direct": 1, "split_k": 1},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": 1, "split_k": 1}, // cm2Static's big point
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 2, "direct": 1, "split_k": 1},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 2, "direct": 0, "split_k": 1},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": 0, "split_k": 2},
+	{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 2, "direct": 0, "split_k": 4},
+	{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 2, "direct": 0, "split_k": 4},
 }
 
 // TestMatmulCM2GPU runs matmul_cm2 on the device's workgroup matrices against the interpreter:
@@ -238,8 +298,9 @@ func TestMatmulCM2Validates(t *testing.T) {
 	for _, tc := range cm2Cases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, u := range []int{1, 4} {
-				for direct := range 2 {
-					c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u, "direct": direct}
+				for direct := range 3 {
+					// direct 2: the accumulators in two splits of K
+					c := kernels.Config{"bm": 32, "bn": 32, "bk": 16, "wg": 64, "unroll": u, "direct": direct % 2, "split_k": 1 + direct/2}
 					if direct > 0 && kernels.MatmulCM2.Space.Valid(tc.p, c, caps) != nil {
 						continue
 					}

@@ -43,7 +43,7 @@ var MatmulCM2 = &Template{
 		return err
 	},
 	Space: NewSpace(Ints("bm", 128, 64, 256, 32), Ints("bn", 128, 256, 64, 32), Ints("bk", 32, 64, 16),
-		Ints("wg", 128, 256, 64), Ints("unroll", 1, 2, 4, 8), Ints("direct", 0, 1)).Where(cm2Fits),
+		Ints("wg", 128, 256, 64), Ints("unroll", 1, 2, 4, 8), Ints("direct", 0, 1), Ints("split_k", 1, 2, 4)).Where(cm2Fits),
 	Static: cm2Static,
 	Build:  buildMatmulCM2,
 }
@@ -76,9 +76,9 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	if cm2Direct(p, g, cg) {
 		direct = 1
 	}
-	big := Config{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
-	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": direct}
-	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": direct}
+	big := Config{"bm": 128, "bn": 256, "bk": 64, "wg": 256, "unroll": 1, "direct": direct, "split_k": 1}
+	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": direct, "split_k": 1}
+	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": direct, "split_k": 1}
 	bigBlocks := ceilDiv(g.m, 128) * ceilDiv(g.n, 256)
 	switch {
 	case direct == 1 && bigBlocks >= cm2DirectBigGrid && 2*big["bk"] <= g.k: // two slices fit K
@@ -253,7 +253,27 @@ func cm2Fits(p *Problem, c Config, caps Caps) error {
 	case c["direct"] > 0 && !cm2Direct(p, g, cg):
 		return fmt.Errorf("direct=1: the product has a bias, rmsnorm, an epilogue or column parts to apply element by element")
 	}
+	if sk := c["split_k"]; sk > 1 {
+		blocks := ceilDiv(g.m, bm) * ceilDiv(g.n, bn)
+		switch per := cm2SplitK(g.k, bk, c["unroll"], sk); {
+		case c["direct"] > 0:
+			return fmt.Errorf("split_k=%d: the splits' partial sums are added by the reduction step, not stored directly", sk)
+		case blocks >= cm2WideGrid:
+			return fmt.Errorf("split_k=%d: %d blocks already fill the device", sk, blocks)
+		case (sk-1)*per >= g.k:
+			return fmt.Errorf("split_k=%d: K = %d in runs of %d leaves a split empty", sk, g.k, per)
+		case 4*sk*ceilDiv(g.m, bm)*bm*ceilDiv(g.n, bn)*bn > cm2MaxScratch:
+			return fmt.Errorf("split_k=%d: the partial sums exceed the scratch bound", sk)
+		}
+	}
 	return nil
+}
+
+// cm2SplitK is the K one split of matmul_cm2 covers: whole steps of the product's loop (unroll
+// slices of bk), so that only the last split has slices left over.
+func cm2SplitK(k, bk, unroll, split int) int {
+	step := bk * unroll
+	return ceilDiv(k, split*step) * step
 }
 
 func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
@@ -265,13 +285,15 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 		return nil, err
 	}
 	bm, bn := c["bm"], c["bn"]
-	q := coopGeom{split: 1, bm: bm, bn: bn, mp: ceilDiv(g.m, bm) * bm, np: ceilDiv(g.n, bn) * bn}
+	q := coopGeom{split: max(c["split_k"], 1), bm: bm, bn: bn, mp: ceilDiv(g.m, bm) * bm, np: ceilDiv(g.n, bn) * bn}
+	// rmsnorm's Σx² comes whole from the row step, not in parts from the splits.
+	q.sumsqWhole = true
 	// Scratch: 0 the accumulators (buildCoopReduce's partials; none at direct = 1), 1 the rows'
 	// Σx² (its sums of squares), then h (rmsnorm), then B's f16 copy (a block format).
 	direct := c["direct"] > 0
 	l := &Launch{Matrix: true}
 	if !direct {
-		l.Scratch = []int{4 * q.mp * q.np}
+		l.Scratch = []int{4 * q.split * q.mp * q.np}
 	}
 	aOp, bOp := Operand{Arg, g.aArg}, Operand{Arg, g.bArg}
 	if cg.rms {
@@ -331,7 +353,7 @@ func buildMatmulCM2(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	g.cost(p, l)
 	if !direct {
-		l.Bytes += float64(2 * 4 * q.mp * q.np) // the accumulators written, then read
+		l.Bytes += float64(2 * 4 * q.split * q.mp * q.np) // the accumulators written, then read
 	}
 	if cg.quantB {
 		l.Bytes += float64(2 * 2 * g.n * g.k) // the copy written, then read
@@ -360,6 +382,9 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 	name := fmt.Sprintf("matmul_cm2_%dx%dx%d_wg%d", bm, bn, bk, wg)
 	if c["unroll"] > 1 {
 		name += fmt.Sprintf("_u%d", c["unroll"])
+	}
+	if q.split > 1 {
+		name += fmt.Sprintf("_s%d", q.split)
 	}
 	if w.window.count > 0 {
 		name += fmt.Sprintf("_cols%d_%d", w.window.first, w.window.count)
@@ -398,16 +423,30 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 	// unroll slices a step, written out; the slices left over (K not a multiple of the step)
 	// in a loop of their own.
 	step := c["unroll"] * bk
-	whole := g.k / step * step
-	if whole > 0 {
-		b.For(u(0), u(whole), u(step), func(k0 codegen.Value) {
-			for j := 0; j < c["unroll"]; j++ {
-				slice(b.Add(k0, u(j*bk)))
-			}
-		})
+	unrolled := func(k0 codegen.Value) {
+		for j := 0; j < c["unroll"]; j++ {
+			slice(b.Add(k0, u(j*bk)))
+		}
 	}
-	if whole < g.k {
-		b.For(u(whole), u(g.k), u(bk), slice)
+	if q.split == 1 {
+		whole := g.k / step * step
+		if whole > 0 {
+			b.For(u(0), u(whole), u(step), unrolled)
+		}
+		if whole < g.k {
+			b.For(u(whole), u(g.k), u(bk), slice)
+		}
+	} else {
+		// Split-K: workgroup z sums K from z·per to the next split's start (or K), its
+		// whole steps unrolled and the rest slice by slice; only the last split has a rest.
+		per := cm2SplitK(g.k, bk, c["unroll"], q.split)
+		k0 := b.Mul(b.Z(wid), u(per))
+		k1 := b.Min(b.Add(k0, u(per)), u(g.k))
+		whole := b.Add(k0, b.Mul(b.Div(b.Sub(k1, k0), u(step)), u(step)))
+		b.For(k0, whole, u(step), unrolled)
+		if g.k%step != 0 {
+			b.For(whole, k1, u(bk), slice)
+		}
 	}
 	if direct {
 		// The result itself: its edges dropped where no block divides it.
@@ -418,8 +457,13 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 		}
 		b.MatrixStoreTensor(ct, row0, col0, out, false)
 	} else {
-		ct := codegen.Tensor{Mem: acc, Base: u(0), Rows: u(q.mp), Cols: u(q.np), Stride: u(q.np)}
-		b.MatrixStoreTensor(ct, row0, col0, b.Get(sum), false)
+		// Split z's partial sums are rows z·mp.. of the scratch (buildCoopReduce adds them).
+		ct := codegen.Tensor{Mem: acc, Base: u(0), Rows: u(q.split * q.mp), Cols: u(q.np), Stride: u(q.np)}
+		at := row0
+		if q.split > 1 {
+			at = b.Add(row0, b.Mul(b.Z(wid), u(q.mp)))
+		}
+		b.MatrixStoreTensor(ct, at, col0, b.Get(sum), false)
 	}
 	k, err := b.Finish()
 	if err != nil {
@@ -428,8 +472,8 @@ func buildCM2Product(p *Problem, g *gemm, c Config, caps Caps, q coopGeom, w coo
 	if err := caps.Supports(k); err != nil {
 		return nil, err
 	}
-	grid := [3]uint32{uint32(ceilDiv(w.rows, bn)), uint32(q.mp / bm), 1}
-	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] {
+	grid := [3]uint32{uint32(ceilDiv(w.rows, bn)), uint32(q.mp / bm), uint32(q.split)}
+	if int(grid[0]) > caps.MaxGroups[0] || int(grid[1]) > caps.MaxGroups[1] || int(grid[2]) > caps.MaxGroups[2] {
 		return nil, fmt.Errorf("grid %v exceeds the device's limits %v", grid, caps.MaxGroups)
 	}
 	return &Step{Kernel: k, Grid: grid, Bindings: []Operand{aOp, bOp, outOp}, Scale: g.scale(p, 1, bm, 2)}, nil

@@ -253,6 +253,9 @@ type coopGeom struct {
 	// the result padded to whole blocks, the shape of each split's partials.
 	split, slices, per int
 	mp, np             int
+	// sumsqWhole: rmsnorm's Σx² of a row is whole in split 0's slot (matmul_cm2's row step),
+	// not in parts, one a split.
+	sumsqWhole bool
 }
 
 // coopSplitScratch bounds the partials of a split-K configuration (S·batches·M·N f32, padded
@@ -1034,7 +1037,7 @@ func buildCoopReduce(p *Problem, g *gemm, q coopGeom, caps Caps) (*Step, error) 
 			if epi.paired() {
 				x1 = b.Load(parts, b.Add(at, u(1)))
 			}
-			if ssIn != nil {
+			if ssIn != nil && (s == 0 || !q.sumsqWhole) {
 				y = b.Load(ssIn, r)
 			}
 			if s == 0 {
@@ -1045,7 +1048,7 @@ func buildCoopReduce(p *Problem, g *gemm, q coopGeom, caps Caps) (*Step, error) 
 			if epi.paired() {
 				v1 = b.Add(v1, x1)
 			}
-			if ssIn != nil {
+			if ssIn != nil && !q.sumsqWhole {
 				ss = b.Add(ss, y)
 			}
 		}
