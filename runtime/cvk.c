@@ -515,6 +515,7 @@ struct vkc_device {
 	void (*CmdWriteTimestamp)(vkc_handle, uint32_t, vkc_handle, uint32_t);
 	void (*CmdResetQueryPool)(vkc_handle, vkc_handle, uint32_t, uint32_t);
 	void (*CmdCopyBuffer)(vkc_handle, vkc_handle, vkc_handle, uint32_t, const buffer_copy*);
+	void (*CmdFillBuffer)(vkc_handle, vkc_handle, uint64_t, uint64_t, uint32_t);
 	int (*QueueSubmit)(vkc_handle, uint32_t, const submit_info*, vkc_handle);
 	int (*WaitForFences)(vkc_handle, uint32_t, const vkc_handle*, uint32_t, uint64_t);
 	int (*GetFenceStatus)(vkc_handle, vkc_handle);
@@ -555,6 +556,7 @@ vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle qu
 	LOAD(CmdWriteTimestamp)
 	LOAD(CmdResetQueryPool)
 	LOAD(CmdCopyBuffer)
+	LOAD(CmdFillBuffer)
 	LOAD(QueueSubmit)
 	LOAD(WaitForFences)
 	LOAD(GetFenceStatus)
@@ -677,6 +679,8 @@ int vkc_record(vkc_device* d, vkc_handle cb, const vkc_cmd* cmds, uint32_t n,
 			if (c->kind == 1) {
 				buffer_copy bc = {c->src_off, c->dst_off, c->size};
 				d->CmdCopyBuffer(cb, c->src, c->dst, 1, &bc);
+			} else if (c->kind == 3) {
+				d->CmdFillBuffer(cb, c->dst, c->dst_off, c->size, 0);
 			} else {
 				if (c->pipeline != bound) {
 					d->CmdBindPipeline(cb, BIND_COMPUTE, c->pipeline);

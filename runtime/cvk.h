@@ -107,7 +107,8 @@ vkc_device* vkc_device_new(vkc_handle instance, vkc_handle device, vkc_handle qu
 void vkc_device_free(vkc_device* d);
 
 // One recorded command. kind: 0 dispatch, 1 copy, 2 indirect dispatch (group counts read from
-// src at src_off; gx, gy, gz are the largest counts, for checks only).
+// src at src_off; gx, gy, gz are the largest counts, for checks only), 3 zeros (dst at dst_off,
+// size bytes, a multiple of 4).
 typedef struct {
 	uint32_t kind;
 	uint32_t barrier_before; // bit 0: compute->compute memory barrier before this command

@@ -43,6 +43,12 @@ type LoadOptions struct {
 	// Progress, when set, hears how many of the plan's weight bytes are on the device so far,
 	// as Load uploads them (in runs of weightRun; once at the end for external weights).
 	Progress func(done, total uint64)
+	// OutputsOnDevice keeps the outputs bounded by a run-time length in device memory, copied to
+	// the host after each run (all their rows), rather than written by the kernels into
+	// host-visible memory (the rows a run produces). Measure then times the kernels without their
+	// writes across the bus: the scoring function of SmolLM2 writes 512×49152 f32 logits, 100 MB a
+	// run, and a measured selection times its candidates' kernels, the same output for all.
+	OutputsOnDevice bool
 }
 
 // weightRun is the run of a plan's weights that Load assembles and uploads at a time: 128 MiB,
@@ -68,7 +74,8 @@ type Executable struct {
 	// prepared holds the pipelines Prepare has made ready.
 	prepared map[*Pipeline]bool
 
-	fullGrids bool
+	fullGrids       bool
+	outputsOnDevice bool
 
 	// loadPhases is where Load's time went (LoadPhases).
 	loadPhases []LoadPhase
@@ -168,7 +175,7 @@ func (d *Device) Load(p *plan.Plan, opts LoadOptions) (_ *Executable, err error)
 			return nil, fmt.Errorf("load plan of %s: module %d (%s): %w", p.Model, i, m.Key, err)
 		}
 	}
-	e := &Executable{d: d, plan: p, fns: map[string]*execFunction{}, fullGrids: opts.FullGrids}
+	e := &Executable{d: d, plan: p, fns: map[string]*execFunction{}, fullGrids: opts.FullGrids, outputsOnDevice: opts.OutputsOnDevice}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -379,7 +386,7 @@ func (e *Executable) loadFunction(f *plan.Function) (_ *execFunction, err error)
 			return nil, Region{Buffer: b, Offset: int64(at), Size: int64(n)}, int(n), nil
 		}
 		alloc := d.NewBuffer
-		if kind == "output" && v.Bounded {
+		if kind == "output" && v.Bounded && !e.outputsOnDevice {
 			// A bounded output is written straight into host-visible memory: a recorded copy
 			// would move all Max rows whatever n is, and only n of them are read back.
 			alloc = d.NewStagingBuffer
@@ -865,10 +872,10 @@ func (r *regionBuffers) upload(d *Device, off uint64, b []byte) error {
 	return nil
 }
 
-// zero fills the region with zeros: directly where the memory is mapped, else by uploads of a
-// bounded block of zeros (a KV cache may be gigabytes; its zeros are not kept in host memory).
+// zero fills the region with zeros: directly where the memory is mapped, else on the device
+// (Device.Zero; a KV cache may be gigabytes), the last bytes of a size not a multiple of 4 by an
+// upload.
 func (r *regionBuffers) zero(d *Device) error {
-	var zeros []byte
 	for i, buf := range r.bufs {
 		a, b := r.split.Bounds(i, r.size)
 		n := b - a
@@ -876,15 +883,14 @@ func (r *regionBuffers) zero(d *Device) error {
 			clear(m[:n])
 			continue
 		}
-		if uint64(len(zeros)) < min(n, 16<<20) {
-			zeros = make([]byte, min(n, 16<<20))
+		whole := n / 4 * 4
+		if err := d.Zero(buf, 0, int64(whole)); err != nil {
+			return err
 		}
-		for done := uint64(0); done < n; {
-			k := min(uint64(len(zeros)), n-done)
-			if err := d.Upload(buf, int64(done), zeros[:k]); err != nil {
+		if whole < n {
+			if err := d.Upload(buf, int64(whole), make([]byte, n-whole)); err != nil {
 				return err
 			}
-			done += k
 		}
 	}
 	return nil

@@ -121,8 +121,10 @@ func testRunTimeLength(t *testing.T, d *Device) {
 		}
 		return floats(out["y"])
 	}
-	for _, full := range []bool{false, true} {
-		e, err := d.Load(p, LoadOptions{FullGrids: full})
+	for _, o := range []LoadOptions{{}, {FullGrids: true}, {OutputsOnDevice: true}} {
+		// OutputsOnDevice: the bounded y in device memory, all its rows copied back.
+		full := o.FullGrids
+		e, err := d.Load(p, o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -432,6 +432,39 @@ func (d *Device) Copy(dst, src *Buffer, n int64) error {
 	return d.submitWait(d.xfer)
 }
 
+// Zero fills n bytes of b from off (both multiples of 4) with zeros on the device and waits
+// for it: no bytes cross to the device (a KV cache of SmolLM2's took 6 ms a load on the H100
+// when uploaded as zeros).
+func (d *Device) Zero(b *Buffer, off, n int64) error {
+	if err := b.checkRange("zero", off, int(n)); err != nil {
+		return err
+	}
+	if off%4 != 0 || n%4 != 0 {
+		return fmt.Errorf("zero: offset %d and size %d must be multiples of 4", off, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	if m := b.Bytes(); m != nil {
+		clear(m[off : off+n])
+		return nil
+	}
+	if err := d.alive(); err != nil {
+		return err
+	}
+	d.xferLock.Lock()
+	defer d.xferLock.Unlock()
+	cmd := C.vkc_cmd{kind: 3, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
+		dst: handle(unsafe.Pointer(b.blk.buf)), dst_off: C.uint64_t(b.off + uint64(off))}
+	if err := d.settle(d.xfer); err != nil {
+		return err
+	}
+	if err := d.record(d.xfer.cb, &cmd, 1, nil, nil, nil, 0, 1, false, true); err != nil {
+		return err
+	}
+	return d.submitWait(d.xfer)
+}
+
 func (d *Device) transfer(b *Buffer, off int64, data []byte, up bool) error {
 	if err := d.alive(); err != nil {
 		return err

@@ -620,6 +620,37 @@ func TestStagingUploadDownload(t *testing.T) {
 	}
 }
 
+// TestZero: Device.Zero clears a range of a device buffer on the device (vkCmdFillBuffer) and
+// leaves the bytes around it; mapped memory is cleared by the host. Ranges that are not whole
+// words or run past the end are refused.
+func TestZero(t *testing.T) {
+	for _, nzc := range []bool{true, false} {
+		d := openTest(t, Options{NoZeroCopy: nzc})
+		b := mustBuffer(t, d, 1000)
+		data := []byte(strings.Repeat("vkc!", 250))
+		if err := d.Upload(b, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Zero(b, 8, 400); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 1000)
+		if err := d.Download(b, 0, got); err != nil {
+			t.Fatal(err)
+		}
+		want := []byte(strings.Repeat("vkc!", 250))
+		clear(want[8:408])
+		if string(got) != string(want) {
+			t.Errorf("zero-copy %v: bytes 0..16 %q, 400..416 %q after zeroing 8..408", !nzc, got[:16], got[400:416])
+		}
+		for _, r := range [][2]int64{{2, 8}, {0, 6}, {996, 8}} {
+			if err := d.Zero(b, r[0], r[1]); err == nil {
+				t.Errorf("zero-copy %v: zeroing %d bytes at %d accepted", !nzc, r[1], r[0])
+			}
+		}
+	}
+}
+
 // TestStagedUploadHalves: without zero-copy an upload larger than the staging buffer goes through
 // its two halves in turn, each copied by the device while the host fills the other
 // (uploadStaged); every byte lands where it belongs, at an offset, over an odd length, in
