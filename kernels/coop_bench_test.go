@@ -209,7 +209,8 @@ func BenchmarkCoopAttentionPrefill(b *testing.B) {
 // its space: the static point, the suggestions, then other valid points in a fixed pseudo-random
 // order, VKC_COOP_POINTS of them in all (default 80; VKC_COOP_POINTS=lean: the static point and
 // coopLeanPoints; VKC_COOP_POINTS="bk=32,bm=128,... ...": the static point and these). VKC_COOP_FORM=rmsnorm-q4_k measures matmul_coop_dq on rmsnorm_linear[act=f16]
-// of an f32 x over a Q4_K weight instead (the 8B prefill's gate/up form);
+// of an f32 x over a Q4_K weight instead (the 8B prefill's gate/up form), VKC_COOP_FORM=residual
+// the f16 linear with a residual epilogue (the down and output projections);
 // VKC_COOP_TEMPLATE=matmul_cm2 measures matmul_cm2 (VK_NV_cooperative_matrix2) on either form.
 // The shapes are VKC_COOP_SHAPES, M×N×K
 // ("512x4096x14336 4096x4096x4096"; default: Llama-3.1-8B's prefill products at 512 rows and
@@ -253,6 +254,11 @@ func BenchmarkCoopShapes(b *testing.B) {
 		b.Run(sh, func(b *testing.B) {
 			p := opProblem(b, ir.Linear, nil, ir.T(ir.F16, m, k), ir.T(ir.F16, n, k))
 			tm := kernels.MatmulCoop
+			if os.Getenv("VKC_COOP_FORM") == "residual" {
+				// The 8B's down and output projections in a plan: the product plus the
+				// residual stream, stored through the reduction step (not directly).
+				p = withResidual(p)
+			}
 			if os.Getenv("VKC_COOP_FORM") == "rmsnorm-q4_k" {
 				// The 8B prefill's gate/up form: rmsnorm_linear[act=f16] of the f32 residual
 				// over a Q4_K weight, by matmul_coop_dq.

@@ -67,6 +67,17 @@ var MatmulCM2 = &Template{
 //     and 4 it took 659 and 673 in one process and 2223 and 2026 in another: unroll stays 1
 //     there.
 //   - 64×64/256 × 64 at 512×4096×14336 not direct: 362.7–364.8 µs (session 18).
+//
+// Where 32 to 127 blocks of 128×256 cover the result, K is split over workgroups (split_k) until
+// they number coopTargetGroups or more, unroll 2, the sums added by the reduction step. Measured
+// on the H100 in session 21 with a residual epilogue (the 8B's down and output projections; each
+// point in a process of its own, after the static point then, 64×64/256 not direct):
+//   - 512×4096×14336 (64 blocks): split 2 226.9 µs, split 4 243.4, unsplit 369.8; 64×64 375–381;
+//   - 512×4096×4096 (64): split 2 80.5, split 4 91.7, unsplit 115.7; 64×64 119;
+//   - 512×2048×8192 (32): split 4 77.8, split 2 121.7, unsplit 204.8; 64×64 111–114;
+//   - 512×6144×4096 (96): split 2 147.1, split 4 140.6, unsplit 124.9; 64×64 178. Unsplit was the
+//     fastest, but 96 workgroups are priced at the rate of half a device (MatrixRate), and
+//     split 2 keeps matmul_cm2 ahead of matmul_coop in the static estimate.
 func cm2Static(p *Problem, caps Caps) []Config {
 	g, cg, err := acceptCM2(p, caps)
 	if err != nil || caps.CPU {
@@ -80,6 +91,18 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	wide := Config{"bm": 128, "bn": 128, "bk": 32, "wg": 128, "unroll": 1, "direct": direct, "split_k": 1}
 	narrow := Config{"bm": 64, "bn": 64, "bk": 64, "wg": 256, "unroll": 1, "direct": direct, "split_k": 1}
 	bigBlocks := ceilDiv(g.m, 128) * ceilDiv(g.n, 256)
+	if bigBlocks >= cm2SplitMinBlocks && bigBlocks < coopTargetGroups {
+		// K split until the blocks make coopTargetGroups workgroups, the partial sums added by
+		// the reduction step (so not direct).
+		split := big.clone()
+		split["unroll"], split["direct"], split["split_k"] = 2, 0, 4
+		if 2*bigBlocks >= coopTargetGroups {
+			split["split_k"] = 2
+		}
+		if cm2Fits(p, split, caps) == nil {
+			return []Config{split, big, wide, narrow}
+		}
+	}
 	switch {
 	case direct == 1 && bigBlocks >= cm2DirectBigGrid && 2*big["bk"] <= g.k: // two slices fit K
 		unrolled := big.clone()
@@ -92,6 +115,11 @@ func cm2Static(p *Problem, caps Caps) []Config {
 	}
 	return []Config{narrow, wide}
 }
+
+// cm2SplitMinBlocks is the fewest 128×256 blocks cm2Static splits K over (split_k) to make
+// coopTargetGroups workgroups: 32 blocks, four splits, is the fewest measured (session 21, the
+// 1B's down projection: 77.8 µs against 111 unsplit in 64×64 blocks).
+const cm2SplitMinBlocks = 32
 
 // cm2WideGrid is the fewest blocks cm2Static gives a block size: about two workgroups for each
 // of a large GPU's multiprocessors (the H100 has 132).

@@ -102,13 +102,15 @@ func h100Coop2() kernels.Caps {
 // the 1B and 8B shapes statically take matmul_cm2 at its measured points (a product that
 // stores its result itself: 128×256 blocks two slices a step where there are 128 of them; the
 // others 128×256 blocks over 256 invocations where they are many, 128×128 over 128
-// where those are, 64×64 over 256 where 128×128 ones would leave the device half idle), f16
+// where those are; 32 to 127 blocks of 128×256 with K split over 2 or 4 workgroups), f16
 // and Q4_K alike; a Q4_K product of fewer rows than the copy pays for stays on matmul_coop.
 func TestStaticChoiceCM2(t *testing.T) {
 	f16, f32, T := ir.F16, ir.F32, ir.T
 	// A product with nothing to apply element by element stores its result itself (direct=1).
-	big, narrow := "bk=64,bm=128,bn=256,direct=1,unroll=2,wg=256", "bk=64,bm=64,bn=64,direct=1,unroll=1,wg=256"
-	bigRMS, wideRMS := "bk=64,bm=128,bn=256,direct=0,unroll=1,wg=256", "bk=32,bm=128,bn=128,direct=0,unroll=1,wg=128"
+	big := "bk=64,bm=128,bn=256,direct=1,split_k=1,unroll=2,wg=256"
+	bigRMS, wideRMS := "bk=64,bm=128,bn=256,direct=0,split_k=1,unroll=1,wg=256", "bk=32,bm=128,bn=128,direct=0,split_k=1,unroll=1,wg=128"
+	// 32 to 127 blocks of 128×256: K split until they make 128 workgroups.
+	split2, split4 := "bk=64,bm=128,bn=256,direct=0,split_k=2,unroll=2,wg=256", "bk=64,bm=128,bn=256,direct=0,split_k=4,unroll=2,wg=256"
 	for _, c := range []struct {
 		op    ir.Op
 		attrs ir.Attrs
@@ -117,9 +119,11 @@ func TestStaticChoiceCM2(t *testing.T) {
 		point string
 	}{
 		{ir.Linear, nil, []ir.Type{T(f16, 512, 4096), T(f16, 14336, 4096)}, "matmul_cm2", big},
-		{ir.Linear, nil, []ir.Type{T(f16, 512, 14336), T(ir.Q4_K, 4096, 14336)}, "matmul_cm2", narrow},
+		{ir.Linear, nil, []ir.Type{T(f16, 512, 14336), T(ir.Q4_K, 4096, 14336)}, "matmul_cm2", split2},
+		{ir.Linear, nil, []ir.Type{T(f16, 512, 4096), T(f16, 4096, 4096)}, "matmul_cm2", split2},
+		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 6144, 4096)}, "matmul_cm2", split2},
 		{ir.Linear, nil, []ir.Type{T(f16, 512, 2048), T(f16, 16384, 2048)}, "matmul_cm2", big},
-		{ir.Linear, nil, []ir.Type{T(f16, 512, 8192), T(f16, 2048, 8192)}, "matmul_cm2", narrow},
+		{ir.Linear, nil, []ir.Type{T(f16, 512, 8192), T(f16, 2048, 8192)}, "matmul_cm2", split4},
 		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 28672, 4096)}, "matmul_cm2", bigRMS},
 		{ir.RMSNormLinear, ir.Attrs{"eps": 1e-5, "act": "f16"}, []ir.Type{T(f32, 512, 4096), T(f32, 4096), T(ir.Q4_K, 14336, 4096)}, "matmul_cm2", wideRMS},
 		{ir.Linear, nil, []ir.Type{T(f16, 4096, 4096), T(f16, 4096, 4096)}, "matmul_cm2", big},
