@@ -1361,3 +1361,31 @@ func TestSelectDropsClearlySlower(t *testing.T) {
 		}
 	}
 }
+
+// A candidate whose last timing took longer than RepTime gets fewer repetitions, at least 2.
+func TestRoundReps(t *testing.T) {
+	for _, c := range []struct {
+		reps int
+		last time.Duration
+		want int
+	}{
+		{5, 0, 5}, {5, time.Millisecond, 5}, {5, 5 * time.Millisecond, 5}, {5, 6 * time.Millisecond, 5},
+		{5, 10 * time.Millisecond, 3}, {5, 22 * time.Millisecond, 2}, {5, time.Second, 2}, {1, 10 * time.Millisecond, 1},
+	} {
+		if got := roundReps(c.reps, c.last); got != c.want {
+			t.Errorf("roundReps(%d, %v) = %d, want %d", c.reps, c.last, got, c.want)
+		}
+	}
+}
+
+// The functions' first rounds go cheapest first (their valid candidates' check runs added up, in
+// powers of two of a millisecond), so that what the cheap ones leave of their shares passes to the
+// dear ones; within a power, and under a millisecond, they keep their order.
+func TestCheapestFirst(t *testing.T) {
+	ms := time.Millisecond
+	ss := []*selecting{{runs: 90 * ms}, {runs: 2 * ms}, {runs: 30 * ms}, {runs: 3 * ms}, {runs: 700 * time.Microsecond}, {runs: 400 * time.Microsecond}, {runs: 80 * ms}}
+	// classes 7, 2, 5, 2, 0, 0, 7
+	if got, want := cheapestFirst(ss), []int{4, 5, 1, 3, 2, 0, 6}; !equalInts(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
