@@ -2195,7 +2195,7 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	// five rounds each, the last of them with all the time left, while prefill and prefill@1,
 	// whose candidates waited for the late checks, timed two and one: neither could take the
 	// graph it had measured faster.
-	// The functions whose candidates run longest come last: what the others leave of their equal
+	// The functions whose candidates run longest come last (cheapestFirst): what the others leave of their equal
 	// shares passes on to them. On the H100 SmolLM2's scoring function (six candidates at 128 and
 	// 512 rows, 0.58 s a round) came first, and its equal ninth gave it 1 round in six compiles of
 	// seven, while the functions after it ended their 3 rounds within their shares (session 21).
@@ -2278,21 +2278,22 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 }
 
 // cheapestFirst is the order of ss's first rounds: by their valid candidates' check runs added
-// up, least first, in powers of two of a millisecond (those under 1 ms, and those within the same
-// power, keep ss's order: a run's wall time varies by more than a few percent).
+// up, least first, in powers of two of 10 ms (those under 10 ms, and those within the same power,
+// keep ss's order: a run's wall time varies, by several times on a loaded machine).
 func cheapestFirst(ss []*selecting) []int {
 	order := make([]int, len(ss))
 	for i := range order {
 		order[i] = i
 	}
-	class := func(i int) int { return bits.Len64(uint64(max(ss[i].runs/time.Millisecond, 0))) }
+	class := func(i int) int { return bits.Len64(uint64(max(ss[i].runs/(10*time.Millisecond), 0))) }
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(class(a), class(b)) })
 	return order
 }
 
 // topUpRounds gives the time the functions' shares left to those with two or more valid
 // candidates whose paired rounds stopped short of the rounds asked for (none at all, too),
-// fewest rounds first, each an equal share of what is left: a late check's share ends its
+// fewest rounds first, each an equal share of what is left, or, short of EvidenceRounds, what
+// its rounds up to them need where the time left holds it: a late check's share ends its
 // function's rounds with its own deadline, and the functions after it may not use theirs. On lavapipe tinyllama's prefill (a round of two candidates at
 // two lengths: 1.2 s) had one round and left 3.2 s of the selection's time to the winners'
 // kernels, while prefill@1, prefill@8 and decode had five each.
@@ -2309,6 +2310,21 @@ func topUpRounds(ctx context.Context, ss []*selecting, opts SelectOptions) error
 			break
 		}
 		fctx, cancel := equalShare(ctx, len(short)-i)
+		if dl, ok := ctx.Deadline(); ok && s.sel.Rounds > 0 && s.sel.Rounds < EvidenceRounds {
+			// Short of the evidence, it takes what its rounds up to EvidenceRounds need where
+			// the time left holds them (the functions after it have as many or more): on the
+			// H100 SmolLM2's scoring function (0.39 s a round) had 1 round, and its equal share
+			// of the 0.78 s left held none, while the others went from 3 rounds to 5.
+			// (A quarter of a round more: a round takes about the last one's time, more or less.)
+			left := time.Until(dl)
+			need := time.Duration(EvidenceRounds-s.sel.Rounds)*s.round + s.round/4
+			if need > left/time.Duration(len(short)-i) && need <= left {
+				cancel()
+				opts.trace("select: %s takes %v of the %v left for its paired rounds up to %d", s.ref.Name,
+					need.Round(time.Millisecond), left.Round(time.Millisecond), EvidenceRounds)
+				fctx, cancel = context.WithTimeout(ctx, need)
+			}
+		}
 		before, deadline := s.sel.Rounds, s.sel.deadline
 		err := s.rounds(fctx, 0)
 		s.sel.deadline = deadline || errors.Is(fctx.Err(), context.DeadlineExceeded)
