@@ -415,14 +415,18 @@ func (d *Device) Copy(dst, src *Buffer, n int64) error {
 		copy(a[:n], b[:n])
 		return nil
 	}
+	return d.runOne(C.vkc_cmd{kind: 1, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
+		src: handle(unsafe.Pointer(src.blk.buf)), src_off: C.uint64_t(src.off),
+		dst: handle(unsafe.Pointer(dst.blk.buf)), dst_off: C.uint64_t(dst.off)})
+}
+
+// runOne records cmd alone in the transfer command buffer, submits it and waits for it.
+func (d *Device) runOne(cmd C.vkc_cmd) error {
 	if err := d.alive(); err != nil {
 		return err
 	}
 	d.xferLock.Lock()
 	defer d.xferLock.Unlock()
-	cmd := C.vkc_cmd{kind: 1, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
-		src: handle(unsafe.Pointer(src.blk.buf)), src_off: C.uint64_t(src.off),
-		dst: handle(unsafe.Pointer(dst.blk.buf)), dst_off: C.uint64_t(dst.off)}
 	if err := d.settle(d.xfer); err != nil {
 		return err
 	}
@@ -449,20 +453,8 @@ func (d *Device) Zero(b *Buffer, off, n int64) error {
 		clear(m[off : off+n])
 		return nil
 	}
-	if err := d.alive(); err != nil {
-		return err
-	}
-	d.xferLock.Lock()
-	defer d.xferLock.Unlock()
-	cmd := C.vkc_cmd{kind: 3, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
-		dst: handle(unsafe.Pointer(b.blk.buf)), dst_off: C.uint64_t(b.off + uint64(off))}
-	if err := d.settle(d.xfer); err != nil {
-		return err
-	}
-	if err := d.record(d.xfer.cb, &cmd, 1, nil, nil, nil, 0, 1, false, true); err != nil {
-		return err
-	}
-	return d.submitWait(d.xfer)
+	return d.runOne(C.vkc_cmd{kind: 3, barrier_before: 8, timestamp_after: -1, size: C.uint64_t(n),
+		dst: handle(unsafe.Pointer(b.blk.buf)), dst_off: C.uint64_t(b.off + uint64(off))})
 }
 
 func (d *Device) transfer(b *Buffer, off int64, data []byte, up bool) error {
