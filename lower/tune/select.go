@@ -2195,10 +2195,11 @@ func SelectFunctions(ctx context.Context, d *runtime.Device, m *ir.Model, fns []
 	// five rounds each, the last of them with all the time left, while prefill and prefill@1,
 	// whose candidates waited for the late checks, timed two and one: neither could take the
 	// graph it had measured faster.
-	// The functions whose candidates run longest come last (cheapestFirst): what the others leave of their equal
-	// shares passes on to them. On the H100 SmolLM2's scoring function (six candidates at 128 and
-	// 512 rows, 0.58 s a round) came first, and its equal ninth gave it 1 round in six compiles of
-	// seven, while the functions after it ended their 3 rounds within their shares (session 21).
+	// The functions whose candidates run longest come last (cheapestFirst): what the others
+	// leave of their equal shares passes on to them. On the H100 SmolLM2's scoring function (six
+	// candidates at 128 and 512 rows, 0.58 s a round) came first, and its equal ninth gave it 1
+	// round in six compiles of seven, while the functions after it ended their 3 rounds within
+	// their shares (session 21).
 	order := cheapestFirst(ss)
 	later := 0 // the functions before i with late checks to come
 	for i, k := range order {
