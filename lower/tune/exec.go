@@ -943,32 +943,101 @@ func Expect(p *kernels.Problem, args []*ir.Tensor) ([]*ir.Tensor, error) {
 // magnitude of the row (last axis) plus tol absolute; integers and bools exactly. It returns ""
 // or a description of the worst element.
 func Compare(got, want *ir.Tensor, tol float64) string {
+	return newRefView(want).compare(got, tol)
+}
+
+// refView is what comparisons derive from a reference tensor alone, each part derived at its
+// first use and kept for the comparisons after it (a selection checks every candidate of a
+// function against the same reference): its values as float64, its rows' (last axis) largest
+// magnitudes and largest values, and the k largest values of each row.
+type refView struct {
+	t   *ir.Tensor
+	row int // the last axis's length (1 for a scalar)
+
+	valsOnce sync.Once
+	vals     []float64
+
+	rowsOnce    sync.Once
+	scale, best []float64 // a row's largest magnitude and largest value
+	nan         []bool    // a row holds a NaN
+
+	topMu sync.Mutex
+	top   map[int][][]float64 // k → each row's k largest values (largest)
+}
+
+func newRefView(t *ir.Tensor) *refView {
+	v := &refView{t: t, row: 1}
+	if r := t.Type.Shape.Rank(); r > 0 && t.Type.Shape[r-1] > 0 {
+		v.row = t.Type.Shape[r-1]
+	}
+	return v
+}
+
+func (v *refView) values() []float64 {
+	v.valsOnce.Do(func() { v.vals = v.t.Float64s() })
+	return v.vals
+}
+
+func (v *refView) rows() {
+	v.rowsOnce.Do(func() {
+		w := v.values()
+		n := len(w) / v.row
+		v.scale, v.best, v.nan = make([]float64, n), make([]float64, n), make([]bool, n)
+		for r := range n {
+			scale, best := 0.0, math.Inf(-1)
+			for _, x := range w[r*v.row : (r+1)*v.row] {
+				if a := math.Abs(x); a > scale {
+					scale = a
+				} else if a != a {
+					v.nan[r] = true
+				}
+				best = math.Max(best, x)
+			}
+			v.scale[r], v.best[r] = scale, best
+		}
+	})
+}
+
+// largest returns each row's k largest values.
+func (v *refView) largest(k int) [][]float64 {
+	v.topMu.Lock()
+	defer v.topMu.Unlock()
+	if t, ok := v.top[k]; ok {
+		return t
+	}
+	w := v.values()
+	t := make([][]float64, len(w)/v.row)
+	for r := range t {
+		t[r] = largest(w[r*v.row:(r+1)*v.row], k)
+	}
+	if v.top == nil {
+		v.top = map[int][][]float64{}
+	}
+	v.top[k] = t
+	return t
+}
+
+// compare is Compare(got, v.t, tol).
+func (v *refView) compare(got *ir.Tensor, tol float64) string {
+	want := v.t
 	if !got.Type.Equal(want.Type) {
 		return fmt.Sprintf("type %s, want %s", got.Type, want.Type)
 	}
-	g, w := got.Float64s(), want.Float64s()
+	w := v.values()
 	if len(w) == 0 {
 		return ""
 	}
-	row := 1
-	if r := want.Type.Shape.Rank(); r > 0 && want.Type.Shape[r-1] > 0 {
-		row = want.Type.Shape[r-1]
-	}
+	g := got.Float64s()
+	v.rows()
+	row := v.row
 	isFloat := want.Type.DType.IsFloat()
 	worst, wi := 0.0, -1
 	for r := 0; r*row < len(w); r++ {
 		wr, gr := w[r*row:(r+1)*row], g[r*row:(r+1)*row]
-		scale, nan := 0.0, false // a NaN in the reference leaves the row's errors unmeasured
-		for _, v := range wr {
-			if a := math.Abs(v); a > scale {
-				scale = a
-			} else if a != a {
-				nan = true
-			}
-		}
 		// The row's largest difference is its worst error (one scale a row): a division a
 		// row, not an element, and no math.Max (SmolLM2's score logits, 37×49152, took 27 ms
-		// an element at a time on the CI machine, in every candidate's check).
+		// an element at a time on the CI machine, in every candidate's check). A NaN in the
+		// reference leaves the row's errors unmeasured.
 		most, mi := 0.0, -1
 		for i, wv := range wr {
 			gv := gr[i]
@@ -979,12 +1048,72 @@ func Compare(got, want *ir.Tensor, tol float64) string {
 				most, mi = d, i
 			}
 		}
-		if e := most / (scale + 1); mi >= 0 && !nan && e > worst {
+		if e := most / (v.scale[r] + 1); mi >= 0 && !v.nan[r] && e > worst {
 			worst, wi = e, r*row+mi
 		}
 	}
 	if worst > tol {
 		return fmt.Sprintf("element %d: got %g, want %g (error %.3g of the row scale, tolerance %.3g)", wi, g[wi], w[wi], worst, tol)
+	}
+	return ""
+}
+
+// compareTopK is CompareTopK(got, v.t, k, tol).
+func (v *refView) compareTopK(got *ir.Tensor, k int, tol float64) string {
+	sh := v.t.Type.Shape
+	if sh.Rank() == 0 || k < 1 {
+		return "top-k over an empty axis"
+	}
+	row := v.row
+	idx, sc := got.Float64s(), v.values()
+	if len(idx)*row != len(sc)*k {
+		return fmt.Sprintf("%d indices for %d rows of %d scores, k=%d", len(idx), len(sc)/row, row, k)
+	}
+	if k > row {
+		return fmt.Sprintf("k=%d exceeds the %d scores of a row", k, row)
+	}
+	v.rows()
+	tops := v.largest(k)
+	seen := map[int]bool{}
+	for r := 0; r < len(sc)/row; r++ {
+		s, sorted := sc[r*row:(r+1)*row], tops[r]
+		clear(seen)
+		for t := 0; t < k; t++ {
+			gi := idx[r*k+t]
+			i := int(gi)
+			if float64(i) != gi || i < 0 || i >= row || seen[i] {
+				return fmt.Sprintf("row %d: index %d (rank %d) is out of range [0, %d) or repeated", r, i, t, row)
+			}
+			seen[i] = true
+			if e := math.Abs(sorted[t]-s[i]) / (v.scale[r] + 1); e > tol {
+				return fmt.Sprintf("row %d: rank %d is index %d scoring %g, the rank's score is %g (%.3g of the row scale, tolerance %g)", r, t, i, s[i], sorted[t], e, tol)
+			}
+		}
+	}
+	return ""
+}
+
+// compareArgmax is CompareArgmax(got, v.t, tol).
+func (v *refView) compareArgmax(got *ir.Tensor, tol float64) string {
+	sh := v.t.Type.Shape
+	if sh.Rank() == 0 || sh[sh.Rank()-1] == 0 {
+		return "argmax over an empty axis"
+	}
+	row := v.row
+	idx, sc := got.Float64s(), v.values()
+	if len(idx)*row != len(sc) {
+		return fmt.Sprintf("%d indices for %d rows of %d scores", len(idx), len(sc)/row, row)
+	}
+	v.rows()
+	for r, gi := range idx {
+		s := sc[r*row : (r+1)*row]
+		i := int(gi)
+		if float64(i) != gi || i < 0 || i >= row {
+			return fmt.Sprintf("row %d: index %g is out of range [0, %d)", r, gi, row)
+		}
+		if e := (v.best[r] - s[i]) / (v.scale[r] + 1); e > tol {
+			return fmt.Sprintf("row %d: index %d scores %g, the best is %g (%.3g of the row scale below it, tolerance %g)", r, i, s[i], v.best[r], e, tol)
+		}
 	}
 	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vkc-project/vkc/internal/hostmem"
@@ -153,7 +154,8 @@ type SelectOptions struct {
 	// (lowering, loading, the run and the comparison), perKernel of what a check that compiled
 	// kernels took beyond runs' mean, per kernel; all shared by the functions of one selection.
 	outer     context.Context
-	tolScale  float64 // the tolerance's factor (0: 1); 2 against a device reference
+	tolScale  float64   // the tolerance's factor (0: 1); 2 against a device reference
+	refs      *sync.Map // *ir.Tensor (a reference's output) → *refView, for compareOutputs
 	checks    *meanTime
 	runs      *meanTime
 	perKernel *meanTime
@@ -642,6 +644,9 @@ func newSelecting(d *runtime.Device, m *ir.Model, ref *ir.Function, cands []Sele
 	// (runtime.LoadOptions.OutputsOnDevice): a round of SmolLM2's scoring function, whose logits
 	// are 100 MB a run at 512 rows, took 0.68 s on the H100 in session 21.
 	opts.Load.OutputsOnDevice = true
+	if opts.refs == nil {
+		opts.refs = &sync.Map{}
+	}
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = 1e-3
 	}
@@ -1294,17 +1299,7 @@ func (s *selecting) late(ctx context.Context) error {
 	s.lateCtx = ctx
 	// since: the candidates checked after the last rounds; checked: those of them valid.
 	var since, checked []int
-	for _, i := range s.waiting {
-		if ctx.Err() != nil {
-			break // each keeps the reason it waited with
-		}
-		if last == nil && len(s.valid)+len(checked) > 1 {
-			if err := retime(); err != nil {
-				return err
-			}
-			snapshot()
-			since, checked = since[:0], checked[:0]
-		}
+	reserve := func() {
 		// Untimed (one candidate was valid): a third of the time left, as for the checks
 		// before the rounds.
 		s.reserve = 0
@@ -1314,7 +1309,30 @@ func (s *selecting) late(ctx context.Context) error {
 		if s.roundOf > 0 {
 			s.reserve = s.evidenceTime(len(s.valid) + len(checked) + 1)
 		}
-		s.checkOne(i, false)
+	}
+	for _, i := range s.waiting {
+		if ctx.Err() != nil {
+			break // each keeps the reason it waited with
+		}
+		reserve()
+		// Before the valid candidates are timed, a candidate whose kernels were made while it
+		// waited (the prefetch) is checked at once: its check costs what a run does, and the
+		// rounds come after it. On the H100 SmolLM2's prefill@8 timed three rounds of two
+		// candidates, then checked two more in 30 ms and timed three rounds again (session 22).
+		waits := true
+		if last == nil && len(s.valid)+len(checked) > 1 {
+			if waits = s.checkOne(i, true); waits {
+				if err := retime(); err != nil {
+					return err
+				}
+				snapshot()
+				since, checked = since[:0], checked[:0]
+				reserve()
+			}
+		}
+		if waits {
+			s.checkOne(i, false)
+		}
 		since = append(since, i)
 		if s.sel.Results[i].Valid {
 			checked = append(checked, i)
@@ -1606,43 +1624,60 @@ func checkCandidate(ctx context.Context, d *runtime.Device, m *ir.Model, ref, fn
 		return ck
 	}
 	defer phase("compared")
+	if msg := compareOutputs(ref, fn, want, got, opts); msg != "" {
+		return bad(msg)
+	}
+	ck.exe = exe
+	return ck
+}
+
+// compareOutputs checks a candidate fn's outputs got (device bytes by fn's output names)
+// against the reference ref's outputs want: "" when they agree, else what is wrong. What it
+// derives from want alone (its values as float64, the rows' scales and largest scores) is
+// derived once for all the candidates checked against it (opts.refs): on the H100 the
+// comparison of SmolLM2's score (37 rows of 49152 logits, their argmax and top 64) took
+// 60 ms of each of its candidates' checks of about 150 ms, most of it converting and
+// ranking the reference again.
+func compareOutputs(ref, fn *ir.Function, want map[string]*ir.Tensor, got map[string][]byte, opts SelectOptions) string {
+	view := func(t *ir.Tensor) *refView {
+		if opts.refs == nil {
+			return newRefView(t)
+		}
+		v, _ := opts.refs.LoadOrStore(t, newRefView(t))
+		return v.(*refView)
+	}
 	for k, o := range ref.Outputs {
 		name := fn.Outputs[k].Name
 		b, ok := got[name]
 		if !ok {
-			return bad(fmt.Sprintf("output %s missing", name))
+			return fmt.Sprintf("output %s missing", name)
 		}
 		w := want[o.Name]
 		if w == nil {
-			return bad(fmt.Sprintf("the reference has no output %s", o.Name))
+			return fmt.Sprintf("the reference has no output %s", o.Name)
 		}
 		if len(b) != deviceSize(w.Type) {
-			return bad(fmt.Sprintf("output %s: %d bytes, want %d", name, len(b), deviceSize(w.Type)))
+			return fmt.Sprintf("output %s: %d bytes, want %d", name, len(b), deviceSize(w.Type))
 		}
-		tol := opts.tolerance(ref, w.Type.DType)
+		g := hostTensor(w.Type, b)
+		var msg string
 		if scores, kk := topkScores(ref, k, want); scores != nil {
 			// As for an argmax: indices of the k largest whose reference scores are, rank by
 			// rank, within tolerance of the reference's k largest.
-			if msg := CompareTopK(hostTensor(w.Type, b), scores, kk, opts.tolerance(ref, scores.Type.DType)); msg != "" {
-				return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
-			}
-			continue
-		}
-		if scores := argmaxScores(ref, k, want); scores != nil {
+			msg = view(scores).compareTopK(g, kk, opts.tolerance(ref, scores.Type.DType))
+		} else if scores := argmaxScores(ref, k, want); scores != nil {
 			// An argmax over outputs that agree within tolerance may pick another index where
 			// two scores are that close (f16 logits of a random model often are): the index is
 			// right when its reference score is within tolerance of the row's best.
-			if msg := CompareArgmax(hostTensor(w.Type, b), scores, opts.tolerance(ref, scores.Type.DType)); msg != "" {
-				return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
-			}
-			continue
+			msg = view(scores).compareArgmax(g, opts.tolerance(ref, scores.Type.DType))
+		} else {
+			msg = view(w).compare(g, opts.tolerance(ref, w.Type.DType))
 		}
-		if msg := Compare(hostTensor(w.Type, b), w, tol); msg != "" {
-			return bad(fmt.Sprintf("wrong output %s: %s", name, msg))
+		if msg != "" {
+			return fmt.Sprintf("wrong output %s: %s", name, msg)
 		}
 	}
-	ck.exe = exe
-	return ck
+	return ""
 }
 
 // tolerance is the error allowed in an output of dtype d of function fn: the larger of
@@ -1758,39 +1793,7 @@ func topkScores(ref *ir.Function, k int, want map[string]*ir.Tensor) (*ir.Tensor
 // index within tol of the row's t-th largest score, tol relative to the row's largest magnitude
 // (two scores that close may be ranked either way). "" when they are.
 func CompareTopK(got, scores *ir.Tensor, k int, tol float64) string {
-	sh := scores.Type.Shape
-	if sh.Rank() == 0 || k < 1 {
-		return "top-k over an empty axis"
-	}
-	row := sh[sh.Rank()-1]
-	idx, sc := got.Float64s(), scores.Float64s()
-	if len(idx)*row != len(sc)*k {
-		return fmt.Sprintf("%d indices for %d rows of %d scores, k=%d", len(idx), len(sc)/row, row, k)
-	}
-	if k > row {
-		return fmt.Sprintf("k=%d exceeds the %d scores of a row", k, row)
-	}
-	for r := 0; r < len(sc)/row; r++ {
-		s := sc[r*row : (r+1)*row]
-		sorted := largest(s, k)
-		scale := 0.0
-		for _, v := range s {
-			scale = math.Max(scale, math.Abs(v))
-		}
-		seen := map[int]bool{}
-		for t := 0; t < k; t++ {
-			gi := idx[r*k+t]
-			i := int(gi)
-			if float64(i) != gi || i < 0 || i >= row || seen[i] {
-				return fmt.Sprintf("row %d: index %d (rank %d) is out of range [0, %d) or repeated", r, i, t, row)
-			}
-			seen[i] = true
-			if e := math.Abs(sorted[t]-s[i]) / (scale + 1); e > tol {
-				return fmt.Sprintf("row %d: rank %d is index %d scoring %g, the rank's score is %g (%.3g of the row scale, tolerance %g)", r, t, i, s[i], sorted[t], e, tol)
-			}
-		}
-	}
-	return ""
+	return newRefView(scores).compareTopK(got, k, tol)
 }
 
 // largest returns the k largest values of s, largest first (NaNs last, as a descending sort
@@ -1818,30 +1821,7 @@ func largest(s []float64, k int) []float64 {
 // scores: each row's index must be in range and its score within tol of the row's largest, tol
 // relative to the row's largest magnitude (as Compare measures). "" when it is.
 func CompareArgmax(got, scores *ir.Tensor, tol float64) string {
-	sh := scores.Type.Shape
-	if sh.Rank() == 0 || sh[sh.Rank()-1] == 0 {
-		return "argmax over an empty axis"
-	}
-	row := sh[sh.Rank()-1]
-	idx, sc := got.Float64s(), scores.Float64s()
-	if len(idx)*row != len(sc) {
-		return fmt.Sprintf("%d indices for %d rows of %d scores", len(idx), len(sc)/row, row)
-	}
-	for r, gi := range idx {
-		s := sc[r*row : (r+1)*row]
-		best, scale := math.Inf(-1), 0.0
-		for _, v := range s {
-			best, scale = math.Max(best, v), math.Max(scale, math.Abs(v))
-		}
-		i := int(gi)
-		if float64(i) != gi || i < 0 || i >= row {
-			return fmt.Sprintf("row %d: index %g is out of range [0, %d)", r, gi, row)
-		}
-		if e := (best - s[i]) / (scale + 1); e > tol {
-			return fmt.Sprintf("row %d: index %d scores %g, the best is %g (%.3g of the row scale below it, tolerance %g)", r, i, s[i], best, e, tol)
-		}
-	}
-	return ""
+	return newRefView(scores).compareArgmax(got, tol)
 }
 
 // FunctionInputs returns random inputs for f: floats standard normal, bools fair coins, and
@@ -2048,19 +2028,41 @@ func prefetchCandidates(ctx context.Context, fns []*ir.Function, cands func(f *i
 				}
 			}
 		}
-		for _, fn := range rest {
-			if ctx.Err() != nil {
-				return
-			}
-			if p, err := lowerFn([]*ir.Function{fn}); err == nil {
-				if lowered != nil {
-					lowered.Store(fn, loweredProgram{key: programKey(p), weights: p.Weights.Size, plan: p})
+		// Several lowerings at a time where the host has the processors: on the H100 machine
+		// (16 of them) one at a time had not reached SmolLM2's scoring candidates when their
+		// checks began, and each check lowered its own (45 ms of a 150 ms check; session 22).
+		// In order, static extractions first, as the checks come.
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range prefetchWorkers() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					k := int(next.Add(1)) - 1
+					if k >= len(rest) || ctx.Err() != nil {
+						return
+					}
+					fn := rest[k]
+					if p, err := lowerFn([]*ir.Function{fn}); err == nil {
+						if lowered != nil {
+							lowered.Store(fn, loweredProgram{key: programKey(p), weights: p.Weights.Size, plan: p})
+						}
+						prefetch(p)
+					}
 				}
-				prefetch(p)
-			}
+			}()
 		}
+		wg.Wait()
 	}()
 	return func() { cancel(); <-finished }, finished
+}
+
+// prefetchWorkers is how many candidates prefetchCandidates lowers at a time: a quarter of the
+// host's processors, 1 to 4 (the checks, the tuner's pipeline prefetch and the interpreter's
+// references run beside it).
+func prefetchWorkers() int {
+	return min(max(goruntime.GOMAXPROCS(0)/4, 1), 4)
 }
 
 // timeWhileWaiting times the functions checked before (ss), a paired round of each in turn,

@@ -1421,3 +1421,97 @@ func TestSelectTopUpToEvidence(t *testing.T) {
 			sels[0].Rounds, sels[1].Rounds, EvidenceRounds, sels[0], sels[1], trace.String())
 	}
 }
+
+// A waiting candidate whose kernels were made while it waited (here NewKernels counts its one new
+// kernel only at its first check, as after the prefetch) is checked before the valid candidates
+// are timed: the rounds run once, with all three. Before, the first late check made two valid,
+// those two were timed in 3 rounds, and the rounds began again with the third.
+func TestSelectLateReadyCheckedBeforeRounds(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
+	warmKernels(t, d, m, lowerFn)
+	var mu sync.Mutex
+	asked := map[string]int{}
+	newKernels := func(p *plan.Plan) int {
+		mu.Lock()
+		defer mu.Unlock()
+		name := p.Functions[0].Name
+		asked[name]++
+		if name != "forward" && asked[name] == 1 {
+			return 1
+		}
+		return 0
+	}
+	cands := []SelectCandidate{{Fn: m.Function("forward"), Static: true, Label: "static"},
+		{Fn: m.Function("forward_relu2"), Label: "relu twice"}, {Fn: m.Function("forward_relu3"), Label: "relu three times"}}
+	clock := &planClock{times: map[int]time.Duration{0: 300 * time.Microsecond, 1: 270 * time.Microsecond, 2: 240 * time.Microsecond}}
+	var trace bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward")},
+		func(*ir.Function) ([]SelectCandidate, error) { return cands, nil }, lowerFn,
+		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
+			CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)) * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := sels[0]
+	if n := strings.Count(trace.String(), "select: forward round 0\n"); n != 1 {
+		t.Errorf("the rounds began %d times, want once:\n%s", n, trace.String())
+	}
+	if sel.Rounds != 5 || sel.Winner != 2 || len(sel.Results[1].Times) != 5 || len(sel.Results[2].Times) != 5 {
+		t.Errorf("want all three timed in 5 rounds and candidate 2 winning:\n%s", sel)
+	}
+}
+
+// The prefetch lowers the candidates several at a time where the host has the processors
+// (prefetchWorkers), sharing one fold cache: each candidate's program is the one a lowering of
+// it alone makes, and every candidate is prefetched once. Run with -race -cpu 16 it checks the
+// lowerings beside each other.
+func TestPrefetchCandidatesInParallel(t *testing.T) {
+	d, m, tu := selectModel(t, "testdata/select.yaml")
+	choose := tu.Choose(context.Background())
+	fold := lower.NewFoldCache()
+	lowerFn := func(fns []*ir.Function) (*plan.Plan, error) {
+		p, _, err := lower.Lower(m, fns, lower.Options{Caps: CapsOf(&d.Info), Device: d.DeviceFingerprint(), CompilerVersion: "vkc test",
+			Choose: choose, Folds: fold})
+		return p, err
+	}
+	names := []string{"forward", "forward_alt", "forward_relu2", "forward_relu3", "forward_wrong"}
+	var fns []*ir.Function
+	for _, n := range names {
+		fns = append(fns, m.Function(n))
+	}
+	cands := func(f *ir.Function) ([]SelectCandidate, error) {
+		var c []SelectCandidate
+		for _, g := range fns {
+			c = append(c, SelectCandidate{Fn: g, Static: g == f})
+		}
+		return c, nil
+	}
+	var mu sync.Mutex
+	prefetched := 0
+	lowered := &sync.Map{}
+	_, done := prefetchCandidates(context.Background(), fns, cands, lowerFn, func(*plan.Plan) {
+		mu.Lock()
+		prefetched++
+		mu.Unlock()
+	}, lowered)
+	<-done
+	if want := len(fns) * len(fns); prefetched != want {
+		t.Errorf("%d plans prefetched, want %d (each function's candidates, %d workers)", prefetched, want, prefetchWorkers())
+	}
+	for _, f := range fns {
+		v, ok := lowered.Load(f)
+		if !ok {
+			t.Fatalf("%s was not lowered", f.Name)
+		}
+		p, err := lowerWith(d, m, choose)([]*ir.Function{f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.(loweredProgram).key; got != programKey(p) {
+			t.Errorf("%s: the prefetch's program differs from a lowering of it alone", f.Name)
+		}
+	}
+}
