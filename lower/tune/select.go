@@ -1316,12 +1316,14 @@ func (s *selecting) late(ctx context.Context) error {
 		}
 		reserve()
 		// Before the valid candidates are timed, a candidate whose kernels were made while it
-		// waited (the prefetch) is checked at once: its check costs what a run does, and the
-		// rounds come after it. On the H100 SmolLM2's prefill@8 timed three rounds of two
-		// candidates, then checked two more in 30 ms and timed three rounds again (session 22).
+		// waited (by the prefetch, which lowered it too) is checked at once: its check costs
+		// what a run does, and the rounds come after it. On the H100 SmolLM2's prefill@8 timed
+		// three rounds of two candidates, then checked two more in 30 ms and timed three rounds
+		// again (session 22). Without a prefetch (a CPU device) the kernels are not made
+		// meanwhile, and asking would only lower the candidate twice.
 		waits := true
 		if last == nil && len(s.valid)+len(checked) > 1 {
-			if waits = s.checkOne(i, true); waits {
+			if waits = s.opts.lowered == nil || s.checkOne(i, true); waits {
 				if err := retime(); err != nil {
 					return err
 				}

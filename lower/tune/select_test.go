@@ -1423,8 +1423,8 @@ func TestSelectTopUpToEvidence(t *testing.T) {
 }
 
 // A waiting candidate whose kernels were made while it waited (here NewKernels counts its one new
-// kernel only at its first check, as after the prefetch) is checked before the valid candidates
-// are timed: the rounds run once, with all three. Before, the first late check made two valid,
+// kernel only at its first check, as after the prefetch; the prefetch itself makes nothing) is
+// checked before the valid candidates are timed: the rounds run once, with all three. Before, the first late check made two valid,
 // those two were timed in 3 rounds, and the rounds began again with the third.
 func TestSelectLateReadyCheckedBeforeRounds(t *testing.T) {
 	d, m, tu := selectModel(t, "testdata/select.yaml")
@@ -1451,7 +1451,8 @@ func TestSelectLateReadyCheckedBeforeRounds(t *testing.T) {
 	_, sels, err := SelectFunctions(ctx, d, m, []*ir.Function{m.Function("forward")},
 		func(*ir.Function) ([]SelectCandidate, error) { return cands, nil }, lowerFn,
 		SelectOptions{Timer: clock, Trace: &trace, NewKernels: newKernels, KernelCost: time.Millisecond,
-			CompileCost: func(p *plan.Plan) time.Duration { return time.Duration(newKernels(p)) * time.Millisecond }})
+			CompileCost: func(*plan.Plan) time.Duration { return time.Millisecond },
+			Prefetch:    func(*plan.Plan) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
