@@ -439,6 +439,9 @@ type SelectResult struct {
 	// Weights is the weight bytes of the candidate's plan (0 when it did not lower). The plan
 	// itself is not kept: a SmolLM2 compile's 25 candidate plans held 10 GB of weights.
 	Weights uint64
+	// Dropped says why the rounds stopped timing it after the first DropAfter (prune); "" when
+	// they did not.
+	Dropped string
 }
 
 // Selection is the outcome of SelectFunction.
@@ -1170,7 +1173,8 @@ func (s *selecting) rounds(ctx context.Context, limit int) error {
 }
 
 // DropAfter and DropRatio decide when a candidate is no longer timed: after DropAfter paired
-// rounds in each of which, at every length, it took at least DropRatio times the round's fastest.
+// rounds in each of which, at every length, it took at least DropRatio times the round's fastest
+// (or was within TwinRatio of a candidate as fast or faster: twin).
 // A round of SmolLM2's scoring function (six candidates at two lengths) took 0.58 s on the
 // H100, and the default budget gave it 1-2 rounds (session 20); a candidate that far behind
 // does not win on the rounds left, and not timing it leaves them to those that may.
@@ -1249,15 +1253,55 @@ func (s *selecting) prune(lengths int) {
 				}
 			}
 		}
+		why := ""
 		if slow {
+			why = fmt.Sprintf("at least %.2f times the fastest in each", DropRatio)
+		} else if j := s.twin(c, i, lengths, score); j >= 0 {
+			why = fmt.Sprintf("within %.0f%% of candidate %d, as fast or faster, in each", 100*TwinRatio, j)
+		}
+		if why != "" {
 			if s.dropped == nil {
 				s.dropped = map[int]bool{}
 			}
 			s.dropped[i] = true
+			s.sel.Results[i].Dropped = why
 			left--
-			s.opts.trace("select: %s: candidate %d dropped after %d rounds: at least %.2f times the fastest in each", s.ref.Name, i, s.sel.Rounds, DropRatio)
+			s.opts.trace("select: %s: candidate %d dropped after %d rounds: %s", s.ref.Name, i, s.sel.Rounds, why)
 		}
 	}
+}
+
+// TwinRatio is how close two candidates' times must be, at every length in each of the first
+// DropAfter rounds, for the slower to be dropped as the faster's twin (prune): the noise a
+// candidate must beat to replace the static extraction (2·Noise, Replaces), so that the rounds
+// could not tell the two apart, and keeping the faster loses at most that. On the H100 four of
+// SmolLM2's six scoring candidates ran within 1.3% of each other (×0.718–0.727 of the static
+// extraction), and the six made a round of 0.36 s that the default budget timed once in half
+// the compiles (session 22).
+const TwinRatio = 2 * Noise
+
+// twin returns a contender (of c) other than i, not dropped, whose paired figure is as good as
+// i's or better and whose time i's was within TwinRatio of at every length in each round so
+// far; -1 when there is none.
+func (s *selecting) twin(c []int, i, lengths int, score map[int]float64) int {
+	for _, j := range c {
+		if j == i || s.dropped[j] || score[j] > score[i] {
+			continue
+		}
+		near := true
+		for l := 0; l < lengths && near; l++ {
+			for r := range s.sel.Rounds {
+				if d := float64(s.times[l][i][r])/float64(max(s.times[l][j][r], 1)) - 1; math.Abs(d) > TwinRatio {
+					near = false
+					break
+				}
+			}
+		}
+		if near {
+			return j
+		}
+	}
+	return -1
 }
 
 // late checks the candidates that waited for the rounds (s.waiting, cheapest predicted first)
@@ -1287,6 +1331,7 @@ func (s *selecting) late(ctx context.Context) error {
 		s.sel.Winner, s.sel.Rounds, s.sel.Why, s.times, s.dropped = -1, 0, "", nil, nil
 		s.valid = s.valid[:0]
 		for i, r := range s.sel.Results {
+			s.sel.Results[i].Dropped = ""
 			if r.Valid {
 				s.valid = append(s.valid, i)
 			}
@@ -1957,7 +2002,7 @@ func (s *Selection) String() string {
 		case !r.Valid:
 			status = "rejected: " + r.Reason
 		case len(r.Times) > 0 && len(r.Times) < s.Rounds:
-			status = fmt.Sprintf("valid, timed in the first %d rounds only (at least %.2f times the fastest in each: prune)", len(r.Times), DropRatio)
+			status = fmt.Sprintf("valid, timed in the first %d rounds only (%s: prune)", len(r.Times), cmp.Or(r.Dropped, "dropped"))
 		}
 		est, med, ratio := "-", "-", "-"
 		if r.Estimated > 0 {

@@ -1314,9 +1314,9 @@ func TestSelectRoundOutlastsItsShare(t *testing.T) {
 	}
 }
 
-// A candidate at least DropRatio times the fastest in each of the first DropAfter rounds is not
-// timed in the rounds after them; the others are. The static extraction is never dropped, however
-// slow: a replacement is judged against it.
+// A candidate at least DropRatio times the fastest in each of the first DropAfter rounds, or within
+// TwinRatio of one as fast or faster (its twin), is not timed in the rounds after them; the others
+// are. The static extraction is never dropped, however slow: a replacement is judged against it.
 func TestSelectDropsClearlySlower(t *testing.T) {
 	d, m, tu := selectModel(t, "testdata/select.yaml")
 	ctx := context.Background()
@@ -1343,6 +1343,10 @@ func TestSelectDropsClearlySlower(t *testing.T) {
 		{"slow candidate", map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 600 * time.Microsecond}, [3]int{5, 5, DropAfter}},
 		{"slow static", map[int]time.Duration{0: 600 * time.Microsecond, 1: 200 * time.Microsecond, 2: 210 * time.Microsecond}, [3]int{5, 5, 5}},
 		{"near the ratio", map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 240 * time.Microsecond}, [3]int{5, 5, 5}},
+		// Within TwinRatio of candidate 1 and no faster: the rounds cannot tell them apart.
+		{"twin", map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 202 * time.Microsecond}, [3]int{5, 5, DropAfter}},
+		// 2.5% slower than candidate 1: not its twin.
+		{"near twin", map[int]time.Duration{0: 300 * time.Microsecond, 1: 200 * time.Microsecond, 2: 205 * time.Microsecond}, [3]int{5, 5, 5}},
 	} {
 		clock := &planClock{times: tc.times}
 		sel, err := SelectFunction(ctx, d, m, m.Function("forward"), cands, lowerFn, SelectOptions{Rounds: 5, Timer: clock})
@@ -1358,11 +1362,14 @@ func TestSelectDropsClearlySlower(t *testing.T) {
 				t.Errorf("%s: candidate %d has %d times, want %d", tc.name, i, len(r.Times), tc.want[i])
 			}
 		}
-		if r := sel.Results[2].Ratio; tc.want[2] == DropAfter && (r < 2.9 || r > 3.1) {
+		if r := sel.Results[2].Ratio; tc.name == "slow candidate" && (r < 2.9 || r > 3.1) {
 			t.Errorf("%s: the dropped candidate's ratio to the winner %.3f, want about 3 (over the rounds that timed it)", tc.name, r)
 		}
 		if dropped := strings.Contains(sel.String(), "timed in the first"); dropped != (tc.want[2] == DropAfter) {
 			t.Errorf("%s: the report says a candidate was dropped: %v, want %v:\n%s", tc.name, dropped, tc.want[2] == DropAfter, sel)
+		}
+		if tc.name == "twin" && !strings.Contains(sel.String(), "within 2% of candidate 1, as fast or faster, in each: prune") {
+			t.Errorf("twin: the report does not say whose twin it was:\n%s", sel)
 		}
 	}
 }
