@@ -1244,15 +1244,9 @@ func (s *selecting) prune(lengths int) {
 		if left <= 2 || i == base || i == best {
 			continue
 		}
-		slow := true
-		for l := 0; l < lengths && slow; l++ {
-			for r := range s.sel.Rounds {
-				if float64(s.times[l][i][r]) < DropRatio*float64(s.fastest(l, r)) {
-					slow = false
-					break
-				}
-			}
-		}
+		slow := s.eachRound(lengths, func(l, r int) bool {
+			return float64(s.times[l][i][r]) >= DropRatio*float64(s.fastest(l, r))
+		})
 		why := ""
 		if slow {
 			why = fmt.Sprintf("at least %.2f times the fastest in each", DropRatio)
@@ -1288,20 +1282,26 @@ func (s *selecting) twin(c []int, i, lengths int, score map[int]float64) int {
 		if j == i || s.dropped[j] || score[j] > score[i] {
 			continue
 		}
-		near := true
-		for l := 0; l < lengths && near; l++ {
-			for r := range s.sel.Rounds {
-				if d := float64(s.times[l][i][r])/float64(max(s.times[l][j][r], 1)) - 1; math.Abs(d) > TwinRatio {
-					near = false
-					break
-				}
-			}
-		}
+		near := s.eachRound(lengths, func(l, r int) bool {
+			return math.Abs(float64(s.times[l][i][r])/float64(max(s.times[l][j][r], 1))-1) <= TwinRatio
+		})
 		if near {
 			return j
 		}
 	}
 	return -1
+}
+
+// eachRound reports whether ok holds at every timed length l in each paired round r so far.
+func (s *selecting) eachRound(lengths int, ok func(l, r int) bool) bool {
+	for l := range lengths {
+		for r := range s.sel.Rounds {
+			if !ok(l, r) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // late checks the candidates that waited for the rounds (s.waiting, cheapest predicted first)
