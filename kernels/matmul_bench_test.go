@@ -322,11 +322,11 @@ func BenchmarkMatvecPoints(b *testing.B) {
 	}
 	for _, wc := range [][4]int{{128, 2, 1, 1}, {128, 2, 2, 1}, {64, 8, 1, 1}, {128, 16, 1, 1}, {128, 16, 2, 1}, {128, 16, 4, 1}, {64, 16, 1, 1}, {32, 16, 1, 1},
 		{32, 16, 1, 2}, {32, 8, 1, 4}, {64, 16, 1, 2}, {32, 16, 4, 2}, {128, 4, 4, 2}} {
-		qpts = append(qpts, kernels.Config{"wg": wc[0], "cols": wc[1], "span": wc[2], "rows": wc[3], "split": 0, "stage": 0})
+		qpts = append(qpts, kernels.Config{"wg": wc[0], "cols": wc[1], "span": wc[2], "rows": wc[3], "split": 0, "stage": 0, "unroll": 1})
 	}
 	// lavapipe's static points and the GPU's default with rmsnorm's x·gamma staged (stage = 1)
 	for _, wc := range [][4]int{{32, 8, 1, 4}, {32, 16, 1, 2}, {128, 4, 4, 2}} {
-		qpts = append(qpts, kernels.Config{"wg": wc[0], "cols": wc[1], "span": wc[2], "rows": wc[3], "split": 0, "stage": 1})
+		qpts = append(qpts, kernels.Config{"wg": wc[0], "cols": wc[1], "span": wc[2], "rows": wc[3], "split": 0, "stage": 1, "unroll": 1})
 	}
 	benchPoints(b, []pointsProblem{
 		{"lm_head f16 49152x576", kernels.MatmulVec, opProblem(b, ir.RMSNormLinear, nil, ir.T(f32, 1, 576), ir.T(f32, 576), ir.T(f16, 49152, 576)), fpts},

@@ -31,10 +31,15 @@ import (
 //
 // span is its load width: a unit reads each of its runs of span consecutive words as one run
 // (blockReader.run: span loads, or span+1 and funnel shifts where the block is not word-aligned,
-// Q8_0's 34 bytes, Q6_K's 210), and decodes the unit's sub-block scales once for span words. It
-// is not unrolled further (vecFrame.forK): on lavapipe a dispatch of a Q6_K product (64×768)
-// with its unit unrolled twice did not finish within ten minutes, though spirv-val accepts the
-// module (whether the first-dispatch compile or the run hung was not found out).
+// Q8_0's 34 bytes, Q6_K's 210), and decodes the unit's sub-block scales once for span words.
+//
+// unroll (1, 2) is how many of an invocation's units one loop iteration reads before the first
+// product waits on a load (vecFrame.forK): where a product is one wave of workgroups (the 8B
+// model's 14336×4096 Q4_K: 1792 workgroups of 128 on 132 SMs, each invocation reading about 9
+// units in turn) the loads of one unit at a time leave the memory idle between them. Only a
+// GPU's suggestions unroll (withUnroll): on lavapipe a point unrolled by 2 costs LLVM about
+// twice the compile time (Q6_K 64×768: 18 s a point; an earlier Mesa did not finish one in ten
+// minutes), and a CPU has no memory latency to hide this way.
 //
 // rows is how many consecutive columns (rows of W) one column group computes: each x load (and
 // rmsnorm's gamma, Σx², the Σx of the formats with a min) serves rows columns, as llama.cpp's
@@ -67,7 +72,7 @@ import (
 // product as a linear took 31.1 (docs/bench/h100-2026-12-06, session 13). It needs rows × K f32
 // of shared memory (vecStageBytes).
 //
-// Specialization constants: wg, cols. Built per span, rows, split and stage. Grid:
+// Specialization constants: wg, cols. Built per span, rows, split, stage and unroll. Grid:
 // ceil(N/(cols·rows)) × batches.
 var MatmulVecQ = &Template{
 	Name:      "matmul_vec_q",
@@ -83,8 +88,11 @@ var MatmulVecQ = &Template{
 		Ints("rows", 2, 1, 4),
 		Ints("split", 0, 1),
 		Ints("stage", 0, 1),
-	).Where(vecQFits).Suggest(vecQSuggest),
-	Static: vecQStatic,
+		Ints("unroll", 1, 2),
+	).Where(vecQFits).Suggest(func(p *Problem, caps Caps) []Config {
+		return withUnroll(vecQStatic(p, caps), vecQSuggest(p, caps), caps)
+	}),
+	Static: func(p *Problem, caps Caps) []Config { return unrollOnce(vecQStatic(p, caps)) },
 	Build:  buildMatmulVecQ,
 }
 
@@ -414,7 +422,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	if (l.Low.Radix[0]/4)%span != 0 {
 		return nil, fmt.Errorf("span=%d does not divide a %s block's words", span, f.Name)
 	}
-	name := vecQName("matmul_vec_q", f.Name, g.m, span, per, sp)
+	name := vecQName("matmul_vec_q", f.Name, g.m, span, per, sp) + unrollSuffix(c["unroll"])
 	if c["stage"] > 0 {
 		name += "_staged"
 	}
@@ -452,7 +460,7 @@ func buildMatmulVecQ(p *Problem, c Config, caps Caps) (*Launch, error) {
 	}
 	mt := 23 - width // the quant's lowest bit in the mantissa
 	b.If(b.Lt(v.col, u(g.n)), func() {
-		v.forK(u(nb*upb*G), 1, func(unit codegen.Value) {
+		v.forK(u(nb*upb*G), max(c["unroll"], 1), func(unit codegen.Value) {
 			blk, k0, dyn := sp.unitAt(b, unit, f, upb, span)
 			dynE, dynL, dynH, dynHS := dyn.elem, dyn.low, dyn.high, dyn.highShift
 			// Each column's block: its reader, scales and runs of words, read once a unit.
@@ -723,4 +731,33 @@ func addMinTerm(b *codegen.Builder, l *quant.Layout, t, min, sumX codegen.Value)
 		return b.Sub(t, b.Mul(min, sumX))
 	}
 	return t
+}
+
+// unrollOnce is cs (a static choice or suggestions written before the space had unroll) with
+// unroll = 1 where a point does not set it (in place).
+func unrollOnce(cs []Config) []Config {
+	for _, c := range cs {
+		if _, ok := c["unroll"]; !ok {
+			c["unroll"] = 1
+		}
+	}
+	return cs
+}
+
+// withUnroll is the suggestions of a block-quantized matrix-vector template (MatmulVecQ,
+// MatmulVecQDot): on a GPU, first the static choice's points unrolled by 2, then the template's
+// suggestions as they are (unroll = 1); on a CPU implementation only the latter (see
+// MatmulVecQ's unroll).
+func withUnroll(static, suggested []Config, caps Caps) []Config {
+	suggested = unrollOnce(suggested)
+	if caps.CPU {
+		return suggested
+	}
+	var out []Config
+	for _, c := range static {
+		d := c.clone()
+		d["unroll"] = 2
+		out = append(out, d)
+	}
+	return append(out, suggested...)
 }

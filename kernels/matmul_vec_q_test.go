@@ -153,7 +153,7 @@ func TestMatmulVecQStaged(t *testing.T) {
 	T := ir.T
 	eps := ir.Attrs{"eps": 1e-5}
 	pt := func(wg, cols, span, rows int) kernels.Config {
-		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0, "stage": 1}
+		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0, "stage": 1, "unroll": 1}
 	}
 	for _, dt := range []ir.DType{ir.Q4_K, ir.Q8_0, ir.Q6_K} {
 		t.Run(dt.String(), func(t *testing.T) {

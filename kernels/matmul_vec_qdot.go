@@ -104,8 +104,11 @@ var MatmulVecQDot = &Template{
 		Ints("span", 2, 1, 4),
 		Ints("rows", 1, 2, 4),
 		Ints("split", 0, 1),
-	).Where(vecQFits).Suggest(vecQDotSuggest),
-	Static: vecQDotGPUStatic,
+		Ints("unroll", 1, 2),
+	).Where(vecQFits).Suggest(func(p *Problem, caps Caps) []Config {
+		return withUnroll(vecQDotGPUStatic(p, caps), vecQDotSuggest(p, caps), caps)
+	}),
+	Static: func(p *Problem, caps Caps) []Config { return unrollOnce(vecQDotGPUStatic(p, caps)) },
 	Build:  buildMatmulVecQDot,
 }
 
@@ -298,7 +301,7 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 	// of the quantized x and W (gamma and rms are the first step's).
 	pg := *g
 	pg.gammaArg = -1
-	b := newBuilder(vecQName("matmul_vec_qdot", f.Name, g.m, span, per, sp), caps)
+	b := newBuilder(vecQName("matmul_vec_qdot", f.Name, g.m, span, per, sp)+unrollSuffix(c["unroll"]), caps)
 	var bufs gemmBufs
 	var binds []Operand
 	bufs.b = b.Buffer("b", codegen.U32, codegen.ReadOnly)
@@ -363,7 +366,7 @@ func buildMatmulVecQDot(p *Problem, c Config, caps Caps) (*Launch, error) {
 		}
 	}
 	b.If(b.Lt(v.col, u(g.n)), func() {
-		v.forK(u(nb*upb*G), 1, func(unit codegen.Value) {
+		v.forK(u(nb*upb*G), max(c["unroll"], 1), func(unit codegen.Value) {
 			blk, k0, dyn := sp.unitAt(b, unit, f, upb, span)
 			// Each column's block: its reader and scales, read once a unit.
 			rds := make([]*blockReader, per)

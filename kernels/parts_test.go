@@ -153,7 +153,7 @@ func TestColumnPartsQuantized(t *testing.T) {
 	rng := rand.New(rand.NewSource(8))
 	q8, q4k := quantK(ir.Q8_0), quantK(ir.Q4_K)
 	rows := func(n int) kernels.Config {
-		return kernels.Config{"wg": 32, "cols": 4, "span": 1, "rows": n, "split": 0, "stage": 0}
+		return kernels.Config{"wg": 32, "cols": 4, "span": 1, "rows": n, "split": 0, "stage": 0, "unroll": 1}
 	}
 	for _, c := range []struct {
 		w    ir.DType

@@ -121,17 +121,19 @@ func TestMatmulVecQDot(t *testing.T) {
 				case 0:
 					// Four columns a group (rows) over 37 columns (groups of 16: a tail), with a
 					// block's runs over the invocations (split) where the format has them.
-					split := kernels.Config{"wg": 32, "cols": 4, "span": 2, "rows": 4, "split": 1}
+					split := kernels.Config{"wg": 32, "cols": 4, "span": 2, "rows": 4, "split": 1, "unroll": 1}
 					if kernels.MatmulVecQDot.Space.Valid(p, split, caps) != nil {
 						split["split"] = 0
 					} else {
 						splits++
 					}
-					configs = append(configs, kernels.Config{"wg": 128, "cols": 2, "span": 4, "rows": 1, "split": 0}, split)
+					configs = append(configs, kernels.Config{"wg": 128, "cols": 2, "span": 4, "rows": 1, "split": 0, "unroll": 1}, split)
 				case 1:
 					// Two columns a group for four rows of x over 301 columns (groups of 16), at
-					// span 1 (the default is 2; the first problem's points 4, and 2 at rows 4).
-					configs = append(configs, kernels.Config{"wg": 32, "cols": 8, "span": 1, "rows": 2, "split": 0})
+					// span 1 (the default is 2; the first problem's points 4, and 2 at rows 4),
+					// two units an iteration (unroll: a GPU's suggestion) with a unit left over
+					// where a column's units are not a multiple of 8.
+					configs = append(configs, kernels.Config{"wg": 32, "cols": 8, "span": 1, "rows": 2, "split": 0, "unroll": 2})
 				}
 				for _, c := range configs {
 					var l *kernels.Launch
@@ -233,11 +235,11 @@ func TestMatmulVecQDotGPUStatic(t *testing.T) {
 		cpu  bool
 		want string
 	}{
-		{ir.Q4_K, 28672, 4096, false, "cols=4,rows=2,span=4,split=1,wg=128"},
-		{ir.Q6_K, 4096, 14336, false, "cols=4,rows=2,span=4,split=1,wg=128"},
-		{ir.Q8_0, 4096, 4096, false, "cols=2,rows=2,span=4,split=0,wg=128"},
-		{ir.Q4_K, 2048, 2048, false, "cols=2,rows=1,span=2,split=0,wg=128"},
-		{ir.Q4_K, 28672, 4096, true, "cols=2,rows=1,span=2,split=0,wg=128"},
+		{ir.Q4_K, 28672, 4096, false, "cols=4,rows=2,span=4,split=1,unroll=1,wg=128"},
+		{ir.Q6_K, 4096, 14336, false, "cols=4,rows=2,span=4,split=1,unroll=1,wg=128"},
+		{ir.Q8_0, 4096, 4096, false, "cols=2,rows=2,span=4,split=0,unroll=1,wg=128"},
+		{ir.Q4_K, 2048, 2048, false, "cols=2,rows=1,span=2,split=0,unroll=1,wg=128"},
+		{ir.Q4_K, 28672, 4096, true, "cols=2,rows=1,span=2,split=0,unroll=1,wg=128"},
 	} {
 		caps := kernels.H200
 		caps.IntegerDot, caps.Int8, caps.CPU = true, kernels.Int8Only, c.cpu

@@ -48,16 +48,23 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 // the default workgroup, lavapipe's static choice and four columns at span 2 (14 points). For the
 // others each span and each rows once (the format's unit code: a kernel of its own per span and
 // rows) at the default workgroup: (span, rows) = (4, 2) the GPU default, (1, 4) and (2, 1), and
-// for Q8_0 (4, 4), its GPU static choice over many columns. The
+// for Q8_0 (4, 4), its GPU static choice over many columns. Q4_K and Q4_0 also run two units an
+// iteration (unroll = 2, a GPU's suggestion) at span 1 in column groups of 4 invocations: Q4_K's
+// 64 units a column are 16 an invocation, Q4_0's 12 are 3 (the loop's tail runs). The
 // reductions are the format-independent vecFrame's. Each point is a pipeline lavapipe compiles,
 // 0.1 to 35 s of CPU (IQ4_XS's (4, 2) the most; its code grows with span × rows).
 func vecQConfigs(d ir.DType) []kernels.Config {
 	pt := func(wg, cols, span, rows int) kernels.Config {
-		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0, "stage": 0}
+		return kernels.Config{"wg": wg, "cols": cols, "span": span, "rows": rows, "split": 0, "stage": 0, "unroll": 1}
 	}
 	// A block's runs spread over invocations (split = 1, where the format's layout allows it:
 	// MatmulVecQ.Space.Valid refuses it elsewhere): span 2 with two columns an invocation, span 1
 	// with one.
+	unrolled := func() kernels.Config {
+		c := pt(32, 8, 1, 2)
+		c["unroll"] = 2
+		return c
+	}
 	splits := []kernels.Config{pt(128, 4, 2, 2), pt(128, 4, 1, 1)}
 	for _, c := range splits {
 		c["split"] = 1
@@ -67,16 +74,19 @@ func vecQConfigs(d ir.DType) []kernels.Config {
 		for _, c := range kernels.MatmulVecQ.Space.Points() {
 			sr := c["span"] == 4 && c["rows"] != 2 || c["span"] != 4 && c["rows"] == 2 // a step from the default
 			def := c["span"] == 4 && c["rows"] == 2
-			if c["split"] == 0 && (c["wg"] == 128 && def || c["cols"] == 4 && def || c["wg"] == 128 && c["cols"] == 4 && sr) {
+			if c["split"] == 0 && c["unroll"] == 1 && (c["wg"] == 128 && def || c["cols"] == 4 && def || c["wg"] == 128 && c["cols"] == 4 && sr) {
 				out = append(out, c)
 			}
 		}
 		// four columns an invocation at span 2: a GPU suggestion (vecQSuggest)
-		return append(append(out, pt(32, 16, 1, 1), pt(128, 4, 2, 4)), splits...)
+		return append(append(out, pt(32, 16, 1, 1), pt(128, 4, 2, 4), unrolled()), splits...)
 	}
 	out := []kernels.Config{pt(128, 4, 4, 2), pt(128, 4, 1, 4), pt(128, 4, 2, 1)}
-	if d == ir.Q8_0 {
+	switch d {
+	case ir.Q8_0:
 		out = append(out, pt(128, 4, 4, 4)) // the GPU static choice over many columns (vecQByteRows)
+	case ir.Q4_0:
+		out = append(out, unrolled())
 	}
 	return append(out, splits...)
 }
@@ -106,7 +116,7 @@ func TestMatmulVecQ(t *testing.T) {
 				if i > 0 {
 					kerneltest.Check(t, kernels.MatmulVecQ, p, nil, args)
 					if vecQRowsCase(d, i) {
-						c := kernels.Config{"wg": 128, "cols": 4, "span": 1, "rows": 2, "split": 0, "stage": 0}
+						c := kernels.Config{"wg": 128, "cols": 4, "span": 1, "rows": 2, "split": 0, "stage": 0, "unroll": 1}
 						if err := kernels.MatmulVecQ.Space.Valid(p, c, caps); err != nil {
 							c["cols"] = 1 // fewer than 4 columns
 						}
