@@ -282,9 +282,9 @@ func TestMatvecStatic(t *testing.T) {
 	}{
 		{"lavapipe lm head", kernels.MatmulVec, head, kernels.Lavapipe, "cols=32,stage=1,unroll=1,vec=4,wg=64"},
 		{"lavapipe 5 columns", kernels.MatmulVec, narrow, kernels.Lavapipe, "cols=8,stage=0,unroll=1,vec=4,wg=64"},
-		{"lavapipe q6_k", kernels.MatmulVecQ, qhead, kernels.Lavapipe, "cols=8,rows=4,span=1,split=0,stage=0,wg=32"},
+		{"lavapipe q6_k", kernels.MatmulVecQ, qhead, kernels.Lavapipe, "cols=8,rows=4,span=1,split=0,stage=0,unroll=1,wg=32"},
 		{"h200 lm head", kernels.MatmulVec, head, kernels.H200, "cols=2,stage=0,unroll=1,vec=4,wg=128"},
-		{"h200 q6_k", kernels.MatmulVecQ, qhead, kernels.H200, "cols=16,rows=1,span=1,split=0,stage=0,wg=128"}, // K of 8 units at span 1
+		{"h200 q6_k", kernels.MatmulVecQ, qhead, kernels.H200, "cols=16,rows=1,span=1,split=0,stage=0,unroll=1,wg=128"}, // K of 8 units at span 1
 	} {
 		_, cfg, err := kernels.Build(c.tmpl, c.p, c.caps)
 		if err != nil {
