@@ -45,7 +45,7 @@ func quantCases(t testing.TB, d ir.DType) []*kernels.Problem {
 // Q4_K_M file): every cols at wg=128 and the default span and rows (the reductions: shuffles,
 // subgroup adds with shared memory, the shared-memory tree), every wg at the default cols, span
 // and rows, every other span at the default rows and every other rows at the default span at
-// the default workgroup, lavapipe's static choice and four columns at span 2 (14 points). For the
+// the default workgroup, lavapipe's static choice and four columns at span 2. For the
 // others each span and each rows once (the format's unit code: a kernel of its own per span and
 // rows) at the default workgroup: (span, rows) = (4, 2) the GPU default, (1, 4) and (2, 1), and
 // for Q8_0 (4, 4), its GPU static choice over many columns. Q4_K and Q4_0 also run two units an

@@ -1431,8 +1431,9 @@ func TestSelectTopUpToEvidence(t *testing.T) {
 
 // A waiting candidate whose kernels were made while it waited (here NewKernels counts its one new
 // kernel only at its first check, as after the prefetch; the prefetch itself makes nothing) is
-// checked before the valid candidates are timed: the rounds run once, with all three. Before, the first late check made two valid,
-// those two were timed in 3 rounds, and the rounds began again with the third.
+// checked before the valid candidates are timed: the rounds run once, with all three. Before,
+// the first late check made two valid, those two were timed in 3 rounds, and the rounds began
+// again with the third.
 func TestSelectLateReadyCheckedBeforeRounds(t *testing.T) {
 	d, m, tu := selectModel(t, "testdata/select.yaml")
 	lowerFn := lowerWith(d, m, tu.Choose(context.Background()))
