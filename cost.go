@@ -188,7 +188,44 @@ func (sc *staticChoices) estimate(p *kernels.Problem) (time.Duration, time.Durat
 	r := sc.get(p)
 	return r.est, r.floor
 }
-func (s *estimateSource) cost(n rules.CostNode) float64 { return rules.DefaultCost.Cost(n) }
+func (s *estimateSource) cost(n rules.CostNode) float64 {
+	return kernelCost(n, s.estimate, s.model, s.t.Caps.CPU)
+}
+
+// kernelCost is the static cost model of extraction, in rules.StaticCost's unit (bytes at the
+// device model's bandwidth). On a GPU an operation that has a kernel costs its static choice's
+// roofline estimate (lower.Estimate) plus the barrier after it (the device model's), a matmul
+// 1% more (linear, its other form, fuses what lowering fuses), with rules.DefaultCost a
+// thousandth as much to break other ties as it does. Views, sources, operations no template serves, and every operation on a CPU
+// device keep rules.DefaultCost.
+//
+// Pricing the kernel an operation will run, not its operands' bytes, lets extraction see that a
+// fused form is served by a slower template than its parts. On the H100 (session 24), SmolLM2's
+// prefill extracted under rules.DefaultCost fused rmsnorm into every product, served by
+// matmul_coop where linear alone takes matmul_cm2, and took 1.14 times as long at 512 rows as
+// the graph as written (docs/tuning.md, "The static extraction"). rules.DefaultCost prices a
+// product's flops at an f32 rate and a launch at 1 MiB, so it sees neither the template nor the
+// launch a GPU pays. A CPU device keeps it: lavapipe's templates show no such difference, and
+// its device model prices a dispatch at a tenth of the ~40 µs it takes there, so estimates would
+// undo fusions that pay.
+func kernelCost(n rules.CostNode, estimate func(p *kernels.Problem) (est, floor time.Duration), dev lower.DeviceModel, cpu bool) float64 {
+	if !cpu && n.Op != ir.Slice { // lowering fuses a product's slices into its parts
+		if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
+			if est, _ := estimate(p); est > 0 {
+				c := (est + dev.Barrier).Seconds() * dev.Bandwidth
+				if n.Op == ir.Matmul {
+					// linear's kernels serve the same product with fused parts and epilogues
+					// (lower/parts.go); a tie smaller than extraction's tolerance (a
+					// billionth of the function's cost) would leave the choice to chance.
+					c *= 1.01
+				}
+				return c + rules.DefaultCost.Cost(n)/1024
+			}
+		}
+	}
+	return rules.DefaultCost.Cost(n)
+}
+
 func (s *estimateSource) duration(c float64) time.Duration {
 	return time.Duration(c / s.model.Bandwidth * float64(time.Second))
 }
@@ -460,7 +497,7 @@ func (s *measureSource) cost(n rules.CostNode) float64 {
 			return dt.Seconds() * s.model.Bandwidth
 		}
 	}
-	return rules.DefaultCost.Cost(n)
+	return kernelCost(n, s.estimate, s.model, s.t.Caps.CPU)
 }
 
 func (s *measureSource) duration(c float64) time.Duration {

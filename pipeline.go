@@ -44,7 +44,7 @@ func compilePipeline(ctx context.Context, m *ir.Model, fns []*ir.Function, opts 
 		// The e-graphs need no device: they saturate while it opens.
 		octx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		pl.optimized = pl.optimizeAll(octx, measured)
+		pl.optimized = pl.optimizeAll(octx)
 	}
 	if measured {
 		t0 := time.Now()
@@ -90,7 +90,7 @@ type pipeline struct {
 	progress func(Progress)
 	phase    func(name string, t0 time.Time, note string)
 
-	optimized func() []surveyed                  // the survey's optimisations (optimizeAll)
+	optimized func() []saturated                 // the survey's saturations (optimizeAll)
 	static    map[*ir.Function]*staticExtraction // the survey's extraction of each function
 	sats      map[*ir.Function]*rules.Saturated  // the survey's e-graphs, until extraction
 	problems  []tune.Ranked                      // the e-graph's priced problems (when the source extracts)
@@ -147,18 +147,38 @@ func (pl *pipeline) survey(ctx context.Context) error {
 	}
 	pl.progress(Progress{Phase: "optimize"})
 	if pl.optimized == nil {
-		pl.optimized = pl.optimizeAll(ctx, pl.src.extracts())
+		pl.optimized = pl.optimizeAll(ctx)
 	}
-	res := pl.optimized()
-	// Ranking estimates every priced problem (its static choice builds each accepting
-	// template's kernel): warm the estimates in parallel first.
-	var priced []*kernels.Problem
-	for _, r := range res {
-		for _, p := range r.seen {
-			priced = append(priced, p)
+	sats := pl.optimized()
+	capture := pl.src.extracts()
+	res := par.Map(sats, func(s saturated) surveyed {
+		if s.err != nil {
+			return surveyed{orep: s.orep, err: s.err}
 		}
-	}
-	par.Map(priced, func(p *kernels.Problem) time.Duration { est, _ := pl.src.estimate(p); return est })
+		var seen map[string]*kernels.Problem
+		cost := pl.staticCost
+		if capture {
+			// Extraction under the source's costs will ask about every implementable e-node.
+			seen = map[string]*kernels.Problem{}
+			cost = func(n rules.CostNode) float64 {
+				if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
+					if k := p.Key(); seen[k] == nil {
+						seen[k] = p
+					}
+				}
+				return pl.staticCost(n)
+			}
+		}
+		gs, orep, err := s.sat.Extract(rules.CostFunc(cost), 1)
+		if err != nil {
+			return surveyed{orep: orep, err: err}
+		}
+		sat := s.sat
+		if !capture {
+			sat = nil // nothing extracts again
+		}
+		return surveyed{gs[0], orep, seen, sat, nil}
+	})
 	var notes []string
 	for i, f := range pl.fns {
 		g, orep, err := res[i].g, res[i].orep, res[i].err
@@ -202,43 +222,33 @@ type surveyed struct {
 	err  error
 }
 
-// optimizeAll starts optimising every function in the background, in parallel (each e-graph is
-// its own; a warm compile's time is mostly this and extraction), and returns the function that
-// waits for the results, in pl.fns' order. With capture, each records the problems of the
-// e-nodes its extraction priced.
-func (pl *pipeline) optimizeAll(ctx context.Context, capture bool) func() []surveyed {
-	done := make(chan []surveyed, 1)
+// optimizeAll starts saturating every function's e-graph in the background, in parallel (each
+// e-graph is its own; a warm compile's time is mostly this and extraction), and returns the
+// function that waits for the results, in pl.fns' order. The extraction waits for the cost
+// source (survey): it prices e-nodes with the static choices' estimates on the source's device.
+func (pl *pipeline) optimizeAll(ctx context.Context) func() []saturated {
+	done := make(chan []saturated, 1)
 	go func() {
-		done <- par.Map(pl.fns, func(f *ir.Function) surveyed {
-			var seen map[string]*kernels.Problem
-			cost := rules.DefaultCost
-			if capture {
-				// Extraction under the source's costs will ask about every implementable e-node.
-				seen = map[string]*kernels.Problem{}
-				cost = rules.CostFunc(func(n rules.CostNode) float64 {
-					if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
-						if k := p.Key(); seen[k] == nil {
-							seen[k] = p
-						}
-					}
-					return rules.DefaultCost.Cost(n)
-				})
-			}
+		done <- par.Map(pl.fns, func(f *ir.Function) saturated {
 			sat, orep, err := rules.Saturate(ctx, pl.m, f, rules.Options{})
-			if err != nil {
-				return surveyed{orep: orep, err: err}
-			}
-			gs, orep, err := sat.Extract(cost, 1)
-			if err != nil {
-				return surveyed{orep: orep, err: err}
-			}
-			if !capture {
-				sat = nil // nothing extracts again
-			}
-			return surveyed{gs[0], orep, seen, sat, nil}
+			return saturated{sat, orep, err}
 		})
 	}()
-	return sync.OnceValue(func() []surveyed { return <-done })
+	return sync.OnceValue(func() []saturated { return <-done })
+}
+
+// saturated is one function's saturated e-graph (optimizeAll).
+type saturated struct {
+	sat  *rules.Saturated
+	orep *rules.Report
+	err  error
+}
+
+// staticCost prices an e-node for the survey's extraction: kernelCost with the source's static
+// estimates.
+func (pl *pipeline) staticCost(n rules.CostNode) float64 {
+	t := pl.src.target()
+	return kernelCost(n, pl.src.estimate, lower.ModelFor(t.Device), t.Caps.CPU)
 }
 
 // count adds an optimisation's rule applications to the plan's record.
