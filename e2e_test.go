@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkc-project/vkc/codegen"
 	"github.com/vkc-project/vkc/engine"
 	"github.com/vkc-project/vkc/ir"
 	"github.com/vkc-project/vkc/ir/interp"
@@ -522,6 +523,57 @@ func TestSmolLM2PrefillOnCoopMatrices(t *testing.T) {
 		if strings.Contains(name, "coop") {
 			t.Errorf("lavapipe prefill uses %s %d times", name, k)
 		}
+	}
+}
+
+// h100Target is the H100 of the GPU machine as `vkc devices` lists it
+// (docs/bench/h100-2026-12-06/s12call1-devices.txt): kernels.H200's capabilities with
+// VK_NV_cooperative_matrix2's workgroup-scope f16 shapes (granules of 16 over 32 and 64
+// invocations, 32×16 over 128, 32×32 over 256), so that matmul_cm2 serves products.
+var h100Target = func() Target {
+	caps := kernels.H200
+	caps.IntegerDot = true
+	caps.Coop2 = &kernels.Coop2Caps{MaxWorkgroupSize: 256, MaxDimension: 1024, ReservedShared: 8192}
+	for _, s := range []struct{ m, n, inv int }{{16, 16, 32}, {16, 16, 64}, {32, 16, 128}, {32, 32, 256}} {
+		for _, acc := range []codegen.Type{codegen.F16, codegen.F32} {
+			caps.Coop2.Shapes = append(caps.Coop2.Shapes, kernels.Coop2Shape{MGran: s.m, NGran: s.n, KGran: 16,
+				A: codegen.F16, B: codegen.F16, C: acc, Result: acc, Invocations: s.inv})
+		}
+	}
+	return Target{Caps: caps, Device: plan.Fingerprint{VendorID: 0x10de, DeviceID: 0x2330, DriverVersion: 0x9127c100,
+		DeviceName: "NVIDIA H100 80GB HBM3 (device-free target)"}}
+}()
+
+// TestSmolLM2StaticExtractionH100: SmolLM2-135M's static prefill for the H100 runs its products on
+// matmul_cm2. Extraction priced by rules.DefaultCost fused rmsnorm into every product
+// (rmsnorm_linear, which lowering gives matmul_coop); on the H100 that plan took 1.14 times the
+// graph as written at 512 rows, whose products run on matmul_cm2 (session 24,
+// docs/tuning.md "The static extraction"). Only the first layer's QKV product, with no residual
+// sum before its norm, may stay fused. Decode keeps its merged, norm-fused products: four
+// matrix–vector products a layer (QKV, output, gate/up, down) and the LM head, as before.
+func TestSmolLM2StaticExtractionH100(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: smollm2-135m's 135 M random weights take seconds to make and lower")
+	}
+	m := parseExample(t, "smollm2-135m")
+	count := func(p *plan.Plan) map[string]int {
+		n := map[string]int{}
+		for _, d := range p.Functions[0].Dispatches {
+			n[strings.Fields(p.Modules[d.Module].Key)[0]]++
+		}
+		return n
+	}
+	pp, _ := compileExample(t, m, Options{Target: &h100Target, Functions: []string{"prefill"}, NoLengthVariants: true})
+	n := count(pp)
+	t.Logf("H100 prefill templates: %v", n)
+	if n["matmul_coop"] > 1 || n["matmul_cm2"] < 4*30 || n["attention_coop"] != 30 {
+		t.Errorf("H100 prefill: %v; want every product on matmul_cm2 but at most the first layer's QKV", n)
+	}
+	pd, _ := compileExample(t, m, Options{Target: &h100Target, Functions: []string{"decode"}, NoLengthVariants: true})
+	n = count(pd)
+	t.Logf("H100 decode templates: %v", n)
+	if n["matmul_vec"] != 4*30+1 {
+		t.Errorf("H100 decode: %d matrix–vector products, want %d (merged QKV and gate/up, the LM head)", n["matmul_vec"], 4*30+1)
 	}
 }
 
