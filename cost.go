@@ -196,8 +196,9 @@ func (s *estimateSource) cost(n rules.CostNode) float64 {
 // device model's bandwidth). On a GPU an operation that has a kernel costs its static choice's
 // roofline estimate (lower.Estimate) plus the barrier after it (the device model's), a matmul
 // 1% more (linear, its other form, fuses what lowering fuses), with rules.DefaultCost a
-// thousandth as much to break other ties as it does. Views, sources, operations no template serves, and every operation on a CPU
-// device keep rules.DefaultCost.
+// thousandth as much to break other ties as it does. Slices (lowering makes a product's slices
+// its parts, or a strided read), views, sources, operations no template serves, and every
+// operation on a CPU device keep rules.DefaultCost.
 //
 // Pricing the kernel an operation will run, not its operands' bytes, lets extraction see that a
 // fused form is served by a slower template than its parts. On the H100 (session 24), SmolLM2's
@@ -209,7 +210,7 @@ func (s *estimateSource) cost(n rules.CostNode) float64 {
 // its device model prices a dispatch at a tenth of the ~40 µs it takes there, so estimates would
 // undo fusions that pay.
 func kernelCost(n rules.CostNode, estimate func(p *kernels.Problem) (est, floor time.Duration), dev lower.DeviceModel, cpu bool) float64 {
-	if !cpu && n.Op != ir.Slice { // lowering fuses a product's slices into its parts
+	if !cpu && n.Op != ir.Slice {
 		if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
 			if est, _ := estimate(p); est > 0 {
 				c := (est + dev.Barrier).Seconds() * dev.Bandwidth

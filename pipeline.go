@@ -179,6 +179,15 @@ func (pl *pipeline) survey(ctx context.Context) error {
 		}
 		return surveyed{gs[0], orep, seen, sat, nil}
 	})
+	// Ranking estimates every priced problem (its static choice builds each accepting
+	// template's kernel; on a GPU the extraction above built most): the rest in parallel first.
+	var priced []*kernels.Problem
+	for _, r := range res {
+		for _, p := range r.seen {
+			priced = append(priced, p)
+		}
+	}
+	par.Map(priced, func(p *kernels.Problem) time.Duration { est, _ := pl.src.estimate(p); return est })
 	var notes []string
 	for i, f := range pl.fns {
 		g, orep, err := res[i].g, res[i].orep, res[i].err

@@ -548,12 +548,9 @@ type StaticCost struct {
 	FlopsPerByte float64
 }
 
-// DefaultCost is the static cost used when Options.Cost is nil: a launch worth DefaultLaunch
+// DefaultCost is the static cost used when Options.Cost is nil: a launch worth 1 MiB of traffic
 // and 16 flops per byte (fp32 on a current discrete GPU).
-var DefaultCost Cost = StaticCost{Launch: DefaultLaunch, FlopsPerByte: 16}
-
-// DefaultLaunch is DefaultCost's price of a launch: 1 MiB of traffic.
-const DefaultLaunch = 1 << 20
+var DefaultCost Cost = StaticCost{Launch: 1 << 20, FlopsPerByte: 16}
 
 // Cost estimates n.
 func (c StaticCost) Cost(n CostNode) float64 {
