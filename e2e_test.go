@@ -494,6 +494,18 @@ func phases(r *Report) string {
 var h200Target = Target{Caps: kernels.H200, Device: plan.Fingerprint{VendorID: 0x10de, DeviceID: 0x2335, DriverVersion: 0x9127c100,
 	DeviceName: "NVIDIA H200 (device-free target)"}}
 
+// templateCounts counts a plan's dispatches by template (the first word of a module's key), over
+// all its functions.
+func templateCounts(p *plan.Plan) map[string]int {
+	n := map[string]int{}
+	for _, f := range p.Functions {
+		for _, d := range f.Dispatches {
+			n[strings.Fields(p.Modules[d.Module].Key)[0]]++
+		}
+	}
+	return n
+}
+
 // TestSmolLM2PrefillOnCoopMatrices compiles SmolLM2-135M's prefill statically for the H200 target:
 // every matmul of its 128 rows and every attention must run on the cooperative-matrix templates
 // (lowering's static choice; the tuner measures them too), and the same compile for lavapipe must
@@ -503,23 +515,14 @@ func TestSmolLM2PrefillOnCoopMatrices(t *testing.T) {
 		t.Skip("-short: smollm2-135m's 135 M random weights take seconds to make and lower")
 	}
 	m := parseExample(t, "smollm2-135m")
-	count := func(p *plan.Plan) map[string]int {
-		n := map[string]int{}
-		for _, f := range p.Functions {
-			for _, d := range f.Dispatches {
-				n[strings.Fields(p.Modules[d.Module].Key)[0]]++
-			}
-		}
-		return n
-	}
 	ph, _ := compileExample(t, m, Options{Target: &h200Target, Functions: []string{"prefill"}})
-	n := count(ph)
+	n := templateCounts(ph)
 	t.Logf("H200 prefill templates: %v", n)
 	if n["matmul_coop"] < 4*30 || n["attention_coop"] != 30 || n["matmul_tiled"] != 0 || n["attention_flash"] != 0 {
 		t.Errorf("H200 prefill: %v; want every layer's four matmuls and its attention on cooperative matrices", n)
 	}
 	pl, _ := compileExample(t, m, Options{Target: &LavapipeTarget, Functions: []string{"prefill"}})
-	for name, k := range count(pl) {
+	for name, k := range templateCounts(pl) {
 		if strings.Contains(name, "coop") {
 			t.Errorf("lavapipe prefill uses %s %d times", name, k)
 		}
@@ -556,21 +559,14 @@ func TestSmolLM2StaticExtractionH100(t *testing.T) {
 		t.Skip("-short: smollm2-135m's 135 M random weights take seconds to make and lower")
 	}
 	m := parseExample(t, "smollm2-135m")
-	count := func(p *plan.Plan) map[string]int {
-		n := map[string]int{}
-		for _, d := range p.Functions[0].Dispatches {
-			n[strings.Fields(p.Modules[d.Module].Key)[0]]++
-		}
-		return n
-	}
 	pp, _ := compileExample(t, m, Options{Target: &h100Target, Functions: []string{"prefill"}, NoLengthVariants: true})
-	n := count(pp)
+	n := templateCounts(pp)
 	t.Logf("H100 prefill templates: %v", n)
 	if n["matmul_coop"] > 1 || n["matmul_cm2"] < 4*30 || n["attention_coop"] != 30 {
 		t.Errorf("H100 prefill: %v; want every product on matmul_cm2 but at most the first layer's QKV", n)
 	}
 	pd, _ := compileExample(t, m, Options{Target: &h100Target, Functions: []string{"decode"}, NoLengthVariants: true})
-	n = count(pd)
+	n = templateCounts(pd)
 	t.Logf("H100 decode templates: %v", n)
 	if n["matmul_vec"] != 4*30+1 {
 		t.Errorf("H100 decode: %d matrix–vector products, want %d (merged QKV and gate/up, the LM head)", n["matmul_vec"], 4*30+1)
