@@ -62,6 +62,9 @@
 #             selection's trace and vkc compare, into select.txt; not a default part   ~3 min
 #   selectn   issue 26: SmolLM2-135M's default measured compile SELECTN times (default 4): the
 #             paired rounds per function of each, into selectn.txt; not a default part  ~70 s
+#   staticab  issue 27: SmolLM2-135M's static plan against the graph as written and, with
+#             VKCOLD=path, another build's static plan: vkc compare on prefill at 512 and 128
+#             rows and on decode, into staticab.txt; not a default part               ~90 s
 #   table     the table from what the parts above left in $J (also after a split call) ~1 s
 #   quant     issue 13: vkc vs llama-bench on Q8_0 and Q4_K_M GGUF files of a SmolLM2 and a
 #             Llama-3.2-1B shape, static and tuned (--int8 auto), into quant.txt (see below);
@@ -590,6 +593,36 @@ if want selectn; then
     echo "compile $k: rc $rc, $(wall "$s") s; rounds: $(awk '/^function /{sub(":", "", $2); printf "%s %s, ", $2, $5}' "$f")abandoned checks: $(grep -c 'abandoned at the budget' "$f")"
   done
 } >> "$OUT/selectn.txt" 2>&1
+fi
+
+# staticab (issue 27): SmolLM2-135M's static plans (--no-tune) from $VKC and, when VKCOLD names
+# another compiler build, from it, beside the graph as written (--no-optimize): each plan's
+# prefill dispatches, and vkc compare of the pairs (STATICAB_PAIRS, default 8, alternating) on
+# prefill at STATICAB_LENGTHS (512 128) rows and on decode, into staticab.txt. Session 24's static extraction
+# priced by kernel estimates (docs/tuning.md, "The static extraction") is measured this way;
+# not a default part (~90 s).
+if want staticab; then
+{
+  part "staticab: $S static (--no-tune) from $V${VKCOLD:+ and $VKCOLD}, and as written"
+  plans=(new)
+  t $V compile "$S" -o "$W/sab-new.plan" --no-tune -q
+  t $V compile "$S" -o "$W/sab-asw.plan" --no-tune --no-optimize -q
+  if [ -n "${VKCOLD:-}" ]; then
+    t $VKCOLD compile "$S" -o "$W/sab-old.plan" --no-tune -q && plans+=(old)
+  fi
+  plans+=(asw)
+  for p in "${plans[@]}"; do
+    echo "$p: $($V inspect "$W/sab-$p.plan" 2>/dev/null | awk '/^function prefill/{f=1} f&&/dispatches/{print; exit}')"
+  done
+  for other in "${plans[@]:1}"; do
+    for L in ${STATICAB_LENGTHS:-512 128}; do
+      part "staticab: new against $other, prefill at $L rows"
+      $V compare "$W/sab-new.plan" "$W/sab-$other.plan" -f prefill --length $L --pairs "${STATICAB_PAIRS:-8}" 2>&1 | tail -3
+    done
+    part "staticab: new against $other, decode"
+    $V compare "$W/sab-new.plan" "$W/sab-$other.plan" -f decode --pairs "${STATICAB_PAIRS:-8}" 2>&1 | tail -3
+  done
+} >> "$OUT/staticab.txt" 2>&1
 fi
 
 # serve (issue 24): continuous batching under load. For each of SMODELS (default "smollm2
