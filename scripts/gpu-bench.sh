@@ -730,6 +730,8 @@ big8b() {
     tjf "$pl.vkc.json" $V bench "$pl.plan" --pp 512 --tg 128 -r $REPS --json
     $V bench "$pl.plan" --pp 512 --tg 8 -r 1 2>&1 | grep "device memory"
     tjf "$pl.decode.json" $V bench "$pl.plan" -f decode -n 30 --input pos=511 --json
+    # decode's per-kernel table (one serialised run): where tg128 goes against llama.cpp's.
+    $V bench "$pl.plan" -f decode -n 10 --input pos=511 2>&1 | grep -v '^weights:' | head -40
     if [ -n "${BIG8B_TUNED:-}" ]; then
       # A measured compile at budget $BIG8B_TUNED (a fresh tuning database: a cold compile)
       # against the static plan: wall time against the budget, then held-out pairs of decode
