@@ -598,9 +598,9 @@ fi
 # staticab (issue 27): SmolLM2-135M's static plans (--no-tune) from $VKC and, when VKCOLD names
 # another compiler build, from it, beside the graph as written (--no-optimize): each plan's
 # prefill dispatches, and vkc compare of the pairs (STATICAB_PAIRS, default 8, alternating) on
-# prefill at STATICAB_LENGTHS (512 128) rows and on decode, into staticab.txt. Session 24's static extraction
-# priced by kernel estimates (docs/tuning.md, "The static extraction") is measured this way;
-# not a default part (~90 s).
+# prefill at STATICAB_LENGTHS (512 128) rows and on decode, into staticab.txt. Session 24's
+# static extraction priced by kernel estimates (docs/tuning.md, "The static extraction") is
+# measured this way; not a default part (~90 s).
 if want staticab; then
 {
   part "staticab: $S static (--no-tune) from $V${VKCOLD:+ and $VKCOLD}, and as written"
