@@ -53,8 +53,10 @@ type costSource interface {
 	// no kernel of it can beat (0: unknown).
 	estimate(p *kernels.Problem) (est, floor time.Duration)
 	// cost is an e-node's price in the static cost model's unit (bytes), duration converts
-	// that unit back to time.
+	// that unit back to time; staticCost is the static cost model's own price, which the
+	// survey extracts under (staticChoices.cost).
 	cost(n rules.CostNode) float64
+	staticCost(n rules.CostNode) float64
 	duration(cost float64) time.Duration
 	// staticChoice is lowering's choice without measurement; chooser is the source's choice
 	// for lower.Options.Choose (nil: lowering's own static choice, which reuses the launch it
@@ -188,11 +190,8 @@ func (sc *staticChoices) estimate(p *kernels.Problem) (time.Duration, time.Durat
 	r := sc.get(p)
 	return r.est, r.floor
 }
-func (s *estimateSource) cost(n rules.CostNode) float64 {
-	return kernelCost(n, s.estimate, s.model, s.t.Caps.CPU)
-}
 
-// kernelCost is the static cost model of extraction, in rules.StaticCost's unit (bytes at the
+// cost is the static cost model of extraction, in rules.StaticCost's unit (bytes at the
 // device model's bandwidth). On a GPU an operation that has a kernel costs its static choice's
 // roofline estimate (lower.Estimate) plus the barrier after it (the device model's), a matmul
 // 1% more (linear, its other form, fuses what lowering fuses), with rules.DefaultCost a
@@ -209,11 +208,11 @@ func (s *estimateSource) cost(n rules.CostNode) float64 {
 // launch a GPU pays. A CPU device keeps it: lavapipe's templates show no such difference, and
 // its device model prices a dispatch at a tenth of the ~40 µs it takes there, so estimates would
 // undo fusions that pay.
-func kernelCost(n rules.CostNode, estimate func(p *kernels.Problem) (est, floor time.Duration), dev lower.DeviceModel, cpu bool) float64 {
-	if !cpu && n.Op != ir.Slice {
+func (sc *staticChoices) cost(n rules.CostNode) float64 {
+	if !sc.caps.CPU && n.Op != ir.Slice {
 		if p, ok := tune.PricedProblem(n.Op, n.Attrs, n.Args, n.Outs); ok {
-			if est, _ := estimate(p); est > 0 {
-				c := (est + dev.Barrier).Seconds() * dev.Bandwidth
+			if est, _ := sc.estimate(p); est > 0 {
+				c := (est + sc.model.Barrier).Seconds() * sc.model.Bandwidth
 				if n.Op == ir.Matmul {
 					// linear's kernels serve the same product with fused parts and epilogues
 					// (lower/parts.go); a tie smaller than extraction's tolerance (a
@@ -227,6 +226,8 @@ func kernelCost(n rules.CostNode, estimate func(p *kernels.Problem) (est, floor 
 	return rules.DefaultCost.Cost(n)
 }
 
+func (s *estimateSource) cost(n rules.CostNode) float64       { return s.static.cost(n) }
+func (s *estimateSource) staticCost(n rules.CostNode) float64 { return s.static.cost(n) }
 func (s *estimateSource) duration(c float64) time.Duration {
 	return time.Duration(c / s.model.Bandwidth * float64(time.Second))
 }
@@ -498,8 +499,10 @@ func (s *measureSource) cost(n rules.CostNode) float64 {
 			return dt.Seconds() * s.model.Bandwidth
 		}
 	}
-	return kernelCost(n, s.estimate, s.model, s.t.Caps.CPU)
+	return s.static.cost(n)
 }
+
+func (s *measureSource) staticCost(n rules.CostNode) float64 { return s.static.cost(n) }
 
 func (s *measureSource) duration(c float64) time.Duration {
 	return time.Duration(c / s.model.Bandwidth * float64(time.Second))

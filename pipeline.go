@@ -156,7 +156,7 @@ func (pl *pipeline) survey(ctx context.Context) error {
 			return surveyed{orep: s.orep, err: s.err}
 		}
 		var seen map[string]*kernels.Problem
-		cost := pl.staticCost
+		cost := pl.src.staticCost
 		if capture {
 			// Extraction under the source's costs will ask about every implementable e-node.
 			seen = map[string]*kernels.Problem{}
@@ -166,7 +166,7 @@ func (pl *pipeline) survey(ctx context.Context) error {
 						seen[k] = p
 					}
 				}
-				return pl.staticCost(n)
+				return pl.src.staticCost(n)
 			}
 		}
 		gs, orep, err := s.sat.Extract(rules.CostFunc(cost), 1)
@@ -251,13 +251,6 @@ type saturated struct {
 	sat  *rules.Saturated
 	orep *rules.Report
 	err  error
-}
-
-// staticCost prices an e-node for the survey's extraction: kernelCost with the source's static
-// estimates.
-func (pl *pipeline) staticCost(n rules.CostNode) float64 {
-	t := pl.src.target()
-	return kernelCost(n, pl.src.estimate, lower.ModelFor(t.Device), t.Caps.CPU)
 }
 
 // count adds an optimisation's rule applications to the plan's record.
