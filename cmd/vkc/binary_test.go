@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,9 @@ func runVKC(t testing.TB, dir string, env []string, args ...string) result {
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
+		if !ee.Exited() { // killed by a signal: say which after what it wrote
+			fmt.Fprintf(&errb, "\n[vkc %s]", ee)
+		}
 	} else if err != nil {
 		t.Fatalf("vkc %s: %v", strings.Join(args, " "), err)
 	}

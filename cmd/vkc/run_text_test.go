@@ -70,6 +70,9 @@ func TestRunPrompt(t *testing.T) {
 
 	g := run("--max-tokens", "10", "--temperature", "0")
 	ids := runVKC(t, dir, nil, "run", "tiny.plan", "--prompt-ids", "72,101,108,108,111", "--steps", "10")
+	if ids.code != 0 {
+		t.Fatalf("run --prompt-ids: exit %d: %s", ids.code, ids.stderr)
+	}
 	line := ""
 	for _, l := range strings.Split(ids.stdout, "\n") {
 		if s, ok := strings.CutPrefix(l, "greedy tokens: "); ok {
