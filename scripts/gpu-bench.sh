@@ -35,6 +35,12 @@
 #             slices a step (unroll) and, where the product allows, the result stored directly
 #             (direct), at the 8B prefill shapes, 4096³ and the Q4_K gate/up form; cuBLAS 4096³
 #             beside, into cm2.txt; not a default part                               ~4 min
+#   gemmpeer  issue 27: f16 products at the 8B prefill's shapes (512×4096×14336, 512×14336×4096)
+#             and 4096³ three ways in one process tree: matmul_cm2's static point
+#             (BenchmarkCoopShapes), llama.cpp's own product on the same Vulkan device
+#             (test-backend-ops perf MUL_MAT at m=4096 n=512 k=14336, f16, q8_0, q4_K: the only
+#             such shape its perf list has) and cuBLAS (torch.matmul), into gemmpeer.txt: how far
+#             the Vulkan products are from cuBLAS, the peer's included; not a default part  ~1 min
 #   gemv      issue 27: kernels.test BenchmarkDecodeGEMV, decode's matrix–vector products at
 #             Llama-3.1-8B's shapes (4096², 14336×4096, 4096×14336, 128256×4096) in f16, bf16,
 #             q8_0, q4_k, q6_k (GEMV_DTYPES), static choice and best suggested point, GB/s and
@@ -345,6 +351,26 @@ if want cm2; then
   part "f16 GEMM 4096x4096x4096: cuBLAS through PyTorch"
   tj cm2-torch $PY examples/bench/torch_peer.py --gemm 4096
 } >> "$OUT/cm2.txt" 2>&1
+fi
+
+if want gemmpeer; then
+{
+  for sh in 512x4096x14336 512x14336x4096 4096x4096x4096; do
+    part "gemmpeer: matmul_cm2's static point at $sh (f16 linear; BenchmarkCoopShapes)"
+    if [ -x "$KT" ]; then
+      (cd kernels && VKC_COOP_TEMPLATE=matmul_cm2 VKC_COOP_POINTS=1 VKC_COOP_SHAPES=$sh t "$KT" -test.run '^$' -test.bench 'CoopShapes$' -test.benchtime 1x -test.v 2>&1 | grep -E '  point |best|static|FAIL|panic|SKIP|missing' | cut -c1-200)
+    else
+      echo "no $KT: run ../shared/gpu/prepare.sh ./kernels ./runtime first"
+    fi
+  done
+  part "gemmpeer: llama.cpp's own products (test-backend-ops perf, Vulkan0) at m=4096 n=512 k=14336"
+  L=$W/llamacpp
+  mkdir -p "$L"
+  [ -x "$L/bin/test-backend-ops" ] || t tar -xJf "$KIT/llamacpp-vulkan-bin.tar.xz" -C "$L"
+  t "$L/bin/test-backend-ops" perf -o MUL_MAT -b Vulkan0 -p 'type_a=(f16|q8_0|q4_K),type_b=f32,m=4096,n=512,'
+  part "gemmpeer: cuBLAS through PyTorch at the same shapes"
+  tj gemmpeer-torch $PY examples/bench/torch_peer.py --gemm 512x4096x14336,512x14336x4096,4096
+} > "$OUT/gemmpeer.txt" 2>&1
 fi
 
 if want gemv; then

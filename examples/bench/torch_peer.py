@@ -16,7 +16,9 @@ scripts/gpu-bench.sh (part torch) asks for more, each figure with its spread (mi
 repetitions): --seqs 128,512 times eager prefill at each length (random tokens), --decode-at
 127,2000 times eager and CUDA-graph decode steps starting at each position (a prompt of that many
 random tokens first), and --gemm 4096 times only a plain f16 GEMM (cuBLAS through torch.matmul,
-A [n, n] times W [n, n] transposed, as a linear layer) in TFLOP/s, without building the model.
+A [n, n] times W [n, n] transposed, as a linear layer) in TFLOP/s, without building the model;
+--gemm 512x4096x14336,4096 times each shape of a list, MxNxK (A [M, K] times W [N, K] transposed)
+or n for n×n×n, as one JSON object per shape under "cublas_gemm_f16" (a list when there are several).
 """
 import argparse
 import json
@@ -85,30 +87,49 @@ def ints(text):
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def gemm_shapes(text):
+    """The shapes of --gemm: a comma-separated list of MxNxK or n (n×n×n)."""
+    shapes = []
+    for f in text.split(","):
+        f = f.strip()
+        if not f:
+            continue
+        dims = [int(x) for x in f.split("x")]
+        if len(dims) == 1:
+            dims *= 3
+        if len(dims) != 3 or min(dims) <= 0:
+            raise ValueError(f"--gemm {f!r}: want MxNxK or n")
+        shapes.append(dims)
+    return shapes
+
+
 def gemm(args, out):
-    """A plain f16 GEMM n×n×n through cuBLAS (torch.matmul), timed by CUDA events."""
-    n = args.gemm
-    g = torch.Generator(device="cuda").manual_seed(3)
-    a = torch.randn(n, n, dtype=torch.float16, device="cuda", generator=g)
-    w = torch.randn(n, n, dtype=torch.float16, device="cuda", generator=g)
-    times = []
-    for _ in range(5):
-        torch.matmul(a, w.t())
-    torch.cuda.synchronize()
-    for _ in range(max(args.reps, 20)):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        torch.matmul(a, w.t())
-        e.record()
+    """Plain f16 GEMMs through cuBLAS (torch.matmul, A [M, K] times W [N, K] transposed, as a
+    linear layer), timed by CUDA events."""
+    results = []
+    for m, n, k in gemm_shapes(args.gemm):
+        g = torch.Generator(device="cuda").manual_seed(3)
+        a = torch.randn(m, k, dtype=torch.float16, device="cuda", generator=g)
+        w = torch.randn(n, k, dtype=torch.float16, device="cuda", generator=g)
+        times = []
+        for _ in range(5):
+            torch.matmul(a, w.t())
         torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    flops = 2.0 * n * n * n
-    r = spread(times)
-    r["tflops_median"] = flops / (r["median_ms"] * 1e-3) / 1e12
-    r["tflops_best"] = flops / (r["min_ms"] * 1e-3) / 1e12
-    r["shape"] = [n, n, n]
-    r["reduced_precision_reduction"] = bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction)
-    out["cublas_gemm_f16"] = r
+        for _ in range(max(args.reps, 20)):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            torch.matmul(a, w.t())
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e))
+        flops = 2.0 * m * n * k
+        r = spread(times)
+        r["tflops_median"] = flops / (r["median_ms"] * 1e-3) / 1e12
+        r["tflops_best"] = flops / (r["min_ms"] * 1e-3) / 1e12
+        r["shape"] = [m, n, k]
+        r["reduced_precision_reduction"] = bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction)
+        results.append(r)
+    out["cublas_gemm_f16"] = results[0] if len(results) == 1 else results
 
 
 def cuda_time(fn, reps, warmup=3):
@@ -137,7 +158,7 @@ def main():
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--seqs", default="", help="eager prefill lengths to time (default: --seq)")
     p.add_argument("--decode-at", default="", help="positions to time decode steps at (default: after the prompt)")
-    p.add_argument("--gemm", type=int, default=0, help="time only an n×n×n f16 GEMM through cuBLAS")
+    p.add_argument("--gemm", default="", help="time only f16 GEMMs through cuBLAS: MxNxK or n (n×n×n), comma-separated")
     p.add_argument("--vocab", type=int, default=49152)
     p.add_argument("--hidden", type=int, default=576)
     p.add_argument("--ffn", type=int, default=1536)
