@@ -77,6 +77,10 @@ type Executable struct {
 	fullGrids       bool
 	outputsOnDevice bool
 
+	// counting: each run adds its device time to deviceTime (CountDeviceTime).
+	counting   bool
+	deviceTime time.Duration
+
 	// loadPhases is where Load's time went (LoadPhases).
 	loadPhases []LoadPhase
 }
@@ -671,10 +675,37 @@ func (e *Executable) execute(ctx context.Context, ef *execFunction) error {
 	if err := ef.prog.Run(ctx, ef.in, ef.outScratch); err != nil {
 		return fmt.Errorf("function %s: %w", ef.f.Name, err)
 	}
+	if e.counting {
+		t, err := ef.prog.LastGPUTime()
+		if err != nil {
+			return fmt.Errorf("function %s: device time: %w", ef.f.Name, err)
+		}
+		e.deviceTime += t
+	}
 	for i, b := range ef.out {
 		copy(b, ef.outScratch[i])
 	}
 	return nil
+}
+
+// CountDeviceTime starts counting the device time of the runs from zero: from now on each Run
+// and RunInto adds the time from its first to its last command on the device (its
+// timestamps, the copies of inputs and outputs included; nothing on a device without
+// timestamps), which DeviceTime returns. The wall time of a run less its device time is what
+// the host and the submission cost: vkc bench --tg reports both. Counting reads a query pool
+// after each run.
+func (e *Executable) CountDeviceTime() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.counting, e.deviceTime = true, 0
+}
+
+// DeviceTime is the device time of the runs since CountDeviceTime (0 before it, and on a device
+// without timestamps).
+func (e *Executable) DeviceTime() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.deviceTime
 }
 
 // ResetState zeroes every state tensor (as at load).

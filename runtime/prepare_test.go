@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // loadVariants opens the test device and loads lengthVariantPlan on it, closed with the test.
@@ -180,5 +181,35 @@ func TestLoadPhases(t *testing.T) {
 	want := []string{"checks", "state and arena", "weights", "zeros", "pipelines", "functions"}
 	if !slices.Equal(steps, want) {
 		t.Errorf("steps %q, want %q", steps, want)
+	}
+}
+
+// TestCountDeviceTime: after CountDeviceTime each run adds its device time (on a device with
+// timestamps: more than nothing, and no more than the run's wall time), and the next
+// CountDeviceTime starts again from zero; runs before the first are not counted.
+func TestCountDeviceTime(t *testing.T) {
+	d, e := loadVariants(t)
+	ctx := context.Background()
+	run := func() time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		if _, err := e.Run(ctx, "f", map[string][]byte{"x": bytesOf([]float32{1, 2, 3}), "pos": u32(0)}); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	run()
+	if got := e.DeviceTime(); got != 0 {
+		t.Errorf("before CountDeviceTime: %v", got)
+	}
+	e.CountDeviceTime()
+	wall := run() + run()
+	got := e.DeviceTime()
+	if d.Info.Caps.Timestamps && got <= 0 || got > wall+wall/20 {
+		t.Errorf("two runs of %v wall time: %v on the device (timestamps: %v)", wall, got, d.Info.Caps.Timestamps)
+	}
+	e.CountDeviceTime()
+	if got := e.DeviceTime(); got != 0 {
+		t.Errorf("counting again: %v", got)
 	}
 }

@@ -794,6 +794,13 @@ for q in quants:
         for r in rows:
             if r.get("n_prompt") == np and r.get("n_gen") == ng:
                 return r.get("median_ts") or r.get("avg_ts")
+    def device(rows, np, ng):
+        # vkc's device time against its wall time, a token (medians over the samples)
+        for r in rows:
+            if r.get("n_prompt") == np and r.get("n_gen") == ng and any(r.get("device_ns") or []):
+                n, d, w = max(np, ng), sorted(r["device_ns"]), sorted(r["samples_ns"])
+                return f"; vkc on the device {d[len(d)//2]/n/1e3:.0f} of {w[len(w)//2]/n/1e3:.0f} µs a token"
+        return ""
     dev = v[0].get("plan_device_bytes", 0)
     print(f"{q}: file {fsize/2**30:.2f} GiB; vkc's plan needs {dev/2**30:.2f} GiB of device memory, allocated {v[0].get('allocated_bytes',0)/2**30:.2f} GiB;"
           f" heap budget {v[0].get('heap_budget',0)/2**30:.2f} GiB, in use with the plan {v[0].get('heap_usage',0)/2**30:.2f} GiB")
@@ -801,7 +808,7 @@ for q in quants:
         a, c = ts(v, np, ng), ts(l, np, ng)
         ratio = f"{a/c:.2f}×" if a and c else "-"
         first = f", first token {1000*512/a:.1f} ms" if a and np else ""
-        print(f"  {test}: vkc {a or 0:.1f} t/s, llama.cpp {c or 0:.1f} t/s: {ratio}{first}")
+        print(f"  {test}: vkc {a or 0:.1f} t/s, llama.cpp {c or 0:.1f} t/s: {ratio}{first}{device(v, np, ng)}")
 PYEOF
 }
 if want big8b; then

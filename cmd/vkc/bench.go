@@ -624,13 +624,46 @@ type tput struct {
 	StddevTS  float64   `json:"stddev_ts"`
 	SamplesNS []int64   `json:"samples_ns"`
 	SamplesTS []float64 `json:"samples_ts"`
-	Via       string    `json:"via"` // how the tokens went through the plan's functions
+	// DeviceNS is the device time of each sample's runs (runtime.Executable.DeviceTime: from
+	// each run's first command to its last; 0 on a device without timestamps): a sample's
+	// wall time less it is what the host, the submissions and the waits cost.
+	DeviceNS []int64 `json:"device_ns"`
+	Via      string  `json:"via"` // how the tokens went through the plan's functions
 	// Device memory with the plan loaded: what the plan needs (plan.DeviceMemory), what the
 	// device allocated, and the heap's budget and usage (VK_EXT_memory_budget; 0 without it).
 	PlanDeviceBytes uint64 `json:"plan_device_bytes"`
 	AllocatedBytes  uint64 `json:"allocated_bytes"`
 	HeapBudget      uint64 `json:"heap_budget"`
 	HeapUsage       uint64 `json:"heap_usage"`
+}
+
+// deviceShare says how much of a test's wall time its runs spent on the device (the median
+// sample's share, and its times a token), "" on a device without timestamps.
+func deviceShare(r tput) string {
+	shares := make([]float64, 0, len(r.DeviceNS))
+	for i, d := range r.DeviceNS {
+		if d <= 0 || r.SamplesNS[i] <= 0 {
+			return ""
+		}
+		shares = append(shares, float64(d)/float64(r.SamplesNS[i]))
+	}
+	if len(shares) == 0 {
+		return ""
+	}
+	share, _, _ := medianMeanSD(shares)
+	tokens := float64(max(r.NPrompt, r.NGen))
+	wall, _, _ := medianMeanSD(toFloats(r.SamplesNS))
+	dev, _, _ := medianMeanSD(toFloats(r.DeviceNS))
+	return fmt.Sprintf("; on the device %.0f%% of the time (medians: %v of %v a token)", 100*share,
+		time.Duration(dev/tokens).Round(time.Microsecond), time.Duration(wall/tokens).Round(time.Microsecond))
+}
+
+func toFloats(v []int64) []float64 {
+	f := make([]float64, len(v))
+	for i, x := range v {
+		f[i] = float64(x)
+	}
+	return f
 }
 
 // throughputCmd measures prompt processing (pp: a prompt of N tokens through the plan from
@@ -702,6 +735,7 @@ func throughputCmd(w io.Writer, path string, lo engine.Options, pps, tgs []int, 
 			var g *engine.Generation
 			var err error
 			var took time.Duration
+			m.CountDeviceTime()
 			if np > 0 {
 				g, err = m.GenerateIDs(ctx, tokens(np), engine.GenerateOptions{MaxTokens: 1}, nil)
 				if err == nil {
@@ -727,11 +761,12 @@ func throughputCmd(w io.Writer, path string, lo engine.Options, pps, tgs []int, 
 			}
 			r.SamplesNS = append(r.SamplesNS, int64(took))
 			r.SamplesTS = append(r.SamplesTS, float64(max(np, ng))/took.Seconds())
+			r.DeviceNS = append(r.DeviceNS, int64(m.DeviceTime()))
 		}
 		r.MedianTS, r.MeanTS, r.StddevTS = medianMeanSD(r.SamplesTS)
 		results = append(results, r)
 		if !jsonOut {
-			fmt.Fprintf(os.Stderr, "vkc bench: %s: %.2f ± %.2f t/s\n", test, r.MedianTS, r.StddevTS)
+			fmt.Fprintf(os.Stderr, "vkc bench: %s: %.2f ± %.2f t/s%s\n", test, r.MedianTS, r.StddevTS, deviceShare(r))
 		}
 		return nil
 	}

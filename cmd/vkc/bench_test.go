@@ -98,9 +98,16 @@ func TestBenchWorkAndRoofline(t *testing.T) {
 }
 
 // TestBenchThroughput: --pp and --tg time prompts and generations the way engine.Generate runs
-// them (a 20-token prompt on tinyllama's 16-token prefill: one prefill, 4 decode steps).
+// them (a 20-token prompt on tinyllama's 16-token prefill: one prefill, 4 decode steps), with
+// the device time of each sample's runs.
 func TestBenchThroughput(t *testing.T) {
 	path := tinyllamaPlan(t)
+	d, err := runtime.Open(runtime.Options{CacheDir: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	timestamps := d.Info.Caps.Timestamps
+	d.Close()
 	code, stdout, stderr := runCLI(t, "bench", path, "--pp", "16,20", "--tg", "4", "-r", "2", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -129,6 +136,17 @@ func TestBenchThroughput(t *testing.T) {
 		for j, ns := range r.SamplesNS {
 			if ts := float64(max(w.np, w.ng)) / time.Duration(ns).Seconds(); math.Abs(ts-r.SamplesTS[j]) > 1e-6*ts {
 				t.Errorf("%s sample %d: %v t/s for %v", r.Test, j, r.SamplesTS[j], time.Duration(ns))
+			}
+		}
+		// Each sample's device time lies inside its wall time (5% for the two clocks), and is
+		// there wherever the device has timestamps.
+		if len(r.DeviceNS) != len(r.SamplesNS) {
+			t.Errorf("%s: %d device times for %d samples", r.Test, len(r.DeviceNS), len(r.SamplesNS))
+			continue
+		}
+		for j, d := range r.DeviceNS {
+			if d < 0 || float64(d) > 1.05*float64(r.SamplesNS[j]) || timestamps && d == 0 {
+				t.Errorf("%s sample %d: device time %v, wall time %v", r.Test, j, time.Duration(d), time.Duration(r.SamplesNS[j]))
 			}
 		}
 	}
