@@ -276,6 +276,29 @@ const maxHelpers = 8
 // 0.1–3 s.
 const helpedMax = 50 * time.Millisecond
 
+// helperThreads sets LP_NUM_THREADS to 1 while helper devices open, and returns what puts the
+// variable back as it was. llvmpipe reads it when a device is made and starts that many
+// rasterizer threads for it (by default one a processor): a helper dispatches nothing but empty
+// grids, and its compiles run on its queue's own thread, so the default only multiplied the
+// process's threads. With 16 threads a device and 8 helpers a vkc run of tinyllama peaked at
+// 330 threads (58 without helpers); where a container bounds a machine's tasks, the test suite's
+// processes running side by side on many processors could reach the bound, and a thread the Go
+// runtime or the driver then cannot start aborts the process. Nothing else in the process reads
+// the variable while helpers open: the device they help compiles nothing until they are open.
+func helperThreads() (restore func()) {
+	old, had := os.LookupEnv("LP_NUM_THREADS")
+	if os.Setenv("LP_NUM_THREADS", "1") != nil {
+		return func() {}
+	}
+	return func() {
+		if had {
+			os.Setenv("LP_NUM_THREADS", old)
+		} else {
+			os.Unsetenv("LP_NUM_THREADS")
+		}
+	}
+}
+
 // mesaCacheOff reports whether Mesa's on-disk shader cache is turned off by its environment
 // variable, so that helpers' compiles would not reach this device.
 func mesaCacheOff() bool {
@@ -301,6 +324,7 @@ func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline,
 	// created while d compiled a pipeline (SIGSEGV in vkCreateInstance, or the C heap corrupted:
 	// about one run in five of lower/tune's tests on the 2-core CI machine, session 20).
 	var hs []*Device
+	restore := helperThreads()
 	for range n {
 		h, err := Open(d.opts)
 		if err != nil || h.Info.Fingerprint != d.Info.Fingerprint {
@@ -311,6 +335,7 @@ func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline,
 		}
 		hs = append(hs, h)
 	}
+	restore()
 	for _, h := range hs {
 		wg.Add(1)
 		go func() {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"os"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -62,6 +63,7 @@ func TestPrepare(t *testing.T) {
 // compiles are what the device then finds.
 func TestPrepareHelpers(t *testing.T) {
 	t.Setenv("MESA_SHADER_CACHE_DIR", t.TempDir())
+	t.Setenv("LP_NUM_THREADS", "2") // what a user set: the helpers open with 1, then it is back
 	_, e := loadVariants(t)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -84,7 +86,30 @@ func TestPrepareHelpers(t *testing.T) {
 	if len(calls) != n+1 {
 		t.Errorf("progress %v: %d calls, want %d", calls, len(calls), n+1)
 	}
+	if v := os.Getenv("LP_NUM_THREADS"); v != "2" {
+		t.Errorf("LP_NUM_THREADS is %q after Prepare, want the 2 set before", v)
+	}
 	checkLengthVariants(t, ctx, e)
+}
+
+// TestHelperThreads: LP_NUM_THREADS is 1 while helper devices open, and afterwards as it was,
+// set or not.
+func TestHelperThreads(t *testing.T) {
+	t.Setenv("LP_NUM_THREADS", "")
+	os.Unsetenv("LP_NUM_THREADS")
+	restore := helperThreads()
+	if v := os.Getenv("LP_NUM_THREADS"); v != "1" {
+		t.Errorf("while helpers open: %q, want 1", v)
+	}
+	restore()
+	if v, ok := os.LookupEnv("LP_NUM_THREADS"); ok {
+		t.Errorf("unset before, %q after", v)
+	}
+	os.Setenv("LP_NUM_THREADS", "5")
+	helperThreads()()
+	if v := os.Getenv("LP_NUM_THREADS"); v != "5" {
+		t.Errorf("5 before, %q after", v)
+	}
 }
 
 // TestWarmHelpers: helper devices compile every pipeline they are given, each reported once,
