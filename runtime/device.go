@@ -50,6 +50,9 @@ type Options struct {
 	// wakes tens of microseconds late, which matters for short programs (decode steps). It burns
 	// a core while it polls. 0: block at once.
 	SpinWait time.Duration
+
+	// envHeld: the caller holds envMu for writing (warmHelpers' helper devices).
+	envHeld bool
 }
 
 // DeviceType is the kind of physical device, in ranking order (best first).
@@ -411,7 +414,17 @@ func instanceExtensions() map[string]bool {
 
 const validationLayer = "VK_LAYER_KHRONOS_validation"
 
+// envMu orders the making of instances after a change of the environment: an instance is made
+// under its read lock, because the driver reads the environment as it enumerates its devices
+// (llvmpipe: LP_NUM_THREADS) and C's getenv is not safe beside a setenv; warmHelpers holds it
+// for writing while it sets LP_NUM_THREADS and opens its helpers (helperThreads).
+var envMu sync.RWMutex
+
 func newInstance(opts Options) (*instance, error) {
+	if !opts.envHeld {
+		envMu.RLock()
+		defer envMu.RUnlock()
+	}
 	if err := load(); err != nil {
 		return nil, err
 	}

@@ -283,8 +283,10 @@ const helpedMax = 50 * time.Millisecond
 // process's threads. With 16 threads a device and 8 helpers a vkc run of tinyllama peaked at
 // 330 threads (58 without helpers); where a container bounds a machine's tasks, the test suite's
 // processes running side by side on many processors could reach the bound, and a thread the Go
-// runtime or the driver then cannot start aborts the process. Nothing else in the process reads
-// the variable while helpers open: the device they help compiles nothing until they are open.
+// runtime or the driver then cannot start aborts the process. The caller holds envMu for
+// writing, so that no instance is made meanwhile elsewhere in the process (it would read the
+// variable, racing setenv) and two Prepares do not interleave their changes; the device the
+// helpers help compiles nothing until they are open.
 func helperThreads() (restore func()) {
 	old, had := os.LookupEnv("LP_NUM_THREADS")
 	if os.Setenv("LP_NUM_THREADS", "1") != nil {
@@ -324,9 +326,12 @@ func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline,
 	// created while d compiled a pipeline (SIGSEGV in vkCreateInstance, or the C heap corrupted:
 	// about one run in five of lower/tune's tests on the 2-core CI machine, session 20).
 	var hs []*Device
+	envMu.Lock()
 	restore := helperThreads()
+	o := d.opts
+	o.envHeld = true
 	for range n {
-		h, err := Open(d.opts)
+		h, err := Open(o)
 		if err != nil || h.Info.Fingerprint != d.Info.Fingerprint {
 			if h != nil {
 				h.Close()
@@ -336,6 +341,7 @@ func (d *Device) warmHelpers(ctx context.Context, n int, take func() (*Pipeline,
 		hs = append(hs, h)
 	}
 	restore()
+	envMu.Unlock()
 	for _, h := range hs {
 		wg.Add(1)
 		go func() {
