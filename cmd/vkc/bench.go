@@ -638,32 +638,24 @@ type tput struct {
 }
 
 // deviceShare says how much of a test's wall time its runs spent on the device (the median
-// sample's share, and its times a token), "" on a device without timestamps.
+// sample's share, and the median times a token), "" on a device without timestamps.
 func deviceShare(r tput) string {
-	shares := make([]float64, 0, len(r.DeviceNS))
+	var shares []float64
+	var dev, wall []time.Duration
 	for i, d := range r.DeviceNS {
 		if d <= 0 || r.SamplesNS[i] <= 0 {
 			return ""
 		}
 		shares = append(shares, float64(d)/float64(r.SamplesNS[i]))
+		dev, wall = append(dev, time.Duration(d)), append(wall, time.Duration(r.SamplesNS[i]))
 	}
 	if len(shares) == 0 {
 		return ""
 	}
 	share, _, _ := medianMeanSD(shares)
-	tokens := float64(max(r.NPrompt, r.NGen))
-	wall, _, _ := medianMeanSD(toFloats(r.SamplesNS))
-	dev, _, _ := medianMeanSD(toFloats(r.DeviceNS))
+	n := time.Duration(max(r.NPrompt, r.NGen))
 	return fmt.Sprintf("; on the device %.0f%% of the time (medians: %v of %v a token)", 100*share,
-		time.Duration(dev/tokens).Round(time.Microsecond), time.Duration(wall/tokens).Round(time.Microsecond))
-}
-
-func toFloats(v []int64) []float64 {
-	f := make([]float64, len(v))
-	for i, x := range v {
-		f[i] = float64(x)
-	}
-	return f
+		(medianDur(dev) / n).Round(time.Microsecond), (medianDur(wall) / n).Round(time.Microsecond))
 }
 
 // throughputCmd measures prompt processing (pp: a prompt of N tokens through the plan from
