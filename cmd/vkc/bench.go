@@ -29,7 +29,7 @@ func init() {
 	register(&command{
 		name:    "bench",
 		usage:   "plan.bin (-f NAME [-n reps] [--length N] [--input name=VALUE...] | --pp N,... [--tg N] [-r reps]) [--json]",
-		short:   "time a function of a plan (GPU and wall time, GFLOP/s, roofline %, a per-kernel table), or a language model's prompt and generation throughput in tokens/s",
+		short:   "time a function of a plan (GPU and wall time, GFLOP/s, roofline %, a per-kernel table), or a language model's prompt and generation throughput in tokens/s with the share of it spent on the device",
 		example: "vkc bench tinyllama.plan --pp 16,64 --tg 32",
 		flagsOut: func(fs *flag.FlagSet, stdout io.Writer) func(args []string) error {
 			fn := fs.String("f", "", "the function to time")
